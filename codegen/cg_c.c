@@ -1,0 +1,446 @@
+/*
+ * cg_c.c — the C target.
+ *
+ * One walk over each planned graph; each live node prints a short comment
+ * naming its op and shape, then either a loop nest with literal bounds or
+ * a call into the kernel table K.  Values are float pointers into the
+ * scratch arena X at planned offsets; views are pointer offsets; weights
+ * and states are macros over W and S.  The token count T is a literal 1 in
+ * decode graphs and io->n (bounded by max_tokens) in prefill graphs.
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg.h"
+#include "sc_abi.h"
+
+typedef struct Cg {
+  const Module *m;
+  const Graph *g;
+  StrBuf *o;
+  char (*var)[IR_NAME + 8];
+  sc_error *err;
+} Cg;
+
+#define OUT(...) sb_printf(cg->o, __VA_ARGS__)
+
+static void c_ident(const char *in, char *out, size_t size) {
+  size_t k = 0;
+  for (; *in && k + 1 < size; in++) out[k++] = isalnum((unsigned char)*in) ? *in : '_';
+  out[k] = 0;
+}
+
+static int wtype_of(DType d) {
+  switch (d) {
+  case DT_BF16: return SC_W_BF16;
+  case DT_F16: return SC_W_F16;
+  case DT_Q8_0: return SC_W_Q8_0;
+  case DT_Q4_0: return SC_W_Q4_0;
+  default: return SC_W_F32;
+  }
+}
+
+static const char *wtype_name(DType d) {
+  static const char *const n[] = {"SC_W_F32", "SC_W_BF16", "SC_W_F16", "SC_W_Q8_0", "SC_W_Q4_0"};
+  return n[wtype_of(d)];
+}
+
+static const IrNode *node(const Cg *cg, int i) { return &cg->g->nodes[i]; }
+
+/* The C expression of a value as a float pointer (or W_/S_ macro). */
+static const char *ref(const Cg *cg, int i) {
+  const IrNode *n = node(cg, i);
+  if (n->op == OP_KV_STORE) return ref(cg, n->src[0]);
+  return cg->var[i];
+}
+
+static long long ld(const Cg *cg, int i) {
+  const IrNode *n = node(cg, i);
+  if (n->op == OP_KV_STORE || n->op == OP_STATE) return (long long)n->cols;
+  return (long long)n->ld;
+}
+
+/* Row count of a value as C text: "T" or a literal. */
+static const char *rows(const IrNode *n) {
+  static _Thread_local char ring[4][24];
+  static _Thread_local int k;
+  if (n->rows == IR_T) return "T";
+  k = (k + 1) % 4;
+  snprintf(ring[k], sizeof ring[k], "%lld", (long long)n->rows);
+  return ring[k];
+}
+
+/* y = x * rsqrt(mean(x^2) + eps) * w' over groups of p.group, row by row;
+ * x_row / y_row are C expressions of row pointers for token t. */
+static void emit_rmsnorm_body(Cg *cg, const IrParams *p, int64_t cols, const char *x,
+                              long long ldx, const char *w, const char *y, long long ldy,
+                              const char *rowexpr) {
+  int groups = (int)(cols / p->group);
+  OUT("  for (int t = 0; t < %s; t++) {\n", rowexpr);
+  if (groups > 1) OUT("    for (int h = 0; h < %d; h++) {\n", groups);
+  const char *ind = groups > 1 ? "      " : "    ";
+  const char *hoff = groups > 1 ? " + h * " : "";
+  char hbuf[32] = "";
+  if (groups > 1) snprintf(hbuf, sizeof hbuf, "%d", p->group);
+  OUT("%sconst float *xr = %s + t * %lld%s%s;\n", ind, x, ldx, hoff, hbuf);
+  OUT("%sfloat *yr = %s + t * %lld%s%s;\n", ind, y, ldy, hoff, hbuf);
+  OUT("%sfloat ss = 0.0f;\n", ind);
+  OUT("%sfor (int c = 0; c < %d; c++) ss += xr[c] * xr[c];\n", ind, p->group);
+  OUT("%sconst float r = 1.0f / K->sqrtf(ss / %d.0f + %.9gf);\n", ind, p->group, p->eps);
+  const char *wexpr = p->norm_mode == NORM_ONE_PLUS ? "(1.0f + wn[c])" : "wn[c]";
+  OUT("%sconst float *wn = (const float *)%s;\n", ind, w);
+  OUT("%sfor (int c = 0; c < %d; c++) yr[c] = (xr[c] * r) * %s;\n", ind, p->group, wexpr);
+  if (groups > 1) OUT("    }\n");
+  OUT("  }\n");
+}
+
+static void emit_rope_body(Cg *cg, const IrParams *p, const char *table, const char *x,
+                           long long ldx, const char *y, long long ldy, const char *rowexpr,
+                           const char *norm_w, float eps) {
+  int R = p->rot_dims, half = R / 2, HD = p->head_dim;
+  OUT("  for (int t = 0; t < %s; t++) {\n", rowexpr);
+  OUT("    const float *cs = (const float *)%s + (long)(pos + t) * %d; /* cos | sin */\n", table, R);
+  OUT("    for (int h = 0; h < %d; h++) {\n", p->heads);
+  OUT("      const float *a = %s + t * %lld + h * %d;\n", x, ldx, HD);
+  OUT("      float *b = %s + t * %lld + h * %d;\n", y, ldy, HD);
+  if (norm_w) {
+    /* QK-norm first, into a head-sized temporary (same math as RMSNORM) */
+    OUT("      float nb[%d];\n", HD);
+    OUT("      float ss = 0.0f;\n");
+    OUT("      for (int c = 0; c < %d; c++) ss += a[c] * a[c];\n", HD);
+    OUT("      const float r = 1.0f / K->sqrtf(ss / %d.0f + %.9gf);\n", HD, eps);
+    OUT("      const float *wn = (const float *)%s;\n", norm_w);
+    OUT("      for (int c = 0; c < %d; c++) nb[c] = (a[c] * r) * %s;\n", HD,
+        p->norm_mode == NORM_ONE_PLUS ? "(1.0f + wn[c])" : "wn[c]");
+    OUT("      a = nb;\n");
+  }
+  if (p->rope_mode == ROPE_NEOX) {
+    OUT("      for (int i = 0; i < %d; i++) {\n", half);
+    OUT("        const float x0 = a[i], x1 = a[i + %d], c = cs[i], s = cs[%d + i];\n", half, half);
+    OUT("        b[i] = x0 * c - x1 * s;\n");
+    OUT("        b[i + %d] = x1 * c + x0 * s;\n", half);
+    OUT("      }\n");
+  } else {
+    OUT("      for (int i = 0; i < %d; i++) {\n", half);
+    OUT("        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[%d + i];\n", half);
+    OUT("        b[2 * i] = x0 * c - x1 * s;\n");
+    OUT("        b[2 * i + 1] = x1 * c + x0 * s;\n");
+    OUT("      }\n");
+  }
+  if (R < HD) OUT("      for (int i = %d; i < %d; i++) b[i] = a[i];\n", R, HD);
+  OUT("    }\n  }\n");
+}
+
+static void emit_copy_rows(Cg *cg, const char *rowexpr, const char *x, long long ldx,
+                           const char *y, long long ldy, int64_t cols) {
+  OUT("  for (int t = 0; t < %s; t++)\n", rowexpr);
+  OUT("    for (int c = 0; c < %lld; c++) %s[t * %lld + c] = %s[t * %lld + c];\n",
+      (long long)cols, y, ldy, x, ldx);
+}
+
+/* Elementwise y = f(a[, b]) with an expression over `a` and `b`. */
+static void emit_map(Cg *cg, const IrNode *n, int i, const char *expr) {
+  OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
+  OUT("    for (int c = 0; c < %lld; c++) {\n", (long long)n->cols);
+  OUT("      const float a = %s[t * %lld + c];\n", ref(cg, n->src[0]), ld(cg, n->src[0]));
+  if (n->nsrc > 1)
+    OUT("      const float b = %s[t * %lld + c];\n", ref(cg, n->src[1]), ld(cg, n->src[1]));
+  OUT("      %s[t * %lld + c] = %s;\n", cg->var[i], (long long)n->ld, expr);
+  OUT("    }\n");
+}
+
+static int emit_node(Cg *cg, int i) {
+  const IrNode *n = node(cg, i);
+  const IrParams *p = &n->p;
+  const char *v = cg->var[i];
+  const Module *m = cg->m;
+  switch (n->op) {
+  case OP_INPUT_IDS:
+  case OP_WEIGHT:
+  case OP_STATE:
+    return SC_OK; /* macros and io fields */
+  case OP_INPUT_EMBEDS:
+    OUT("  const float *%s = io->embeds; /* [%s, %lld] */\n", v, rows(n), (long long)n->cols);
+    return SC_OK;
+  case OP_INPUT_HIDDEN:
+    OUT("  const float *%s = io->hidden_in; /* [1, %lld] */\n", v, (long long)n->cols);
+    return SC_OK;
+  case OP_SLICE:
+    OUT("  float *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", v,
+        ref(cg, n->src[0]), p->off, rows(n), (long long)n->cols, (long long)n->ld);
+    return SC_OK;
+  case OP_LAST_ROW:
+    OUT("  float *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", v,
+        ref(cg, n->src[0]), rows(&cg->g->nodes[n->src[0]]), ld(cg, n->src[0]), (long long)n->cols);
+    return SC_OK;
+  default:
+    break;
+  }
+  /* every other value owns a scratch buffer (or writes through io) */
+  if (n->buf >= 0)
+    OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] */\n", v, (long long)n->buf,
+        rows(n), (long long)n->cols);
+  switch (n->op) {
+  case OP_EMBED: {
+    const IrNode *tab = node(cg, n->src[0]);
+    const IrWeight *w = &m->weights[tab->weight];
+    OUT("  for (int t = 0; t < %s; t++) {\n", rows(n));
+    OUT("    const int id = %s[t];\n", ref(cg, n->src[1]));
+    OUT("    float *y = %s + t * %lld;\n", v, (long long)n->ld);
+    OUT("    if (id == -1) {\n      for (int c = 0; c < %lld; c++) y[c] = 0.0f;\n      continue;\n    }\n",
+        (long long)n->cols);
+    OUT("    if (id < 0 || id >= %lld) {\n", (long long)w->rows);
+    OUT("      K->error(K->ctx, \"%s: token id out of range [0, %lld)\", id);\n", n->name, (long long)w->rows);
+    OUT("      return 1;\n    }\n");
+    if (w->band == DT_F32) {
+      OUT("    const float *row = (const float *)%s + (long)id * %lld;\n", cg->var[n->src[0]], (long long)w->cols);
+      OUT("    for (int c = 0; c < %lld; c++) y[c] = row[c];\n", (long long)w->cols);
+    } else if (w->band == DT_BF16) {
+      OUT("    const unsigned short *row = (const unsigned short *)%s + (long)id * %lld;\n",
+          cg->var[n->src[0]], (long long)w->cols);
+      OUT("    for (int c = 0; c < %lld; c++) y[c] = bf16_to_f32(row[c]);\n", (long long)w->cols);
+    } else {
+      return sc_fail(cg->err, SC_EINPUT, "C target: embedding band %s is not supported yet",
+                     ir_dtype_name(w->band));
+    }
+    OUT("  }\n");
+    return SC_OK;
+  }
+  case OP_LINEAR:
+  case OP_LINEAR_ADD:
+  case OP_NORM_LINEAR: {
+    int xi = n->src[0], wi = n->src[n->op == OP_NORM_LINEAR ? 2 : 1];
+    int bi = n->op == OP_NORM_LINEAR ? (n->nsrc > 3 ? n->src[3] : -1) : (n->op == OP_LINEAR && n->nsrc > 2 ? n->src[2] : -1);
+    const IrNode *w = node(cg, wi);
+    const char *x = ref(cg, xi);
+    long long ldx = ld(cg, xi);
+    char xbuf[IR_NAME + 16];
+    if (n->op == OP_NORM_LINEAR) {
+      snprintf(xbuf, sizeof xbuf, "%s_in", v);
+      OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] normalised input */\n", xbuf,
+          (long long)n->aux, rows(n), (long long)node(cg, xi)->cols);
+      emit_rmsnorm_body(cg, p, node(cg, xi)->cols, x, ldx, ref(cg, n->src[1]), xbuf,
+                        (long long)node(cg, xi)->cols, rows(n));
+      x = xbuf;
+      ldx = (long long)node(cg, xi)->cols;
+    }
+    int acc = 0;
+    if (n->op == OP_LINEAR_ADD) {
+      int r = n->src[2];
+      if (node(cg, r)->buf != n->buf || node(cg, r)->op == OP_SLICE)
+        emit_copy_rows(cg, rows(n), ref(cg, r), ld(cg, r), v, (long long)n->ld, n->cols);
+      acc = 1;
+    }
+    OUT("  K->linear(K->ctx, %s, %s, %s, %s, %lld, %s, %lld, %s, %lld, %lld, %d);\n",
+        wtype_name(w->dtype), cg->var[wi], bi >= 0 ? ref(cg, bi) : "0", x, ldx, v,
+        (long long)n->ld, rows(n), (long long)w->rows, (long long)w->cols, acc);
+    return SC_OK;
+  }
+  case OP_LINEAR_SWIGLU: {
+    const IrNode *w = node(cg, n->src[1]);
+    OUT("  K->linear_swiglu(K->ctx, %s, %s, %s, %lld, %s, %lld, %s, %lld, %lld);\n",
+        wtype_name(w->dtype), cg->var[n->src[1]], ref(cg, n->src[0]), ld(cg, n->src[0]), v,
+        (long long)n->ld, rows(n), (long long)w->rows / 2, (long long)w->cols);
+    return SC_OK;
+  }
+  case OP_RMSNORM:
+    emit_rmsnorm_body(cg, p, n->cols, ref(cg, n->src[0]), ld(cg, n->src[0]),
+                      ref(cg, n->src[1]), v, (long long)n->ld, rows(n));
+    return SC_OK;
+  case OP_ROPE:
+    emit_rope_body(cg, p, ref(cg, n->src[1]), ref(cg, n->src[0]), ld(cg, n->src[0]), v,
+                   (long long)n->ld, rows(n), NULL, 0);
+    return SC_OK;
+  case OP_NORM_ROPE:
+    emit_rope_body(cg, p, ref(cg, n->src[2]), ref(cg, n->src[0]), ld(cg, n->src[0]), v,
+                   (long long)n->ld, rows(n), ref(cg, n->src[1]), p->eps);
+    return SC_OK;
+  case OP_KV_STORE: {
+    const IrNode *c = node(cg, n->src[0]);
+    OUT("  for (int t = 0; t < %s; t++) {\n", rows(node(cg, n->src[1])));
+    OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", ref(cg, n->src[0]),
+        (long long)c->rows, (long long)c->cols);
+    OUT("    const float *src = %s + t * %lld;\n", ref(cg, n->src[1]), ld(cg, n->src[1]));
+    OUT("    for (int c = 0; c < %lld; c++) dst[c] = src[c];\n", (long long)c->cols);
+    OUT("  }\n");
+    return SC_OK;
+  }
+  case OP_ATTENTION: {
+    const IrNode *c = node(cg, n->src[1]);
+    OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, %d, %d, %d, %.9gf, %d);\n",
+        ref(cg, n->src[0]), ld(cg, n->src[0]), ref(cg, n->src[1]), ref(cg, n->src[2]),
+        (long long)c->cols, (long long)c->rows, v, (long long)n->ld, rows(n), p->heads,
+        p->kv_heads, p->head_dim, p->scale, p->window);
+    if (n->nsrc > 3) {
+      OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
+      OUT("    for (int c = 0; c < %lld; c++) {\n", (long long)n->cols);
+      OUT("      const float gt = %s[t * %lld + c];\n", ref(cg, n->src[3]), ld(cg, n->src[3]));
+      OUT("      %s[t * %lld + c] *= 1.0f / (1.0f + K->expf(-gt));\n", v, (long long)n->ld);
+      OUT("    }\n");
+    }
+    return SC_OK;
+  }
+  case OP_ADD: emit_map(cg, n, i, "a + b"); return SC_OK;
+  case OP_MUL: emit_map(cg, n, i, "a * b"); return SC_OK;
+  case OP_SILU: emit_map(cg, n, i, "a / (1.0f + K->expf(-a))"); return SC_OK;
+  case OP_SIGMOID: emit_map(cg, n, i, "1.0f / (1.0f + K->expf(-a))"); return SC_OK;
+  case OP_SOFTPLUS: emit_map(cg, n, i, "K->logf(1.0f + K->expf(a))"); return SC_OK;
+  case OP_GELU: emit_map(cg, n, i, "0.5f * a * (1.0f + K->erff(a * 0.70710678118654752f))"); return SC_OK;
+  case OP_SWIGLU:
+    OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
+    OUT("    for (int c = 0; c < %lld; c++) {\n", (long long)n->cols);
+    OUT("      const float a = %s[t * %lld + c], b = %s[t * %lld + %lld + c];\n",
+        ref(cg, n->src[0]), ld(cg, n->src[0]), ref(cg, n->src[0]), ld(cg, n->src[0]), (long long)n->cols);
+    OUT("      %s[t * %lld + c] = (a / (1.0f + K->expf(-a))) * b;\n", v, (long long)n->ld);
+    OUT("    }\n");
+    return SC_OK;
+  case OP_OUTPUT: {
+    const char *dst = p->slot == OUT_LOGITS ? "io->out" : "io->hidden_out";
+    OUT("  for (int c = 0; c < %lld; c++) %s[c] = %s[c];\n", (long long)n->cols, dst, ref(cg, n->src[0]));
+    return SC_OK;
+  }
+  default:
+    return sc_fail(cg->err, SC_EINPUT, "C target: op %s (%s) has no C lowering yet",
+                   ir_op_names[n->op], n->name);
+  }
+}
+
+static void comment_node(Cg *cg, int i) {
+  const IrNode *n = node(cg, i);
+  if (ir_op_flags[n->op] & F_LEAF) return;
+  OUT("\n  /* %s = %s(", n->name, ir_op_names[n->op]);
+  for (int s = 0; s < n->nsrc; s++) OUT("%s%s", s ? ", " : "", node(cg, n->src[s])->name);
+  OUT(") */\n");
+}
+
+static int emit_graph(Cg *cg, const Graph *g) {
+  cg->g = g;
+  cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var);
+  if (!cg->var) return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
+  /* variable names: the model's names, made unique */
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    char id[IR_NAME];
+    c_ident(n->name, id, sizeof id);
+    if (n->op == OP_WEIGHT) snprintf(cg->var[i], sizeof cg->var[i], "W_%s", id);
+    else if (n->op == OP_STATE) snprintf(cg->var[i], sizeof cg->var[i], "S_%s", id);
+    else if (n->op == OP_INPUT_IDS) snprintf(cg->var[i], sizeof cg->var[i], "io->ids");
+    else snprintf(cg->var[i], sizeof cg->var[i], "%s", id);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(cg->var[j], cg->var[i])) {
+        size_t len = strlen(cg->var[i]);
+        snprintf(cg->var[i] + len, sizeof cg->var[i] - len, "_%d", i);
+        break;
+      }
+  }
+  int max_ctx = cg->m->max_context;
+  OUT("\n/* %s: T %s %d tokens per call; scratch %lld bytes */\n", g->name,
+      g->max_tokens == 1 ? "=" : "<=", g->max_tokens, (long long)g->scratch_bytes);
+  OUT("static int entry_%s(const sc_kernels *K, const unsigned char *W, unsigned char *S,\n"
+      "    unsigned char *X, const sc_io *io) {\n", g->name);
+  if (g->max_tokens == 1) {
+    OUT("  if (io->n != 1) {\n    K->error(K->ctx, \"%s: takes exactly one token\", io->n);\n    return 1;\n  }\n", g->name);
+  } else {
+    OUT("  const int T = io->n;\n");
+    OUT("  if (T < 1 || T > %d) {\n    K->error(K->ctx, \"%s: token count out of range [1, %d]\", T);\n    return 1;\n  }\n",
+        g->max_tokens, g->name, g->max_tokens);
+  }
+  OUT("  const int pos = io->pos;\n");
+  OUT("  if (pos < 0 || pos + %s > %d) {\n    K->error(K->ctx, \"%s: context full (max_context %d)\", pos);\n    return 1;\n  }\n",
+      g->max_tokens == 1 ? "1" : "T", max_ctx, g->name, max_ctx);
+  OUT("  (void)W; (void)S; (void)X;\n");
+  int rc = SC_OK;
+  for (int i = 0; i < g->n_nodes && rc == SC_OK; i++) {
+    if (g->nodes[i].dead) continue;
+    comment_node(cg, i);
+    rc = emit_node(cg, i);
+  }
+  OUT("  return 0;\n}\n");
+  free(cg->var);
+  cg->var = NULL;
+  return rc;
+}
+
+int cg_emit_c(const Module *m, const CgInfo *info, StrBuf *o, sc_error *err) {
+  Cg cgs = {.m = m, .o = o, .err = err}, *cg = &cgs;
+  OUT("/*\n * Generated by speechc %s for the CPU; do not edit.\n", SPEECHC_VERSION);
+  OUT(" * model: %s (family %s), config hash %016llx\n", m->model_type, m->family,
+      (unsigned long long)m->config_hash);
+  OUT(" * weights: %s, %s; max context %d\n", info->band, info->fused ? "fused" : "unfused",
+      m->max_context);
+  OUT(" * entry points:");
+  for (int gi = 0; gi < m->n_graphs; gi++) OUT(" %s", m->graphs[gi].name);
+  OUT("\n */\n#include \"sc_abi.h\"\n\n");
+  OUT("static float bf16_to_f32(unsigned short b) {\n"
+      "  union { unsigned u; float f; } c;\n  c.u = (unsigned)b << 16;\n  return c.f;\n}\n\n");
+  OUT("/* Weights: byte offsets in the weight file's data section. */\n");
+  for (int w = 0; w < m->n_weights; w++) {
+    const IrWeight *wt = &m->weights[w];
+    if (!wt->used) continue;
+    char id[IR_NAME];
+    c_ident(wt->name, id, sizeof id);
+    OUT("#define W_%s (W + %lldLL) /* %s [", id, (long long)wt->offset, ir_dtype_name(wt->band));
+    if (wt->sets > 1) OUT("%lld, ", (long long)wt->sets);
+    OUT("%lld, %lld] %s */\n", (long long)wt->rows, (long long)wt->cols, wt->source);
+  }
+  OUT("\n/* Session state: byte offsets in the state block. */\n");
+  for (int s = 0; s < m->n_states; s++) {
+    char id[IR_NAME];
+    c_ident(m->states[s].name, id, sizeof id);
+    OUT("#define S_%s ((float *)(S + %lldLL)) /* f32 [%lld, %lld] */\n", id,
+        (long long)m->states[s].offset, (long long)m->states[s].rows, (long long)m->states[s].cols);
+  }
+  OUT("\n/* Avoid unused-function warnings when no bf16 weight is read. */\n");
+  OUT("typedef float (*sc_bf16_fn)(unsigned short);\nstatic const sc_bf16_fn sc_bf16_keep = bf16_to_f32;\n");
+  for (int gi = 0; gi < m->n_graphs; gi++) {
+    int rc = emit_graph(cg, &m->graphs[gi]);
+    if (rc) return rc;
+  }
+  OUT("\nstatic const sc_entry entries[] = {\n");
+  for (int gi = 0; gi < m->n_graphs; gi++) {
+    const Graph *g = &m->graphs[gi];
+    OUT("  {\"%s\", entry_%s, %s, %d, %d, %d, %lldULL},\n", g->name, g->name,
+        g->input == SC_IN_IDS ? "SC_IN_IDS" : "SC_IN_EMBEDS", g->max_tokens, g->out_cols,
+        g->hidden_cols, (long long)g->scratch_bytes);
+  }
+  OUT("};\n\nstatic const sc_tensor_info tensors[] = {\n");
+  int n_tensors = 0;
+  for (int w = 0; w < m->n_weights; w++) {
+    const IrWeight *wt = &m->weights[w];
+    if (!wt->used) continue;
+    OUT("  {\"%s\", \"", wt->name);
+    sb_cstring(o, wt->source);
+    OUT("\", %s, %lld, %lld, %lld, %lldULL, %lldULL},\n", wtype_name(wt->band),
+        (long long)wt->sets, (long long)wt->rows, (long long)wt->cols, (long long)wt->offset,
+        (long long)wt->bytes);
+    n_tensors++;
+  }
+  OUT("};\n\nstatic const char config_json[] =\n");
+  const char *cj = m->config_json ? m->config_json : "{}";
+  size_t len = strlen(cj);
+  for (size_t k = 0; k < len; k += 72) {
+    char chunk[80];
+    snprintf(chunk, sizeof chunk, "%.*s", (int)(len - k < 72 ? len - k : 72), cj + k);
+    OUT("  \"");
+    sb_cstring(o, chunk);
+    OUT("\"\n");
+  }
+  if (!len) OUT("  \"\"\n");
+  OUT("  ;\n\nstatic const sc_model_desc desc = {\n");
+  OUT("  SC_DESC_MAGIC, SC_ABI_VERSION,\n");
+  OUT("  \"%s\", \"%s\", config_json, 0x%016llxULL,\n", m->family, m->model_type,
+      (unsigned long long)m->config_hash);
+  OUT("  \"%s\", \"cpu\", \"%s\",\n", SPEECHC_VERSION, info->cpu_features);
+  OUT("  %d, %d, %d, %d, /* vocab, hidden, layers, max_context */\n", m->vocab, m->hidden,
+      m->n_layers, m->max_context);
+  OUT("  \"%s\", %lluULL, 0x%016llxULL, 0x%016llxULL,\n", info->weight_file,
+      (unsigned long long)info->weight_bytes, (unsigned long long)info->weight_checksum,
+      (unsigned long long)info->build_id);
+  OUT("  %lldULL, /* state bytes */\n", (long long)m->state_bytes);
+  OUT("  %d, entries, %d, tensors,\n};\n\n", m->n_graphs, n_tensors);
+  OUT("const sc_model_desc *speechc_model(void) {\n  (void)sc_bf16_keep;\n  return &desc;\n}\n");
+  if (o->failed) return sc_fail(err, SC_ERUNTIME, "out of memory while generating code");
+  return SC_OK;
+}

@@ -1,0 +1,197 @@
+/*
+ * build.c — the whole compiler on one screen:
+ *
+ *   checkpoint -> frontend -> specialize -> fuse -> plan -> pack weights
+ *              -> C source -> toolchain -> model.so (+ model.weights)
+ *
+ * The graphs are verified after every pass and can be printed after any of
+ * them (--dump-ir[=PASS]).  Outputs are written under temporary names and
+ * renamed into place only when everything succeeded, so a failed build
+ * never leaves a half-written artifact behind.
+ */
+#include "build.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cg.h"
+#include "checksum.h"
+#include "passes.h"
+#include "sc_abi_text.h"
+#include "toolchain.h"
+
+BuildOpts build_defaults(void) {
+  BuildOpts o;
+  memset(&o, 0, sizeof o);
+  o.cc = "tcc";
+  o.target = "cpu";
+  o.band = DT_F32;
+  o.prefill_chunk = 128;
+  o.fuse = 1;
+  return o;
+}
+
+static int verify_all(const Module *m, const char *pass, const BuildOpts *o, sc_error *err) {
+  for (int gi = 0; gi < m->n_graphs; gi++)
+    if (ir_verify(m, &m->graphs[gi], err)) {
+      size_t len = strlen(err->msg);
+      snprintf(err->msg + len, sizeof err->msg - len, " (after pass %s)", pass);
+      return err->code;
+    }
+  if (o->dump_ir && (!o->dump_ir[0] || !strcmp(o->dump_ir, pass))) {
+    printf("; after %s\n", pass);
+    for (int gi = 0; gi < m->n_graphs; gi++) ir_print(m, &m->graphs[gi], stdout);
+  }
+  return SC_OK;
+}
+
+static int write_file(const char *path, const void *data, size_t n, sc_error *err) {
+  FILE *f = fopen(path, "wb");
+  if (!f) return sc_fail(err, SC_EINPUT, "%s: cannot write: %s", path, strerror(errno));
+  size_t w = fwrite(data, 1, n, f);
+  if (fclose(f) || w != n) return sc_fail(err, SC_EINPUT, "%s: write failed", path);
+  return SC_OK;
+}
+
+/* "out/model.so" -> "model.weights" (basename, .so replaced) */
+static void weight_name(const char *out, char *name, size_t size) {
+  const char *base = strrchr(out, '/');
+  base = base ? base + 1 : out;
+  size_t len = strlen(base);
+  if (len > 3 && !strcmp(base + len - 3, ".so")) len -= 3;
+  snprintf(name, size, "%.*s.weights", (int)len, base);
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int sc_build(const BuildOpts *o, sc_error *err) {
+  double t0 = now();
+  if (strcmp(o->target, "cpu"))
+    return sc_fail(err, SC_EUSAGE, "--target %s: not implemented yet (accepted today: cpu; "
+                   "cuda and metal are planned)", o->target);
+  if (o->band != DT_F32 && o->band != DT_BF16)
+    return sc_fail(err, SC_EUSAGE, "--weights %s: not implemented yet (accepted today: f32, bf16)",
+                   ir_dtype_name(o->band));
+  Checkpoint c;
+  if (ckpt_open(&c, o->model_dir, err)) return err->code;
+  Module m;
+  ir_module_init(&m);
+  char *minified = NULL, *src_path = NULL, *so_tmp = NULL, *w_tmp = NULL, *w_path = NULL;
+  char tmpdir[] = "/tmp/speechc-XXXXXX";
+  int made_tmp = 0;
+  StrBuf src;
+  sb_init(&src);
+  int rc = SC_OK;
+
+  const char *model_type = NULL, *family = NULL;
+  if ((rc = cfg_str_opt(c.config, "config.json", "model_type", NULL, &model_type, err))) goto done;
+  FrontendFn fe = fe_lookup(model_type, &family);
+  if (!fe) {
+    rc = sc_fail(err, SC_EINPUT, "%s: model_type '%s' is not supported (supported: qwen3, llama)",
+                 c.config_path, model_type);
+    goto done;
+  }
+  snprintf(m.family, sizeof m.family, "%s", family);
+  snprintf(m.model_type, sizeof m.model_type, "%s", model_type);
+  minified = cJSON_PrintUnformatted(c.config);
+  m.config_json = minified;
+  m.config_hash = sc_fnv1a(minified, strlen(minified));
+
+  /* frontend and passes */
+  if ((rc = fe(&m, &c, o, err))) goto done;
+  if ((rc = verify_all(&m, "frontend", o, err))) goto done;
+  pass_specialize(&m);
+  if ((rc = verify_all(&m, "specialize", o, err))) goto done;
+  if (o->fuse) {
+    pass_fuse(&m);
+    if ((rc = verify_all(&m, "fuse", o, err))) goto done;
+  }
+  pass_mark_used(&m);
+  pass_plan(&m);
+  if ((rc = verify_all(&m, "plan", o, err))) goto done;
+
+  /* weights */
+  char wname[256];
+  weight_name(o->out_path, wname, sizeof wname);
+  size_t olen = strlen(o->out_path);
+  w_path = malloc(olen + sizeof wname + 8);
+  w_tmp = malloc(olen + sizeof wname + 16);
+  so_tmp = malloc(olen + 16);
+  if (!w_path || !w_tmp || !so_tmp) { rc = sc_fail(err, SC_ERUNTIME, "out of memory"); goto done; }
+  const char *slash = strrchr(o->out_path, '/');
+  int dirlen = slash ? (int)(slash - o->out_path + 1) : 0;
+  sprintf(w_path, "%.*s%s", dirlen, o->out_path, wname);
+  sprintf(w_tmp, "%s.tmp", w_path);
+  sprintf(so_tmp, "%s.tmp", o->out_path);
+  char idtext[512];
+  snprintf(idtext, sizeof idtext, "%016llx %s %s %d %d %d", (unsigned long long)m.config_hash,
+           SPEECHC_VERSION, ir_dtype_name(o->band), m.max_context, o->fuse, o->prefill_chunk);
+  uint64_t build_id = sc_fnv1a(idtext, strlen(idtext));
+  uint64_t checksum = 0, data_bytes = 0;
+  if ((rc = pass_pack(&m, w_tmp, &checksum, &data_bytes, build_id, o->quiet, err))) goto done;
+
+  /* code */
+  char features[128];
+  tc_features(o->cc, features, sizeof features);
+  CgInfo info = {wname, data_bytes, checksum, build_id, ir_dtype_name(o->band), o->fuse, features};
+  if ((rc = cg_emit_c(&m, &info, &src, err))) goto done;
+  const char *dir = o->emit_dir;
+  if (dir) {
+    if (mkdir(dir, 0755) && errno != EEXIST) {
+      rc = sc_fail(err, SC_EUSAGE, "--emit-dir %s: cannot create: %s", dir, strerror(errno));
+      goto done;
+    }
+  } else {
+    if (!mkdtemp(tmpdir)) { rc = sc_fail(err, SC_ERUNTIME, "cannot create a temporary directory"); goto done; }
+    made_tmp = 1;
+    dir = tmpdir;
+  }
+  src_path = malloc(strlen(dir) + 32);
+  char *abi_path = malloc(strlen(dir) + 32);
+  sprintf(src_path, "%s/model.c", dir);
+  sprintf(abi_path, "%s/sc_abi.h", dir);
+  rc = write_file(abi_path, sc_abi_text, strlen((const char *)sc_abi_text), err);
+  if (!rc) rc = write_file(src_path, src.s, src.len, err);
+  if (!rc) {
+    if (!o->quiet && now() - t0 > 1.0) fprintf(stderr, "speechc: compiling with %s\n", o->cc);
+    rc = tc_compile(o->cc, src_path, so_tmp, err);
+  }
+  if (made_tmp) {
+    unlink(src_path);
+    unlink(abi_path);
+    rmdir(tmpdir);
+  }
+  free(abi_path);
+  if (rc) goto done;
+  if (rename(w_tmp, w_path) || rename(so_tmp, o->out_path)) {
+    rc = sc_fail(err, SC_EINPUT, "%s: cannot move the outputs into place: %s", o->out_path, strerror(errno));
+    goto done;
+  }
+  if (!o->quiet && now() - t0 > 1.0)
+    fprintf(stderr, "speechc: built %s (+ %s, %llu MB) in %.1f s\n", o->out_path, wname,
+            (unsigned long long)(data_bytes >> 20), now() - t0);
+done:
+  if (rc) {
+    if (w_tmp) unlink(w_tmp);
+    if (so_tmp) unlink(so_tmp);
+  }
+  free(w_tmp);
+  free(w_path);
+  free(so_tmp);
+  free(src_path);
+  sb_free(&src);
+  ir_module_free(&m);
+  cJSON_free(minified);
+  ckpt_close(&c);
+  return rc;
+}

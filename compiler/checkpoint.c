@@ -1,0 +1,483 @@
+/*
+ * checkpoint.c — open a published checkpoint directory and answer typed
+ * queries about it.
+ *
+ * Layouts accepted, in order of preference:
+ *   DIR/model.safetensors.index.json naming shards in "weight_map";
+ *   DIR/model.safetensors;
+ *   exactly one DIR/<anything>.safetensors (or the file the user named).
+ * Every tensor of every file is indexed by name; a name in two files is an
+ * error, so a lookup has exactly one answer.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "checkpoint.h"
+
+#define INDEX_NAME "model.safetensors.index.json"
+#define HINT_DIR   "hint: pass the checkpoint directory that holds config.json " \
+                   "and the *.safetensors files"
+
+/* malloc'd "a/b"; NULL on OOM. */
+static char *path_join(const char *a, const char *b) {
+  size_t n = strlen(a) + strlen(b) + 2;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s/%s", a, b);
+  return p;
+}
+
+static int is_file(const char *path) {
+  struct stat sb;
+  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+static int is_safetensors_name(const char *name) {
+  static const char ext[] = ".safetensors";
+  size_t n = strlen(name), e = sizeof ext - 1;
+  return n > e && strcmp(name + n - e, ext) == 0;
+}
+
+static int oom(sc_error *err, const char *what) {
+  return sc_fail(err, SC_ERUNTIME, "%s: out of memory", what);
+}
+
+/* Read a small JSON file whole and parse it; trailing garbage is an error.
+ * Ownership of *text and *json passes to the caller. */
+static int read_json(const char *path, const char *missing_hint, char **text,
+                     cJSON **json, sc_error *err) {
+  *text = NULL;
+  *json = NULL;
+  FILE *fp = fopen(path, "rb");
+  if (!fp) {
+    if (errno == ENOENT)
+      return sc_fail(err, SC_EINPUT, "%s: not found%s%s%s", path,
+                     missing_hint ? " (" : "", missing_hint ? missing_hint : "",
+                     missing_hint ? ")" : "");
+    return sc_fail(err, SC_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+  }
+  size_t cap = 4096, len = 0;
+  char *buf = malloc(cap);
+  for (;;) {
+    if (!buf) {
+      fclose(fp);
+      return oom(err, path);
+    }
+    len += fread(buf + len, 1, cap - len, fp);
+    if (len < cap) break;
+    char *nb = realloc(buf, cap *= 2);
+    if (!nb) free(buf);
+    buf = nb;
+  }
+  int bad = ferror(fp);
+  fclose(fp);
+  if (bad) {
+    free(buf);
+    return sc_fail(err, SC_EINPUT, "%s: read error", path);
+  }
+  buf[len] = '\0'; /* len < cap */
+
+  const char *end = NULL;
+  cJSON *j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
+  if (!j || end != buf + len) {
+    size_t at = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
+    int line = 1;
+    for (size_t i = 0; i < at; i++) line += buf[i] == '\n';
+    cJSON_Delete(j);
+    free(buf);
+    return sc_fail(err, SC_EINPUT, "%s: not valid JSON (error near line %d, "
+                   "byte %zu)", path, line, at);
+  }
+  *text = buf;
+  *json = j;
+  return SC_OK;
+}
+
+static const char *json_type_name(const cJSON *j) {
+  if (cJSON_IsObject(j)) return "object";
+  if (cJSON_IsArray(j)) return "array";
+  if (cJSON_IsString(j)) return "string";
+  if (cJSON_IsNumber(j)) return "number";
+  if (cJSON_IsBool(j)) return "boolean";
+  if (cJSON_IsNull(j)) return "null";
+  return "invalid value";
+}
+
+static int by_name_cmp(const void *a, const void *b) {
+  const StTensor *x = *(const StTensor *const *)a;
+  const StTensor *y = *(const StTensor *const *)b;
+  return strcmp(x->name, y->name);
+}
+
+static int key_cmp(const void *key, const void *elem) {
+  return strcmp((const char *)key, (*(const StTensor *const *)elem)->name);
+}
+
+const StTensor *ckpt_find(const Checkpoint *c, const char *name) {
+  if (!c->by_name) return NULL;
+  const StTensor *const *p = bsearch(name, c->by_name, (size_t)c->n_tensors,
+                                     sizeof *c->by_name, key_cmp);
+  return p ? *p : NULL;
+}
+
+/* Open the n files in paths[] into c->files (index i -> file i), then index
+ * every tensor by name. */
+static int open_files(Checkpoint *c, char **paths, int n, sc_error *err) {
+  c->files = calloc((size_t)n + 1, sizeof *c->files);
+  if (!c->files) return oom(err, c->dir);
+  c->n_files = n;
+  int total = 0;
+  for (int i = 0; i < n; i++) {
+    int rc = st_open(&c->files[i], paths[i], err);
+    if (rc) return rc;
+    for (int k = 0; k < c->files[i].n_tensors; k++) c->files[i].tensors[k].file = i;
+    total += c->files[i].n_tensors;
+  }
+  c->by_name = malloc(((size_t)total + 1) * sizeof *c->by_name);
+  if (!c->by_name) return oom(err, c->dir);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < c->files[i].n_tensors; k++)
+      c->by_name[c->n_tensors++] = &c->files[i].tensors[k];
+  qsort(c->by_name, (size_t)c->n_tensors, sizeof *c->by_name, by_name_cmp);
+  for (int i = 1; i < c->n_tensors; i++) {
+    const StTensor *a = c->by_name[i - 1], *b = c->by_name[i];
+    if (strcmp(a->name, b->name) == 0)
+      return sc_fail(err, SC_EINPUT, "%s: tensor '%s' appears in both %s and %s",
+                     c->dir, a->name, c->files[a->file].path,
+                     c->files[b->file].path);
+  }
+  return SC_OK;
+}
+
+/* Sharded layout: open each distinct shard of "weight_map" once, then check
+ * that every listed tensor is in the shard the index names. */
+static int open_index(Checkpoint *c, const char *index_path, sc_error *err) {
+  char *text;
+  cJSON *idx;
+  int rc = read_json(index_path, NULL, &text, &idx, err);
+  if (rc) return rc;
+  const cJSON *wm = cJSON_GetObjectItemCaseSensitive(idx, "weight_map");
+  int n_entries = cJSON_GetArraySize(wm);
+  char **paths = calloc((size_t)n_entries + 1, sizeof *paths);
+  const char **shards = calloc((size_t)n_entries + 1, sizeof *shards);
+  int n = 0;
+  if (!paths || !shards) {
+    rc = oom(err, index_path);
+    goto done;
+  }
+  if (!cJSON_IsObject(wm)) {
+    rc = sc_fail(err, SC_EINPUT, "%s: \"weight_map\" is %s, expected an object "
+                 "mapping tensor names to shard files", index_path,
+                 wm ? json_type_name(wm) : "missing");
+    goto done;
+  }
+  if (!wm->child) {
+    rc = sc_fail(err, SC_EINPUT, "%s: \"weight_map\" is empty", index_path);
+    goto done;
+  }
+  for (const cJSON *e = wm->child; e; e = e->next) {
+    if (!cJSON_IsString(e)) {
+      rc = sc_fail(err, SC_EINPUT, "%s: weight_map entry for tensor '%s' is %s, "
+                   "expected a shard file name", index_path, e->string,
+                   json_type_name(e));
+      goto done;
+    }
+    int k = 0;
+    while (k < n && strcmp(shards[k], e->valuestring) != 0) k++;
+    if (k < n) continue;
+    shards[n] = e->valuestring;
+    const char *shard_path = paths[n] = path_join(c->dir, e->valuestring);
+    if (!shard_path) {
+      rc = oom(err, index_path);
+      goto done;
+    }
+    n++;
+    if (!is_file(shard_path)) {
+      rc = sc_fail(err, SC_EINPUT, "%s: shard '%s' named for tensor '%s' is "
+                   "missing (expected at %s)", index_path, e->valuestring,
+                   e->string, shard_path);
+      goto done;
+    }
+  }
+  rc = open_files(c, paths, n, err);
+  for (const cJSON *e = wm->child; e && rc == SC_OK; e = e->next) {
+    const StTensor *t = ckpt_find(c, e->string);
+    const char *in = t ? c->files[t->file].path : NULL;
+    int k = 0;
+    while (strcmp(shards[k], e->valuestring) != 0) k++;
+    if (!t || t->file != k)
+      rc = sc_fail(err, SC_EINPUT, "%s: tensor '%s' is listed in shard '%s', "
+                   "but %s%s", index_path, e->string, e->valuestring,
+                   t ? "it is in " : "no file of the checkpoint holds it",
+                   t ? in : "");
+  }
+done:
+  for (int i = 0; i < n; i++) free(paths[i]);
+  free(paths);
+  free(shards);
+  cJSON_Delete(idx);
+  free(text);
+  return rc;
+}
+
+/* Unsharded layout: model.safetensors, else the only *.safetensors. */
+static int open_single(Checkpoint *c, sc_error *err) {
+  char *path = path_join(c->dir, "model.safetensors");
+  if (!path) return oom(err, c->dir);
+  if (is_file(path)) {
+    int rc = open_files(c, &path, 1, err);
+    free(path);
+    return rc;
+  }
+  free(path);
+  path = NULL;
+
+  DIR *d = opendir(c->dir);
+  if (!d)
+    return sc_fail(err, SC_EINPUT, "%s: cannot list the directory: %s", c->dir,
+                   strerror(errno));
+  int found = 0;
+  const struct dirent *de;
+  char first[2][256] = {{0}};
+  while ((de = readdir(d))) {
+    if (!is_safetensors_name(de->d_name)) continue;
+    char *p = path_join(c->dir, de->d_name);
+    if (!p) {
+      closedir(d);
+      free(path);
+      return oom(err, c->dir);
+    }
+    if (!is_file(p)) {
+      free(p);
+      continue;
+    }
+    if (found < 2) snprintf(first[found], sizeof first[found], "%s", de->d_name);
+    if (found++ == 0) path = p;
+    else free(p);
+  }
+  closedir(d);
+  if (found == 0)
+    return sc_fail(err, SC_EINPUT, "%s: no model.safetensors (" HINT_DIR ")",
+                   c->dir);
+  if (found > 1) {
+    free(path);
+    return sc_fail(err, SC_EINPUT, "%s: %d *.safetensors files (%s, %s%s) but "
+                   "no %s (hint: a sharded checkpoint needs its index file; "
+                   "pass a single .safetensors file to use just that one)",
+                   c->dir, found, first[0], first[1], found > 2 ? ", ..." : "",
+                   INDEX_NAME);
+  }
+  int rc = open_files(c, &path, 1, err);
+  free(path);
+  return rc;
+}
+
+/* dir: a directory, or a .safetensors file whose directory holds
+ * config.json.  A named file is used as is unless the directory is
+ * sharded (has an index), in which case the index wins: a shard alone is
+ * never a whole model. */
+static int ckpt_open_impl(Checkpoint *c, const char *dir, sc_error *err) {
+  struct stat sb;
+  if (stat(dir, &sb) != 0)
+    return sc_fail(err, SC_EINPUT, "%s: %s (" HINT_DIR ")", dir, strerror(errno));
+  const char *named_file = NULL;
+  if (S_ISREG(sb.st_mode)) {
+    if (!is_safetensors_name(dir))
+      return sc_fail(err, SC_EINPUT, "%s: not a .safetensors file (" HINT_DIR
+                     ")", dir);
+    named_file = dir;
+    const char *slash = strrchr(dir, '/');
+    c->dir = slash ? strndup(dir, slash == dir ? 1 : (size_t)(slash - dir))
+                   : strdup(".");
+  } else if (S_ISDIR(sb.st_mode)) {
+    c->dir = strdup(dir);
+  } else {
+    return sc_fail(err, SC_EINPUT, "%s: neither a directory nor a file (" HINT_DIR
+                   ")", dir);
+  }
+  if (!c->dir) return oom(err, dir);
+  size_t len = strlen(c->dir);
+  while (len > 1 && c->dir[len - 1] == '/') c->dir[--len] = '\0';
+
+  c->config_path = path_join(c->dir, "config.json");
+  if (!c->config_path) return oom(err, dir);
+  int rc = read_json(c->config_path, HINT_DIR, &c->config_text, &c->config, err);
+  if (rc) return rc;
+  if (!cJSON_IsObject(c->config))
+    return sc_fail(err, SC_EINPUT, "%s: top level is a JSON %s, expected an "
+                   "object", c->config_path, json_type_name(c->config));
+
+  char *index_path = path_join(c->dir, INDEX_NAME);
+  if (!index_path) return oom(err, dir);
+  if (is_file(index_path)) rc = open_index(c, index_path, err);
+  else if (named_file) {
+    char *p = strdup(named_file);
+    rc = p ? open_files(c, &p, 1, err) : oom(err, dir);
+    free(p);
+  } else {
+    rc = open_single(c, err);
+  }
+  free(index_path);
+  return rc;
+}
+
+int ckpt_open(Checkpoint *c, const char *dir, sc_error *err) {
+  memset(c, 0, sizeof *c);
+  int rc = ckpt_open_impl(c, dir, err);
+  if (rc) ckpt_close(c);
+  return rc;
+}
+
+void ckpt_close(Checkpoint *c) {
+  for (int i = 0; c->files && i < c->n_files; i++) st_close(&c->files[i]);
+  free(c->files);
+  free(c->by_name);
+  cJSON_Delete(c->config);
+  free(c->config_text);
+  free(c->config_path);
+  free(c->dir);
+  memset(c, 0, sizeof *c);
+}
+
+/* "[a, b]" with '?' for negative (wildcard) dims. */
+static const char *dims_str(char *buf, size_t cap, int ndim,
+                            const int64_t *shape) {
+  size_t n = (size_t)snprintf(buf, cap, "[");
+  for (int i = 0; i < ndim && n < cap; i++) {
+    if (shape[i] < 0) n += (size_t)snprintf(buf + n, cap - n, "%s?", i ? ", " : "");
+    else n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "",
+                               (long long)shape[i]);
+  }
+  if (n < cap) snprintf(buf + n, cap - n, "]");
+  return buf;
+}
+
+const StTensor *ckpt_tensor(const Checkpoint *c, const char *name, int ndim,
+                            const int64_t *shape, sc_error *err) {
+  const StTensor *t = ckpt_find(c, name);
+  if (!t) {
+    sc_fail(err, SC_EINPUT, "%s: tensor '%s' is missing", c->dir, name);
+    return NULL;
+  }
+  const char *path = c->files[t->file].path;
+  int ok = t->ndim == ndim;
+  for (int i = 0; ok && i < ndim; i++)
+    ok = shape[i] < 0 || shape[i] == t->shape[i];
+  if (!ok) {
+    char have[256], want[256];
+    sc_fail(err, SC_EINPUT, "%s: tensor '%s' has shape %s, expected %s", path,
+            name, dims_str(have, sizeof have, t->ndim, t->shape),
+            dims_str(want, sizeof want, ndim, shape));
+    return NULL;
+  }
+  if (t->dtype != ST_F32 && t->dtype != ST_F16 && t->dtype != ST_BF16) {
+    sc_fail(err, SC_EINPUT, "%s: tensor '%s' has dtype %s, expected a float "
+            "type (F32, F16, BF16)", path, name, st_dtype_name(t->dtype));
+    return NULL;
+  }
+  return t;
+}
+
+/* --- config values --------------------------------------------------------
+ * A JSON null counts as absent: Hugging Face configs write "key": null for
+ * "not set" (sliding_window, rope_scaling), and the default is what that
+ * means.  For the _req forms, null is then "missing". */
+
+/* The value of key, or NULL when obj lacks it or holds null there. */
+static const cJSON *cfg_get(const cJSON *obj, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  return cJSON_IsNull(v) ? NULL : v;
+}
+
+static int missing(const char *where, const char *key, sc_error *err) {
+  return sc_fail(err, SC_EINPUT, "%s: key '%s' is missing", where, key);
+}
+
+static int wrong_type(const char *where, const char *key, const char *want,
+                      const cJSON *v, sc_error *err) {
+  if (cJSON_IsNumber(v))
+    return sc_fail(err, SC_EINPUT, "%s: key '%s' must be %s, found %.17g",
+                   where, key, want, v->valuedouble);
+  return sc_fail(err, SC_EINPUT, "%s: key '%s' must be %s, found %s", where,
+                 key, want, json_type_name(v));
+}
+
+/* Whole numbers within +-2^53, where a double is exact. */
+static int get_int(const cJSON *v, const char *where, const char *key,
+                   int64_t *out, sc_error *err) {
+  const double lim = 9007199254740992.0;
+  if (!cJSON_IsNumber(v) || !(v->valuedouble >= -lim && v->valuedouble <= lim) ||
+      (double)(int64_t)v->valuedouble != v->valuedouble)
+    return wrong_type(where, key, "an integer", v, err);
+  *out = (int64_t)v->valuedouble;
+  return SC_OK;
+}
+
+static int get_num(const cJSON *v, const char *where, const char *key,
+                   double *out, sc_error *err) {
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
+    return wrong_type(where, key, "a finite number", v, err);
+  *out = v->valuedouble;
+  return SC_OK;
+}
+
+int cfg_int_req(const cJSON *obj, const char *where, const char *key,
+                int64_t *out, sc_error *err) {
+  const cJSON *v = cfg_get(obj, key);
+  return v ? get_int(v, where, key, out, err) : missing(where, key, err);
+}
+
+int cfg_int_opt(const cJSON *obj, const char *where, const char *key,
+                int64_t dflt, int64_t *out, sc_error *err) {
+  const cJSON *v = cfg_get(obj, key);
+  if (!v) {
+    *out = dflt;
+    return SC_OK;
+  }
+  return get_int(v, where, key, out, err);
+}
+
+int cfg_num_req(const cJSON *obj, const char *where, const char *key,
+                double *out, sc_error *err) {
+  const cJSON *v = cfg_get(obj, key);
+  return v ? get_num(v, where, key, out, err) : missing(where, key, err);
+}
+
+int cfg_num_opt(const cJSON *obj, const char *where, const char *key,
+                double dflt, double *out, sc_error *err) {
+  const cJSON *v = cfg_get(obj, key);
+  if (!v) {
+    *out = dflt;
+    return SC_OK;
+  }
+  return get_num(v, where, key, out, err);
+}
+
+int cfg_bool_opt(const cJSON *obj, const char *where, const char *key,
+                 int dflt, int *out, sc_error *err) {
+  const cJSON *v = cfg_get(obj, key);
+  if (!v) {
+    *out = dflt;
+    return SC_OK;
+  }
+  if (!cJSON_IsBool(v)) return wrong_type(where, key, "true or false", v, err);
+  *out = cJSON_IsTrue(v);
+  return SC_OK;
+}
+
+int cfg_str_opt(const cJSON *obj, const char *where, const char *key,
+                const char *dflt, const char **out, sc_error *err) {
+  const cJSON *v = cfg_get(obj, key);
+  if (!v) {
+    if (!dflt) return missing(where, key, err);
+    *out = dflt;
+    return SC_OK;
+  }
+  if (!cJSON_IsString(v)) return wrong_type(where, key, "a string", v, err);
+  *out = v->valuestring;
+  return SC_OK;
+}

@@ -1,0 +1,47 @@
+/* frontend.c — family table and helpers shared by the frontends. */
+#include "frontend.h"
+
+#include <stdio.h>
+#include <string.h>
+
+FrontendFn fe_lookup(const char *model_type, const char **family) {
+  static const struct { const char *type, *family; FrontendFn fn; } table[] = {
+      {"qwen3", "llm", fe_llm},
+      {"llama", "llm", fe_llm},
+  };
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
+    if (!strcmp(model_type, table[i].type)) {
+      if (family) *family = table[i].family;
+      return table[i].fn;
+    }
+  return NULL;
+}
+
+int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tensor,
+              int64_t rows, int64_t cols, DType band, sc_error *err) {
+  int64_t shape[2] = {rows, cols};
+  const StTensor *t = rows ? ckpt_tensor(c, tensor, 2, shape, err)
+                           : ckpt_tensor(c, tensor, 1, &shape[1], err);
+  if (!t) return -1;
+  int w = ir_weight_add(m, name, band, 1, rows ? rows : 1, cols);
+  IrWeight *wt = &m->weights[w];
+  wt->src[0].tensor = t;
+  wt->src[0].rows = rows ? rows : 1;
+  wt->n_src = 1;
+  snprintf(wt->source, sizeof wt->source, "%s", tensor);
+  return w;
+}
+
+int fe_rope_table(Module *m, int max_ctx, int rot_dims, double theta) {
+  char name[IR_NAME];
+  snprintf(name, sizeof name, "rope.r%d.t%g", rot_dims, theta);
+  int w = ir_weight_find(m, name);
+  if (w >= 0) return w;
+  w = ir_weight_add(m, name, DT_F32, 1, max_ctx, rot_dims);
+  IrWeight *wt = &m->weights[w];
+  wt->gen = WGEN_ROPE;
+  wt->gen_theta = theta;
+  wt->gen_rot = rot_dims;
+  snprintf(wt->source, sizeof wt->source, "computed: cos|sin, theta %g", theta);
+  return w;
+}

@@ -1,0 +1,347 @@
+/*
+ * main.c — the speechc command line: build, inspect, run.
+ * Exit codes: 0 ok, 1 usage, 2 bad input, 3 runtime failure (speechc.h).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build.h"
+#include "sc_abi.h"
+#include "speechc.h"
+
+const sc_model_desc *sc_model_desc_of(const sc_model *m);
+
+static const char *const usage_main =
+    "usage: speechc <command> [options]\n"
+    "\n"
+    "speechc compiles transformer checkpoints (config.json + safetensors) ahead of time\n"
+    "into a shared object plus a packed weight file, and runs them.\n"
+    "\n"
+    "commands:\n"
+    "  build MODEL_DIR -o model.so   compile a checkpoint\n"
+    "  inspect model.so              show family, shapes, entry points, weights\n"
+    "  run model.so --ids 1,2,3      generate token ids with a plain LM\n"
+    "  help COMMAND                  options of one command\n"
+    "\n"
+    "exit codes: 0 ok, 1 usage error, 2 bad input file, 3 runtime failure\n";
+
+static const char *const usage_build =
+    "usage: speechc build MODEL_DIR -o OUT.so [options]\n"
+    "\n"
+    "Compiles the checkpoint in MODEL_DIR (config.json plus model.safetensors, or shards\n"
+    "listed by model.safetensors.index.json) into OUT.so and OUT.weights beside it.\n"
+    "\n"
+    "  -o, --output PATH      the shared object to write (required)\n"
+    "  --cc tcc|gcc|clang     toolchain: tcc = embedded libtcc (default, needs no C\n"
+    "                         compiler; portable code); gcc/clang = system compiler\n"
+    "                         with -O3 -march=native (the artifact then needs this CPU's\n"
+    "                         features)\n"
+    "  --target cpu           code target (cuda and metal are not implemented yet)\n"
+    "  --weights f32|bf16     weight band (default f32; q8_0 and q4_0 are planned)\n"
+    "  --max-context N        KV cache length in tokens (default min(2048,\n"
+    "                         max_position_embeddings))\n"
+    "  --prefill-chunk N      tokens per prefill call (default 128)\n"
+    "  --emit-dir DIR         keep the generated source (model.c, sc_abi.h) in DIR\n"
+    "  --dump-ir[=PASS]       print the IR after every pass, or after PASS only\n"
+    "                         (frontend, specialize, fuse, plan)\n"
+    "  --no-fuse              skip the fusion pass (same numbers, slower)\n"
+    "  -q, --quiet            no progress lines\n";
+
+static const char *const usage_inspect =
+    "usage: speechc inspect model.so\n"
+    "\n"
+    "Prints the model family, config, entry points with their buffer sizes, the weight\n"
+    "file and every packed tensor.  Also verifies the weight file's checksum.\n";
+
+static const char *const usage_run =
+    "usage: speechc run model.so --ids 1,2,3 [options]\n"
+    "\n"
+    "Feeds the prompt token ids and prints the generated ids, space-separated.\n"
+    "\n"
+    "  --ids LIST             prompt token ids, comma-separated (required)\n"
+    "  -n N                   tokens to generate (default 16)\n"
+    "  --greedy               argmax decoding (lowest id wins ties)\n"
+    "  --temperature T        sampling temperature (default 1.0; 0 = greedy)\n"
+    "  --top-k K              keep the K most likely tokens (default 0 = off)\n"
+    "  --top-p P              nucleus sampling (default 1.0 = off)\n"
+    "  --repetition-penalty R HF-style penalty over earlier tokens (default 1.0)\n"
+    "  --seed S               sampler seed (default 0); same seed, same output\n"
+    "  --eos ID               stop after this token\n";
+
+static int usage_error(const char *usage, const char *fmt, const char *arg) {
+  fprintf(stderr, "speechc: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n\n%s", usage);
+  return SC_EUSAGE;
+}
+
+static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = s ? strtol(s, &end, 10) : 0;
+  if (!s || !*s || *end || errno || v < lo || v > hi) {
+    fprintf(stderr, "speechc: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s ? s : "");
+    return SC_EUSAGE;
+  }
+  *out = v;
+  return SC_OK;
+}
+
+static int parse_float(const char *flag, const char *s, double lo, double hi, double *out) {
+  char *end;
+  errno = 0;
+  double v = s ? strtod(s, &end) : 0;
+  if (!s || !*s || *end || errno || !(v >= lo && v <= hi)) {
+    fprintf(stderr, "speechc: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s ? s : "");
+    return SC_EUSAGE;
+  }
+  *out = v;
+  return SC_OK;
+}
+
+/* "--flag value" or "--flag=value" */
+static const char *flag_value(int argc, char **argv, int *i, const char *flag) {
+  size_t n = strlen(flag);
+  if (!strncmp(argv[*i], flag, n) && argv[*i][n] == '=') return argv[*i] + n + 1;
+  if (!strcmp(argv[*i], flag)) return *i + 1 < argc ? argv[++*i] : NULL;
+  return NULL;
+}
+
+static int is_flag(const char *arg, const char *flag) {
+  size_t n = strlen(flag);
+  return !strcmp(arg, flag) || (!strncmp(arg, flag, n) && arg[n] == '=');
+}
+
+static int report(int rc, const sc_error *err) {
+  if (rc) fprintf(stderr, "speechc: error: %s\n", err->msg);
+  return rc;
+}
+
+static int cmd_build(int argc, char **argv) {
+  BuildOpts o = build_defaults();
+  long v;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *val;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_build, stdout); return 0; }
+    if (!strcmp(a, "-o") || is_flag(a, "--output")) {
+      val = !strcmp(a, "-o") ? (i + 1 < argc ? argv[++i] : NULL) : flag_value(argc, argv, &i, "--output");
+      if (!val) return usage_error(usage_build, "%s needs a path", a);
+      o.out_path = val;
+    } else if (is_flag(a, "--cc")) {
+      val = flag_value(argc, argv, &i, "--cc");
+      if (!val || (strcmp(val, "tcc") && strcmp(val, "gcc") && strcmp(val, "clang")))
+        return usage_error(usage_build, "--cc expects tcc, gcc or clang, got '%s'", val ? val : "");
+      o.cc = val;
+    } else if (is_flag(a, "--target")) {
+      val = flag_value(argc, argv, &i, "--target");
+      if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda") && strcmp(val, "metal")))
+        return usage_error(usage_build, "--target expects cpu, cuda or metal, got '%s'", val ? val : "");
+      o.target = val;
+    } else if (is_flag(a, "--weights")) {
+      val = flag_value(argc, argv, &i, "--weights");
+      if (val && !strcmp(val, "f32")) o.band = DT_F32;
+      else if (val && !strcmp(val, "bf16")) o.band = DT_BF16;
+      else if (val && !strcmp(val, "q8_0")) o.band = DT_Q8_0;
+      else if (val && !strcmp(val, "q4_0")) o.band = DT_Q4_0;
+      else return usage_error(usage_build, "--weights expects f32, bf16, q8_0 or q4_0, got '%s'", val ? val : "");
+    } else if (is_flag(a, "--max-context")) {
+      if (parse_int("--max-context", flag_value(argc, argv, &i, "--max-context"), 1, 1 << 20, &v)) return SC_EUSAGE;
+      o.max_context = (int)v;
+    } else if (is_flag(a, "--prefill-chunk")) {
+      if (parse_int("--prefill-chunk", flag_value(argc, argv, &i, "--prefill-chunk"), 1, 4096, &v)) return SC_EUSAGE;
+      o.prefill_chunk = (int)v;
+    } else if (is_flag(a, "--emit-dir")) {
+      if (!(o.emit_dir = flag_value(argc, argv, &i, "--emit-dir")))
+        return usage_error(usage_build, "%s needs a directory", a);
+    } else if (!strcmp(a, "--dump-ir")) {
+      o.dump_ir = "";
+    } else if (!strncmp(a, "--dump-ir=", 10)) {
+      o.dump_ir = a + 10;
+      if (strcmp(o.dump_ir, "frontend") && strcmp(o.dump_ir, "specialize") &&
+          strcmp(o.dump_ir, "fuse") && strcmp(o.dump_ir, "plan"))
+        return usage_error(usage_build, "--dump-ir expects frontend, specialize, fuse or plan, got '%s'", o.dump_ir);
+    } else if (!strcmp(a, "--no-fuse")) {
+      o.fuse = 0;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      o.quiet = 1;
+    } else if (a[0] == '-') {
+      return usage_error(usage_build, "unknown option '%s'", a);
+    } else if (!o.model_dir) {
+      o.model_dir = a;
+    } else {
+      return usage_error(usage_build, "unexpected argument '%s'", a);
+    }
+  }
+  if (!o.model_dir) return usage_error(usage_build, "%s", "missing MODEL_DIR");
+  if (!o.out_path) return usage_error(usage_build, "%s", "missing -o OUT.so");
+  sc_error err = {0};
+  return report(sc_build(&o, &err), &err);
+}
+
+static const char *wtype_name(int w) {
+  static const char *const n[] = {"f32", "bf16", "f16", "q8_0", "q4_0"};
+  return w >= 0 && w < 5 ? n[w] : "?";
+}
+
+static int cmd_inspect(int argc, char **argv) {
+  const char *path = NULL;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { fputs(usage_inspect, stdout); return 0; }
+    if (argv[i][0] == '-') return usage_error(usage_inspect, "unknown option '%s'", argv[i]);
+    if (path) return usage_error(usage_inspect, "unexpected argument '%s'", argv[i]);
+    path = argv[i];
+  }
+  if (!path) return usage_error(usage_inspect, "%s", "missing model.so");
+  sc_model *m;
+  sc_error err = {0};
+  if (sc_model_open(path, NULL, &m, &err)) return report(err.code, &err);
+  const sc_model_desc *d = sc_model_desc_of(m);
+  sc_model_info info;
+  sc_model_get_info(m, &info);
+  printf("model        %s\n", path);
+  printf("family       %s (model_type %s)\n", d->family, d->model_type);
+  printf("compiler     speechc %s, target %s, cpu features '%s', ABI %d\n", d->compiler_version,
+         d->target, d->cpu_features, d->abi_version);
+  printf("shapes       vocab %d, hidden %d, layers %d, max context %d\n", d->vocab, d->hidden,
+         d->n_layers, d->max_context);
+  printf("config hash  %016llx\n", (unsigned long long)d->config_hash);
+  printf("weights      %s: %.2f MB, checksum %016llx (verified)\n", info.weight_file,
+         d->weight_bytes / 1048576.0, (unsigned long long)d->weight_checksum);
+  printf("state        %.2f MB per session\n", d->state_bytes / 1048576.0);
+  printf("entry points\n");
+  for (int i = 0; i < d->n_entries; i++) {
+    const sc_entry *e = &d->entries[i];
+    printf("  %-10s input %s, up to %d tokens, out %d, scratch %.1f KB\n", e->name,
+           e->input == SC_IN_IDS ? "ids" : "embeds", e->max_tokens, e->out_cols, e->scratch_bytes / 1024.0);
+  }
+  printf("tensors (%d)\n", d->n_tensors);
+  for (int i = 0; i < d->n_tensors; i++) {
+    const sc_tensor_info *t = &d->tensors[i];
+    printf("  %-24s %-5s [", t->name, wtype_name(t->wtype));
+    if (t->sets > 1) printf("%d, ", t->sets);
+    printf("%d, %d]  %10llu bytes  <- %s\n", t->rows, t->cols, (unsigned long long)t->bytes, t->source);
+  }
+  sc_model_close(m);
+  return 0;
+}
+
+static int parse_ids(const char *s, int32_t **out, int *n) {
+  int cap = 16, k = 0;
+  int32_t *ids = malloc((size_t)cap * sizeof *ids);
+  if (!ids) return SC_ERUNTIME;
+  const char *p = s;
+  while (*p) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (end == p || errno || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',')) {
+      fprintf(stderr, "speechc: --ids expects comma-separated integers, got '%s'\n", s);
+      free(ids);
+      return SC_EUSAGE;
+    }
+    if (k == cap) {
+      int32_t *g = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
+      if (!g) { free(ids); return SC_ERUNTIME; }
+      ids = g;
+    }
+    ids[k++] = (int32_t)v;
+    p = *end ? end + 1 : end;
+  }
+  if (!k) {
+    fprintf(stderr, "speechc: --ids is empty\n");
+    free(ids);
+    return SC_EUSAGE;
+  }
+  *out = ids;
+  *n = k;
+  return SC_OK;
+}
+
+static int cmd_run(int argc, char **argv) {
+  const char *path = NULL, *ids_text = NULL;
+  long n_new = 16, eos = -1, v;
+  double f;
+  sc_sample_params sp = sc_sample_defaults();
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_run, stdout); return 0; }
+    if (is_flag(a, "--ids")) {
+      if (!(ids_text = flag_value(argc, argv, &i, "--ids"))) return usage_error(usage_run, "%s needs a list", a);
+    } else if (!strcmp(a, "-n")) {
+      if (parse_int("-n", i + 1 < argc ? argv[++i] : NULL, 0, 1 << 24, &n_new)) return SC_EUSAGE;
+    } else if (!strcmp(a, "--greedy")) {
+      sp.greedy = 1;
+    } else if (is_flag(a, "--temperature")) {
+      if (parse_float("--temperature", flag_value(argc, argv, &i, "--temperature"), 0, 100, &f)) return SC_EUSAGE;
+      sp.temperature = (float)f;
+    } else if (is_flag(a, "--top-k")) {
+      if (parse_int("--top-k", flag_value(argc, argv, &i, "--top-k"), 0, INT_MAX, &v)) return SC_EUSAGE;
+      sp.top_k = (int)v;
+    } else if (is_flag(a, "--top-p")) {
+      if (parse_float("--top-p", flag_value(argc, argv, &i, "--top-p"), 1e-9, 1, &f)) return SC_EUSAGE;
+      sp.top_p = (float)f;
+    } else if (is_flag(a, "--repetition-penalty")) {
+      if (parse_float("--repetition-penalty", flag_value(argc, argv, &i, "--repetition-penalty"), 1e-6, 1e6, &f))
+        return SC_EUSAGE;
+      sp.repetition_penalty = (float)f;
+    } else if (is_flag(a, "--seed")) {
+      if (parse_int("--seed", flag_value(argc, argv, &i, "--seed"), 0, LONG_MAX, &v)) return SC_EUSAGE;
+      sp.seed = (uint64_t)v;
+    } else if (is_flag(a, "--eos")) {
+      if (parse_int("--eos", flag_value(argc, argv, &i, "--eos"), 0, INT32_MAX, &eos)) return SC_EUSAGE;
+    } else if (a[0] == '-') {
+      return usage_error(usage_run, "unknown option '%s'", a);
+    } else if (!path) {
+      path = a;
+    } else {
+      return usage_error(usage_run, "unexpected argument '%s'", a);
+    }
+  }
+  if (!path) return usage_error(usage_run, "%s", "missing model.so");
+  if (!ids_text) return usage_error(usage_run, "%s", "missing --ids");
+  int32_t *ids = NULL, *out = NULL;
+  int n_ids = 0, n_out = 0;
+  int rc = parse_ids(ids_text, &ids, &n_ids);
+  if (rc) return rc;
+  sc_error err = {0};
+  sc_model *m = NULL;
+  sc_session *s = NULL;
+  out = malloc(((size_t)n_new + 1) * sizeof *out);
+  if (!out) { free(ids); return SC_ERUNTIME; }
+  rc = sc_model_open(path, NULL, &m, &err);
+  if (!rc) rc = sc_session_open(m, &s, &err);
+  if (!rc) rc = sc_generate(s, ids, n_ids, (int)n_new, &sp, (int32_t)eos, out, &n_out, NULL, NULL, &err);
+  if (!rc) {
+    for (int i = 0; i < n_out; i++) printf("%s%d", i ? " " : "", out[i]);
+    printf("\n");
+  }
+  sc_session_close(s);
+  sc_model_close(m);
+  free(ids);
+  free(out);
+  return report(rc, &err);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage_main, stderr);
+    return SC_EUSAGE;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) { fputs(usage_main, stdout); return 0; }
+  if (!strcmp(cmd, "--version")) { printf("speechc %s (artifact ABI %d)\n", SPEECHC_VERSION, SC_ABI_VERSION); return 0; }
+  if (!strcmp(cmd, "help")) {
+    const char *what = argc > 2 ? argv[2] : "";
+    fputs(!strcmp(what, "build") ? usage_build : !strcmp(what, "inspect") ? usage_inspect
+          : !strcmp(what, "run") ? usage_run : usage_main, stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "build")) return cmd_build(argc - 2, argv + 2);
+  if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
+  if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+  fprintf(stderr, "speechc: unknown command '%s'\n\n%s", cmd, usage_main);
+  return SC_EUSAGE;
+}

@@ -1,0 +1,231 @@
+/*
+ * pass_fuse.c — form the fused ops from their unfused definitions.
+ *
+ *   1. sibling LINEARs that read the same input with the same band and no
+ *      bias become one LINEAR over a packed weight ([Wq;Wk;Wv], [Wg;Wu])
+ *      whose former outputs are SLICE views of it (the graph is rebuilt in
+ *      order so that the views follow the merged node);
+ *   2. MUL(SILU(slice a), slice b), a and b the two halves of one LINEAR
+ *                                                      -> LINEAR_SWIGLU;
+ *   3. ROPE(RMSNORM(x)) with a per-head norm           -> NORM_ROPE;
+ *   4. LINEAR(RMSNORM(x)) where the norm has one user  -> NORM_LINEAR;
+ *   5. ADD(r, LINEAR(x)) where the linear has one user -> LINEAR_ADD.
+ * Rewrites 2-5 happen in place (the consumer takes over, producers die),
+ * then dead nodes are dropped.  Each fused op performs the same float
+ * operations in the same order as its definition (the kernels compute each
+ * row's dot product independently of the rows around it), so --no-fuse
+ * gives identical numbers; tests/unit/test_build.c holds this.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+#define N(i) (&g->nodes[(i)])
+
+/* "layer0.q_proj" + "layer0.k_proj" + "layer0.v_proj" -> "layer0.qkv" */
+static void merged_name(const Module *m, const int *w, int n, char *out, size_t size) {
+  const char *first = m->weights[w[0]].name;
+  const char *dot = strrchr(first, '.');
+  int pre = dot ? (int)(dot - first + 1) : 0;
+  snprintf(out, size, "%.*s", pre, first);
+  for (int i = 0; i < n; i++) {
+    const char *nm = m->weights[w[i]].name;
+    const char *d = strrchr(nm, '.');
+    const char *suf = d ? d + 1 : nm;
+    size_t len = strlen(suf);
+    if (len > 5 && !strcmp(suf + len - 5, "_proj")) len -= 5;
+    size_t cur = strlen(out);
+    snprintf(out + cur, size - cur, "%.*s", (int)len, suf);
+  }
+}
+
+static int merged_weight(Module *m, const int *w, int n) {
+  char name[IR_NAME];
+  merged_name(m, w, n, name, sizeof name);
+  int id = ir_weight_find(m, name);
+  if (id >= 0) return id;
+  int64_t rows = 0;
+  for (int i = 0; i < n; i++) rows += m->weights[w[i]].rows;
+  id = ir_weight_add(m, name, m->weights[w[0]].band, 1, rows, m->weights[w[0]].cols);
+  IrWeight *mw = &m->weights[id];
+  for (int i = 0; i < n; i++) {
+    const IrWeight *s = &m->weights[w[i]];
+    IR_ASSERT(s->n_src == 1 && s->sets == 1 && mw->n_src < 16);
+    mw->src[mw->n_src++] = s->src[0];
+    size_t cur = strlen(mw->source);
+    snprintf(mw->source + cur, sizeof mw->source - cur, "%s%s", i ? " + " : "", s->source);
+  }
+  return id;
+}
+
+static int mergeable(const Module *m, const Graph *g, int a, int b) {
+  const IrNode *x = N(a), *y = N(b);
+  if (x->op != OP_LINEAR || y->op != OP_LINEAR || x->dead || y->dead) return 0;
+  if (x->nsrc != 2 || y->nsrc != 2 || x->src[0] != y->src[0]) return 0;
+  const IrWeight *wx = &m->weights[N(x->src[1])->weight], *wy = &m->weights[N(y->src[1])->weight];
+  return wx->band == wy->band && wx->sets == 1 && wy->sets == 1 && wx->cols == wy->cols;
+}
+
+/* Rebuild g with sibling linears merged. */
+static void merge_siblings(Module *m, Graph *g) {
+  Graph old = *g;
+  int *map = malloc((size_t)old.n_nodes * sizeof *map);
+  IR_ASSERT(map);
+  for (int i = 0; i < old.n_nodes; i++) map[i] = -1;
+  g->nodes = NULL;
+  g->n_nodes = g->cap_nodes = 0;
+  for (int i = 0; i < old.n_nodes; i++) {
+    const IrNode *n = &old.nodes[i];
+    if (n->dead || map[i] >= 0) continue;
+    int group[8] = {i}, count = 1;
+    if (n->op == OP_LINEAR)
+      for (int j = i + 1; j < old.n_nodes && count < 8; j++)
+        if (mergeable(m, &old, i, j)) group[count++] = j;
+    if (count > 1) {
+      int w[8];
+      for (int k = 0; k < count; k++) w[k] = old.nodes[old.nodes[group[k]].src[1]].weight;
+      int mw = merged_weight(m, w, count);
+      char name[IR_NAME];
+      snprintf(name, sizeof name, "%s", m->weights[mw].name);
+      int lin = ir_linear(g, map[n->src[0]], ir_weight(m, g, mw), -1, name);
+      int64_t off = 0;
+      for (int k = 0; k < count; k++) {
+        const IrNode *mk = &old.nodes[group[k]];
+        map[group[k]] = ir_slice(g, lin, (int)off, mk->cols, mk->name);
+        off += mk->cols;
+      }
+      continue;
+    }
+    int src[IR_MAX_SRC];
+    for (int s = 0; s < n->nsrc; s++) {
+      IR_ASSERT(map[n->src[s]] >= 0);
+      src[s] = map[n->src[s]];
+    }
+    int k = ir_node(g, n->op, n->dtype, n->rows, n->cols, src, n->nsrc, n->name);
+    IrNode *c = N(k);
+    c->p = n->p;
+    c->weight = n->weight;
+    c->state = n->state;
+    map[i] = k;
+  }
+  free(map);
+  free(old.nodes);
+}
+
+/* Drop dead nodes, keeping order; nodes nobody reads die too, except the
+ * ones with effects (OUTPUT, KV_STORE). */
+static void compact(Graph *g) {
+  for (int i = g->n_nodes - 1; i >= 0; i--) {
+    IrNode *n = &g->nodes[i];
+    if (!n->dead && n->op != OP_OUTPUT && n->op != OP_KV_STORE && ir_uses(g, i) == 0) n->dead = 1;
+  }
+  int *map = malloc((size_t)g->n_nodes * sizeof *map);
+  IR_ASSERT(map);
+  int k = 0;
+  for (int i = 0; i < g->n_nodes; i++) {
+    if (g->nodes[i].dead) { map[i] = -1; continue; }
+    IrNode n = g->nodes[i];
+    for (int s = 0; s < n.nsrc; s++) {
+      IR_ASSERT(map[n.src[s]] >= 0);
+      n.src[s] = map[n.src[s]];
+    }
+    map[i] = k;
+    g->nodes[k++] = n;
+  }
+  g->n_nodes = k;
+  free(map);
+}
+
+static void fuse_in_place(Module *m, Graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    IrNode *n = N(i);
+    if (n->dead) continue;
+    /* 2. SwiGLU over the two halves of one packed linear */
+    if (n->op == OP_MUL && N(n->src[0])->op == OP_SILU) {
+      int silu = n->src[0], sa = N(silu)->src[0], sb = n->src[1];
+      if (N(sa)->op == OP_SLICE && N(sb)->op == OP_SLICE && N(sa)->src[0] == N(sb)->src[0]) {
+        int lin = N(sa)->src[0];
+        int64_t half = N(sa)->cols;
+        if (N(lin)->op == OP_LINEAR && N(lin)->nsrc == 2 && N(lin)->cols == 2 * half &&
+            N(sa)->p.off == 0 && N(sb)->p.off == half && ir_uses(g, silu) == 1 &&
+            ir_uses(g, sa) == 1 && ir_uses(g, sb) == 1 && ir_uses(g, lin) == 2) {
+          n->op = OP_LINEAR_SWIGLU;
+          n->src[0] = N(lin)->src[0];
+          n->src[1] = N(lin)->src[1];
+          n->nsrc = 2;
+          N(silu)->dead = N(sa)->dead = N(sb)->dead = N(lin)->dead = 1;
+          continue;
+        }
+      }
+    }
+    /* 3. QK-norm + RoPE */
+    if (n->op == OP_ROPE && N(n->src[0])->op == OP_RMSNORM) {
+      int nrm = n->src[0];
+      if (N(nrm)->p.group == n->p.head_dim && ir_uses(g, nrm) == 1) {
+        IrParams p = n->p;
+        p.group = N(nrm)->p.group;
+        p.norm_mode = N(nrm)->p.norm_mode;
+        p.eps = N(nrm)->p.eps;
+        n->op = OP_NORM_ROPE;
+        n->src[2] = n->src[1];
+        n->src[0] = N(nrm)->src[0];
+        n->src[1] = N(nrm)->src[1];
+        n->nsrc = 3;
+        n->p = p;
+        N(nrm)->dead = 1;
+        continue;
+      }
+    }
+    /* 4. norm as the GEMV's prologue */
+    if (n->op == OP_LINEAR && N(n->src[0])->op == OP_RMSNORM && ir_uses(g, n->src[0]) == 1) {
+      int nrm = n->src[0];
+      int src[4] = {N(nrm)->src[0], N(nrm)->src[1], n->src[1], n->nsrc > 2 ? n->src[2] : -1};
+      n->op = OP_NORM_LINEAR;
+      n->nsrc = n->nsrc > 2 ? 4 : 3;
+      memcpy(n->src, src, sizeof src);
+      n->p.group = N(nrm)->p.group;
+      n->p.norm_mode = N(nrm)->p.norm_mode;
+      n->p.eps = N(nrm)->p.eps;
+      N(nrm)->dead = 1;
+      continue;
+    }
+    /* 5. residual add in the GEMV epilogue */
+    if (n->op == OP_ADD) {
+      int lin = n->src[1], r = n->src[0];
+      if (N(lin)->op != OP_LINEAR) { lin = n->src[0]; r = n->src[1]; }
+      if (N(lin)->op == OP_LINEAR && N(lin)->nsrc == 2 && ir_uses(g, lin) == 1) {
+        n->op = OP_LINEAR_ADD;
+        n->src[0] = N(lin)->src[0];
+        n->src[1] = N(lin)->src[1];
+        n->src[2] = r;
+        n->nsrc = 3;
+        N(lin)->dead = 1;
+        continue;
+      }
+    }
+  }
+  (void)m;
+}
+
+void pass_fuse(Module *m) {
+  for (int gi = 0; gi < m->n_graphs; gi++) {
+    Graph *g = &m->graphs[gi];
+    merge_siblings(m, g);
+    fuse_in_place(m, g);
+    compact(g);
+  }
+}
+
+void pass_mark_used(Module *m) {
+  for (int w = 0; w < m->n_weights; w++) m->weights[w].used = 0;
+  for (int gi = 0; gi < m->n_graphs; gi++) {
+    const Graph *g = &m->graphs[gi];
+    for (int i = 0; i < g->n_nodes; i++) {
+      const IrNode *n = &g->nodes[i];
+      if (n->dead) continue;
+      if (n->op == OP_WEIGHT && ir_uses(g, i) > 0) m->weights[n->weight].used = 1;
+    }
+  }
+}

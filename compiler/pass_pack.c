@@ -1,0 +1,190 @@
+/*
+ * pass_pack.c — lay out and write the packed weight file.
+ *
+ * Every weight a graph reads is stored once, 64-byte aligned, in its band:
+ * f32 as is; bf16 copied bit for bit from a bf16 checkpoint or rounded to
+ * nearest-even from f32/f16.  Merged weights are their sources' rows
+ * concatenated.  Computed tables (RoPE cos|sin) are written here in f32,
+ * replicating the reference's float32 arithmetic: inv_freq = 1/theta^(2i/d)
+ * in f32, angle = f32(pos * inv_freq), then cos/sin of that angle.
+ * The file is streamed (never held whole) and hashed as it is written.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checksum.h"
+#include "passes.h"
+#include "sc_abi.h"
+#include "safetensors.h"
+
+#define ALIGN(x) (((x) + SC_WFILE_ALIGN - 1) & ~(int64_t)(SC_WFILE_ALIGN - 1))
+
+static uint16_t f32_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
+  u += 0x7fffu + ((u >> 16) & 1);
+  return (uint16_t)(u >> 16);
+}
+
+typedef struct Writer {
+  FILE *f;
+  sc_hash hash;
+  unsigned char *buf;
+  size_t len, cap;
+  int64_t written, total;
+  double t0, last;
+  int quiet, shown;
+  int failed;
+} Writer;
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void progress(Writer *w) {
+  double t = now();
+  if (w->quiet || t - w->t0 < 1.0 || t - w->last < 0.25) return;
+  w->last = t;
+  w->shown = 1;
+  fprintf(stderr, "\rspeechc: packing weights %3d%% (%lld / %lld MB)",
+          (int)(100.0 * w->written / (w->total ? w->total : 1)),
+          (long long)(w->written >> 20), (long long)(w->total >> 20));
+  fflush(stderr);
+}
+
+/* Append n bytes; flushes whole 32-byte multiples into the hash and file. */
+static void put(Writer *w, const void *p, size_t n) {
+  if (w->len + n > w->cap) {
+    size_t cap = w->cap ? w->cap : 1 << 20;
+    while (cap < w->len + n) cap *= 2;
+    w->buf = realloc(w->buf, cap);
+    IR_ASSERT(w->buf);
+    w->cap = cap;
+  }
+  memcpy(w->buf + w->len, p, n);
+  w->len += n;
+  if (w->len >= (1 << 20)) {
+    size_t whole = w->len & ~(size_t)31;
+    sc_hash_update(&w->hash, w->buf, whole);
+    if (fwrite(w->buf, 1, whole, w->f) != whole) w->failed = 1;
+    memmove(w->buf, w->buf + whole, w->len - whole);
+    w->len -= whole;
+    w->written += (int64_t)whole;
+    progress(w);
+  }
+}
+
+static void pad_to(Writer *w, int64_t pos_in_data, int64_t target) {
+  static const unsigned char zero[SC_WFILE_ALIGN];
+  while (pos_in_data < target) {
+    int64_t n = target - pos_in_data;
+    if (n > SC_WFILE_ALIGN) n = SC_WFILE_ALIGN;
+    put(w, zero, (size_t)n);
+    pos_in_data += n;
+  }
+}
+
+static void write_rows(Writer *w, const IrWeight *wt, float *row) {
+  for (int s = 0; s < wt->n_src; s++) {
+    const StTensor *t = wt->src[s].tensor;
+    int64_t cols = wt->cols;
+    for (int64_t r = 0; r < wt->src[s].rows; r++) {
+      if (wt->band == DT_BF16 && t->dtype == ST_BF16) {
+        put(w, t->data + (size_t)(r * cols) * 2, (size_t)cols * 2);
+        continue;
+      }
+      st_read_f32(t, r * cols, cols, row);
+      if (wt->band == DT_F32) {
+        put(w, row, (size_t)cols * 4);
+      } else {
+        IR_ASSERT(wt->band == DT_BF16);
+        for (int64_t c = 0; c < cols; c++) {
+          uint16_t b = f32_to_bf16(row[c]);
+          put(w, &b, 2);
+        }
+      }
+    }
+  }
+}
+
+static void write_rope(Writer *w, const IrWeight *wt, float *row) {
+  int half = wt->gen_rot / 2;
+  float *inv = row + wt->cols;
+  for (int i = 0; i < half; i++) {
+    float e = (float)(2 * i) / (float)wt->gen_rot;
+    float base = (float)pow(wt->gen_theta, (double)e);
+    inv[i] = 1.0f / base;
+  }
+  for (int64_t p = 0; p < wt->rows; p++) {
+    for (int i = 0; i < half; i++) {
+      float ang = (float)p * inv[i];
+      row[i] = (float)cos((double)ang);
+      row[half + i] = (float)sin((double)ang);
+    }
+    put(w, row, (size_t)wt->cols * 4);
+  }
+}
+
+int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_bytes,
+              uint64_t build_id, int quiet, sc_error *err) {
+  int64_t off = 0, max_cols = 0;
+  for (int i = 0; i < m->n_weights; i++) {
+    IrWeight *wt = &m->weights[i];
+    if (!wt->used) continue;
+    wt->offset = ALIGN(off);
+    wt->bytes = wt->sets * wt->rows * ir_band_row_bytes(wt->band, wt->cols);
+    off = wt->offset + wt->bytes;
+    if (wt->cols > max_cols) max_cols = wt->cols;
+  }
+  int64_t total = ALIGN(off);
+  Writer w = {0};
+  w.f = fopen(path, "wb");
+  if (!w.f) return sc_fail(err, SC_EINPUT, "%s: cannot create the weight file", path);
+  sc_hash_init(&w.hash);
+  w.total = total;
+  w.quiet = quiet;
+  w.t0 = w.last = now();
+  /* header placeholder; rewritten once the checksum is known */
+  unsigned char header[SC_WFILE_HEADER] = {0};
+  if (fwrite(header, 1, sizeof header, w.f) != sizeof header) w.failed = 1;
+  float *row = malloc((size_t)(2 * max_cols + 16) * sizeof *row);
+  IR_ASSERT(row);
+  int64_t pos = 0;
+  for (int i = 0; i < m->n_weights; i++) {
+    IrWeight *wt = &m->weights[i];
+    if (!wt->used) continue;
+    pad_to(&w, pos, wt->offset);
+    if (wt->gen == WGEN_ROPE) write_rope(&w, wt, row);
+    else write_rows(&w, wt, row);
+    pos = wt->offset + wt->bytes;
+  }
+  pad_to(&w, pos, total);
+  free(row);
+  IR_ASSERT(w.len % 32 == 0);
+  sc_hash_update(&w.hash, w.buf, w.len);
+  if (fwrite(w.buf, 1, w.len, w.f) != w.len) w.failed = 1;
+  free(w.buf);
+  *checksum = sc_hash_final(&w.hash);
+  *data_bytes = (uint64_t)total;
+  sc_wfile_header h;
+  memset(&h, 0, sizeof h);
+  memcpy(h.magic, SC_WFILE_MAGIC, 8);
+  h.version = SC_WFILE_VERSION;
+  h.header_bytes = SC_WFILE_HEADER;
+  h.data_bytes = (uint64_t)total;
+  h.checksum = *checksum;
+  h.build_id = build_id;
+  snprintf(h.model_type, sizeof h.model_type, "%s", m->model_type);
+  memcpy(header, &h, sizeof h);
+  if (fseek(w.f, 0, SEEK_SET) || fwrite(header, 1, sizeof header, w.f) != sizeof header) w.failed = 1;
+  if (fclose(w.f)) w.failed = 1;
+  if (w.shown) fprintf(stderr, "\rspeechc: packing weights 100%% (%lld MB)          \n", (long long)(total >> 20));
+  if (w.failed) return sc_fail(err, SC_EINPUT, "%s: write failed (disk full?)", path);
+  return SC_OK;
+}

@@ -1,0 +1,115 @@
+/*
+ * pass_plan.c — static memory plan.
+ *
+ * Session state: every IrState gets a 64-byte-aligned slice of one state
+ * block (KV caches, conv and recurrent states), shared by all entries.
+ *
+ * Scratch: every value that owns a buffer (not a leaf, view, KV_STORE or
+ * OUTPUT) gets an offset in one arena per graph, sized for max_tokens rows.
+ * A value lives from its definition to its last reader (views extend the
+ * life of what they view).  Buffers are placed first-fit among those alive;
+ * an elementwise op or residual update whose first operand dies at that
+ * node writes in place.  NORM_LINEAR gets an aux buffer for the normalised
+ * input, alive only during the node.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes.h"
+
+#define ALIGN(x) (((x) + 63) & ~(int64_t)63)
+
+static int owns_buffer(const IrNode *n) {
+  return !(ir_op_flags[n->op] & (F_LEAF | F_VIEW)) && n->op != OP_KV_STORE && n->op != OP_OUTPUT;
+}
+
+typedef struct Block { int64_t off, size; int until; } Block;
+
+static int64_t place(Block *live, int *n_live, int64_t size, int until, int64_t *high) {
+  /* live is kept sorted by offset; find the first gap that fits */
+  int64_t at = 0;
+  int k = 0;
+  for (; k < *n_live; k++) {
+    if (live[k].off - at >= size) break;
+    if (live[k].off + live[k].size > at) at = live[k].off + live[k].size;
+  }
+  memmove(&live[k + 1], &live[k], (size_t)(*n_live - k) * sizeof *live);
+  live[k] = (Block){at, size, until};
+  (*n_live)++;
+  if (at + size > *high) *high = at + size;
+  return at;
+}
+
+static void plan_graph(Graph *g) {
+  int n = g->n_nodes;
+  for (int i = 0; i < n; i++) {
+    g->nodes[i].last_use = i;
+    g->nodes[i].buf = g->nodes[i].aux = -1;
+  }
+  for (int i = 0; i < n; i++) {
+    const IrNode *x = &g->nodes[i];
+    if (x->dead) continue;
+    for (int s = 0; s < x->nsrc; s++) {
+      int r = x->src[s];
+      /* a view keeps its whole chain alive */
+      for (;;) {
+        if (g->nodes[r].last_use < i) g->nodes[r].last_use = i;
+        if (!(ir_op_flags[g->nodes[r].op] & F_VIEW) && g->nodes[r].op != OP_KV_STORE) break;
+        r = g->nodes[r].src[0];
+      }
+    }
+  }
+  Block *live = calloc((size_t)2 * n + 2, sizeof *live);
+  IR_ASSERT(live);
+  int n_live = 0;
+  int64_t high = 0;
+  for (int i = 0; i < n; i++) {
+    IrNode *x = &g->nodes[i];
+    if (x->dead) continue;
+    /* free what died before this node */
+    for (int k = 0; k < n_live;)
+      if (live[k].until < i) memmove(&live[k], &live[k + 1], (size_t)(--n_live - k) * sizeof *live);
+      else k++;
+    int64_t rows = x->rows == IR_T ? g->max_tokens : x->rows;
+    if (owns_buffer(x)) {
+      x->ld = x->cols;
+      /* in place: elementwise ops over their first operand, residual adds */
+      int inplace = -1;
+      if (x->op == OP_ADD || x->op == OP_MUL || x->op == OP_SILU || x->op == OP_SIGMOID)
+        inplace = x->src[0];
+      if (x->op == OP_LINEAR_ADD) inplace = x->src[2];
+      if (inplace >= 0) {
+        IrNode *r = &g->nodes[inplace];
+        if (!owns_buffer(r) || r->last_use != i || r->ld != x->cols || r->rows != x->rows) inplace = -1;
+      }
+      if (inplace >= 0) {
+        IrNode *r = &g->nodes[inplace];
+        x->buf = r->buf;
+        for (int k = 0; k < n_live; k++)
+          if (live[k].off == r->buf) live[k].until = x->last_use;
+      } else {
+        x->buf = place(live, &n_live, ALIGN(rows * x->cols * 4), x->last_use, &high);
+      }
+    } else if (x->op == OP_SLICE) {
+      x->ld = g->nodes[x->src[0]].ld;
+    } else if (x->op == OP_LAST_ROW) {
+      x->ld = g->nodes[x->src[0]].ld;
+    } else {
+      x->ld = x->cols;
+    }
+    if (x->op == OP_NORM_LINEAR)
+      x->aux = place(live, &n_live, ALIGN(rows * g->nodes[x->src[0]].cols * 4), i, &high);
+  }
+  free(live);
+  g->scratch_bytes = high;
+}
+
+void pass_plan(Module *m) {
+  int64_t off = 0;
+  for (int s = 0; s < m->n_states; s++) {
+    m->states[s].offset = off;
+    off += ALIGN(m->states[s].rows * m->states[s].cols * 4);
+  }
+  m->state_bytes = off;
+  for (int gi = 0; gi < m->n_graphs; gi++) plan_graph(&m->graphs[gi]);
+}

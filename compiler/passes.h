@@ -1,0 +1,27 @@
+/*
+ * passes.h — the passes between the frontend and codegen, in the order the
+ * driver runs them (compiler/build.c).  Each is one file; each leaves every
+ * graph verifiable by ir_verify.
+ */
+#ifndef SC_PASSES_H
+#define SC_PASSES_H
+
+#include "frontend.h"
+#include "ir.h"
+
+/* Bind the token dimension: graphs with max_tokens == 1 get rows = 1. */
+void pass_specialize(Module *m);
+/* Form the fused ops of ops.def from their unfused definitions; merges
+ * sibling linears that read the same input into one packed weight. */
+void pass_fuse(Module *m);
+/* Mark the weights any graph still reads (pack writes only those). */
+void pass_mark_used(Module *m);
+/* Plan one static scratch arena per graph (liveness, first-fit reuse,
+ * in-place residual updates) and the session state layout. */
+void pass_plan(Module *m);
+/* Lay out and write the packed weight file (aligned, in band layout,
+ * checksummed).  path: the weight file.  Returns SC_OK or an error. */
+int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_bytes,
+              uint64_t build_id, int quiet, sc_error *err);
+
+#endif

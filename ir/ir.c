@@ -1,0 +1,398 @@
+/*
+ * ir.c — IR tables (expanded from ops.def), the module and graph
+ * containers, the node builders, the verifier and the text printer.
+ */
+#include "ir.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *const ir_op_names[OP_COUNT] = {
+#define OP(name, nsrc, flags, doc) #name,
+#include "ops.def"
+#undef OP
+};
+const int ir_op_nsrc[OP_COUNT] = {
+#define OP(name, nsrc, flags, doc) nsrc,
+#include "ops.def"
+#undef OP
+};
+const int ir_op_flags[OP_COUNT] = {
+#define OP(name, nsrc, flags, doc) flags,
+#include "ops.def"
+#undef OP
+};
+const char *const ir_op_docs[OP_COUNT] = {
+#define OP(name, nsrc, flags, doc) doc,
+#include "ops.def"
+#undef OP
+};
+
+_Noreturn void ir_assert_fail(const char *file, int line, const char *expr) {
+  fprintf(stderr, "%s:%d: internal error: assertion failed: %s\n", file, line, expr);
+  abort();
+}
+
+const char *ir_dtype_name(DType d) {
+  static const char *const names[DT_COUNT] = {"f32", "i32", "bf16", "f16", "q8_0", "q4_0"};
+  return d >= 0 && d < DT_COUNT ? names[d] : "?";
+}
+
+int64_t ir_band_row_bytes(DType band, int64_t cols) {
+  switch (band) {
+  case DT_F32: case DT_I32: return cols * 4;
+  case DT_BF16: case DT_F16: return cols * 2;
+  case DT_Q8_0: return (cols / 32) * 34;
+  case DT_Q4_0: return (cols / 32) * 18;
+  default: return 0;
+  }
+}
+
+static void *grow(void *p, int *cap, int need, size_t elem) {
+  if (need <= *cap) return p;
+  int n = *cap ? *cap * 2 : 64;
+  while (n < need) n *= 2;
+  p = realloc(p, (size_t)n * elem);
+  IR_ASSERT(p);
+  memset((char *)p + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
+  *cap = n;
+  return p;
+}
+
+void ir_module_init(Module *m) { memset(m, 0, sizeof *m); }
+
+void ir_module_free(Module *m) {
+  for (int i = 0; i < m->n_graphs; i++) free(m->graphs[i].nodes);
+  free(m->graphs);
+  free(m->weights);
+  free(m->states);
+  memset(m, 0, sizeof *m);
+}
+
+Graph *ir_graph_new(Module *m, const char *name, int input, int max_tokens) {
+  m->graphs = realloc(m->graphs, (size_t)(m->n_graphs + 1) * sizeof *m->graphs);
+  IR_ASSERT(m->graphs);
+  Graph *g = &m->graphs[m->n_graphs++];
+  memset(g, 0, sizeof *g);
+  snprintf(g->name, sizeof g->name, "%s", name);
+  g->input = input;
+  g->max_tokens = max_tokens;
+  return g;
+}
+
+int ir_weight_add(Module *m, const char *name, DType band, int64_t sets,
+                  int64_t rows, int64_t cols) {
+  IR_ASSERT(ir_weight_find(m, name) < 0);
+  m->weights = grow(m->weights, &m->cap_weights, m->n_weights + 1, sizeof *m->weights);
+  IrWeight *w = &m->weights[m->n_weights];
+  memset(w, 0, sizeof *w);
+  snprintf(w->name, sizeof w->name, "%s", name);
+  w->band = band;
+  w->sets = sets;
+  w->rows = rows;
+  w->cols = cols;
+  w->offset = -1;
+  return m->n_weights++;
+}
+
+int ir_weight_find(const Module *m, const char *name) {
+  for (int i = 0; i < m->n_weights; i++)
+    if (!strcmp(m->weights[i].name, name)) return i;
+  return -1;
+}
+
+int ir_state_add(Module *m, const char *name, int64_t rows, int64_t cols) {
+  m->states = grow(m->states, &m->cap_states, m->n_states + 1, sizeof *m->states);
+  IrState *s = &m->states[m->n_states];
+  memset(s, 0, sizeof *s);
+  snprintf(s->name, sizeof s->name, "%s", name);
+  s->rows = rows;
+  s->cols = cols;
+  s->offset = -1;
+  return m->n_states++;
+}
+
+/* ---- builders ----------------------------------------------------------- */
+
+int ir_node(Graph *g, OpKind op, DType dt, int64_t rows, int64_t cols,
+            const int *src, int nsrc, const char *name) {
+  IR_ASSERT(nsrc <= IR_MAX_SRC);
+  IR_ASSERT(ir_op_nsrc[op] < 0 || ir_op_nsrc[op] == nsrc);
+  g->nodes = grow(g->nodes, &g->cap_nodes, g->n_nodes + 1, sizeof *g->nodes);
+  IrNode *n = &g->nodes[g->n_nodes];
+  memset(n, 0, sizeof *n);
+  n->op = op;
+  n->dtype = dt;
+  n->rows = rows;
+  n->cols = cols;
+  for (int i = 0; i < nsrc; i++) {
+    IR_ASSERT(src[i] >= 0 && src[i] < g->n_nodes);
+    n->src[i] = src[i];
+  }
+  n->nsrc = nsrc;
+  n->weight = n->state = -1;
+  n->buf = n->aux = -1;
+  snprintf(n->name, sizeof n->name, "%s", name ? name : ir_op_names[op]);
+  return g->n_nodes++;
+}
+
+#define N(i) (&g->nodes[(i)])
+
+int ir_input_ids(Graph *g) { return ir_node(g, OP_INPUT_IDS, DT_I32, IR_T, 1, NULL, 0, "ids"); }
+
+int ir_input_embeds(Graph *g, int64_t cols) {
+  return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T, cols, NULL, 0, "embeds");
+}
+
+int ir_weight(Module *m, Graph *g, int w) {
+  IrWeight *wt = &m->weights[w];
+  /* reuse the leaf when this graph already has one for w */
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == OP_WEIGHT && g->nodes[i].weight == w) return i;
+  int n = ir_node(g, OP_WEIGHT, wt->band, wt->rows, wt->cols, NULL, 0, wt->name);
+  N(n)->weight = w;
+  return n;
+}
+
+int ir_state(Module *m, Graph *g, int s) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == OP_STATE && g->nodes[i].state == s) return i;
+  int n = ir_node(g, OP_STATE, DT_F32, m->states[s].rows, m->states[s].cols, NULL, 0,
+                  m->states[s].name);
+  N(n)->state = s;
+  return n;
+}
+
+int ir_embed(Graph *g, int table, int ids, const char *name) {
+  IR_ASSERT(N(table)->op == OP_WEIGHT && N(ids)->dtype == DT_I32);
+  int s[2] = {table, ids};
+  return ir_node(g, OP_EMBED, DT_F32, N(ids)->rows, N(table)->cols, s, 2, name);
+}
+
+int ir_linear(Graph *g, int x, int w, int bias, const char *name) {
+  IR_ASSERT(N(w)->op == OP_WEIGHT && N(x)->cols == N(w)->cols);
+  int s[3] = {x, w, bias};
+  return ir_node(g, OP_LINEAR, DT_F32, N(x)->rows, N(w)->rows, s, bias >= 0 ? 3 : 2, name);
+}
+
+int ir_rmsnorm(Graph *g, int x, int w, int group, int mode, float eps, const char *name) {
+  IR_ASSERT(N(w)->cols == group && N(x)->cols % group == 0);
+  int s[2] = {x, w};
+  int n = ir_node(g, OP_RMSNORM, DT_F32, N(x)->rows, N(x)->cols, s, 2, name);
+  N(n)->p.group = group;
+  N(n)->p.norm_mode = mode;
+  N(n)->p.eps = eps;
+  return n;
+}
+
+int ir_rope(Graph *g, int x, int heads, int head_dim, int rot_dims, int mode, int table,
+            const char *name) {
+  IR_ASSERT(N(x)->cols == (int64_t)heads * head_dim && rot_dims <= head_dim && rot_dims % 2 == 0);
+  IR_ASSERT(N(table)->op == OP_WEIGHT && N(table)->cols == rot_dims);
+  int s[2] = {x, table};
+  int n = ir_node(g, OP_ROPE, DT_F32, N(x)->rows, N(x)->cols, s, 2, name);
+  IrParams *p = &N(n)->p;
+  p->heads = heads;
+  p->head_dim = head_dim;
+  p->rot_dims = rot_dims;
+  p->rope_mode = mode;
+  return n;
+}
+
+int ir_kv_store(Graph *g, int cache, int x, const char *name) {
+  IR_ASSERT(N(cache)->op == OP_STATE && N(cache)->cols == N(x)->cols);
+  int s[2] = {cache, x};
+  return ir_node(g, OP_KV_STORE, DT_F32, N(cache)->rows, N(cache)->cols, s, 2, name);
+}
+
+int ir_attention(Graph *g, int q, int kc, int vc, int gate, int heads, int kv_heads,
+                 int head_dim, float scale, int window, const char *name) {
+  IR_ASSERT(N(q)->cols == (int64_t)heads * head_dim);
+  IR_ASSERT(N(kc)->cols == (int64_t)kv_heads * head_dim && heads % kv_heads == 0);
+  int s[4] = {q, kc, vc, gate};
+  int n = ir_node(g, OP_ATTENTION, DT_F32, N(q)->rows, N(q)->cols, s, gate >= 0 ? 4 : 3, name);
+  IrParams *p = &N(n)->p;
+  p->heads = heads;
+  p->kv_heads = kv_heads;
+  p->head_dim = head_dim;
+  p->scale = scale;
+  p->window = window;
+  return n;
+}
+
+int ir_binary(Graph *g, OpKind op, int a, int b, const char *name) {
+  IR_ASSERT(N(a)->cols == N(b)->cols);
+  int s[2] = {a, b};
+  return ir_node(g, op, DT_F32, N(a)->rows, N(a)->cols, s, 2, name);
+}
+
+int ir_unary(Graph *g, OpKind op, int x, const char *name) {
+  int64_t cols = op == OP_SWIGLU ? N(x)->cols / 2 : N(x)->cols;
+  return ir_node(g, op, DT_F32, N(x)->rows, cols, &x, 1, name);
+}
+
+int ir_slice(Graph *g, int x, int off, int64_t cols, const char *name) {
+  IR_ASSERT(off >= 0 && off + cols <= N(x)->cols);
+  int n = ir_node(g, OP_SLICE, N(x)->dtype, N(x)->rows, cols, &x, 1, name);
+  N(n)->p.off = off;
+  return n;
+}
+
+int ir_last_row(Graph *g, int x, const char *name) {
+  return ir_node(g, OP_LAST_ROW, N(x)->dtype, 1, N(x)->cols, &x, 1, name);
+}
+
+int ir_output(Graph *g, int x, int slot) {
+  int n = ir_node(g, OP_OUTPUT, DT_F32, N(x)->rows, N(x)->cols, &x, 1,
+                  slot == OUT_LOGITS ? "out.logits" : "out.hidden");
+  N(n)->p.slot = slot;
+  if (slot == OUT_LOGITS) g->out_cols = (int)N(x)->cols;
+  else g->hidden_cols = (int)N(x)->cols;
+  return n;
+}
+
+int ir_root(const Graph *g, int n) {
+  while (g->nodes[n].op == OP_SLICE || g->nodes[n].op == OP_LAST_ROW || g->nodes[n].op == OP_KV_STORE)
+    n = g->nodes[n].src[0];
+  return n;
+}
+
+int ir_uses(const Graph *g, int n) {
+  int uses = 0;
+  for (int i = n + 1; i < g->n_nodes; i++) {
+    if (g->nodes[i].dead) continue;
+    for (int s = 0; s < g->nodes[i].nsrc; s++) uses += g->nodes[i].src[s] == n;
+  }
+  return uses;
+}
+
+/* ---- verifier ----------------------------------------------------------- */
+
+#define VFAIL(...)                                                            \
+  do {                                                                        \
+    char why_[256];                                                           \
+    snprintf(why_, sizeof why_, __VA_ARGS__);                                 \
+    return sc_fail(err, SC_EINPUT, "internal error: graph %s: node %d (%s %s): %s", \
+                   g->name, i, ir_op_names[n->op], n->name, why_);           \
+  } while (0)
+
+static int rows_match(int64_t a, int64_t b) { return a == b; }
+
+int ir_verify(const Module *m, const Graph *g, sc_error *err) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->dead) continue;
+    if (n->op < 0 || n->op >= OP_COUNT) VFAIL("bad op");
+    int want = ir_op_nsrc[n->op];
+    if (want >= 0 && n->nsrc != want) VFAIL("has %d inputs, expected %d", n->nsrc, want);
+    for (int s = 0; s < n->nsrc; s++) {
+      if (n->src[s] < 0 || n->src[s] >= i) VFAIL("input %d refers to node %d (not earlier)", s, n->src[s]);
+      if (g->nodes[n->src[s]].dead) VFAIL("input %d refers to dead node %d", s, n->src[s]);
+    }
+    const IrNode *a = n->nsrc > 0 ? &g->nodes[n->src[0]] : NULL;
+    const IrNode *b = n->nsrc > 1 ? &g->nodes[n->src[1]] : NULL;
+    if (n->rows != IR_T && n->rows < 1) VFAIL("rows %lld", (long long)n->rows);
+    if (n->cols < 1) VFAIL("cols %lld", (long long)n->cols);
+    switch (n->op) {
+    case OP_WEIGHT:
+      if (n->weight < 0 || n->weight >= m->n_weights) VFAIL("no weight");
+      if (m->weights[n->weight].rows != n->rows || m->weights[n->weight].cols != n->cols)
+        VFAIL("shape differs from weight %s", m->weights[n->weight].name);
+      break;
+    case OP_STATE:
+      if (n->state < 0 || n->state >= m->n_states) VFAIL("no state");
+      break;
+    case OP_EMBED:
+      if (a->op != OP_WEIGHT || b->dtype != DT_I32) VFAIL("expects (weight, ids)");
+      if (n->cols != a->cols || !rows_match(n->rows, b->rows)) VFAIL("shape");
+      break;
+    case OP_LINEAR: case OP_NORM_LINEAR: case OP_LINEAR_ADD: case OP_LINEAR_SWIGLU: {
+      const IrNode *w = &g->nodes[n->src[n->op == OP_NORM_LINEAR ? 2 : 1]];
+      if (w->op != OP_WEIGHT) VFAIL("weight input is %s", ir_op_names[w->op]);
+      if (w->cols != a->cols) VFAIL("x has %lld cols, weight %s has %lld", (long long)a->cols, w->name, (long long)w->cols);
+      int64_t out = n->op == OP_LINEAR_SWIGLU ? w->rows / 2 : w->rows;
+      if (n->cols != out || !rows_match(n->rows, a->rows)) VFAIL("output shape");
+      if (n->op == OP_NORM_LINEAR && b->cols != a->cols) VFAIL("norm weight width");
+      if (n->op == OP_LINEAR_ADD && g->nodes[n->src[2]].cols != n->cols) VFAIL("residual width");
+      break;
+    }
+    case OP_RMSNORM: case OP_NORM_ROPE:
+      if (n->op == OP_NORM_ROPE && (n->p.group != n->p.head_dim || g->nodes[n->src[2]].op != OP_WEIGHT))
+        VFAIL("norm group must be the head");
+      if (n->p.group < 1 || a->cols % n->p.group || b->cols != n->p.group) VFAIL("group %d", n->p.group);
+      if (n->cols != a->cols) VFAIL("shape");
+      break;
+    case OP_ROPE:
+      if (b->op != OP_WEIGHT || b->cols != n->p.rot_dims) VFAIL("rope table");
+      if (a->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("heads x head_dim");
+      break;
+    case OP_KV_STORE:
+      if (a->op != OP_STATE || a->cols != b->cols) VFAIL("cache/x width");
+      break;
+    case OP_ATTENTION:
+      if (a->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("q width");
+      if (b->cols != (int64_t)n->p.kv_heads * n->p.head_dim) VFAIL("kv width");
+      if (n->p.kv_heads < 1 || n->p.heads % n->p.kv_heads) VFAIL("GQA ratio");
+      break;
+    case OP_ADD: case OP_MUL:
+      if (a->cols != b->cols || a->rows != b->rows) VFAIL("operand shapes differ");
+      break;
+    case OP_SLICE:
+      if (n->p.off < 0 || n->p.off + n->cols > a->cols) VFAIL("slice out of range");
+      break;
+    case OP_SWIGLU:
+      if (a->cols != 2 * n->cols) VFAIL("swiglu width");
+      break;
+    default:
+      break;
+    }
+    if (n->op != OP_WEIGHT && n->op != OP_STATE && n->op != OP_INPUT_IDS && n->dtype != DT_F32)
+      VFAIL("activations are f32, found %s", ir_dtype_name(n->dtype));
+  }
+  return SC_OK;
+}
+
+/* ---- printer ------------------------------------------------------------ */
+
+static void print_rows(FILE *out, int64_t r) {
+  if (r == IR_T) fputs("T", out);
+  else fprintf(out, "%lld", (long long)r);
+}
+
+void ir_print(const Module *m, const Graph *g, FILE *out) {
+  fprintf(out, "graph %s (max_tokens %d) {\n", g->name, g->max_tokens);
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->dead) continue;
+    fprintf(out, "  %%%d = %s", i, ir_op_names[n->op]);
+    for (int s = 0; s < n->nsrc; s++) fprintf(out, "%s%%%d", s ? ", " : " ", n->src[s]);
+    fprintf(out, " : %s[", ir_dtype_name(n->dtype));
+    print_rows(out, n->rows);
+    fprintf(out, ", %lld]", (long long)n->cols);
+    const IrParams *p = &n->p;
+    switch (n->op) {
+    case OP_WEIGHT: {
+      const IrWeight *w = &m->weights[n->weight];
+      if (w->sets > 1) fprintf(out, " sets=%lld", (long long)w->sets);
+      break;
+    }
+    case OP_RMSNORM: case OP_NORM_LINEAR: case OP_NORM_ROPE:
+      fprintf(out, " group=%d eps=%g mode=%s", p->group, p->eps,
+              p->norm_mode == NORM_PLAIN ? "w" : p->norm_mode == NORM_ONE_PLUS ? "1+w" : "alpha");
+      if (n->op == OP_NORM_ROPE) fprintf(out, " heads=%d rot=%d", p->heads, p->rot_dims);
+      break;
+    case OP_ROPE:
+      fprintf(out, " heads=%d head_dim=%d rot=%d %s", p->heads, p->head_dim, p->rot_dims,
+              p->rope_mode == ROPE_NEOX ? "neox" : "interleaved");
+      break;
+    case OP_ATTENTION:
+      fprintf(out, " heads=%d kv_heads=%d head_dim=%d scale=%g window=%d", p->heads,
+              p->kv_heads, p->head_dim, p->scale, p->window);
+      break;
+    case OP_SLICE: fprintf(out, " off=%d", p->off); break;
+    default: break;
+    }
+    fprintf(out, "  ; %s\n", n->name);
+  }
+  fputs("}\n", out);
+}

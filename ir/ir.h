@@ -1,0 +1,176 @@
+/*
+ * ir.h — the speechc layer IR.
+ *
+ * A Module is one compiled model: its weight table, its persistent state
+ * table and one Graph per entry point (prefill, decode, ...).  A Graph is a
+ * topologically ordered array of nodes; a node is {op, dtype, shape, srcs,
+ * params}.  Every value is 2-D [rows, cols]; rows == IR_T means "the token
+ * count of the call", bound to a constant by pass_specialize where it can be.
+ * Heads, groups and positions are parameters of the ops that need them.
+ *
+ * Ownership: a Module owns everything reachable from it; ir_module_free()
+ * releases it all.  Nodes refer to each other, to weights and to states by
+ * index, so arrays may grow without invalidating references.
+ */
+#ifndef SC_IR_H
+#define SC_IR_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "speechc.h"
+
+typedef enum OpKind {
+#define OP(name, nsrc, flags, doc) OP_##name,
+#include "ops.def"
+#undef OP
+  OP_COUNT
+} OpKind;
+
+enum { F_FUSED = 1, F_VIEW = 2, F_LEAF = 4 };
+
+typedef enum DType { DT_F32, DT_I32, DT_BF16, DT_F16, DT_Q8_0, DT_Q4_0, DT_COUNT } DType;
+
+enum { NORM_PLAIN, NORM_ONE_PLUS, NORM_ALPHA };
+enum { ROPE_NEOX, ROPE_INTERLEAVED };
+enum { OUT_LOGITS, OUT_HIDDEN };
+
+#define IR_T (-1)       /* rows: the call's token count */
+#define IR_MAX_SRC 6
+#define IR_NAME 48
+
+typedef struct IrParams {
+  int group;            /* norms: columns per normalisation group */
+  int norm_mode;        /* NORM_* */
+  float eps;
+  float scale;          /* attention scale, L2NORM post-scale, SCALE_ADD */
+  int heads, kv_heads, head_dim;
+  int rot_dims, rope_mode;
+  int window;           /* ATTENTION/KV_STORE: 0 = whole cache */
+  int off;              /* SLICE: first column */
+  int slot;             /* OUTPUT: OUT_* */
+  int k, norm, act;     /* TOPK_ROUTE, CONV1D_CAUSAL */
+} IrParams;
+
+typedef struct IrNode {
+  OpKind op;
+  DType dtype;
+  int64_t rows, cols;   /* rows may be IR_T */
+  int src[IR_MAX_SRC];
+  int nsrc;
+  IrParams p;
+  int weight;           /* WEIGHT: index into Module.weights */
+  int state;            /* STATE: index into Module.states */
+  char name[IR_NAME];   /* from the model's own names: "layer3.qkv" */
+  /* set by pass_plan */
+  int dead;
+  int64_t buf;          /* byte offset in scratch, -1 for leaves and views */
+  int64_t ld;           /* row stride in elements */
+  int64_t aux;          /* byte offset of a per-node temporary, -1 if none */
+  int last_use;
+} IrNode;
+
+typedef struct Graph {
+  char name[32];        /* entry point: "prefill", "decode" */
+  int input;            /* SC_IN_IDS / SC_IN_EMBEDS */
+  int max_tokens;       /* largest T per call */
+  IrNode *nodes;
+  int n_nodes, cap_nodes;
+  int64_t scratch_bytes;/* set by pass_plan */
+  int out_cols, hidden_cols;
+} Graph;
+
+/* Where a weight's bytes come from: the rows of checkpoint tensors,
+ * concatenated in order (sets, then rows), or a table computed at build. */
+typedef struct IrWeightSrc {
+  const void *tensor;   /* const StTensor * (compiler) */
+  int64_t rows;         /* rows taken from it */
+} IrWeightSrc;
+
+enum { WGEN_NONE, WGEN_ROPE };
+typedef struct IrWeight {
+  char name[IR_NAME];
+  char source[160];     /* checkpoint names it was made from, for humans */
+  DType band;           /* stored type */
+  int64_t sets, rows, cols;
+  IrWeightSrc src[16];
+  int n_src;
+  int gen;              /* WGEN_ROPE: cos|sin table [max_ctx, rot_dims] */
+  double gen_theta;
+  int gen_rot;
+  int used;
+  int64_t offset, bytes; /* set by pack */
+} IrWeight;
+
+typedef struct IrState {
+  char name[IR_NAME];
+  int64_t rows, cols;   /* f32 */
+  int64_t offset;       /* byte offset in the session state */
+} IrState;
+
+typedef struct Module {
+  char family[16];
+  char model_type[32];
+  const char *config_json;  /* borrowed from the checkpoint */
+  uint64_t config_hash;
+  int vocab, hidden, n_layers, max_context;
+  IrWeight *weights; int n_weights, cap_weights;
+  IrState *states; int n_states, cap_states;
+  int64_t state_bytes;
+  Graph *graphs; int n_graphs;
+} Module;
+
+extern const char *const ir_op_names[OP_COUNT];
+extern const int ir_op_nsrc[OP_COUNT];
+extern const int ir_op_flags[OP_COUNT];
+extern const char *const ir_op_docs[OP_COUNT];
+const char *ir_dtype_name(DType d);
+int64_t ir_band_row_bytes(DType band, int64_t cols); /* bytes of one row */
+
+void ir_module_init(Module *m);
+void ir_module_free(Module *m);
+Graph *ir_graph_new(Module *m, const char *name, int input, int max_tokens);
+int ir_weight_add(Module *m, const char *name, DType band, int64_t sets,
+                  int64_t rows, int64_t cols);
+int ir_weight_find(const Module *m, const char *name);
+int ir_state_add(Module *m, const char *name, int64_t rows, int64_t cols);
+
+/* Builders.  Each asserts its shape rules and returns the node index. */
+int ir_node(Graph *g, OpKind op, DType dt, int64_t rows, int64_t cols,
+            const int *src, int nsrc, const char *name);
+int ir_input_ids(Graph *g);
+int ir_input_embeds(Graph *g, int64_t cols);
+int ir_weight(Module *m, Graph *g, int w);
+int ir_state(Module *m, Graph *g, int s);
+int ir_embed(Graph *g, int table, int ids, const char *name);
+int ir_linear(Graph *g, int x, int w, int bias, const char *name);
+int ir_rmsnorm(Graph *g, int x, int w, int group, int mode, float eps, const char *name);
+int ir_rope(Graph *g, int x, int heads, int head_dim, int rot_dims, int mode, int table, const char *name);
+int ir_kv_store(Graph *g, int cache, int x, const char *name);
+int ir_attention(Graph *g, int q, int kc, int vc, int gate, int heads, int kv_heads,
+                 int head_dim, float scale, int window, const char *name);
+int ir_binary(Graph *g, OpKind op, int a, int b, const char *name);
+int ir_unary(Graph *g, OpKind op, int x, const char *name);
+int ir_slice(Graph *g, int x, int off, int64_t cols, const char *name);
+int ir_last_row(Graph *g, int x, const char *name);
+int ir_output(Graph *g, int x, int slot);
+
+/* Checks every node: arity, source order, shapes, dtypes.  Returns SC_OK or
+ * SC_EINPUT with "graph NAME: node N (op): problem" (a compiler bug). */
+int ir_verify(const Module *m, const Graph *g, sc_error *err);
+/* Node whose buffer a value lives in: follows views (SLICE, LAST_ROW) and
+ * KV_STORE (which returns its cache). */
+int ir_root(const Graph *g, int n);
+/* Number of live nodes reading n. */
+int ir_uses(const Graph *g, int n);
+
+/* Readable text of a graph, one node per line. */
+void ir_print(const Module *m, const Graph *g, FILE *out);
+
+#define IR_ASSERT(c)                                                          \
+  do {                                                                        \
+    if (!(c)) ir_assert_fail(__FILE__, __LINE__, #c);                         \
+  } while (0)
+_Noreturn void ir_assert_fail(const char *file, int line, const char *expr);
+
+#endif

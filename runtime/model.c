@@ -1,0 +1,321 @@
+/*
+ * model.c — open a compiled model and run sessions on it.
+ *
+ * sc_model_open loads model.so with dlopen, checks its descriptor (magic,
+ * ABI version, CPU features), then maps the weight file it names from the
+ * same directory and checks that file against the descriptor (magic,
+ * version, size, build id, checksum).  Weights stay mmapped read-only; each
+ * session owns its state block (KV caches), scratch arena and logits.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checksum.h"
+#include "kernels.h"
+#include "sc_abi.h"
+#include "speechc.h"
+
+struct sc_model {
+  void *dl;
+  const sc_model_desc *d;
+  char *path, *wpath;
+  const unsigned char *wmap;
+  size_t wsize;
+  const unsigned char *W;       /* data section */
+  const sc_entry *prefill, *decode;
+  size_t scratch_max;
+};
+
+struct sc_session {
+  sc_model *m;
+  unsigned char *state, *scratch;
+  float *logits;
+  int pos;
+  sc_kernel_ctx kctx;
+  sc_kernels K;
+};
+
+/* __builtin_cpu_supports takes literals only, hence the table. */
+static int cpu_has(const char *f) {
+  __builtin_cpu_init();
+  if (!strcmp(f, "sse4.2")) return __builtin_cpu_supports("sse4.2");
+  if (!strcmp(f, "avx")) return __builtin_cpu_supports("avx");
+  if (!strcmp(f, "avx2")) return __builtin_cpu_supports("avx2");
+  if (!strcmp(f, "fma")) return __builtin_cpu_supports("fma");
+  if (!strcmp(f, "f16c")) return __builtin_cpu_supports("f16c");
+  if (!strcmp(f, "avx512f")) return __builtin_cpu_supports("avx512f");
+  if (!strcmp(f, "avx512bw")) return __builtin_cpu_supports("avx512bw");
+  if (!strcmp(f, "avx512vl")) return __builtin_cpu_supports("avx512vl");
+  return 0;
+}
+
+static int check_features(const char *path, const char *list, sc_error *err) {
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", list ? list : "");
+  for (char *save = NULL, *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save))
+    if (!cpu_has(f))
+      return sc_fail(err, SC_EINPUT, "%s: built for CPU features '%s', and this CPU lacks '%s' "
+                     "(hint: rebuild on this machine, or with --cc tcc for portable code)",
+                     path, list, f);
+  return SC_OK;
+}
+
+static const sc_entry *find_entry(const sc_model_desc *d, const char *name) {
+  for (int i = 0; i < d->n_entries; i++)
+    if (!strcmp(d->entries[i].name, name)) return &d->entries[i];
+  return NULL;
+}
+
+static int open_weights(sc_model *m, int verify, sc_error *err) {
+  const sc_model_desc *d = m->d;
+  const char *slash = strrchr(m->path, '/');
+  int dirlen = slash ? (int)(slash - m->path + 1) : 0;
+  m->wpath = malloc((size_t)dirlen + strlen(d->weight_file) + 1);
+  if (!m->wpath) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  sprintf(m->wpath, "%.*s%s", dirlen, m->path, d->weight_file);
+  int fd = open(m->wpath, O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return sc_fail(err, SC_EINPUT, "%s: weight file of %s is missing: %s (hint: it is written next "
+                   "to model.so by speechc build; keep the two together)", m->wpath, m->path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st)) {
+    close(fd);
+    return sc_fail(err, SC_EINPUT, "%s: cannot stat: %s", m->wpath, strerror(errno));
+  }
+  uint64_t want = SC_WFILE_HEADER + d->weight_bytes;
+  if ((uint64_t)st.st_size < sizeof(sc_wfile_header)) {
+    close(fd);
+    return sc_fail(err, SC_EINPUT, "%s: truncated: %lld bytes, expected %llu for %s", m->wpath,
+                   (long long)st.st_size, (unsigned long long)want, m->path);
+  }
+  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  close(fd);
+  if (map == MAP_FAILED) return sc_fail(err, SC_EINPUT, "%s: mmap failed: %s", m->wpath, strerror(errno));
+  m->wmap = map;
+  m->wsize = (size_t)st.st_size;
+  sc_wfile_header h;
+  memcpy(&h, map, sizeof h);
+  if (memcmp(h.magic, SC_WFILE_MAGIC, 8))
+    return sc_fail(err, SC_EINPUT, "%s: not a speechc weight file (bad magic)", m->wpath);
+  if (h.version != SC_WFILE_VERSION || h.header_bytes != SC_WFILE_HEADER)
+    return sc_fail(err, SC_EINPUT, "%s: weight file version %u, this runtime reads %u (hint: rebuild)",
+                   m->wpath, h.version, SC_WFILE_VERSION);
+  if ((uint64_t)st.st_size != want || h.data_bytes != d->weight_bytes)
+    return sc_fail(err, SC_EINPUT, "%s: %lld bytes, expected %llu for %s (truncated, or from another build)",
+                   m->wpath, (long long)st.st_size, (unsigned long long)want, m->path);
+  if (h.build_id != d->build_id || h.checksum != d->weight_checksum)
+    return sc_fail(err, SC_EINPUT, "%s: from another build: build %016llx checksum %016llx, but %s "
+                   "expects build %016llx checksum %016llx (hint: rebuild, or copy the matching pair)",
+                   m->wpath, (unsigned long long)h.build_id, (unsigned long long)h.checksum, m->path,
+                   (unsigned long long)d->build_id, (unsigned long long)d->weight_checksum);
+  m->W = m->wmap + SC_WFILE_HEADER;
+  if (verify) {
+    uint64_t sum = sc_checksum64(m->W, (size_t)d->weight_bytes);
+    if (sum != d->weight_checksum)
+      return sc_fail(err, SC_EINPUT, "%s: weight data was modified: checksum %016llx, expected %016llx",
+                     m->wpath, (unsigned long long)sum, (unsigned long long)d->weight_checksum);
+  }
+  return SC_OK;
+}
+
+int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc_error *err) {
+  *out = NULL;
+  if (!path) return sc_fail(err, SC_EUSAGE, "no model path given");
+  sc_model *m = calloc(1, sizeof *m);
+  if (!m) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  /* dlopen searches the library path for names without a slash */
+  m->path = malloc(strlen(path) + 3);
+  if (!m->path) { free(m); return sc_fail(err, SC_ERUNTIME, "out of memory"); }
+  sprintf(m->path, "%s%s", strchr(path, '/') ? "" : "./", path);
+  int rc = SC_OK;
+  struct stat st;
+  if (stat(m->path, &st)) {
+    rc = sc_fail(err, SC_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+    goto fail;
+  }
+  m->dl = dlopen(m->path, RTLD_NOW | RTLD_LOCAL);
+  if (!m->dl) {
+    rc = sc_fail(err, SC_EINPUT, "%s: not a loadable model: %s", path, dlerror());
+    goto fail;
+  }
+  const sc_model_desc *(*fn)(void) = (const sc_model_desc *(*)(void))dlsym(m->dl, SC_DESC_SYMBOL);
+  if (!fn) {
+    rc = sc_fail(err, SC_EINPUT, "%s: not a speechc model (no %s symbol)", path, SC_DESC_SYMBOL);
+    goto fail;
+  }
+  m->d = fn();
+  if (!m->d || m->d->magic != SC_DESC_MAGIC) {
+    rc = sc_fail(err, SC_EINPUT, "%s: not a speechc model (bad descriptor magic)", path);
+    goto fail;
+  }
+  if (m->d->abi_version != SC_ABI_VERSION) {
+    rc = sc_fail(err, SC_EINPUT, "%s: built for artifact ABI version %d, this runtime reads version %d "
+                 "(hint: rebuild the model with this speechc)", path, m->d->abi_version, SC_ABI_VERSION);
+    goto fail;
+  }
+  if ((rc = check_features(path, m->d->cpu_features, err))) goto fail;
+  if ((rc = open_weights(m, opts ? opts->verify_weights : 1, err))) goto fail;
+  m->prefill = find_entry(m->d, "prefill");
+  m->decode = find_entry(m->d, "decode");
+  for (int i = 0; i < m->d->n_entries; i++)
+    if (m->d->entries[i].scratch_bytes > m->scratch_max) m->scratch_max = m->d->entries[i].scratch_bytes;
+  *out = m;
+  return SC_OK;
+fail:
+  sc_model_close(m);
+  return rc;
+}
+
+void sc_model_close(sc_model *m) {
+  if (!m) return;
+  if (m->wmap) munmap((void *)m->wmap, m->wsize);
+  if (m->dl) dlclose(m->dl);
+  free(m->path);
+  free(m->wpath);
+  free(m);
+}
+
+void sc_model_get_info(const sc_model *m, sc_model_info *i) {
+  const sc_model_desc *d = m->d;
+  i->family = d->family;
+  i->model_type = d->model_type;
+  i->target = d->target;
+  i->compiler_version = d->compiler_version;
+  i->weight_file = m->wpath;
+  i->config_json = d->config_json;
+  i->vocab = d->vocab;
+  i->hidden = d->hidden;
+  i->n_layers = d->n_layers;
+  i->max_context = d->max_context;
+  i->weight_bytes = d->weight_bytes;
+  i->state_bytes = d->state_bytes;
+  i->config_hash = d->config_hash;
+}
+
+const sc_model_desc *sc_model_desc_of(const sc_model *m) { return m->d; }
+
+static void *alloc64(size_t n) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+  memset(p, 0, n ? n : 64);
+  return p;
+}
+
+int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
+  *out = NULL;
+  sc_session *s = calloc(1, sizeof *s);
+  if (!s) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  s->m = m;
+  s->state = alloc64((size_t)m->d->state_bytes);
+  s->scratch = alloc64(m->scratch_max);
+  s->logits = alloc64((size_t)(m->d->vocab > 0 ? m->d->vocab : 1) * sizeof(float));
+  if (!s->state || !s->scratch || !s->logits) {
+    sc_session_close(s);
+    return sc_fail(err, SC_ERUNTIME, "out of memory allocating a session (%llu bytes of state)",
+                   (unsigned long long)m->d->state_bytes);
+  }
+  sc_kernels_init(&s->K, &s->kctx);
+  *out = s;
+  return SC_OK;
+}
+
+void sc_session_close(sc_session *s) {
+  if (!s) return;
+  free(s->state);
+  free(s->scratch);
+  free(s->logits);
+  free(s);
+}
+
+void sc_session_reset(sc_session *s) {
+  memset(s->state, 0, (size_t)s->m->d->state_bytes);
+  s->pos = 0;
+}
+
+int sc_session_pos(const sc_session *s) { return s->pos; }
+
+const float *sc_logits(const sc_session *s, int *n_vocab) {
+  if (n_vocab) *n_vocab = s->m->d->vocab;
+  return s->logits;
+}
+
+/* Run one entry point call; maps kernel/generated-code errors to sc_error. */
+static int call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+  sc_kernel_ctx_clear(&s->kctx);
+  int rc = e->fn(&s->K, s->m->W, s->state, s->scratch, io);
+  if (rc || s->kctx.failed)
+    return sc_fail(err, SC_ERUNTIME, "%s: %s", e->name, s->kctx.failed ? s->kctx.err : "failed");
+  return SC_OK;
+}
+
+static int check_tokens(sc_session *s, const int32_t *ids, int n, sc_error *err) {
+  const sc_model_desc *d = s->m->d;
+  if (n < 1) return sc_fail(err, SC_EUSAGE, "no tokens given");
+  if (s->pos + (int64_t)n > d->max_context)
+    return sc_fail(err, SC_ERUNTIME, "context full: position %d + %d tokens exceeds max_context %d "
+                   "(hint: rebuild with a larger --max-context)", s->pos, n, d->max_context);
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= d->vocab)
+      return sc_fail(err, SC_EUSAGE, "token %d (index %d) is outside the vocabulary [0, %d)", ids[i], i, d->vocab);
+  return SC_OK;
+}
+
+int sc_prefill(sc_session *s, const int32_t *ids, int n, sc_error *err) {
+  if (!s->m->prefill) return sc_fail(err, SC_EUSAGE, "this model has no prefill entry point");
+  if (check_tokens(s, ids, n, err)) return err->code;
+  const sc_entry *e = s->m->prefill;
+  for (int done = 0; done < n;) {
+    int chunk = n - done < e->max_tokens ? n - done : e->max_tokens;
+    sc_io io = {.ids = ids + done, .n = chunk, .pos = s->pos, .out = s->logits};
+    if (call(s, e, &io, err)) return err->code;
+    s->pos += chunk;
+    done += chunk;
+  }
+  return SC_OK;
+}
+
+int sc_decode(sc_session *s, int32_t id, sc_error *err) {
+  if (!s->m->decode) return sc_fail(err, SC_EUSAGE, "this model has no decode entry point");
+  if (check_tokens(s, &id, 1, err)) return err->code;
+  sc_io io = {.ids = &id, .n = 1, .pos = s->pos, .out = s->logits};
+  if (call(s, s->m->decode, &io, err)) return err->code;
+  s->pos++;
+  return SC_OK;
+}
+
+int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
+                const sc_sample_params *p, int32_t eos, int32_t *out, int *n_out,
+                sc_token_cb on_token, void *user, sc_error *err) {
+  *n_out = 0;
+  if (n_new < 0) return sc_fail(err, SC_EUSAGE, "-n must be >= 0, got %d", n_new);
+  sc_sampler *smp = NULL;
+  if (sc_sampler_new(p, &smp, err)) return err->code;
+  int32_t *hist = malloc(((size_t)n_prompt + (size_t)n_new + 1) * sizeof *hist);
+  int rc = SC_OK;
+  if (!hist) { rc = sc_fail(err, SC_ERUNTIME, "out of memory"); goto done; }
+  memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
+  int n_hist = n_prompt;
+  if ((rc = sc_prefill(s, prompt, n_prompt, err))) goto done;
+  for (int i = 0; i < n_new; i++) {
+    int32_t tok;
+    if ((rc = sc_sample(smp, s->logits, s->m->d->vocab, hist, n_hist, NULL, 0, &tok, err))) goto done;
+    out[(*n_out)++] = tok;
+    hist[n_hist++] = tok;
+    if (on_token && on_token(user, tok, i)) break;
+    if (tok == eos || i + 1 == n_new) break;
+    if ((rc = sc_decode(s, tok, err))) goto done;
+  }
+done:
+  free(hist);
+  sc_sampler_free(smp);
+  return rc;
+}

@@ -1,0 +1,132 @@
+/*
+ * sc_abi.h — the contract between a compiled model (model.so) and the
+ * speechc runtime.
+ *
+ * This header is self-contained (no libc includes): the compiler writes it
+ * next to the generated source, which is compiled with -nostdlib by libtcc or
+ * the system compiler.  Any change to a struct below bumps SC_ABI_VERSION;
+ * the runtime refuses an artifact whose version differs and says both.
+ */
+#ifndef SC_ABI_H
+#define SC_ABI_H
+
+#define SC_ABI_VERSION 1
+#define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
+#define SC_DESC_SYMBOL "speechc_model"
+
+/* Weight bands: how a weight tensor's rows are stored in the weight file. */
+enum {
+  SC_W_F32 = 0,  /* float32 */
+  SC_W_BF16 = 1, /* bfloat16 (upper half of an f32) */
+  SC_W_F16 = 2,  /* IEEE half */
+  SC_W_Q8_0 = 3, /* blocks of 32: f16 scale d, 32 x int8; x = d*q */
+  SC_W_Q4_0 = 4  /* blocks of 32: f16 scale d, 16 bytes of nibbles; x = d*(q-8) */
+};
+
+/* What an entry point reads as its main input. */
+enum { SC_IN_IDS = 0, SC_IN_EMBEDS = 1 };
+
+/*
+ * Kernels the runtime hands to generated code.  Hot loops that libtcc cannot
+ * vectorise live here, precompiled for the CPU's features.  Every pointer is
+ * row-major with an explicit leading dimension (ld*) in floats.
+ */
+typedef struct sc_kernels {
+  int abi_version;
+  void *ctx; /* runtime-owned: thread pool, error slot */
+  /* y[t,r] (=, or += when acc) sum_c W[r,c]*x[t,c] (+ bias[r]); W is `rows`
+   * rows of `cols` in band wtype.  T=1 is a GEMV, T>1 a GEMM. */
+  void (*linear)(void *ctx, int wtype, const void *w, const float *bias,
+                 const float *x, int ldx, float *y, int ldy, int T, int rows,
+                 int cols, int acc);
+  /* y[t,r] = silu(g)*u with g = Wg[r]·x[t], u = Wu[r]·x[t]; Wu follows Wg
+   * in the same allocation (w is [2*rows, cols]). */
+  void (*linear_swiglu)(void *ctx, int wtype, const void *w, const float *x,
+                        int ldx, float *y, int ldy, int T, int rows, int cols);
+  /* Causal attention for T queries at positions pos..pos+T-1 over a cache
+   * of `cap` rows (row p % cap holds position p), window rows back (0: all).
+   * q [T, heads*hd] (ldq), caches [cap, kv_heads*hd] (ldkv), y [T, heads*hd]. */
+  void (*attention)(void *ctx, const float *q, int ldq, const float *kc,
+                    const float *vc, int ldkv, int cap, float *y, int ldy,
+                    int T, int pos, int heads, int kv_heads, int head_dim,
+                    float scale, int window);
+  float (*expf)(float);
+  float (*sqrtf)(float);
+  float (*logf)(float);
+  float (*erff)(float);
+  /* Record an error; the entry point then returns non-zero. */
+  void (*error)(void *ctx, const char *msg, int value);
+} sc_kernels;
+
+/* Per-call arguments of an entry point. */
+typedef struct sc_io {
+  const int *ids;          /* [n] token ids (SC_IN_IDS) */
+  const float *embeds;     /* [n, hidden] input embeddings (SC_IN_EMBEDS) */
+  const float *hidden_in;  /* [hidden] auxiliary input, when the entry has one */
+  int n;                   /* tokens in this call, 1..max_tokens */
+  int pos;                 /* position of the first token */
+  int step;                /* weight-set index for per-step entries */
+  float *out;              /* [out_cols] output of the last token (logits) */
+  float *hidden_out;       /* [hidden_cols] post-norm hidden of the last token */
+} sc_io;
+
+/* W: weight data base, S: session state, X: scratch of scratch_bytes. */
+typedef int (*sc_entry_fn)(const sc_kernels *K, const unsigned char *W,
+                           unsigned char *S, unsigned char *X, const sc_io *io);
+
+typedef struct sc_entry {
+  const char *name;        /* "prefill", "decode", ... */
+  sc_entry_fn fn;
+  int input;               /* SC_IN_IDS or SC_IN_EMBEDS */
+  int max_tokens;          /* largest n per call */
+  int out_cols;            /* floats written to io->out (0: none) */
+  int hidden_cols;         /* floats written to io->hidden_out (0: none) */
+  unsigned long long scratch_bytes;
+} sc_entry;
+
+typedef struct sc_tensor_info {
+  const char *name;        /* packed name, e.g. "layer0.qkv" */
+  const char *source;      /* checkpoint tensors it was made from */
+  int wtype;               /* SC_W_* */
+  int sets, rows, cols;
+  unsigned long long offset, bytes; /* in the weight file's data section */
+} sc_tensor_info;
+
+typedef struct sc_model_desc {
+  unsigned magic;          /* SC_DESC_MAGIC: first, never moves */
+  int abi_version;         /* SC_ABI_VERSION: second, never moves */
+  const char *family;      /* "llm", "qwen3_tts", "moshi", "hybrid" */
+  const char *model_type;  /* config.json model_type */
+  const char *config_json; /* the checkpoint's config.json, minified */
+  unsigned long long config_hash;
+  const char *compiler_version;
+  const char *target;      /* "cpu" */
+  const char *cpu_features;/* features the code was built for ("" = any) */
+  int vocab, hidden, n_layers, max_context;
+  const char *weight_file; /* file name, next to model.so */
+  unsigned long long weight_bytes;    /* data section size */
+  unsigned long long weight_checksum; /* sc_checksum64 of the data section */
+  unsigned long long build_id;        /* also stored in the weight header */
+  unsigned long long state_bytes;     /* per-session persistent state */
+  int n_entries;
+  const sc_entry *entries;
+  int n_tensors;
+  const sc_tensor_info *tensors;
+} sc_model_desc;
+
+/* The weight file: a 4096-byte header then the data section. */
+#define SC_WFILE_MAGIC "SCWGHT01"
+#define SC_WFILE_VERSION 1
+#define SC_WFILE_HEADER 4096
+#define SC_WFILE_ALIGN 64
+typedef struct sc_wfile_header {
+  char magic[8];
+  unsigned version;
+  unsigned header_bytes;
+  unsigned long long data_bytes;
+  unsigned long long checksum;
+  unsigned long long build_id;
+  char model_type[32];
+} sc_wfile_header;
+
+#endif /* SC_ABI_H */

@@ -1,0 +1,106 @@
+/*
+ * speechc.h — the public C API of the speechc runtime.
+ *
+ * Open a compiled model (model.so + its weight file), open any number of
+ * sessions on it (each with its own KV cache and state; sessions are
+ * independent and may run in different threads), feed tokens, read logits,
+ * sample.  Every function that can fail returns an SC_* code and fills an
+ * sc_error with a message that names the file or argument at fault.  Library
+ * code never exits the process.
+ */
+#ifndef SPEECHC_H
+#define SPEECHC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Error codes; they double as the CLI's exit codes. */
+enum {
+  SC_OK = 0,
+  SC_EUSAGE = 1,   /* bad argument or flag */
+  SC_EINPUT = 2,   /* bad input file: checkpoint, artifact, weight file */
+  SC_ERUNTIME = 3, /* failure while running: context full, NaN logits, OOM */
+};
+
+typedef struct sc_error {
+  int code;
+  char msg[1024];
+} sc_error;
+
+/* Fill err (if non-NULL) and return code.  printf-style. */
+int sc_fail(sc_error *err, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+typedef struct sc_model sc_model;
+typedef struct sc_session sc_session;
+
+typedef struct sc_open_opts {
+  int verify_weights; /* recompute the weight checksum at open (default 1) */
+  int threads;        /* 0: one per physical core */
+} sc_open_opts;
+
+/* Open model.so (path) and the weight file it names.  opts may be NULL. */
+int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out,
+                  sc_error *err);
+void sc_model_close(sc_model *m);
+
+typedef struct sc_model_info {
+  const char *family, *model_type, *target, *compiler_version, *weight_file;
+  const char *config_json;
+  int vocab, hidden, n_layers, max_context;
+  uint64_t weight_bytes, state_bytes, config_hash;
+} sc_model_info;
+void sc_model_get_info(const sc_model *m, sc_model_info *info);
+
+/* Sessions: max_context 0 uses the model's compiled maximum. */
+int sc_session_open(sc_model *m, sc_session **out, sc_error *err);
+void sc_session_close(sc_session *s);
+void sc_session_reset(sc_session *s);  /* position 0, state zeroed */
+int sc_session_pos(const sc_session *s);
+
+/* Append n tokens (any n >= 1; long prompts are chunked), leaving the
+ * logits of the last one readable through sc_logits. */
+int sc_prefill(sc_session *s, const int32_t *ids, int n, sc_error *err);
+/* Append one token. */
+int sc_decode(sc_session *s, int32_t id, sc_error *err);
+/* Logits of the last token fed ([vocab]); valid until the next call. */
+const float *sc_logits(const sc_session *s, int *n_vocab);
+
+/* Sampling.  greedy (or temperature <= 0) is argmax, lowest index on ties.
+ * Otherwise: repetition penalty over `history`, temperature, top-k, top-p,
+ * then a draw from a seeded generator owned by the sampler. */
+typedef struct sc_sample_params {
+  int greedy;
+  float temperature;        /* default 1.0 */
+  int top_k;                /* 0: off */
+  float top_p;              /* 1.0: off */
+  float repetition_penalty; /* 1.0: off; HF semantics (divide if >0, else multiply) */
+  uint64_t seed;
+} sc_sample_params;
+sc_sample_params sc_sample_defaults(void);
+
+typedef struct sc_sampler sc_sampler;
+int sc_sampler_new(const sc_sample_params *p, sc_sampler **out, sc_error *err);
+void sc_sampler_free(sc_sampler *s);
+/* Pick a token from logits[n].  Suppressed ids (sorted or not, may be NULL)
+ * get -inf first.  Non-finite logits are an SC_ERUNTIME error. */
+int sc_sample(sc_sampler *s, const float *logits, int n, const int32_t *history,
+              int n_history, const int32_t *suppress, int n_suppress,
+              int32_t *token, sc_error *err);
+
+/* Generation: prefill `prompt`, then produce n_new tokens (stops early at
+ * eos when eos >= 0).  out receives the new tokens; *n_out their count.
+ * on_token, when set, is called after each token; return non-zero to stop. */
+typedef int (*sc_token_cb)(void *user, int32_t token, int index);
+int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
+                const sc_sample_params *p, int32_t eos, int32_t *out,
+                int *n_out, sc_token_cb on_token, void *user, sc_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SPEECHC_H */

@@ -1,0 +1,352 @@
+/*
+ * test_kernels.c — the CPU kernels against naive double-precision
+ * references, and the bit-exactness promises of kernels.h:
+ *   - T>1 rows equal T=1 rows, and a row's value does not depend on which
+ *     other rows share the call;
+ *   - linear_swiglu == silu(linear(gate)) * linear(up) exactly;
+ *   - portable and AVX2 agree to 1e-5.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "kernels.h"
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static float frand(void) { /* uniform in [-1, 1) */
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((rng_state >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
+}
+static void fill(float *p, int n) {
+  for (int i = 0; i < n; i++) p[i] = frand();
+}
+static uint16_t to_bf16(float f) { /* truncation is enough for test data */
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return (uint16_t)(u >> 16);
+}
+static double bf16_val(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+enum { MAXR = 16, MAXC = 128, MAXT = 3, LDX = MAXC + 5, LDY = MAXR + 3 };
+
+/* A weight matrix held in both bands: wf is f32, wb its bf16 truncation. */
+typedef struct {
+  float wf[2 * MAXR * MAXC];
+  uint16_t wb[2 * MAXR * MAXC];
+} Weights;
+
+static double wval(const Weights *W, int wtype, size_t i) {
+  return wtype == SC_W_F32 ? W->wf[i] : bf16_val(W->wb[i]);
+}
+static const void *wptr(const Weights *W, int wtype, size_t row, int cols) {
+  return wtype == SC_W_F32 ? (const void *)(W->wf + row * cols)
+                           : (const void *)(W->wb + row * cols);
+}
+
+/* Reference y[t,r] and the magnitude it is made of (for a relative bound). */
+static void ref_linear(const Weights *W, int wtype, const float *bias,
+                       const float *x, const float *y0, int T, int rows,
+                       int cols, int acc, double *ref, double *mag) {
+  for (int t = 0; t < T; t++)
+    for (int r = 0; r < rows; r++) {
+      double s = 0, m = 0;
+      for (int c = 0; c < cols; c++) {
+        double p = wval(W, wtype, (size_t)r * cols + c) * x[t * LDX + c];
+        s += p;
+        m += fabs(p);
+      }
+      if (bias) s += bias[r], m += fabs(bias[r]);
+      if (acc) s += y0[t * LDY + r], m += fabs(y0[t * LDY + r]);
+      ref[t * MAXR + r] = s;
+      mag[t * MAXR + r] = m;
+    }
+}
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, 4) == 0; }
+
+static void test_linear(const sc_kernels *K, sc_kernel_ctx *ctx) {
+  static Weights W;
+  static const int colss[] = {37, 100, 3, 8, 64, 128};
+  float x[MAXT * LDX], bias[MAXR], y0[MAXT * LDY];
+  for (int i = 0; i < 2 * MAXR * MAXC; i++) {
+    W.wf[i] = frand();
+    W.wb[i] = to_bf16(W.wf[i]);
+  }
+  fill(x, MAXT * LDX);
+  fill(bias, MAXR);
+  fill(y0, MAXT * LDY);
+  for (int wt = 0; wt < 2; wt++)
+    for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++)
+      for (int with_bias = 0; with_bias < 2; with_bias++)
+        for (int acc = 0; acc < 2; acc++) {
+          int wtype = wt ? SC_W_BF16 : SC_W_F32, cols = colss[ci], rows = 5;
+          const float *b = with_bias ? bias : NULL;
+          const void *w = wptr(&W, wtype, 0, cols);
+          double ref[MAXT * MAXR], mag[MAXT * MAXR];
+          float y3[MAXT * LDY], y1[LDY];
+          ref_linear(&W, wtype, b, x, y0, 3, rows, cols, acc, ref, mag);
+
+          /* T = 3 against the reference */
+          memcpy(y3, y0, sizeof y3);
+          K->linear(K->ctx, wtype, w, b, x, LDX, y3, LDY, 3, rows, cols, acc);
+          for (int t = 0; t < 3; t++)
+            for (int r = 0; r < rows; r++)
+              CHECK_MSG(fabs(y3[t * LDY + r] - ref[t * MAXR + r]) <=
+                            1e-5 * mag[t * MAXR + r] + 1e-30,
+                        "%s band %d cols %d bias %d acc %d t %d r %d: %g vs %g",
+                        sc_kernels_isa(K), wtype, cols, with_bias, acc, t, r,
+                        y3[t * LDY + r], ref[t * MAXR + r]);
+          /* padding between rows of y is untouched */
+          for (int t = 0; t < 3; t++)
+            for (int r = rows; r < LDY; r++)
+              CHECK(same_bits(y3[t * LDY + r], y0[t * LDY + r]));
+
+          /* T = 1 per token gives the same bits as T = 3 */
+          for (int t = 0; t < 3; t++) {
+            memcpy(y1, y0 + t * LDY, sizeof y1);
+            K->linear(K->ctx, wtype, w, b, x + t * LDX, LDX, y1, LDY, 1, rows,
+                      cols, acc);
+            for (int r = 0; r < rows; r++)
+              CHECK_MSG(same_bits(y1[r], y3[t * LDY + r]),
+                        "%s T=1 vs T=3: band %d cols %d t %d r %d",
+                        sc_kernels_isa(K), wtype, cols, t, r);
+          }
+          /* one row per call gives the same bits as five rows per call
+           * (rows 0-3 go through the 4-row path, row 4 through the 1-row) */
+          for (int r = 0; r < rows; r++) {
+            float yr = y0[r];
+            K->linear(K->ctx, wtype, wptr(&W, wtype, r, cols),
+                      b ? b + r : NULL, x, LDX, &yr, 1, 1, 1, cols, acc);
+            CHECK_MSG(same_bits(yr, y3[r]), "%s row %d alone: %g vs %g",
+                      sc_kernels_isa(K), r, yr, y3[r]);
+          }
+        }
+  CHECK(!ctx->failed);
+
+  /* unsupported bands are reported, not computed */
+  float y = 0;
+  K->linear(K->ctx, SC_W_Q4_0, W.wf, NULL, x, LDX, &y, 1, 1, 1, 32, 0);
+  CHECK(ctx->failed);
+  CHECK_CONTAINS(ctx->err, "unsupported weight band (value 4)");
+  sc_kernel_ctx_clear(ctx);
+  K->linear_swiglu(K->ctx, SC_W_F16, W.wf, x, LDX, &y, 1, 1, 1, 32);
+  CHECK(ctx->failed);
+  CHECK_CONTAINS(ctx->err, "unsupported weight band (value 2)");
+  sc_kernel_ctx_clear(ctx);
+}
+
+/* Fused SwiGLU must equal the unfused graph bit for bit. */
+static void test_swiglu(const sc_kernels *K, sc_kernel_ctx *ctx) {
+  static Weights W;
+  float x[MAXT * LDX];
+  for (int i = 0; i < 2 * MAXR * MAXC; i++) {
+    W.wf[i] = frand() * 2.0f;
+    W.wb[i] = to_bf16(W.wf[i]);
+  }
+  fill(x, MAXT * LDX);
+  static const int colss[] = {37, 100, 128};
+  static const int rowss[] = {5, 8, 1};
+  for (int wt = 0; wt < 2; wt++)
+    for (int ci = 0; ci < 3; ci++)
+      for (int T = 1; T <= 3; T += 2) {
+        int wtype = wt ? SC_W_BF16 : SC_W_F32, cols = colss[ci],
+            rows = rowss[ci];
+        const void *w = wptr(&W, wtype, 0, cols);
+        float y[MAXT * LDY], g[MAXT * LDY], u[MAXT * LDY];
+        K->linear_swiglu(K->ctx, wtype, w, x, LDX, y, LDY, T, rows, cols);
+        K->linear(K->ctx, wtype, w, NULL, x, LDX, g, LDY, T, rows, cols, 0);
+        K->linear(K->ctx, wtype, wptr(&W, wtype, rows, cols), NULL, x, LDX, u,
+                  LDY, T, rows, cols, 0);
+        for (int t = 0; t < T; t++)
+          for (int r = 0; r < rows; r++) {
+            float gv = g[t * LDY + r], uv = u[t * LDY + r];
+            float want = gv / (1.0f + expf(-gv)) * uv;
+            CHECK_MSG(same_bits(y[t * LDY + r], want),
+                      "%s swiglu band %d cols %d T %d t %d r %d: %.9g vs %.9g",
+                      sc_kernels_isa(K), wtype, cols, T, t, r, y[t * LDY + r],
+                      want);
+            /* and it is SwiGLU at all: against doubles */
+            double gd = 0, ud = 0, m = 0;
+            for (int c = 0; c < cols; c++) {
+              gd += wval(&W, wtype, (size_t)r * cols + c) * x[t * LDX + c];
+              ud += wval(&W, wtype, (size_t)(rows + r) * cols + c) * x[t * LDX + c];
+              m += fabs(wval(&W, wtype, (size_t)r * cols + c) * x[t * LDX + c]);
+            }
+            double sd = gd / (1 + exp(-gd)) * ud;
+            CHECK_MSG(fabs(y[t * LDY + r] - sd) <= 1e-4 * (1 + m) * (1 + fabs(ud)),
+                      "swiglu vs double: %g vs %g", y[t * LDY + r], sd);
+          }
+      }
+  CHECK(!ctx->failed);
+}
+
+/* Portable and AVX2 kernels compute the same function to rounding. */
+static void test_isa_agree(const sc_kernels *A, const sc_kernels *P) {
+  static Weights W;
+  float x[MAXT * LDX], bias[MAXR];
+  for (int i = 0; i < 2 * MAXR * MAXC; i++) {
+    W.wf[i] = frand();
+    W.wb[i] = to_bf16(W.wf[i]);
+  }
+  fill(x, MAXT * LDX);
+  fill(bias, MAXR);
+  for (int wt = 0; wt < 2; wt++)
+    for (int cols = 1; cols <= MAXC; cols += 9) {
+      int wtype = wt ? SC_W_BF16 : SC_W_F32, rows = 13;
+      float ya[MAXT * LDY], yp[MAXT * LDY];
+      const void *w = wptr(&W, wtype, 0, cols);
+      A->linear(A->ctx, wtype, w, bias, x, LDX, ya, LDY, 3, rows, cols, 0);
+      P->linear(P->ctx, wtype, w, bias, x, LDX, yp, LDY, 3, rows, cols, 0);
+      for (int t = 0; t < 3; t++)
+        for (int r = 0; r < rows; r++) {
+          double m = fabs(bias[r]);
+          for (int c = 0; c < cols; c++)
+            m += fabs(wval(&W, wtype, (size_t)r * cols + c) * x[t * LDX + c]);
+          CHECK_MSG(fabs(ya[t * LDY + r] - yp[t * LDY + r]) <= 1e-5 * m,
+                    "avx2 vs portable band %d cols %d: %g vs %g", wtype, cols,
+                    ya[t * LDY + r], yp[t * LDY + r]);
+        }
+    }
+}
+
+/* ---- attention ---------------------------------------------------------- */
+
+enum { HEADS = 4, KVH = 2, HD = 20, MAXPOS = 16 };
+enum { LDQ = HEADS * HD + 3, LDKV = KVH * HD + 5, LDA = HEADS * HD + 1 };
+
+/* Keys and values by absolute position; the cache under test is filled
+ * from them as the ring would be (row p % cap holds position p). */
+static float kpos[MAXPOS][KVH * HD], vpos[MAXPOS][KVH * HD];
+
+static void ref_attention(const float *q, int T, int pos, float scale,
+                          int window, double *out /* [T][HEADS*HD] */) {
+  for (int t = 0; t < T; t++) {
+    int p = pos + t;
+    int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    for (int h = 0; h < HEADS; h++) {
+      int kvh = h / (HEADS / KVH);
+      double sc[MAXPOS], m = -INFINITY, sum = 0;
+      for (int j = lo; j <= p; j++) {
+        double d = 0;
+        for (int i = 0; i < HD; i++)
+          d += (double)q[t * LDQ + h * HD + i] * kpos[j][kvh * HD + i];
+        sc[j] = d * scale;
+        if (sc[j] > m) m = sc[j];
+      }
+      for (int j = lo; j <= p; j++) sum += sc[j] = exp(sc[j] - m);
+      for (int i = 0; i < HD; i++) {
+        double o = 0;
+        for (int j = lo; j <= p; j++) o += sc[j] * vpos[j][kvh * HD + i];
+        out[(t * HEADS + h) * HD + i] = o / sum;
+      }
+    }
+  }
+}
+
+static void check_attention(const sc_kernels *K, int T, int pos, int cap,
+                            int window) {
+  static float kc[MAXPOS * LDKV], vc[MAXPOS * LDKV];
+  float q[3 * LDQ], y[3 * LDA];
+  double ref[3 * HEADS * HD];
+  float scale = 1.0f / sqrtf((float)HD);
+  fill(q, 3 * LDQ);
+  for (int i = 0; i < MAXPOS * LDKV; i++) kc[i] = vc[i] = NAN; /* unwritten */
+  for (int p = 0; p < pos + T; p++) {
+    memcpy(kc + (p % cap) * LDKV, kpos[p], sizeof kpos[p]);
+    memcpy(vc + (p % cap) * LDKV, vpos[p], sizeof vpos[p]);
+  }
+  K->attention(K->ctx, q, LDQ, kc, vc, LDKV, cap, y, LDA, T, pos, HEADS, KVH,
+               HD, scale, window);
+  ref_attention(q, T, pos, scale, window, ref);
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < HEADS * HD; i++)
+      CHECK_MSG(fabs(y[t * LDA + i] - ref[t * HEADS * HD + i]) <= 1e-5,
+                "%s attention T %d pos %d cap %d window %d t %d i %d: %g vs %g",
+                sc_kernels_isa(K), T, pos, cap, window, t, i, y[t * LDA + i],
+                ref[t * HEADS * HD + i]);
+}
+
+static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
+  for (int p = 0; p < MAXPOS; p++) {
+    fill(kpos[p], KVH * HD);
+    fill(vpos[p], KVH * HD);
+    for (int i = 0; i < KVH * HD; i++) kpos[p][i] *= 3; /* peakier softmax */
+  }
+  check_attention(K, 1, 0, 8, 0);  /* first token: y = v0 */
+  check_attention(K, 1, 5, 8, 0);  /* decode, no window */
+  check_attention(K, 3, 2, 8, 0);  /* prefill chunk, causal inside it */
+  check_attention(K, 1, 5, 8, 3);  /* sliding window */
+  check_attention(K, 3, 2, 8, 3);  /* window cuts inside the chunk */
+  check_attention(K, 3, 6, 16, 3);
+  check_attention(K, 1, 6, 4, 4);  /* ring: positions 3..6 in rows 3,0,1,2 */
+  check_attention(K, 1, 13, 4, 4); /* ring wrapped several times */
+  check_attention(K, 2, 9, 5, 4);  /* ring, T=2: needs window+T-1 rows */
+  CHECK(!ctx->failed);
+
+  /* a span the ring no longer holds is an error, not stale data */
+  float q[LDQ] = {0}, kc[4 * LDKV] = {0}, y[LDA];
+  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 1, 6, HEADS, KVH, HD,
+               1.0f, 0);
+  CHECK(ctx->failed);
+  CHECK_CONTAINS(ctx->err, "exceed the cache rows (value 7)");
+  sc_kernel_ctx_clear(ctx);
+  /* window 4, T=2 at pos 9: the first query needs position 6, which the
+   * second token's row overwrote in a 4-row ring */
+  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 2, 9, HEADS, KVH, HD,
+               1.0f, 4);
+  CHECK(ctx->failed);
+  CHECK_CONTAINS(ctx->err, "exceed the cache rows (value 5)");
+  sc_kernel_ctx_clear(ctx);
+  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 1, 0, 3, 2, HD, 1.0f,
+               0);
+  CHECK(ctx->failed);
+  CHECK_CONTAINS(ctx->err, "multiple of kv_heads");
+  sc_kernel_ctx_clear(ctx);
+}
+
+static void test_table(const sc_kernels *K, void *ctx) {
+  CHECK(K->abi_version == SC_ABI_VERSION);
+  CHECK(K->ctx == ctx);
+  CHECK(K->expf(1.0f) == expf(1.0f));
+  CHECK(K->sqrtf(2.0f) == sqrtf(2.0f));
+  CHECK(K->logf(3.0f) == logf(3.0f));
+  CHECK(K->erff(0.5f) == erff(0.5f));
+  sc_kernel_ctx *c = ctx;
+  K->error(ctx, "first", 1);
+  K->error(ctx, "second", 2);
+  CHECK(c->failed);
+  CHECK(strcmp(c->err, "first (value 1)") == 0);
+  sc_kernel_ctx_clear(c);
+  CHECK(!c->failed && c->err[0] == '\0');
+}
+
+int main(void) {
+  sc_kernel_ctx cbest = {0}, cport = {0};
+  sc_kernels best, port;
+  sc_kernels_init(&best, &cbest);
+  sc_kernels_init_portable(&port, &cport);
+  printf("kernels: %s\n", sc_kernels_isa(&best));
+  CHECK(strcmp(sc_kernels_isa(&port), "portable") == 0);
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    CHECK(strcmp(sc_kernels_isa(&best), "avx2") == 0);
+#endif
+
+  const sc_kernels *Ks[2] = {&best, &port};
+  sc_kernel_ctx *Cs[2] = {&cbest, &cport};
+  int nk = strcmp(sc_kernels_isa(&best), "portable") == 0 ? 1 : 2;
+  for (int i = 0; i < nk; i++) {
+    test_table(Ks[i], Cs[i]);
+    test_linear(Ks[i], Cs[i]);
+    test_swiglu(Ks[i], Cs[i]);
+    test_attention(Ks[i], Cs[i]);
+  }
+  if (nk == 2) test_isa_agree(&best, &port);
+  CHECK_DONE();
+}
