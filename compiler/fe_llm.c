@@ -116,7 +116,9 @@ static int build_graph(Module *m, Graph *g, const LlmConfig *k, const LayerW *lw
     h = ir_rmsnorm(g, x, ir_weight(m, g, w->mlp_norm), H, NORM_PLAIN, (float)k->eps, NAME("mlp_norm"));
     int gate = ir_linear(g, h, ir_weight(m, g, w->wg), -1, NAME("gate"));
     int up = ir_linear(g, h, ir_weight(m, g, w->wu), -1, NAME("up"));
-    int act = ir_binary(g, OP_MUL, ir_unary(g, OP_SILU, gate, NAME("gate_silu")), up, NAME("swiglu"));
+    /* two statements: NAME() reuses one buffer, so it must not appear twice in one call */
+    int silu = ir_unary(g, OP_SILU, gate, NAME("gate_silu"));
+    int act = ir_binary(g, OP_MUL, silu, up, NAME("swiglu"));
     int d = ir_linear(g, act, ir_weight(m, g, w->wd), -1, NAME("down"));
     x = ir_binary(g, OP_ADD, x, d, NAME("mlp_res"));
 #undef NAME

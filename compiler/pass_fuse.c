@@ -138,12 +138,16 @@ static void compact(Graph *g) {
   free(map);
 }
 
+/* Two sweeps: SwiGLU first, since rule 4 would otherwise turn the packed
+ * gate/up LINEAR into a NORM_LINEAR before its MUL is reached, and rule 2
+ * could never match. */
 static void fuse_in_place(Module *m, Graph *g) {
+  for (int sweep = 0; sweep < 2; sweep++)
   for (int i = 0; i < g->n_nodes; i++) {
     IrNode *n = N(i);
     if (n->dead) continue;
     /* 2. SwiGLU over the two halves of one packed linear */
-    if (n->op == OP_MUL && N(n->src[0])->op == OP_SILU) {
+    if (sweep == 0 && n->op == OP_MUL && N(n->src[0])->op == OP_SILU) {
       int silu = n->src[0], sa = N(silu)->src[0], sb = n->src[1];
       if (N(sa)->op == OP_SLICE && N(sb)->op == OP_SLICE && N(sa)->src[0] == N(sb)->src[0]) {
         int lin = N(sa)->src[0];
@@ -160,6 +164,7 @@ static void fuse_in_place(Module *m, Graph *g) {
         }
       }
     }
+    if (sweep == 0) continue;
     /* 3. QK-norm + RoPE */
     if (n->op == OP_ROPE && N(n->src[0])->op == OP_RMSNORM) {
       int nrm = n->src[0];

@@ -9,3 +9,12 @@ foreach(src ${UNIT_TESTS})
   add_test(NAME ${name} COMMAND ${name} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "SPEECHC_BIN=$<TARGET_FILE:speechc>")
 endforeach()
+
+# The example program, driven on the bundled tiny checkpoint: its greedy
+# output must equal the HF transformers trace.
+add_test(NAME example_generate
+  COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \
+    $<TARGET_FILE:speechc> build tests/data/llm/qwen3_gqa2_hd32_tied -o $d/m.so -q; \
+    out=$($<TARGET_FILE:generate> $d/m.so 0 4 134 16 186 230 101 208); echo \"$out\"; \
+    test \"$out\" = '111 17 145 233 252 95 92 171 131 226 124 167 128 54 160 205'"
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -40,7 +40,7 @@ static float bf16_to_f32(unsigned short b) {
 typedef float (*sc_bf16_fn)(unsigned short);
 static const sc_bf16_fn sc_bf16_keep = bf16_to_f32;
 
-/* prefill: T <= 16 tokens per call; scratch 22528 bytes */
+/* prefill: T <= 16 tokens per call; scratch 15360 bytes */
 static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned char *S,
     unsigned char *X, const sc_io *io) {
   const int T = io->n;
@@ -147,46 +147,25 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer0_attn_res = (float *)(X + 0); /* [T, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer0_o_proj, 0, layer0_attn, 64, layer0_attn_res, 64, T, 64, 64, 1);
 
-  /* layer0.gateup = NORM_LINEAR(layer0.attn_res, layer0.mlp_norm, layer0.gateup) */
-  float *layer0_gateup = (float *)(X + 4096); /* [T, 192] */
-  float *layer0_gateup_in = (float *)(X + 16384); /* [T, 64] normalised input */
+  /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
+  float *layer0_mlp_norm = (float *)(X + 4096); /* [T, 64] */
   for (int t = 0; t < T; t++) {
     const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_gateup_in + t * 64;
+    float *yr = layer0_mlp_norm + t * 64;
     float ss = 0.0f;
     for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
     const float *wn = (const float *)W_layer0_mlp_norm;
     for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer0_gateup, 0, layer0_gateup_in, 64, layer0_gateup, 192, T, 192, 64, 0);
 
-  /* layer0.gate = SLICE(layer0.gateup) */
-  float *layer0_gate = layer0_gateup + 0; /* [T, 96] view, row stride 192 */
+  /* layer0.swiglu = LINEAR_SWIGLU(layer0.mlp_norm, layer0.gateup) */
+  float *layer0_swiglu = (float *)(X + 8192); /* [T, 96] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_mlp_norm, 64, layer0_swiglu, 96, T, 96, 64);
 
-  /* layer0.up = SLICE(layer0.gateup) */
-  float *layer0_up = layer0_gateup + 96; /* [T, 96] view, row stride 192 */
-
-  /* layer0.gate_silu = SILU(layer0.gate) */
-  float *layer0_gate_silu = (float *)(X + 16384); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer0_gate[t * 192 + c];
-      layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_25 = (float *)(X + 16384); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer0_gate_silu[t * 96 + c];
-      const float b = layer0_up[t * 192 + c];
-      layer0_gate_silu_25[t * 96 + c] = a * b;
-    }
-
-  /* layer0.mlp_res = LINEAR_ADD(layer0.gate_silu, layer0.down_proj, layer0.attn_res) */
+  /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
   float *layer0_mlp_res = (float *)(X + 0); /* [T, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_25, 96, layer0_mlp_res, 64, T, 64, 96, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 96, layer0_mlp_res, 64, T, 64, 96, 1);
 
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
   float *layer1_qkv = (float *)(X + 4096); /* [T, 96] */
@@ -263,46 +242,25 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer1_attn_res = (float *)(X + 0); /* [T, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer1_o_proj, 0, layer1_attn, 64, layer1_attn_res, 64, T, 64, 64, 1);
 
-  /* layer1.gateup = NORM_LINEAR(layer1.attn_res, layer1.mlp_norm, layer1.gateup) */
-  float *layer1_gateup = (float *)(X + 4096); /* [T, 192] */
-  float *layer1_gateup_in = (float *)(X + 16384); /* [T, 64] normalised input */
+  /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
+  float *layer1_mlp_norm = (float *)(X + 4096); /* [T, 64] */
   for (int t = 0; t < T; t++) {
     const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_gateup_in + t * 64;
+    float *yr = layer1_mlp_norm + t * 64;
     float ss = 0.0f;
     for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
     const float *wn = (const float *)W_layer1_mlp_norm;
     for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer1_gateup, 0, layer1_gateup_in, 64, layer1_gateup, 192, T, 192, 64, 0);
 
-  /* layer1.gate = SLICE(layer1.gateup) */
-  float *layer1_gate = layer1_gateup + 0; /* [T, 96] view, row stride 192 */
+  /* layer1.swiglu = LINEAR_SWIGLU(layer1.mlp_norm, layer1.gateup) */
+  float *layer1_swiglu = (float *)(X + 8192); /* [T, 96] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_mlp_norm, 64, layer1_swiglu, 96, T, 96, 64);
 
-  /* layer1.up = SLICE(layer1.gateup) */
-  float *layer1_up = layer1_gateup + 96; /* [T, 96] view, row stride 192 */
-
-  /* layer1.gate_silu = SILU(layer1.gate) */
-  float *layer1_gate_silu = (float *)(X + 16384); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer1_gate[t * 192 + c];
-      layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_49 = (float *)(X + 16384); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer1_gate_silu[t * 96 + c];
-      const float b = layer1_up[t * 192 + c];
-      layer1_gate_silu_49[t * 96 + c] = a * b;
-    }
-
-  /* layer1.mlp_res = LINEAR_ADD(layer1.gate_silu, layer1.down_proj, layer1.attn_res) */
+  /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
   float *layer1_mlp_res = (float *)(X + 0); /* [T, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_49, 96, layer1_mlp_res, 64, T, 64, 96, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 96, layer1_mlp_res, 64, T, 64, 96, 1);
 
   /* last = LAST_ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (T - 1) * 64; /* [1, 64] last token */
@@ -326,7 +284,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   return 0;
 }
 
-/* decode: T = 1 tokens per call; scratch 1408 bytes */
+/* decode: T = 1 tokens per call; scratch 1344 bytes */
 static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned char *S,
     unsigned char *X, const sc_io *io) {
   if (io->n != 1) {
@@ -432,46 +390,25 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_attn_res = (float *)(X + 0); /* [1, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer0_o_proj, 0, layer0_attn, 64, layer0_attn_res, 64, 1, 64, 64, 1);
 
-  /* layer0.gateup = NORM_LINEAR(layer0.attn_res, layer0.mlp_norm, layer0.gateup) */
-  float *layer0_gateup = (float *)(X + 256); /* [1, 192] */
-  float *layer0_gateup_in = (float *)(X + 1024); /* [1, 64] normalised input */
+  /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
+  float *layer0_mlp_norm = (float *)(X + 256); /* [1, 64] */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_gateup_in + t * 64;
+    float *yr = layer0_mlp_norm + t * 64;
     float ss = 0.0f;
     for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
     const float *wn = (const float *)W_layer0_mlp_norm;
     for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer0_gateup, 0, layer0_gateup_in, 64, layer0_gateup, 192, 1, 192, 64, 0);
 
-  /* layer0.gate = SLICE(layer0.gateup) */
-  float *layer0_gate = layer0_gateup + 0; /* [1, 96] view, row stride 192 */
+  /* layer0.swiglu = LINEAR_SWIGLU(layer0.mlp_norm, layer0.gateup) */
+  float *layer0_swiglu = (float *)(X + 512); /* [1, 96] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_mlp_norm, 64, layer0_swiglu, 96, 1, 96, 64);
 
-  /* layer0.up = SLICE(layer0.gateup) */
-  float *layer0_up = layer0_gateup + 96; /* [1, 96] view, row stride 192 */
-
-  /* layer0.gate_silu = SILU(layer0.gate) */
-  float *layer0_gate_silu = (float *)(X + 1024); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer0_gate[t * 192 + c];
-      layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_25 = (float *)(X + 1024); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer0_gate_silu[t * 96 + c];
-      const float b = layer0_up[t * 192 + c];
-      layer0_gate_silu_25[t * 96 + c] = a * b;
-    }
-
-  /* layer0.mlp_res = LINEAR_ADD(layer0.gate_silu, layer0.down_proj, layer0.attn_res) */
+  /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
   float *layer0_mlp_res = (float *)(X + 0); /* [1, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_25, 96, layer0_mlp_res, 64, 1, 64, 96, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 96, layer0_mlp_res, 64, 1, 64, 96, 1);
 
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
   float *layer1_qkv = (float *)(X + 256); /* [1, 96] */
@@ -548,46 +485,25 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_attn_res = (float *)(X + 0); /* [1, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer1_o_proj, 0, layer1_attn, 64, layer1_attn_res, 64, 1, 64, 64, 1);
 
-  /* layer1.gateup = NORM_LINEAR(layer1.attn_res, layer1.mlp_norm, layer1.gateup) */
-  float *layer1_gateup = (float *)(X + 256); /* [1, 192] */
-  float *layer1_gateup_in = (float *)(X + 1024); /* [1, 64] normalised input */
+  /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
+  float *layer1_mlp_norm = (float *)(X + 256); /* [1, 64] */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_gateup_in + t * 64;
+    float *yr = layer1_mlp_norm + t * 64;
     float ss = 0.0f;
     for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
     const float *wn = (const float *)W_layer1_mlp_norm;
     for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer1_gateup, 0, layer1_gateup_in, 64, layer1_gateup, 192, 1, 192, 64, 0);
 
-  /* layer1.gate = SLICE(layer1.gateup) */
-  float *layer1_gate = layer1_gateup + 0; /* [1, 96] view, row stride 192 */
+  /* layer1.swiglu = LINEAR_SWIGLU(layer1.mlp_norm, layer1.gateup) */
+  float *layer1_swiglu = (float *)(X + 512); /* [1, 96] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_mlp_norm, 64, layer1_swiglu, 96, 1, 96, 64);
 
-  /* layer1.up = SLICE(layer1.gateup) */
-  float *layer1_up = layer1_gateup + 96; /* [1, 96] view, row stride 192 */
-
-  /* layer1.gate_silu = SILU(layer1.gate) */
-  float *layer1_gate_silu = (float *)(X + 1024); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer1_gate[t * 192 + c];
-      layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_49 = (float *)(X + 1024); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer1_gate_silu[t * 96 + c];
-      const float b = layer1_up[t * 192 + c];
-      layer1_gate_silu_49[t * 96 + c] = a * b;
-    }
-
-  /* layer1.mlp_res = LINEAR_ADD(layer1.gate_silu, layer1.down_proj, layer1.attn_res) */
+  /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
   float *layer1_mlp_res = (float *)(X + 0); /* [1, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_49, 96, layer1_mlp_res, 64, 1, 64, 96, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 96, layer1_mlp_res, 64, 1, 64, 96, 1);
 
   /* last = LAST_ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (1 - 1) * 64; /* [1, 64] last token */
@@ -612,8 +528,8 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 200, 0, 22528ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 200, 0, 1408ULL},
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 200, 0, 15360ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 200, 0, 1344ULL},
 };
 
 static const sc_tensor_info tensors[] = {

@@ -191,18 +191,18 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
       layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_29 = (float *)(X + 8192); /* [T, 96] */
+  /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
+  float *layer0_swiglu = (float *)(X + 8192); /* [T, 96] */
   for (int t = 0; t < T; t++)
     for (int c = 0; c < 96; c++) {
       const float a = layer0_gate_silu[t * 96 + c];
       const float b = layer0_up[t * 96 + c];
-      layer0_gate_silu_29[t * 96 + c] = a * b;
+      layer0_swiglu[t * 96 + c] = a * b;
     }
 
-  /* layer0.down = LINEAR(layer0.gate_silu, layer0.down_proj) */
+  /* layer0.down = LINEAR(layer0.swiglu, layer0.down_proj) */
   float *layer0_down = (float *)(X + 4096); /* [T, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_29, 96, layer0_down, 64, T, 64, 96, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 96, layer0_down, 64, T, 64, 96, 0);
 
   /* layer0.mlp_res = ADD(layer0.attn_res, layer0.down) */
   float *layer0_mlp_res = (float *)(X + 0); /* [T, 64] */
@@ -326,18 +326,18 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
       layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_58 = (float *)(X + 8192); /* [T, 96] */
+  /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
+  float *layer1_swiglu = (float *)(X + 8192); /* [T, 96] */
   for (int t = 0; t < T; t++)
     for (int c = 0; c < 96; c++) {
       const float a = layer1_gate_silu[t * 96 + c];
       const float b = layer1_up[t * 96 + c];
-      layer1_gate_silu_58[t * 96 + c] = a * b;
+      layer1_swiglu[t * 96 + c] = a * b;
     }
 
-  /* layer1.down = LINEAR(layer1.gate_silu, layer1.down_proj) */
+  /* layer1.down = LINEAR(layer1.swiglu, layer1.down_proj) */
   float *layer1_down = (float *)(X + 4096); /* [T, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_58, 96, layer1_down, 64, T, 64, 96, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 96, layer1_down, 64, T, 64, 96, 0);
 
   /* layer1.mlp_res = ADD(layer1.attn_res, layer1.down) */
   float *layer1_mlp_res = (float *)(X + 0); /* [T, 64] */
@@ -516,18 +516,18 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_29 = (float *)(X + 512); /* [1, 96] */
+  /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
+  float *layer0_swiglu = (float *)(X + 512); /* [1, 96] */
   for (int t = 0; t < 1; t++)
     for (int c = 0; c < 96; c++) {
       const float a = layer0_gate_silu[t * 96 + c];
       const float b = layer0_up[t * 96 + c];
-      layer0_gate_silu_29[t * 96 + c] = a * b;
+      layer0_swiglu[t * 96 + c] = a * b;
     }
 
-  /* layer0.down = LINEAR(layer0.gate_silu, layer0.down_proj) */
+  /* layer0.down = LINEAR(layer0.swiglu, layer0.down_proj) */
   float *layer0_down = (float *)(X + 256); /* [1, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_29, 96, layer0_down, 64, 1, 64, 96, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 96, layer0_down, 64, 1, 64, 96, 0);
 
   /* layer0.mlp_res = ADD(layer0.attn_res, layer0.down) */
   float *layer0_mlp_res = (float *)(X + 0); /* [1, 64] */
@@ -651,18 +651,18 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_58 = (float *)(X + 512); /* [1, 96] */
+  /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
+  float *layer1_swiglu = (float *)(X + 512); /* [1, 96] */
   for (int t = 0; t < 1; t++)
     for (int c = 0; c < 96; c++) {
       const float a = layer1_gate_silu[t * 96 + c];
       const float b = layer1_up[t * 96 + c];
-      layer1_gate_silu_58[t * 96 + c] = a * b;
+      layer1_swiglu[t * 96 + c] = a * b;
     }
 
-  /* layer1.down = LINEAR(layer1.gate_silu, layer1.down_proj) */
+  /* layer1.down = LINEAR(layer1.swiglu, layer1.down_proj) */
   float *layer1_down = (float *)(X + 256); /* [1, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_58, 96, layer1_down, 64, 1, 64, 96, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 96, layer1_down, 64, 1, 64, 96, 0);
 
   /* layer1.mlp_res = ADD(layer1.attn_res, layer1.down) */
   float *layer1_mlp_res = (float *)(X + 0); /* [1, 64] */

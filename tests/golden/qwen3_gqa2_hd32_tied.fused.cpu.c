@@ -164,46 +164,25 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer0_attn_res = (float *)(X + 0); /* [T, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer0_o_proj, 0, layer0_attn, 128, layer0_attn_res, 64, T, 64, 128, 1);
 
-  /* layer0.gateup = NORM_LINEAR(layer0.attn_res, layer0.mlp_norm, layer0.gateup) */
-  float *layer0_gateup = (float *)(X + 4096); /* [T, 256] */
-  float *layer0_gateup_in = (float *)(X + 20480); /* [T, 64] normalised input */
+  /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
+  float *layer0_mlp_norm = (float *)(X + 4096); /* [T, 64] */
   for (int t = 0; t < T; t++) {
     const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_gateup_in + t * 64;
+    float *yr = layer0_mlp_norm + t * 64;
     float ss = 0.0f;
     for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer0_mlp_norm;
     for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer0_gateup, 0, layer0_gateup_in, 64, layer0_gateup, 256, T, 256, 64, 0);
 
-  /* layer0.gate = SLICE(layer0.gateup) */
-  float *layer0_gate = layer0_gateup + 0; /* [T, 128] view, row stride 256 */
+  /* layer0.swiglu = LINEAR_SWIGLU(layer0.mlp_norm, layer0.gateup) */
+  float *layer0_swiglu = (float *)(X + 8192); /* [T, 128] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_mlp_norm, 64, layer0_swiglu, 128, T, 128, 64);
 
-  /* layer0.up = SLICE(layer0.gateup) */
-  float *layer0_up = layer0_gateup + 128; /* [T, 128] view, row stride 256 */
-
-  /* layer0.gate_silu = SILU(layer0.gate) */
-  float *layer0_gate_silu = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer0_gate[t * 256 + c];
-      layer0_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_27 = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer0_gate_silu[t * 128 + c];
-      const float b = layer0_up[t * 256 + c];
-      layer0_gate_silu_27[t * 128 + c] = a * b;
-    }
-
-  /* layer0.mlp_res = LINEAR_ADD(layer0.gate_silu, layer0.down_proj, layer0.attn_res) */
+  /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
   float *layer0_mlp_res = (float *)(X + 0); /* [T, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_27, 128, layer0_mlp_res, 64, T, 64, 128, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 128, layer0_mlp_res, 64, T, 64, 128, 1);
 
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
   float *layer1_qkv = (float *)(X + 4096); /* [T, 256] */
@@ -294,46 +273,25 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer1_attn_res = (float *)(X + 0); /* [T, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer1_o_proj, 0, layer1_attn, 128, layer1_attn_res, 64, T, 64, 128, 1);
 
-  /* layer1.gateup = NORM_LINEAR(layer1.attn_res, layer1.mlp_norm, layer1.gateup) */
-  float *layer1_gateup = (float *)(X + 4096); /* [T, 256] */
-  float *layer1_gateup_in = (float *)(X + 20480); /* [T, 64] normalised input */
+  /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
+  float *layer1_mlp_norm = (float *)(X + 4096); /* [T, 64] */
   for (int t = 0; t < T; t++) {
     const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_gateup_in + t * 64;
+    float *yr = layer1_mlp_norm + t * 64;
     float ss = 0.0f;
     for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer1_mlp_norm;
     for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer1_gateup, 0, layer1_gateup_in, 64, layer1_gateup, 256, T, 256, 64, 0);
 
-  /* layer1.gate = SLICE(layer1.gateup) */
-  float *layer1_gate = layer1_gateup + 0; /* [T, 128] view, row stride 256 */
+  /* layer1.swiglu = LINEAR_SWIGLU(layer1.mlp_norm, layer1.gateup) */
+  float *layer1_swiglu = (float *)(X + 8192); /* [T, 128] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_mlp_norm, 64, layer1_swiglu, 128, T, 128, 64);
 
-  /* layer1.up = SLICE(layer1.gateup) */
-  float *layer1_up = layer1_gateup + 128; /* [T, 128] view, row stride 256 */
-
-  /* layer1.gate_silu = SILU(layer1.gate) */
-  float *layer1_gate_silu = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer1_gate[t * 256 + c];
-      layer1_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_53 = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer1_gate_silu[t * 128 + c];
-      const float b = layer1_up[t * 256 + c];
-      layer1_gate_silu_53[t * 128 + c] = a * b;
-    }
-
-  /* layer1.mlp_res = LINEAR_ADD(layer1.gate_silu, layer1.down_proj, layer1.attn_res) */
+  /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
   float *layer1_mlp_res = (float *)(X + 0); /* [T, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_53, 128, layer1_mlp_res, 64, T, 64, 128, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 128, layer1_mlp_res, 64, T, 64, 128, 1);
 
   /* last = LAST_ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (T - 1) * 64; /* [1, 64] last token */
@@ -477,46 +435,25 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_attn_res = (float *)(X + 0); /* [1, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer0_o_proj, 0, layer0_attn, 128, layer0_attn_res, 64, 1, 64, 128, 1);
 
-  /* layer0.gateup = NORM_LINEAR(layer0.attn_res, layer0.mlp_norm, layer0.gateup) */
-  float *layer0_gateup = (float *)(X + 256); /* [1, 256] */
-  float *layer0_gateup_in = (float *)(X + 1280); /* [1, 64] normalised input */
+  /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
+  float *layer0_mlp_norm = (float *)(X + 256); /* [1, 64] */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_gateup_in + t * 64;
+    float *yr = layer0_mlp_norm + t * 64;
     float ss = 0.0f;
     for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer0_mlp_norm;
     for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer0_gateup, 0, layer0_gateup_in, 64, layer0_gateup, 256, 1, 256, 64, 0);
 
-  /* layer0.gate = SLICE(layer0.gateup) */
-  float *layer0_gate = layer0_gateup + 0; /* [1, 128] view, row stride 256 */
+  /* layer0.swiglu = LINEAR_SWIGLU(layer0.mlp_norm, layer0.gateup) */
+  float *layer0_swiglu = (float *)(X + 512); /* [1, 128] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_mlp_norm, 64, layer0_swiglu, 128, 1, 128, 64);
 
-  /* layer0.up = SLICE(layer0.gateup) */
-  float *layer0_up = layer0_gateup + 128; /* [1, 128] view, row stride 256 */
-
-  /* layer0.gate_silu = SILU(layer0.gate) */
-  float *layer0_gate_silu = (float *)(X + 1280); /* [1, 128] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer0_gate[t * 256 + c];
-      layer0_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_27 = (float *)(X + 1280); /* [1, 128] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer0_gate_silu[t * 128 + c];
-      const float b = layer0_up[t * 256 + c];
-      layer0_gate_silu_27[t * 128 + c] = a * b;
-    }
-
-  /* layer0.mlp_res = LINEAR_ADD(layer0.gate_silu, layer0.down_proj, layer0.attn_res) */
+  /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
   float *layer0_mlp_res = (float *)(X + 0); /* [1, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_27, 128, layer0_mlp_res, 64, 1, 64, 128, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 128, layer0_mlp_res, 64, 1, 64, 128, 1);
 
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
   float *layer1_qkv = (float *)(X + 256); /* [1, 256] */
@@ -607,46 +544,25 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_attn_res = (float *)(X + 0); /* [1, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer1_o_proj, 0, layer1_attn, 128, layer1_attn_res, 64, 1, 64, 128, 1);
 
-  /* layer1.gateup = NORM_LINEAR(layer1.attn_res, layer1.mlp_norm, layer1.gateup) */
-  float *layer1_gateup = (float *)(X + 256); /* [1, 256] */
-  float *layer1_gateup_in = (float *)(X + 1280); /* [1, 64] normalised input */
+  /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
+  float *layer1_mlp_norm = (float *)(X + 256); /* [1, 64] */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_gateup_in + t * 64;
+    float *yr = layer1_mlp_norm + t * 64;
     float ss = 0.0f;
     for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer1_mlp_norm;
     for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer1_gateup, 0, layer1_gateup_in, 64, layer1_gateup, 256, 1, 256, 64, 0);
 
-  /* layer1.gate = SLICE(layer1.gateup) */
-  float *layer1_gate = layer1_gateup + 0; /* [1, 128] view, row stride 256 */
+  /* layer1.swiglu = LINEAR_SWIGLU(layer1.mlp_norm, layer1.gateup) */
+  float *layer1_swiglu = (float *)(X + 512); /* [1, 128] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_mlp_norm, 64, layer1_swiglu, 128, 1, 128, 64);
 
-  /* layer1.up = SLICE(layer1.gateup) */
-  float *layer1_up = layer1_gateup + 128; /* [1, 128] view, row stride 256 */
-
-  /* layer1.gate_silu = SILU(layer1.gate) */
-  float *layer1_gate_silu = (float *)(X + 1280); /* [1, 128] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer1_gate[t * 256 + c];
-      layer1_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_53 = (float *)(X + 1280); /* [1, 128] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer1_gate_silu[t * 128 + c];
-      const float b = layer1_up[t * 256 + c];
-      layer1_gate_silu_53[t * 128 + c] = a * b;
-    }
-
-  /* layer1.mlp_res = LINEAR_ADD(layer1.gate_silu, layer1.down_proj, layer1.attn_res) */
+  /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
   float *layer1_mlp_res = (float *)(X + 0); /* [1, 64] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_53, 128, layer1_mlp_res, 64, 1, 64, 128, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 128, layer1_mlp_res, 64, 1, 64, 128, 1);
 
   /* last = LAST_ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (1 - 1) * 64; /* [1, 64] last token */

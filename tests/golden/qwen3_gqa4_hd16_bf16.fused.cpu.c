@@ -54,7 +54,7 @@ static float bf16_to_f32(unsigned short b) {
 typedef float (*sc_bf16_fn)(unsigned short);
 static const sc_bf16_fn sc_bf16_keep = bf16_to_f32;
 
-/* prefill: T <= 16 tokens per call; scratch 36864 bytes */
+/* prefill: T <= 16 tokens per call; scratch 28672 bytes */
 static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned char *S,
     unsigned char *X, const sc_io *io) {
   const int T = io->n;
@@ -175,46 +175,25 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer0_attn_res = (float *)(X + 0); /* [T, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer0_o_proj, 0, layer0_attn, 128, layer0_attn_res, 96, T, 96, 128, 1);
 
-  /* layer0.gateup = NORM_LINEAR(layer0.attn_res, layer0.mlp_norm, layer0.gateup) */
-  float *layer0_gateup = (float *)(X + 6144); /* [T, 320] */
-  float *layer0_gateup_in = (float *)(X + 26624); /* [T, 96] normalised input */
+  /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
+  float *layer0_mlp_norm = (float *)(X + 6144); /* [T, 96] */
   for (int t = 0; t < T; t++) {
     const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_gateup_in + t * 96;
+    float *yr = layer0_mlp_norm + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer0_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer0_gateup, 0, layer0_gateup_in, 96, layer0_gateup, 320, T, 320, 96, 0);
 
-  /* layer0.gate = SLICE(layer0.gateup) */
-  float *layer0_gate = layer0_gateup + 0; /* [T, 160] view, row stride 320 */
+  /* layer0.swiglu = LINEAR_SWIGLU(layer0.mlp_norm, layer0.gateup) */
+  float *layer0_swiglu = (float *)(X + 12288); /* [T, 160] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_mlp_norm, 96, layer0_swiglu, 160, T, 160, 96);
 
-  /* layer0.up = SLICE(layer0.gateup) */
-  float *layer0_up = layer0_gateup + 160; /* [T, 160] view, row stride 320 */
-
-  /* layer0.gate_silu = SILU(layer0.gate) */
-  float *layer0_gate_silu = (float *)(X + 26624); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer0_gate[t * 320 + c];
-      layer0_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_27 = (float *)(X + 26624); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer0_gate_silu[t * 160 + c];
-      const float b = layer0_up[t * 320 + c];
-      layer0_gate_silu_27[t * 160 + c] = a * b;
-    }
-
-  /* layer0.mlp_res = LINEAR_ADD(layer0.gate_silu, layer0.down_proj, layer0.attn_res) */
+  /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
   float *layer0_mlp_res = (float *)(X + 0); /* [T, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_27, 160, layer0_mlp_res, 96, T, 96, 160, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 160, layer0_mlp_res, 96, T, 96, 160, 1);
 
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
   float *layer1_qkv = (float *)(X + 6144); /* [T, 192] */
@@ -305,46 +284,25 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer1_attn_res = (float *)(X + 0); /* [T, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer1_o_proj, 0, layer1_attn, 128, layer1_attn_res, 96, T, 96, 128, 1);
 
-  /* layer1.gateup = NORM_LINEAR(layer1.attn_res, layer1.mlp_norm, layer1.gateup) */
-  float *layer1_gateup = (float *)(X + 6144); /* [T, 320] */
-  float *layer1_gateup_in = (float *)(X + 26624); /* [T, 96] normalised input */
+  /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
+  float *layer1_mlp_norm = (float *)(X + 6144); /* [T, 96] */
   for (int t = 0; t < T; t++) {
     const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_gateup_in + t * 96;
+    float *yr = layer1_mlp_norm + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer1_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer1_gateup, 0, layer1_gateup_in, 96, layer1_gateup, 320, T, 320, 96, 0);
 
-  /* layer1.gate = SLICE(layer1.gateup) */
-  float *layer1_gate = layer1_gateup + 0; /* [T, 160] view, row stride 320 */
+  /* layer1.swiglu = LINEAR_SWIGLU(layer1.mlp_norm, layer1.gateup) */
+  float *layer1_swiglu = (float *)(X + 12288); /* [T, 160] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_mlp_norm, 96, layer1_swiglu, 160, T, 160, 96);
 
-  /* layer1.up = SLICE(layer1.gateup) */
-  float *layer1_up = layer1_gateup + 160; /* [T, 160] view, row stride 320 */
-
-  /* layer1.gate_silu = SILU(layer1.gate) */
-  float *layer1_gate_silu = (float *)(X + 26624); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer1_gate[t * 320 + c];
-      layer1_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_53 = (float *)(X + 26624); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer1_gate_silu[t * 160 + c];
-      const float b = layer1_up[t * 320 + c];
-      layer1_gate_silu_53[t * 160 + c] = a * b;
-    }
-
-  /* layer1.mlp_res = LINEAR_ADD(layer1.gate_silu, layer1.down_proj, layer1.attn_res) */
+  /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
   float *layer1_mlp_res = (float *)(X + 0); /* [T, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_53, 160, layer1_mlp_res, 96, T, 96, 160, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 160, layer1_mlp_res, 96, T, 96, 160, 1);
 
   /* layer2.qkv = NORM_LINEAR(layer1.mlp_res, layer2.attn_norm, layer2.qkv) */
   float *layer2_qkv = (float *)(X + 6144); /* [T, 192] */
@@ -435,46 +393,25 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer2_attn_res = (float *)(X + 0); /* [T, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer2_o_proj, 0, layer2_attn, 128, layer2_attn_res, 96, T, 96, 128, 1);
 
-  /* layer2.gateup = NORM_LINEAR(layer2.attn_res, layer2.mlp_norm, layer2.gateup) */
-  float *layer2_gateup = (float *)(X + 6144); /* [T, 320] */
-  float *layer2_gateup_in = (float *)(X + 26624); /* [T, 96] normalised input */
+  /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
+  float *layer2_mlp_norm = (float *)(X + 6144); /* [T, 96] */
   for (int t = 0; t < T; t++) {
     const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_gateup_in + t * 96;
+    float *yr = layer2_mlp_norm + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer2_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer2_gateup, 0, layer2_gateup_in, 96, layer2_gateup, 320, T, 320, 96, 0);
 
-  /* layer2.gate = SLICE(layer2.gateup) */
-  float *layer2_gate = layer2_gateup + 0; /* [T, 160] view, row stride 320 */
+  /* layer2.swiglu = LINEAR_SWIGLU(layer2.mlp_norm, layer2.gateup) */
+  float *layer2_swiglu = (float *)(X + 12288); /* [T, 160] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_mlp_norm, 96, layer2_swiglu, 160, T, 160, 96);
 
-  /* layer2.up = SLICE(layer2.gateup) */
-  float *layer2_up = layer2_gateup + 160; /* [T, 160] view, row stride 320 */
-
-  /* layer2.gate_silu = SILU(layer2.gate) */
-  float *layer2_gate_silu = (float *)(X + 26624); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer2_gate[t * 320 + c];
-      layer2_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer2.gate_silu = MUL(layer2.gate_silu, layer2.up) */
-  float *layer2_gate_silu_79 = (float *)(X + 26624); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer2_gate_silu[t * 160 + c];
-      const float b = layer2_up[t * 320 + c];
-      layer2_gate_silu_79[t * 160 + c] = a * b;
-    }
-
-  /* layer2.mlp_res = LINEAR_ADD(layer2.gate_silu, layer2.down_proj, layer2.attn_res) */
+  /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
   float *layer2_mlp_res = (float *)(X + 0); /* [T, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_gate_silu_79, 160, layer2_mlp_res, 96, T, 96, 160, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_swiglu, 160, layer2_mlp_res, 96, T, 96, 160, 1);
 
   /* last = LAST_ROW(layer2.mlp_res) */
   float *last = layer2_mlp_res + (T - 1) * 96; /* [1, 96] last token */
@@ -498,7 +435,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   return 0;
 }
 
-/* decode: T = 1 tokens per call; scratch 2304 bytes */
+/* decode: T = 1 tokens per call; scratch 1984 bytes */
 static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned char *S,
     unsigned char *X, const sc_io *io) {
   if (io->n != 1) {
@@ -618,46 +555,25 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_attn_res = (float *)(X + 0); /* [1, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer0_o_proj, 0, layer0_attn, 128, layer0_attn_res, 96, 1, 96, 128, 1);
 
-  /* layer0.gateup = NORM_LINEAR(layer0.attn_res, layer0.mlp_norm, layer0.gateup) */
-  float *layer0_gateup = (float *)(X + 384); /* [1, 320] */
-  float *layer0_gateup_in = (float *)(X + 1664); /* [1, 96] normalised input */
+  /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
+  float *layer0_mlp_norm = (float *)(X + 384); /* [1, 96] */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_gateup_in + t * 96;
+    float *yr = layer0_mlp_norm + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer0_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer0_gateup, 0, layer0_gateup_in, 96, layer0_gateup, 320, 1, 320, 96, 0);
 
-  /* layer0.gate = SLICE(layer0.gateup) */
-  float *layer0_gate = layer0_gateup + 0; /* [1, 160] view, row stride 320 */
+  /* layer0.swiglu = LINEAR_SWIGLU(layer0.mlp_norm, layer0.gateup) */
+  float *layer0_swiglu = (float *)(X + 768); /* [1, 160] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_mlp_norm, 96, layer0_swiglu, 160, 1, 160, 96);
 
-  /* layer0.up = SLICE(layer0.gateup) */
-  float *layer0_up = layer0_gateup + 160; /* [1, 160] view, row stride 320 */
-
-  /* layer0.gate_silu = SILU(layer0.gate) */
-  float *layer0_gate_silu = (float *)(X + 1664); /* [1, 160] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer0_gate[t * 320 + c];
-      layer0_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_27 = (float *)(X + 1664); /* [1, 160] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer0_gate_silu[t * 160 + c];
-      const float b = layer0_up[t * 320 + c];
-      layer0_gate_silu_27[t * 160 + c] = a * b;
-    }
-
-  /* layer0.mlp_res = LINEAR_ADD(layer0.gate_silu, layer0.down_proj, layer0.attn_res) */
+  /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
   float *layer0_mlp_res = (float *)(X + 0); /* [1, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_27, 160, layer0_mlp_res, 96, 1, 96, 160, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 160, layer0_mlp_res, 96, 1, 96, 160, 1);
 
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
   float *layer1_qkv = (float *)(X + 384); /* [1, 192] */
@@ -748,46 +664,25 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_attn_res = (float *)(X + 0); /* [1, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer1_o_proj, 0, layer1_attn, 128, layer1_attn_res, 96, 1, 96, 128, 1);
 
-  /* layer1.gateup = NORM_LINEAR(layer1.attn_res, layer1.mlp_norm, layer1.gateup) */
-  float *layer1_gateup = (float *)(X + 384); /* [1, 320] */
-  float *layer1_gateup_in = (float *)(X + 1664); /* [1, 96] normalised input */
+  /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
+  float *layer1_mlp_norm = (float *)(X + 384); /* [1, 96] */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_gateup_in + t * 96;
+    float *yr = layer1_mlp_norm + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer1_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer1_gateup, 0, layer1_gateup_in, 96, layer1_gateup, 320, 1, 320, 96, 0);
 
-  /* layer1.gate = SLICE(layer1.gateup) */
-  float *layer1_gate = layer1_gateup + 0; /* [1, 160] view, row stride 320 */
+  /* layer1.swiglu = LINEAR_SWIGLU(layer1.mlp_norm, layer1.gateup) */
+  float *layer1_swiglu = (float *)(X + 768); /* [1, 160] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_mlp_norm, 96, layer1_swiglu, 160, 1, 160, 96);
 
-  /* layer1.up = SLICE(layer1.gateup) */
-  float *layer1_up = layer1_gateup + 160; /* [1, 160] view, row stride 320 */
-
-  /* layer1.gate_silu = SILU(layer1.gate) */
-  float *layer1_gate_silu = (float *)(X + 1664); /* [1, 160] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer1_gate[t * 320 + c];
-      layer1_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_53 = (float *)(X + 1664); /* [1, 160] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer1_gate_silu[t * 160 + c];
-      const float b = layer1_up[t * 320 + c];
-      layer1_gate_silu_53[t * 160 + c] = a * b;
-    }
-
-  /* layer1.mlp_res = LINEAR_ADD(layer1.gate_silu, layer1.down_proj, layer1.attn_res) */
+  /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
   float *layer1_mlp_res = (float *)(X + 0); /* [1, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_53, 160, layer1_mlp_res, 96, 1, 96, 160, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 160, layer1_mlp_res, 96, 1, 96, 160, 1);
 
   /* layer2.qkv = NORM_LINEAR(layer1.mlp_res, layer2.attn_norm, layer2.qkv) */
   float *layer2_qkv = (float *)(X + 384); /* [1, 192] */
@@ -878,46 +773,25 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer2_attn_res = (float *)(X + 0); /* [1, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer2_o_proj, 0, layer2_attn, 128, layer2_attn_res, 96, 1, 96, 128, 1);
 
-  /* layer2.gateup = NORM_LINEAR(layer2.attn_res, layer2.mlp_norm, layer2.gateup) */
-  float *layer2_gateup = (float *)(X + 384); /* [1, 320] */
-  float *layer2_gateup_in = (float *)(X + 1664); /* [1, 96] normalised input */
+  /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
+  float *layer2_mlp_norm = (float *)(X + 384); /* [1, 96] */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_gateup_in + t * 96;
+    float *yr = layer2_mlp_norm + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer2_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-  K->linear(K->ctx, SC_W_F32, W_layer2_gateup, 0, layer2_gateup_in, 96, layer2_gateup, 320, 1, 320, 96, 0);
 
-  /* layer2.gate = SLICE(layer2.gateup) */
-  float *layer2_gate = layer2_gateup + 0; /* [1, 160] view, row stride 320 */
+  /* layer2.swiglu = LINEAR_SWIGLU(layer2.mlp_norm, layer2.gateup) */
+  float *layer2_swiglu = (float *)(X + 768); /* [1, 160] */
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_mlp_norm, 96, layer2_swiglu, 160, 1, 160, 96);
 
-  /* layer2.up = SLICE(layer2.gateup) */
-  float *layer2_up = layer2_gateup + 160; /* [1, 160] view, row stride 320 */
-
-  /* layer2.gate_silu = SILU(layer2.gate) */
-  float *layer2_gate_silu = (float *)(X + 1664); /* [1, 160] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer2_gate[t * 320 + c];
-      layer2_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
-
-  /* layer2.gate_silu = MUL(layer2.gate_silu, layer2.up) */
-  float *layer2_gate_silu_79 = (float *)(X + 1664); /* [1, 160] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer2_gate_silu[t * 160 + c];
-      const float b = layer2_up[t * 320 + c];
-      layer2_gate_silu_79[t * 160 + c] = a * b;
-    }
-
-  /* layer2.mlp_res = LINEAR_ADD(layer2.gate_silu, layer2.down_proj, layer2.attn_res) */
+  /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
   float *layer2_mlp_res = (float *)(X + 0); /* [1, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_gate_silu_79, 160, layer2_mlp_res, 96, 1, 96, 160, 1);
+  K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_swiglu, 160, layer2_mlp_res, 96, 1, 96, 160, 1);
 
   /* last = LAST_ROW(layer2.mlp_res) */
   float *last = layer2_mlp_res + (1 - 1) * 96; /* [1, 96] last token */
@@ -942,8 +816,8 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 300, 0, 36864ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 2304ULL},
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 300, 0, 28672ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 1984ULL},
 };
 
 static const sc_tensor_info tensors[] = {

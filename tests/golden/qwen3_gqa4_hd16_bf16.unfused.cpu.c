@@ -236,18 +236,18 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
       layer0_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_33 = (float *)(X + 12288); /* [T, 160] */
+  /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
+  float *layer0_swiglu = (float *)(X + 12288); /* [T, 160] */
   for (int t = 0; t < T; t++)
     for (int c = 0; c < 160; c++) {
       const float a = layer0_gate_silu[t * 160 + c];
       const float b = layer0_up[t * 160 + c];
-      layer0_gate_silu_33[t * 160 + c] = a * b;
+      layer0_swiglu[t * 160 + c] = a * b;
     }
 
-  /* layer0.down = LINEAR(layer0.gate_silu, layer0.down_proj) */
+  /* layer0.down = LINEAR(layer0.swiglu, layer0.down_proj) */
   float *layer0_down = (float *)(X + 6144); /* [T, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_33, 160, layer0_down, 96, T, 96, 160, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 160, layer0_down, 96, T, 96, 160, 0);
 
   /* layer0.mlp_res = ADD(layer0.attn_res, layer0.down) */
   float *layer0_mlp_res = (float *)(X + 0); /* [T, 96] */
@@ -399,18 +399,18 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
       layer1_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_66 = (float *)(X + 12288); /* [T, 160] */
+  /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
+  float *layer1_swiglu = (float *)(X + 12288); /* [T, 160] */
   for (int t = 0; t < T; t++)
     for (int c = 0; c < 160; c++) {
       const float a = layer1_gate_silu[t * 160 + c];
       const float b = layer1_up[t * 160 + c];
-      layer1_gate_silu_66[t * 160 + c] = a * b;
+      layer1_swiglu[t * 160 + c] = a * b;
     }
 
-  /* layer1.down = LINEAR(layer1.gate_silu, layer1.down_proj) */
+  /* layer1.down = LINEAR(layer1.swiglu, layer1.down_proj) */
   float *layer1_down = (float *)(X + 6144); /* [T, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_66, 160, layer1_down, 96, T, 96, 160, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 160, layer1_down, 96, T, 96, 160, 0);
 
   /* layer1.mlp_res = ADD(layer1.attn_res, layer1.down) */
   float *layer1_mlp_res = (float *)(X + 0); /* [T, 96] */
@@ -562,18 +562,18 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
       layer2_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer2.gate_silu = MUL(layer2.gate_silu, layer2.up) */
-  float *layer2_gate_silu_99 = (float *)(X + 12288); /* [T, 160] */
+  /* layer2.swiglu = MUL(layer2.gate_silu, layer2.up) */
+  float *layer2_swiglu = (float *)(X + 12288); /* [T, 160] */
   for (int t = 0; t < T; t++)
     for (int c = 0; c < 160; c++) {
       const float a = layer2_gate_silu[t * 160 + c];
       const float b = layer2_up[t * 160 + c];
-      layer2_gate_silu_99[t * 160 + c] = a * b;
+      layer2_swiglu[t * 160 + c] = a * b;
     }
 
-  /* layer2.down = LINEAR(layer2.gate_silu, layer2.down_proj) */
+  /* layer2.down = LINEAR(layer2.swiglu, layer2.down_proj) */
   float *layer2_down = (float *)(X + 6144); /* [T, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_gate_silu_99, 160, layer2_down, 96, T, 96, 160, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_swiglu, 160, layer2_down, 96, T, 96, 160, 0);
 
   /* layer2.mlp_res = ADD(layer2.attn_res, layer2.down) */
   float *layer2_mlp_res = (float *)(X + 0); /* [T, 96] */
@@ -780,18 +780,18 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       layer0_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer0.gate_silu = MUL(layer0.gate_silu, layer0.up) */
-  float *layer0_gate_silu_33 = (float *)(X + 768); /* [1, 160] */
+  /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
+  float *layer0_swiglu = (float *)(X + 768); /* [1, 160] */
   for (int t = 0; t < 1; t++)
     for (int c = 0; c < 160; c++) {
       const float a = layer0_gate_silu[t * 160 + c];
       const float b = layer0_up[t * 160 + c];
-      layer0_gate_silu_33[t * 160 + c] = a * b;
+      layer0_swiglu[t * 160 + c] = a * b;
     }
 
-  /* layer0.down = LINEAR(layer0.gate_silu, layer0.down_proj) */
+  /* layer0.down = LINEAR(layer0.swiglu, layer0.down_proj) */
   float *layer0_down = (float *)(X + 384); /* [1, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_gate_silu_33, 160, layer0_down, 96, 1, 96, 160, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 160, layer0_down, 96, 1, 96, 160, 0);
 
   /* layer0.mlp_res = ADD(layer0.attn_res, layer0.down) */
   float *layer0_mlp_res = (float *)(X + 0); /* [1, 96] */
@@ -943,18 +943,18 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       layer1_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer1.gate_silu = MUL(layer1.gate_silu, layer1.up) */
-  float *layer1_gate_silu_66 = (float *)(X + 768); /* [1, 160] */
+  /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
+  float *layer1_swiglu = (float *)(X + 768); /* [1, 160] */
   for (int t = 0; t < 1; t++)
     for (int c = 0; c < 160; c++) {
       const float a = layer1_gate_silu[t * 160 + c];
       const float b = layer1_up[t * 160 + c];
-      layer1_gate_silu_66[t * 160 + c] = a * b;
+      layer1_swiglu[t * 160 + c] = a * b;
     }
 
-  /* layer1.down = LINEAR(layer1.gate_silu, layer1.down_proj) */
+  /* layer1.down = LINEAR(layer1.swiglu, layer1.down_proj) */
   float *layer1_down = (float *)(X + 384); /* [1, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_gate_silu_66, 160, layer1_down, 96, 1, 96, 160, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 160, layer1_down, 96, 1, 96, 160, 0);
 
   /* layer1.mlp_res = ADD(layer1.attn_res, layer1.down) */
   float *layer1_mlp_res = (float *)(X + 0); /* [1, 96] */
@@ -1106,18 +1106,18 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       layer2_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
     }
 
-  /* layer2.gate_silu = MUL(layer2.gate_silu, layer2.up) */
-  float *layer2_gate_silu_99 = (float *)(X + 768); /* [1, 160] */
+  /* layer2.swiglu = MUL(layer2.gate_silu, layer2.up) */
+  float *layer2_swiglu = (float *)(X + 768); /* [1, 160] */
   for (int t = 0; t < 1; t++)
     for (int c = 0; c < 160; c++) {
       const float a = layer2_gate_silu[t * 160 + c];
       const float b = layer2_up[t * 160 + c];
-      layer2_gate_silu_99[t * 160 + c] = a * b;
+      layer2_swiglu[t * 160 + c] = a * b;
     }
 
-  /* layer2.down = LINEAR(layer2.gate_silu, layer2.down_proj) */
+  /* layer2.down = LINEAR(layer2.swiglu, layer2.down_proj) */
   float *layer2_down = (float *)(X + 384); /* [1, 96] */
-  K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_gate_silu_99, 160, layer2_down, 96, 1, 96, 160, 0);
+  K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_swiglu, 160, layer2_down, 96, 1, 96, 160, 0);
 
   /* layer2.mlp_res = ADD(layer2.attn_res, layer2.down) */
   float *layer2_mlp_res = (float *)(X + 0); /* [1, 96] */
