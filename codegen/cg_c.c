@@ -157,8 +157,24 @@ static int emit_node(Cg *cg, int i) {
   const char *v = cg->var[i];
   const Module *m = cg->m;
   switch (n->op) {
+  case OP_WEIGHT: {
+    const IrWeight *w = &m->weights[n->weight];
+    if (w->sets == 1) return SC_OK; /* the W_ macro itself */
+    char base[IR_NAME];
+    c_ident(w->name, base, sizeof base);
+    long long set_bytes = (long long)(w->rows * ir_band_row_bytes(w->band, w->cols));
+    if (p->set_mode == SET_FIXED) {
+      OUT("  const unsigned char *%s = W_%s + %d * %lldLL; /* set %d of %lld */\n", v, base,
+          p->off, set_bytes, p->off, (long long)w->sets);
+    } else {
+      OUT("  if (io->step + %d < 0 || io->step + %d >= %lld) {\n", p->off, p->off, (long long)w->sets);
+      OUT("    K->error(K->ctx, \"%s: step out of range\", io->step);\n    return 1;\n  }\n", n->name);
+      OUT("  const unsigned char *%s = W_%s + (long)(io->step + %d) * %lldLL; /* set step%+d */\n",
+          v, base, p->off, set_bytes, p->off);
+    }
+    return SC_OK;
+  }
   case OP_INPUT_IDS:
-  case OP_WEIGHT:
   case OP_STATE:
     return SC_OK; /* macros and io fields */
   case OP_INPUT_EMBEDS:
@@ -171,9 +187,13 @@ static int emit_node(Cg *cg, int i) {
     OUT("  float *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", v,
         ref(cg, n->src[0]), p->off, rows(n), (long long)n->cols, (long long)n->ld);
     return SC_OK;
-  case OP_LAST_ROW:
-    OUT("  float *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", v,
-        ref(cg, n->src[0]), rows(&cg->g->nodes[n->src[0]]), ld(cg, n->src[0]), (long long)n->cols);
+  case OP_ROW:
+    if (p->off < 0)
+      OUT("  float *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", v,
+          ref(cg, n->src[0]), rows(&cg->g->nodes[n->src[0]]), ld(cg, n->src[0]), (long long)n->cols);
+    else
+      OUT("  float *%s = %s + %d * %lld; /* [1, %lld] row %d */\n", v, ref(cg, n->src[0]), p->off,
+          ld(cg, n->src[0]), (long long)n->cols, p->off);
     return SC_OK;
   default:
     break;
@@ -233,8 +253,10 @@ static int emit_node(Cg *cg, int i) {
         emit_copy_rows(cg, rows(n), ref(cg, r), ld(cg, r), v, (long long)n->ld, n->cols);
       acc = 1;
     }
+    char bias[IR_NAME + 24] = "0";
+    if (bi >= 0) snprintf(bias, sizeof bias, "(const float *)%s", ref(cg, bi));
     OUT("  K->linear(K->ctx, %s, %s, %s, %s, %lld, %s, %lld, %s, %lld, %lld, %d);\n",
-        wtype_name(w->dtype), cg->var[wi], bi >= 0 ? ref(cg, bi) : "0", x, ldx, v,
+        wtype_name(w->dtype), cg->var[wi], bias, x, ldx, v,
         (long long)n->ld, rows(n), (long long)w->rows, (long long)w->cols, acc);
     return SC_OK;
   }
@@ -298,7 +320,7 @@ static int emit_node(Cg *cg, int i) {
     return SC_OK;
   case OP_OUTPUT: {
     const char *dst = p->slot == OUT_LOGITS ? "io->out" : "io->hidden_out";
-    OUT("  for (int c = 0; c < %lld; c++) %s[c] = %s[c];\n", (long long)n->cols, dst, ref(cg, n->src[0]));
+    emit_copy_rows(cg, rows(n), ref(cg, n->src[0]), ld(cg, n->src[0]), dst, (long long)n->cols, n->cols);
     return SC_OK;
   }
   default:
@@ -401,9 +423,9 @@ int cg_emit_c(const Module *m, const CgInfo *info, StrBuf *o, sc_error *err) {
   OUT("\nstatic const sc_entry entries[] = {\n");
   for (int gi = 0; gi < m->n_graphs; gi++) {
     const Graph *g = &m->graphs[gi];
-    OUT("  {\"%s\", entry_%s, %s, %d, %d, %d, %lldULL},\n", g->name, g->name,
+    OUT("  {\"%s\", entry_%s, %s, %d, %d, %d, %d, %lldULL},\n", g->name, g->name,
         g->input == SC_IN_IDS ? "SC_IN_IDS" : "SC_IN_EMBEDS", g->max_tokens, g->out_cols,
-        g->hidden_cols, (long long)g->scratch_bytes);
+        g->out_all_rows, g->hidden_cols, (long long)g->scratch_bytes);
   }
   OUT("};\n\nstatic const sc_tensor_info tensors[] = {\n");
   int n_tensors = 0;

@@ -123,7 +123,7 @@ static int build_graph(Module *m, Graph *g, const LlmConfig *k, const LayerW *lw
     x = ir_binary(g, OP_ADD, x, d, NAME("mlp_res"));
 #undef NAME
   }
-  int last = ir_last_row(g, x, "last");
+  int last = ir_row(g, x, -1, "last");
   int f = ir_rmsnorm(g, last, ir_weight(m, g, final_norm), H, NORM_PLAIN, (float)k->eps, "final_norm");
   int logits = ir_linear(g, f, ir_weight(m, g, head), -1, "lm_head");
   ir_output(g, logits, OUT_LOGITS);

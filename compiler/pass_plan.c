@@ -92,7 +92,7 @@ static void plan_graph(Graph *g) {
       }
     } else if (x->op == OP_SLICE) {
       x->ld = g->nodes[x->src[0]].ld;
-    } else if (x->op == OP_LAST_ROW) {
+    } else if (x->op == OP_ROW) {
       x->ld = g->nodes[x->src[0]].ld;
     } else {
       x->ld = x->cols;

@@ -144,14 +144,28 @@ int ir_input_embeds(Graph *g, int64_t cols) {
   return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T, cols, NULL, 0, "embeds");
 }
 
-int ir_weight(Module *m, Graph *g, int w) {
+int ir_weight_set(Module *m, Graph *g, int w, int mode, int value) {
   IrWeight *wt = &m->weights[w];
-  /* reuse the leaf when this graph already has one for w */
+  IR_ASSERT(mode == SET_STEP || (value >= 0 && value < wt->sets));
+  /* reuse the leaf when this graph already has one for this selection */
   for (int i = 0; i < g->n_nodes; i++)
-    if (g->nodes[i].op == OP_WEIGHT && g->nodes[i].weight == w) return i;
-  int n = ir_node(g, OP_WEIGHT, wt->band, wt->rows, wt->cols, NULL, 0, wt->name);
+    if (g->nodes[i].op == OP_WEIGHT && g->nodes[i].weight == w &&
+        g->nodes[i].p.set_mode == mode && g->nodes[i].p.off == value)
+      return i;
+  char name[IR_NAME + 16];
+  if (wt->sets == 1) snprintf(name, sizeof name, "%s", wt->name);
+  else if (mode == SET_FIXED) snprintf(name, sizeof name, "%s.%d", wt->name, value);
+  else snprintf(name, sizeof name, "%s.step%+d", wt->name, value);
+  int n = ir_node(g, OP_WEIGHT, wt->band, wt->rows, wt->cols, NULL, 0, name);
   N(n)->weight = w;
+  N(n)->p.set_mode = mode;
+  N(n)->p.off = value;
   return n;
+}
+
+int ir_weight(Module *m, Graph *g, int w) {
+  IR_ASSERT(m->weights[w].sets == 1);
+  return ir_weight_set(m, g, w, SET_FIXED, 0);
 }
 
 int ir_state(Module *m, Graph *g, int s) {
@@ -238,21 +252,27 @@ int ir_slice(Graph *g, int x, int off, int64_t cols, const char *name) {
   return n;
 }
 
-int ir_last_row(Graph *g, int x, const char *name) {
-  return ir_node(g, OP_LAST_ROW, N(x)->dtype, 1, N(x)->cols, &x, 1, name);
+int ir_row(Graph *g, int x, int row, const char *name) {
+  IR_ASSERT(row >= -1 && (N(x)->rows == IR_T || row < N(x)->rows));
+  int n = ir_node(g, OP_ROW, N(x)->dtype, 1, N(x)->cols, &x, 1, name);
+  N(n)->p.off = row;
+  return n;
 }
 
 int ir_output(Graph *g, int x, int slot) {
   int n = ir_node(g, OP_OUTPUT, DT_F32, N(x)->rows, N(x)->cols, &x, 1,
                   slot == OUT_LOGITS ? "out.logits" : "out.hidden");
   N(n)->p.slot = slot;
-  if (slot == OUT_LOGITS) g->out_cols = (int)N(x)->cols;
+  if (slot == OUT_LOGITS) {
+    g->out_cols = (int)N(x)->cols;
+    g->out_all_rows = N(x)->rows != 1;
+  }
   else g->hidden_cols = (int)N(x)->cols;
   return n;
 }
 
 int ir_root(const Graph *g, int n) {
-  while (g->nodes[n].op == OP_SLICE || g->nodes[n].op == OP_LAST_ROW || g->nodes[n].op == OP_KV_STORE)
+  while (g->nodes[n].op == OP_SLICE || g->nodes[n].op == OP_ROW || g->nodes[n].op == OP_KV_STORE)
     n = g->nodes[n].src[0];
   return n;
 }
@@ -373,9 +393,11 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     switch (n->op) {
     case OP_WEIGHT: {
       const IrWeight *w = &m->weights[n->weight];
-      if (w->sets > 1) fprintf(out, " sets=%lld", (long long)w->sets);
+      if (w->sets > 1 && p->set_mode == SET_FIXED) fprintf(out, " set=%d of %lld", p->off, (long long)w->sets);
+      if (w->sets > 1 && p->set_mode == SET_STEP) fprintf(out, " set=step%+d of %lld", p->off, (long long)w->sets);
       break;
     }
+    case OP_ROW: fprintf(out, " row=%d", p->off); break;
     case OP_RMSNORM: case OP_NORM_LINEAR: case OP_NORM_ROPE:
       fprintf(out, " group=%d eps=%g mode=%s", p->group, p->eps,
               p->norm_mode == NORM_PLAIN ? "w" : p->norm_mode == NORM_ONE_PLUS ? "1+w" : "alpha");

@@ -34,6 +34,7 @@ typedef enum DType { DT_F32, DT_I32, DT_BF16, DT_F16, DT_Q8_0, DT_Q4_0, DT_COUNT
 enum { NORM_PLAIN, NORM_ONE_PLUS, NORM_ALPHA };
 enum { ROPE_NEOX, ROPE_INTERLEAVED };
 enum { OUT_LOGITS, OUT_HIDDEN };
+enum { SET_FIXED, SET_STEP };
 
 #define IR_T (-1)       /* rows: the call's token count */
 #define IR_MAX_SRC 6
@@ -50,6 +51,7 @@ typedef struct IrParams {
   int off;              /* SLICE: first column */
   int slot;             /* OUTPUT: OUT_* */
   int k, norm, act;     /* TOPK_ROUTE, CONV1D_CAUSAL */
+  int set_mode;         /* WEIGHT with sets: SET_FIXED / SET_STEP (with p.off) */
 } IrParams;
 
 typedef struct IrNode {
@@ -78,6 +80,7 @@ typedef struct Graph {
   int n_nodes, cap_nodes;
   int64_t scratch_bytes;/* set by pass_plan */
   int out_cols, hidden_cols;
+  int out_all_rows;     /* io->out gets every row (T x out_cols), not just one */
 } Graph;
 
 /* Where a weight's bytes come from: the rows of checkpoint tensors,
@@ -152,13 +155,17 @@ int ir_attention(Graph *g, int q, int kc, int vc, int gate, int heads, int kv_he
 int ir_binary(Graph *g, OpKind op, int a, int b, const char *name);
 int ir_unary(Graph *g, OpKind op, int x, const char *name);
 int ir_slice(Graph *g, int x, int off, int64_t cols, const char *name);
-int ir_last_row(Graph *g, int x, const char *name);
+/* A view of one row of x; row -1 is the last (T-1). */
+int ir_row(Graph *g, int x, int row, const char *name);
+/* The leaf of one set of a weight with sets: mode SET_FIXED (set = value)
+ * or SET_STEP (set = io->step + value, checked at run time). */
+int ir_weight_set(Module *m, Graph *g, int w, int mode, int value);
 int ir_output(Graph *g, int x, int slot);
 
 /* Checks every node: arity, source order, shapes, dtypes.  Returns SC_OK or
  * SC_EINPUT with "graph NAME: node N (op): problem" (a compiler bug). */
 int ir_verify(const Module *m, const Graph *g, sc_error *err);
-/* Node whose buffer a value lives in: follows views (SLICE, LAST_ROW) and
+/* Node whose buffer a value lives in: follows views (SLICE, ROW) and
  * KV_STORE (which returns its cache). */
 int ir_root(const Graph *g, int n);
 /* Number of live nodes reading n. */

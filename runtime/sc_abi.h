@@ -66,7 +66,7 @@ typedef struct sc_io {
   int n;                   /* tokens in this call, 1..max_tokens */
   int pos;                 /* position of the first token */
   int step;                /* weight-set index for per-step entries */
-  float *out;              /* [out_cols] output of the last token (logits) */
+  float *out;              /* [out_cols] (or [n, out_cols]) output, e.g. logits */
   float *hidden_out;       /* [hidden_cols] post-norm hidden of the last token */
 } sc_io;
 
@@ -79,7 +79,8 @@ typedef struct sc_entry {
   sc_entry_fn fn;
   int input;               /* SC_IN_IDS or SC_IN_EMBEDS */
   int max_tokens;          /* largest n per call */
-  int out_cols;            /* floats written to io->out (0: none) */
+  int out_cols;            /* floats per row written to io->out (0: none) */
+  int out_all_rows;        /* 1: io->out gets n rows; 0: one row (the last token) */
   int hidden_cols;         /* floats written to io->hidden_out (0: none) */
   unsigned long long scratch_bytes;
 } sc_entry;

@@ -262,7 +262,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer1_mlp_res = (float *)(X + 0); /* [T, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 96, layer1_mlp_res, 64, T, 64, 96, 1);
 
-  /* last = LAST_ROW(layer1.mlp_res) */
+  /* last = ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (T - 1) * 64; /* [1, 64] last token */
 
   /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
@@ -280,7 +280,8 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 64, lm_head, 200, 1, 200, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int c = 0; c < 200; c++) io->out[c] = lm_head[c];
+  for (int t = 0; t < 1; t++)
+    for (int c = 0; c < 200; c++) io->out[t * 200 + c] = lm_head[t * 200 + c];
   return 0;
 }
 
@@ -505,7 +506,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_mlp_res = (float *)(X + 0); /* [1, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 96, layer1_mlp_res, 64, 1, 64, 96, 1);
 
-  /* last = LAST_ROW(layer1.mlp_res) */
+  /* last = ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (1 - 1) * 64; /* [1, 64] last token */
 
   /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
@@ -523,13 +524,14 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 64, lm_head, 200, 1, 200, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int c = 0; c < 200; c++) io->out[c] = lm_head[c];
+  for (int t = 0; t < 1; t++)
+    for (int c = 0; c < 200; c++) io->out[t * 200 + c] = lm_head[t * 200 + c];
   return 0;
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 200, 0, 15360ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 200, 0, 1344ULL},
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 200, 0, 0, 15360ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 200, 0, 0, 1344ULL},
 };
 
 static const sc_tensor_info tensors[] = {

@@ -407,7 +407,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
       layer1_mlp_res[t * 64 + c] = a + b;
     }
 
-  /* last = LAST_ROW(layer1.mlp_res) */
+  /* last = ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (T - 1) * 64; /* [1, 64] last token */
 
   /* final_norm = RMSNORM(last, final_norm) */
@@ -427,7 +427,8 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   K->linear(K->ctx, SC_W_F32, W_embed_tokens, 0, final_norm, 64, lm_head, 256, 1, 256, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int c = 0; c < 256; c++) io->out[c] = lm_head[c];
+  for (int t = 0; t < 1; t++)
+    for (int c = 0; c < 256; c++) io->out[t * 256 + c] = lm_head[t * 256 + c];
   return 0;
 }
 
@@ -788,7 +789,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       layer1_mlp_res[t * 64 + c] = a + b;
     }
 
-  /* last = LAST_ROW(layer1.mlp_res) */
+  /* last = ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (1 - 1) * 64; /* [1, 64] last token */
 
   /* final_norm = RMSNORM(last, final_norm) */
@@ -808,13 +809,14 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   K->linear(K->ctx, SC_W_F32, W_embed_tokens, 0, final_norm, 64, lm_head, 256, 1, 256, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int c = 0; c < 256; c++) io->out[c] = lm_head[c];
+  for (int t = 0; t < 1; t++)
+    for (int c = 0; c < 256; c++) io->out[t * 256 + c] = lm_head[t * 256 + c];
   return 0;
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 256, 0, 32768ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 256, 0, 2048ULL},
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 256, 0, 0, 32768ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 256, 0, 0, 2048ULL},
 };
 
 static const sc_tensor_info tensors[] = {

@@ -413,7 +413,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer2_mlp_res = (float *)(X + 0); /* [T, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_swiglu, 160, layer2_mlp_res, 96, T, 96, 160, 1);
 
-  /* last = LAST_ROW(layer2.mlp_res) */
+  /* last = ROW(layer2.mlp_res) */
   float *last = layer2_mlp_res + (T - 1) * 96; /* [1, 96] last token */
 
   /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
@@ -431,7 +431,8 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 96, lm_head, 300, 1, 300, 96, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int c = 0; c < 300; c++) io->out[c] = lm_head[c];
+  for (int t = 0; t < 1; t++)
+    for (int c = 0; c < 300; c++) io->out[t * 300 + c] = lm_head[t * 300 + c];
   return 0;
 }
 
@@ -793,7 +794,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer2_mlp_res = (float *)(X + 0); /* [1, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer2_down_proj, 0, layer2_swiglu, 160, layer2_mlp_res, 96, 1, 96, 160, 1);
 
-  /* last = LAST_ROW(layer2.mlp_res) */
+  /* last = ROW(layer2.mlp_res) */
   float *last = layer2_mlp_res + (1 - 1) * 96; /* [1, 96] last token */
 
   /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
@@ -811,13 +812,14 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 96, lm_head, 300, 1, 300, 96, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int c = 0; c < 300; c++) io->out[c] = lm_head[c];
+  for (int t = 0; t < 1; t++)
+    for (int c = 0; c < 300; c++) io->out[t * 300 + c] = lm_head[t * 300 + c];
   return 0;
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 300, 0, 28672ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 1984ULL},
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 300, 0, 0, 28672ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 0, 1984ULL},
 };
 
 static const sc_tensor_info tensors[] = {

@@ -584,7 +584,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
       layer2_mlp_res[t * 96 + c] = a + b;
     }
 
-  /* last = LAST_ROW(layer2.mlp_res) */
+  /* last = ROW(layer2.mlp_res) */
   float *last = layer2_mlp_res + (T - 1) * 96; /* [1, 96] last token */
 
   /* final_norm = RMSNORM(last, final_norm) */
@@ -604,7 +604,8 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, final_norm, 96, lm_head, 300, 1, 300, 96, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int c = 0; c < 300; c++) io->out[c] = lm_head[c];
+  for (int t = 0; t < 1; t++)
+    for (int c = 0; c < 300; c++) io->out[t * 300 + c] = lm_head[t * 300 + c];
   return 0;
 }
 
@@ -1128,7 +1129,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       layer2_mlp_res[t * 96 + c] = a + b;
     }
 
-  /* last = LAST_ROW(layer2.mlp_res) */
+  /* last = ROW(layer2.mlp_res) */
   float *last = layer2_mlp_res + (1 - 1) * 96; /* [1, 96] last token */
 
   /* final_norm = RMSNORM(last, final_norm) */
@@ -1148,13 +1149,14 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, final_norm, 96, lm_head, 300, 1, 300, 96, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int c = 0; c < 300; c++) io->out[c] = lm_head[c];
+  for (int t = 0; t < 1; t++)
+    for (int c = 0; c < 300; c++) io->out[t * 300 + c] = lm_head[t * 300 + c];
   return 0;
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 300, 0, 32768ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 2048ULL},
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 300, 0, 0, 32768ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 0, 2048ULL},
 };
 
 static const sc_tensor_info tensors[] = {
