@@ -20,8 +20,9 @@
 
 #include "sc_abi.h"
 
-/* What K->ctx points to.  The runtime owns it, one per session (kernels run
- * on the session's thread), and clears it before each entry-point call. */
+/* What K->ctx points to.  The runtime owns one per session (kernels run on
+ * the session's thread) and should clear it (sc_kernel_ctx_clear) before
+ * each entry-point call: only the first error of a call is kept. */
 typedef struct sc_kernel_ctx {
   char err[256]; /* first error of the call: "msg (value V)" */
   int failed;    /* non-zero once an error was recorded */

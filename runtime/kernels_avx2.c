@@ -104,5 +104,5 @@ const sc_kern_ops sc_kern_avx2 = {
 };
 
 #else /* built without -mavx2 -mfma: nothing to offer */
-const sc_kern_ops sc_kern_avx2 = {.name = NULL};
+const sc_kern_ops sc_kern_avx2 = {0};
 #endif

@@ -140,17 +140,12 @@ static int better(const float *score, int a, int b) {
   return score[a] > score[b] || (score[a] == score[b] && a < b);
 }
 
-static void sift_down(const float *score, int *h, int n, int i, int worst_top) {
-  /* worst_top: the heap keeps its worst element at the root */
+/* Restore a heap of ids[0..n) that keeps its worst id at the root. */
+static void sift_down(const float *score, int *h, int n, int i) {
   for (;;) {
     int l = 2 * i + 1, r = l + 1, m = i;
-    if (worst_top) {
-      if (l < n && better(score, h[m], h[l])) m = l;
-      if (r < n && better(score, h[m], h[r])) m = r;
-    } else {
-      if (l < n && better(score, h[l], h[m])) m = l;
-      if (r < n && better(score, h[r], h[m])) m = r;
-    }
+    if (l < n && better(score, h[m], h[l])) m = l;
+    if (r < n && better(score, h[m], h[r])) m = r;
     if (m == i) return;
     int t = h[i];
     h[i] = h[m];
@@ -159,31 +154,27 @@ static void sift_down(const float *score, int *h, int n, int i, int worst_top) {
   }
 }
 
-/* Sort ids[0..n) best first (heapsort on a worst-at-root heap). */
+/* Sort ids[0..n) best first (heapsort; no recursion, no worst case). */
 static void sort_best_first(const float *score, int *ids, int n) {
-  for (int i = n / 2 - 1; i >= 0; i--) sift_down(score, ids, n, i, 1);
+  for (int i = n / 2 - 1; i >= 0; i--) sift_down(score, ids, n, i);
   for (int end = n - 1; end > 0; end--) {
     int t = ids[0];
     ids[0] = ids[end];
     ids[end] = t;
-    sift_down(score, ids, end, 0, 1);
+    sift_down(score, ids, end, 0);
   }
 }
 
-/* Keep the k best of ids[0..n) in ids[0..k), sorted best first; O(n log k). */
-static int top_k_select(const float *score, int *ids, int n, int k) {
-  if (k >= n) {
-    sort_best_first(score, ids, n);
-    return n;
-  }
-  for (int i = k / 2 - 1; i >= 0; i--) sift_down(score, ids, k, i, 1);
+/* Move the k best of ids[0..n) (k < n) to ids[0..k), sorted best first,
+ * in O(n log k): a size-k heap whose root is the worst kept so far. */
+static void top_k_select(const float *score, int *ids, int n, int k) {
+  for (int i = k / 2 - 1; i >= 0; i--) sift_down(score, ids, k, i);
   for (int i = k; i < n; i++)
     if (better(score, ids[i], ids[0])) {
       ids[0] = ids[i];
-      sift_down(score, ids, k, 0, 1);
+      sift_down(score, ids, k, 0);
     }
   sort_best_first(score, ids, k);
-  return k;
 }
 
 /* ---- sampling ----------------------------------------------------------- */
@@ -195,10 +186,8 @@ static int argmax(const float *score, int n) {
   return best;
 }
 
-/* Shortest best-first prefix of ids[0..n) whose probability reaches top_p.
- * w[i] = exp(score - max) for ids[i]; z is their total over the candidate
- * set (which may be larger than ids[0..n) when ids is a pre-filtered
- * head).  Returns 0 when ids[0..n) does not reach top_p. */
+/* Shortest prefix of w[0..n) (weights in best-first order) whose share
+ * of z reaches top_p; 0 if the whole of it does not. */
 static int top_p_prefix(const double *w, int n, double z, double top_p) {
   double cum = 0;
   for (int i = 0; i < n; i++) {
@@ -206,6 +195,37 @@ static int top_p_prefix(const double *w, int n, double z, double top_p) {
     if (cum / z >= top_p) return i + 1;
   }
   return 0;
+}
+
+/* Top-p over the candidates ids[0..n) (best first already when `sorted`):
+ * leaves the kept ids best first in ids[0..k) with w[i] = exp(score - top)
+ * and returns k >= 1.  Unsorted candidates are not all sorted: only those
+ * with weight >= 1e-9 of the best, and if they reach top_p the prefix is
+ * the one the full order has (every id left out ranks below them);
+ * otherwise the whole set is sorted after all. */
+static int top_p_keep(const float *score, int *ids, double *w, int n,
+                      int sorted, float top, double top_p) {
+  double z = 0;
+  for (int i = 0; i < n; i++) z += exp((double)score[ids[i]] - top);
+  int head = n;
+  if (!sorted) {
+    head = 0;
+    for (int i = 0; i < n; i++)
+      if (exp((double)score[ids[i]] - top) >= 1e-9) {
+        int t = ids[head];
+        ids[head++] = ids[i];
+        ids[i] = t;
+      }
+    sort_best_first(score, ids, head);
+  }
+  for (int i = 0; i < head; i++) w[i] = exp((double)score[ids[i]] - top);
+  int k = top_p_prefix(w, head, z, top_p);
+  if (!k && head < n) {
+    sort_best_first(score, ids, n);
+    for (int i = 0; i < n; i++) w[i] = exp((double)score[ids[i]] - top);
+    k = top_p_prefix(w, n, z, top_p);
+  }
+  return k ? k : n; /* rounding can leave the total a hair below top_p */
 }
 
 int sc_sample(sc_sampler *s, const float *logits, int n, const int32_t *history,
@@ -268,40 +288,14 @@ int sc_sample(sc_sampler *s, const float *logits, int n, const int32_t *history,
   int kept = m;
   int sorted = 0;
   if (s->p.top_k > 0 && s->p.top_k < m) {
-    kept = top_k_select(score, ids, m, s->p.top_k);
+    top_k_select(score, ids, m, s->p.top_k);
+    kept = s->p.top_k;
     sorted = 1;
   }
-  if (s->p.top_p < 1.0f) {
-    double z = 0;
-    for (int i = 0; i < kept; i++) z += exp((double)score[ids[i]] - top);
-    if (!sorted) {
-      /* Sort only the ids that could be in the prefix: those with weight
-       * >= 1e-9 of the top.  If they reach top_p, the prefix is the same
-       * as in the full order (everything left out ranks below them). */
-      int head = 0;
-      for (int i = 0; i < kept; i++)
-        if (exp((double)score[ids[i]] - top) >= 1e-9) {
-          int t = ids[head];
-          ids[head++] = ids[i];
-          ids[i] = t;
-        }
-      sort_best_first(score, ids, head);
-      for (int i = 0; i < head; i++) w[i] = exp((double)score[ids[i]] - top);
-      int k = top_p_prefix(w, head, z, s->p.top_p);
-      if (!k) {
-        sort_best_first(score, ids, kept);
-        for (int i = 0; i < kept; i++) w[i] = exp((double)score[ids[i]] - top);
-        k = top_p_prefix(w, kept, z, s->p.top_p);
-      }
-      kept = k ? k : kept; /* rounding can leave cum just below top_p */
-    } else {
-      for (int i = 0; i < kept; i++) w[i] = exp((double)score[ids[i]] - top);
-      int k = top_p_prefix(w, kept, z, s->p.top_p);
-      kept = k ? k : kept;
-    }
-  } else {
+  if (s->p.top_p < 1.0f)
+    kept = top_p_keep(score, ids, w, kept, sorted, top, s->p.top_p);
+  else
     for (int i = 0; i < kept; i++) w[i] = exp((double)score[ids[i]] - top);
-  }
 
   double total = 0;
   for (int i = 0; i < kept; i++) total += w[i];

@@ -70,9 +70,10 @@ int sc_decode(sc_session *s, int32_t id, sc_error *err);
 /* Logits of the last token fed ([vocab]); valid until the next call. */
 const float *sc_logits(const sc_session *s, int *n_vocab);
 
-/* Sampling.  greedy (or temperature <= 0) is argmax, lowest index on ties.
- * Otherwise: repetition penalty over `history`, temperature, top-k, top-p,
- * then a draw from a seeded generator owned by the sampler. */
+/* Sampling, in HF order: suppressed ids to -inf, repetition penalty over
+ * `history` (greedy too, as HF does), then greedy (or temperature <= 0) is
+ * argmax with the lowest index winning ties; otherwise temperature, top-k,
+ * top-p and a draw from a seeded generator owned by the sampler. */
 typedef struct sc_sample_params {
   int greedy;
   float temperature;        /* default 1.0 */
