@@ -32,6 +32,27 @@ typedef int (*FrontendFn)(Module *m, const Checkpoint *c, const BuildOpts *o, sc
 FrontendFn fe_lookup(const char *model_type, const char **family);
 
 int fe_llm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+
+/* The Qwen3 decoder block (fe_qwen3.c), shared by the LM and TTS frontends. */
+typedef struct Qwen3Dims {
+  int64_t hidden, layers, heads, kv_heads, head_dim, inter;
+  double eps, theta;
+  int qk_norm;
+} Qwen3Dims;
+typedef struct Qwen3Layer {  /* indices into Module.weights / .states */
+  int attn_norm, wq, wk, wv, wo, q_norm, k_norm, mlp_norm, wg, wu, wd, kcache, vcache;
+} Qwen3Layer;
+/* Read the block's dimensions from a config object (qk_norm set to 1). */
+int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err);
+/* Declare layer L's weights (tensors "<tensor_prefix>L.self_attn.q_proj.weight",
+ * ...; names "<name_prefix>layerL.q_proj") and its KV caches of max_ctx rows. */
+int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d,
+                           const char *tensor_prefix, const char *name_prefix, int L,
+                           int max_ctx, DType band, Qwen3Layer *w, sc_error *err);
+/* Append layer L to g over the residual stream x; returns the new x. */
+int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w,
+                   int rope, const char *name_prefix, int L);
 
 /* Shared helpers. */
 /* Declare weight `name` from checkpoint tensor `tensor` of shape

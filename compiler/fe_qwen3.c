@@ -1,0 +1,127 @@
+/*
+ * fe_qwen3.c — the Qwen3 decoder block, shared by every frontend built from
+ * it: the dense LM (fe_llm.c) and Qwen3-TTS's talker and code predictor
+ * (fe_tts.c).  Math (HF modeling_qwen3.py):
+ *   h = rmsnorm(x);  q,k,v = h·Wq, h·Wk, h·Wv
+ *   q,k = per-head rmsnorm (when qk_norm), then NeoX RoPE
+ *   o = attention(q, K, V) (causal, GQA, scale head_dim^-0.5);  x += o·Wo
+ *   h = rmsnorm(x);  x += (silu(h·Wg) * (h·Wu))·Wd
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "frontend.h"
+
+int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err) {
+  memset(d, 0, sizeof *d);
+  if (cfg_int_req(obj, where, "hidden_size", &d->hidden, err) ||
+      cfg_int_req(obj, where, "num_hidden_layers", &d->layers, err) ||
+      cfg_int_req(obj, where, "num_attention_heads", &d->heads, err) ||
+      cfg_int_req(obj, where, "intermediate_size", &d->inter, err) ||
+      cfg_int_opt(obj, where, "num_key_value_heads", d->heads, &d->kv_heads, err) ||
+      cfg_num_opt(obj, where, "rms_norm_eps", 1e-6, &d->eps, err) ||
+      cfg_num_opt(obj, where, "rope_theta", 10000.0, &d->theta, err))
+    return err->code;
+  if (d->hidden < 1 || d->layers < 1 || d->heads < 1 || d->inter < 1)
+    return sc_fail(err, SC_EINPUT, "%s: hidden_size, num_hidden_layers, num_attention_heads "
+                   "and intermediate_size must be positive", where);
+  /* head_dim may be absent or null: hidden / heads */
+  const cJSON *hd = cJSON_GetObjectItemCaseSensitive(obj, "head_dim");
+  if (hd && !cJSON_IsNull(hd)) {
+    if (cfg_int_req(obj, where, "head_dim", &d->head_dim, err)) return err->code;
+  } else {
+    d->head_dim = d->hidden / d->heads;
+  }
+  if (d->kv_heads < 1 || d->heads % d->kv_heads)
+    return sc_fail(err, SC_EINPUT, "%s: num_attention_heads (%lld) must be a multiple of "
+                   "num_key_value_heads (%lld)", where, (long long)d->heads, (long long)d->kv_heads);
+  if (d->head_dim < 2 || d->head_dim % 2)
+    return sc_fail(err, SC_EINPUT, "%s: head_dim %lld must be even and positive", where,
+                   (long long)d->head_dim);
+  if (!(d->eps > 0) || !(d->theta > 0))
+    return sc_fail(err, SC_EINPUT, "%s: rms_norm_eps and rope_theta must be positive", where);
+  int flag = 0;
+  if (cfg_bool_opt(obj, where, "attention_bias", 0, &flag, err)) return err->code;
+  if (flag) return sc_fail(err, SC_EINPUT, "%s: attention_bias true is not supported yet", where);
+  if (cfg_bool_opt(obj, where, "use_sliding_window", 0, &flag, err)) return err->code;
+  if (flag) return sc_fail(err, SC_EINPUT, "%s: use_sliding_window true is not supported yet", where);
+  const char *act = NULL;
+  if (cfg_str_opt(obj, where, "hidden_act", "silu", &act, err)) return err->code;
+  if (strcmp(act, "silu"))
+    return sc_fail(err, SC_EINPUT, "%s: hidden_act '%s' is not supported (expected silu)", where, act);
+  d->qk_norm = 1;
+  return SC_OK;
+}
+
+int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, const char *tensor_prefix,
+                           const char *name_prefix, int L, int max_ctx, DType band, Qwen3Layer *w,
+                           sc_error *err) {
+  const int64_t H = d->hidden, hd = d->head_dim, I = d->inter;
+  const int64_t qdim = d->heads * hd, kvdim = d->kv_heads * hd;
+  struct { int *slot; const char *nm, *t; int64_t rows, cols; int norm; } spec[] = {
+      {&w->attn_norm, "attn_norm", "input_layernorm.weight", 0, H, 1},
+      {&w->wq, "q_proj", "self_attn.q_proj.weight", qdim, H, 0},
+      {&w->wk, "k_proj", "self_attn.k_proj.weight", kvdim, H, 0},
+      {&w->wv, "v_proj", "self_attn.v_proj.weight", kvdim, H, 0},
+      {&w->wo, "o_proj", "self_attn.o_proj.weight", H, qdim, 0},
+      {&w->q_norm, "q_norm", "self_attn.q_norm.weight", 0, hd, 1},
+      {&w->k_norm, "k_norm", "self_attn.k_norm.weight", 0, hd, 1},
+      {&w->mlp_norm, "mlp_norm", "post_attention_layernorm.weight", 0, H, 1},
+      {&w->wg, "gate_proj", "mlp.gate_proj.weight", I, H, 0},
+      {&w->wu, "up_proj", "mlp.up_proj.weight", I, H, 0},
+      {&w->wd, "down_proj", "mlp.down_proj.weight", H, I, 0},
+  };
+  char name[IR_NAME], tensor[200];
+  for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
+    if (!d->qk_norm && (spec[i].slot == &w->q_norm || spec[i].slot == &w->k_norm)) {
+      *spec[i].slot = -1;
+      continue;
+    }
+    snprintf(name, sizeof name, "%slayer%d.%s", name_prefix, L, spec[i].nm);
+    snprintf(tensor, sizeof tensor, "%s%d.%s", tensor_prefix, L, spec[i].t);
+    /* norm vectors stay f32 whatever the band: they are tiny */
+    *spec[i].slot = fe_weight(m, c, name, tensor, spec[i].rows, spec[i].cols,
+                              spec[i].norm ? DT_F32 : band, err);
+    if (*spec[i].slot < 0) return err->code;
+  }
+  snprintf(name, sizeof name, "%slayer%d.k_cache", name_prefix, L);
+  w->kcache = ir_state_add(m, name, max_ctx, kvdim);
+  snprintf(name, sizeof name, "%slayer%d.v_cache", name_prefix, L);
+  w->vcache = ir_state_add(m, name, max_ctx, kvdim);
+  return SC_OK;
+}
+
+int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w,
+                   int rope, const char *name_prefix, int L) {
+  char nm[IR_NAME];
+  const int H = (int)d->hidden, hd = (int)d->head_dim;
+  const int nh = (int)d->heads, nkv = (int)d->kv_heads;
+  const float eps = (float)d->eps;
+  /* one NAME() per call: it reuses nm */
+#define NAME(s) (snprintf(nm, sizeof nm, "%slayer%d.%s", name_prefix, L, s), nm)
+  int h = ir_rmsnorm(g, x, ir_weight(m, g, w->attn_norm), H, NORM_PLAIN, eps, NAME("attn_norm"));
+  int q = ir_linear(g, h, ir_weight(m, g, w->wq), -1, NAME("q"));
+  int k = ir_linear(g, h, ir_weight(m, g, w->wk), -1, NAME("k"));
+  int v = ir_linear(g, h, ir_weight(m, g, w->wv), -1, NAME("v"));
+  if (d->qk_norm) {
+    q = ir_rmsnorm(g, q, ir_weight(m, g, w->q_norm), hd, NORM_PLAIN, eps, NAME("q_norm"));
+    k = ir_rmsnorm(g, k, ir_weight(m, g, w->k_norm), hd, NORM_PLAIN, eps, NAME("k_norm"));
+  }
+  q = ir_rope(g, q, nh, hd, hd, ROPE_NEOX, rope, NAME("q_rope"));
+  k = ir_rope(g, k, nkv, hd, hd, ROPE_NEOX, rope, NAME("k_rope"));
+  int kc = ir_kv_store(g, ir_state(m, g, w->kcache), k, NAME("k_store"));
+  int vc = ir_kv_store(g, ir_state(m, g, w->vcache), v, NAME("v_store"));
+  int a = ir_attention(g, q, kc, vc, -1, nh, nkv, hd, (float)(1.0 / sqrt((double)hd)), 0, NAME("attn"));
+  int o = ir_linear(g, a, ir_weight(m, g, w->wo), -1, NAME("o"));
+  x = ir_binary(g, OP_ADD, x, o, NAME("attn_res"));
+  h = ir_rmsnorm(g, x, ir_weight(m, g, w->mlp_norm), H, NORM_PLAIN, eps, NAME("mlp_norm"));
+  int gate = ir_linear(g, h, ir_weight(m, g, w->wg), -1, NAME("gate"));
+  int up = ir_linear(g, h, ir_weight(m, g, w->wu), -1, NAME("up"));
+  int silu = ir_unary(g, OP_SILU, gate, NAME("gate_silu"));
+  int act = ir_binary(g, OP_MUL, silu, up, NAME("swiglu"));
+  int dn = ir_linear(g, act, ir_weight(m, g, w->wd), -1, NAME("down"));
+  x = ir_binary(g, OP_ADD, x, dn, NAME("mlp_res"));
+#undef NAME
+  return x;
+}
