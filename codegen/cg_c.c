@@ -151,6 +151,9 @@ static void emit_map(Cg *cg, const IrNode *n, int i, const char *expr) {
   OUT("    }\n");
 }
 
+/* C type of a view's elements: token ids or activations. */
+static const char *vtype(const IrNode *n) { return n->dtype == DT_I32 ? "const int" : "float"; }
+
 static int emit_node(Cg *cg, int i) {
   const IrNode *n = node(cg, i);
   const IrParams *p = &n->p;
@@ -184,16 +187,16 @@ static int emit_node(Cg *cg, int i) {
     OUT("  const float *%s = io->hidden_in; /* [1, %lld] */\n", v, (long long)n->cols);
     return SC_OK;
   case OP_SLICE:
-    OUT("  float *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", v,
+    OUT("  %s *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", vtype(n), v,
         ref(cg, n->src[0]), p->off, rows(n), (long long)n->cols, (long long)n->ld);
     return SC_OK;
   case OP_ROW:
     if (p->off < 0)
-      OUT("  float *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", v,
+      OUT("  %s *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", vtype(n), v,
           ref(cg, n->src[0]), rows(&cg->g->nodes[n->src[0]]), ld(cg, n->src[0]), (long long)n->cols);
     else
-      OUT("  float *%s = %s + %d * %lld; /* [1, %lld] row %d */\n", v, ref(cg, n->src[0]), p->off,
-          ld(cg, n->src[0]), (long long)n->cols, p->off);
+      OUT("  %s *%s = %s + %d * %lld; /* [1, %lld] row %d */\n", vtype(n), v, ref(cg, n->src[0]),
+          p->off, ld(cg, n->src[0]), (long long)n->cols, p->off);
     return SC_OK;
   default:
     break;
@@ -359,19 +362,22 @@ static int emit_graph(Cg *cg, const Graph *g) {
   }
   int max_ctx = cg->m->max_context;
   OUT("\n/* %s: T %s %d tokens per call; scratch %lld bytes */\n", g->name,
-      g->max_tokens == 1 ? "=" : "<=", g->max_tokens, (long long)g->scratch_bytes);
+      g->exact ? "=" : "<=", g->max_tokens, (long long)g->scratch_bytes);
   OUT("static int entry_%s(const sc_kernels *K, const unsigned char *W, unsigned char *S,\n"
       "    unsigned char *X, const sc_io *io) {\n", g->name);
-  if (g->max_tokens == 1) {
-    OUT("  if (io->n != 1) {\n    K->error(K->ctx, \"%s: takes exactly one token\", io->n);\n    return 1;\n  }\n", g->name);
+  if (g->exact) {
+    OUT("  if (io->n != %d) {\n    K->error(K->ctx, \"%s: takes exactly %d token%s\", io->n);\n    return 1;\n  }\n",
+        g->max_tokens, g->name, g->max_tokens, g->max_tokens == 1 ? "" : "s");
   } else {
     OUT("  const int T = io->n;\n");
     OUT("  if (T < 1 || T > %d) {\n    K->error(K->ctx, \"%s: token count out of range [1, %d]\", T);\n    return 1;\n  }\n",
         g->max_tokens, g->name, g->max_tokens);
   }
   OUT("  const int pos = io->pos;\n");
+  char span[16];
+  snprintf(span, sizeof span, g->exact ? "%d" : "T", g->max_tokens);
   OUT("  if (pos < 0 || pos + %s > %d) {\n    K->error(K->ctx, \"%s: context full (max_context %d)\", pos);\n    return 1;\n  }\n",
-      g->max_tokens == 1 ? "1" : "T", max_ctx, g->name, max_ctx);
+      span, max_ctx, g->name, max_ctx);
   OUT("  (void)W; (void)S; (void)X;\n");
   int rc = SC_OK;
   for (int i = 0; i < g->n_nodes && rc == SC_OK; i++) {

@@ -80,6 +80,12 @@ Graph *ir_graph_new(Module *m, const char *name, int input, int max_tokens) {
   return g;
 }
 
+Graph *ir_graph_exact(Module *m, const char *name, int input, int n) {
+  Graph *g = ir_graph_new(m, name, input, n);
+  g->exact = 1;
+  return g;
+}
+
 int ir_weight_add(Module *m, const char *name, DType band, int64_t sets,
                   int64_t rows, int64_t cols) {
   IR_ASSERT(ir_weight_find(m, name) < 0);

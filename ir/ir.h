@@ -76,6 +76,7 @@ typedef struct Graph {
   char name[32];        /* entry point: "prefill", "decode" */
   int input;            /* SC_IN_IDS / SC_IN_EMBEDS */
   int max_tokens;       /* largest T per call */
+  int exact;            /* every call has exactly max_tokens tokens */
   IrNode *nodes;
   int n_nodes, cap_nodes;
   int64_t scratch_bytes;/* set by pass_plan */
@@ -133,6 +134,8 @@ int64_t ir_band_row_bytes(DType band, int64_t cols); /* bytes of one row */
 void ir_module_init(Module *m);
 void ir_module_free(Module *m);
 Graph *ir_graph_new(Module *m, const char *name, int input, int max_tokens);
+/* A graph whose calls always carry exactly n tokens (decode: n = 1). */
+Graph *ir_graph_exact(Module *m, const char *name, int input, int n);
 int ir_weight_add(Module *m, const char *name, DType band, int64_t sets,
                   int64_t rows, int64_t cols);
 int ir_weight_find(const Module *m, const char *name);

@@ -18,3 +18,4 @@ add_test(NAME example_generate
     out=$($<TARGET_FILE:generate> $d/m.so 0 4 134 16 186 230 101 208); echo \"$out\"; \
     test \"$out\" = '111 17 145 233 252 95 92 171 131 226 124 167 128 54 160 205'"
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+include(${CMAKE_SOURCE_DIR}/tests/cli/cli.cmake)

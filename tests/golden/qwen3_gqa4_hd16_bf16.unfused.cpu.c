@@ -613,7 +613,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned char *S,
     unsigned char *X, const sc_io *io) {
   if (io->n != 1) {
-    K->error(K->ctx, "decode: takes exactly one token", io->n);
+    K->error(K->ctx, "decode: takes exactly 1 token", io->n);
     return 1;
   }
   const int pos = io->pos;

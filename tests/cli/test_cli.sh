@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# test_cli.sh — the speechc command line against bad flags, bad checkpoints
+# and damaged artifacts, plus one good build/inspect/run.
+#
+#   usage: tests/cli/test_cli.sh path/to/speechc      (cwd: the repository root)
+#
+# Every case checks the exit code (0 ok, 1 usage, 2 bad input, 3 runtime),
+# that stderr names the file or flag and the problem, and that nothing
+# crashed: no exit status >= 128 and no sanitizer report.  Needs bash,
+# coreutils, sed, dd and a C compiler (cc) for the foreign-ABI artifact;
+# no Python.
+set -u
+
+if [ $# -ne 1 ] || [ ! -x "$1" ]; then
+  echo "usage: $0 path/to/speechc (run from the repository root)" >&2
+  exit 2
+fi
+BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+DATA=tests/data/llm
+QWEN=$DATA/qwen3_gqa2_hd32_tied
+SHARDED=$DATA/llama_gqa4_sharded
+if [ ! -f "$QWEN/config.json" ]; then
+  echo "$0: $QWEN not found; run from the repository root" >&2
+  exit 2
+fi
+W=$(mktemp -d "${TMPDIR:-/tmp}/speechc-cli.XXXXXX") || exit 2
+trap 'rm -rf "$W"' EXIT
+
+n_pass=0
+n_fail=0
+
+fail_case() {
+  n_fail=$((n_fail + 1))
+  echo "FAIL $1: $2"
+  if [ -s "$W/err" ]; then sed -n '1,6s/^/     | /p' "$W/err"; fi
+}
+
+# expect NAME RC [PATTERN...] -- CMD [ARG...]
+# Runs CMD; passes when it exits with RC, did not crash, and every PATTERN
+# occurs (as a fixed string) in its stderr, or in its stdout for "out:TEXT".
+expect() {
+  local name=$1 want=$2 p why=""
+  shift 2
+  local pats=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do pats+=("$1"); shift; done
+  shift
+  "$@" >"$W/out" 2>"$W/err"
+  local rc=$?
+  if [ "$rc" -ge 128 ]; then
+    why="crashed (exit $rc)"
+  elif grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$W/err"; then
+    why="sanitizer report"
+  elif [ "$rc" -ne "$want" ]; then
+    why="exit $rc, expected $want"
+  else
+    for p in ${pats[@]+"${pats[@]}"}; do
+      case $p in
+        out:*) grep -qF -- "${p#out:}" "$W/out" || { why="stdout lacks '${p#out:}'"; break; } ;;
+        *) grep -qF -- "$p" "$W/err" || { why="stderr lacks '$p'"; break; } ;;
+      esac
+    done
+  fi
+  if [ -n "$why" ]; then fail_case "$name" "$why"; return 1; fi
+  n_pass=$((n_pass + 1))
+  return 0
+}
+
+# A setup step that must work for the cases after it to mean anything.
+setup() {
+  local name=$1
+  shift
+  if ! "$@" >"$W/out" 2>"$W/err"; then fail_case "$name" "setup failed: $*"; return 1; fi
+  return 0
+}
+
+# ck NAME: a copy of the qwen3 checkpoint in $W/NAME, to be damaged.
+ck() {
+  mkdir -p "$W/$1" && cp "$QWEN/config.json" "$QWEN/model.safetensors" "$W/$1/"
+}
+
+# ---------------------------------------------------------------- build flags
+FO=$W/failed_out          # every failing build writes here; must stay empty
+mkdir -p "$FO"
+expect build-no-model-dir 1 "missing MODEL_DIR" -- "$BIN" build -o "$FO/m.so"
+expect build-no-output 1 "missing -o" -- "$BIN" build "$QWEN"
+expect build-unknown-flag 1 "unknown option '--bogus'" -- "$BIN" build "$QWEN" -o "$FO/m.so" --bogus
+expect build-cc-foo 1 "--cc expects tcc, gcc or clang" "'foo'" -- "$BIN" build "$QWEN" -o "$FO/m.so" --cc foo
+expect build-weights-q9 1 "--weights expects" "'q9'" -- "$BIN" build "$QWEN" -o "$FO/m.so" --weights q9
+expect build-weights-q8_0 1 "--weights q8_0" "not implemented" -- \
+  "$BIN" build "$QWEN" -o "$FO/m.so" --weights q8_0
+expect build-max-context-0 1 "--max-context expects an integer" "'0'" -- \
+  "$BIN" build "$QWEN" -o "$FO/m.so" --max-context 0
+expect build-max-context-abc 1 "--max-context expects an integer" "'abc'" -- \
+  "$BIN" build "$QWEN" -o "$FO/m.so" --max-context abc
+expect build-target-cuda 1 "--target cuda" "not implemented" -- "$BIN" build "$QWEN" -o "$FO/m.so" --target cuda
+expect build-dump-ir-nonsense 1 "--dump-ir expects" "'nonsense'" -- \
+  "$BIN" build "$QWEN" -o "$FO/m.so" --dump-ir=nonsense
+expect build-help 0 "out:usage: speechc build MODEL_DIR" "out:--max-context" -- "$BIN" build --help
+
+# ------------------------------------------------------------ bad checkpoints
+expect build-nonexistent-dir 2 "$W/nonexistent" "No such file or directory" -- \
+  "$BIN" build "$W/nonexistent" -o "$FO/m.so"
+
+mkdir -p "$W/noconfig" && cp "$QWEN/model.safetensors" "$W/noconfig/"
+expect build-no-config 2 "$W/noconfig/config.json: not found" -- "$BIN" build "$W/noconfig" -o "$FO/m.so"
+
+if setup config-not-json ck notjson; then
+  printf '{"model_type": "qwen3",\n "hidden_size": ]\n}\n' >"$W/notjson/config.json"
+  expect build-config-not-json 2 "$W/notjson/config.json: not valid JSON" "line 2" -- \
+    "$BIN" build "$W/notjson" -o "$FO/m.so"
+fi
+
+if setup config-no-hidden ck nohidden; then
+  sed -i '/"hidden_size"/d' "$W/nohidden/config.json"
+  expect build-config-no-hidden-size 2 "config.json" "'hidden_size' is missing" -- \
+    "$BIN" build "$W/nohidden" -o "$FO/m.so"
+fi
+
+if setup config-hidden-string ck hiddenstr; then
+  sed -i 's/"hidden_size": 64/"hidden_size": "64"/' "$W/hiddenstr/config.json"
+  expect build-config-hidden-size-string 2 "config.json" "'hidden_size' must be an integer, found string" -- \
+    "$BIN" build "$W/hiddenstr" -o "$FO/m.so"
+fi
+
+if setup config-model-type ck gpt2; then
+  sed -i 's/"model_type": "qwen3"/"model_type": "gpt2"/' "$W/gpt2/config.json"
+  expect build-unsupported-model-type 2 "$W/gpt2/config.json" "model_type 'gpt2' is not supported" -- \
+    "$BIN" build "$W/gpt2" -o "$FO/m.so"
+fi
+
+# A tensor renamed in the safetensors JSON header (same length, so the
+# header size and every offset stay valid): the checkpoint now lacks it.
+if setup missing-tensor ck notensor; then
+  LC_ALL=C sed -i 's/"model\.norm\.weight"/"model.norm.weighX"/' "$W/notensor/model.safetensors"
+  if [ "$(wc -c <"$W/notensor/model.safetensors")" -ne "$(wc -c <"$QWEN/model.safetensors")" ] ||
+     cmp -s "$QWEN/model.safetensors" "$W/notensor/model.safetensors"; then
+    fail_case build-missing-tensor "setup: the header rename did not apply cleanly"
+  else
+    expect build-missing-tensor 2 "$W/notensor" "tensor 'model.norm.weight' is missing" -- \
+      "$BIN" build "$W/notensor" -o "$FO/m.so"
+  fi
+fi
+
+# config.json disagrees with the tensors: expected and found shape.
+if setup shape-mismatch ck badshape; then
+  sed -i 's/"intermediate_size": 128/"intermediate_size": 256/' "$W/badshape/config.json"
+  expect build-shape-mismatch 2 "$W/badshape/model.safetensors" \
+    "'model.layers.0.mlp.gate_proj.weight' has shape [128, 64], expected [256, 64]" -- \
+    "$BIN" build "$W/badshape" -o "$FO/m.so"
+fi
+
+if setup truncated-data ck trunc; then
+  head -c 100000 "$QWEN/model.safetensors" >"$W/trunc/model.safetensors"
+  expect build-truncated-data 2 "$W/trunc/model.safetensors" "truncated" -- \
+    "$BIN" build "$W/trunc" -o "$FO/m.so"
+fi
+
+if setup truncated-header ck trunchdr; then
+  head -c 100 "$QWEN/model.safetensors" >"$W/trunchdr/model.safetensors"
+  expect build-truncated-header 2 "$W/trunchdr/model.safetensors" "runs past the end of the file" -- \
+    "$BIN" build "$W/trunchdr" -o "$FO/m.so"
+fi
+
+if setup missing-shard cp -r "$SHARDED" "$W/noshard"; then
+  rm -f "$W/noshard/model-00002-of-00002.safetensors"
+  expect build-missing-shard 2 "$W/noshard/model.safetensors.index.json" \
+    "shard 'model-00002-of-00002.safetensors'" "is missing" -- "$BIN" build "$W/noshard" -o "$FO/m.so"
+fi
+
+# Fails after the weights were packed: the temporary weight file must go too.
+: >"$W/not_a_dir"
+expect build-emit-dir-is-file 2 "$W/not_a_dir/" "Not a directory" -- \
+  "$BIN" build "$QWEN" -o "$FO/m.so" --emit-dir "$W/not_a_dir"
+
+expect build-output-dir-missing 2 "$W/no_such_dir/m.weights" "cannot create" -- \
+  "$BIN" build "$QWEN" -o "$W/no_such_dir/m.so"
+
+left=$(ls -A "$FO")
+if [ -n "$left" ]; then
+  : >"$W/err"
+  fail_case build-failures-leave-nothing "left behind in the output directory: $(echo $left)"
+else
+  n_pass=$((n_pass + 1))
+fi
+
+# ------------------------------------------------------------ good artifacts
+mkdir -p "$W/a" "$W/b" "$W/p" "$W/dump"
+expect build-ok 0 -- "$BIN" build -q "$QWEN" -o "$W/a/m.so"
+expect build-ok-max-context 0 -- "$BIN" build -q "$QWEN" -o "$W/b/m.so" --max-context 256
+expect build-ok-prefill-chunk 0 -- "$BIN" build -q "$QWEN" -o "$W/p/m.so" --prefill-chunk 16
+for f in a/m.so a/m.weights b/m.weights p/m.weights; do
+  [ -f "$W/$f" ] || { : >"$W/err"; fail_case build-outputs "$W/$f was not written"; }
+done
+
+expect inspect-ok 0 "out:family       llm (model_type qwen3)" "out:(verified)" "out:layer0.qkv" -- \
+  "$BIN" inspect "$W/a/m.so"
+
+# trace.json is pretty-printed by Python's json: flatten it and pick arrays.
+trace=$(tr -d ' \n\t\r' <"$QWEN/trace.json")
+prompt=$(echo "$trace" | grep -o '"prompt":\[[0-9,]*\]' | grep -o '[0-9,]*\]' | tr -d ']')
+greedy=$(echo "$trace" | grep -o '"greedy":\[[0-9,]*\]' | grep -o '[0-9,]*\]' | tr -d ']' | tr ',' ' ')
+n_greedy=$(echo "$greedy" | wc -w)
+if [ -z "$prompt" ] || [ "$n_greedy" -ne 16 ]; then
+  : >"$W/err"
+  fail_case run-greedy-trace "setup: cannot read prompt/greedy from $QWEN/trace.json"
+else
+  expect run-greedy-trace 0 "out:$greedy" -- "$BIN" run "$W/a/m.so" --ids "$prompt" -n 16 --greedy
+  if [ "$(cat "$W/out")" != "$greedy" ]; then
+    fail_case run-greedy-trace-exact "got '$(cat "$W/out")', expected '$greedy'"
+  else
+    n_pass=$((n_pass + 1))
+  fi
+fi
+
+expect build-dump-ir-fuse 0 "out:NORM_LINEAR" "out:LINEAR_SWIGLU" "out:; after fuse" -- \
+  "$BIN" build -q "$QWEN" -o "$W/dump/m.so" --dump-ir=fuse
+
+# -------------------------------------------------------- damaged artifacts
+mkdir -p "$W/c"
+cp "$W/a/m.so" "$W/c/"
+expect weights-missing 2 "$W/c/m.weights: weight file of $W/c/m.so is missing" -- "$BIN" inspect "$W/c/m.so"
+
+: >"$W/c/m.weights"
+expect weights-empty 2 "$W/c/m.weights: truncated: 0 bytes" -- "$BIN" inspect "$W/c/m.so"
+head -c "$(wc -c <"$W/a/m.weights")" /dev/zero >"$W/c/m.weights"
+expect weights-bad-magic 2 "$W/c/m.weights: not a speechc weight file" -- "$BIN" inspect "$W/c/m.so"
+
+cp "$W/a/m.weights" "$W/c/"
+truncate -s -100 "$W/c/m.weights"
+expect weights-truncated 2 "$W/c/m.weights" "expected" "truncated" -- "$BIN" inspect "$W/c/m.so"
+
+cp "$W/a/m.weights" "$W/c/"
+# one byte of the data section (the header is 4096 bytes), inverted
+orig=$(od -An -tu1 -j 5000 -N 1 "$W/c/m.weights" | tr -d ' ')
+printf "\\$(printf '%03o' $((255 - orig)))" | dd of="$W/c/m.weights" bs=1 seek=5000 conv=notrunc 2>/dev/null
+if cmp -s "$W/a/m.weights" "$W/c/m.weights"; then
+  : >"$W/err"
+  fail_case weights-modified "setup: the byte flip did not change the file"
+else
+  expect weights-modified-inspect 2 "$W/c/m.weights" "modified" "checksum" -- "$BIN" inspect "$W/c/m.so"
+  expect weights-modified-run 2 "$W/c/m.weights" "modified" "checksum" -- "$BIN" run "$W/c/m.so" --ids 1 -n 1
+fi
+
+cp "$W/b/m.weights" "$W/c/m.weights"
+expect weights-other-build-max-context 2 "$W/c/m.weights" "$W/c/m.so" "from another build" -- \
+  "$BIN" inspect "$W/c/m.so"
+cp "$W/p/m.weights" "$W/c/m.weights"
+expect weights-other-build-prefill-chunk 2 "$W/c/m.weights" "$W/c/m.so" "from another build: build" -- \
+  "$BIN" run "$W/c/m.so" --ids 1 -n 1
+
+# An artifact from another ABI version: the generated source with the
+# descriptor's version field changed, compiled by the system compiler.
+abi=$("$BIN" --version | sed -n 's/.*artifact ABI \([0-9]*\).*/\1/p')
+mkdir -p "$W/abi"
+if setup abi-emit "$BIN" build -q "$QWEN" -o "$W/abi/m.so" --emit-dir "$W/emit"; then
+  sed -i 's/SC_DESC_MAGIC, SC_ABI_VERSION,/SC_DESC_MAGIC, 999,/' "$W/emit/model.c"
+  if [ -z "$abi" ] || ! grep -q 'SC_DESC_MAGIC, 999,' "$W/emit/model.c"; then
+    : >"$W/err"
+    fail_case abi-other-version "setup: no ABI version from --version, or the descriptor edit did not apply"
+  elif setup abi-compile "${CC:-cc}" -shared -fPIC -I "$W/emit" -o "$W/abi/other.so" "$W/emit/model.c"; then
+    cp "$W/abi/m.weights" "$W/abi/other.weights"
+    expect abi-other-version-inspect 2 "$W/abi/other.so" "ABI version 999" "reads version $abi" -- \
+      "$BIN" inspect "$W/abi/other.so"
+    expect abi-other-version-run 2 "$W/abi/other.so" "ABI version 999" "reads version $abi" -- \
+      "$BIN" run "$W/abi/other.so" --ids 1 -n 1
+  fi
+fi
+
+head -c 4096 /dev/urandom >"$W/x.so"
+expect not-elf-inspect 2 "$W/x.so: not a loadable model" -- "$BIN" inspect "$W/x.so"
+expect not-elf-run 2 "$W/x.so: not a loadable model" -- "$BIN" run "$W/x.so" --ids 1
+
+# ------------------------------------------------------------------ run flags
+expect run-token-out-of-vocab 1 "token 256" "outside the vocabulary [0, 256)" -- \
+  "$BIN" run "$W/a/m.so" --ids 1,256
+expect run-token-negative 1 "token -3" "outside the vocabulary" -- "$BIN" run "$W/a/m.so" --ids 1,-3
+expect run-no-ids 1 "missing --ids" -- "$BIN" run "$W/a/m.so"
+expect run-bad-ids 1 "--ids expects comma-separated integers" "'1,x'" -- "$BIN" run "$W/a/m.so" --ids 1,x
+expect run-top-p-2 1 "--top-p expects a number" "'2'" -- "$BIN" run "$W/a/m.so" --ids 1 --top-p 2
+expect run-temperature-neg 1 "--temperature expects a number" "'-1'" -- \
+  "$BIN" run "$W/a/m.so" --ids 1 --temperature -1
+expect run-n-x 1 "-n expects an integer" "'x'" -- "$BIN" run "$W/a/m.so" --ids 1 -n x
+mkdir -p "$W/small"
+if setup run-context-full "$BIN" build -q "$QWEN" -o "$W/small/m.so" --max-context 8; then
+  expect run-context-full 3 "context full" "max_context 8" "--max-context" -- \
+    "$BIN" run "$W/small/m.so" --ids 1,2,3 -n 20 --greedy
+fi
+expect inspect-missing-path 2 "$W/nope.so: cannot open" "No such file" -- "$BIN" inspect "$W/nope.so"
+expect inspect-no-arg 1 "missing model.so" -- "$BIN" inspect
+
+echo "$n_pass passed, $n_fail failed"
+[ "$n_fail" -eq 0 ]
