@@ -158,6 +158,11 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   }
   src_path = malloc(strlen(dir) + 32);
   char *abi_path = malloc(strlen(dir) + 32);
+  if (!src_path || !abi_path) {
+    free(abi_path);
+    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+    goto done;
+  }
   sprintf(src_path, "%s/model.c", dir);
   sprintf(abi_path, "%s/sc_abi.h", dir);
   rc = write_file(abi_path, sc_abi_text, strlen((const char *)sc_abi_text), err);

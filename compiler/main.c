@@ -237,7 +237,8 @@ static int parse_ids(const char *s, int32_t **out, int *n) {
     char *end;
     errno = 0;
     long v = strtol(p, &end, 10);
-    if (end == p || errno || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',')) {
+    if (end == p || errno || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',') ||
+        (*end == ',' && !end[1])) {
       fprintf(stderr, "speechc: --ids expects comma-separated integers, got '%s'\n", s);
       free(ids);
       return SC_EUSAGE;

@@ -9,6 +9,7 @@
  * in f32, angle = f32(pos * inv_freq), then cos/sin of that angle.
  * The file is streamed (never held whole) and hashed as it is written.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,7 +146,7 @@ int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_by
   int64_t total = ALIGN(off);
   Writer w = {0};
   w.f = fopen(path, "wb");
-  if (!w.f) return sc_fail(err, SC_EINPUT, "%s: cannot create the weight file", path);
+  if (!w.f) return sc_fail(err, SC_EINPUT, "%s: cannot create the weight file: %s", path, strerror(errno));
   sc_hash_init(&w.hash);
   w.total = total;
   w.quiet = quiet;
