@@ -8,6 +8,7 @@ FrontendFn fe_lookup(const char *model_type, const char **family) {
   static const struct { const char *type, *family; FrontendFn fn; } table[] = {
       {"qwen3", "llm", fe_llm},
       {"llama", "llm", fe_llm},
+      {"qwen3_tts", "qwen3_tts", fe_tts},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (!strcmp(model_type, table[i].type)) {
@@ -32,11 +33,38 @@ int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tens
   return w;
 }
 
+int fe_weight_sets(Module *m, const Checkpoint *c, const char *name, const char *fmt,
+                   int sets, int64_t rows, int64_t cols, DType band, sc_error *err) {
+  int64_t shape[2] = {rows, cols};
+  if (sets < 1 || sets > 16)
+    return sc_fail(err, SC_EINPUT, "%s: %d weight sets (supported: 1..16)", c->config_path, sets), -1;
+  int w = ir_weight_add(m, name, band, sets, rows, cols);
+  for (int i = 0; i < sets; i++) {
+    char tensor[200];
+    snprintf(tensor, sizeof tensor, fmt, i);
+    const StTensor *t = ckpt_tensor(c, tensor, 2, shape, err);
+    if (!t) return -1;
+    IrWeight *wt = &m->weights[w];
+    wt->src[i].tensor = t;
+    wt->src[i].rows = rows;
+    wt->n_src = i + 1;
+    if (i == 0) snprintf(wt->source, sizeof wt->source, "%.150s", tensor);
+    if (i == sets - 1 && sets > 1) {
+      size_t len = strlen(wt->source);
+      snprintf(wt->source + len, sizeof wt->source - len, " .. %s", tensor);
+    }
+  }
+  return w;
+}
+
 int fe_rope_table(Module *m, int max_ctx, int rot_dims, double theta) {
   char name[IR_NAME];
   snprintf(name, sizeof name, "rope.r%d.t%g", rot_dims, theta);
   int w = ir_weight_find(m, name);
-  if (w >= 0) return w;
+  if (w >= 0) {
+    IR_ASSERT(m->weights[w].rows >= max_ctx);
+    return w;
+  }
   w = ir_weight_add(m, name, DT_F32, 1, max_ctx, rot_dims);
   IrWeight *wt = &m->weights[w];
   wt->gen = WGEN_ROPE;

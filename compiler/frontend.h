@@ -60,7 +60,12 @@ int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3La
  * Returns the weight index, or -1 with err set. */
 int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tensor,
               int64_t rows, int64_t cols, DType band, sc_error *err);
-/* Declare the cos|sin table of a rotary embedding. */
+/* Declare a weight of `sets` sets of [rows, cols], set i from the tensor
+ * named by printf(fmt, i) (e.g. per-step heads "lm_head.%d.weight"). */
+int fe_weight_sets(Module *m, const Checkpoint *c, const char *name, const char *fmt,
+                   int sets, int64_t rows, int64_t cols, DType band, sc_error *err);
+/* Declare the cos|sin table of a rotary embedding (max_ctx rows; a table
+ * with the same rot_dims and theta is shared and must be at least as long). */
 int fe_rope_table(Module *m, int max_ctx, int rot_dims, double theta);
 
 #endif

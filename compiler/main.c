@@ -9,10 +9,13 @@
 #include <string.h>
 
 #include "build.h"
+#include "cli.h"
 #include "sc_abi.h"
 #include "speechc.h"
 
 const sc_model_desc *sc_model_desc_of(const sc_model *m);
+int cmd_tts(int argc, char **argv);
+extern const char *const usage_tts;
 
 static const char *const usage_main =
     "usage: speechc <command> [options]\n"
@@ -24,6 +27,7 @@ static const char *const usage_main =
     "  build MODEL_DIR -o model.so   compile a checkpoint\n"
     "  inspect model.so              show family, shapes, entry points, weights\n"
     "  run model.so --ids 1,2,3      generate token ids with a plain LM\n"
+    "  tts model.so --text-ids ...   Qwen3-TTS codec frames from text token ids\n"
     "  help COMMAND                  options of one command\n"
     "\n"
     "exit codes: 0 ok, 1 usage error, 2 bad input file, 3 runtime failure\n";
@@ -70,55 +74,6 @@ static const char *const usage_run =
     "  --repetition-penalty R HF-style penalty over earlier tokens (default 1.0)\n"
     "  --seed S               sampler seed (default 0); same seed, same output\n"
     "  --eos ID               stop after this token\n";
-
-static int usage_error(const char *usage, const char *fmt, const char *arg) {
-  fprintf(stderr, "speechc: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n\n%s", usage);
-  return SC_EUSAGE;
-}
-
-static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = s ? strtol(s, &end, 10) : 0;
-  if (!s || !*s || *end || errno || v < lo || v > hi) {
-    fprintf(stderr, "speechc: %s expects an integer in [%ld, %ld], got '%s'\n", flag, lo, hi, s ? s : "");
-    return SC_EUSAGE;
-  }
-  *out = v;
-  return SC_OK;
-}
-
-static int parse_float(const char *flag, const char *s, double lo, double hi, double *out) {
-  char *end;
-  errno = 0;
-  double v = s ? strtod(s, &end) : 0;
-  if (!s || !*s || *end || errno || !(v >= lo && v <= hi)) {
-    fprintf(stderr, "speechc: %s expects a number in [%g, %g], got '%s'\n", flag, lo, hi, s ? s : "");
-    return SC_EUSAGE;
-  }
-  *out = v;
-  return SC_OK;
-}
-
-/* "--flag value" or "--flag=value" */
-static const char *flag_value(int argc, char **argv, int *i, const char *flag) {
-  size_t n = strlen(flag);
-  if (!strncmp(argv[*i], flag, n) && argv[*i][n] == '=') return argv[*i] + n + 1;
-  if (!strcmp(argv[*i], flag)) return *i + 1 < argc ? argv[++*i] : NULL;
-  return NULL;
-}
-
-static int is_flag(const char *arg, const char *flag) {
-  size_t n = strlen(flag);
-  return !strcmp(arg, flag) || (!strncmp(arg, flag, n) && arg[n] == '=');
-}
-
-static int report(int rc, const sc_error *err) {
-  if (rc) fprintf(stderr, "speechc: error: %s\n", err->msg);
-  return rc;
-}
 
 static int cmd_build(int argc, char **argv) {
   BuildOpts o = build_defaults();
@@ -228,39 +183,6 @@ static int cmd_inspect(int argc, char **argv) {
   return 0;
 }
 
-static int parse_ids(const char *s, int32_t **out, int *n) {
-  int cap = 16, k = 0;
-  int32_t *ids = malloc((size_t)cap * sizeof *ids);
-  if (!ids) return SC_ERUNTIME;
-  const char *p = s;
-  while (*p) {
-    char *end;
-    errno = 0;
-    long v = strtol(p, &end, 10);
-    if (end == p || errno || v < INT32_MIN || v > INT32_MAX || (*end && *end != ',') ||
-        (*end == ',' && !end[1])) {
-      fprintf(stderr, "speechc: --ids expects comma-separated integers, got '%s'\n", s);
-      free(ids);
-      return SC_EUSAGE;
-    }
-    if (k == cap) {
-      int32_t *g = realloc(ids, (size_t)(cap *= 2) * sizeof *ids);
-      if (!g) { free(ids); return SC_ERUNTIME; }
-      ids = g;
-    }
-    ids[k++] = (int32_t)v;
-    p = *end ? end + 1 : end;
-  }
-  if (!k) {
-    fprintf(stderr, "speechc: --ids is empty\n");
-    free(ids);
-    return SC_EUSAGE;
-  }
-  *out = ids;
-  *n = k;
-  return SC_OK;
-}
-
 static int cmd_run(int argc, char **argv) {
   const char *path = NULL, *ids_text = NULL;
   long n_new = 16, eos = -1, v;
@@ -305,7 +227,7 @@ static int cmd_run(int argc, char **argv) {
   if (!ids_text) return usage_error(usage_run, "%s", "missing --ids");
   int32_t *ids = NULL, *out = NULL;
   int n_ids = 0, n_out = 0;
-  int rc = parse_ids(ids_text, &ids, &n_ids);
+  int rc = parse_ids("--ids", ids_text, &ids, &n_ids);
   if (rc) return rc;
   sc_error err = {0};
   sc_model *m = NULL;
@@ -337,12 +259,13 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "help")) {
     const char *what = argc > 2 ? argv[2] : "";
     fputs(!strcmp(what, "build") ? usage_build : !strcmp(what, "inspect") ? usage_inspect
-          : !strcmp(what, "run") ? usage_run : usage_main, stdout);
+          : !strcmp(what, "run") ? usage_run : !strcmp(what, "tts") ? usage_tts : usage_main, stdout);
     return 0;
   }
   if (!strcmp(cmd, "build")) return cmd_build(argc - 2, argv + 2);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
   if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(cmd, "tts")) return cmd_tts(argc - 2, argv + 2);
   fprintf(stderr, "speechc: unknown command '%s'\n\n%s", cmd, usage_main);
   return SC_EUSAGE;
 }

@@ -372,7 +372,8 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
     default:
       break;
     }
-    if (n->op != OP_WEIGHT && n->op != OP_STATE && n->op != OP_INPUT_IDS && n->dtype != DT_F32)
+    int ids_view = (n->op == OP_ROW || n->op == OP_SLICE) && a && a->dtype == DT_I32 && n->dtype == DT_I32;
+    if (n->op != OP_WEIGHT && n->op != OP_STATE && n->op != OP_INPUT_IDS && !ids_view && n->dtype != DT_F32)
       VFAIL("activations are f32, found %s", ir_dtype_name(n->dtype));
   }
   return SC_OK;

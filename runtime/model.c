@@ -21,28 +21,10 @@
 
 #include "checksum.h"
 #include "kernels.h"
+#include "model_internal.h"
 #include "sc_abi.h"
 #include "speechc.h"
 
-struct sc_model {
-  void *dl;
-  const sc_model_desc *d;
-  char *path, *wpath;
-  const unsigned char *wmap;
-  size_t wsize;
-  const unsigned char *W;       /* data section */
-  const sc_entry *prefill, *decode;
-  size_t scratch_max;
-};
-
-struct sc_session {
-  sc_model *m;
-  unsigned char *state, *scratch;
-  float *logits;
-  int pos;
-  sc_kernel_ctx kctx;
-  sc_kernels K;
-};
 
 /* __builtin_cpu_supports takes literals only, hence the table. */
 static int cpu_has(const char *f) {
@@ -69,7 +51,8 @@ static int check_features(const char *path, const char *list, sc_error *err) {
   return SC_OK;
 }
 
-static const sc_entry *find_entry(const sc_model_desc *d, const char *name) {
+const sc_entry *rt_entry(const sc_model *m, const char *name) {
+  const sc_model_desc *d = m->d;
   for (int i = 0; i < d->n_entries; i++)
     if (!strcmp(d->entries[i].name, name)) return &d->entries[i];
   return NULL;
@@ -164,8 +147,8 @@ int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc
   }
   if ((rc = check_features(path, m->d->cpu_features, err))) goto fail;
   if ((rc = open_weights(m, opts ? opts->verify_weights : 1, err))) goto fail;
-  m->prefill = find_entry(m->d, "prefill");
-  m->decode = find_entry(m->d, "decode");
+  m->prefill = rt_entry(m, "prefill");
+  m->decode = rt_entry(m, "decode");
   for (int i = 0; i < m->d->n_entries; i++)
     if (m->d->entries[i].scratch_bytes > m->scratch_max) m->scratch_max = m->d->entries[i].scratch_bytes;
   *out = m;
@@ -248,8 +231,7 @@ const float *sc_logits(const sc_session *s, int *n_vocab) {
   return s->logits;
 }
 
-/* Run one entry point call; maps kernel/generated-code errors to sc_error. */
-static int call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+int rt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
   sc_kernel_ctx_clear(&s->kctx);
   int rc = e->fn(&s->K, s->m->W, s->state, s->scratch, io);
   if (rc || s->kctx.failed)
@@ -276,7 +258,7 @@ int sc_prefill(sc_session *s, const int32_t *ids, int n, sc_error *err) {
   for (int done = 0; done < n;) {
     int chunk = n - done < e->max_tokens ? n - done : e->max_tokens;
     sc_io io = {.ids = ids + done, .n = chunk, .pos = s->pos, .out = s->logits};
-    if (call(s, e, &io, err)) return err->code;
+    if (rt_call(s, e, &io, err)) return err->code;
     s->pos += chunk;
     done += chunk;
   }
@@ -287,7 +269,7 @@ int sc_decode(sc_session *s, int32_t id, sc_error *err) {
   if (!s->m->decode) return sc_fail(err, SC_EUSAGE, "this model has no decode entry point");
   if (check_tokens(s, &id, 1, err)) return err->code;
   sc_io io = {.ids = &id, .n = 1, .pos = s->pos, .out = s->logits};
-  if (call(s, s->m->decode, &io, err)) return err->code;
+  if (rt_call(s, s->m->decode, &io, err)) return err->code;
   s->pos++;
   return SC_OK;
 }

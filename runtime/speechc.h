@@ -101,6 +101,38 @@ int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
                 const sc_sample_params *p, int32_t eos, int32_t *out,
                 int *n_out, sc_token_cb on_token, void *user, sc_error *err);
 
+/* ---- Qwen3-TTS: codec frames from text token ids ------------------------
+ * The official qwen-tts generation loop (Qwen3TTSForConditionalGeneration.
+ * generate): prompt layout, streaming or non-streaming text, the talker's
+ * first code per frame, the code predictor's other G-1 codes, stop at the
+ * codec EOS.  Output is a [frames x G] matrix of codec ids (G = 16 for the
+ * published models, sc_tts_codebooks).  Text tokenization and audio decoding
+ * are not part of speechc yet: callers pass token ids and get codes. */
+typedef struct sc_tts_params {
+  /* ids of "<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n" */
+  const int32_t *text_ids;
+  int n_text;
+  /* ids of "<|im_start|>user\n{instruct}<|im_end|>\n", or NULL */
+  const int32_t *instruct_ids;
+  int n_instruct;
+  const char *speaker;      /* a name in config spk_id, or NULL */
+  const char *language;     /* a name in config codec_language_id, or NULL / "auto" */
+  int non_streaming;        /* all text in the prompt (the official custom-voice path) */
+  int max_frames;           /* stop after this many frames (default 2048) */
+  int min_frames;           /* EOS is suppressed for the first codes (default 2) */
+  sc_sample_params talker;  /* default: top-k 50, top-p 1, temperature 0.9, penalty 1.05 */
+  sc_sample_params predictor; /* default: top-k 50, top-p 1, temperature 0.9 */
+} sc_tts_params;
+sc_tts_params sc_tts_defaults(void);
+/* Codebooks per frame (G), or 0 when the model is not a TTS model. */
+int sc_tts_codebooks(const sc_model *m);
+/* Called after each frame with its G codes; return non-zero to stop. */
+typedef int (*sc_frame_cb)(void *user, const int32_t *codes, int n_codebooks, int frame);
+/* Generate into codes[max_frames * G]; *n_frames receives the count.  The
+ * session is reset first. */
+int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
+                    sc_frame_cb on_frame, void *user, sc_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,196 @@
+/*
+ * cmd_tts.c — `speechc tts`: Qwen3-TTS codec frames from text token ids.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "speechc.h"
+
+const char *const usage_tts =
+    "usage: speechc tts model.so --text-ids FILE|LIST -o codes.json|codes.bin|- [options]\n"
+    "\n"
+    "Runs the Qwen3-TTS talker and code predictor as the official qwen-tts package does\n"
+    "and writes the [frames x 16] matrix of codec ids.  Text tokenization and audio\n"
+    "decoding are not part of speechc yet: pass token ids, get codec codes.\n"
+    "\n"
+    "  --text-ids FILE|LIST    ids of '<|im_start|>assistant\\n{text}<|im_end|>\\n<|im_start|>\n"
+    "                          assistant\\n' (comma/space-separated list, or a file of them)\n"
+    "  --instruct-ids FILE|LIST  ids of '<|im_start|>user\\n{instruct}<|im_end|>\\n'\n"
+    "  --speaker NAME          a speaker of the model's config (custom-voice models)\n"
+    "  --language NAME|auto    a language of the model's config (default auto)\n"
+    "  --non-streaming         all text in the prompt (the official custom-voice and\n"
+    "                          voice-design path); default: streaming text, one per frame\n"
+    "  --max-frames N          stop after N frames (default 2048; 12.5 frames = 1 s)\n"
+    "  --greedy                argmax for both talker and predictor\n"
+    "  --temperature T --top-k K --top-p P --repetition-penalty R\n"
+    "                          talker sampling (defaults 0.9, 50, 1.0, 1.05)\n"
+    "  --sub-temperature T --sub-top-k K --sub-top-p P\n"
+    "                          code predictor sampling (defaults 0.9, 50, 1.0)\n"
+    "  --seed S                sampler seed (default 0): same seed, same frames\n"
+    "  -o PATH                 .json: {\"frames\": N, \"codebooks\": 16, \"codes\": [[...], ...]};\n"
+    "                          .bin: little-endian int32, row-major [frames, codebooks];\n"
+    "                          -: JSON on stdout\n"
+    "  -q                      no per-frame progress on stderr\n";
+
+/* A list, or the name of a file holding one (commas, spaces or newlines). */
+static int read_ids(const char *flag, const char *arg, int32_t **ids, int *n) {
+  struct stat st;
+  if (strchr(arg, ',') || stat(arg, &st) != 0) return parse_ids(flag, arg, ids, n);
+  FILE *f = fopen(arg, "rb");
+  if (!f) {
+    fprintf(stderr, "speechc: %s %s: cannot open: %s\n", flag, arg, strerror(errno));
+    return SC_EINPUT;
+  }
+  char *text = malloc((size_t)st.st_size + 1);
+  size_t len = text ? fread(text, 1, (size_t)st.st_size, f) : 0;
+  fclose(f);
+  if (!text) return SC_ERUNTIME;
+  text[len] = 0;
+  /* normalise separators to commas */
+  char *w = text;
+  int sep = 0;
+  for (char *r = text; *r; r++) {
+    if (*r == ',' || *r == ' ' || *r == '\n' || *r == '\t' || *r == '\r' || *r == '[' || *r == ']') {
+      sep = w != text;
+    } else {
+      if (sep) *w++ = ',';
+      sep = 0;
+      *w++ = *r;
+    }
+  }
+  *w = 0;
+  int rc = parse_ids(flag, text, ids, n);
+  free(text);
+  return rc;
+}
+
+typedef struct Progress { int quiet; } Progress;
+
+static int on_frame(void *user, const int32_t *codes, int g, int frame) {
+  Progress *p = user;
+  if (!p->quiet) fprintf(stderr, "\rspeechc: frame %d (c0 %d)", frame + 1, codes[0]);
+  (void)g;
+  return 0;
+}
+
+static int write_codes(const char *path, const int32_t *codes, int frames, int g) {
+  int bin = strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".bin");
+  FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
+  if (!f) {
+    fprintf(stderr, "speechc: error: %s: cannot write: %s\n", path, strerror(errno));
+    return SC_EINPUT;
+  }
+  if (bin) {
+    fwrite(codes, sizeof *codes, (size_t)frames * g, f);
+  } else {
+    fprintf(f, "{\"frames\": %d, \"codebooks\": %d, \"codes\": [", frames, g);
+    for (int t = 0; t < frames; t++) {
+      fprintf(f, "%s\n  [", t ? "," : "");
+      for (int k = 0; k < g; k++) fprintf(f, "%s%d", k ? ", " : "", codes[(size_t)t * g + k]);
+      fputc(']', f);
+    }
+    fprintf(f, "\n]}\n");
+  }
+  int bad = ferror(f);
+  if (f != stdout && fclose(f)) bad = 1;
+  if (bad) {
+    fprintf(stderr, "speechc: error: %s: write failed\n", path);
+    return SC_EINPUT;
+  }
+  return SC_OK;
+}
+
+int cmd_tts(int argc, char **argv) {
+  const char *path = NULL, *text = NULL, *instruct = NULL, *out = NULL;
+  sc_tts_params p = sc_tts_defaults();
+  Progress prog = {0};
+  long v;
+  double f;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_tts, stdout); return 0; }
+#define FLOAT(flag, lo, hi, dst)                                                         \
+  else if (is_flag(a, flag)) {                                                           \
+    if (parse_float(flag, flag_value(argc, argv, &i, flag), lo, hi, &f)) return SC_EUSAGE; \
+    dst = (float)f;                                                                      \
+  }
+#define INT(flag, lo, hi, dst)                                                           \
+  else if (is_flag(a, flag)) {                                                           \
+    if (parse_int(flag, flag_value(argc, argv, &i, flag), lo, hi, &v)) return SC_EUSAGE; \
+    dst = (int)v;                                                                        \
+  }
+    if (is_flag(a, "--text-ids")) {
+      if (!(text = flag_value(argc, argv, &i, "--text-ids"))) return usage_error(usage_tts, "%s needs ids", a);
+    } else if (is_flag(a, "--instruct-ids")) {
+      if (!(instruct = flag_value(argc, argv, &i, "--instruct-ids"))) return usage_error(usage_tts, "%s needs ids", a);
+    } else if (is_flag(a, "--speaker")) {
+      if (!(p.speaker = flag_value(argc, argv, &i, "--speaker"))) return usage_error(usage_tts, "%s needs a name", a);
+    } else if (is_flag(a, "--language")) {
+      if (!(p.language = flag_value(argc, argv, &i, "--language"))) return usage_error(usage_tts, "%s needs a name", a);
+    } else if (!strcmp(a, "--non-streaming")) {
+      p.non_streaming = 1;
+    } else if (!strcmp(a, "--greedy")) {
+      p.talker.greedy = p.predictor.greedy = 1;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      prog.quiet = 1;
+    } else if (!strcmp(a, "-o")) {
+      if (!(out = i + 1 < argc ? argv[++i] : NULL)) return usage_error(usage_tts, "%s needs a path", a);
+    }
+    INT("--max-frames", 1, 1 << 20, p.max_frames)
+    FLOAT("--temperature", 0, 100, p.talker.temperature)
+    INT("--top-k", 0, INT_MAX, p.talker.top_k)
+    FLOAT("--top-p", 1e-9, 1, p.talker.top_p)
+    FLOAT("--repetition-penalty", 1e-6, 1e6, p.talker.repetition_penalty)
+    FLOAT("--sub-temperature", 0, 100, p.predictor.temperature)
+    INT("--sub-top-k", 0, INT_MAX, p.predictor.top_k)
+    FLOAT("--sub-top-p", 1e-9, 1, p.predictor.top_p)
+    else if (is_flag(a, "--seed")) {
+      if (parse_int("--seed", flag_value(argc, argv, &i, "--seed"), 0, LONG_MAX, &v)) return SC_EUSAGE;
+      p.talker.seed = p.predictor.seed = (uint64_t)v;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error(usage_tts, "unknown option '%s'", a);
+    } else if (!path) {
+      path = a;
+    } else {
+      return usage_error(usage_tts, "unexpected argument '%s'", a);
+    }
+#undef FLOAT
+#undef INT
+  }
+  if (!path) return usage_error(usage_tts, "%s", "missing model.so");
+  if (!text) return usage_error(usage_tts, "%s", "missing --text-ids");
+  if (!out) return usage_error(usage_tts, "%s", "missing -o codes.json|codes.bin|-");
+  int32_t *text_ids = NULL, *instruct_ids = NULL, *codes = NULL;
+  int rc = read_ids("--text-ids", text, &text_ids, &p.n_text);
+  if (!rc && instruct) rc = read_ids("--instruct-ids", instruct, &instruct_ids, &p.n_instruct);
+  if (rc) {
+    free(text_ids);
+    return rc;
+  }
+  p.text_ids = text_ids;
+  p.instruct_ids = instruct_ids;
+  sc_error err = {0};
+  sc_model *m = NULL;
+  sc_session *s = NULL;
+  int frames = 0, g = 0;
+  rc = sc_model_open(path, NULL, &m, &err);
+  if (!rc && !(g = sc_tts_codebooks(m)))
+    rc = sc_fail(&err, SC_EUSAGE, "%s is not a Qwen3-TTS model (hint: speechc run drives plain LMs)", path);
+  if (!rc) rc = sc_session_open(m, &s, &err);
+  if (!rc && !(codes = malloc((size_t)p.max_frames * g * sizeof *codes)))
+    rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
+  if (!rc) rc = sc_tts_generate(s, &p, codes, &frames, on_frame, &prog, &err);
+  if (!prog.quiet && frames) fputc('\n', stderr);
+  if (!rc) rc = write_codes(out, codes, frames, g);
+  free(codes);
+  free(text_ids);
+  free(instruct_ids);
+  sc_session_close(s);
+  sc_model_close(m);
+  return report(rc, &err);
+}

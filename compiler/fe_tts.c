@@ -1,0 +1,191 @@
+/*
+ * fe_tts.c — Qwen3-TTS (`qwen3_tts`): the talker and the code predictor.
+ * Source: QwenLM/Qwen3-TTS qwen_tts/core/models/modeling_qwen3_tts.py.
+ *
+ * Both transformers are Qwen3 blocks (fe_qwen3.c).  The talker reads input
+ * embeddings built by the runtime's driver (runtime/tts.c) from:
+ *   text_embed   P(x) = fc2(silu(fc1(text_embedding[x])))      (biased MLP)
+ *   codec_embed  E(c) = talker codec_embedding[c]
+ *   codec_sum    E(c0) + sum_{i=1..G-1} predictor.codec_embedding[i-1][c_i]
+ * and returns codec_head logits plus its post-norm hidden state.  The
+ * predictor runs one frame: predictor_prefill over [h, E(c0)] (positions
+ * 0-1, head 0), then predictor_decode for steps k = 1..G-2 (embedding set
+ * k-1, head k), through small_to_mtp_projection when the two hidden sizes
+ * differ (the 1.7B layout).  Per-step tables and heads are one weight each
+ * with G-1 sets, selected by io->step: no per-step copies of code.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "sc_abi.h"
+
+typedef struct TtsW {
+  Qwen3Dims td, pd;                /* talker, predictor blocks */
+  int64_t vocab, text_vocab, text_hidden, pvocab;
+  int groups;                      /* codebooks per frame (G) */
+  int text_emb, fc1, fc1_b, fc2, fc2_b, codec_emb, codec_head, talker_norm;
+  int pred_emb, pred_head, pred_norm, proj, proj_b;
+  int talker_rope, pred_rope;
+  Qwen3Layer *tl, *pl;
+} TtsW;
+
+static int talker_stack(Module *m, Graph *g, const TtsW *w, int x) {
+  int rope = ir_weight(m, g, w->talker_rope);
+  for (int L = 0; L < w->td.layers; L++) x = fe_qwen3_layer(m, g, x, &w->td, &w->tl[L], rope, "talker.", L);
+  int last = ir_row(g, x, -1, "talker.last");
+  int h = ir_rmsnorm(g, last, ir_weight(m, g, w->talker_norm), (int)w->td.hidden, NORM_PLAIN,
+                     (float)w->td.eps, "talker.norm");
+  ir_output(g, h, OUT_HIDDEN);
+  int logits = ir_linear(g, h, ir_weight(m, g, w->codec_head), -1, "codec_head");
+  ir_output(g, logits, OUT_LOGITS);
+  return logits;
+}
+
+/* x: [T, talker hidden] -> logits of head `io->step` for the last row */
+static void predictor_stack(Module *m, Graph *g, const TtsW *w, int x) {
+  if (w->proj >= 0)
+    x = ir_linear(g, x, ir_weight(m, g, w->proj), ir_weight(m, g, w->proj_b), "pred.proj");
+  int rope = ir_weight(m, g, w->pred_rope);
+  for (int L = 0; L < w->pd.layers; L++) x = fe_qwen3_layer(m, g, x, &w->pd, &w->pl[L], rope, "pred.", L);
+  int last = ir_row(g, x, -1, "pred.last");
+  int h = ir_rmsnorm(g, last, ir_weight(m, g, w->pred_norm), (int)w->pd.hidden, NORM_PLAIN,
+                     (float)w->pd.eps, "pred.norm");
+  int logits = ir_linear(g, h, ir_weight_set(m, g, w->pred_head, SET_STEP, 0), -1, "pred.head");
+  ir_output(g, logits, OUT_LOGITS);
+}
+
+static int read_config(const Checkpoint *c, TtsW *w, const cJSON **talker, sc_error *err) {
+  const char *top = c->config_path;
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(c->config, "talker_config");
+  if (!cJSON_IsObject(t))
+    return sc_fail(err, SC_EINPUT, "%s: key 'talker_config' is missing or not an object", top);
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(t, "code_predictor_config");
+  if (!cJSON_IsObject(p))
+    return sc_fail(err, SC_EINPUT, "%s: key 'talker_config.code_predictor_config' is missing or not an object", top);
+  const char *tw = "config.json: talker_config", *pw = "config.json: talker_config.code_predictor_config";
+  int64_t groups = 0, pgroups = 0;
+  if (fe_qwen3_dims(t, tw, &w->td, err) || fe_qwen3_dims(p, pw, &w->pd, err) ||
+      cfg_int_req(t, tw, "vocab_size", &w->vocab, err) ||
+      cfg_int_req(t, tw, "text_vocab_size", &w->text_vocab, err) ||
+      cfg_int_req(t, tw, "text_hidden_size", &w->text_hidden, err) ||
+      cfg_int_req(t, tw, "num_code_groups", &groups, err) ||
+      cfg_int_req(p, pw, "vocab_size", &w->pvocab, err) ||
+      cfg_int_opt(p, pw, "num_code_groups", groups, &pgroups, err))
+    return err->code;
+  if (groups < 2 || groups > 17)
+    return sc_fail(err, SC_EINPUT, "%s: num_code_groups %lld is not supported (2..17)", tw, (long long)groups);
+  if (pgroups != groups)
+    return sc_fail(err, SC_EINPUT, "%s: num_code_groups %lld differs from the talker's %lld", pw,
+                   (long long)pgroups, (long long)groups);
+  if (w->vocab < 1 || w->text_vocab < 1 || w->text_hidden < 1 || w->pvocab < 1)
+    return sc_fail(err, SC_EINPUT, "%s: vocab_size, text_vocab_size, text_hidden_size must be positive", tw);
+  w->groups = (int)groups;
+  *talker = t;
+  return SC_OK;
+}
+
+int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
+  TtsW w;
+  memset(&w, 0, sizeof w);
+  const cJSON *tcfg = NULL;
+  if (read_config(c, &w, &tcfg, err)) return err->code;
+  int64_t max_pos;
+  if (cfg_int_opt(tcfg, "config.json: talker_config", "max_position_embeddings", 32768, &max_pos, err))
+    return err->code;
+  const int64_t H = w.td.hidden, Hp = w.pd.hidden, TH = w.text_hidden;
+  const int G = w.groups;
+  int max_ctx = o->max_context ? o->max_context : (int)(max_pos < 2048 ? max_pos : 2048);
+  m->vocab = (int)w.vocab;
+  m->hidden = (int)H;
+  m->n_layers = (int)w.td.layers;
+  m->max_context = max_ctx;
+  w.tl = calloc((size_t)w.td.layers, sizeof *w.tl);
+  w.pl = calloc((size_t)w.pd.layers, sizeof *w.pl);
+  if (!w.tl || !w.pl) {
+    free(w.tl);
+    free(w.pl);
+    return sc_fail(err, SC_ERUNTIME, "out of memory");
+  }
+  int rc = SC_EINPUT;
+  /* The text table is read one row per token (mmapped, never converted whole
+   * at run time): it is stored in the band like every matrix. */
+#define W(var, call) if ((w.var = (call)) < 0) goto done
+  W(text_emb, fe_weight(m, c, "text_embedding", "talker.model.text_embedding.weight", w.text_vocab, TH, o->band, err));
+  W(fc1, fe_weight(m, c, "text_fc1", "talker.text_projection.linear_fc1.weight", TH, TH, o->band, err));
+  W(fc1_b, fe_weight(m, c, "text_fc1_bias", "talker.text_projection.linear_fc1.bias", 0, TH, DT_F32, err));
+  W(fc2, fe_weight(m, c, "text_fc2", "talker.text_projection.linear_fc2.weight", H, TH, o->band, err));
+  W(fc2_b, fe_weight(m, c, "text_fc2_bias", "talker.text_projection.linear_fc2.bias", 0, H, DT_F32, err));
+  W(codec_emb, fe_weight(m, c, "codec_embedding", "talker.model.codec_embedding.weight", w.vocab, H, o->band, err));
+  W(codec_head, fe_weight(m, c, "codec_head", "talker.codec_head.weight", w.vocab, H, o->band, err));
+  W(talker_norm, fe_weight(m, c, "talker.norm", "talker.model.norm.weight", 0, H, DT_F32, err));
+  for (int L = 0; L < w.td.layers; L++)
+    if (fe_qwen3_layer_weights(m, c, &w.td, "talker.model.layers.", "talker.", L, max_ctx, o->band, &w.tl[L], err))
+      goto done;
+  W(pred_emb, fe_weight_sets(m, c, "pred.codec_embedding", "talker.code_predictor.model.codec_embedding.%d.weight",
+                             G - 1, w.pvocab, H, o->band, err));
+  W(pred_head, fe_weight_sets(m, c, "pred.lm_head", "talker.code_predictor.lm_head.%d.weight", G - 1,
+                              w.pvocab, Hp, o->band, err));
+  W(pred_norm, fe_weight(m, c, "pred.norm", "talker.code_predictor.model.norm.weight", 0, Hp, DT_F32, err));
+  for (int L = 0; L < w.pd.layers; L++)
+    if (fe_qwen3_layer_weights(m, c, &w.pd, "talker.code_predictor.model.layers.", "pred.", L, G + 1,
+                               o->band, &w.pl[L], err))
+      goto done;
+  w.proj = w.proj_b = -1;
+  if (Hp != H) {
+    const char *pt = "talker.code_predictor.small_to_mtp_projection.weight";
+    if (!ckpt_find(c, pt)) {
+      rc = sc_fail(err, SC_EINPUT, "%s: tensor '%s' is missing: the predictor hidden size (%lld) "
+                   "differs from the talker's (%lld), so the 1.7B layout's projection is required",
+                   c->dir, pt, (long long)Hp, (long long)H);
+      goto done;
+    }
+    W(proj, fe_weight(m, c, "pred.proj", pt, Hp, H, o->band, err));
+    W(proj_b, fe_weight(m, c, "pred.proj_bias", "talker.code_predictor.small_to_mtp_projection.bias", 0, Hp,
+                        DT_F32, err));
+  }
+#undef W
+  /* talker first: a shared table must be created at its longest */
+  w.talker_rope = fe_rope_table(m, max_ctx, (int)w.td.head_dim, w.td.theta);
+  w.pred_rope = fe_rope_table(m, G + 1, (int)w.pd.head_dim, w.pd.theta);
+
+  int chunk = o->prefill_chunk < max_ctx ? o->prefill_chunk : max_ctx;
+  Graph *g = ir_graph_new(m, "text_embed", SC_IN_IDS, chunk);
+  int x = ir_embed(g, ir_weight(m, g, w.text_emb), ir_input_ids(g), "text_embed");
+  x = ir_linear(g, x, ir_weight(m, g, w.fc1), ir_weight(m, g, w.fc1_b), "text_fc1");
+  x = ir_unary(g, OP_SILU, x, "text_fc1_silu");
+  x = ir_linear(g, x, ir_weight(m, g, w.fc2), ir_weight(m, g, w.fc2_b), "text_proj");
+  ir_output(g, x, OUT_LOGITS);
+
+  g = ir_graph_new(m, "codec_embed", SC_IN_IDS, chunk);
+  ir_output(g, ir_embed(g, ir_weight(m, g, w.codec_emb), ir_input_ids(g), "codec_embed"), OUT_LOGITS);
+
+  g = ir_graph_exact(m, "codec_sum", SC_IN_IDS, G);
+  int ids = ir_input_ids(g);
+  x = ir_embed(g, ir_weight(m, g, w.codec_emb), ir_row(g, ids, 0, "c0"), "codec_sum.0");
+  for (int i = 1; i < G; i++) {
+    char nm[IR_NAME];
+    snprintf(nm, sizeof nm, "c%d", i);
+    int e = ir_embed(g, ir_weight_set(m, g, w.pred_emb, SET_FIXED, i - 1), ir_row(g, ids, i, nm), NULL);
+    snprintf(nm, sizeof nm, "codec_sum.%d", i);
+    x = ir_binary(g, OP_ADD, x, e, nm);
+  }
+  ir_output(g, x, OUT_LOGITS);
+
+  g = ir_graph_new(m, "talker_prefill", SC_IN_EMBEDS, chunk);
+  talker_stack(m, g, &w, ir_input_embeds(g, H));
+  g = ir_graph_exact(m, "talker_decode", SC_IN_EMBEDS, 1);
+  talker_stack(m, g, &w, ir_input_embeds(g, H));
+
+  g = ir_graph_exact(m, "predictor_prefill", SC_IN_EMBEDS, 2);
+  predictor_stack(m, g, &w, ir_input_embeds(g, H));
+  g = ir_graph_exact(m, "predictor_decode", SC_IN_IDS, 1);
+  x = ir_embed(g, ir_weight_set(m, g, w.pred_emb, SET_STEP, -1), ir_input_ids(g), "pred.embed");
+  predictor_stack(m, g, &w, x);
+  rc = SC_OK;
+done:
+  free(w.tl);
+  free(w.pl);
+  return rc;
+}

@@ -1,0 +1,372 @@
+/*
+ * tts.c — the Qwen3-TTS driver: the official generation loop of qwen-tts
+ * 0.1.1 (Qwen3TTSForConditionalGeneration.generate and the talker's
+ * forward), in plain C over the entry points fe_tts.c compiles:
+ *
+ *   prompt   [P(instruct)] ++ P(role) ++ codec prefix rows ++ first text row
+ *   frame t  c0 ~ talker logits (repetition penalty over earlier c0s,
+ *            ids [V-1024, V) suppressed except EOS, EOS also suppressed for
+ *            the first min_frames codes); stop at EOS;
+ *            c1..c_{G-1} from the predictor: prefill [h, E(c0)] then one
+ *            step per code, its KV cache restarting at position 0;
+ *            next talker input = codec_sum(c) + trailing text row t (or
+ *            P(tts_pad) once the text is used up).
+ * P(x) = text_projection(text_embedding(x)), E = the talker's codec table.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "model_internal.h"
+#include "tts_internal.h"
+
+sc_tts_params sc_tts_defaults(void) {
+  sc_tts_params p;
+  memset(&p, 0, sizeof p);
+  p.max_frames = 2048;
+  p.min_frames = 2;
+  p.talker = sc_sample_defaults();
+  p.talker.temperature = 0.9f;
+  p.talker.top_k = 50;
+  p.talker.top_p = 1.0f;
+  p.talker.repetition_penalty = 1.05f;
+  p.predictor = sc_sample_defaults();
+  p.predictor.temperature = 0.9f;
+  p.predictor.top_k = 50;
+  p.predictor.top_p = 1.0f;
+  return p;
+}
+
+static int get_int(const cJSON *obj, const char *where, const char *key, int *out, sc_error *err) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!cJSON_IsNumber(v))
+    return sc_fail(err, SC_EINPUT, "model config: %s.%s is missing or not a number", where, key);
+  *out = v->valueint;
+  return SC_OK;
+}
+
+/* spk_id values may be an int or a one-element list */
+static int id_value(const cJSON *v, int *out) {
+  if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1) v = cJSON_GetArrayItem(v, 0);
+  if (!cJSON_IsNumber(v)) return 0;
+  *out = v->valueint;
+  return 1;
+}
+
+static void list_keys(const cJSON *obj, char *out, size_t size) {
+  size_t len = 0;
+  out[0] = 0;
+  const cJSON *it;
+  cJSON_ArrayForEach(it, obj) {
+    int n = snprintf(out + len, size - len, "%s%s", len ? ", " : "", it->string);
+    if (n < 0 || (size_t)n >= size - len) break;
+    len += (size_t)n;
+  }
+}
+
+/* lower-case copy for the official `.lower()` lookups */
+static void lower(const char *in, char *out, size_t size) {
+  size_t k = 0;
+  for (; in && in[k] && k + 1 < size; k++) out[k] = (char)(in[k] >= 'A' && in[k] <= 'Z' ? in[k] + 32 : in[k]);
+  out[k] = 0;
+}
+
+int tts_config(const sc_model *m, TtsConfig *c, sc_error *err) {
+  memset(c, 0, sizeof *c);
+  if (strcmp(m->d->family, "qwen3_tts"))
+    return sc_fail(err, SC_EUSAGE, "%s is a %s model, not a Qwen3-TTS model", m->path, m->d->family);
+  c->json = cJSON_Parse(m->d->config_json);
+  if (!c->json) return sc_fail(err, SC_EINPUT, "%s: the embedded config is not valid JSON", m->path);
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(c->json, "talker_config");
+  const cJSON *p = cJSON_GetObjectItemCaseSensitive(t, "code_predictor_config");
+  c->talker = t;
+  if (get_int(c->json, "config", "tts_pad_token_id", &c->tts_pad, err) ||
+      get_int(c->json, "config", "tts_bos_token_id", &c->tts_bos, err) ||
+      get_int(c->json, "config", "tts_eos_token_id", &c->tts_eos, err) ||
+      get_int(t, "talker_config", "codec_pad_id", &c->codec_pad, err) ||
+      get_int(t, "talker_config", "codec_bos_id", &c->codec_bos, err) ||
+      get_int(t, "talker_config", "codec_eos_token_id", &c->codec_eos, err) ||
+      get_int(t, "talker_config", "codec_think_id", &c->think, err) ||
+      get_int(t, "talker_config", "codec_nothink_id", &c->nothink, err) ||
+      get_int(t, "talker_config", "codec_think_bos_id", &c->think_bos, err) ||
+      get_int(t, "talker_config", "codec_think_eos_id", &c->think_eos, err) ||
+      get_int(t, "talker_config", "vocab_size", &c->vocab, err) ||
+      get_int(t, "talker_config", "text_vocab_size", &c->text_vocab, err) ||
+      get_int(t, "talker_config", "num_code_groups", &c->groups, err) ||
+      get_int(t, "talker_config", "hidden_size", &c->hidden, err) ||
+      get_int(p, "code_predictor_config", "vocab_size", &c->pvocab, err)) {
+    tts_config_free(c);
+    return err->code;
+  }
+  const char *need[] = {"text_embed", "codec_embed", "codec_sum", "talker_prefill", "talker_decode",
+                        "predictor_prefill", "predictor_decode"};
+  const sc_entry **slot[] = {&c->text_embed, &c->codec_embed, &c->codec_sum, &c->talker_prefill,
+                             &c->talker_decode, &c->pred_prefill, &c->pred_decode};
+  for (int i = 0; i < 7; i++)
+    if (!(*slot[i] = rt_entry(m, need[i]))) {
+      tts_config_free(c);
+      return sc_fail(err, SC_EINPUT, "%s: entry point '%s' is missing (hint: rebuild)", m->path, need[i]);
+    }
+  return SC_OK;
+}
+
+void tts_config_free(TtsConfig *c) {
+  cJSON_Delete(c->json);
+  c->json = NULL;
+}
+
+int sc_tts_codebooks(const sc_model *m) {
+  TtsConfig c;
+  sc_error err;
+  if (tts_config(m, &c, &err)) return 0;
+  tts_config_free(&c);
+  return c.groups;
+}
+
+/* Rows of an embedding entry (text_embed or codec_embed) for n ids, in
+ * chunks of its max_tokens. */
+static int embed_rows(sc_session *s, const sc_entry *e, const int32_t *ids, int n, float *out,
+                      sc_error *err) {
+  for (int done = 0; done < n;) {
+    int k = n - done < e->max_tokens ? n - done : e->max_tokens;
+    sc_io io = {.ids = ids + done, .n = k, .out = out + (size_t)done * e->out_cols};
+    if (rt_call(s, e, &io, err)) return err->code;
+    done += k;
+  }
+  return SC_OK;
+}
+
+static void add_rows(float *y, const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static int check_ids(const int32_t *ids, int n, int vocab, const char *what, sc_error *err) {
+  for (int i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= vocab)
+      return sc_fail(err, SC_EUSAGE, "%s: token %d (index %d) is outside the text vocabulary [0, %d)",
+                     what, ids[i], i, vocab);
+  return SC_OK;
+}
+
+int tts_build_prompt(sc_session *s, const TtsConfig *c, const sc_tts_params *p, TtsPrompt *out,
+                     sc_error *err) {
+  memset(out, 0, sizeof *out);
+  const int H = c->hidden;
+  if (p->n_text < 9)
+    return sc_fail(err, SC_EUSAGE, "text ids: %d tokens; expected the ids of '<|im_start|>assistant\\n"
+                   "{text}<|im_end|>\\n<|im_start|>assistant\\n' (3 + at least 1 + 5)", p->n_text);
+  if (check_ids(p->text_ids, p->n_text, c->text_vocab, "text ids", err)) return err->code;
+  if (p->instruct_ids && check_ids(p->instruct_ids, p->n_instruct, c->text_vocab, "instruct ids", err))
+    return err->code;
+
+  /* language and speaker, as the official generate resolves them */
+  char lang[64], spk[64];
+  lower(p->language && *p->language ? p->language : "auto", lang, sizeof lang);
+  lower(p->speaker ? p->speaker : "", spk, sizeof spk);
+  const cJSON *langs = cJSON_GetObjectItemCaseSensitive(c->talker, "codec_language_id");
+  int lang_id = -1, spk_code = -1;
+  char names[512];
+  if (strcmp(lang, "auto")) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(langs, lang);
+    if (!cJSON_IsNumber(v)) {
+      list_keys(langs, names, sizeof names);
+      return sc_fail(err, SC_EUSAGE, "--language %s: unknown; this model knows: auto, %s", p->language, names);
+    }
+    lang_id = v->valueint;
+  }
+  if (spk[0]) {
+    const cJSON *spks = cJSON_GetObjectItemCaseSensitive(c->talker, "spk_id");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(spks, spk);
+    if (!v || !id_value(v, &spk_code)) {
+      list_keys(spks, names, sizeof names);
+      return sc_fail(err, SC_EUSAGE, "--speaker %s: unknown; this model knows: %s", p->speaker,
+                     names[0] ? names : "(no speakers: it is not a custom-voice model)");
+    }
+    if (spk_code < 0 || spk_code >= c->vocab)
+      return sc_fail(err, SC_EINPUT, "model config: spk_id[%s] = %d is outside the codec vocabulary", spk, spk_code);
+    const cJSON *dia = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(c->talker, "spk_is_dialect"), spk);
+    if ((!strcmp(lang, "chinese") || !strcmp(lang, "auto")) && cJSON_IsString(dia)) {
+      const cJSON *v2 = cJSON_GetObjectItemCaseSensitive(langs, dia->valuestring);
+      if (!cJSON_IsNumber(v2))
+        return sc_fail(err, SC_EINPUT, "model config: dialect '%s' of speaker %s has no codec_language_id",
+                       dia->valuestring, spk);
+      lang_id = v2->valueint;
+    }
+  }
+
+  int32_t codec[8];
+  int nc = 0;
+  if (lang_id < 0) {
+    codec[nc++] = c->nothink, codec[nc++] = c->think_bos, codec[nc++] = c->think_eos;
+  } else {
+    codec[nc++] = c->think, codec[nc++] = c->think_bos, codec[nc++] = lang_id, codec[nc++] = c->think_eos;
+  }
+  if (spk_code >= 0) codec[nc++] = spk_code;
+  codec[nc++] = c->codec_pad;
+  codec[nc++] = c->codec_bos;
+
+  const int32_t *text = p->text_ids + 3;
+  const int n_txt = p->n_text - 8;  /* ids[3:-5] */
+  int rows = (p->instruct_ids ? p->n_instruct : 0) + 3 + (nc - 1) +
+             (p->non_streaming ? n_txt + 2 : 1);
+  int trail = p->non_streaming ? 1 : n_txt;  /* text[1:] ++ eos */
+  out->prompt = calloc((size_t)rows * H, sizeof(float));
+  out->trailing = calloc((size_t)trail * H, sizeof(float));
+  out->pad = calloc((size_t)3 * H, sizeof(float));
+  float *tmp = calloc((size_t)(nc + 1) * H, sizeof(float));
+  if (!out->prompt || !out->trailing || !out->pad || !tmp) {
+    free(tmp);
+    tts_prompt_free(out);
+    return sc_fail(err, SC_ERUNTIME, "out of memory");
+  }
+  float *bos_e = out->pad + H, *eos_e = out->pad + 2 * H; /* P(tts_bos), P(tts_eos); pad first */
+  int32_t specials[3] = {c->tts_pad, c->tts_bos, c->tts_eos};
+  int rc = embed_rows(s, c->text_embed, specials, 3, out->pad, err);
+  int r = 0;
+  if (!rc && p->instruct_ids) {
+    rc = embed_rows(s, c->text_embed, p->instruct_ids, p->n_instruct, out->prompt, err);
+    r += p->n_instruct;
+  }
+  if (!rc) rc = embed_rows(s, c->text_embed, p->text_ids, 3, out->prompt + (size_t)r * H, err);
+  r += 3;
+  if (!rc) rc = embed_rows(s, c->codec_embed, codec, nc, tmp, err);
+  if (!rc) {
+    /* codec prefix: E(C[i]) + P(pad) ..., then E(codec_pad) + P(bos) */
+    for (int i = 0; i < nc - 1; i++, r++) {
+      float *row = out->prompt + (size_t)r * H;
+      memcpy(row, i < nc - 2 ? out->pad : bos_e, (size_t)H * sizeof(float));
+      add_rows(row, tmp + (size_t)i * H, (size_t)H);
+    }
+    const float *e_bos = tmp + (size_t)(nc - 1) * H, *e_pad = tmp + (size_t)(nc - 2) * H;
+    if (!p->non_streaming) {
+      float *row = out->prompt + (size_t)r * H;
+      rc = embed_rows(s, c->text_embed, text, 1, row, err);
+      add_rows(row, e_bos, (size_t)H);
+      r++;
+      if (!rc && n_txt > 1) rc = embed_rows(s, c->text_embed, text + 1, n_txt - 1, out->trailing, err);
+      memcpy(out->trailing + (size_t)(n_txt - 1) * H, eos_e, (size_t)H * sizeof(float));
+    } else {
+      rc = embed_rows(s, c->text_embed, text, n_txt, out->prompt + (size_t)r * H, err);
+      memcpy(out->prompt + (size_t)(r + n_txt) * H, eos_e, (size_t)H * sizeof(float));
+      for (int i = 0; i <= n_txt; i++) add_rows(out->prompt + (size_t)(r + i) * H, e_pad, (size_t)H);
+      r += n_txt + 1;
+      float *row = out->prompt + (size_t)r * H;
+      memcpy(row, out->pad, (size_t)H * sizeof(float));
+      add_rows(row, e_bos, (size_t)H);
+      r++;
+      memcpy(out->trailing, out->pad, (size_t)H * sizeof(float));
+    }
+  }
+  free(tmp);
+  if (rc) {
+    tts_prompt_free(out);
+    return rc;
+  }
+  out->rows = r;
+  out->trail = trail;
+  return SC_OK;
+}
+
+void tts_prompt_free(TtsPrompt *p) {
+  free(p->prompt);
+  free(p->trailing);
+  free(p->pad);
+  memset(p, 0, sizeof *p);
+}
+
+int tts_talker(sc_session *s, const TtsConfig *c, const float *embeds, int n, float *logits,
+               float *hidden, sc_error *err) {
+  const sc_entry *e = n == 1 ? c->talker_decode : c->talker_prefill;
+  for (int done = 0; done < n;) {
+    int k = n - done < e->max_tokens ? n - done : e->max_tokens;
+    if (s->pos + k > s->m->d->max_context)
+      return sc_fail(err, SC_ERUNTIME, "context full: talker position %d + %d exceeds max_context %d "
+                     "(hint: rebuild with a larger --max-context, or lower --max-frames)",
+                     s->pos, k, s->m->d->max_context);
+    sc_io io = {.embeds = embeds + (size_t)done * c->hidden, .n = k, .pos = s->pos, .out = logits,
+                .hidden_out = hidden};
+    if (rt_call(s, e, &io, err)) return err->code;
+    s->pos += k;
+    done += k;
+  }
+  return SC_OK;
+}
+
+int tts_predictor_step(sc_session *s, const TtsConfig *c, int step, const float *hc0, int32_t code,
+                       float *logits, sc_error *err) {
+  if (step == 0) {
+    sc_io io = {.embeds = hc0, .n = 2, .pos = 0, .step = 0, .out = logits};
+    return rt_call(s, c->pred_prefill, &io, err);
+  }
+  sc_io io = {.ids = &code, .n = 1, .pos = step + 1, .step = step, .out = logits};
+  return rt_call(s, c->pred_decode, &io, err);
+}
+
+int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
+                    sc_frame_cb on_frame, void *user, sc_error *err) {
+  *n_frames = 0;
+  if (p->max_frames < 1) return sc_fail(err, SC_EUSAGE, "--max-frames must be >= 1, got %d", p->max_frames);
+  if (p->min_frames < 0) return sc_fail(err, SC_EUSAGE, "min_frames must be >= 0, got %d", p->min_frames);
+  TtsConfig c;
+  if (tts_config(s->m, &c, err)) return err->code;
+  const int H = c.hidden, G = c.groups, V = c.vocab;
+  sc_sampler *ts = NULL, *ps = NULL;
+  TtsPrompt pr = {0};
+  float *logits = malloc((size_t)V * sizeof(float)), *plogits = malloc((size_t)c.pvocab * sizeof(float));
+  float *hc0 = malloc((size_t)2 * H * sizeof(float)), *x = malloc((size_t)H * sizeof(float));
+  int32_t *hist = malloc((size_t)(p->max_frames + 1) * sizeof(int32_t));
+  int32_t *suppress = malloc((size_t)1025 * sizeof(int32_t));
+  int rc = SC_OK;
+  if (!logits || !plogits || !hc0 || !x || !hist || !suppress) {
+    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+    goto done;
+  }
+  if ((rc = sc_sampler_new(&p->talker, &ts, err))) goto done;
+  sc_sample_params pp = p->predictor;
+  pp.seed ^= 0x9e3779b97f4a7c15ull; /* its own stream, still fixed by the seed */
+  if ((rc = sc_sampler_new(&pp, &ps, err))) goto done;
+  /* ids [V-1024, V) except EOS; EOS itself while t < min_frames (last slot) */
+  int n_sup = 0;
+  for (int id = V - 1024 > 0 ? V - 1024 : 0; id < V; id++)
+    if (id != c.codec_eos) suppress[n_sup++] = id;
+  suppress[n_sup] = c.codec_eos;
+
+  sc_session_reset(s);
+  if ((rc = tts_build_prompt(s, &c, p, &pr, err))) goto done;
+  if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, hc0, err))) goto done;
+  for (int t = 0; t < p->max_frames; t++) {
+    int32_t *f = codes + (size_t)t * G;
+    if ((rc = sc_sample(ts, logits, V, hist, t, suppress, n_sup + (t < p->min_frames), &f[0], err))) goto done;
+    if (f[0] == c.codec_eos) break;
+    hist[t] = f[0];
+    /* the predictor: [h, E(c0)], then one code per step */
+    if ((rc = embed_rows(s, c.codec_embed, &f[0], 1, hc0 + H, err))) goto done;
+    for (int k = 0; k < G - 1; k++) {
+      if ((rc = tts_predictor_step(s, &c, k, hc0, f[k], plogits, err))) goto done;
+      if ((rc = sc_sample(ps, plogits, c.pvocab, NULL, 0, NULL, 0, &f[k + 1], err))) goto done;
+    }
+    *n_frames = t + 1;
+    if (on_frame && on_frame(user, f, G, t)) break;
+    if (t + 1 == p->max_frames) break;
+    /* next talker input: the frame's codes summed, plus text row t */
+    sc_io io = {.ids = f, .n = G, .out = x};
+    if ((rc = rt_call(s, c.codec_sum, &io, err))) goto done;
+    add_rows(x, t < pr.trail ? pr.trailing + (size_t)t * H : pr.pad, (size_t)H);
+    if ((rc = tts_talker(s, &c, x, 1, logits, hc0, err))) goto done;
+  }
+done:
+  sc_sampler_free(ts);
+  sc_sampler_free(ps);
+  tts_prompt_free(&pr);
+  tts_config_free(&c);
+  free(logits);
+  free(plogits);
+  free(hc0);
+  free(x);
+  free(hist);
+  free(suppress);
+  return rc;
+}

@@ -1,0 +1,43 @@
+/*
+ * tts_internal.h — pieces of the Qwen3-TTS driver (tts.c) that the parity
+ * tests call one at a time.  Not part of the public API.
+ */
+#ifndef SC_TTS_INTERNAL_H
+#define SC_TTS_INTERNAL_H
+
+#include <cjson/cJSON.h>
+
+#include "model_internal.h"
+
+typedef struct TtsConfig {
+  cJSON *json;              /* the model's config.json */
+  const cJSON *talker;      /* its talker_config */
+  int tts_pad, tts_bos, tts_eos;
+  int codec_pad, codec_bos, codec_eos, think, nothink, think_bos, think_eos;
+  int vocab, text_vocab, groups, hidden, pvocab;
+  const sc_entry *text_embed, *codec_embed, *codec_sum, *talker_prefill, *talker_decode,
+      *pred_prefill, *pred_decode;
+} TtsConfig;
+
+typedef struct TtsPrompt {
+  float *prompt;            /* [rows, H] talker prefill input */
+  int rows;
+  float *trailing;          /* [trail, H] added to decode inputs 0..trail-1 */
+  int trail;
+  float *pad;               /* [3, H] P(tts_pad), P(tts_bos), P(tts_eos) */
+} TtsPrompt;
+
+int tts_config(const sc_model *m, TtsConfig *c, sc_error *err);
+void tts_config_free(TtsConfig *c);
+int tts_build_prompt(sc_session *s, const TtsConfig *c, const sc_tts_params *p, TtsPrompt *out,
+                     sc_error *err);
+void tts_prompt_free(TtsPrompt *p);
+/* Talker over n input rows at the session position: logits and post-norm
+ * hidden of the last row. */
+int tts_talker(sc_session *s, const TtsConfig *c, const float *embeds, int n, float *logits,
+               float *hidden, sc_error *err);
+/* Predictor step k: k = 0 prefills hc0 = [h, E(c0)]; k >= 1 feeds code c_k. */
+int tts_predictor_step(sc_session *s, const TtsConfig *c, int step, const float *hc0, int32_t code,
+                       float *logits, sc_error *err);
+
+#endif
