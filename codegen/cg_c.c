@@ -13,64 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cg.h"
-#include "sc_abi.h"
-
-typedef struct Cg {
-  const Module *m;
-  const Graph *g;
-  StrBuf *o;
-  char (*var)[IR_NAME + 8];
-  sc_error *err;
-} Cg;
-
-#define OUT(...) sb_printf(cg->o, __VA_ARGS__)
-
-static void c_ident(const char *in, char *out, size_t size) {
-  size_t k = 0;
-  for (; *in && k + 1 < size; in++) out[k++] = isalnum((unsigned char)*in) ? *in : '_';
-  out[k] = 0;
-}
-
-static int wtype_of(DType d) {
-  switch (d) {
-  case DT_BF16: return SC_W_BF16;
-  case DT_F16: return SC_W_F16;
-  case DT_Q8_0: return SC_W_Q8_0;
-  case DT_Q4_0: return SC_W_Q4_0;
-  default: return SC_W_F32;
-  }
-}
-
-static const char *wtype_name(DType d) {
-  static const char *const n[] = {"SC_W_F32", "SC_W_BF16", "SC_W_F16", "SC_W_Q8_0", "SC_W_Q4_0"};
-  return n[wtype_of(d)];
-}
-
-static const IrNode *node(const Cg *cg, int i) { return &cg->g->nodes[i]; }
-
-/* The C expression of a value as a float pointer (or W_/S_ macro). */
-static const char *ref(const Cg *cg, int i) {
-  const IrNode *n = node(cg, i);
-  if (n->op == OP_KV_STORE) return ref(cg, n->src[0]);
-  return cg->var[i];
-}
-
-static long long ld(const Cg *cg, int i) {
-  const IrNode *n = node(cg, i);
-  if (n->op == OP_KV_STORE || n->op == OP_STATE) return (long long)n->cols;
-  return (long long)n->ld;
-}
-
-/* Row count of a value as C text: "T" or a literal. */
-static const char *rows(const IrNode *n) {
-  static _Thread_local char ring[4][24];
-  static _Thread_local int k;
-  if (n->rows == IR_T) return "T";
-  k = (k + 1) % 4;
-  snprintf(ring[k], sizeof ring[k], "%lld", (long long)n->rows);
-  return ring[k];
-}
+#include "cg_internal.h"
 
 /* y = x * rsqrt(mean(x^2) + eps) * w' over groups of p.group, row by row;
  * x_row / y_row are C expressions of row pointers for token t. */
@@ -150,9 +93,6 @@ static void emit_map(Cg *cg, const IrNode *n, int i, const char *expr) {
   OUT("      %s[t * %lld + c] = %s;\n", cg->var[i], (long long)n->ld, expr);
   OUT("    }\n");
 }
-
-/* C type of a view's elements: token ids or activations. */
-static const char *vtype(const IrNode *n) { return n->dtype == DT_I32 ? "const int" : "float"; }
 
 static int emit_node(Cg *cg, int i) {
   const IrNode *n = node(cg, i);
@@ -332,34 +272,9 @@ static int emit_node(Cg *cg, int i) {
   }
 }
 
-static void comment_node(Cg *cg, int i) {
-  const IrNode *n = node(cg, i);
-  if (ir_op_flags[n->op] & F_LEAF) return;
-  OUT("\n  /* %s = %s(", n->name, ir_op_names[n->op]);
-  for (int s = 0; s < n->nsrc; s++) OUT("%s%s", s ? ", " : "", node(cg, n->src[s])->name);
-  OUT(") */\n");
-}
-
 static int emit_graph(Cg *cg, const Graph *g) {
-  cg->g = g;
-  cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var);
-  if (!cg->var) return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
-  /* variable names: the model's names, made unique */
-  for (int i = 0; i < g->n_nodes; i++) {
-    const IrNode *n = &g->nodes[i];
-    char id[IR_NAME];
-    c_ident(n->name, id, sizeof id);
-    if (n->op == OP_WEIGHT) snprintf(cg->var[i], sizeof cg->var[i], "W_%s", id);
-    else if (n->op == OP_STATE) snprintf(cg->var[i], sizeof cg->var[i], "S_%s", id);
-    else if (n->op == OP_INPUT_IDS) snprintf(cg->var[i], sizeof cg->var[i], "io->ids");
-    else snprintf(cg->var[i], sizeof cg->var[i], "%s", id);
-    for (int j = 0; j < i; j++)
-      if (!strcmp(cg->var[j], cg->var[i])) {
-        size_t len = strlen(cg->var[i]);
-        snprintf(cg->var[i] + len, sizeof cg->var[i] - len, "_%d", i);
-        break;
-      }
-  }
+  if (!(cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var))) return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
+  cg_name_values(cg, g);
   int max_ctx = cg->m->max_context;
   OUT("\n/* %s: T %s %d tokens per call; scratch %lld bytes */\n", g->name,
       g->exact ? "=" : "<=", g->max_tokens, (long long)g->scratch_bytes);
@@ -403,72 +318,14 @@ int cg_emit_c(const Module *m, const CgInfo *info, StrBuf *o, sc_error *err) {
   OUT("\n */\n#include \"sc_abi.h\"\n\n");
   OUT("static float bf16_to_f32(unsigned short b) {\n"
       "  union { unsigned u; float f; } c;\n  c.u = (unsigned)b << 16;\n  return c.f;\n}\n\n");
-  OUT("/* Weights: byte offsets in the weight file's data section. */\n");
-  for (int w = 0; w < m->n_weights; w++) {
-    const IrWeight *wt = &m->weights[w];
-    if (!wt->used) continue;
-    char id[IR_NAME];
-    c_ident(wt->name, id, sizeof id);
-    OUT("#define W_%s (W + %lldLL) /* %s [", id, (long long)wt->offset, ir_dtype_name(wt->band));
-    if (wt->sets > 1) OUT("%lld, ", (long long)wt->sets);
-    OUT("%lld, %lld] %s */\n", (long long)wt->rows, (long long)wt->cols, wt->source);
-  }
-  OUT("\n/* Session state: byte offsets in the state block. */\n");
-  for (int s = 0; s < m->n_states; s++) {
-    char id[IR_NAME];
-    c_ident(m->states[s].name, id, sizeof id);
-    OUT("#define S_%s ((float *)(S + %lldLL)) /* f32 [%lld, %lld] */\n", id,
-        (long long)m->states[s].offset, (long long)m->states[s].rows, (long long)m->states[s].cols);
-  }
+  cg_emit_layout(cg);
   OUT("\n/* Avoid unused-function warnings when no bf16 weight is read. */\n");
   OUT("typedef float (*sc_bf16_fn)(unsigned short);\nstatic const sc_bf16_fn sc_bf16_keep = bf16_to_f32;\n");
   for (int gi = 0; gi < m->n_graphs; gi++) {
     int rc = emit_graph(cg, &m->graphs[gi]);
     if (rc) return rc;
   }
-  OUT("\nstatic const sc_entry entries[] = {\n");
-  for (int gi = 0; gi < m->n_graphs; gi++) {
-    const Graph *g = &m->graphs[gi];
-    OUT("  {\"%s\", entry_%s, %s, %d, %d, %d, %d, %lldULL},\n", g->name, g->name,
-        g->input == SC_IN_IDS ? "SC_IN_IDS" : "SC_IN_EMBEDS", g->max_tokens, g->out_cols,
-        g->out_all_rows, g->hidden_cols, (long long)g->scratch_bytes);
-  }
-  OUT("};\n\nstatic const sc_tensor_info tensors[] = {\n");
-  int n_tensors = 0;
-  for (int w = 0; w < m->n_weights; w++) {
-    const IrWeight *wt = &m->weights[w];
-    if (!wt->used) continue;
-    OUT("  {\"%s\", \"", wt->name);
-    sb_cstring(o, wt->source);
-    OUT("\", %s, %lld, %lld, %lld, %lldULL, %lldULL},\n", wtype_name(wt->band),
-        (long long)wt->sets, (long long)wt->rows, (long long)wt->cols, (long long)wt->offset,
-        (long long)wt->bytes);
-    n_tensors++;
-  }
-  OUT("};\n\nstatic const char config_json[] =\n");
-  const char *cj = m->config_json ? m->config_json : "{}";
-  size_t len = strlen(cj);
-  for (size_t k = 0; k < len; k += 72) {
-    char chunk[80];
-    snprintf(chunk, sizeof chunk, "%.*s", (int)(len - k < 72 ? len - k : 72), cj + k);
-    OUT("  \"");
-    sb_cstring(o, chunk);
-    OUT("\"\n");
-  }
-  if (!len) OUT("  \"\"\n");
-  OUT("  ;\n\nstatic const sc_model_desc desc = {\n");
-  OUT("  SC_DESC_MAGIC, SC_ABI_VERSION,\n");
-  OUT("  \"%s\", \"%s\", config_json, 0x%016llxULL,\n", m->family, m->model_type,
-      (unsigned long long)m->config_hash);
-  OUT("  \"%s\", \"cpu\", \"%s\",\n", SPEECHC_VERSION, info->cpu_features);
-  OUT("  %d, %d, %d, %d, /* vocab, hidden, layers, max_context */\n", m->vocab, m->hidden,
-      m->n_layers, m->max_context);
-  OUT("  \"%s\", %lluULL, 0x%016llxULL, 0x%016llxULL,\n", info->weight_file,
-      (unsigned long long)info->weight_bytes, (unsigned long long)info->weight_checksum,
-      (unsigned long long)info->build_id);
-  OUT("  %lldULL, /* state bytes */\n", (long long)m->state_bytes);
-  OUT("  %d, entries, %d, tensors,\n};\n\n", m->n_graphs, n_tensors);
-  OUT("const sc_model_desc *speechc_model(void) {\n  (void)sc_bf16_keep;\n  return &desc;\n}\n");
+  cg_emit_descriptor(cg, info, "cpu");
   if (o->failed) return sc_fail(err, SC_ERUNTIME, "out of memory while generating code");
   return SC_OK;
 }

@@ -1,0 +1,35 @@
+/*
+ * cg_internal.h — the codegen state and the pieces shared by all targets
+ * (cg_walk.c).  Not used outside codegen/.
+ */
+#ifndef SC_CG_INTERNAL_H
+#define SC_CG_INTERNAL_H
+
+#include "cg.h"
+#include "sc_abi.h"
+
+typedef struct Cg {
+  const Module *m;
+  const Graph *g;           /* the graph being printed */
+  StrBuf *o;
+  char (*var)[IR_NAME + 8]; /* C identifier of each node of g */
+  sc_error *err;
+} Cg;
+
+#define OUT(...) sb_printf(cg->o, __VA_ARGS__)
+
+void c_ident(const char *in, char *out, size_t size);
+int wtype_of(DType d);
+const char *wtype_name(DType d);      /* "SC_W_F32", ... */
+const IrNode *node(const Cg *cg, int i);
+const char *ref(const Cg *cg, int i); /* a value as a C expression */
+long long ld(const Cg *cg, int i);    /* its row stride in elements */
+const char *rows(const IrNode *n);    /* "T" or a literal */
+const char *vtype(const IrNode *n);   /* element type of a view */
+void comment_node(Cg *cg, int i);
+/* Set cg->g and fill cg->var (allocated by the caller, n_nodes entries). */
+void cg_name_values(Cg *cg, const Graph *g);
+void cg_emit_layout(Cg *cg);
+void cg_emit_descriptor(Cg *cg, const CgInfo *info, const char *target);
+
+#endif
