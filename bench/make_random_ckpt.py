@@ -2,7 +2,7 @@
 """Write a random checkpoint with the exact shapes of a published model,
 for benchmarks (speed only: the weights are noise).  Needs numpy only.
 
-    python3 bench/make_random_ckpt.py qwen3-0.6b OUT_DIR [--dtype bf16|f32]
+    python3 bench/make_random_ckpt.py qwen3-0.6b|qwen3-tts-0.6b OUT_DIR [--dtype bf16|f32]
 """
 import argparse, json, os, struct
 import numpy as np
@@ -14,7 +14,67 @@ SHAPES = {
                        rms_norm_eps=1e-6, rope_theta=1000000.0, max_position_embeddings=40960),
 }
 
+TTS_06B = dict(
+    model_type="qwen3_tts", tts_model_type="custom_voice", tts_model_size="0b6",
+    tts_pad_token_id=151671, tts_bos_token_id=151672, tts_eos_token_id=151673,
+    im_start_token_id=151644, im_end_token_id=151645, assistant_token_id=77091,
+    talker_config=dict(
+        hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=128, vocab_size=3072, text_vocab_size=151936,
+        text_hidden_size=2048, num_code_groups=16, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        max_position_embeddings=32768, hidden_act="silu",
+        codec_pad_id=2148, codec_bos_id=2149, codec_eos_token_id=2150, codec_think_id=2154,
+        codec_nothink_id=2155, codec_think_bos_id=2156, codec_think_eos_id=2157,
+        codec_language_id={"english": 2050, "chinese": 2055},
+        spk_id={"random_speaker": 3000}, spk_is_dialect={"random_speaker": False},
+        code_predictor_config=dict(
+            hidden_size=1024, intermediate_size=3072, num_hidden_layers=5, num_attention_heads=16,
+            num_key_value_heads=8, head_dim=128, vocab_size=2048, num_code_groups=16,
+            rms_norm_eps=1e-6, rope_theta=1000000.0, hidden_act="silu")))
+SHAPES["qwen3-tts-0.6b"] = TTS_06B
+
+def qwen3_layers(prefix, c):
+    H, I, hd = c["hidden_size"], c["intermediate_size"], c["head_dim"]
+    q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    for L in range(c["num_hidden_layers"]):
+        p = f"{prefix}{L}."
+        yield p + "input_layernorm.weight", (H,)
+        yield p + "post_attention_layernorm.weight", (H,)
+        yield p + "self_attn.q_proj.weight", (q, H)
+        yield p + "self_attn.k_proj.weight", (kv, H)
+        yield p + "self_attn.v_proj.weight", (kv, H)
+        yield p + "self_attn.o_proj.weight", (H, q)
+        yield p + "self_attn.q_norm.weight", (hd,)
+        yield p + "self_attn.k_norm.weight", (hd,)
+        yield p + "mlp.gate_proj.weight", (I, H)
+        yield p + "mlp.up_proj.weight", (I, H)
+        yield p + "mlp.down_proj.weight", (H, I)
+
+def tts_tensors(c):
+    t, p = c["talker_config"], c["talker_config"]["code_predictor_config"]
+    H, TH, Hp = t["hidden_size"], t["text_hidden_size"], p["hidden_size"]
+    yield "talker.model.text_embedding.weight", (t["text_vocab_size"], TH)
+    yield "talker.text_projection.linear_fc1.weight", (TH, TH)
+    yield "talker.text_projection.linear_fc1.bias", (TH,)
+    yield "talker.text_projection.linear_fc2.weight", (H, TH)
+    yield "talker.text_projection.linear_fc2.bias", (H,)
+    yield "talker.model.codec_embedding.weight", (t["vocab_size"], H)
+    yield "talker.codec_head.weight", (t["vocab_size"], H)
+    yield from qwen3_layers("talker.model.layers.", t)
+    yield "talker.model.norm.weight", (H,)
+    yield from qwen3_layers("talker.code_predictor.model.layers.", p)
+    yield "talker.code_predictor.model.norm.weight", (Hp,)
+    for i in range(t["num_code_groups"] - 1):
+        yield f"talker.code_predictor.model.codec_embedding.{i}.weight", (p["vocab_size"], H)
+        yield f"talker.code_predictor.lm_head.{i}.weight", (p["vocab_size"], Hp)
+    if Hp != H:
+        yield "talker.code_predictor.small_to_mtp_projection.weight", (Hp, H)
+        yield "talker.code_predictor.small_to_mtp_projection.bias", (Hp,)
+
 def tensors(c):
+    if c["model_type"] == "qwen3_tts":
+        yield from tts_tensors(c)
+        return
     H, I, hd = c["hidden_size"], c["intermediate_size"], c["head_dim"]
     q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
     yield "model.embed_tokens.weight", (c["vocab_size"], H)
@@ -57,7 +117,7 @@ def main():
         f.write(struct.pack("<Q", len(h)) + h)
         for name, shape in specs:
             x = rng.standard_normal(shape, dtype=np.float32) * (0.02 if len(shape) == 2 else 0.1)
-            if len(shape) == 1:
+            if len(shape) == 1 and not name.endswith(".bias"):
                 x += 1.0
             if a.dtype == "bf16":
                 f.write((x.view(np.uint32) >> 16).astype(np.uint16).tobytes())

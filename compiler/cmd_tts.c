@@ -184,8 +184,17 @@ int cmd_tts(int argc, char **argv) {
   if (!rc) rc = sc_session_open(m, &s, &err);
   if (!rc && !(codes = malloc((size_t)p.max_frames * g * sizeof *codes)))
     rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
+  sc_tts_stats st;
+  p.stats = &st;
   if (!rc) rc = sc_tts_generate(s, &p, codes, &frames, on_frame, &prog, &err);
   if (!prog.quiet && frames) fputc('\n', stderr);
+  if (!rc && !prog.quiet && frames) {
+    double gen = st.talker_s + st.predictor_s;
+    fprintf(stderr, "speechc: prompt %d rows in %.3f s; %d frames in %.3f s: %.2f frames/s, "
+            "real-time factor %.2f (talker %.1f ms/frame, predictor %.1f ms/frame)\n",
+            st.prompt_rows, st.prompt_s, frames, gen, frames / gen, gen / (frames / 12.5),
+            1e3 * st.talker_s / frames, 1e3 * st.predictor_s / frames);
+  }
   if (!rc) rc = write_codes(out, codes, frames, g);
   free(codes);
   free(text_ids);

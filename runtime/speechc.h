@@ -40,7 +40,8 @@ typedef struct sc_session sc_session;
 
 typedef struct sc_open_opts {
   int verify_weights; /* recompute the weight checksum at open (default 1) */
-  int threads;        /* 0: one per physical core */
+  int threads;        /* kernel threads of each session, its caller included
+                       * (0: one per physical core) */
 } sc_open_opts;
 
 /* Open model.so (path) and the weight file it names.  opts may be NULL. */
@@ -122,7 +123,14 @@ typedef struct sc_tts_params {
   int min_frames;           /* EOS is suppressed for the first codes (default 2) */
   sc_sample_params talker;  /* default: top-k 50, top-p 1, temperature 0.9, penalty 1.05 */
   sc_sample_params predictor; /* default: top-k 50, top-p 1, temperature 0.9 */
+  struct sc_tts_stats *stats; /* optional: filled with timings */
 } sc_tts_params;
+typedef struct sc_tts_stats {
+  double prompt_s;          /* prompt embeddings + talker prefill */
+  double talker_s;          /* talker decode steps, codec sums, sampling c0 */
+  double predictor_s;       /* code predictor: all G-1 codes of every frame */
+  int prompt_rows, frames;
+} sc_tts_stats;
 sc_tts_params sc_tts_defaults(void);
 /* Codebooks per frame (G), or 0 when the model is not a TTS model. */
 int sc_tts_codebooks(const sc_model *m);

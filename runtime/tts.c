@@ -16,11 +16,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
 #include "model_internal.h"
 #include "tts_internal.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 sc_tts_params sc_tts_defaults(void) {
   sc_tts_params p;
@@ -335,20 +342,30 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   suppress[n_sup] = c.codec_eos;
 
   sc_session_reset(s);
+  sc_tts_stats st = {0};
+  double t0 = now(), t1;
   if ((rc = tts_build_prompt(s, &c, p, &pr, err))) goto done;
   if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, hc0, err))) goto done;
+  st.prompt_rows = pr.rows;
+  st.prompt_s = (t1 = now()) - t0;
   for (int t = 0; t < p->max_frames; t++) {
     int32_t *f = codes + (size_t)t * G;
+    t0 = now();
     if ((rc = sc_sample(ts, logits, V, hist, t, suppress, n_sup + (t < p->min_frames), &f[0], err))) goto done;
-    if (f[0] == c.codec_eos) break;
+    if (f[0] == c.codec_eos) {
+      st.talker_s += now() - t0;
+      break;
+    }
     hist[t] = f[0];
+    st.talker_s += (t1 = now()) - t0;
     /* the predictor: [h, E(c0)], then one code per step */
     if ((rc = embed_rows(s, c.codec_embed, &f[0], 1, hc0 + H, err))) goto done;
     for (int k = 0; k < G - 1; k++) {
       if ((rc = tts_predictor_step(s, &c, k, hc0, f[k], plogits, err))) goto done;
       if ((rc = sc_sample(ps, plogits, c.pvocab, NULL, 0, NULL, 0, &f[k + 1], err))) goto done;
     }
-    *n_frames = t + 1;
+    *n_frames = st.frames = t + 1;
+    st.predictor_s += (t0 = now()) - t1;
     if (on_frame && on_frame(user, f, G, t)) break;
     if (t + 1 == p->max_frames) break;
     /* next talker input: the frame's codes summed, plus text row t */
@@ -356,8 +373,10 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
     if ((rc = rt_call(s, c.codec_sum, &io, err))) goto done;
     add_rows(x, t < pr.trail ? pr.trailing + (size_t)t * H : pr.pad, (size_t)H);
     if ((rc = tts_talker(s, &c, x, 1, logits, hc0, err))) goto done;
+    st.talker_s += now() - t0;
   }
 done:
+  if (p->stats) *p->stats = st;
   sc_sampler_free(ts);
   sc_sampler_free(ps);
   tts_prompt_free(&pr);
