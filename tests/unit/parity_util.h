@@ -58,6 +58,13 @@ static inline int trace_load(const char *dir, Trace *t) {
   return 0;
 }
 
+/* SPEECHC_TEST_TARGET: the --target the parity tests build for (default
+ * cpu; "cuda" runs them on a GPU, or on the emulator of tests/emu in CI). */
+static inline const char *test_target(void) {
+  const char *t = getenv("SPEECHC_TEST_TARGET");
+  return t && *t ? t : "cpu";
+}
+
 /* max |a-b| / max |b| */
 static inline double rel_err(const float *a, const float *b, int n) {
   double num = 0, den = 0;
