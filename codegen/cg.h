@@ -21,10 +21,26 @@ typedef struct CgInfo {
   const char *band;          /* "f32", "bf16", ... for the header */
   int fused;
   const char *cpu_features;  /* "" for portable code */
+  int check_numerics;        /* entry points fail on a NaN/inf output */
 } CgInfo;
 
 /* Emit the C source of m into out.  Returns SC_OK, or SC_EINPUT when the
  * module uses an op the C target cannot lower yet (message names it). */
 int cg_emit_c(const Module *m, const CgInfo *info, StrBuf *out, sc_error *err);
+
+/* The CUDA target (cg_cuda.c), in two steps around the device compiler.
+ * 1: the device source of m into cu (model.cu) and the host C into host
+ *    (launchers and entry functions, without the device code yet).
+ * 2: once cu is compiled, append the device code, the source and the
+ *    descriptor to host.  SC_EINPUT names an op or band not lowered yet. */
+typedef struct CgDevice {
+  const char *code;          /* PTX text */
+  size_t code_bytes;
+  const char *source;        /* the .cu it came from */
+  const char *arch;          /* "compute_80", ... */
+} CgDevice;
+int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu, StrBuf *host, sc_error *err);
+int cg_emit_cuda_tail(const Module *m, const CgInfo *info, const CgDevice *dev, StrBuf *host,
+                      sc_error *err);
 
 #endif

@@ -31,7 +31,8 @@ static void emit_rmsnorm_body(Cg *cg, const IrParams *p, int64_t cols, const cha
   OUT("%sfloat *yr = %s + t * %lld%s%s;\n", ind, y, ldy, hoff, hbuf);
   OUT("%sfloat ss = 0.0f;\n", ind);
   OUT("%sfor (int c = 0; c < %d; c++) ss += xr[c] * xr[c];\n", ind, p->group);
-  OUT("%sconst float r = 1.0f / K->sqrtf(ss / %d.0f + %.9gf);\n", ind, p->group, p->eps);
+  char eps[32];
+  OUT("%sconst float r = 1.0f / K->sqrtf(ss / %d.0f + %s);\n", ind, p->group, cg_float(eps, p->eps));
   const char *wexpr = p->norm_mode == NORM_ONE_PLUS ? "(1.0f + wn[c])" : "wn[c]";
   OUT("%sconst float *wn = (const float *)%s;\n", ind, w);
   OUT("%sfor (int c = 0; c < %d; c++) yr[c] = (xr[c] * r) * %s;\n", ind, p->group, wexpr);
@@ -53,7 +54,8 @@ static void emit_rope_body(Cg *cg, const IrParams *p, const char *table, const c
     OUT("      float nb[%d];\n", HD);
     OUT("      float ss = 0.0f;\n");
     OUT("      for (int c = 0; c < %d; c++) ss += a[c] * a[c];\n", HD);
-    OUT("      const float r = 1.0f / K->sqrtf(ss / %d.0f + %.9gf);\n", HD, eps);
+    char epsf[32];
+    OUT("      const float r = 1.0f / K->sqrtf(ss / %d.0f + %s);\n", HD, cg_float(epsf, eps));
     OUT("      const float *wn = (const float *)%s;\n", norm_w);
     OUT("      for (int c = 0; c < %d; c++) nb[c] = (a[c] * r) * %s;\n", HD,
         p->norm_mode == NORM_ONE_PLUS ? "(1.0f + wn[c])" : "wn[c]");
@@ -92,6 +94,19 @@ static void emit_map(Cg *cg, const IrNode *n, int i, const char *expr) {
     OUT("      const float b = %s[t * %lld + c];\n", ref(cg, n->src[1]), ld(cg, n->src[1]));
   OUT("      %s[t * %lld + c] = %s;\n", cg->var[i], (long long)n->ld, expr);
   OUT("    }\n");
+}
+
+/* --check-numerics: after an output is written, the first NaN or inf in it
+ * (a flat index over its rows) fails the call through K->error.  A bit
+ * test, not x != x: it catches inf too and means the same under any
+ * compiler flags. */
+static void emit_check_finite(Cg *cg, const IrNode *n, const char *dst, const char *what) {
+  OUT("  for (int i = 0; i < %s * %lld; i++) { /* --check-numerics */\n", rows(n), (long long)n->cols);
+  OUT("    union { float f; unsigned u; } v;\n    v.f = %s[i];\n", dst);
+  OUT("    if ((v.u & 0x7f800000u) == 0x7f800000u) {\n");
+  OUT("      K->error(K->ctx, (v.u & 0x007fffffu) ? \"--check-numerics: NaN in the %s at index\"\n"
+      "                                      : \"--check-numerics: inf in the %s at index\", i);\n", what, what);
+  OUT("      return 1;\n    }\n  }\n");
 }
 
 static int emit_node(Cg *cg, int i) {
@@ -164,6 +179,29 @@ static int emit_node(Cg *cg, int i) {
       OUT("    const unsigned short *row = (const unsigned short *)%s + (long)id * %lld;\n",
           cg->var[n->src[0]], (long long)w->cols);
       OUT("    for (int c = 0; c < %lld; c++) y[c] = bf16_to_f32(row[c]);\n", (long long)w->cols);
+    } else if (w->band == DT_Q8_0 || w->band == DT_Q4_0) {
+      /* one row of GGML blocks: f16 scale (decoded exactly, subnormals
+       * included), then 32 int8 or 16 bytes of nibbles (low: element k,
+       * high: element k + 16) */
+      int q8 = w->band == DT_Q8_0;
+      OUT("    const unsigned char *row = %s + (long)id * %lldLL; /* %s */\n", cg->var[n->src[0]],
+          (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
+      OUT("    for (int b = 0; b < %lld; b++) {\n", (long long)(w->cols / 32));
+      OUT("      const unsigned char *blk = row + b * %d;\n", q8 ? 34 : 18);
+      OUT("      const unsigned h = blk[0] | (unsigned)blk[1] << 8, e = h >> 10 & 31, mant = h & 1023;\n");
+      OUT("      union { unsigned u; float f; } cv;\n");
+      OUT("      cv.u = e == 31 ? 0x7f800000u | mant << 13 : (e + 112) << 23 | mant << 13;\n");
+      OUT("      float d = e ? cv.f : (float)mant * 5.9604644775390625e-8f; /* 2^-24 */\n");
+      OUT("      if (h & 0x8000) d = -d;\n");
+      if (q8) {
+        OUT("      for (int j = 0; j < 32; j++) y[b * 32 + j] = d * (float)(signed char)blk[2 + j];\n");
+      } else {
+        OUT("      for (int j = 0; j < 16; j++) {\n");
+        OUT("        y[b * 32 + j] = d * (float)((blk[2 + j] & 15) - 8);\n");
+        OUT("        y[b * 32 + j + 16] = d * (float)((blk[2 + j] >> 4) - 8);\n");
+        OUT("      }\n");
+      }
+      OUT("    }\n");
     } else {
       return sc_fail(cg->err, SC_EINPUT, "C target: embedding band %s is not supported yet",
                      ir_dtype_name(w->band));
@@ -234,10 +272,11 @@ static int emit_node(Cg *cg, int i) {
   }
   case OP_ATTENTION: {
     const IrNode *c = node(cg, n->src[1]);
-    OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, %d, %d, %d, %.9gf, %d);\n",
+    char scale[32];
+    OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, %d, %d, %d, %s, %d);\n",
         ref(cg, n->src[0]), ld(cg, n->src[0]), ref(cg, n->src[1]), ref(cg, n->src[2]),
         (long long)c->cols, (long long)c->rows, v, (long long)n->ld, rows(n), p->heads,
-        p->kv_heads, p->head_dim, p->scale, p->window);
+        p->kv_heads, p->head_dim, cg_float(scale, p->scale), p->window);
     if (n->nsrc > 3) {
       OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
       OUT("    for (int c = 0; c < %lld; c++) {\n", (long long)n->cols);
@@ -264,6 +303,7 @@ static int emit_node(Cg *cg, int i) {
   case OP_OUTPUT: {
     const char *dst = p->slot == OUT_LOGITS ? "io->out" : "io->hidden_out";
     emit_copy_rows(cg, rows(n), ref(cg, n->src[0]), ld(cg, n->src[0]), dst, (long long)n->cols, n->cols);
+    if (cg->check_numerics) emit_check_finite(cg, n, dst, p->slot == OUT_LOGITS ? "logits" : "hidden output");
     return SC_OK;
   }
   default:
@@ -307,12 +347,13 @@ static int emit_graph(Cg *cg, const Graph *g) {
 }
 
 int cg_emit_c(const Module *m, const CgInfo *info, StrBuf *o, sc_error *err) {
-  Cg cgs = {.m = m, .o = o, .err = err}, *cg = &cgs;
+  Cg cgs = {.m = m, .o = o, .err = err, .check_numerics = info->check_numerics}, *cg = &cgs;
   OUT("/*\n * Generated by speechc %s for the CPU; do not edit.\n", SPEECHC_VERSION);
   OUT(" * model: %s (family %s), config hash %016llx\n", m->model_type, m->family,
       (unsigned long long)m->config_hash);
   OUT(" * weights: %s, %s; max context %d\n", info->band, info->fused ? "fused" : "unfused",
       m->max_context);
+  if (info->check_numerics) OUT(" * --check-numerics: every entry point fails on a NaN or inf output\n");
   OUT(" * entry points:");
   for (int gi = 0; gi < m->n_graphs; gi++) OUT(" %s", m->graphs[gi].name);
   OUT("\n */\n#include \"sc_abi.h\"\n\n");

@@ -14,11 +14,13 @@ typedef struct Cg {
   StrBuf *o;
   char (*var)[IR_NAME + 8]; /* C identifier of each node of g */
   sc_error *err;
+  int check_numerics;       /* CgInfo.check_numerics */
 } Cg;
 
 #define OUT(...) sb_printf(cg->o, __VA_ARGS__)
 
 void c_ident(const char *in, char *out, size_t size);
+const char *cg_float(char buf[32], float v); /* a C float literal: "1e-06f", "1.0f" */
 int wtype_of(DType d);
 const char *wtype_name(DType d);      /* "SC_W_F32", ... */
 const IrNode *node(const Cg *cg, int i);
@@ -31,5 +33,8 @@ void comment_node(Cg *cg, int i);
 void cg_name_values(Cg *cg, const Graph *g);
 void cg_emit_layout(Cg *cg);
 void cg_emit_descriptor(Cg *cg, const CgInfo *info, const char *target);
+/* The same with `extra` (the device fields of sc_model_desc, as
+ * initializer text) after the tensor table; NULL: the CPU's descriptor. */
+void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, const char *extra);
 
 #endif

@@ -11,6 +11,18 @@
 
 #include "cg_internal.h"
 
+/* "%.9g" gives the shortest-ish text that reads back as the same float, but
+ * "1" or "0" followed by 'f' is not a C literal: add ".0" when the text has
+ * neither a point nor an exponent.  Non-finite values have no literal at
+ * all; the frontends refuse them (an assert here, not generated code that
+ * fails to compile). */
+const char *cg_float(char buf[32], float v) {
+  IR_ASSERT(v - v == 0); /* finite */
+  int n = snprintf(buf, 32, "%.9g", v);
+  snprintf(buf + n, (size_t)(32 - n), "%sf", strpbrk(buf, ".e") ? "" : ".0");
+  return buf;
+}
+
 void c_ident(const char *in, char *out, size_t size) {
   size_t k = 0;
   for (; *in && k + 1 < size; in++) out[k++] = isalnum((unsigned char)*in) ? *in : '_';
@@ -113,6 +125,10 @@ void cg_emit_layout(Cg *cg) {
 /* The entry table, tensor table, config text and the exported descriptor
  * (sc_abi.h) that every target's host code ends with. */
 void cg_emit_descriptor(Cg *cg, const CgInfo *info, const char *target) {
+  cg_emit_descriptor_ext(cg, info, target, NULL);
+}
+
+void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, const char *extra) {
   const Module *m = cg->m;
   StrBuf *o = cg->o;
   OUT("\nstatic const sc_entry entries[] = {\n");
@@ -156,6 +172,9 @@ void cg_emit_descriptor(Cg *cg, const CgInfo *info, const char *target) {
       (unsigned long long)info->weight_bytes, (unsigned long long)info->weight_checksum,
       (unsigned long long)info->build_id);
   OUT("  %lldULL, /* state bytes */\n", (long long)m->state_bytes);
-  OUT("  %d, entries, %d, tensors,\n};\n\n", m->n_graphs, n_tensors);
-  OUT("const sc_model_desc *speechc_model(void) {\n  (void)sc_bf16_keep;\n  return &desc;\n}\n");
+  OUT("  %d, entries, %d, tensors,\n", m->n_graphs, n_tensors);
+  if (extra) OUT("%s", extra);
+  OUT("};\n\n");
+  OUT("const sc_model_desc *speechc_model(void) {\n%s  return &desc;\n}\n",
+      extra ? "" : "  (void)sc_bf16_keep;\n");
 }

@@ -25,6 +25,7 @@
 #include "passes.h"
 #include "sc_abi_text.h"
 #include "toolchain.h"
+#include "toolchain_cuda.h"
 
 BuildOpts build_defaults(void) {
   BuildOpts o;
@@ -74,13 +75,28 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The CUDA target: device source, NVRTC (or the kernel cache), then the
+ * host C with the PTX embedded.  *ptx: malloc'd, the caller frees it. */
+static int emit_cuda(const Module *m, const CgInfo *info, const char *arch, StrBuf *host, StrBuf *cu,
+                     char **ptx, sc_error *err) {
+  if (cg_emit_cuda(m, info, cu, host, err)) return err->code;
+  size_t ptx_bytes = 0;
+  int from_cache = 0;
+  if (tc_cuda_compile(cu->s, "model.cu", arch, ptx, &ptx_bytes, &from_cache, err)) return err->code;
+  CgDevice dev = {*ptx, ptx_bytes, cu->s, arch};
+  return cg_emit_cuda_tail(m, info, &dev, host, err);
+}
+
 int sc_build(const BuildOpts *o, sc_error *err) {
   double t0 = now();
-  if (strcmp(o->target, "cpu"))
-    return sc_fail(err, SC_EUSAGE, "--target %s: not implemented yet (accepted today: cpu; "
-                   "cuda and metal are planned)", o->target);
-  if (o->band != DT_F32 && o->band != DT_BF16)
-    return sc_fail(err, SC_EUSAGE, "--weights %s: not implemented yet (accepted today: f32, bf16)",
+  const int cuda = !strcmp(o->target, "cuda");
+  if (strcmp(o->target, "cpu") && !cuda)
+    return sc_fail(err, SC_EUSAGE, "--target %s: not implemented yet (accepted today: cpu, cuda; "
+                   "metal is planned)", o->target);
+  char arch[32] = "";
+  if (cuda && tc_cuda_arch(o->cuda_arch, arch, sizeof arch, err)) return err->code;
+  if (o->band != DT_F32 && o->band != DT_BF16 && o->band != DT_Q8_0 && o->band != DT_Q4_0)
+    return sc_fail(err, SC_EUSAGE, "--weights %s: not a weight band (accepted: f32, bf16, q8_0, q4_0)",
                    ir_dtype_name(o->band));
   Checkpoint c;
   if (ckpt_open(&c, o->model_dir, err)) return err->code;
@@ -89,8 +105,10 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   char *minified = NULL, *src_path = NULL, *so_tmp = NULL, *w_tmp = NULL, *w_path = NULL;
   char tmpdir[] = "/tmp/speechc-XXXXXX";
   int made_tmp = 0;
-  StrBuf src;
+  StrBuf src, cu;
   sb_init(&src);
+  sb_init(&cu);
+  char *ptx = NULL;
   int rc = SC_OK;
 
   const char *model_type = NULL, *family = NULL;
@@ -134,8 +152,9 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   sprintf(w_tmp, "%s.tmp", w_path);
   sprintf(so_tmp, "%s.tmp", o->out_path);
   char idtext[512];
-  snprintf(idtext, sizeof idtext, "%016llx %s %s %d %d %d", (unsigned long long)m.config_hash,
-           SPEECHC_VERSION, ir_dtype_name(o->band), m.max_context, o->fuse, o->prefill_chunk);
+  snprintf(idtext, sizeof idtext, "%016llx %s %s %d %d %d%s%s", (unsigned long long)m.config_hash,
+           SPEECHC_VERSION, ir_dtype_name(o->band), m.max_context, o->fuse, o->prefill_chunk,
+           cuda ? " cuda " : "", arch);
   uint64_t build_id = sc_fnv1a(idtext, strlen(idtext));
   uint64_t checksum = 0, data_bytes = 0;
   if ((rc = pass_pack(&m, w_tmp, &checksum, &data_bytes, build_id, o->quiet, err))) goto done;
@@ -143,8 +162,11 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   /* code */
   char features[128];
   tc_features(o->cc, features, sizeof features);
-  CgInfo info = {wname, data_bytes, checksum, build_id, ir_dtype_name(o->band), o->fuse, features};
-  if ((rc = cg_emit_c(&m, &info, &src, err))) goto done;
+  CgInfo info = {wname, data_bytes, checksum, build_id, ir_dtype_name(o->band), o->fuse, features,
+                 o->check_numerics};
+  if (cuda) rc = emit_cuda(&m, &info, arch, &src, &cu, &ptx, err);
+  else rc = cg_emit_c(&m, &info, &src, err);
+  if (rc) goto done;
   const char *dir = o->emit_dir;
   if (dir) {
     if (mkdir(dir, 0755) && errno != EEXIST) {
@@ -167,6 +189,14 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   sprintf(abi_path, "%s/sc_abi.h", dir);
   rc = write_file(abi_path, sc_abi_text, strlen((const char *)sc_abi_text), err);
   if (!rc) rc = write_file(src_path, src.s, src.len, err);
+  if (!rc && cuda && o->emit_dir) {
+    /* the device source and its PTX, for humans and for ptxas */
+    sprintf(abi_path, "%s/model.cu", dir);
+    rc = write_file(abi_path, cu.s, cu.len, err);
+    sprintf(abi_path, "%s/model.ptx", dir);
+    if (!rc) rc = write_file(abi_path, ptx, strlen(ptx), err);
+    sprintf(abi_path, "%s/sc_abi.h", dir);
+  }
   if (!rc) {
     if (!o->quiet && now() - t0 > 1.0) fprintf(stderr, "speechc: compiling with %s\n", o->cc);
     rc = tc_compile(o->cc, src_path, so_tmp, err);
@@ -195,6 +225,8 @@ done:
   free(so_tmp);
   free(src_path);
   sb_free(&src);
+  sb_free(&cu);
+  free(ptx);
   ir_module_free(&m);
   cJSON_free(minified);
   ckpt_close(&c);

@@ -153,6 +153,20 @@ static int open_files(Checkpoint *c, char **paths, int n, sc_error *err) {
   return SC_OK;
 }
 
+/* A shard is a file of the checkpoint directory (or below it): an absolute
+ * name or a ".." component would have the index read files from elsewhere
+ * (and pack them into the model). */
+static int shard_name_ok(const char *s) {
+  if (!s[0] || s[0] == '/') return 0;
+  for (const char *p = s; *p;) {
+    size_t n = strcspn(p, "/");
+    if (n == 2 && p[0] == '.' && p[1] == '.') return 0;
+    p += n;
+    while (*p == '/') p++;
+  }
+  return 1;
+}
+
 /* Sharded layout: open each distinct shard of "weight_map" once, then check
  * that every listed tensor is in the shard the index names. */
 static int open_index(Checkpoint *c, const char *index_path, sc_error *err) {
@@ -189,6 +203,12 @@ static int open_index(Checkpoint *c, const char *index_path, sc_error *err) {
     int k = 0;
     while (k < n && strcmp(shards[k], e->valuestring) != 0) k++;
     if (k < n) continue;
+    if (!shard_name_ok(e->valuestring)) {
+      rc = sc_fail(err, SC_EINPUT, "%s: shard '%s' named for tensor '%s' is not a file name inside "
+                   "the checkpoint directory (absolute, empty or with a '..' component)",
+                   index_path, e->valuestring, e->string);
+      goto done;
+    }
     shards[n] = e->valuestring;
     const char *shard_path = paths[n] = path_join(c->dir, e->valuestring);
     if (!shard_path) {

@@ -23,6 +23,9 @@ static int read_config(const Checkpoint *c, int qwen3, Qwen3Dims *d, int64_t *vo
       cfg_bool_opt(j, c->config_path, "tie_word_embeddings", 0, tied, err))
     return err->code;
   if (*vocab < 1) return sc_fail(err, SC_EINPUT, "%s: vocab_size must be positive", c->config_path);
+  if (*max_pos < 1)
+    return sc_fail(err, SC_EINPUT, "%s: max_position_embeddings must be positive, found %lld",
+                   c->config_path, (long long)*max_pos);
   const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
   if (rs && !cJSON_IsNull(rs)) {
     const char *type = NULL;

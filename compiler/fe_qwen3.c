@@ -26,6 +26,13 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
   if (d->hidden < 1 || d->layers < 1 || d->heads < 1 || d->inter < 1)
     return sc_fail(err, SC_EINPUT, "%s: hidden_size, num_hidden_layers, num_attention_heads "
                    "and intermediate_size must be positive", where);
+  /* Far above any published model: keeps products of dimensions far from
+   * overflow and every dimension exact as an int. */
+  if (d->hidden > FE_DIM_MAX || d->heads > FE_DIM_MAX || d->inter > FE_DIM_MAX || d->layers > FE_LAYERS_MAX)
+    return sc_fail(err, SC_EINPUT, "%s: hidden_size %lld, num_attention_heads %lld, intermediate_size "
+                   "%lld: each must be at most %d; num_hidden_layers %lld: at most %d", where,
+                   (long long)d->hidden, (long long)d->heads, (long long)d->inter, FE_DIM_MAX,
+                   (long long)d->layers, FE_LAYERS_MAX);
   /* head_dim may be absent or null: hidden / heads */
   const cJSON *hd = cJSON_GetObjectItemCaseSensitive(obj, "head_dim");
   if (hd && !cJSON_IsNull(hd)) {
@@ -36,11 +43,14 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
   if (d->kv_heads < 1 || d->heads % d->kv_heads)
     return sc_fail(err, SC_EINPUT, "%s: num_attention_heads (%lld) must be a multiple of "
                    "num_key_value_heads (%lld)", where, (long long)d->heads, (long long)d->kv_heads);
-  if (d->head_dim < 2 || d->head_dim % 2)
-    return sc_fail(err, SC_EINPUT, "%s: head_dim %lld must be even and positive", where,
-                   (long long)d->head_dim);
+  if (d->head_dim < 2 || d->head_dim % 2 || d->head_dim > FE_DIM_MAX)
+    return sc_fail(err, SC_EINPUT, "%s: head_dim %lld must be even, positive and at most %d", where,
+                   (long long)d->head_dim, FE_DIM_MAX);
   if (!(d->eps > 0) || !(d->theta > 0))
     return sc_fail(err, SC_EINPUT, "%s: rms_norm_eps and rope_theta must be positive", where);
+  /* the norms compute in f32: an eps that is 0 or inf there has no meaning */
+  if (!((float)d->eps > 0) || isinf((float)d->eps))
+    return sc_fail(err, SC_EINPUT, "%s: rms_norm_eps %g is outside the f32 range", where, d->eps);
   int flag = 0;
   if (cfg_bool_opt(obj, where, "attention_bias", 0, &flag, err)) return err->code;
   if (flag) return sc_fail(err, SC_EINPUT, "%s: attention_bias true is not supported yet", where);

@@ -94,6 +94,9 @@ int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
   int64_t max_pos;
   if (cfg_int_opt(tcfg, "config.json: talker_config", "max_position_embeddings", 32768, &max_pos, err))
     return err->code;
+  if (max_pos < 1)
+    return sc_fail(err, SC_EINPUT, "config.json: talker_config: max_position_embeddings must be positive, "
+                   "found %lld", (long long)max_pos);
   const int64_t H = w.td.hidden, Hp = w.pd.hidden, TH = w.text_hidden;
   const int G = w.groups;
   int max_ctx = o->max_context ? o->max_context : (int)(max_pos < 2048 ? max_pos : 2048);

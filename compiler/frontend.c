@@ -62,7 +62,9 @@ int fe_rope_table(Module *m, int max_ctx, int rot_dims, double theta) {
   snprintf(name, sizeof name, "rope.r%d.t%g", rot_dims, theta);
   int w = ir_weight_find(m, name);
   if (w >= 0) {
-    IR_ASSERT(m->weights[w].rows >= max_ctx);
+    /* shared: as long as its longest user (no graph reads it yet).  The
+     * TTS predictor's G + 1 rows can exceed a short talker context. */
+    if (m->weights[w].rows < max_ctx) m->weights[w].rows = max_ctx;
     return w;
   }
   w = ir_weight_add(m, name, DT_F32, 1, max_ctx, rot_dims);

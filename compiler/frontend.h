@@ -22,8 +22,10 @@ typedef struct BuildOpts {
   int prefill_chunk;         /* tokens per prefill call */
   int fuse;                  /* 0 with --no-fuse */
   const char *emit_dir;      /* keep generated sources here */
+  const char *cuda_arch;     /* --cuda-arch (target cuda): NULL = compute_80 */
   const char *dump_ir;       /* NULL, "" (all passes) or a pass name */
   int quiet;
+  int check_numerics;        /* --check-numerics: entry points check their outputs */
 } BuildOpts;
 
 typedef int (*FrontendFn)(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
@@ -54,6 +56,10 @@ int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d,
 int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w,
                    int rope, const char *name_prefix, int L);
 
+/* Bounds on config dimensions, far above any published model. */
+#define FE_DIM_MAX (1 << 20)
+#define FE_LAYERS_MAX (1 << 12)
+
 /* Shared helpers. */
 /* Declare weight `name` from checkpoint tensor `tensor` of shape
  * [rows, cols] (cols only when rows == 0: a 1-D vector), stored in band.
@@ -65,7 +71,8 @@ int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tens
 int fe_weight_sets(Module *m, const Checkpoint *c, const char *name, const char *fmt,
                    int sets, int64_t rows, int64_t cols, DType band, sc_error *err);
 /* Declare the cos|sin table of a rotary embedding (max_ctx rows; a table
- * with the same rot_dims and theta is shared and must be at least as long). */
+ * with the same rot_dims and theta is shared, and grows to the longest
+ * request: call this before any graph reads the table). */
 int fe_rope_table(Module *m, int max_ctx, int rot_dims, double theta);
 
 #endif

@@ -14,6 +14,7 @@
 #include "speechc.h"
 
 const sc_model_desc *sc_model_desc_of(const sc_model *m);
+int cmd_bench(int argc, char **argv); /* cmd_bench.c */
 int cmd_tts(int argc, char **argv);
 extern const char *const usage_tts;
 
@@ -27,6 +28,7 @@ static const char *const usage_main =
     "  build MODEL_DIR -o model.so   compile a checkpoint\n"
     "  inspect model.so              show family, shapes, entry points, weights\n"
     "  run model.so --ids 1,2,3      generate token ids with a plain LM\n"
+    "  bench model.so                decode tokens/s against measured read bandwidth\n"
     "  tts model.so --text-ids ...   Qwen3-TTS codec frames from text token ids\n"
     "  help COMMAND                  options of one command\n"
     "\n"
@@ -43,8 +45,12 @@ static const char *const usage_build =
     "                         compiler; portable code); gcc/clang = system compiler\n"
     "                         with -O3 -march=native (the artifact then needs this CPU's\n"
     "                         features)\n"
-    "  --target cpu           code target (cuda and metal are not implemented yet)\n"
-    "  --weights f32|bf16     weight band (default f32; q8_0 and q4_0 are planned)\n"
+    "  --target cpu|cuda      code target (default cpu; metal is not implemented yet).\n"
+    "                         cuda: kernels compiled to PTX by NVRTC at build time\n"
+    "                         (needs the CUDA toolkit here, a GPU and driver at run time)\n"
+    "  --cuda-arch ARCH       sm_80, sm_90, compute_80, ... (default compute_80: PTX for\n"
+    "                         Ampere and later, compiled by the driver at load)\n"
+    "  --weights f32|bf16|q8_0|q4_0  weight band (default f32; q8_0/q4_0: GGML blocks of 32)\n"
     "  --max-context N        KV cache length in tokens (default min(2048,\n"
     "                         max_position_embeddings))\n"
     "  --prefill-chunk N      tokens per prefill call (default 128)\n"
@@ -52,6 +58,8 @@ static const char *const usage_build =
     "  --dump-ir[=PASS]       print the IR after every pass, or after PASS only\n"
     "                         (frontend, specialize, fuse, plan)\n"
     "  --no-fuse              skip the fusion pass (same numbers, slower)\n"
+    "  --check-numerics       every entry point checks its outputs and fails (exit 3)\n"
+    "                         naming the entry and the first NaN/inf index\n"
     "  -q, --quiet            no progress lines\n";
 
 static const char *const usage_inspect =
@@ -95,6 +103,9 @@ static int cmd_build(int argc, char **argv) {
       if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda") && strcmp(val, "metal")))
         return usage_error(usage_build, "--target expects cpu, cuda or metal, got '%s'", val ? val : "");
       o.target = val;
+    } else if (is_flag(a, "--cuda-arch")) {
+      if (!(o.cuda_arch = flag_value(argc, argv, &i, "--cuda-arch")))
+        return usage_error(usage_build, "%s needs an architecture (sm_80, sm_90, compute_80, ...)", a);
     } else if (is_flag(a, "--weights")) {
       val = flag_value(argc, argv, &i, "--weights");
       if (val && !strcmp(val, "f32")) o.band = DT_F32;
@@ -120,6 +131,8 @@ static int cmd_build(int argc, char **argv) {
         return usage_error(usage_build, "--dump-ir expects frontend, specialize, fuse or plan, got '%s'", o.dump_ir);
     } else if (!strcmp(a, "--no-fuse")) {
       o.fuse = 0;
+    } else if (!strcmp(a, "--check-numerics")) {
+      o.check_numerics = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       o.quiet = 1;
     } else if (a[0] == '-') {
@@ -265,6 +278,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "build")) return cmd_build(argc - 2, argv + 2);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);
   if (!strcmp(cmd, "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(cmd, "bench")) return cmd_bench(argc - 2, argv + 2);
   if (!strcmp(cmd, "tts")) return cmd_tts(argc - 2, argv + 2);
   fprintf(stderr, "speechc: unknown command '%s'\n\n%s", cmd, usage_main);
   return SC_EUSAGE;

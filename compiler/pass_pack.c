@@ -3,8 +3,16 @@
  *
  * Every weight a graph reads is stored once, 64-byte aligned, in its band:
  * f32 as is; bf16 copied bit for bit from a bf16 checkpoint or rounded to
- * nearest-even from f32/f16.  Merged weights are their sources' rows
- * concatenated.  Computed tables (RoPE cos|sin) are written here in f32,
+ * nearest-even from f32/f16; q8_0 / q4_0 quantized row by row with GGML's
+ * reference quantizers (runtime/kernels.h) from the f32 values.  Merged
+ * weights are their sources' rows concatenated.
+ *
+ * Before the layout, each weight's band is settled: a quantized band is
+ * kept only for matrices whose every use is a GEMV operand or an embedding
+ * table and whose rows are whole 32-blocks; otherwise the weight is stored
+ * in bf16 (cols not a multiple of 32) or f32 (read directly as floats by
+ * generated code), and its WEIGHT nodes are retyped so that codegen and
+ * inspect show the band actually stored.  Computed tables (RoPE cos|sin) are written here in f32,
  * replicating the reference's float32 arithmetic: inv_freq = 1/theta^(2i/d)
  * in f32, angle = f32(pos * inv_freq), then cos/sin of that angle.
  * The file is streamed (never held whole) and hashed as it is written.
@@ -17,6 +25,7 @@
 #include <time.h>
 
 #include "checksum.h"
+#include "kernels.h"
 #include "passes.h"
 #include "sc_abi.h"
 #include "safetensors.h"
@@ -114,6 +123,57 @@ static void write_rows(Writer *w, const IrWeight *wt, float *row) {
   }
 }
 
+/* The quantized weights: f32 rows through the GGML quantizers. */
+static void write_quantized(Writer *w, const IrWeight *wt, float *row, unsigned char *q) {
+  int64_t cols = wt->cols;
+  size_t qbytes = (size_t)ir_band_row_bytes(wt->band, cols);
+  for (int s = 0; s < wt->n_src; s++) {
+    const StTensor *t = wt->src[s].tensor;
+    for (int64_t r = 0; r < wt->src[s].rows; r++) {
+      st_read_f32(t, r * cols, cols, row);
+      if (wt->band == DT_Q8_0) sc_quantize_row_q8_0(row, (int)cols, q);
+      else sc_quantize_row_q4_0(row, (int)cols, q);
+      put(w, q, qbytes);
+    }
+  }
+}
+
+static int quantized(DType d) { return d == DT_Q8_0 || d == DT_Q4_0; }
+
+/* Settle the band of every quantized weight (see the file comment). */
+static void settle_bands(Module *m) {
+  for (int gi = 0; gi < m->n_graphs; gi++) {
+    Graph *g = &m->graphs[gi];
+    for (int i = 0; i < g->n_nodes; i++) {
+      const IrNode *n = &g->nodes[i];
+      if (n->dead) continue;
+      /* which source, if any, is read as a matrix by a kernel or gather */
+      int mat = -1;
+      switch (n->op) {
+      case OP_LINEAR: case OP_LINEAR_ADD: case OP_LINEAR_SWIGLU: mat = 1; break;
+      case OP_NORM_LINEAR: mat = 2; break;
+      case OP_EMBED: mat = 0; break;
+      default: break;
+      }
+      for (int k = 0; k < n->nsrc; k++) {
+        const IrNode *src = &g->nodes[n->src[k]];
+        if (src->op != OP_WEIGHT) continue;
+        IrWeight *wt = &m->weights[src->weight];
+        if (quantized(wt->band) && k != mat) wt->band = DT_F32;
+      }
+    }
+  }
+  for (int i = 0; i < m->n_weights; i++) {
+    IrWeight *wt = &m->weights[i];
+    if (quantized(wt->band) && (wt->cols % SC_QK || wt->gen != WGEN_NONE)) wt->band = DT_BF16;
+  }
+  for (int gi = 0; gi < m->n_graphs; gi++)
+    for (int i = 0; i < m->graphs[gi].n_nodes; i++) {
+      IrNode *n = &m->graphs[gi].nodes[i];
+      if (n->op == OP_WEIGHT) n->dtype = m->weights[n->weight].band;
+    }
+}
+
 static void write_rope(Writer *w, const IrWeight *wt, float *row) {
   int half = wt->gen_rot / 2;
   float *inv = row + wt->cols;
@@ -135,6 +195,7 @@ static void write_rope(Writer *w, const IrWeight *wt, float *row) {
 int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_bytes,
               uint64_t build_id, int quiet, sc_error *err) {
   int64_t off = 0, max_cols = 0;
+  settle_bands(m);
   for (int i = 0; i < m->n_weights; i++) {
     IrWeight *wt = &m->weights[i];
     if (!wt->used) continue;
@@ -155,18 +216,21 @@ int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_by
   unsigned char header[SC_WFILE_HEADER] = {0};
   if (fwrite(header, 1, sizeof header, w.f) != sizeof header) w.failed = 1;
   float *row = malloc((size_t)(2 * max_cols + 16) * sizeof *row);
-  IR_ASSERT(row);
+  unsigned char *qrow = malloc((size_t)ir_band_row_bytes(DT_Q8_0, max_cols) + 64);
+  IR_ASSERT(row && qrow);
   int64_t pos = 0;
   for (int i = 0; i < m->n_weights; i++) {
     IrWeight *wt = &m->weights[i];
     if (!wt->used) continue;
     pad_to(&w, pos, wt->offset);
     if (wt->gen == WGEN_ROPE) write_rope(&w, wt, row);
+    else if (quantized(wt->band)) write_quantized(&w, wt, row, qrow);
     else write_rows(&w, wt, row);
     pos = wt->offset + wt->bytes;
   }
   pad_to(&w, pos, total);
   free(row);
+  free(qrow);
   IR_ASSERT(w.len % 32 == 0);
   sc_hash_update(&w.hash, w.buf, w.len);
   if (fwrite(w.buf, 1, w.len, w.f) != w.len) w.failed = 1;

@@ -9,6 +9,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cpu.h"
+
 typedef struct TccDiag {
   char text[900];
   size_t len;
@@ -47,20 +49,8 @@ void tc_host_features(char *out, size_t size) {
   static const char *const names[] = {"sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl"};
   size_t len = 0;
   out[0] = 0;
-  __builtin_cpu_init();
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    int has = 0;
-    switch (i) {
-    case 0: has = __builtin_cpu_supports("sse4.2"); break;
-    case 1: has = __builtin_cpu_supports("avx"); break;
-    case 2: has = __builtin_cpu_supports("avx2"); break;
-    case 3: has = __builtin_cpu_supports("fma"); break;
-    case 4: has = __builtin_cpu_supports("f16c"); break;
-    case 5: has = __builtin_cpu_supports("avx512f"); break;
-    case 6: has = __builtin_cpu_supports("avx512bw"); break;
-    case 7: has = __builtin_cpu_supports("avx512vl"); break;
-    }
-    if (has) {
+    if (sc_cpu_has(names[i]) > 0) {
       int n = snprintf(out + len, size - len, "%s%s", len ? "," : "", names[i]);
       if (n < 0 || (size_t)n >= size - len) break;
       len += (size_t)n;

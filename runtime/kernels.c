@@ -1,19 +1,27 @@
 /*
  * kernels.c — the sc_kernels table: drivers for linear, linear_swiglu and
- * attention, the portable inner loops, libm wrappers and the error slot.
+ * attention, the portable inner loops, the q8_0/q4_0 band definitions, libm
+ * wrappers and the error slot.
  *
  * The drivers are ISA-neutral: they walk rows in blocks of four and call an
  * sc_kern_ops (portable here, AVX2 in kernels_avx2.c) for the dot products,
- * then add bias / accumulate / apply SwiGLU in plain C.  For T > 1 each block
- * of rows is reused across all T inputs while it is still in cache; the
- * arithmetic per output is the T = 1 arithmetic (see kernels.h).
+ * then add bias / accumulate / apply SwiGLU in plain C.  Each call is one
+ * job on the context's thread pool: the blocks of rows (attention: the
+ * (token, head) pairs) are cut into four chunks per thread, which the
+ * threads claim.  For T > 1 each
+ * block of rows is reused across all T inputs while it is still in cache;
+ * the arithmetic per output is the T = 1 arithmetic (see kernels.h).
  */
 #include "kernels.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "cpu.h"
+#include "pool.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -76,88 +84,459 @@ static void paxpy(float *y, float a, const float *x, int n) {
   for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-static const sc_kern_ops kern_portable = {
+/* ---- scratch ------------------------------------------------------------ */
+
+/* n bytes of 64-byte-aligned kernel scratch, kept in the context between
+ * calls.  Without a context the block is malloc'd and *owned is set: the
+ * caller frees it.  NULL when out of memory. */
+static void *get_scratch(void *ctx, size_t n, void **owned) {
+  sc_kernel_ctx *c = ctx;
+  *owned = NULL;
+  if (!c) {
+    void *p = NULL;
+    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+    return *owned = p;
+  }
+  if (c->scratch_bytes < n) {
+    void *p = NULL;
+    size_t want = n + n / 4;
+    if (posix_memalign(&p, 64, want)) return NULL;
+    free(c->scratch);
+    c->scratch = p;
+    c->scratch_bytes = want;
+  }
+  return c->scratch;
+}
+
+void sc_kernel_ctx_free(sc_kernel_ctx *c) {
+  if (!c) return;
+  free(c->scratch);
+  c->scratch = NULL;
+  c->scratch_bytes = 0;
+}
+
+static sc_pool *pool_of(void *ctx) {
+  return ctx ? ((sc_kernel_ctx *)ctx)->pool : NULL;
+}
+
+/* Chunks for a job of `units` equal pieces of work: four per thread, so
+ * that the threads that run balance one that the OS delays, at two atomic
+ * operations per chunk. */
+static int chunks_for(sc_pool *pool, int units) {
+  int n = 4 * sc_pool_threads(pool);
+  if (sc_pool_threads(pool) == 1) n = 1;
+  return units < n ? units : n;
+}
+
+/* ---- the quantized bands: f16, GGML's reference quantizers ------------- */
+
+ALWAYS_INLINE uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+ALWAYS_INLINE float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* Round to nearest even, with subnormals, overflow to inf and quiet NaNs:
+ * the FP16 library's conversion that GGML uses without F16C. */
+uint16_t sc_f32_to_f16(float f) {
+  const float scale_to_inf = 0x1.0p+112f, scale_to_zero = 0x1.0p-110f;
+  float base = (fabsf(f) * scale_to_inf) * scale_to_zero;
+  const uint32_t w = f32_bits(f), shl1_w = w + w, sign = w & 0x80000000u;
+  uint32_t bias = shl1_w & 0xff000000u;
+  if (bias < 0x71000000u) bias = 0x71000000u;
+  base = bits_f32((bias >> 1) + 0x07800000u) + base;
+  const uint32_t bits = f32_bits(base);
+  const uint32_t nonsign = ((bits >> 13) & 0x7c00u) + (bits & 0x0fffu);
+  return (uint16_t)((sign >> 16) | (shl1_w > 0xff000000u ? 0x7e00u : nonsign));
+}
+
+float sc_f16_to_f32(uint16_t h) {
+  const uint32_t w = (uint32_t)h << 16, sign = w & 0x80000000u, two_w = w + w;
+  const float normalized = bits_f32((two_w >> 4) + (0xe0u << 23)) * 0x1.0p-112f;
+  const float denormalized = bits_f32((two_w >> 17) | (126u << 23)) - 0.5f;
+  return bits_f32(sign | (two_w < (1u << 27) ? f32_bits(denormalized) : f32_bits(normalized)));
+}
+
+float sc_f16_table[65536];
+
+static void fill_f16_table(void) {
+  for (uint32_t h = 0; h < 65536; h++) sc_f16_table[h] = sc_f16_to_f32((uint16_t)h);
+}
+
+static void f16_table_once(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, fill_f16_table);
+}
+
+ALWAYS_INLINE float blk_d(const uint8_t *blk) {
+  return sc_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+}
+
+/* The scale of a block in the kernels: through the table. */
+ALWAYS_INLINE float blk_d_fast(const uint8_t *blk) {
+  return sc_f16_table[blk[0] | blk[1] << 8];
+}
+ALWAYS_INLINE void put_d(uint8_t *blk, float d) {
+  uint16_t h = sc_f32_to_f16(d);
+  blk[0] = (uint8_t)h;
+  blk[1] = (uint8_t)(h >> 8);
+}
+
+/* quantize_row_q8_0_ref: d = amax/127, q = roundf(x / d) (ties away). */
+void sc_quantize_row_q8_0(const float *x, int cols, void *out) {
+  uint8_t *o = out;
+  for (int b = 0; b < cols / SC_QK; b++, x += SC_QK, o += SC_Q8_0_BLOCK) {
+    float amax = 0.0f;
+    for (int j = 0; j < SC_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float d = amax / 127.0f, id = d ? 1.0f / d : 0.0f;
+    put_d(o, d);
+    for (int j = 0; j < SC_QK; j++) o[2 + j] = (uint8_t)(int8_t)roundf(x[j] * id);
+  }
+}
+
+/* quantize_row_q4_0_ref: m = the value of largest magnitude, d = m / -8,
+ * q = min(15, (int8)(x / d + 8.5)); byte k = q[k] | q[k+16] << 4. */
+void sc_quantize_row_q4_0(const float *x, int cols, void *out) {
+  uint8_t *o = out;
+  for (int b = 0; b < cols / SC_QK; b++, x += SC_QK, o += SC_Q4_0_BLOCK) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < SC_QK; j++)
+      if (amax < fabsf(x[j])) {
+        amax = fabsf(x[j]);
+        max = x[j];
+      }
+    const float d = max / -8.0f, id = d ? 1.0f / d : 0.0f;
+    put_d(o, d);
+    for (int j = 0; j < SC_QK / 2; j++) {
+      int8_t q0 = (int8_t)(x[j] * id + 8.5f), q1 = (int8_t)(x[SC_QK / 2 + j] * id + 8.5f);
+      if (q0 > 15) q0 = 15;
+      if (q1 > 15) q1 = 15;
+      o[2 + j] = (uint8_t)(q0 | q1 << 4);
+    }
+  }
+}
+
+size_t sc_band_row_bytes(int wtype, int cols) {
+  switch (wtype) {
+  case SC_W_F32: return (size_t)cols * 4;
+  case SC_W_BF16: case SC_W_F16: return (size_t)cols * 2;
+  case SC_W_Q8_0: return (size_t)(cols / SC_QK) * SC_Q8_0_BLOCK;
+  case SC_W_Q4_0: return (size_t)(cols / SC_QK) * SC_Q4_0_BLOCK;
+  default: return 0;
+  }
+}
+
+void sc_dequantize_row(int wtype, const void *row, int cols, float *y) {
+  const uint8_t *p = row;
+  switch (wtype) {
+  case SC_W_F32: memcpy(y, row, (size_t)cols * 4); return;
+  case SC_W_BF16:
+    for (int c = 0; c < cols; c++) y[c] = bits_f32((uint32_t)(p[2 * c] | p[2 * c + 1] << 8) << 16);
+    return;
+  case SC_W_F16:
+    for (int c = 0; c < cols; c++) y[c] = sc_f16_to_f32((uint16_t)(p[2 * c] | p[2 * c + 1] << 8));
+    return;
+  case SC_W_Q8_0:
+    for (int b = 0; b < cols / SC_QK; b++, p += SC_Q8_0_BLOCK, y += SC_QK) {
+      const float d = blk_d(p);
+      for (int j = 0; j < SC_QK; j++) y[j] = d * (float)(int8_t)p[2 + j];
+    }
+    return;
+  case SC_W_Q4_0:
+    for (int b = 0; b < cols / SC_QK; b++, p += SC_Q4_0_BLOCK, y += SC_QK) {
+      const float d = blk_d(p);
+      for (int j = 0; j < SC_QK / 2; j++) {
+        y[j] = d * (float)((p[2 + j] & 15) - 8);
+        y[j + SC_QK / 2] = d * (float)((p[2 + j] >> 4) - 8);
+      }
+    }
+    return;
+  default:
+    return;
+  }
+}
+
+/* ---- portable quantized inner loops ------------------------------------ */
+
+/* Activations: the same bits as the AVX2 version (see kernels.h). */
+static void pquantize_q8(const float *x, int nb, int8_t *xq, float *xd, int16_t *xs) {
+  for (int b = 0; b < nb; b++, x += SC_QK, xq += SC_QK, xs += SC_QK / 2) {
+    float amax = 0.0f;
+    for (int j = 0; j < SC_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    xd[b] = amax / 127.0f;
+    for (int j = 0; j < SC_QK; j++) xq[j] = (int8_t)nearbyintf(x[j] * id);
+    for (int i = 0; i < SC_QK / 2; i++) xs[i] = (int16_t)(8 * (xq[2 * i] + xq[2 * i + 1]));
+  }
+}
+
+/* Per row: acc += (d_w * d_x) * isum, block by block, in block order. */
+ALWAYS_INLINE void pdot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
+                               const float *xd, const int16_t *xs, int nb, float *out,
+                               const int N) {
+  (void)xs;
+  float acc[4] = {0};
+  for (int b = 0; b < nb; b++) {
+    const int8_t *y = xq + b * SC_QK;
+    for (int r = 0; r < N; r++) {
+      const uint8_t *blk = w + r * rb + (size_t)b * SC_Q8_0_BLOCK;
+      int s = 0;
+      for (int j = 0; j < SC_QK; j++) s += (int8_t)blk[2 + j] * y[j];
+      acc[r] += (blk_d_fast(blk) * xd[b]) * (float)s;
+    }
+  }
+  for (int r = 0; r < N; r++) out[r] = acc[r];
+}
+
+ALWAYS_INLINE void pdot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
+                               const float *xd, const int16_t *xs, int nb, float *out,
+                               const int N) {
+  (void)xs;
+  float acc[4] = {0};
+  for (int b = 0; b < nb; b++) {
+    const int8_t *y = xq + b * SC_QK;
+    for (int r = 0; r < N; r++) {
+      const uint8_t *blk = w + r * rb + (size_t)b * SC_Q4_0_BLOCK;
+      int s = 0;
+      for (int j = 0; j < SC_QK / 2; j++)
+        s += ((blk[2 + j] & 15) - 8) * y[j] + ((blk[2 + j] >> 4) - 8) * y[j + SC_QK / 2];
+      acc[r] += (blk_d_fast(blk) * xd[b]) * (float)s;
+    }
+  }
+  for (int r = 0; r < N; r++) out[r] = acc[r];
+}
+
+#define DEFINE_QDOT(NAME)                                                    \
+  static void NAME##4(const uint8_t *w, size_t rb, const int8_t *xq,        \
+                      const float *xd, const int16_t *xs, int nb, float *out) { \
+    NAME##n(w, rb, xq, xd, xs, nb, out, 4);                                 \
+  }                                                                         \
+  static void NAME##1(const uint8_t *w, size_t rb, const int8_t *xq,        \
+                      const float *xd, const int16_t *xs, int nb, float *out) { \
+    NAME##n(w, rb, xq, xd, xs, nb, out, 1);                                 \
+  }
+DEFINE_QDOT(pdot_q8_0_)
+DEFINE_QDOT(pdot_q4_0_)
+
+const sc_kern_ops sc_kern_portable = {
     .name = "portable",
     .dot4_f32 = pdot_f32_4,
     .dot1_f32 = pdot_f32_1,
     .dot4_bf16 = pdot_bf16_4,
     .dot1_bf16 = pdot_bf16_1,
     .axpy = paxpy,
+    .quantize_q8 = pquantize_q8,
+    .dot4_q8_0 = pdot_q8_0_4,
+    .dot1_q8_0 = pdot_q8_0_1,
+    .dot4_q4_0 = pdot_q4_0_4,
+    .dot1_q4_0 = pdot_q4_0_1,
 };
 
 /* ---- drivers ------------------------------------------------------------ */
 
 static int band_supported(int wtype) {
-  return wtype == SC_W_F32 || wtype == SC_W_BF16;
+  return wtype == SC_W_F32 || wtype == SC_W_BF16 || wtype == SC_W_Q8_0 ||
+         wtype == SC_W_Q4_0;
 }
 
-/* out[0..n) = W[r0+i]·x for n <= 4 rows of a band-`wtype` matrix. */
-static void dot_rows(const sc_kern_ops *ops, int wtype, const void *w,
-                     size_t r0, int n, const float *x, int cols, float *out) {
-  if (wtype == SC_W_F32) {
-    const float *wr = (const float *)w + r0 * (size_t)cols;
-    if (n == 4) ops->dot4_f32(wr, x, cols, out);
-    else
-      for (int i = 0; i < n; i++) ops->dot1_f32(wr + (size_t)i * cols, x, cols, out + i);
-  } else {
-    const uint16_t *wr = (const uint16_t *)w + r0 * (size_t)cols;
-    if (n == 4) ops->dot4_bf16(wr, x, cols, out);
-    else
-      for (int i = 0; i < n; i++) ops->dot1_bf16(wr + (size_t)i * cols, x, cols, out + i);
+static int band_quantized(int wtype) {
+  return wtype == SC_W_Q8_0 || wtype == SC_W_Q4_0;
+}
+
+/* One linear or linear_swiglu call, as every thread's share sees it. */
+typedef struct LinJob {
+  const sc_kern_ops *ops;
+  int wtype, T, rows, cols, acc, swiglu;
+  const void *w;
+  const float *bias, *x; /* x [T, ldx] */
+  int ldx, ldy;
+  float *y;              /* y [T, ldy] */
+  const int8_t *xq;      /* quantized x [T, cols] (quantized bands) */
+  const float *xd;       /* its block scales [T, cols/32] */
+  const int16_t *xs;     /* its q4_0 pair offsets [T, cols/2] */
+} LinJob;
+
+/* out[0..n) = W[r0+i]·x[t] for n <= 4 rows. */
+static void job_dot(const LinJob *j, size_t r0, int n, int t, float *out) {
+  const sc_kern_ops *ops = j->ops;
+  const int cols = j->cols;
+  if (j->wtype == SC_W_F32 || j->wtype == SC_W_BF16) {
+    const float *x = j->x + (size_t)t * j->ldx;
+    if (j->wtype == SC_W_F32) {
+      const float *wr = (const float *)j->w + r0 * (size_t)cols;
+      if (n == 4) ops->dot4_f32(wr, x, cols, out);
+      else
+        for (int i = 0; i < n; i++) ops->dot1_f32(wr + (size_t)i * cols, x, cols, out + i);
+    } else {
+      const uint16_t *wr = (const uint16_t *)j->w + r0 * (size_t)cols;
+      if (n == 4) ops->dot4_bf16(wr, x, cols, out);
+      else
+        for (int i = 0; i < n; i++) ops->dot1_bf16(wr + (size_t)i * cols, x, cols, out + i);
+    }
+    return;
   }
+  const int nb = cols / SC_QK;
+  const size_t rb = sc_band_row_bytes(j->wtype, cols);
+  const uint8_t *wr = (const uint8_t *)j->w + r0 * rb;
+  const int8_t *xq = j->xq + (size_t)t * cols;
+  const float *xd = j->xd + (size_t)t * nb;
+  const int16_t *xs = j->xs + (size_t)t * cols / 2;
+  if (j->wtype == SC_W_Q8_0) {
+    if (n == 4) ops->dot4_q8_0(wr, rb, xq, xd, xs, nb, out);
+    else
+      for (int i = 0; i < n; i++) ops->dot1_q8_0(wr + i * rb, rb, xq, xd, xs, nb, out + i);
+  } else {
+    if (n == 4) ops->dot4_q4_0(wr, rb, xq, xd, xs, nb, out);
+    else
+      for (int i = 0; i < n; i++) ops->dot1_q4_0(wr + i * rb, rb, xq, xd, xs, nb, out + i);
+  }
+}
+
+/* Chunk c of n: an even share of the blocks of four rows.  For T > 1 each
+ * block is reused across all T inputs while it is still in cache.  SwiGLU:
+ * gate rows w[0..rows), up rows w[rows..2*rows); each g and u is the exact
+ * value linear() would produce for that row. */
+static void lin_chunk(void *arg, int c, int n) {
+  const LinJob *j = arg;
+  const int nblk = (j->rows + 3) / 4;
+  const int b0 = (int)((long long)nblk * c / n);
+  const int b1 = (int)((long long)nblk * (c + 1) / n);
+  for (int b = b0; b < b1; b++) {
+    const int r = 4 * b, n = j->rows - r < 4 ? j->rows - r : 4;
+    for (int t = 0; t < j->T; t++) {
+      float d[4];
+      job_dot(j, (size_t)r, n, t, d);
+      float *yt = j->y + (size_t)t * j->ldy + r;
+      if (j->swiglu) {
+        float u[4];
+        job_dot(j, (size_t)j->rows + r, n, t, u);
+        for (int i = 0; i < n; i++) yt[i] = d[i] / (1.0f + expf(-d[i])) * u[i];
+        continue;
+      }
+      for (int i = 0; i < n; i++) {
+        float v = d[i];
+        if (j->bias) v += j->bias[r + i];
+        yt[i] = j->acc ? yt[i] + v : v;
+      }
+    }
+  }
+}
+
+static void linear_run(const char *what, LinJob *j, void *ctx) {
+  if (!band_supported(j->wtype)) {
+    char msg[64];
+    snprintf(msg, sizeof msg, "%s: unsupported weight band", what);
+    kern_error(ctx, msg, j->wtype);
+    return;
+  }
+  void *owned = NULL;
+  if (band_quantized(j->wtype)) {
+    if (j->cols % SC_QK) {
+      char msg[96];
+      snprintf(msg, sizeof msg, "%s: q8_0/q4_0 rows need cols a multiple of 32", what);
+      kern_error(ctx, msg, j->cols);
+      return;
+    }
+    /* the activations, quantized once for every thread: scales, q, then
+     * the q4_0 pair offsets (64-byte aligned pieces) */
+    const int nb = j->cols / SC_QK;
+    size_t dbytes = ((size_t)j->T * nb * sizeof(float) + 63) & ~(size_t)63;
+    size_t qbytes = ((size_t)j->T * j->cols + 63) & ~(size_t)63;
+    unsigned char *buf = get_scratch(ctx, dbytes + 2 * qbytes, &owned);
+    if (!buf) {
+      kern_error(ctx, "linear: out of memory for quantized activations", j->T * j->cols);
+      return;
+    }
+    float *xd = (float *)buf;
+    int8_t *xq = (int8_t *)(buf + dbytes);
+    int16_t *xs = (int16_t *)(buf + dbytes + qbytes);
+    for (int t = 0; t < j->T; t++)
+      j->ops->quantize_q8(j->x + (size_t)t * j->ldx, nb, xq + (size_t)t * j->cols,
+                          xd + (size_t)t * nb, xs + (size_t)t * j->cols / 2);
+    j->xq = xq;
+    j->xd = xd;
+    j->xs = xs;
+  }
+  sc_pool *pool = pool_of(ctx);
+  sc_pool_run(pool, lin_chunk, j, chunks_for(pool, (j->rows + 3) / 4));
+  free(owned);
 }
 
 static void linear_impl(const sc_kern_ops *ops, void *ctx, int wtype,
                         const void *w, const float *bias, const float *x,
                         int ldx, float *y, int ldy, int T, int rows, int cols,
                         int acc) {
-  if (!band_supported(wtype)) {
-    kern_error(ctx, "linear: unsupported weight band", wtype);
-    return;
-  }
-  for (int r = 0; r < rows; r += 4) {
-    int n = rows - r < 4 ? rows - r : 4;
-    for (int t = 0; t < T; t++) {
-      float d[4];
-      dot_rows(ops, wtype, w, (size_t)r, n, x + (size_t)t * ldx, cols, d);
-      float *yt = y + (size_t)t * ldy + r;
-      for (int i = 0; i < n; i++) {
-        float v = d[i];
-        if (bias) v += bias[r + i];
-        yt[i] = acc ? yt[i] + v : v;
-      }
-    }
-  }
+  LinJob j = {.ops = ops, .wtype = wtype, .T = T, .rows = rows, .cols = cols,
+              .acc = acc, .w = w, .bias = bias, .x = x, .ldx = ldx, .ldy = ldy,
+              .y = y};
+  linear_run("linear", &j, ctx);
 }
 
-/* Gate rows are w[0..rows), up rows w[rows..2*rows): each g and u is the
- * exact value linear() would produce for that row. */
 static void swiglu_impl(const sc_kern_ops *ops, void *ctx, int wtype,
                         const void *w, const float *x, int ldx, float *y,
                         int ldy, int T, int rows, int cols) {
-  if (!band_supported(wtype)) {
-    kern_error(ctx, "linear_swiglu: unsupported weight band", wtype);
-    return;
-  }
-  for (int r = 0; r < rows; r += 4) {
-    int n = rows - r < 4 ? rows - r : 4;
-    for (int t = 0; t < T; t++) {
-      const float *xt = x + (size_t)t * ldx;
-      float g[4], u[4];
-      dot_rows(ops, wtype, w, (size_t)r, n, xt, cols, g);
-      dot_rows(ops, wtype, w, (size_t)rows + r, n, xt, cols, u);
-      float *yt = y + (size_t)t * ldy + r;
-      for (int i = 0; i < n; i++) yt[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+  LinJob j = {.ops = ops, .wtype = wtype, .T = T, .rows = rows, .cols = cols,
+              .swiglu = 1, .w = w, .x = x, .ldx = ldx, .ldy = ldy, .y = y};
+  linear_run("linear_swiglu", &j, ctx);
+}
+
+/* Scores up to this many keys live on the stack; longer spans use the
+ * context's scratch, one row per chunk. */
+#define ATTN_STACK_KEYS 2048
+
+typedef struct AttnJob {
+  const sc_kern_ops *ops;
+  const float *q, *kc, *vc;
+  float *y;
+  int ldq, ldkv, cap, ldy, T, pos, heads, group, hd, window, span;
+  float scale;
+  float *spill; /* [chunks, span] when span > ATTN_STACK_KEYS */
+} AttnJob;
+
+/* One (query, head) at a time: scores over the visible keys, float softmax
+ * with the max subtracted, weighted sum of values.  Chunk c of n is an even
+ * share of the T*heads pairs. */
+static void attn_chunk(void *arg, int c, int nc) {
+  const AttnJob *j = arg;
+  float stack[ATTN_STACK_KEYS];
+  float *s = j->span > ATTN_STACK_KEYS ? j->spill + (size_t)c * j->span : stack;
+  const int units = j->T * j->heads, hd = j->hd;
+  const int u0 = (int)((long long)units * c / nc);
+  const int u1 = (int)((long long)units * (c + 1) / nc);
+  for (int u = u0; u < u1; u++) {
+    const int t = u / j->heads, h = u % j->heads, p = j->pos + t;
+    const int lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
+    const int n = p - lo + 1;
+    const float *qh = j->q + (size_t)t * j->ldq + (size_t)h * hd;
+    const size_t koff = (size_t)(h / j->group) * hd;
+    float m = -INFINITY;
+    for (int k = 0; k < n; k++) {
+      const float *kr = j->kc + (size_t)((lo + k) % j->cap) * j->ldkv + koff;
+      float d;
+      j->ops->dot1_f32(qh, kr, hd, &d);
+      s[k] = d * j->scale;
+      if (s[k] > m) m = s[k];
     }
+    float sum = 0.0f;
+    for (int k = 0; k < n; k++) {
+      s[k] = expf(s[k] - m);
+      sum += s[k];
+    }
+    float *yh = j->y + (size_t)t * j->ldy + (size_t)h * hd;
+    memset(yh, 0, (size_t)hd * sizeof *yh);
+    for (int k = 0; k < n; k++)
+      j->ops->axpy(yh, s[k], j->vc + (size_t)((lo + k) % j->cap) * j->ldkv + koff, hd);
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < hd; i++) yh[i] *= inv;
   }
 }
 
-/* Scores up to this many keys live on the stack; longer spans use malloc. */
-#define ATTN_STACK_KEYS 2048
-
-/* Causal attention, one (query, head) at a time: scores over the visible
- * keys, float softmax with the max subtracted, weighted sum of values.
- * y must not overlap q or the caches. */
+/* Causal attention; y must not overlap q or the caches. */
 static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
                            int ldq, const float *kc, const float *vc, int ldkv,
                            int cap, float *y, int ldy, int T, int pos,
@@ -172,7 +551,6 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
                cap <= 0 ? cap : pos < 0 ? pos : window);
     return;
   }
-  int group = heads / kv_heads;
   int span = pos + T; /* most keys any one query sees */
   if (window > 0 && window < span) span = window;
   /* The caller has written all T new rows before this call, so the rows
@@ -185,41 +563,22 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
                live);
     return;
   }
-  float stack[ATTN_STACK_KEYS];
-  float *s = stack;
-  if (span > ATTN_STACK_KEYS && !(s = malloc((size_t)span * sizeof *s))) {
-    kern_error(ctx, "attention: out of memory for scores", span);
-    return;
-  }
-  for (int t = 0; t < T; t++) {
-    int p = pos + t;
-    int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-    int n = p - lo + 1;
-    for (int h = 0; h < heads; h++) {
-      const float *qh = q + (size_t)t * ldq + (size_t)h * hd;
-      size_t koff = (size_t)(h / group) * hd;
-      float m = -INFINITY;
-      for (int j = 0; j < n; j++) {
-        const float *k = kc + (size_t)((lo + j) % cap) * ldkv + koff;
-        float d;
-        ops->dot1_f32(qh, k, hd, &d);
-        s[j] = d * scale;
-        if (s[j] > m) m = s[j];
-      }
-      float sum = 0.0f;
-      for (int j = 0; j < n; j++) {
-        s[j] = expf(s[j] - m);
-        sum += s[j];
-      }
-      float *yh = y + (size_t)t * ldy + (size_t)h * hd;
-      memset(yh, 0, (size_t)hd * sizeof *yh);
-      for (int j = 0; j < n; j++)
-        ops->axpy(yh, s[j], vc + (size_t)((lo + j) % cap) * ldkv + koff, hd);
-      float inv = 1.0f / sum;
-      for (int i = 0; i < hd; i++) yh[i] *= inv;
+  AttnJob j = {.ops = ops, .q = q, .kc = kc, .vc = vc, .y = y, .ldq = ldq,
+               .ldkv = ldkv, .cap = cap, .ldy = ldy, .T = T, .pos = pos,
+               .heads = heads, .group = heads / kv_heads, .hd = hd,
+               .window = window, .span = span, .scale = scale};
+  sc_pool *pool = pool_of(ctx);
+  const int chunks = chunks_for(pool, T * heads);
+  void *owned = NULL;
+  if (span > ATTN_STACK_KEYS) {
+    size_t n = (size_t)chunks * (size_t)span * sizeof(float);
+    if (!(j.spill = get_scratch(ctx, n, &owned))) {
+      kern_error(ctx, "attention: out of memory for scores", span);
+      return;
     }
   }
-  if (s != stack) free(s);
+  sc_pool_run(pool, attn_chunk, &j, chunks);
+  free(owned);
 }
 
 /* ---- the table ---------------------------------------------------------- */
@@ -247,7 +606,7 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
                    heads, kv_heads, hd, scale, window);                    \
   }
 
-DEFINE_ENTRIES(portable, &kern_portable)
+DEFINE_ENTRIES(portable, &sc_kern_portable)
 DEFINE_ENTRIES(avx2, &sc_kern_avx2)
 
 static float k_expf(float v) { return expf(v); }
@@ -267,6 +626,7 @@ static void fill_common(sc_kernels *K, void *ctx) {
 }
 
 void sc_kernels_init_portable(sc_kernels *K, void *ctx) {
+  f16_table_once();
   fill_common(K, ctx);
   K->linear = linear_portable;
   K->linear_swiglu = swiglu_portable;
@@ -276,7 +636,7 @@ void sc_kernels_init_portable(sc_kernels *K, void *ctx) {
 static int cpu_has_avx2(void) {
 #if defined(__x86_64__) || defined(__i386__)
   return sc_kern_avx2.dot4_f32 && __builtin_cpu_supports("avx2") &&
-         __builtin_cpu_supports("fma");
+         __builtin_cpu_supports("fma") && sc_cpu_has("f16c") > 0; /* cpu.c: clang < 16 */
 #else
   return 0;
 #endif

@@ -2,20 +2,37 @@
  * kernels.h — the CPU kernels behind sc_kernels (sc_abi.h).
  *
  * sc_kernels_init fills the table a compiled model calls: linear (GEMV/GEMM
- * over f32 or bf16 weights), linear_swiglu, attention over a (ring) KV cache,
- * and libm wrappers.  The ISA is chosen once, at init: AVX2+FMA when the CPU
- * has both, portable C otherwise.
+ * over f32, bf16, q8_0 or q4_0 weights), linear_swiglu, attention over a
+ * (ring) KV cache, and libm wrappers.  The ISA is chosen once, at init:
+ * AVX2+FMA(+F16C) when the CPU has them, portable C otherwise.
+ *
+ * Threads: when the context holds a pool (pool.h), linear and
+ * linear_swiglu cut their output rows into chunks of whole blocks of four
+ * rows, attention its (token, head) pairs, four chunks per thread, and the
+ * pool's threads claim the chunks; one sc_pool_run, so one barrier, per
+ * call.  A row is computed by the same code whichever thread runs it, so
+ * results do not depend on the thread count.
+ *
+ * Quantized bands (GGML's q8_0 and q4_0: blocks of 32 weights with an f16
+ * scale) are multiplied against activations quantized on the fly to 8 bits
+ * per 32-block, as llama.cpp does (vec_dot_q8_0_q8_0, vec_dot_q4_0_q8_0):
+ * exact integer dots per block, then one float multiply-add per block by
+ * d_w * d_x.  The activation scale is kept in f32 (GGML rounds it to f16).
+ * The activations are quantized once per call, before the rows are split.
  *
  * Numerical contract (tests/unit/test_kernels.c holds it): every output
  * element is one dot product W[r]·x[t] whose accumulation order depends only
- * on `cols` — not on rows, T, or which rows are computed together — then
- * `+ bias[r]`, then `y + d` when accumulating.  So T=1 and T>1 agree bit for
- * bit, and linear_swiglu equals silu(linear(gate)) * linear(up) exactly.
- * The portable and AVX2 paths agree to rounding (~1e-6 relative), not bits.
+ * on `cols` — not on rows, T, which rows are computed together, or the
+ * thread count — then `+ bias[r]`, then `y + d` when accumulating.  So T=1
+ * and T>1 agree bit for bit, and linear_swiglu equals
+ * silu(linear(gate)) * linear(up) exactly.  The portable and AVX2 paths
+ * agree to rounding (~1e-6 relative), not bits; for the quantized bands
+ * both quantize the activations to the same bits.
  */
 #ifndef SC_KERNELS_H
 #define SC_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "sc_abi.h"
@@ -26,7 +43,11 @@
 typedef struct sc_kernel_ctx {
   char err[256]; /* first error of the call: "msg (value V)" */
   int failed;    /* non-zero once an error was recorded */
-  void *pool;    /* reserved for a thread pool; NULL = run on the caller */
+  void *pool;    /* sc_pool (pool.h) the kernels split work over, owned by
+                  * the caller; NULL = run on the caller's thread */
+  void *scratch; /* kernel scratch (quantized activations, long score
+                  * rows), grown on demand; freed by sc_kernel_ctx_free */
+  size_t scratch_bytes;
 } sc_kernel_ctx;
 
 /* Fill K for the best ISA this CPU runs.  ctx (an sc_kernel_ctx, or NULL to
@@ -38,6 +59,35 @@ void sc_kernels_init_portable(sc_kernels *K, void *ctx);
 const char *sc_kernels_isa(const sc_kernels *K);
 /* Forget a previous error so that the next call starts clean. */
 void sc_kernel_ctx_clear(sc_kernel_ctx *c);
+/* Free the context's scratch (not its pool). */
+void sc_kernel_ctx_free(sc_kernel_ctx *c);
+
+/*
+ * The quantized bands, exactly as GGML defines them (ggml-common.h,
+ * quantize_row_q8_0_ref / quantize_row_q4_0_ref).  A row of `cols` (a
+ * multiple of 32) is cols/32 blocks:
+ *   q8_0: f16 d, 32 x int8 q;      x[j] = d * q[j];       d = max|x| / 127
+ *   q4_0: f16 d, 16 bytes nibbles; x[j] = d * (q[j] - 8)  d = m / -8 where m
+ *         is the value of largest magnitude (with its sign); byte k holds
+ *         element k in its low nibble and element k + 16 in its high one.
+ * f16 conversions round to nearest even, as F16C does.
+ */
+#define SC_QK 32
+#define SC_Q8_0_BLOCK 34
+#define SC_Q4_0_BLOCK 18
+uint16_t sc_f32_to_f16(float f);
+float sc_f16_to_f32(uint16_t h);
+/* f16 bits -> f32 for every bit pattern: the quantized kernels read their
+ * block scales through it (a load instead of a conversion).  Process-wide
+ * and read-only once sc_kernels_init* has filled it (once, thread-safe). */
+extern float sc_f16_table[65536];
+/* Quantize one row of cols floats into cols/32 blocks at out. */
+void sc_quantize_row_q8_0(const float *x, int cols, void *out);
+void sc_quantize_row_q4_0(const float *x, int cols, void *out);
+/* Dequantize one row of band wtype (any SC_W_*) into y[cols]. */
+void sc_dequantize_row(int wtype, const void *row, int cols, float *y);
+/* Bytes of one row of `cols` in band wtype (0 for an unknown band). */
+size_t sc_band_row_bytes(int wtype, int cols);
 
 /*
  * Internal: the per-ISA inner loops that kernels.c's drivers call.  Each
@@ -53,10 +103,30 @@ typedef struct sc_kern_ops {
   void (*dot1_bf16)(const uint16_t *w, const float *x, int cols, float *out);
   /* y[i] += a * x[i], i < n */
   void (*axpy)(float *y, float a, const float *x, int n);
+  /* x[nb*32] -> 8-bit blocks: xd[b] = max|x| / 127 over block b (f32),
+   * xq = x * (127 / max|x|) rounded to nearest even (0 for an all-zero
+   * block), and xs[16b + i] = 8 * (xq[32b + 2i] + xq[32b + 2i + 1]), the
+   * nibble offset of q4_0 per pair of elements.  Both ISAs give the same
+   * bits. */
+  void (*quantize_q8)(const float *x, int nb, int8_t *xq, float *xd, int16_t *xs);
+  /* N rows of q8_0 / q4_0 blocks, row_bytes apart, against quantized x:
+   * per block the exact integer dot, then acc += d_w * d_x * dot (the
+   * float order is each ISA's, fixed by nb). */
+  void (*dot4_q8_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
+                    const float *xd, const int16_t *xs, int nb, float *out);
+  void (*dot1_q8_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
+                    const float *xd, const int16_t *xs, int nb, float *out);
+  void (*dot4_q4_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
+                    const float *xd, const int16_t *xs, int nb, float *out);
+  void (*dot1_q4_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
+                    const float *xd, const int16_t *xs, int nb, float *out);
 } sc_kern_ops;
 
+/* The portable loops (kernels.c), always there. */
+extern const sc_kern_ops sc_kern_portable;
 /* Defined in kernels_avx2.c; all hooks NULL when that file was built
- * without -mavx2 -mfma (then sc_kernels_init falls back to portable). */
+ * without -mavx2 -mfma -mf16c (then sc_kernels_init falls back to
+ * portable). */
 extern const sc_kern_ops sc_kern_avx2;
 
 #endif /* SC_KERNELS_H */

@@ -20,34 +20,36 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "cpu.h"
 #include "kernels.h"
 #include "model_internal.h"
+#include "pool.h"
 #include "sc_abi.h"
 #include "speechc.h"
 
 
-/* __builtin_cpu_supports takes literals only, hence the table. */
-static int cpu_has(const char *f) {
-  __builtin_cpu_init();
-  if (!strcmp(f, "sse4.2")) return __builtin_cpu_supports("sse4.2");
-  if (!strcmp(f, "avx")) return __builtin_cpu_supports("avx");
-  if (!strcmp(f, "avx2")) return __builtin_cpu_supports("avx2");
-  if (!strcmp(f, "fma")) return __builtin_cpu_supports("fma");
-  if (!strcmp(f, "f16c")) return __builtin_cpu_supports("f16c");
-  if (!strcmp(f, "avx512f")) return __builtin_cpu_supports("avx512f");
-  if (!strcmp(f, "avx512bw")) return __builtin_cpu_supports("avx512bw");
-  if (!strcmp(f, "avx512vl")) return __builtin_cpu_supports("avx512vl");
-  return 0;
-}
-
+/* Every feature the artifact was compiled for must be present: running
+ * without one dies on an illegal instruction.  A name this runtime does not
+ * know is refused too (a newer compiler's feature, or a damaged list): it
+ * cannot be checked, so it cannot be assumed. */
 static int check_features(const char *path, const char *list, sc_error *err) {
   char buf[256];
-  snprintf(buf, sizeof buf, "%s", list ? list : "");
-  for (char *save = NULL, *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save))
-    if (!cpu_has(f))
+  if (!list) list = "";
+  if (strlen(list) >= sizeof buf)
+    return sc_fail(err, SC_EINPUT, "%s: CPU feature list of %zu characters is too long to check "
+                   "(at most %zu)", path, strlen(list), sizeof buf - 1);
+  snprintf(buf, sizeof buf, "%s", list);
+  for (char *save = NULL, *f = strtok_r(buf, ",", &save); f; f = strtok_r(NULL, ",", &save)) {
+    int has = sc_cpu_has(f);
+    if (has < 0)
+      return sc_fail(err, SC_EINPUT, "%s: built for CPU features '%s', and '%s' is not a feature "
+                     "this runtime knows (known: %s; hint: rebuild the model with this speechc)",
+                     path, list, f, SC_CPU_KNOWN);
+    if (!has)
       return sc_fail(err, SC_EINPUT, "%s: built for CPU features '%s', and this CPU lacks '%s' "
                      "(hint: rebuild on this machine, or with --cc tcc for portable code)",
                      path, list, f);
+  }
   return SC_OK;
 }
 
@@ -89,12 +91,20 @@ static int open_weights(sc_model *m, int verify, sc_error *err) {
   memcpy(&h, map, sizeof h);
   if (memcmp(h.magic, SC_WFILE_MAGIC, 8))
     return sc_fail(err, SC_EINPUT, "%s: not a speechc weight file (bad magic)", m->wpath);
-  if (h.version != SC_WFILE_VERSION || h.header_bytes != SC_WFILE_HEADER)
+  if (h.version != SC_WFILE_VERSION)
     return sc_fail(err, SC_EINPUT, "%s: weight file version %u, this runtime reads %u (hint: rebuild)",
                    m->wpath, h.version, SC_WFILE_VERSION);
-  if ((uint64_t)st.st_size != want || h.data_bytes != d->weight_bytes)
-    return sc_fail(err, SC_EINPUT, "%s: %lld bytes, expected %llu for %s (truncated, or from another build)",
-                   m->wpath, (long long)st.st_size, (unsigned long long)want, m->path);
+  if (h.header_bytes != SC_WFILE_HEADER)
+    return sc_fail(err, SC_EINPUT, "%s: header of %u bytes, expected %u (the file is damaged; hint: rebuild)",
+                   m->wpath, h.header_bytes, SC_WFILE_HEADER);
+  if (h.data_bytes != d->weight_bytes)
+    return sc_fail(err, SC_EINPUT, "%s: holds %llu bytes of weights, but %s expects %llu (from another "
+                   "build; hint: rebuild, or copy the matching pair)", m->wpath,
+                   (unsigned long long)h.data_bytes, m->path, (unsigned long long)d->weight_bytes);
+  if ((uint64_t)st.st_size != want)
+    return sc_fail(err, SC_EINPUT, "%s: %lld bytes, expected %llu for %s (%s)", m->wpath,
+                   (long long)st.st_size, (unsigned long long)want, m->path,
+                   (uint64_t)st.st_size < want ? "truncated" : "bytes after the end of the data");
   if (h.build_id != d->build_id || h.checksum != d->weight_checksum)
     return sc_fail(err, SC_EINPUT, "%s: from another build: build %016llx checksum %016llx, but %s "
                    "expects build %016llx checksum %016llx (hint: rebuild, or copy the matching pair)",
@@ -106,6 +116,11 @@ static int open_weights(sc_model *m, int verify, sc_error *err) {
     if (sum != d->weight_checksum)
       return sc_fail(err, SC_EINPUT, "%s: weight data was modified: checksum %016llx, expected %016llx",
                      m->wpath, (unsigned long long)sum, (unsigned long long)d->weight_checksum);
+    /* Reading every page made it resident in this process; let it go, so
+     * that what stays resident is what decoding touches (a 150k-row text
+     * table contributes one row per token).  The pages stay in the page
+     * cache: touching them again costs a soft fault, not a disk read. */
+    madvise((void *)m->wmap, m->wsize, MADV_DONTNEED);
   }
   return SC_OK;
 }
@@ -147,6 +162,18 @@ int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc
   }
   if ((rc = check_features(path, m->d->cpu_features, err))) goto fail;
   if ((rc = open_weights(m, opts ? opts->verify_weights : 1, err))) goto fail;
+  if (strcmp(m->d->target, "cpu") && strcmp(m->d->target, "cuda")) {
+    rc = sc_fail(err, SC_EINPUT, "%s: built for target '%s'; this runtime runs cpu and cuda models",
+                 path, m->d->target);
+    goto fail;
+  }
+  if (!strcmp(m->d->target, "cuda") && (rc = rt_cuda_model_open(m, err))) goto fail;
+  m->threads = opts && opts->threads > 0 ? opts->threads : sc_physical_cores();
+  if (opts && (opts->threads < 0 || opts->threads > 1024)) {
+    rc = sc_fail(err, SC_EUSAGE, "threads must be 0 (one per physical core) to 1024, got %d",
+                 opts->threads);
+    goto fail;
+  }
   m->prefill = rt_entry(m, "prefill");
   m->decode = rt_entry(m, "decode");
   for (int i = 0; i < m->d->n_entries; i++)
@@ -160,6 +187,7 @@ fail:
 
 void sc_model_close(sc_model *m) {
   if (!m) return;
+  rt_cuda_model_close(m);
   if (m->wmap) munmap((void *)m->wmap, m->wsize);
   if (m->dl) dlclose(m->dl);
   free(m->path);
@@ -198,6 +226,7 @@ int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
   sc_session *s = calloc(1, sizeof *s);
   if (!s) return sc_fail(err, SC_ERUNTIME, "out of memory");
   s->m = m;
+  if (m->cuda) return rt_cuda_session_open(s, out, err); /* state and scratch on the device */
   s->state = alloc64((size_t)m->d->state_bytes);
   s->scratch = alloc64(m->scratch_max);
   s->logits = alloc64((size_t)(m->d->vocab > 0 ? m->d->vocab : 1) * sizeof(float));
@@ -206,6 +235,12 @@ int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
     return sc_fail(err, SC_ERUNTIME, "out of memory allocating a session (%llu bytes of state)",
                    (unsigned long long)m->d->state_bytes);
   }
+  /* the session's kernel threads: created here, once, joined at close */
+  if (m->threads > 1 && !(s->kctx.pool = sc_pool_new(m->threads))) {
+    sc_session_close(s);
+    return sc_fail(err, SC_ERUNTIME, "cannot start %d kernel threads (hint: open the model "
+                   "with fewer threads)", m->threads);
+  }
   sc_kernels_init(&s->K, &s->kctx);
   *out = s;
   return SC_OK;
@@ -213,6 +248,9 @@ int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
 
 void sc_session_close(sc_session *s) {
   if (!s) return;
+  rt_cuda_session_close(s);
+  sc_pool_free(s->kctx.pool);
+  sc_kernel_ctx_free(&s->kctx);
   free(s->state);
   free(s->scratch);
   free(s->logits);
@@ -220,7 +258,8 @@ void sc_session_close(sc_session *s) {
 }
 
 void sc_session_reset(sc_session *s) {
-  memset(s->state, 0, (size_t)s->m->d->state_bytes);
+  if (s->cuda) rt_cuda_session_reset(s);
+  else memset(s->state, 0, (size_t)s->m->d->state_bytes);
   s->pos = 0;
 }
 
@@ -232,6 +271,7 @@ const float *sc_logits(const sc_session *s, int *n_vocab) {
 }
 
 int rt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+  if (s->cuda) return rt_cuda_call(s, e, io, err);
   sc_kernel_ctx_clear(&s->kctx);
   int rc = e->fn(&s->K, s->m->W, s->state, s->scratch, io);
   if (rc || s->kctx.failed)

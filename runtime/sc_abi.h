@@ -10,7 +10,7 @@
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 1
+#define SC_ABI_VERSION 2
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -56,7 +56,34 @@ typedef struct sc_kernels {
   float (*erff)(float);
   /* Record an error; the entry point then returns non-zero. */
   void (*error)(void *ctx, const char *msg, int value);
+  /* Device targets only (NULL on the CPU).  Launch kernel number `kernel`
+   * of the descriptor's kernel_names on the session's stream with a grid of
+   * gx*gy*gz blocks of bx*by*bz threads, smem bytes of dynamic shared
+   * memory and args[i] pointing at the value of parameter i.  Returns 0, or
+   * non-zero with the error recorded through `error`. */
+  int (*launch)(void *ctx, int kernel, unsigned gx, unsigned gy, unsigned gz,
+                unsigned bx, unsigned by, unsigned bz, unsigned smem, void **args);
+  /* Device targets only: the device address of the session's sc_device_io,
+   * the first parameter of every kernel. */
+  void *device_io;
 } sc_kernels;
+
+/*
+ * Device targets: what kernels read of the call (the runtime writes it to
+ * device memory before each call, so a captured sequence of launches stays
+ * valid for any position) and where they report an error (an id outside a
+ * table, a non-finite output): the first failing kernel stores 1 + its
+ * number, the value and what went wrong.
+ */
+enum { SC_DEV_ERR_RANGE = 1, SC_DEV_ERR_NONFINITE = 2 };
+typedef struct sc_device_io {
+  int n, pos, step;        /* as in sc_io */
+  int err_kernel;          /* 0: no error; else 1 + index into kernel_names */
+  int err_value;           /* the id, or the output index */
+  int err_what;            /* SC_DEV_ERR_RANGE: id outside its table;
+                            * SC_DEV_ERR_NONFINITE: NaN/inf output (--check-numerics) */
+  int pad[10];             /* 64 bytes */
+} sc_device_io;
 
 /* Per-call arguments of an entry point. */
 typedef struct sc_io {
@@ -70,7 +97,9 @@ typedef struct sc_io {
   float *hidden_out;       /* [hidden_cols] post-norm hidden of the last token */
 } sc_io;
 
-/* W: weight data base, S: session state, X: scratch of scratch_bytes. */
+/* W: weight data base, S: session state, X: scratch of scratch_bytes.
+ * Device targets: W, S, X and io's pointers are device addresses (the
+ * generated host code only offsets them and passes them to kernels). */
 typedef int (*sc_entry_fn)(const sc_kernels *K, const unsigned char *W,
                            unsigned char *S, unsigned char *X, const sc_io *io);
 
@@ -101,7 +130,7 @@ typedef struct sc_model_desc {
   const char *config_json; /* the checkpoint's config.json, minified */
   unsigned long long config_hash;
   const char *compiler_version;
-  const char *target;      /* "cpu" */
+  const char *target;      /* "cpu", "cuda" */
   const char *cpu_features;/* features the code was built for ("" = any) */
   int vocab, hidden, n_layers, max_context;
   const char *weight_file; /* file name, next to model.so */
@@ -113,6 +142,15 @@ typedef struct sc_model_desc {
   const sc_entry *entries;
   int n_tensors;
   const sc_tensor_info *tensors;
+  /* Device targets (zero on the CPU): the device code (CUDA: PTX text,
+   * NUL-terminated; device_code_bytes excludes the NUL), the source it was
+   * compiled from (for humans), and the kernels K->launch numbers. */
+  const char *device_code;
+  unsigned long long device_code_bytes;
+  const char *device_source;
+  const char *device_arch; /* e.g. "compute_80" */
+  int n_kernels;
+  const char *const *kernel_names;
 } sc_model_desc;
 
 /* The weight file: a 4096-byte header then the data section. */

@@ -19,3 +19,5 @@ add_test(NAME example_generate
     test \"$out\" = '111 17 145 233 252 95 92 171 131 226 124 167 128 54 160 205'"
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 include(${CMAKE_SOURCE_DIR}/tests/cli/cli.cmake)
+include(${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz.cmake)
+include(${CMAKE_SOURCE_DIR}/tests/emu/emu.cmake)

@@ -691,6 +691,23 @@ static void test_bad_checkpoints(void) {
                    NULL);
   write_in(dir, "model.safetensors.index.json", "{\"weight_map\": ");
   expect_ckpt_fail(dir, "model.safetensors.index.json: not valid JSON", NULL);
+
+  /* shards outside the directory: ck2/ (a valid checkpoint) is next door */
+  dir = P("escape");
+  mkdir_p(dir);
+  write_in(dir, "config.json", "{}");
+  write_u8(dir, "s1.safetensors", "a");
+  write_in(dir, "model.safetensors.index.json",
+           "{\"weight_map\": {\"a\": \"s1.safetensors\","
+           " \"lm_head.weight\": \"../ck2/model-00002-of-00002.safetensors\"}}");
+  expect_ckpt_fail(dir, "shard '../ck2/model-00002-of-00002.safetensors' named for tensor "
+                   "'lm_head.weight' is not a file name inside the checkpoint directory", NULL);
+  write_in(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"/etc/passwd\"}}");
+  expect_ckpt_fail(dir, "shard '/etc/passwd'", "not a file name inside");
+  write_in(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"sub/../../x\"}}");
+  expect_ckpt_fail(dir, "shard 'sub/../../x'", "'..' component");
+  write_in(dir, "model.safetensors.index.json", "{\"weight_map\": {\"a\": \"\"}}");
+  expect_ckpt_fail(dir, "shard ''", "not a file name inside");
 }
 
 static int rm_entry(const char *path, const struct stat *sb, int flag,

@@ -158,8 +158,8 @@ static void run_model(const char *name, const char *cc) {
         CHECK_MSG(0, "%s %s %s: frame %d code %d is %d, expected %d", name, cc, rn, i / G, i % G, got[i], want[i]);
         break;
       }
-    /* seeded sampling is reproducible */
-    if (!strcmp(cc, "tcc") && k) {
+    /* seeded sampling is reproducible (host code: checked on the CPU target) */
+    if (!strcmp(cc, "tcc") && k && !strcmp(test_target(), "cpu")) {
       sc_tts_params q = p;
       q.talker = sc_tts_defaults().talker;
       q.predictor = sc_tts_defaults().predictor;
@@ -210,7 +210,8 @@ int main(void) {
   const char *models[] = {"tts_tiny_06b_layout", "tts_tiny_17b_layout"};
   for (int i = 0; i < 2; i++) {
     run_model(models[i], "tcc");
-    run_model(models[i], "gcc");
+    /* the host code of a device target is launches only: one toolchain */
+    if (!strcmp(test_target(), "cpu")) run_model(models[i], "gcc");
   }
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

@@ -1,0 +1,230 @@
+/*
+ * make_random_ckpt.c — the C twin of bench/make_random_ckpt.py, for
+ * machines without Python/numpy (the GPU run, tests/gpu/run.sh): a random
+ * checkpoint with the exact tensor names and shapes of a published model,
+ * for speed measurements only (the weights are noise: normal(0, 0.02) for
+ * matrices, 1 + normal(0, 0.1) for norm vectors, normal(0, 0.1) for biases;
+ * "normal" is a sum of four uniforms, fast and close enough).
+ *
+ *   make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b OUT_DIR [--dtype bf16|f32] [--layers N]
+ *
+ * --layers overrides num_hidden_layers (of the talker, for TTS).  The
+ * config.json written is the Python tool's.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+typedef struct Tensor {
+  char name[96];
+  int64_t rows, cols; /* rows 0: a vector of cols */
+} Tensor;
+
+typedef struct List {
+  Tensor *t;
+  int n, cap;
+} List;
+
+static void add(List *l, const char *name, int64_t rows, int64_t cols) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? 2 * l->cap : 256;
+    l->t = realloc(l->t, (size_t)l->cap * sizeof *l->t);
+    if (!l->t) exit(1);
+  }
+  Tensor *t = &l->t[l->n++];
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->rows = rows;
+  t->cols = cols;
+}
+
+typedef struct Dims {
+  int64_t H, I, hd, heads, kv, layers;
+} Dims;
+
+static void qwen3_layers(List *l, const char *prefix, const Dims *d) {
+  const int64_t q = d->heads * d->hd, kv = d->kv * d->hd;
+  char n[96];
+  for (int L = 0; L < d->layers; L++) {
+#define T(suffix, r, c) (snprintf(n, sizeof n, "%s%d.%s", prefix, L, suffix), add(l, n, r, c))
+    T("input_layernorm.weight", 0, d->H);
+    T("post_attention_layernorm.weight", 0, d->H);
+    T("self_attn.q_proj.weight", q, d->H);
+    T("self_attn.k_proj.weight", kv, d->H);
+    T("self_attn.v_proj.weight", kv, d->H);
+    T("self_attn.o_proj.weight", d->H, q);
+    T("self_attn.q_norm.weight", 0, d->hd);
+    T("self_attn.k_norm.weight", 0, d->hd);
+    T("mlp.gate_proj.weight", d->I, d->H);
+    T("mlp.up_proj.weight", d->I, d->H);
+    T("mlp.down_proj.weight", d->H, d->I);
+#undef T
+  }
+}
+
+static const char cfg_lm[] =
+    "{\"model_type\":\"qwen3\",\"hidden_size\":1024,\"num_hidden_layers\":28,\"num_a"
+    "ttention_heads\":16,\"num_key_value_heads\":8,\"head_dim\":128,\"intermediat"
+    "e_size\":3072,\"vocab_size\":151936,\"tie_word_embeddings\":true,\"rms_norm_"
+    "eps\":1e-06,\"rope_theta\":1000000.0,\"max_position_embeddings\":40960}";
+static const char cfg_tts[] =
+    "{\"model_type\":\"qwen3_tts\",\"tts_model_type\":\"custom_voice\",\"tts_model_s"
+    "ize\":\"0b6\",\"tts_pad_token_id\":151671,\"tts_bos_token_id\":151672,\"tts_eo"
+    "s_token_id\":151673,\"im_start_token_id\":151644,\"im_end_token_id\":151645"
+    ",\"assistant_token_id\":77091,\"talker_config\":{\"hidden_size\":1024,\"inter"
+    "mediate_size\":3072,\"num_hidden_layers\":28,\"num_attention_heads\":16,\"nu"
+    "m_key_value_heads\":8,\"head_dim\":128,\"vocab_size\":3072,\"text_vocab_size"
+    "\":151936,\"text_hidden_size\":2048,\"num_code_groups\":16,\"rms_norm_eps\":1"
+    "e-06,\"rope_theta\":1000000.0,\"max_position_embeddings\":32768,\"hidden_ac"
+    "t\":\"silu\",\"codec_pad_id\":2148,\"codec_bos_id\":2149,\"codec_eos_token_id\""
+    ":2150,\"codec_think_id\":2154,\"codec_nothink_id\":2155,\"codec_think_bos_i"
+    "d\":2156,\"codec_think_eos_id\":2157,\"codec_language_id\":{\"english\":2050,"
+    "\"chinese\":2055},\"spk_id\":{\"random_speaker\":3000},\"spk_is_dialect\":{\"ra"
+    "ndom_speaker\":false},\"code_predictor_config\":{\"hidden_size\":1024,\"inte"
+    "rmediate_size\":3072,\"num_hidden_layers\":5,\"num_attention_heads\":16,\"nu"
+    "m_key_value_heads\":8,\"head_dim\":128,\"vocab_size\":2048,\"num_code_groups"
+    "\":16,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,\"hidden_act\":\"silu\"}}"
+    "}";
+
+/* splitmix64; a normal-like value from the sum of four 16-bit uniforms
+ * (Irwin-Hall, unit variance): fast and deterministic, enough for noise */
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static float normal(void) {
+  uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  float s = (float)(z & 0xffff) + (float)(z >> 16 & 0xffff) + (float)(z >> 32 & 0xffff) + (float)(z >> 48);
+  return (s * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
+}
+
+int main(int argc, char **argv) {
+  const char *shape = NULL, *out = NULL, *dtype = "bf16";
+  int layers = -1;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
+    else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
+    else if (!shape) shape = argv[i];
+    else if (!out) out = argv[i];
+    else shape = NULL, i = argc;
+  }
+  int tts = shape && !strcmp(shape, "qwen3-tts-0.6b");
+  if (!shape || !out || (!tts && strcmp(shape, "qwen3-0.6b")) || (strcmp(dtype, "bf16") && strcmp(dtype, "f32"))) {
+    fprintf(stderr, "usage: make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b OUT_DIR [--dtype bf16|f32] [--layers N]\n");
+    return 1;
+  }
+  Dims d = {1024, 3072, 128, 16, 8, layers > 0 ? layers : 28};
+  List l = {0};
+  char cfg[4096];
+  snprintf(cfg, sizeof cfg, "%s", tts ? cfg_tts : cfg_lm);
+  if (layers > 0) { /* the first num_hidden_layers is the model's (the talker's) */
+    char *p = strstr(cfg, "\"num_hidden_layers\":28");
+    if (p) {
+      char rest[4096];
+      snprintf(rest, sizeof rest, "%s", p + strlen("\"num_hidden_layers\":28"));
+      snprintf(p, sizeof cfg - (size_t)(p - cfg), "\"num_hidden_layers\":%d%s", layers, rest);
+    }
+  }
+  if (!tts) {
+    add(&l, "model.embed_tokens.weight", 151936, d.H);
+    qwen3_layers(&l, "model.layers.", &d);
+    add(&l, "model.norm.weight", 0, d.H);
+  } else {
+    const int64_t TH = 2048, V = 3072, PV = 2048;
+    Dims p = {1024, 3072, 128, 16, 8, 5};
+    add(&l, "talker.model.text_embedding.weight", 151936, TH);
+    add(&l, "talker.text_projection.linear_fc1.weight", TH, TH);
+    add(&l, "talker.text_projection.linear_fc1.bias", 0, TH);
+    add(&l, "talker.text_projection.linear_fc2.weight", d.H, TH);
+    add(&l, "talker.text_projection.linear_fc2.bias", 0, d.H);
+    add(&l, "talker.model.codec_embedding.weight", V, d.H);
+    add(&l, "talker.codec_head.weight", V, d.H);
+    qwen3_layers(&l, "talker.model.layers.", &d);
+    add(&l, "talker.model.norm.weight", 0, d.H);
+    qwen3_layers(&l, "talker.code_predictor.model.layers.", &p);
+    add(&l, "talker.code_predictor.model.norm.weight", 0, p.H);
+    char n[96];
+    for (int i = 0; i < 15; i++) {
+      snprintf(n, sizeof n, "talker.code_predictor.model.codec_embedding.%d.weight", i);
+      add(&l, n, PV, d.H);
+      snprintf(n, sizeof n, "talker.code_predictor.lm_head.%d.weight", i);
+      add(&l, n, PV, p.H);
+    }
+  }
+  mkdir(out, 0755);
+  char path[1024];
+  snprintf(path, sizeof path, "%s/config.json", out);
+  FILE *f = fopen(path, "w");
+  if (!f || fputs(cfg, f) < 0 || fclose(f)) {
+    fprintf(stderr, "make_random_ckpt: cannot write %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  const int esize = strcmp(dtype, "bf16") ? 4 : 2;
+  /* header */
+  size_t hcap = (size_t)l.n * 200 + 64, hlen = 0;
+  char *h = malloc(hcap);
+  int64_t off = 0;
+  hlen += (size_t)snprintf(h + hlen, hcap - hlen, "{");
+  for (int i = 0; i < l.n; i++) {
+    const Tensor *t = &l.t[i];
+    int64_t bytes = (t->rows ? t->rows : 1) * t->cols * esize;
+    if (t->rows)
+      hlen += (size_t)snprintf(h + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%lld,%lld]}",
+                               i ? "," : "", t->name, esize == 2 ? "BF16" : "F32", (long long)t->rows,
+                               (long long)t->cols, (long long)off, (long long)(off + bytes));
+    else
+      hlen += (size_t)snprintf(h + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld],\"data_offsets\":[%lld,%lld]}",
+                               i ? "," : "", t->name, esize == 2 ? "BF16" : "F32", (long long)t->cols,
+                               (long long)off, (long long)(off + bytes));
+    off += bytes;
+  }
+  hlen += (size_t)snprintf(h + hlen, hcap - hlen, "}");
+  while (hlen % 8) h[hlen++] = ' ';
+  snprintf(path, sizeof path, "%s/model.safetensors", out);
+  f = fopen(path, "wb");
+  if (!f) {
+    fprintf(stderr, "make_random_ckpt: cannot write %s: %s\n", path, strerror(errno));
+    return 2;
+  }
+  uint64_t hl = hlen;
+  fwrite(&hl, 8, 1, f);
+  fwrite(h, 1, hlen, f);
+  size_t buf_n = 1 << 20;
+  unsigned char *buf = malloc(buf_n * 4);
+  for (int i = 0; i < l.n; i++) {
+    const Tensor *t = &l.t[i];
+    int vec = !t->rows, bias = strstr(t->name, ".bias") != NULL;
+    float scale = vec ? 0.1f : 0.02f, shift = vec && !bias ? 1.0f : 0.0f;
+    int64_t n = (t->rows ? t->rows : 1) * t->cols;
+    for (int64_t k = 0; k < n;) {
+      size_t m = (size_t)(n - k < (int64_t)buf_n ? n - k : (int64_t)buf_n);
+      for (size_t j = 0; j < m; j++) {
+        float x = normal() * scale + shift;
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        if (esize == 2) {
+          uint16_t b = (uint16_t)(u >> 16);
+          memcpy(buf + 2 * j, &b, 2);
+        } else {
+          memcpy(buf + 4 * j, &u, 4);
+        }
+      }
+      if (fwrite(buf, (size_t)esize, m, f) != m) {
+        fprintf(stderr, "make_random_ckpt: write failed: %s\n", strerror(errno));
+        return 2;
+      }
+      k += (int64_t)m;
+    }
+  }
+  if (fclose(f)) {
+    fprintf(stderr, "make_random_ckpt: write failed: %s\n", strerror(errno));
+    return 2;
+  }
+  printf("wrote %s (%lld MB of weights)\n", out, (long long)(off >> 20));
+  free(buf);
+  free(h);
+  free(l.t);
+  return 0;
+}

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# side_by_side.sh — speechc (gcc and tcc builds) and llama.cpp, interleaved,
+# on the random Qwen3-0.6B checkpoint: ROUNDS rounds, each running every
+# engine once per band, then the median per cell.  Interleaving spreads the
+# load of a shared machine over all engines alike.  Run
+# bench/run_qwen3_06b.sh and bench/peers_llamacpp.sh once first (they build
+# the artifacts and GGUF files this reuses).
+#
+#   ROUNDS=5 THREADS=2 bench/side_by_side.sh
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SPEECHC=${SPEECHC:-$ROOT/build/speechc}
+OUT=${OUT:-/tmp/speechc-bench}
+PEERS=${PEERS:-/tmp/peers}
+LLAMA_BENCH=${LLAMA_BENCH:-$PEERS/llama.cpp/build/bin/llama-bench}
+PY=${PY:-/work/venv/bin/python}
+ROUNDS=${ROUNDS:-5}
+THREADS=${THREADS:-2}
+STEPS=${STEPS:-32}
+BANDS=${BANDS:-"bf16 q8_0 q4_0"}
+LOG=$OUT/side_by_side.log
+
+: >"$LOG"
+for round in $(seq "$ROUNDS"); do
+  for band in $BANDS; do
+    for cc in gcc tcc; do
+      "$SPEECHC" bench "$OUT/${cc}_${band}.so" --steps "$STEPS" --threads "$THREADS" --probe-mb 512 |
+        sed -n "s/^bench: /speechc-$cc: round=$round /p" | tee -a "$LOG"
+    done
+    "$LLAMA_BENCH" -m "$PEERS/gguf/qwen3-0.6b-$band.gguf" -p 0 -n 64 -t "$THREADS" -r 1 -o json 2>/dev/null |
+      "$PY" -c 'import json, sys; r = json.load(sys.stdin)[0]; print("llamacpp: round=%s band=%s tok_s=%.3f" % (sys.argv[1], sys.argv[2], r["avg_ts"]))' \
+        "$round" "$band" | tee -a "$LOG"
+  done
+done
+
+# medians; llama.cpp's GB/s counts the same bytes per step as speechc's
+# bench (same shapes, same band) against the probe medians of that band
+"$PY" - "$LOG" <<'EOF'
+import re, statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    eng, rest = line.split(":", 1)
+    kv = dict(re.findall(r"(\w+)=(\S+)", rest))
+    rows.setdefault((kv["band"], eng), []).append(kv)
+med = lambda xs: statistics.median(float(x) for x in xs)
+n = max(len(v) for v in rows.values())
+print(f"{'band':5} {'engine':12} {'tok/s':>7} {'GB/s':>6} {'%probe':>7} {'vs llama.cpp':>12}   (medians of {n} rounds)")
+for band in dict.fromkeys(b for b, _ in rows):
+    sc = rows.get((band, "speechc-gcc"), []) + rows.get((band, "speechc-tcc"), [])
+    step_bytes = float(sc[0]["bytes"]) if sc else float("nan")
+    probe = med(r["probe_gbps"] for r in sc) if sc else float("nan")
+    ref = med(r["tok_s"] for r in rows[(band, "llamacpp")]) if (band, "llamacpp") in rows else float("nan")
+    for eng in ("speechc-gcc", "speechc-tcc", "llamacpp"):
+        rs = rows.get((band, eng))
+        if not rs:
+            continue
+        tok = med(r["tok_s"] for r in rs)
+        gbs = tok * step_bytes / 1e9
+        print(f"{band:5} {eng:12} {tok:7.2f} {gbs:6.2f} {100 * gbs / probe:6.1f}% {tok / ref:11.2f}x")
+EOF

@@ -1,0 +1,959 @@
+/*
+ * cg_cuda.c — the CUDA target.
+ *
+ * From the same planned Module as the C target, two texts:
+ *
+ *   model.cu  one `extern "C" __global__` kernel per live node that
+ *             computes, named after its graph and node
+ *             (`decode_layer0_qkv`), every shape a literal.  Nodes whose
+ *             kernels would be identical (the same op and shapes in every
+ *             layer) share the first one's kernel: layers differ only in
+ *             the pointers they are passed.
+ *   model.c   host C, compiled by the usual toolchain into model.so: one
+ *             small launcher per kernel (grid, block, arguments) and one
+ *             entry function per graph that checks its call like the C
+ *             target and launches the kernels in order through K->launch.
+ *             W, S, X and io's pointers are device addresses there: host
+ *             code only offsets them.
+ *
+ * Kernels read the call's position and step from the session's
+ * sc_device_io (sc_abi.h), never from their arguments, so a recorded
+ * sequence of launches (a CUDA graph) is valid for every position; the
+ * arguments depend only on the graph and its token count T.
+ *
+ * Semantics are those of cg_c.c's emit_node and the CPU kernels, op for
+ * op.  Fused ops are one kernel each.  Numbers differ from the CPU by
+ * rounding only (warp-order dot products, online softmax), except for the
+ * q8_0 / q4_0 bands, whose activations stay f32 here (the CPU quantizes
+ * them to 8 bits as GGML does).
+ *
+ *   GEMV/GEMM (LINEAR, LINEAR_ADD, NORM_LINEAR, LINEAR_SWIGLU): blocks of 8
+ *     warps, each warp one output row at a time (1-4 rows per warp, so
+ *     that a large matrix amortises the staging and a small one still has
+ *     ~512 blocks), TB tokens per block (grid.y covers T).  The block
+ *     stages its TB input rows in shared memory (normalised there for
+ *     NORM_LINEAR), then each lane reads 16 bytes of the weight row per
+ *     step (f32: 4 values, bf16: 8; q8_0 / q4_0: lane j takes element j of
+ *     each 32-block), every weight byte once per block of tokens;
+ *     warp-shuffle reduction; bias, residual or SwiGLU in the epilogue.
+ *   ATTENTION: one block of 8 warps per (head, token); warps take chunks
+ *     of 32 cache rows in turn (a lane scores a row), keep an online
+ *     softmax, and merge their partial results in shared memory.
+ *   RMSNORM: a block per (group, token).  ROPE / NORM_ROPE: a warp per
+ *     (token, head).  EMBED: a block per token (id -1: zero row; an id
+ *     outside the table records an error in sc_device_io).  KV_STORE,
+ *     elementwise ops and OUTPUT: one thread per element.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cg_internal.h"
+
+/* Shared memory the GEMV kernels stage their input rows in (floats). */
+#define CU_STAGE_FLOATS 12288
+
+typedef struct CuArg {
+  const char *type;          /* device parameter type */
+  char name[16];
+  char host[IR_NAME + 96];   /* host C expression of its value */
+} CuArg;
+
+typedef struct CuKernel {
+  char name[80];
+  char *key;                 /* signature + body + launch shape: equal keys share */
+} CuKernel;
+
+typedef struct Cu {
+  Cg cg;                     /* cg.o: the host entry functions */
+  StrBuf *cu;                /* device source */
+  StrBuf launch;             /* host launchers */
+  StrBuf body;               /* the kernel being built */
+  CuArg args[IR_MAX_SRC + 4];
+  int n_args;
+  CuKernel *k;
+  int n_k, cap_k;
+  int check_numerics;        /* --check-numerics: OUTPUT kernels check what they write */
+} Cu;
+
+#define KB(...) sb_printf(&cu->body, __VA_ARGS__)
+
+static void karg(Cu *cu, const char *type, const char *name, const char *host) {
+  CuArg *a = &cu->args[cu->n_args++];
+  a->type = type;
+  snprintf(a->name, sizeof a->name, "%s", name);
+  snprintf(a->host, sizeof a->host, "%s", host);
+}
+
+static void kernel_begin(Cu *cu) {
+  cu->n_args = 0;
+  cu->body.len = 0;
+  if (cu->body.s) cu->body.s[0] = 0;
+}
+
+/* The token count of graph g as host C text: "T" or a literal. */
+static const char *g_tokens(const Graph *g, char *buf, size_t size) {
+  if (!g->exact) return "T";
+  snprintf(buf, size, "%d", g->max_tokens);
+  return buf;
+}
+
+/* Finish the kernel of node i: share an identical earlier kernel or add
+ * this one (device source + host launcher), then call it from the entry.
+ * gx, gy: host C expressions of the grid (may use T). */
+static int kernel_end(Cu *cu, int i, int threads, const char *gx, const char *gy) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  StrBuf key;
+  sb_init(&key);
+  sb_printf(&key, "(sc_device_io *io");
+  for (int a = 0; a < cu->n_args; a++) sb_printf(&key, ", %s%s", cu->args[a].type, cu->args[a].name);
+  sb_printf(&key, ", int T) {\n%s}\n", cu->body.s ? cu->body.s : "");
+  size_t sig_len = key.len;
+  sb_printf(&key, "@%d %s %s", threads, gx, gy);
+  if (key.failed || cu->body.failed) {
+    sb_free(&key);
+    return sc_fail(cg->err, SC_ERUNTIME, "out of memory while generating CUDA code");
+  }
+  int k = 0;
+  while (k < cu->n_k && strcmp(cu->k[k].key, key.s)) k++;
+  if (k == cu->n_k) {
+    if (cu->n_k == cu->cap_k) {
+      int cap = cu->cap_k ? 2 * cu->cap_k : 64;
+      CuKernel *nk = realloc(cu->k, (size_t)cap * sizeof *nk);
+      if (!nk) {
+        sb_free(&key);
+        return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
+      }
+      cu->k = nk;
+      cu->cap_k = cap;
+    }
+    CuKernel *kk = &cu->k[cu->n_k++];
+    snprintf(kk->name, sizeof kk->name, "%s_%s", cg->g->name, cg->var[i]);
+    kk->key = key.s;
+    key.s = NULL;
+    /* device */
+    sb_printf(cu->cu, "\n/* %s: %s [%s, %lld] */\n#define SC_KID %d\n", kk->name, ir_op_names[n->op],
+              rows(n), (long long)n->cols, k);
+    sb_printf(cu->cu, "SC_KERNEL(%d) %s", threads, kk->name);
+    sb_printf(cu->cu, "%.*s", (int)sig_len, kk->key);
+    sb_printf(cu->cu, "#undef SC_KID\n");
+    /* host launcher */
+    StrBuf *l = &cu->launch;
+    sb_printf(l, "\n/* kernel %d: %s */\nstatic int launch_%s(const sc_kernels *K", k, kk->name, kk->name);
+    for (int a = 0; a < cu->n_args; a++) sb_printf(l, ", const void *%s", cu->args[a].name);
+    sb_printf(l, ", int T) {\n  void *args[] = {(void *)&K->device_io");
+    for (int a = 0; a < cu->n_args; a++) sb_printf(l, ", (void *)&%s", cu->args[a].name);
+    sb_printf(l, ", (void *)&T};\n");
+    sb_printf(l, "  return K->launch(K->ctx, %d, %s, %s, 1, %d, 1, 1, 0, args);\n}\n", k, gx, gy, threads);
+  }
+  sb_free(&key);
+  char tb[16];
+  OUT("  if (launch_%s(K", cu->k[k].name);
+  for (int a = 0; a < cu->n_args; a++) OUT(", %s", cu->args[a].host);
+  OUT(", %s)) return 1;\n", g_tokens(cg->g, tb, sizeof tb));
+  return SC_OK;
+}
+
+/* The device expression of a weight argument `name` that node wi feeds:
+ * a weight whose set is chosen by io->step is offset on the device (the
+ * host passes the base), so that a recorded launch stays valid. */
+static const char *wptr(Cu *cu, int wi, const char *name) {
+  static _Thread_local char buf[160];
+  const IrNode *w = node(&cu->cg, wi);
+  if (w->op == OP_WEIGHT) {
+    const IrWeight *wt = &cu->cg.m->weights[w->weight];
+    if (wt->sets > 1 && w->p.set_mode == SET_STEP) {
+      long long set_bytes = (long long)(wt->rows * ir_band_row_bytes(wt->band, wt->cols));
+      snprintf(buf, sizeof buf, "(%s + (long long)(io->step + %d) * %lldLL)", name, w->p.off, set_bytes);
+      return buf;
+    }
+  }
+  return name;
+}
+
+/* Norm weight factor for column expression c. */
+static void norm_w(char *out, size_t size, int mode, const char *w, const char *c) {
+  if (mode == NORM_ONE_PLUS) snprintf(out, size, "(1.0f + %s[%s])", w, c);
+  else snprintf(out, size, "%s[%s]", w, c);
+}
+
+static DType band_of(const Cu *cu, int wi) {
+  const IrNode *w = node(&cu->cg, wi);
+  return w->op == OP_WEIGHT ? cu->cg.m->weights[w->weight].band : DT_F32;
+}
+
+/* ---- GEMV / GEMM ---------------------------------------------------------- */
+
+/* One step of the dot loop at column expression c for nw weight rows. */
+static void gemv_step(Cu *cu, DType band, int vec, int nw, int TB, long long C, const char *ind) {
+  for (int j = 0; j < nw; j++) {
+    if (vec == 1)
+      KB("%sconst float wv%d = %s;\n", ind, j, band == DT_F32 ? (j ? "w1[c]" : "w0[c]") : (j ? "sc_bf16(w1[c])" : "sc_bf16(w0[c])"));
+    else if (band == DT_F32)
+      KB("%sconst float4 wv%d = __ldg((const float4 *)(w%d + c));\n", ind, j, j);
+    else
+      KB("%sconst uint4 wv%d = __ldg((const uint4 *)(w%d + c));\n", ind, j, j);
+  }
+  KB("#pragma unroll\n%sfor (int tt = 0; tt < %d; tt++) {\n", ind, TB);
+  if (vec == 1) {
+    KB("%s  const float xv = xs[tt * %lld + c];\n", ind, C);
+    for (int j = 0; j < nw; j++) KB("%s  a%d[tt] += wv%d * xv;\n", ind, j, j);
+  } else {
+    KB("%s  const float4 xa = *(const float4 *)(xs + tt * %lld + c);\n", ind, C);
+    if (band == DT_BF16) KB("%s  const float4 xb = *(const float4 *)(xs + tt * %lld + c + 4);\n", ind, C);
+    for (int j = 0; j < nw; j++) {
+      if (band == DT_F32)
+        KB("%s  a%d[tt] += wv%d.x * xa.x + wv%d.y * xa.y + wv%d.z * xa.z + wv%d.w * xa.w;\n", ind, j, j, j, j, j);
+      else
+        KB("%s  a%d[tt] += sc_lo(wv%d.x) * xa.x + sc_hi(wv%d.x) * xa.y + sc_lo(wv%d.y) * xa.z + "
+           "sc_hi(wv%d.y) * xa.w +\n%s             sc_lo(wv%d.z) * xb.x + sc_hi(wv%d.z) * xb.y + "
+           "sc_lo(wv%d.w) * xb.z + sc_hi(wv%d.w) * xb.w;\n",
+           ind, j, j, j, j, j, ind, j, j, j, j);
+    }
+  }
+  KB("%s}\n", ind);
+}
+
+/* Indent the text of b after byte `from` by two spaces per line. */
+static void indent_from(StrBuf *b, size_t from) {
+  if (b->failed || from >= b->len) return;
+  char *tail = malloc(b->len - from + 1);
+  if (!tail) {
+    b->failed = 1;
+    return;
+  }
+  memcpy(tail, b->s + from, b->len - from + 1);
+  b->len = from;
+  b->s[from] = 0;
+  for (char *line = tail; *line;) {
+    char *nl = strchr(line, '\n');
+    size_t n = nl ? (size_t)(nl - line + 1) : strlen(line);
+    if (line[0] != '#' && line[0] != '\n') sb_puts(b, "  ");
+    sb_printf(b, "%.*s", (int)n, line);
+    line += n;
+  }
+  free(tail);
+}
+
+static int emit_gemv(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const int op = n->op;
+  const int xi = n->src[0];
+  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : -1;
+  const int wi = n->src[op == OP_NORM_LINEAR ? 2 : 1];
+  const int bi = op == OP_NORM_LINEAR ? (n->nsrc > 3 ? n->src[3] : -1)
+                                      : (op == OP_LINEAR && n->nsrc > 2 ? n->src[2] : -1);
+  const int ri = op == OP_LINEAR_ADD ? n->src[2] : -1;
+  const int swiglu = op == OP_LINEAR_SWIGLU;
+  const IrNode *w = node(cg, wi);
+  const DType band = band_of(cu, wi);
+  const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
+  const int quant = band == DT_Q8_0 || band == DT_Q4_0;
+  if (band != DT_F32 && band != DT_BF16 && !quant)
+    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: weight band %s is not supported yet "
+                   "(accepted: f32, bf16, q8_0, q4_0)", n->name, ir_dtype_name(band));
+  if (quant && w->cols % 32)
+    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %s rows of %lld columns (not blocks of 32)",
+                   n->name, ir_dtype_name(band), (long long)w->cols);
+  if (C > CU_STAGE_FLOATS)
+    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %lld input columns exceed the %d a "
+                   "block stages in shared memory", n->name, C, CU_STAGE_FLOATS);
+  const int exact = n->rows != IR_T; /* rows known: a ROW view, or an exact graph */
+  int TB = exact ? (n->rows < 4 ? (int)n->rows : 4) : 4;
+  if (TB * C > CU_STAGE_FLOATS) TB = (int)(CU_STAGE_FLOATS / C);
+  const int vec = band == DT_F32 ? (C % 4 ? 1 : 4) : (C % 8 ? 1 : 8);
+  const long long per = 32LL * vec, NV = vec > 1 ? C / per : 0, REM = vec > 1 ? C - NV * per : 0;
+  const char *T = rows(n);
+  const long long ldx = ld(cg, xi), ldy = (long long)n->ld;
+  char nwf[64];
+
+  kernel_begin(cu);
+  karg(cu, "const float *", "x", ref(cg, xi));
+  if (nwi >= 0) karg(cu, "const float *", "nw", ref(cg, nwi));
+  karg(cu, "const unsigned char *__restrict__ ", "w", cg->var[wi]);
+  if (bi >= 0) karg(cu, "const float *", "bias", ref(cg, bi));
+  if (ri >= 0) karg(cu, "const float *", "r", ref(cg, ri));
+  karg(cu, "float *", "y", cg->var[i]);
+
+  KB("  __shared__ __align__(16) float xs[%lld]; /* [%d tokens, %lld] */\n", (long long)TB * C, TB, C);
+  KB("  const int t0 = blockIdx.y * %d;\n", TB);
+  KB("  const int nt = %s - t0 < %d ? %s - t0 : %d;\n", T, TB, T, TB);
+  KB("  for (int i = threadIdx.x; i < %lld; i += 256) {\n", (long long)TB * C);
+  KB("    const int tt = i / %lld, c = i - tt * %lld;\n", C, C);
+  KB("    xs[i] = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
+  KB("  }\n  __syncthreads();\n");
+  if (nwi >= 0) {
+    const IrParams *p = &n->p;
+    const long long G = C / p->group;
+    KB("  { /* RMSNorm of each staged row, per group of %d */\n", p->group);
+    KB("    __shared__ float rs[%lld];\n", (long long)TB * G);
+    KB("    for (int u = threadIdx.x >> 5; u < %lld; u += 8) {\n", (long long)TB * G);
+    KB("      const float *xr = xs + u * %d;\n", p->group);
+    KB("      float ss = 0.0f;\n");
+    KB("      for (int c = threadIdx.x & 31; c < %d; c += 32) ss += xr[c] * xr[c];\n", p->group);
+    KB("      ss = sc_warp_sum(ss);\n");
+    char eps[32];
+    KB("      if ((threadIdx.x & 31) == 0) rs[u] = 1.0f / sqrtf(ss / %d.0f + %s);\n", p->group, cg_float(eps, p->eps));
+    KB("    }\n    __syncthreads();\n");
+    KB("    for (int i = threadIdx.x; i < %lld; i += 256) {\n", (long long)TB * C);
+    KB("      const int c = i %% %d;\n", p->group);
+    norm_w(nwf, sizeof nwf, p->norm_mode, "nw", "c");
+    KB("      xs[i] = (xs[i] * rs[i / %d]) * %s;\n", p->group, nwf);
+    KB("    }\n    __syncthreads();\n  }\n");
+  }
+  /* rows per block: 8 warps x RW rows each, so that large matrices
+   * amortise the staging over more rows while small ones keep >= ~512
+   * blocks in flight */
+  long long RW = R / (8 * 512);
+  RW = RW < 1 ? 1 : RW > 4 ? 4 : RW;
+  const long long RPB = 8 * RW;
+  KB("  const int lane = threadIdx.x & 31;\n");
+  KB("  const int row_end = blockIdx.x * %lld + %lld < %lld ? blockIdx.x * %lld + %lld : %lld;\n", RPB, RPB, R,
+     RPB, RPB, R);
+  KB("  for (int row = blockIdx.x * %lld + (threadIdx.x >> 5); row < row_end; row += 8) {\n", RPB);
+  size_t mark = cu->body.len;
+  const char *et = band == DT_F32 ? "float" : band == DT_BF16 ? "unsigned short" : "unsigned char";
+  const long long row_units = quant ? (long long)ir_band_row_bytes(band, C) : C; /* elements or bytes */
+  KB("  const %s *w0 = (const %s *)%s + (long long)row * %lld;\n", et, et, wptr(cu, wi, "w"), row_units);
+  if (swiglu) KB("  const %s *w1 = w0 + %lldLL; /* the up row */\n", et, R * row_units);
+  KB("  float a0[%d]", TB);
+  if (swiglu) KB(", a1[%d]", TB);
+  KB(";\n#pragma unroll\n  for (int tt = 0; tt < %d; tt++) a0[tt] = %s0.0f;\n", TB, swiglu ? "a1[tt] = " : "");
+  if (quant) {
+    /* GGML blocks of 32: lane j takes element j of each block (its byte,
+     * or nibble, and the block's f16 scale), so a warp reads a block's
+     * bytes together; the activations stay f32 */
+    const int q8 = band == DT_Q8_0, bb = q8 ? 34 : 18;
+    KB("#pragma unroll 4\n  for (int b = 0; b < %lld; b++) {\n", C / 32);
+    KB("    const int c = b * 32 + lane;\n");
+    for (int j = 0; j < (swiglu ? 2 : 1); j++) {
+      KB("    const unsigned char *k%d = w%d + b * %d;\n", j, j, bb);
+      KB("    const float d%d = sc_f16(*(const unsigned short *)k%d);\n", j, j);
+      if (q8) KB("    const float q%d = (float)(signed char)k%d[2 + lane];\n", j, j);
+      else KB("    const float q%d = (float)((lane < 16 ? k%d[2 + lane] & 15 : k%d[2 + lane - 16] >> 4) - 8);\n", j, j, j);
+    }
+    KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n", TB);
+    KB("      const float xv = xs[tt * %lld + c];\n", C);
+    KB("      a0[tt] += d0 * (q0 * xv);\n");
+    if (swiglu) KB("      a1[tt] += d1 * (q1 * xv);\n");
+    KB("    }\n  }\n");
+  } else if (vec == 1) {
+    KB("  for (int c = lane; c < %lld; c += 32) {\n", C);
+    gemv_step(cu, band, 1, swiglu ? 2 : 1, TB, C, "    ");
+    KB("  }\n");
+  } else {
+    if (NV > 0) {
+      KB("#pragma unroll\n  for (int k = 0; k < %lld; k++) {\n", NV);
+      KB("    const int c = (k * 32 + lane) * %d;\n", vec);
+      gemv_step(cu, band, vec, swiglu ? 2 : 1, TB, C, "    ");
+      KB("  }\n");
+    }
+    if (REM > 0) {
+      KB("  if (lane * %d < %lld) {\n", vec, REM);
+      KB("    const int c = %lld + lane * %d;\n", NV * per, vec);
+      gemv_step(cu, band, vec, swiglu ? 2 : 1, TB, C, "    ");
+      KB("  }\n");
+    }
+  }
+  KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
+  KB("    a0[tt] = sc_warp_sum(a0[tt]);\n");
+  if (swiglu) KB("    a1[tt] = sc_warp_sum(a1[tt]);\n");
+  KB("  }\n  if (lane == 0) {\n");
+  KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n      if (tt >= nt) break;\n", TB);
+  KB("      const long long t = t0 + tt;\n");
+  if (swiglu) {
+    KB("      const float g = a0[tt], u = a1[tt];\n");
+    KB("      y[t * %lld + row] = (g / (1.0f + expf(-g))) * u;\n", ldy);
+  } else if (ri >= 0) {
+    KB("      y[t * %lld + row] = r[t * %lld + row] + a0[tt];\n", ldy, ld(cg, ri));
+  } else {
+    KB("      y[t * %lld + row] = a0[tt]%s;\n", ldy, bi >= 0 ? " + bias[row]" : "");
+  }
+  KB("    }\n  }\n");
+  /* the loop body above was written at function depth: indent it */
+  indent_from(&cu->body, mark);
+  KB("  }\n");
+  char gx[32], gy[64];
+  snprintf(gx, sizeof gx, "%lld", (R + RPB - 1) / RPB);
+  if (exact) snprintf(gy, sizeof gy, "%lld", ((long long)n->rows + TB - 1) / TB);
+  else snprintf(gy, sizeof gy, "(T + %d) / %d", TB - 1, TB);
+  return kernel_end(cu, i, 256, gx, gy);
+}
+
+/* ---- the other ops ------------------------------------------------------- */
+
+/* Grid of `per_block`-thread blocks covering rows*count items, rows those
+ * of value v (a literal, or the launcher's T). */
+static void grid_items(const IrNode *v, long long count, int per_block, char *gx, size_t size) {
+  if (v->rows != IR_T)
+    snprintf(gx, size, "%lld", ((long long)v->rows * count + per_block - 1) / per_block);
+  else
+    snprintf(gx, size, "(T * %lld + %d) / %d", count, per_block - 1, per_block);
+}
+
+/* One block per row of value v. */
+static const char *rows_grid(const IrNode *v, char *buf, size_t size) {
+  if (v->rows != IR_T) {
+    snprintf(buf, size, "%lld", (long long)v->rows);
+    return buf;
+  }
+  return "T";
+}
+
+/* One thread per element of a [T, cols] result: y = expr over a (, b). */
+static int emit_map(Cu *cu, int i, const char *expr) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const long long C = (long long)n->cols;
+  kernel_begin(cu);
+  karg(cu, "const float *", "a", ref(cg, n->src[0]));
+  if (n->nsrc > 1) karg(cu, "const float *", "b", ref(cg, n->src[1]));
+  karg(cu, "float *", "y", cg->var[i]);
+  KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
+  KB("  if (i >= %s * %lld) return;\n", rows(n), C);
+  KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
+  KB("  const float av = a[(long long)t * %lld + c];\n", ld(cg, n->src[0]));
+  if (n->nsrc > 1) {
+    const IrNode *b = node(cg, n->src[1]);
+    int bcast = b->rows == 1 && n->rows != 1;
+    KB("  const float bv = b[%s%lld + c];\n", bcast ? "" : "(long long)t * ", bcast ? 0LL : ld(cg, n->src[1]));
+  }
+  KB("  y[(long long)t * %lld + c] = %s;\n", (long long)n->ld, expr);
+  char gx[64];
+  grid_items(n, C, 256, gx, sizeof gx);
+  return kernel_end(cu, i, 256, gx, "1");
+}
+
+/* OUTPUT: rows of x into io's buffer; with --check-numerics the first
+ * NaN/inf is reported (sc_device_io) with its index in the output. */
+static int emit_copy(Cu *cu, int i, int xi, const char *dst, long long ldy) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const long long C = (long long)n->cols;
+  kernel_begin(cu);
+  karg(cu, "const float *", "x", ref(cg, xi));
+  karg(cu, "float *", "y", dst);
+  KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
+  KB("  if (i >= %s * %lld) return;\n", rows(n), C);
+  KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
+  if (cu->check_numerics) {
+    KB("  const float v = x[(long long)t * %lld + c];\n", ld(cg, xi));
+    KB("  if (!isfinite(v)) sc_fail(io, SC_KID, 2, i); /* --check-numerics */\n");
+    KB("  y[(long long)t * %lld + c] = v;\n", ldy);
+  } else {
+    KB("  y[(long long)t * %lld + c] = x[(long long)t * %lld + c];\n", ldy, ld(cg, xi));
+  }
+  char gx[64];
+  grid_items(n, C, 256, gx, sizeof gx);
+  return kernel_end(cu, i, 256, gx, "1");
+}
+
+static int emit_embed(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const IrNode *tab = node(cg, n->src[0]);
+  const IrWeight *w = &cg->m->weights[tab->weight];
+  const long long C = (long long)w->cols;
+  kernel_begin(cu);
+  karg(cu, "const int *", "ids", ref(cg, n->src[1]));
+  karg(cu, "const unsigned char *__restrict__ ", "tab", cg->var[n->src[0]]);
+  karg(cu, "float *", "y", cg->var[i]);
+  KB("  const int t = blockIdx.x, id = ids[t];\n");
+  KB("  float *yr = y + (long long)t * %lld;\n", (long long)n->ld);
+  KB("  if (id == -1) {\n    for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = 0.0f;\n    return;\n  }\n", C);
+  KB("  if (id < 0 || id >= %lld) { /* %s: token id out of range [0, %lld) */\n", (long long)w->rows, n->name,
+     (long long)w->rows);
+  KB("    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);\n    return;\n  }\n");
+  const char *tp = wptr(cu, n->src[0], "tab");
+  if (w->band == DT_F32) {
+    KB("  const float *row = (const float *)%s + (long long)id * %lld;\n", tp, C);
+    KB("  for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = row[c];\n", C);
+  } else if (w->band == DT_BF16) {
+    KB("  const unsigned short *row = (const unsigned short *)%s + (long long)id * %lld;\n", tp, C);
+    KB("  for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = sc_bf16(row[c]);\n", C);
+  } else if (w->band == DT_Q8_0 || w->band == DT_Q4_0) {
+    /* GGML blocks, as the C target decodes them */
+    int q8 = w->band == DT_Q8_0;
+    KB("  const unsigned char *row = %s + (long long)id * %lldLL; /* %s */\n", tp,
+       (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
+    KB("  for (int c = threadIdx.x; c < %lld; c += 256) {\n", C);
+    KB("    const unsigned char *blk = row + (c >> 5) * %d;\n", q8 ? 34 : 18);
+    KB("    const float d = sc_f16(blk[0] | (unsigned)blk[1] << 8);\n");
+    if (q8) KB("    yr[c] = d * (float)(signed char)blk[2 + (c & 31)];\n");
+    else KB("    const int j = c & 31;\n    yr[c] = d * (float)((j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8);\n");
+    KB("  }\n");
+  } else {
+    return sc_fail(cg->err, SC_EINPUT, "CUDA target: embedding band %s is not supported yet",
+                   ir_dtype_name(w->band));
+  }
+  char gx[16];
+  return kernel_end(cu, i, 256, rows_grid(n, gx, sizeof gx), "1");
+}
+
+static int emit_rmsnorm(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const IrParams *p = &n->p;
+  const int G = (int)(n->cols / p->group);
+  int nt = p->group >= 256 ? 256 : (p->group + 31) / 32 * 32;
+  char wf[64];
+  norm_w(wf, sizeof wf, p->norm_mode, "w", "c");
+  kernel_begin(cu);
+  karg(cu, "const float *", "x", ref(cg, n->src[0]));
+  karg(cu, "const float *", "w", ref(cg, n->src[1]));
+  karg(cu, "float *", "y", cg->var[i]);
+  KB("  __shared__ float part[%d];\n  __shared__ float rr;\n", nt / 32);
+  KB("  const long long t = blockIdx.y;\n");
+  KB("  const float *xr = x + t * %lld + blockIdx.x * %d;\n", ld(cg, n->src[0]), p->group);
+  KB("  float *yr = y + t * %lld + blockIdx.x * %d;\n", (long long)n->ld, p->group);
+  KB("  float ss = 0.0f;\n");
+  KB("  for (int c = threadIdx.x; c < %d; c += %d) ss += xr[c] * xr[c];\n", p->group, nt);
+  KB("  ss = sc_warp_sum(ss);\n  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;\n  __syncthreads();\n");
+  KB("  if (threadIdx.x == 0) {\n    float s = 0.0f;\n");
+  KB("    for (int k = 0; k < %d; k++) s += part[k];\n", nt / 32);
+  char eps[32];
+  KB("    rr = 1.0f / sqrtf(s / %d.0f + %s);\n  }\n  __syncthreads();\n", p->group, cg_float(eps, p->eps));
+  KB("  for (int c = threadIdx.x; c < %d; c += %d) yr[c] = (xr[c] * rr) * %s;\n", p->group, nt, wf);
+  char gx[16], gy[16];
+  snprintf(gx, sizeof gx, "%d", G);
+  return kernel_end(cu, i, nt, gx, rows_grid(n, gy, sizeof gy));
+}
+
+/* ROPE and NORM_ROPE: a warp per (token, head), the head staged in shared
+ * memory so that any pairing (NeoX halves, interleaved) reads it. */
+static int emit_rope(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const IrParams *p = &n->p;
+  const int norm = n->op == OP_NORM_ROPE;
+  const int HD = p->head_dim, R = p->rot_dims, half = R / 2;
+  char wf[64];
+  kernel_begin(cu);
+  karg(cu, "const float *", "x", ref(cg, n->src[0]));
+  if (norm) karg(cu, "const float *", "nw", ref(cg, n->src[1]));
+  karg(cu, "const float *", "tab", ref(cg, n->src[norm ? 2 : 1]));
+  karg(cu, "float *", "y", cg->var[i]);
+  KB("  __shared__ float hb[%d];\n", 4 * HD);
+  KB("  const int lane = threadIdx.x & 31, u = blockIdx.x * 4 + (threadIdx.x >> 5);\n");
+  KB("  if (u >= %s * %d) return;\n", rows(n), p->heads);
+  KB("  const int t = u / %d, h = u - t * %d;\n", p->heads, p->heads);
+  KB("  const float *a = x + (long long)t * %lld + h * %d;\n", ld(cg, n->src[0]), HD);
+  KB("  float *b = y + (long long)t * %lld + h * %d;\n", (long long)n->ld, HD);
+  KB("  float *s = hb + (threadIdx.x >> 5) * %d;\n", HD);
+  if (norm) {
+    norm_w(wf, sizeof wf, p->norm_mode, "nw", "c");
+    KB("  float ss = 0.0f;\n");
+    KB("  for (int c = lane; c < %d; c += 32) {\n    s[c] = a[c];\n    ss += s[c] * s[c];\n  }\n", HD);
+    KB("  ss = sc_warp_sum(ss);\n");
+    char eps[32];
+    KB("  const float r = 1.0f / sqrtf(ss / %d.0f + %s);\n", HD, cg_float(eps, p->eps));
+    KB("  for (int c = lane; c < %d; c += 32) s[c] = (s[c] * r) * %s;\n", HD, wf);
+  } else {
+    KB("  for (int c = lane; c < %d; c += 32) s[c] = a[c];\n", HD);
+  }
+  KB("  __syncwarp();\n");
+  KB("  const float *cs = tab + (long long)(io->pos + t) * %d; /* cos | sin */\n", R);
+  KB("  for (int i = lane; i < %d; i += 32) {\n", half);
+  if (p->rope_mode == ROPE_NEOX) {
+    KB("    const float x0 = s[i], x1 = s[i + %d], c = cs[i], sn = cs[%d + i];\n", half, half);
+    KB("    b[i] = x0 * c - x1 * sn;\n    b[i + %d] = x1 * c + x0 * sn;\n", half);
+  } else {
+    KB("    const float x0 = s[2 * i], x1 = s[2 * i + 1], c = cs[i], sn = cs[%d + i];\n", half);
+    KB("    b[2 * i] = x0 * c - x1 * sn;\n    b[2 * i + 1] = x1 * c + x0 * sn;\n");
+  }
+  KB("  }\n");
+  if (R < HD) KB("  for (int i = %d + lane; i < %d; i += 32) b[i] = s[i];\n", R, HD);
+  char gx[64];
+  grid_items(n, p->heads, 4, gx, sizeof gx);
+  return kernel_end(cu, i, 128, gx, "1");
+}
+
+static int emit_kv_store(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const IrNode *c = node(cg, n->src[0]), *x = node(cg, n->src[1]);
+  const long long C = (long long)c->cols;
+  kernel_begin(cu);
+  karg(cu, "const float *", "x", ref(cg, n->src[1]));
+  karg(cu, "float *", "cache", ref(cg, n->src[0]));
+  KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
+  KB("  if (i >= %s * %lld) return;\n", rows(x), C);
+  KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
+  KB("  cache[(long long)((io->pos + t) %% %lld) * %lld + c] = x[(long long)t * %lld + c];\n",
+     (long long)c->rows, C, ld(cg, n->src[1]));
+  char gx[64];
+  grid_items(x, C, 256, gx, sizeof gx);
+  return kernel_end(cu, i, 256, gx, "1");
+}
+
+/* A block of NW warps per (head, token).  Warps take chunks of 32 cache
+ * rows in turn: each lane scores one row (q from shared memory, 16-byte
+ * loads along the row), the warp updates its online softmax once per
+ * chunk, then walks the chunk's value rows (coalesced, one output column
+ * per lane and step).  The warps' partial results merge at the end. */
+static int emit_attention(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const IrParams *p = &n->p;
+  const IrNode *c = node(cg, n->src[1]);
+  const int HD = p->head_dim, EPL = (HD + 31) / 32, group = p->heads / p->kv_heads, NW = 8;
+  const long long CAP = (long long)c->rows, LDKV = (long long)c->cols;
+  const int gate = n->nsrc > 3, vec = HD % 4 == 0 && LDKV % 4 == 0;
+  const char *guard = HD % 32 ? "if (c < HD) " : "";
+  kernel_begin(cu);
+  karg(cu, "const float *", "q", ref(cg, n->src[0]));
+  karg(cu, "const float *", "kc", ref(cg, n->src[1]));
+  karg(cu, "const float *", "vc", ref(cg, n->src[2]));
+  if (gate) karg(cu, "const float *", "gate", ref(cg, n->src[3]));
+  karg(cu, "float *", "y", cg->var[i]);
+  KB("  enum { HD = %d, NW = %d };\n", HD, NW);
+  KB("  __shared__ __align__(16) float qs[HD];\n");
+  KB("  __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];\n");
+  KB("  const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;\n");
+  KB("  const int p = io->pos + t;\n");
+  if (p->window > 0) KB("  const int lo = p - %d + 1 > 0 ? p - %d + 1 : 0;\n", p->window, p->window);
+  else KB("  const int lo = 0;\n");
+  KB("  const float *qh = q + (long long)t * %lld + h * HD;\n", ld(cg, n->src[0]));
+  KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) qs[c] = qh[c];\n");
+  KB("  __syncthreads();\n");
+  KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
+  KB("  float m = -SC_INF, l = 0.0f, o[%d];\n", EPL);
+  KB("  for (int e = 0; e < %d; e++) o[e] = 0.0f;\n", EPL);
+  KB("  for (int k0 = lo + wid * 32; k0 <= p; k0 += NW * 32) {\n");
+  KB("    const int k = k0 + lane;\n");
+  KB("    float s = -SC_INF;\n");
+  KB("    if (k <= p) {\n");
+  KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("      float d = 0.0f;\n");
+  if (vec) {
+    KB("#pragma unroll 8\n      for (int c = 0; c < HD; c += 4) {\n");
+    KB("        const float4 kv = *(const float4 *)(kr + c), qv = *(const float4 *)(qs + c);\n");
+    KB("        d += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n      }\n");
+  } else {
+    KB("      for (int c = 0; c < HD; c++) d += kr[c] * qs[c];\n");
+  }
+  char scale[32];
+  KB("      s = d * %s;\n    }\n", cg_float(scale, p->scale));
+  KB("    const float mn = fmaxf(m, sc_warp_max(s)); /* finite: lane 0 has a row */\n");
+  KB("    const float sa = expf(m - mn), pk = k <= p ? expf(s - mn) : 0.0f;\n");
+  KB("    l = l * sa + sc_warp_sum(pk);\n");
+  KB("    for (int e = 0; e < %d; e++) o[e] *= sa;\n", EPL);
+  KB("    const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;\n");
+  KB("    for (int j = 0; j < nk; j++) {\n");
+  KB("      const float pj = __shfl_sync(0xffffffffu, pk, j);\n");
+  KB("      const float *vr = vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n        %so[e] += pj * vr[c];\n      }\n",
+     EPL, guard);
+  KB("    }\n    m = mn;\n  }\n");
+  KB("  if (lane == 0) {\n    sm_m[wid] = m;\n    sm_l[wid] = l;\n  }\n");
+  KB("  for (int e = 0; e < %d; e++) {\n    const int c = lane + 32 * e;\n    %ssm_o[wid * HD + c] = o[e];\n  }\n",
+     EPL, guard);
+  KB("  __syncthreads();\n");
+  KB("  float M = -SC_INF, f[NW], L = 0.0f;\n");
+  KB("  for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w]);\n");
+  KB("  for (int w = 0; w < NW; w++) {\n    f[w] = sm_m[w] == -SC_INF ? 0.0f : expf(sm_m[w] - M);\n    L += sm_l[w] * f[w];\n  }\n");
+  KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) {\n");
+  KB("    float v = 0.0f;\n    for (int w = 0; w < NW; w++) v += sm_o[w * HD + c] * f[w];\n    v /= L;\n");
+  if (gate)
+    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)t * %lld + h * HD + c]));\n", ld(cg, n->src[3]));
+  KB("    y[(long long)t * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
+  char gx[16], gy[16];
+  snprintf(gx, sizeof gx, "%d", p->heads);
+  return kernel_end(cu, i, 32 * NW, gx, rows_grid(n, gy, sizeof gy));
+}
+
+/* ---- the host side -------------------------------------------------------- */
+
+static int emit_node(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const IrParams *p = &n->p;
+  const char *v = cg->var[i];
+  const Module *m = cg->m;
+  switch (n->op) {
+  case OP_WEIGHT: {
+    const IrWeight *w = &m->weights[n->weight];
+    if (w->sets == 1) return SC_OK; /* the W_ macro itself */
+    char base[IR_NAME];
+    c_ident(w->name, base, sizeof base);
+    long long set_bytes = (long long)(w->rows * ir_band_row_bytes(w->band, w->cols));
+    if (p->set_mode == SET_FIXED) {
+      OUT("  const unsigned char *%s = W_%s + %d * %lldLL; /* set %d of %lld */\n", v, base,
+          p->off, set_bytes, p->off, (long long)w->sets);
+    } else {
+      OUT("  if (io->step + %d < 0 || io->step + %d >= %lld) {\n", p->off, p->off, (long long)w->sets);
+      OUT("    K->error(K->ctx, \"%s: step out of range\", io->step);\n    return 1;\n  }\n", n->name);
+      OUT("  const unsigned char *%s = W_%s; /* the kernels add set io->step%+d */\n", v, base, p->off);
+    }
+    return SC_OK;
+  }
+  case OP_INPUT_IDS:
+  case OP_STATE:
+    return SC_OK;
+  case OP_INPUT_EMBEDS:
+    OUT("  const float *%s = io->embeds; /* [%s, %lld] */\n", v, rows(n), (long long)n->cols);
+    return SC_OK;
+  case OP_INPUT_HIDDEN:
+    OUT("  const float *%s = io->hidden_in; /* [1, %lld] */\n", v, (long long)n->cols);
+    return SC_OK;
+  case OP_SLICE:
+    OUT("  %s *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", vtype(n), v,
+        ref(cg, n->src[0]), p->off, rows(n), (long long)n->cols, (long long)n->ld);
+    return SC_OK;
+  case OP_ROW:
+    if (p->off < 0)
+      OUT("  %s *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", vtype(n), v,
+          ref(cg, n->src[0]), rows(node(cg, n->src[0])), ld(cg, n->src[0]), (long long)n->cols);
+    else
+      OUT("  %s *%s = %s + %d * %lld; /* [1, %lld] row %d */\n", vtype(n), v, ref(cg, n->src[0]),
+          p->off, ld(cg, n->src[0]), (long long)n->cols, p->off);
+    return SC_OK;
+  default:
+    break;
+  }
+  if (n->buf >= 0)
+    OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] */\n", v, (long long)n->buf, rows(n),
+        (long long)n->cols);
+  switch (n->op) {
+  case OP_EMBED: return emit_embed(cu, i);
+  case OP_LINEAR:
+  case OP_LINEAR_ADD:
+  case OP_NORM_LINEAR:
+  case OP_LINEAR_SWIGLU: return emit_gemv(cu, i);
+  case OP_RMSNORM: return emit_rmsnorm(cu, i);
+  case OP_ROPE:
+  case OP_NORM_ROPE: return emit_rope(cu, i);
+  case OP_KV_STORE: return emit_kv_store(cu, i);
+  case OP_ATTENTION: {
+    const IrNode *c = node(cg, n->src[1]);
+    if (n->p.window > 0 || c->rows < m->max_context) {
+      /* a ring: the rows the first query sees must all still be there */
+      OUT("  {\n    const int first = %d > 0 && pos - %d + 1 > 0 ? pos - %d + 1 : 0;\n", p->window,
+          p->window, p->window);
+      OUT("    if (pos + %s - first > %lld) {\n", rows(n), (long long)c->rows);
+      OUT("      K->error(K->ctx, \"%s: keys visible to the queries exceed the cache rows\", pos + %s - first);\n",
+          n->name, rows(n));
+      OUT("      return 1;\n    }\n  }\n");
+    }
+    return emit_attention(cu, i);
+  }
+  case OP_ADD: return emit_map(cu, i, "av + bv");
+  case OP_MUL: return emit_map(cu, i, "av * bv");
+  case OP_SILU: return emit_map(cu, i, "av / (1.0f + expf(-av))");
+  case OP_SIGMOID: return emit_map(cu, i, "1.0f / (1.0f + expf(-av))");
+  case OP_SOFTPLUS: return emit_map(cu, i, "logf(1.0f + expf(av))");
+  case OP_GELU: return emit_map(cu, i, "0.5f * av * (1.0f + erff(av * 0.70710678118654752f))");
+  case OP_SWIGLU: {
+    /* y = silu(a) * b with a, b the two column halves of one value */
+    const long long C = (long long)n->cols, ldx = ld(cg, n->src[0]);
+    kernel_begin(cu);
+    karg(cu, "const float *", "x", ref(cg, n->src[0]));
+    karg(cu, "float *", "y", v);
+    KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
+    KB("  if (i >= %s * %lld) return;\n", rows(n), C);
+    KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
+    KB("  const float av = x[(long long)t * %lld + c], bv = x[(long long)t * %lld + %lld + c];\n", ldx, ldx, C);
+    KB("  y[(long long)t * %lld + c] = (av / (1.0f + expf(-av))) * bv;\n", (long long)n->ld);
+    char gx[64];
+    grid_items(n, C, 256, gx, sizeof gx);
+    return kernel_end(cu, i, 256, gx, "1");
+  }
+  case OP_OUTPUT:
+    return emit_copy(cu, i, n->src[0], p->slot == OUT_LOGITS ? "io->out" : "io->hidden_out", (long long)n->cols);
+  default:
+    return sc_fail(cg->err, SC_EINPUT, "CUDA target: op %s (%s) has no CUDA lowering yet",
+                   ir_op_names[n->op], n->name);
+  }
+}
+
+static int emit_graph(Cu *cu, const Graph *g) {
+  Cg *cg = &cu->cg;
+  if (!(cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var)))
+    return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
+  cg_name_values(cg, g);
+  int max_ctx = cg->m->max_context;
+  OUT("\n/* %s: T %s %d tokens per call; scratch %lld bytes (device) */\n", g->name,
+      g->exact ? "=" : "<=", g->max_tokens, (long long)g->scratch_bytes);
+  OUT("static int entry_%s(const sc_kernels *K, const unsigned char *W, unsigned char *S,\n"
+      "    unsigned char *X, const sc_io *io) {\n", g->name);
+  if (g->exact) {
+    OUT("  if (io->n != %d) {\n    K->error(K->ctx, \"%s: takes exactly %d token%s\", io->n);\n    return 1;\n  }\n",
+        g->max_tokens, g->name, g->max_tokens, g->max_tokens == 1 ? "" : "s");
+  } else {
+    OUT("  const int T = io->n;\n");
+    OUT("  if (T < 1 || T > %d) {\n    K->error(K->ctx, \"%s: token count out of range [1, %d]\", T);\n    return 1;\n  }\n",
+        g->max_tokens, g->name, g->max_tokens);
+  }
+  OUT("  const int pos = io->pos;\n");
+  char span[16];
+  snprintf(span, sizeof span, g->exact ? "%d" : "T", g->max_tokens);
+  OUT("  if (pos < 0 || pos + %s > %d) {\n    K->error(K->ctx, \"%s: context full (max_context %d)\", pos);\n    return 1;\n  }\n",
+      span, max_ctx, g->name, max_ctx);
+  OUT("  (void)W; (void)S; (void)X; (void)pos;\n");
+  int rc = SC_OK;
+  for (int i = 0; i < g->n_nodes && rc == SC_OK; i++) {
+    if (g->nodes[i].dead) continue;
+    comment_node(cg, i);
+    rc = emit_node(cu, i);
+  }
+  OUT("  return 0;\n}\n");
+  free(cg->var);
+  cg->var = NULL;
+  return rc;
+}
+
+/* Helpers every kernel uses.  The SC_EMULATE branch lets the same text
+ * compile as C11 for the CPU emulator of the tests (tests/emu). */
+static const char cu_prelude[] =
+    "#ifdef SC_EMULATE\n"
+    "#include \"sc_cuda_emu.h\"\n"
+    "#else\n"
+    "#define SC_KERNEL(threads) extern \"C\" __global__ void __launch_bounds__(threads)\n"
+    "#define SC_DEVICE static __device__ __forceinline__\n"
+    "#define SC_INF __int_as_float(0x7f800000)\n"
+    "#endif\n"
+    "\n"
+    "typedef struct sc_device_io { /* sc_abi.h */\n"
+    "  int n, pos, step, err_kernel, err_value, err_what, pad[10];\n"
+    "} sc_device_io;\n"
+    "\n"
+    "SC_DEVICE float sc_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }\n"
+    "SC_DEVICE float sc_lo(unsigned u) { return __uint_as_float(u << 16); }   /* bf16 pair: first */\n"
+    "SC_DEVICE float sc_hi(unsigned u) { return __uint_as_float(u & 0xffff0000u); } /* second */\n"
+    "/* IEEE half, exact (subnormals too) */\n"
+    "SC_DEVICE float sc_f16(unsigned h) {\n"
+    "  const unsigned e = h >> 10 & 31, mant = h & 1023;\n"
+    "  float d = e == 31 ? __uint_as_float(0x7f800000u | mant << 13)\n"
+    "          : e ? __uint_as_float((e + 112) << 23 | mant << 13) : (float)mant * 5.9604644775390625e-8f;\n"
+    "  return h & 0x8000 ? -d : d;\n"
+    "}\n"
+    "SC_DEVICE float sc_warp_sum(float v) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "  return v;\n"
+    "}\n"
+    "SC_DEVICE float sc_warp_max(float v) {\n"
+    "  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "  return v;\n"
+    "}\n"
+    "/* The first failing kernel of a call records itself, what (1: an id\n"
+    " * outside its table, 2: a NaN/inf output) and the value. */\n"
+    "SC_DEVICE void sc_fail(sc_device_io *io, int kernel, int what, int value) {\n"
+    "  if (atomicCAS(&io->err_kernel, 0, kernel + 1) == 0) {\n"
+    "    io->err_value = value;\n"
+    "    io->err_what = what;\n"
+    "  }\n"
+    "}\n";
+
+int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *host, sc_error *err) {
+  Cu cus;
+  memset(&cus, 0, sizeof cus);
+  Cu *cu = &cus;
+  cu->cu = cu_out;
+  sb_init(&cu->launch);
+  sb_init(&cu->body);
+  StrBuf entries;
+  sb_init(&entries);
+  cu->cg.m = m;
+  cu->cg.o = &entries;
+  cu->cg.err = err;
+  cu->check_numerics = info->check_numerics;
+
+  sb_printf(cu_out, "/*\n * Generated by speechc %s for CUDA; do not edit.\n", SPEECHC_VERSION);
+  sb_printf(cu_out, " * model: %s (family %s), config hash %016llx\n", m->model_type, m->family,
+            (unsigned long long)m->config_hash);
+  sb_printf(cu_out, " * weights: %s, %s; max context %d\n", info->band, info->fused ? "fused" : "unfused",
+            m->max_context);
+  if (info->check_numerics) sb_printf(cu_out, " * --check-numerics: outputs are checked for NaN and inf\n");
+  sb_printf(cu_out, " */\n");
+  sb_puts(cu_out, cu_prelude);
+
+  int rc = SC_OK;
+  for (int gi = 0; gi < m->n_graphs && rc == SC_OK; gi++) rc = emit_graph(cu, &m->graphs[gi]);
+
+  if (rc == SC_OK) {
+    Cg *cg = &cu->cg;
+    cg->o = host;
+    OUT("/*\n * Generated by speechc %s for CUDA (host side); do not edit.\n", SPEECHC_VERSION);
+    OUT(" * model: %s (family %s), config hash %016llx\n", m->model_type, m->family,
+        (unsigned long long)m->config_hash);
+    OUT(" * weights: %s, %s; max context %d; %d kernels\n", info->band, info->fused ? "fused" : "unfused",
+        m->max_context, cu->n_k);
+    OUT(" * entry points:");
+    for (int gi = 0; gi < m->n_graphs; gi++) OUT(" %s", m->graphs[gi].name);
+    OUT("\n * W, S, X and io's pointers are device addresses: this code only offsets\n"
+        " * them and launches the kernels of model.cu through K->launch.\n */\n");
+    OUT("#include \"sc_abi.h\"\n\n");
+    cg_emit_layout(cg);
+    OUT("\nstatic const char *const kernel_names[] = {\n");
+    for (int k = 0; k < cu->n_k; k++) OUT("  \"%s\",\n", cu->k[k].name);
+    OUT("};\n");
+    sb_puts(host, cu->launch.s ? cu->launch.s : "");
+    sb_puts(host, entries.s ? entries.s : "");
+    if (host->failed || cu_out->failed || cu->launch.failed || entries.failed)
+      rc = sc_fail(err, SC_ERUNTIME, "out of memory while generating CUDA code");
+  }
+  for (int k = 0; k < cu->n_k; k++) free(cu->k[k].key);
+  free(cu->k);
+  sb_free(&cu->launch);
+  sb_free(&cu->body);
+  sb_free(&entries);
+  return rc;
+}
+
+/* A text as string-literal lines: one literal per source line. */
+static void emit_text(StrBuf *o, const char *name, const char *s, size_t n) {
+  sb_printf(o, "\nstatic const char %s[] =\n", name);
+  size_t i = 0;
+  if (!n) sb_puts(o, "  \"\"\n");
+  while (i < n) {
+    char line[4096 + 16];
+    size_t k = 0;
+    line[k++] = ' ';
+    line[k++] = ' ';
+    line[k++] = '"';
+    while (i < n && k < sizeof line - 8) {
+      unsigned char c = (unsigned char)s[i++];
+      if (c == '\n') {
+        line[k++] = '\\';
+        line[k++] = 'n';
+        break;
+      }
+      if (c == '"' || c == '\\') {
+        line[k++] = '\\';
+        line[k++] = (char)c;
+      } else if (c < 32 || c >= 127 || c == '?') {
+        /* '?' too: no trigraphs */
+        k += (size_t)snprintf(line + k, 5, "\\%03o", c);
+      } else {
+        line[k++] = (char)c;
+      }
+    }
+    line[k++] = '"';
+    line[k++] = '\n';
+    line[k] = 0;
+    sb_puts(o, line);
+  }
+  sb_puts(o, "  ;\n");
+}
+
+int cg_emit_cuda_tail(const Module *m, const CgInfo *info, const CgDevice *dev, StrBuf *host,
+                      sc_error *err) {
+  Cu cus;
+  memset(&cus, 0, sizeof cus);
+  Cg *cg = &cus.cg;
+  cg->m = m;
+  cg->o = host;
+  cg->err = err;
+  emit_text(host, "device_code", dev->code, dev->code_bytes);
+  emit_text(host, "device_source", dev->source, strlen(dev->source));
+  char extra[256];
+  snprintf(extra, sizeof extra,
+           "  device_code, %lluULL, device_source, \"%s\",\n"
+           "  (int)(sizeof kernel_names / sizeof kernel_names[0]), kernel_names,\n",
+           (unsigned long long)dev->code_bytes, dev->arch);
+  cg_emit_descriptor_ext(cg, info, "cuda", extra);
+  if (host->failed) return sc_fail(err, SC_ERUNTIME, "out of memory while generating code");
+  return SC_OK;
+}

@@ -1,0 +1,287 @@
+/*
+ * cmd_bench.c — `speechc bench model.so`: decode speed against the
+ * machine's own read bandwidth, measured in the same run.
+ *
+ * Decode is memory-bound: every step reads every weight once.  So next to
+ * tokens/s the bench prints the bytes of weights one decode step reads
+ * (from the artifact's tensor table: every tensor, except that embedding
+ * tables only used as gathers and RoPE tables contribute one row), the
+ * effective GB/s that implies, and the read bandwidth of a STREAM-like
+ * probe (sum a large buffer) on the same number of threads, so that the
+ * ratio says how close to the hardware limit the step runs.  Times are
+ * medians: the machine may be shared.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels.h"
+#include "pool.h"
+#include "sc_abi.h"
+#include "speechc.h"
+
+const sc_model_desc *sc_model_desc_of(const sc_model *m);
+int cmd_bench(int argc, char **argv);
+
+static const char *const usage_bench =
+    "usage: speechc bench model.so [options]\n"
+    "\n"
+    "Prefills a prompt, times decode steps and prints tokens/s (median), the bytes of\n"
+    "weights one step reads, the effective GB/s, and the fraction of the read bandwidth\n"
+    "that a STREAM-like probe measures on the same threads in the same run.\n"
+    "\n"
+    "  --steps N              decode steps to time (default 32)\n"
+    "  --threads N            kernel threads (default 0 = one per physical core)\n"
+    "  --prompt N             prompt tokens prefilled first (default 16)\n"
+    "  --probe-mb N           size of the bandwidth probe's buffer (default 1024)\n";
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static int parse_count(const char *flag, const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = s ? strtol(s, &end, 10) : 0;
+  if (!s || !*s || *end || errno || v < lo || v > hi) {
+    fprintf(stderr, "speechc: %s expects an integer in [%ld, %ld], got '%s'\n\n%s", flag, lo, hi,
+            s ? s : "", usage_bench);
+    return SC_EUSAGE;
+  }
+  *out = v;
+  return SC_OK;
+}
+
+/* ---- weights read per decode step ---------------------------------------- */
+
+static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
+
+/* A tensor is a gather-only table when it is an embedding table and some
+ * other tensor with `vocab` rows is the output head (tied heads read the
+ * whole table); RoPE tables are gathered by position. */
+static unsigned long long step_bytes(const sc_model_desc *d, unsigned long long *gathered) {
+  int separate_head = 0;
+  for (int i = 0; i < d->n_tensors; i++)
+    if (d->tensors[i].rows == d->vocab && !has(d->tensors[i].name, "embed")) separate_head = 1;
+  unsigned long long sum = 0;
+  *gathered = 0;
+  for (int i = 0; i < d->n_tensors; i++) {
+    const sc_tensor_info *t = &d->tensors[i];
+    int gather = !strncmp(t->name, "rope.", 5) || (has(t->name, "embed") && separate_head);
+    unsigned long long row = t->rows > 0 ? t->bytes / ((unsigned long long)t->rows * (t->sets > 0 ? t->sets : 1)) : t->bytes;
+    if (gather) {
+      sum += row;
+      *gathered += t->bytes;
+    } else {
+      sum += t->bytes;
+    }
+  }
+  return sum;
+}
+
+/* The band holding most of the bytes; `others` lists the rest with their
+ * sizes ("" when there are none), e.g. " (+ f32 0.4 MB)". */
+static const char *main_band(const sc_model_desc *d, char *others, size_t size) {
+  static const char *const names[] = {"f32", "bf16", "f16", "q8_0", "q4_0"};
+  unsigned long long by[5] = {0};
+  for (int i = 0; i < d->n_tensors; i++)
+    if (d->tensors[i].wtype >= 0 && d->tensors[i].wtype < 5) by[d->tensors[i].wtype] += d->tensors[i].bytes;
+  int best = 0;
+  for (int k = 1; k < 5; k++)
+    if (by[k] > by[best]) best = k;
+  size_t len = 0;
+  others[0] = '\0';
+  for (int k = 0; k < 5 && len < size; k++)
+    if (k != best && by[k])
+      len += (size_t)snprintf(others + len, size - len, "%s%s %.1f MB", len ? ", " : " (+ ", names[k], by[k] / 1e6);
+  if (len && len < size) snprintf(others + len, size - len, ")");
+  return names[best];
+}
+
+/* ---- the read probe ------------------------------------------------------ */
+
+typedef uint64_t v4u64 __attribute__((vector_size(32)));
+
+typedef struct Probe {
+  const unsigned char *buf;
+  size_t bytes;
+  uint64_t sums[256];
+} Probe;
+
+/* Chunk c of nc sums its contiguous share, four 32-byte lanes per
+ * iteration (SSE2 or wider, whatever the compiler targets: far above DRAM
+ * speed). */
+static void probe_chunk(void *arg, int c, int nc) {
+  Probe *p = arg;
+  size_t n = p->bytes / 128, a = n * (size_t)c / (size_t)nc, b = n * (size_t)(c + 1) / (size_t)nc;
+  const v4u64 *v = (const v4u64 *)p->buf;
+  v4u64 s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};
+  for (size_t i = a; i < b; i++) {
+    s0 += v[4 * i];
+    s1 += v[4 * i + 1];
+    s2 += v[4 * i + 2];
+    s3 += v[4 * i + 3];
+  }
+  v4u64 s = s0 + s1 + s2 + s3;
+  p->sums[c & 255] += s[0] + s[1] + s[2] + s[3]; /* keeps the loads */
+}
+
+/* Best and median GB/s of `passes` reads of an mb-MiB buffer. */
+static int probe_bandwidth(int threads, size_t mb, int passes, double *best, double *med) {
+  Probe p = {0};
+  p.bytes = mb << 20;
+  void *buf = NULL;
+  if (posix_memalign(&buf, 4096, p.bytes)) return -1;
+  memset(buf, 1, p.bytes); /* fault every page in before timing */
+  p.buf = buf;
+  sc_pool *pool = threads > 1 ? sc_pool_new(threads) : NULL;
+  if (threads > 1 && !pool) {
+    free(buf);
+    return -1;
+  }
+  double gbs[16];
+  if (passes > 16) passes = 16;
+  const int chunks = 4 * threads; /* as the kernels cut their jobs */
+  sc_pool_run(pool, probe_chunk, &p, chunks); /* warm the threads */
+  for (int k = 0; k < passes; k++) {
+    double t0 = now();
+    sc_pool_run(pool, probe_chunk, &p, chunks);
+    gbs[k] = (double)p.bytes / (now() - t0) / 1e9;
+  }
+  *best = 0;
+  for (int k = 0; k < passes; k++)
+    if (gbs[k] > *best) *best = gbs[k];
+  *med = median(gbs, passes);
+  sc_pool_free(pool);
+  free(buf);
+  return 0;
+}
+
+/* ---- the command ----------------------------------------------------------- */
+
+int cmd_bench(int argc, char **argv) {
+  const char *path = NULL;
+  long steps = 32, threads = 0, prompt = 16, probe_mb = 1024;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage_bench, stdout);
+      return 0;
+    }
+    if (!strcmp(a, "--steps")) {
+      if (parse_count(a, val, 1, 100000, &steps)) return SC_EUSAGE;
+      i++;
+    } else if (!strcmp(a, "--threads")) {
+      if (parse_count(a, val, 0, 1024, &threads)) return SC_EUSAGE;
+      i++;
+    } else if (!strcmp(a, "--prompt")) {
+      if (parse_count(a, val, 1, 1 << 20, &prompt)) return SC_EUSAGE;
+      i++;
+    } else if (!strcmp(a, "--probe-mb")) {
+      if (parse_count(a, val, 16, 1 << 16, &probe_mb)) return SC_EUSAGE;
+      i++;
+    } else if (a[0] == '-') {
+      fprintf(stderr, "speechc: unknown option '%s'\n\n%s", a, usage_bench);
+      return SC_EUSAGE;
+    } else if (!path) {
+      path = a;
+    } else {
+      fprintf(stderr, "speechc: unexpected argument '%s'\n\n%s", a, usage_bench);
+      return SC_EUSAGE;
+    }
+  }
+  if (!path) {
+    fprintf(stderr, "speechc: missing model.so\n\n%s", usage_bench);
+    return SC_EUSAGE;
+  }
+  sc_error err = {0};
+  sc_open_opts opts = {.verify_weights = 0, .threads = (int)threads};
+  sc_model *m = NULL;
+  sc_session *s = NULL;
+  int rc = sc_model_open(path, &opts, &m, &err);
+  const sc_model_desc *d = rc ? NULL : sc_model_desc_of(m);
+  if (!rc && prompt + 3 + steps > d->max_context)
+    rc = sc_fail(&err, SC_EUSAGE, "--prompt %ld + --steps %ld (+3 warm-up) exceed the model's max context %d "
+                 "(hint: rebuild with a larger --max-context)", prompt, steps, d->max_context);
+  if (!rc) rc = sc_session_open(m, &s, &err);
+  double *dt = calloc((size_t)steps, sizeof *dt);
+  int32_t *ids = calloc((size_t)prompt, sizeof *ids);
+  if (!rc && (!dt || !ids)) rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
+  double t_prefill = 0;
+  if (!rc) {
+    for (long i = 0; i < prompt; i++) ids[i] = (int32_t)((i * 7919 + 11) % d->vocab);
+    double t0 = now();
+    rc = sc_prefill(s, ids, (int)prompt, &err);
+    t_prefill = now() - t0;
+  }
+  /* a few untimed steps, then the timed ones; ids follow a fixed walk so
+   * that no sampling sits inside the timing */
+  int32_t tok = 1;
+  for (long i = 0; !rc && i < 3 + steps; i++) {
+    tok = (int32_t)(((int64_t)tok * 31 + 7) % d->vocab);
+    double t0 = now();
+    rc = sc_decode(s, tok, &err);
+    if (i >= 3) dt[i - 3] = now() - t0;
+  }
+  if (rc) {
+    fprintf(stderr, "speechc: error: %s\n", err.msg);
+    goto done;
+  }
+  int used_threads = threads > 0 ? (int)threads : sc_physical_cores();
+  double best = 0, med_probe = 0;
+  if (probe_bandwidth(used_threads, (size_t)probe_mb, 5, &best, &med_probe)) {
+    rc = sc_fail(&err, SC_ERUNTIME, "out of memory for the %ld MB bandwidth probe (hint: --probe-mb)", probe_mb);
+    fprintf(stderr, "speechc: error: %s\n", err.msg);
+    goto done;
+  }
+  double lo = dt[0], hi = dt[0];
+  for (long i = 1; i < steps; i++) {
+    if (dt[i] < lo) lo = dt[i];
+    if (dt[i] > hi) hi = dt[i];
+  }
+  double med = median(dt, (int)steps);
+  unsigned long long gathered = 0, bytes = step_bytes(d, &gathered);
+  double gbs = (double)bytes / med / 1e9;
+  sc_kernels K;
+  sc_kernels_init(&K, NULL);
+  char others[128];
+  const char *band = main_band(d, others, sizeof others);
+  printf("model         %s (%s, %s)\n", path, d->model_type, d->family);
+  printf("weights       %s, %.1f MB in all%s\n", band, d->weight_bytes / 1e6, others);
+  printf("code          %s; kernels %s, %d thread%s\n",
+         d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
+         used_threads > 1 ? "s" : "");
+  printf("prefill       %ld tokens in %.1f ms\n", prompt, t_prefill * 1e3);
+  printf("decode        %ld steps: median %.2f ms/token (min %.2f, max %.2f) = %.2f tokens/s\n", steps,
+         med * 1e3, lo * 1e3, hi * 1e3, 1.0 / med);
+  printf("weights read  %.1f MB per step (gather-only tables, %.1f MB, count one row)\n", bytes / 1e6,
+         gathered / 1e6);
+  printf("effective     %.2f GB/s\n", gbs);
+  printf("read probe    %.2f GB/s best, %.2f median (%ld MB buffer, %d thread%s, 5 passes)\n", best, med_probe,
+         probe_mb, used_threads, used_threads > 1 ? "s" : "");
+  printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+  printf("bench: band=%s tok_s=%.3f ms=%.3f bytes=%llu gbps=%.3f probe_gbps=%.3f frac=%.4f threads=%d\n", band,
+         1.0 / med, med * 1e3, bytes, gbs, best, gbs / best, used_threads);
+done:
+  free(dt);
+  free(ids);
+  sc_session_close(s);
+  sc_model_close(m);
+  return rc;
+}

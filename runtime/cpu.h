@@ -1,0 +1,16 @@
+/*
+ * cpu.h — x86 CPU features by name: the names an artifact's descriptor lists
+ * in cpu_features (compiler/toolchain.c records them, runtime/model.c checks
+ * them) and the ones the kernels dispatch on.
+ */
+#ifndef SC_CPU_H
+#define SC_CPU_H
+
+/* The feature names speechc knows, comma-separated: for messages. */
+#define SC_CPU_KNOWN "sse4.2,avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl"
+
+/* 1: this CPU (and OS) has feature f; 0: it lacks it; -1: f is not a name
+ * speechc knows (SC_CPU_KNOWN). */
+int sc_cpu_has(const char *f);
+
+#endif

@@ -1,0 +1,470 @@
+/*
+ * cuda_rt.c — running a model built with --target cuda.
+ *
+ * The CUDA driver API is opened with dlopen (libcuda.so.1, or the file
+ * SPEECHC_LIBCUDA names), so the runtime builds and links without CUDA and
+ * says "no CUDA driver found" / "no CUDA device" when asked for one.
+ *
+ *   model    primary context of device SPEECHC_CUDA_DEVICE (default 0),
+ *            the descriptor's PTX loaded as one module, a CUfunction per
+ *            kernel name, the weight file's data section uploaded once.
+ *   session  its own stream, device state (KV caches; zeroed at reset),
+ *            scratch of the largest entry, and an io block: a pinned host
+ *            mirror of [out | hidden_out | sc_device_io | ids | embeds |
+ *            hidden_in] and its device copy.
+ *   call     inputs and the sc_device_io header go up in one copy, the
+ *            entry function launches its kernels (K->launch), the header
+ *            and outputs come back, one synchronisation.  The second call
+ *            of an entry with the same token count is captured as a CUDA
+ *            graph, later ones replay it: kernels read the position and
+ *            step from the device header, so their arguments depend only
+ *            on (entry, n).  The entry function still runs first on every
+ *            call, with launching switched off, for its checks (context
+ *            full, step range).  SPEECHC_CUDA_GRAPHS=0 turns graphs off.
+ *
+ * Input embeddings (and hidden_in) are rows of the descriptor's `hidden`
+ * floats: the width every embedding entry point of today's families takes.
+ *
+ * An emulator for tests (tests/emu) may stand in for the driver: when the
+ * library exports scEmuModuleLoadSource, it gets the CUDA source instead of
+ * the PTX.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
+
+enum { CUDA_ERROR_NO_DEVICE = 100, CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+       CU_STREAM_NON_BLOCKING = 1, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1 };
+
+/* The driver entry points speechc uses, by their exported (versioned) names. */
+#define CU_FUNCS(X)                                                                               \
+  X(cuInit, CUresult, (unsigned))                                                                 \
+  X(cuGetErrorName, CUresult, (CUresult, const char **))                                          \
+  X(cuGetErrorString, CUresult, (CUresult, const char **))                                        \
+  X(cuDeviceGetCount, CUresult, (int *))                                                          \
+  X(cuDeviceGet, CUresult, (CUdevice *, int))                                                     \
+  X(cuDeviceGetName, CUresult, (char *, int, CUdevice))                                           \
+  X(cuDevicePrimaryCtxRetain, CUresult, (CUcontext *, CUdevice))                                  \
+  X(cuDevicePrimaryCtxRelease_v2, CUresult, (CUdevice))                                           \
+  X(cuCtxSetCurrent, CUresult, (CUcontext))                                                       \
+  X(cuModuleLoadDataEx, CUresult, (CUmodule *, const void *, unsigned, int *, void **))           \
+  X(cuModuleUnload, CUresult, (CUmodule))                                                         \
+  X(cuModuleGetFunction, CUresult, (CUfunction *, CUmodule, const char *))                        \
+  X(cuMemAlloc_v2, CUresult, (CUdeviceptr *, size_t))                                             \
+  X(cuMemFree_v2, CUresult, (CUdeviceptr))                                                        \
+  X(cuMemAllocHost_v2, CUresult, (void **, size_t))                                               \
+  X(cuMemFreeHost, CUresult, (void *))                                                            \
+  X(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr, const void *, size_t))                               \
+  X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr, const void *, size_t, CUstream))                \
+  X(cuMemcpyDtoHAsync_v2, CUresult, (void *, CUdeviceptr, size_t, CUstream))                      \
+  X(cuMemsetD8Async, CUresult, (CUdeviceptr, unsigned char, size_t, CUstream))                    \
+  X(cuLaunchKernel, CUresult, (CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,      \
+                               unsigned, unsigned, CUstream, void **, void **))                   \
+  X(cuStreamCreate, CUresult, (CUstream *, unsigned))                                             \
+  X(cuStreamDestroy_v2, CUresult, (CUstream))                                                     \
+  X(cuStreamSynchronize, CUresult, (CUstream))                                                    \
+  X(cuStreamBeginCapture_v2, CUresult, (CUstream, int))                                           \
+  X(cuStreamEndCapture, CUresult, (CUstream, CUgraph *))                                          \
+  X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *, CUgraph, unsigned long long))          \
+  X(cuGraphLaunch, CUresult, (CUgraphExec, CUstream))                                             \
+  X(cuGraphExecDestroy, CUresult, (CUgraphExec))                                                  \
+  X(cuGraphDestroy, CUresult, (CUgraph))
+
+typedef struct CuDriver {
+  void *dl;
+#define X(name, ret, args) ret(*name) args;
+  CU_FUNCS(X)
+#undef X
+  CUresult (*emu_load_source)(CUmodule *, const char *);
+} CuDriver;
+
+typedef struct CuModel {
+  CuDriver drv;
+  CUdevice dev;
+  CUcontext ctx;
+  int have_ctx;
+  CUmodule mod;
+  CUfunction *fn;            /* [n_kernels] */
+  CUdeviceptr W;             /* weights */
+  char device_name[128];
+  size_t io_out, io_hidden, io_ids, io_embeds, io_hin; /* region sizes, bytes */
+} CuModel;
+
+#define CU_MAX_GRAPHS 64
+typedef struct CuGraph {
+  const sc_entry *e;
+  int n, seen;
+  CUgraph graph;
+  CUgraphExec exec;
+} CuGraph;
+
+enum { MODE_DIRECT, MODE_CAPTURE, MODE_REPLAY };
+
+typedef struct CuSession {
+  sc_kernel_ctx kctx;        /* first: K->ctx points here for K->error */
+  CuModel *cm;
+  const sc_model_desc *d;
+  CUstream stream;
+  CUdeviceptr state, scratch, io;
+  unsigned char *host_io;    /* pinned mirror of the io block */
+  size_t io_bytes, off_out, off_hidden, off_hdr, off_ids, off_embeds, off_hin;
+  CuGraph graphs[CU_MAX_GRAPHS];
+  int n_graphs, use_graphs, mode;
+  long long launches;        /* kernels launched or captured (for tests) */
+} CuSession;
+
+#define ALIGN256(x) (((x) + 255) & ~(size_t)255)
+
+static const char *cu_err(const CuDriver *drv, CUresult r) {
+  static _Thread_local char buf[192];
+  const char *name = NULL, *text = NULL;
+  if (drv->cuGetErrorName) drv->cuGetErrorName(r, &name);
+  if (drv->cuGetErrorString) drv->cuGetErrorString(r, &text);
+  snprintf(buf, sizeof buf, "%s (%d): %s", name ? name : "CUDA error", r, text ? text : "unknown");
+  return buf;
+}
+
+static int driver_open(CuDriver *drv, const char *model, sc_error *err) {
+  const char *env = getenv("SPEECHC_LIBCUDA");
+  const char *lib = env && *env ? env : "libcuda.so.1";
+  drv->dl = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+  if (!drv->dl)
+    return sc_fail(err, SC_ERUNTIME, "%s: no CUDA driver found (%s: %s); this model was built with "
+                   "--target cuda (hint: run it on a machine with an NVIDIA GPU and driver, or "
+                   "rebuild with --target cpu)", model, lib, dlerror());
+#define X(name, ret, args)                                                                      \
+  if (!(drv->name = (ret(*) args)dlsym(drv->dl, #name)))                                       \
+    return sc_fail(err, SC_ERUNTIME, "%s: the CUDA driver %s lacks %s (hint: update the NVIDIA " \
+                   "driver)", model, lib, #name);
+  CU_FUNCS(X)
+#undef X
+  drv->emu_load_source = (CUresult(*)(CUmodule *, const char *))dlsym(drv->dl, "scEmuModuleLoadSource");
+  return SC_OK;
+}
+
+void rt_cuda_model_close(sc_model *m) {
+  CuModel *cm = m->cuda;
+  if (!cm) return;
+  CuDriver *drv = &cm->drv;
+  if (cm->have_ctx) {
+    drv->cuCtxSetCurrent(cm->ctx);
+    if (cm->W) drv->cuMemFree_v2(cm->W);
+    if (cm->mod) drv->cuModuleUnload(cm->mod);
+    drv->cuDevicePrimaryCtxRelease_v2(cm->dev);
+  }
+  /* libcuda stays loaded: unloading a driver library is not supported */
+  free(cm->fn);
+  free(cm);
+  m->cuda = NULL;
+}
+
+int rt_cuda_model_open(sc_model *m, sc_error *err) {
+  const sc_model_desc *d = m->d;
+  if (!d->device_code || !d->kernel_names || d->n_kernels < 1)
+    return sc_fail(err, SC_EINPUT, "%s: a cuda model without device code (hint: rebuild)", m->path);
+  CuModel *cm = calloc(1, sizeof *cm);
+  if (!cm || !(cm->fn = calloc((size_t)d->n_kernels, sizeof *cm->fn))) {
+    free(cm);
+    return sc_fail(err, SC_ERUNTIME, "out of memory");
+  }
+  m->cuda = cm;
+  CuDriver *drv = &cm->drv;
+  if (driver_open(drv, m->path, err)) return err->code;
+  CUresult r = drv->cuInit(0);
+  int count = 0;
+  if (!r) r = drv->cuDeviceGetCount(&count);
+  if (r == CUDA_ERROR_NO_DEVICE || (!r && count == 0))
+    return sc_fail(err, SC_ERUNTIME, "%s: no CUDA device: the driver is installed but finds no GPU "
+                   "(hint: check nvidia-smi and CUDA_VISIBLE_DEVICES, or rebuild with --target cpu)", m->path);
+  if (r)
+    return sc_fail(err, SC_ERUNTIME, "%s: no CUDA device: the driver failed to start: %s (hint: check the NVIDIA "
+                   "driver with nvidia-smi, or rebuild with --target cpu)", m->path, cu_err(drv, r));
+  const char *ds = getenv("SPEECHC_CUDA_DEVICE");
+  int index = ds && *ds ? atoi(ds) : 0;
+  if (index < 0 || index >= count)
+    return sc_fail(err, SC_EUSAGE, "SPEECHC_CUDA_DEVICE=%s: this machine has %d CUDA device%s",
+                   ds ? ds : "", count, count == 1 ? "" : "s");
+  if ((r = drv->cuDeviceGet(&cm->dev, index)) || (r = drv->cuDevicePrimaryCtxRetain(&cm->ctx, cm->dev)))
+    return sc_fail(err, SC_ERUNTIME, "%s: cannot open CUDA device %d: %s", m->path, index, cu_err(drv, r));
+  cm->have_ctx = 1;
+  drv->cuDeviceGetName(cm->device_name, sizeof cm->device_name, cm->dev);
+  if ((r = drv->cuCtxSetCurrent(cm->ctx)))
+    return sc_fail(err, SC_ERUNTIME, "%s: cuCtxSetCurrent: %s", m->path, cu_err(drv, r));
+
+  if (drv->emu_load_source) {
+    r = drv->emu_load_source(&cm->mod, d->device_source);
+    if (r) return sc_fail(err, SC_ERUNTIME, "%s: the CUDA emulator could not load the source (%d)", m->path, r);
+  } else {
+    char log[4096] = "";
+    int opt[2] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+    void *val[2] = {log, (void *)(uintptr_t)sizeof log};
+    r = drv->cuModuleLoadDataEx(&cm->mod, d->device_code, 2, opt, val);
+    if (r)
+      return sc_fail(err, SC_ERUNTIME, "%s: the driver could not load the model's PTX (%s) on %s: %s%s%s "
+                     "(hint: the driver may be older than the CUDA toolkit that built the model; "
+                     "rebuild with a matching toolkit, or a lower --cuda-arch)", m->path,
+                     d->device_arch ? d->device_arch : "?", cm->device_name, cu_err(drv, r),
+                     log[0] ? ": " : "", log);
+  }
+  for (int k = 0; k < d->n_kernels; k++)
+    if ((r = drv->cuModuleGetFunction(&cm->fn[k], cm->mod, d->kernel_names[k])))
+      return sc_fail(err, SC_EINPUT, "%s: kernel %s is missing from the device code: %s (hint: rebuild)",
+                     m->path, d->kernel_names[k], cu_err(drv, r));
+
+  size_t wbytes = (size_t)d->weight_bytes;
+  if ((r = drv->cuMemAlloc_v2(&cm->W, wbytes ? wbytes : 256)))
+    return sc_fail(err, SC_ERUNTIME, "%s: out of device memory for the weights (%zu MB) on %s: %s", m->path,
+                   wbytes >> 20, cm->device_name, cu_err(drv, r));
+  if (wbytes && (r = drv->cuMemcpyHtoD_v2(cm->W, m->W, wbytes)))
+    return sc_fail(err, SC_ERUNTIME, "%s: uploading the weights: %s", m->path, cu_err(drv, r));
+
+  /* the io block's regions, sized for the largest call of any entry */
+  for (int i = 0; i < d->n_entries; i++) {
+    const sc_entry *e = &d->entries[i];
+    size_t out = (size_t)e->out_cols * (size_t)(e->out_all_rows ? e->max_tokens : 1) * 4;
+    if (out > cm->io_out) cm->io_out = out;
+    if ((size_t)e->hidden_cols * 4 > cm->io_hidden) cm->io_hidden = (size_t)e->hidden_cols * 4;
+    if ((size_t)e->max_tokens * 4 > cm->io_ids) cm->io_ids = (size_t)e->max_tokens * 4;
+    if (e->input == SC_IN_EMBEDS && (size_t)e->max_tokens * d->hidden * 4 > cm->io_embeds)
+      cm->io_embeds = (size_t)e->max_tokens * d->hidden * 4;
+  }
+  cm->io_hin = (size_t)d->hidden * 4;
+  return SC_OK;
+}
+
+/* K->launch: the kernel on the session's stream (or nothing when a
+ * recorded graph will replay these launches). */
+static int cu_launch(void *ctx, int kernel, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                     unsigned by, unsigned bz, unsigned smem, void **args) {
+  CuSession *c = ctx;
+  c->launches++;
+  if (c->mode == MODE_REPLAY) return 0;
+  if (kernel < 0 || kernel >= c->d->n_kernels) {
+    snprintf(c->kctx.err, sizeof c->kctx.err, "launch of kernel %d: no such kernel", kernel);
+    c->kctx.failed = 1;
+    return 1;
+  }
+  CuDriver *drv = &c->cm->drv;
+  CUresult r = drv->cuLaunchKernel(c->cm->fn[kernel], gx, gy, gz, bx, by, bz, smem, c->stream, args, NULL);
+  if (r) {
+    if (!c->kctx.failed)
+      snprintf(c->kctx.err, sizeof c->kctx.err, "launch of %s (grid %u x %u x %u, block %u): %s",
+               c->d->kernel_names[kernel], gx, gy, gz, bx * by * bz, cu_err(drv, r));
+    c->kctx.failed = 1;
+    return 1;
+  }
+  return 0;
+}
+
+void rt_cuda_session_close(sc_session *s) {
+  CuSession *c = s->cuda;
+  if (!c) return;
+  CuDriver *drv = &c->cm->drv;
+  drv->cuCtxSetCurrent(c->cm->ctx);
+  if (c->stream) drv->cuStreamSynchronize(c->stream);
+  for (int i = 0; i < c->n_graphs; i++) {
+    if (c->graphs[i].exec) drv->cuGraphExecDestroy(c->graphs[i].exec);
+    if (c->graphs[i].graph) drv->cuGraphDestroy(c->graphs[i].graph);
+  }
+  if (c->state) drv->cuMemFree_v2(c->state);
+  if (c->scratch) drv->cuMemFree_v2(c->scratch);
+  if (c->io) drv->cuMemFree_v2(c->io);
+  if (c->host_io) drv->cuMemFreeHost(c->host_io);
+  if (c->stream) drv->cuStreamDestroy_v2(c->stream);
+  sc_kernel_ctx_free(&c->kctx);
+  free(c);
+  s->cuda = NULL;
+}
+
+void rt_cuda_session_reset(sc_session *s) {
+  CuSession *c = s->cuda;
+  CuDriver *drv = &c->cm->drv;
+  drv->cuCtxSetCurrent(c->cm->ctx);
+  drv->cuMemsetD8Async(c->state, 0, (size_t)c->d->state_bytes ? (size_t)c->d->state_bytes : 256, c->stream);
+  drv->cuStreamSynchronize(c->stream);
+}
+
+int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err) {
+  sc_model *m = s->m;
+  CuModel *cm = m->cuda;
+  CuDriver *drv = &cm->drv;
+  const sc_model_desc *d = m->d;
+  CuSession *c = calloc(1, sizeof *c);
+  s->logits = calloc((size_t)(d->vocab > 0 ? d->vocab : 1), sizeof(float));
+  if (!c || !s->logits) {
+    free(c);
+    sc_session_close(s);
+    return sc_fail(err, SC_ERUNTIME, "out of memory");
+  }
+  s->cuda = c;
+  c->cm = cm;
+  c->d = d;
+  const char *g = getenv("SPEECHC_CUDA_GRAPHS");
+  c->use_graphs = !(g && !strcmp(g, "0"));
+  c->off_out = 0;
+  c->off_hidden = ALIGN256(cm->io_out);
+  c->off_hdr = c->off_hidden + ALIGN256(cm->io_hidden);
+  c->off_ids = c->off_hdr + sizeof(sc_device_io);
+  c->off_embeds = ALIGN256(c->off_ids + cm->io_ids);
+  c->off_hin = ALIGN256(c->off_embeds + cm->io_embeds);
+  c->io_bytes = ALIGN256(c->off_hin + cm->io_hin);
+  CUresult r = drv->cuCtxSetCurrent(cm->ctx);
+  const char *what = "the stream";
+  if (!r) r = drv->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
+  if (!r) what = "the state (KV caches)", r = drv->cuMemAlloc_v2(&c->state, d->state_bytes ? (size_t)d->state_bytes : 256);
+  if (!r) what = "the scratch", r = drv->cuMemAlloc_v2(&c->scratch, m->scratch_max ? m->scratch_max : 256);
+  if (!r) what = "the io block", r = drv->cuMemAlloc_v2(&c->io, c->io_bytes);
+  if (!r) what = "the pinned io mirror", r = drv->cuMemAllocHost_v2((void **)&c->host_io, c->io_bytes);
+  if (r) {
+    sc_fail(err, SC_ERUNTIME, "%s: cannot allocate %s of a session on %s (%llu bytes of state): %s", m->path,
+            what, cm->device_name, (unsigned long long)d->state_bytes, cu_err(drv, r));
+    sc_session_close(s);
+    return err->code;
+  }
+  memset(c->host_io, 0, c->io_bytes);
+  sc_kernels_init(&s->K, &c->kctx);
+  s->K.launch = cu_launch;
+  s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
+  rt_cuda_session_reset(s);
+  *out = s;
+  return SC_OK;
+}
+
+static CuGraph *graph_slot(CuSession *c, const sc_entry *e, int n) {
+  for (int i = 0; i < c->n_graphs; i++)
+    if (c->graphs[i].e == e && c->graphs[i].n == n) return &c->graphs[i];
+  if (c->n_graphs == CU_MAX_GRAPHS) return NULL;
+  CuGraph *g = &c->graphs[c->n_graphs++];
+  memset(g, 0, sizeof *g);
+  g->e = e;
+  g->n = n;
+  return g;
+}
+
+int rt_cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+  CuSession *c = s->cuda;
+  CuModel *cm = c->cm;
+  CuDriver *drv = &cm->drv;
+  const int H = c->d->hidden;
+  sc_kernel_ctx_clear(&c->kctx);
+  CUresult r = drv->cuCtxSetCurrent(cm->ctx);
+  if (r) return sc_fail(err, SC_ERUNTIME, "%s: cuCtxSetCurrent: %s", e->name, cu_err(drv, r));
+  const int n = io->n;
+  const int fits = n >= 1 && n <= e->max_tokens;
+
+  /* inputs: header, then whichever of ids / embeds / hidden_in the call has */
+  sc_device_io *h = (sc_device_io *)(c->host_io + c->off_hdr);
+  memset(h, 0, sizeof *h);
+  h->n = n;
+  h->pos = io->pos;
+  h->step = io->step;
+  size_t up = c->off_ids;
+  if (fits && io->ids) {
+    memcpy(c->host_io + c->off_ids, io->ids, (size_t)n * 4);
+    up = c->off_ids + (size_t)n * 4;
+  }
+  if (fits && io->embeds && e->input == SC_IN_EMBEDS) {
+    memcpy(c->host_io + c->off_embeds, io->embeds, (size_t)n * H * 4);
+    up = c->off_embeds + (size_t)n * H * 4;
+  }
+  if (io->hidden_in) {
+    memcpy(c->host_io + c->off_hin, io->hidden_in, (size_t)H * 4);
+    up = c->off_hin + (size_t)H * 4;
+  }
+  if ((r = drv->cuMemcpyHtoDAsync_v2(c->io + c->off_hdr, c->host_io + c->off_hdr, up - c->off_hdr, c->stream)))
+    return sc_fail(err, SC_ERUNTIME, "%s: copying the inputs to the device: %s", e->name, cu_err(drv, r));
+
+  /* the device view of the call: every pointer is fixed per session */
+  sc_io dio = {
+      .ids = (const int *)(uintptr_t)(c->io + c->off_ids),
+      .embeds = (const float *)(uintptr_t)(c->io + c->off_embeds),
+      .hidden_in = (const float *)(uintptr_t)(c->io + c->off_hin),
+      .n = n, .pos = io->pos, .step = io->step,
+      .out = (float *)(uintptr_t)(c->io + c->off_out),
+      .hidden_out = (float *)(uintptr_t)(c->io + c->off_hidden),
+  };
+  CuGraph *g = fits && c->use_graphs ? graph_slot(c, e, n) : NULL;
+  c->mode = g && g->exec ? MODE_REPLAY : g && g->seen > 0 ? MODE_CAPTURE : MODE_DIRECT;
+  if (g) g->seen++;
+  if (c->mode == MODE_CAPTURE &&
+      (r = drv->cuStreamBeginCapture_v2(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))) {
+    c->mode = MODE_DIRECT; /* capture is an optimisation: run directly */
+    g = NULL;
+  }
+  unsigned char *W = (unsigned char *)(uintptr_t)cm->W;
+  int rc = e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, &dio);
+  if (c->mode == MODE_CAPTURE) {
+    CUgraph graph = NULL;
+    r = drv->cuStreamEndCapture(c->stream, &graph);
+    if (!r && !rc && !c->kctx.failed && graph && !(r = drv->cuGraphInstantiateWithFlags(&g->exec, graph, 0))) {
+      g->graph = graph;
+      c->mode = MODE_REPLAY;
+    } else {
+      if (graph) drv->cuGraphDestroy(graph);
+      g->exec = NULL;
+      if (r && !rc && !c->kctx.failed) {
+        /* the recording failed: never try this one again, run it directly */
+        g->seen = -1000000;
+        c->mode = MODE_DIRECT;
+        rc = e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, &dio);
+      }
+    }
+  }
+  if (!rc && !c->kctx.failed && c->mode == MODE_REPLAY && (r = drv->cuGraphLaunch(g->exec, c->stream))) {
+    drv->cuStreamSynchronize(c->stream);
+    return sc_fail(err, SC_ERUNTIME, "%s: cuGraphLaunch: %s", e->name, cu_err(drv, r));
+  }
+  c->mode = MODE_DIRECT;
+  if (rc || c->kctx.failed) {
+    drv->cuStreamSynchronize(c->stream);
+    return sc_fail(err, SC_ERUNTIME, "%s: %s", e->name, c->kctx.failed ? c->kctx.err : "failed");
+  }
+
+  /* outputs: the header (errors), then what the caller asked for */
+  size_t out_bytes = (size_t)e->out_cols * (size_t)(e->out_all_rows ? n : 1) * 4;
+  r = drv->cuMemcpyDtoHAsync_v2(h, c->io + c->off_hdr, sizeof *h, c->stream);
+  if (!r && io->out && out_bytes)
+    r = drv->cuMemcpyDtoHAsync_v2(c->host_io + c->off_out, c->io + c->off_out, out_bytes, c->stream);
+  if (!r && io->hidden_out && e->hidden_cols)
+    r = drv->cuMemcpyDtoHAsync_v2(c->host_io + c->off_hidden, c->io + c->off_hidden, (size_t)e->hidden_cols * 4,
+                                  c->stream);
+  CUresult rs = drv->cuStreamSynchronize(c->stream);
+  if (r || rs)
+    return sc_fail(err, SC_ERUNTIME, "%s: running on %s: %s", e->name, cm->device_name, cu_err(drv, r ? r : rs));
+  if (h->err_kernel > 0 && h->err_kernel <= c->d->n_kernels) {
+    const char *k = c->d->kernel_names[h->err_kernel - 1];
+    if (h->err_what == SC_DEV_ERR_NONFINITE)
+      return sc_fail(err, SC_ERUNTIME, "%s: --check-numerics: NaN or inf written by %s at index %d", e->name, k,
+                     h->err_value);
+    return sc_fail(err, SC_ERUNTIME, "%s: %s: id %d is outside its table", e->name, k, h->err_value);
+  }
+  if (io->out && out_bytes) memcpy(io->out, c->host_io + c->off_out, out_bytes);
+  if (io->hidden_out && e->hidden_cols)
+    memcpy(io->hidden_out, c->host_io + c->off_hidden, (size_t)e->hidden_cols * 4);
+  return SC_OK;
+}
+
+long long rt_cuda_launches(const sc_session *s) {
+  const CuSession *c = s->cuda;
+  return c ? c->launches : -1;
+}
+
+const char *rt_cuda_device_name(const sc_model *m) {
+  const CuModel *cm = m->cuda;
+  return cm ? cm->device_name : NULL;
+}

@@ -1,0 +1,174 @@
+/*
+ * test_sessions.c — two sessions on one model, run in two threads at once,
+ * give exactly what they give when run one after the other.
+ *
+ * Every tiny checkpoint of tests/data/llm is built with libtcc and with gcc.
+ * Two different workloads (the trace's prompt and continuation; another
+ * prompt and other tokens) are first run one after the other on one
+ * thread, then several times on two sessions of the same sc_model in two
+ * threads started together.  Each workload records the logits after its
+ * prefill and after each decode step, then the tokens of a seeded sampling
+ * run (sc_generate with temperature, top-k and top-p); both must match the
+ * sequential run bit for bit.  Sessions with one kernel thread and with two
+ * (each session its own pool) are both covered.  scripts/tsan.sh runs this
+ * test under ThreadSanitizer, which must report nothing.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "check.h"
+#include "parity_util.h"
+#include "speechc.h"
+
+#define N_DECODE 8
+#define N_GEN 8
+#define ROUNDS 3
+
+static const char *const models[] = {"qwen3_gqa2_hd32_tied", "qwen3_gqa4_hd16_bf16", "llama_gqa4_sharded"};
+
+typedef struct Work {
+  sc_model *m;
+  int32_t prompt[64];
+  int n_prompt;
+  int32_t feed[N_DECODE];   /* tokens decoded after the prompt */
+  int vocab;
+  /* results */
+  float *rows;              /* [(1 + N_DECODE) * vocab] logits */
+  int32_t gen[N_GEN];
+  int n_gen;
+  int rc;
+  char msg[1100];
+  pthread_barrier_t *start; /* both threads begin together (NULL: sequential) */
+} Work;
+
+static void *run_work(void *arg) {
+  Work *w = arg;
+  sc_session *s = NULL;
+  sc_error err = {0};
+  w->rc = sc_session_open(w->m, &s, &err);
+  if (w->start) pthread_barrier_wait(w->start);
+  if (!w->rc) w->rc = sc_prefill(s, w->prompt, w->n_prompt, &err);
+  if (!w->rc) memcpy(w->rows, sc_logits(s, NULL), (size_t)w->vocab * 4);
+  for (int i = 0; i < N_DECODE && !w->rc; i++) {
+    w->rc = sc_decode(s, w->feed[i], &err);
+    if (!w->rc) memcpy(w->rows + (size_t)(i + 1) * w->vocab, sc_logits(s, NULL), (size_t)w->vocab * 4);
+  }
+  if (!w->rc) {
+    sc_session_reset(s);
+    sc_sample_params p = sc_sample_defaults();
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.9f;
+    p.seed = 1234;
+    w->rc = sc_generate(s, w->prompt, w->n_prompt, N_GEN, &p, -1, w->gen, &w->n_gen, NULL, NULL, &err);
+  }
+  if (w->rc) snprintf(w->msg, sizeof w->msg, "%s", err.msg);
+  sc_session_close(s);
+  return NULL;
+}
+
+/* Two workloads on one model: trace-driven (a) and its mirror image (b). */
+static void make_work(Work *a, Work *b, sc_model *m, const Trace *t) {
+  memset(a, 0, sizeof *a);
+  memset(b, 0, sizeof *b);
+  a->m = b->m = m;
+  a->vocab = b->vocab = t->vocab;
+  a->n_prompt = b->n_prompt = t->n_prompt;
+  for (int i = 0; i < t->n_prompt; i++) {
+    a->prompt[i] = t->prompt[i];
+    b->prompt[i] = t->prompt[t->n_prompt - 1 - i];
+  }
+  for (int i = 0; i < N_DECODE; i++) {
+    a->feed[i] = t->greedy[i % t->n_greedy];
+    b->feed[i] = (int32_t)((i * 37 + 11) % t->vocab);
+  }
+  size_t bytes = (size_t)(1 + N_DECODE) * t->vocab * 4;
+  a->rows = calloc(1, bytes);
+  b->rows = calloc(1, bytes);
+}
+
+static void same(const Work *seq, const Work *par, const char *what) {
+  CHECK_MSG(seq->rc == 0 && par->rc == 0, "%s: %s%s", what, seq->msg, par->msg);
+  CHECK_MSG(!memcmp(seq->rows, par->rows, (size_t)(1 + N_DECODE) * seq->vocab * 4),
+            "%s: logits differ between the sequential and the two-thread runs", what);
+  CHECK_MSG(seq->n_gen == par->n_gen && !memcmp(seq->gen, par->gen, sizeof seq->gen),
+            "%s: sampled tokens differ between the sequential and the two-thread runs", what);
+}
+
+static void test_model(const char *so, const Trace *t, int threads, const char *what) {
+  sc_open_opts opts = {.verify_weights = 1, .threads = threads};
+  sc_model *m = NULL;
+  sc_error err = {0};
+  CHECK_MSG(sc_model_open(so, &opts, &m, &err) == 0, "%s: %s", what, err.msg);
+  if (!m) return;
+  Work sa, sb;
+  make_work(&sa, &sb, m, t);
+  run_work(&sa);
+  run_work(&sb);
+  CHECK_MSG(sa.rc == 0 && sb.rc == 0, "%s: sequential: %s%s", what, sa.msg, sb.msg);
+  /* the workloads must differ, or a mix-up between sessions would go unseen */
+  CHECK_MSG(memcmp(sa.rows, sb.rows, (size_t)t->vocab * 4) != 0, "%s: both workloads give the same logits", what);
+  for (int r = 0; r < ROUNDS; r++) {
+    Work pa, pb;
+    make_work(&pa, &pb, m, t);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 2);
+    pa.start = pb.start = &start;
+    pthread_t ta, tb;
+    int ok = !pthread_create(&ta, NULL, run_work, &pa);
+    ok = ok && !pthread_create(&tb, NULL, run_work, &pb);
+    CHECK_MSG(ok, "%s: cannot start threads", what);
+    if (ok) {
+      pthread_join(ta, NULL);
+      pthread_join(tb, NULL);
+      same(&sa, &pa, what);
+      same(&sb, &pb, what);
+    }
+    pthread_barrier_destroy(&start);
+    free(pa.rows);
+    free(pb.rows);
+  }
+  free(sa.rows);
+  free(sb.rows);
+  sc_model_close(m);
+}
+
+int main(void) {
+  char tmpdir[] = "/tmp/speechc-sessions-XXXXXX";
+  if (!mkdtemp(tmpdir)) return 1;
+  static const char *const ccs[] = {"tcc", "gcc"};
+  for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/data/llm/%s", models[mi]);
+    Trace t;
+    CHECK_MSG(trace_load(dir, &t) == 0, "%s: cannot load the trace", dir);
+    if (t.n_greedy < 1) continue;
+    for (size_t ci = 0; ci < 2; ci++) {
+      char so[512], what[512];
+      snprintf(so, sizeof so, "%s/%s.%s.so", tmpdir, models[mi], ccs[ci]);
+      BuildOpts o = build_defaults();
+      o.model_dir = dir;
+      o.out_path = so;
+      o.cc = ccs[ci];
+      o.quiet = 1;
+      sc_error err = {0};
+      CHECK_MSG(sc_build(&o, &err) == 0, "%s (%s): %s", dir, ccs[ci], err.msg);
+      for (int threads = 1; threads <= 2; threads++) {
+        snprintf(what, sizeof what, "%s, %s, %d kernel thread%s per session", models[mi], ccs[ci],
+                 threads, threads > 1 ? "s" : "");
+        test_model(so, &t, threads, what);
+      }
+      unlink(so);
+      char wts[520];
+      snprintf(wts, sizeof wts, "%.*s.weights", (int)(strlen(so) - 3), so);
+      unlink(wts);
+    }
+    free(t.logits);
+  }
+  rmdir(tmpdir);
+  CHECK_DONE();
+}
