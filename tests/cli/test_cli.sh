@@ -434,5 +434,43 @@ cfgcase huge-layers 2 's/"num_hidden_layers": [0-9]*/"num_hidden_layers": 900719
 mkdir -p "$W/ttsctx"
 expect tts-short-context 0 -- "$BIN" build -q tests/data/tts/tts_tiny_06b_layout -o "$W/ttsctx/m.so" --max-context 4
 
+# ---------------------------------------------------------------- Qwen3-TTS
+TTS6=tests/data/tts/tts_tiny_06b_layout
+TTS17=tests/data/tts/tts_tiny_17b_layout
+# tensors renamed in the header (same length): a predictor head, and the
+# 1.7B layout's projection
+ttsck() {
+  mkdir -p "$W/$2" && cp "$1/config.json" "$1/model.safetensors" "$W/$2/" &&
+    LC_ALL=C sed -i "s/\"$3\"/\"$4\"/" "$W/$2/model.safetensors" &&
+    ! cmp -s "$1/model.safetensors" "$W/$2/model.safetensors"
+}
+if setup tts-missing-head ttsck "$TTS6" nohead 'talker\.code_predictor\.lm_head\.3\.weight' 'talker.code_predictor.lm_head.3.weighX'; then
+  expect tts-missing-predictor-head 2 "tensor 'talker.code_predictor.lm_head.3.weight' is missing" -- \
+    "$BIN" build "$W/nohead" -o "$FO/m.so"
+fi
+if setup tts-missing-proj ttsck "$TTS17" noproj 'talker\.code_predictor\.small_to_mtp_projection\.weight' 'talker.code_predictor.small_to_mtp_projection.weighX'; then
+  expect tts-17b-without-projection 2 "small_to_mtp_projection.weight' is missing" "1.7B layout" -- \
+    "$BIN" build "$W/noproj" -o "$FO/m.so"
+fi
+mkdir -p "$W/tts"
+if setup tts-build "$BIN" build -q "$TTS6" -o "$W/tts/m.so"; then
+  ids=480,300,198,118,14,98,93,149,124,481,198,480,300,198
+  expect tts-greedy 0 'out:[897, 25, 1, 47, 41, 37, 51, 51, 3, 13, 43, 31, 5, 4, 45, 46]' "frames/s" -- \
+    "$BIN" tts "$W/tts/m.so" --text-ids "$ids" --speaker tiny_speaker --language english --greedy --max-frames 2 -o -
+  expect tts-unknown-speaker 1 "--speaker nobody: unknown" "tiny_speaker" -- \
+    "$BIN" tts "$W/tts/m.so" --text-ids "$ids" --speaker nobody -o -
+  expect tts-unknown-language 1 "--language klingon: unknown" "english" -- \
+    "$BIN" tts "$W/tts/m.so" --text-ids "$ids" --language klingon -o -
+  expect tts-text-out-of-range 1 "outside the text vocabulary" -- \
+    "$BIN" tts "$W/tts/m.so" --text-ids 480,300,198,99999,14,98,93,149,124,481,198,480,300,198 -o -
+  expect tts-text-too-short 1 "text ids: 4 tokens" -- "$BIN" tts "$W/tts/m.so" --text-ids 1,2,3,4 -o -
+  expect tts-no-text 1 "missing --text-ids" -- "$BIN" tts "$W/tts/m.so" -o -
+  expect tts-on-llm 1 "not a Qwen3-TTS model" -- "$BIN" tts "$W/a/m.so" --text-ids "$ids" -o -
+  printf '%s\n' "480 300 198 118 14 98" "93 149 124 481 198 480 300 198" > "$W/ids.txt"
+  expect tts-ids-file 0 "frames/s" -- "$BIN" tts "$W/tts/m.so" --text-ids "$W/ids.txt" --max-frames 2 -o "$W/codes.bin"
+  [ "$(wc -c <"$W/codes.bin")" -eq 128 ] && n_pass=$((n_pass + 1)) || fail_case tts-bin-size "codes.bin is not 2 x 16 int32"
+  expect tts-help 0 "out:usage: speechc tts" "out:--non-streaming" -- "$BIN" tts --help
+fi
+
 echo "$n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]
