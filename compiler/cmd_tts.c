@@ -35,6 +35,7 @@ const char *const usage_tts =
     "  -o PATH                 .json: {\"frames\": N, \"codebooks\": 16, \"codes\": [[...], ...]};\n"
     "                          .bin: little-endian int32, row-major [frames, codebooks];\n"
     "                          -: JSON on stdout\n"
+    "  --threads N             kernel threads (default 0 = one per physical core)\n"
     "  -q                      no per-frame progress on stderr\n";
 
 /* A list, or the name of a file holding one (commas, spaces or newlines). */
@@ -109,6 +110,7 @@ int cmd_tts(int argc, char **argv) {
   const char *path = NULL, *text = NULL, *instruct = NULL, *out = NULL;
   sc_tts_params p = sc_tts_defaults();
   Progress prog = {0};
+  sc_open_opts opts = {.verify_weights = 1, .threads = 0};
   long v;
   double f;
   for (int i = 0; i < argc; i++) {
@@ -142,6 +144,7 @@ int cmd_tts(int argc, char **argv) {
       if (!(out = i + 1 < argc ? argv[++i] : NULL)) return usage_error(usage_tts, "%s needs a path", a);
     }
     INT("--max-frames", 1, 1 << 20, p.max_frames)
+    INT("--threads", 0, 1024, opts.threads)
     FLOAT("--temperature", 0, 100, p.talker.temperature)
     INT("--top-k", 0, INT_MAX, p.talker.top_k)
     FLOAT("--top-p", 1e-9, 1, p.talker.top_p)
@@ -178,7 +181,7 @@ int cmd_tts(int argc, char **argv) {
   sc_model *m = NULL;
   sc_session *s = NULL;
   int frames = 0, g = 0;
-  rc = sc_model_open(path, NULL, &m, &err);
+  rc = sc_model_open(path, &opts, &m, &err);
   if (!rc && !(g = sc_tts_codebooks(m)))
     rc = sc_fail(&err, SC_EUSAGE, "%s is not a Qwen3-TTS model (hint: speechc run drives plain LMs)", path);
   if (!rc) rc = sc_session_open(m, &s, &err);

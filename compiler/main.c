@@ -81,7 +81,8 @@ static const char *const usage_run =
     "  --top-p P              nucleus sampling (default 1.0 = off)\n"
     "  --repetition-penalty R HF-style penalty over earlier tokens (default 1.0)\n"
     "  --seed S               sampler seed (default 0); same seed, same output\n"
-    "  --eos ID               stop after this token\n";
+    "  --eos ID               stop after this token\n"
+    "  --threads N            kernel threads (default 0 = one per physical core)\n";
 
 static int cmd_build(int argc, char **argv) {
   BuildOpts o = build_defaults();
@@ -201,6 +202,7 @@ static int cmd_run(int argc, char **argv) {
   long n_new = 16, eos = -1, v;
   double f;
   sc_sample_params sp = sc_sample_defaults();
+  sc_open_opts opts = {.verify_weights = 1, .threads = 0};
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_run, stdout); return 0; }
@@ -228,6 +230,9 @@ static int cmd_run(int argc, char **argv) {
       sp.seed = (uint64_t)v;
     } else if (is_flag(a, "--eos")) {
       if (parse_int("--eos", flag_value(argc, argv, &i, "--eos"), 0, INT32_MAX, &eos)) return SC_EUSAGE;
+    } else if (is_flag(a, "--threads")) {
+      if (parse_int("--threads", flag_value(argc, argv, &i, "--threads"), 0, 1024, &v)) return SC_EUSAGE;
+      opts.threads = (int)v;
     } else if (a[0] == '-') {
       return usage_error(usage_run, "unknown option '%s'", a);
     } else if (!path) {
@@ -247,7 +252,7 @@ static int cmd_run(int argc, char **argv) {
   sc_session *s = NULL;
   out = malloc(((size_t)n_new + 1) * sizeof *out);
   if (!out) { free(ids); return SC_ERUNTIME; }
-  rc = sc_model_open(path, NULL, &m, &err);
+  rc = sc_model_open(path, &opts, &m, &err);
   if (!rc) rc = sc_session_open(m, &s, &err);
   if (!rc) rc = sc_generate(s, ids, n_ids, (int)n_new, &sp, (int32_t)eos, out, &n_out, NULL, NULL, &err);
   if (!rc) {

@@ -264,22 +264,39 @@ void sc_dequantize_row(int wtype, const void *row, int cols, float *y) {
 /* ---- portable quantized inner loops ------------------------------------ */
 
 /* Activations: the same bits as the AVX2 version (see kernels.h). */
-static void pquantize_q8(const float *x, int nb, int8_t *xq, float *xd, int16_t *xs) {
-  for (int b = 0; b < nb; b++, x += SC_QK, xq += SC_QK, xs += SC_QK / 2) {
+static void pquantize_q8(const float *x, int nb, int8_t *xq, float *xd, unsigned char *xp) {
+  for (int b = 0; b < nb; b++) {
+    const float *xb = x + b * SC_QK;
     float amax = 0.0f;
-    for (int j = 0; j < SC_QK; j++) amax = fmaxf(amax, fabsf(x[j]));
+    for (int j = 0; j < SC_QK; j++) amax = fmaxf(amax, fabsf(xb[j]));
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     xd[b] = amax / 127.0f;
-    for (int j = 0; j < SC_QK; j++) xq[j] = (int8_t)nearbyintf(x[j] * id);
-    for (int i = 0; i < SC_QK / 2; i++) xs[i] = (int16_t)(8 * (xq[2 * i] + xq[2 * i + 1]));
+    for (int j = 0; j < SC_QK; j++) xq[b * SC_QK + j] = (int8_t)nearbyintf(xb[j] * id);
+  }
+  for (int p = 0; p < nb / 2; p++) {
+    unsigned char *o = xp + (size_t)p * SC_Q8_PAIR;
+    int8_t lo[32], hi[32];
+    int16_t s8[16];
+    float d[8];
+    for (int h = 0; h < 2; h++)
+      for (int i = 0; i < 16; i++) {
+        lo[16 * h + i] = xq[(2 * p + h) * SC_QK + i];
+        hi[16 * h + i] = xq[(2 * p + h) * SC_QK + 16 + i];
+      }
+    for (int i = 0; i < 16; i++) s8[i] = (int16_t)(8 * (lo[2 * i] + lo[2 * i + 1] + hi[2 * i] + hi[2 * i + 1]));
+    for (int i = 0; i < 8; i++) d[i] = xd[2 * p + i / 4];
+    memcpy(o, lo, 32);
+    memcpy(o + 32, hi, 32);
+    memcpy(o + 64, s8, 32);
+    memcpy(o + 96, d, 32);
   }
 }
 
 /* Per row: acc += (d_w * d_x) * isum, block by block, in block order. */
 ALWAYS_INLINE void pdot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
-                               const float *xd, const int16_t *xs, int nb, float *out,
+                               const float *xd, const unsigned char *xp, int nb, float *out,
                                const int N) {
-  (void)xs;
+  (void)xp;
   float acc[4] = {0};
   for (int b = 0; b < nb; b++) {
     const int8_t *y = xq + b * SC_QK;
@@ -294,9 +311,9 @@ ALWAYS_INLINE void pdot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
 }
 
 ALWAYS_INLINE void pdot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
-                               const float *xd, const int16_t *xs, int nb, float *out,
+                               const float *xd, const unsigned char *xp, int nb, float *out,
                                const int N) {
-  (void)xs;
+  (void)xp;
   float acc[4] = {0};
   for (int b = 0; b < nb; b++) {
     const int8_t *y = xq + b * SC_QK;
@@ -313,12 +330,12 @@ ALWAYS_INLINE void pdot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
 
 #define DEFINE_QDOT(NAME)                                                    \
   static void NAME##4(const uint8_t *w, size_t rb, const int8_t *xq,        \
-                      const float *xd, const int16_t *xs, int nb, float *out) { \
-    NAME##n(w, rb, xq, xd, xs, nb, out, 4);                                 \
+                      const float *xd, const unsigned char *xp, int nb, float *out) { \
+    NAME##n(w, rb, xq, xd, xp, nb, out, 4);                                 \
   }                                                                         \
   static void NAME##1(const uint8_t *w, size_t rb, const int8_t *xq,        \
-                      const float *xd, const int16_t *xs, int nb, float *out) { \
-    NAME##n(w, rb, xq, xd, xs, nb, out, 1);                                 \
+                      const float *xd, const unsigned char *xp, int nb, float *out) { \
+    NAME##n(w, rb, xq, xd, xp, nb, out, 1);                                 \
   }
 DEFINE_QDOT(pdot_q8_0_)
 DEFINE_QDOT(pdot_q4_0_)
@@ -358,7 +375,7 @@ typedef struct LinJob {
   float *y;              /* y [T, ldy] */
   const int8_t *xq;      /* quantized x [T, cols] (quantized bands) */
   const float *xd;       /* its block scales [T, cols/32] */
-  const int16_t *xs;     /* its q4_0 pair offsets [T, cols/2] */
+  const unsigned char *xp; /* its q4_0 view [T, 2*cols bytes] (kernels.h) */
 } LinJob;
 
 /* out[0..n) = W[r0+i]·x[t] for n <= 4 rows. */
@@ -385,15 +402,15 @@ static void job_dot(const LinJob *j, size_t r0, int n, int t, float *out) {
   const uint8_t *wr = (const uint8_t *)j->w + r0 * rb;
   const int8_t *xq = j->xq + (size_t)t * cols;
   const float *xd = j->xd + (size_t)t * nb;
-  const int16_t *xs = j->xs + (size_t)t * cols / 2;
+  const unsigned char *xp = j->xp + (size_t)t * cols * 2;
   if (j->wtype == SC_W_Q8_0) {
-    if (n == 4) ops->dot4_q8_0(wr, rb, xq, xd, xs, nb, out);
+    if (n == 4) ops->dot4_q8_0(wr, rb, xq, xd, xp, nb, out);
     else
-      for (int i = 0; i < n; i++) ops->dot1_q8_0(wr + i * rb, rb, xq, xd, xs, nb, out + i);
+      for (int i = 0; i < n; i++) ops->dot1_q8_0(wr + i * rb, rb, xq, xd, xp, nb, out + i);
   } else {
-    if (n == 4) ops->dot4_q4_0(wr, rb, xq, xd, xs, nb, out);
+    if (n == 4) ops->dot4_q4_0(wr, rb, xq, xd, xp, nb, out);
     else
-      for (int i = 0; i < n; i++) ops->dot1_q4_0(wr + i * rb, rb, xq, xd, xs, nb, out + i);
+      for (int i = 0; i < n; i++) ops->dot1_q4_0(wr + i * rb, rb, xq, xd, xp, nb, out + i);
   }
 }
 
@@ -443,24 +460,24 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
       return;
     }
     /* the activations, quantized once for every thread: scales, q, then
-     * the q4_0 pair offsets (64-byte aligned pieces) */
+     * the q4_0 view (64-byte aligned pieces; cols is a multiple of 32) */
     const int nb = j->cols / SC_QK;
     size_t dbytes = ((size_t)j->T * nb * sizeof(float) + 63) & ~(size_t)63;
-    size_t qbytes = ((size_t)j->T * j->cols + 63) & ~(size_t)63;
-    unsigned char *buf = get_scratch(ctx, dbytes + 2 * qbytes, &owned);
+    size_t qbytes = (size_t)j->T * j->cols;
+    unsigned char *buf = get_scratch(ctx, dbytes + 3 * qbytes, &owned);
     if (!buf) {
       kern_error(ctx, "linear: out of memory for quantized activations", j->T * j->cols);
       return;
     }
     float *xd = (float *)buf;
     int8_t *xq = (int8_t *)(buf + dbytes);
-    int16_t *xs = (int16_t *)(buf + dbytes + qbytes);
+    unsigned char *xp = buf + dbytes + qbytes;
     for (int t = 0; t < j->T; t++)
       j->ops->quantize_q8(j->x + (size_t)t * j->ldx, nb, xq + (size_t)t * j->cols,
-                          xd + (size_t)t * nb, xs + (size_t)t * j->cols / 2);
+                          xd + (size_t)t * nb, xp + (size_t)t * j->cols * 2);
     j->xq = xq;
     j->xd = xd;
-    j->xs = xs;
+    j->xp = xp;
   }
   sc_pool *pool = pool_of(ctx);
   sc_pool_run(pool, lin_chunk, j, chunks_for(pool, (j->rows + 3) / 4));

@@ -75,6 +75,7 @@ void sc_kernel_ctx_free(sc_kernel_ctx *c);
 #define SC_QK 32
 #define SC_Q8_0_BLOCK 34
 #define SC_Q4_0_BLOCK 18
+#define SC_Q8_PAIR 128 /* bytes of the q4_0 view per pair of activation blocks */
 uint16_t sc_f32_to_f16(float f);
 float sc_f16_to_f32(uint16_t h);
 /* f16 bits -> f32 for every bit pattern: the quantized kernels read their
@@ -105,21 +106,24 @@ typedef struct sc_kern_ops {
   void (*axpy)(float *y, float a, const float *x, int n);
   /* x[nb*32] -> 8-bit blocks: xd[b] = max|x| / 127 over block b (f32),
    * xq = x * (127 / max|x|) rounded to nearest even (0 for an all-zero
-   * block), and xs[16b + i] = 8 * (xq[32b + 2i] + xq[32b + 2i + 1]), the
-   * nibble offset of q4_0 per pair of elements.  Both ISAs give the same
+   * block).  xp[(nb/2) * 128] is the same data arranged for the q4_0 dot,
+   * 128 bytes per pair of blocks (2p, 2p+1): int8 lo[32] = the first
+   * halves of both blocks, int8 hi[32] = their second halves, int16
+   * s8[16] = 8 * (lo[2i] + lo[2i+1] + hi[2i] + hi[2i+1]) (the nibble
+   * offsets), f32 d[8] = xd[2p] x4, xd[2p+1] x4.  Both ISAs give the same
    * bits. */
-  void (*quantize_q8)(const float *x, int nb, int8_t *xq, float *xd, int16_t *xs);
+  void (*quantize_q8)(const float *x, int nb, int8_t *xq, float *xd, unsigned char *xp);
   /* N rows of q8_0 / q4_0 blocks, row_bytes apart, against quantized x:
    * per block the exact integer dot, then acc += d_w * d_x * dot (the
    * float order is each ISA's, fixed by nb). */
   void (*dot4_q8_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
-                    const float *xd, const int16_t *xs, int nb, float *out);
+                    const float *xd, const unsigned char *xp, int nb, float *out);
   void (*dot1_q8_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
-                    const float *xd, const int16_t *xs, int nb, float *out);
+                    const float *xd, const unsigned char *xp, int nb, float *out);
   void (*dot4_q4_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
-                    const float *xd, const int16_t *xs, int nb, float *out);
+                    const float *xd, const unsigned char *xp, int nb, float *out);
   void (*dot1_q4_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
-                    const float *xd, const int16_t *xs, int nb, float *out);
+                    const float *xd, const unsigned char *xp, int nb, float *out);
 } sc_kern_ops;
 
 /* The portable loops (kernels.c), always there. */

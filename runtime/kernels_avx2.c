@@ -13,14 +13,15 @@
  * row gives the same bits whichever call computes it.
  *
  * Quantized bands (q8_0, q4_0 against 8-bit activations), one row at a
- * time: two 8-float accumulators, for even and odd blocks; block b adds the
- * 8 int32 partial sums of its integer dot (lane k: products 4k..4k+3 of the
- * 32 for q8_0; for q4_0 lanes 0-3 hold elements 0..15 and 4-7 elements
- * 16..31, in pairs), converted, multiplied by d_x, then fused-multiply-
- * added by d_w; at the end acc0 + acc1 and the same horizontal sum.  The
- * integer dots use llama.cpp's tricks: q8_0 |w| x sign(x, w) through
- * maddubs; q4_0 nibbles 0..15 through maddubs, minus 8 * (x0 + x1) per
- * pair.
+ * time into two 8-float accumulators, then acc0 + acc1 and the same
+ * horizontal sum.  q8_0: block b goes to acc(b % 2): its 8 int32 partial
+ * sums (lane k: products 4k..4k+3), converted, times d_x, then fused-
+ * multiply-added by d_w.  q4_0: blocks go in pairs (2p, 2p+1) to
+ * acc(p % 2): lanes 0-3 from block 2p, 4-7 from 2p+1, each lane the sum
+ * of two products from each half of its block, converted, times d_x, fma
+ * by d_w; an odd last block goes alone into acc1.  The integer dots use
+ * llama.cpp's tricks: q8_0 |w| x sign(x, w) through maddubs; q4_0 nibbles
+ * 0..15 through maddubs, minus 8 * (the x they meet) per pair.
  */
 #include "kernels.h"
 
@@ -116,10 +117,11 @@ static void axpy(float *y, float a, const float *x, int n) {
 
 /* Same bits as kernels.c's pquantize_q8: exact max, one division, the
  * same product, round to nearest even. */
-static void quantize_q8(const float *x, int nb, int8_t *xq, float *xd, int16_t *xs) {
+static void quantize_q8(const float *x, int nb, int8_t *xq, float *xd, unsigned char *xp) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int b = 0; b < nb; b++, x += 32, xq += 32, xs += 16) {
+  int8_t *q = xq;
+  for (int b = 0; b < nb; b++, x += 32, q += 32) {
     __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
     __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
     __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1)),
@@ -139,10 +141,20 @@ static void quantize_q8(const float *x, int nb, int8_t *xq, float *xd, int16_t *
     i0 = _mm256_packs_epi32(i0, i1); /* 0-3 8-11 4-7 12-15 */
     i2 = _mm256_packs_epi32(i2, i3); /* 16-19 24-27 20-23 28-31 */
     i0 = _mm256_packs_epi16(i0, i2); /* lane-interleaved groups of four */
-    i0 = _mm256_permutevar8x32_epi32(i0, perm);
-    _mm256_storeu_si256((__m256i *)xq, i0);
-    /* 8 * (q[2i] + q[2i+1]): the -8 offset of every q4_0 nibble, per pair */
-    _mm256_storeu_si256((__m256i *)xs, _mm256_slli_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), i0), 3));
+    _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(i0, perm));
+  }
+  /* the q4_0 view, pair by pair (kernels.h) */
+  for (int p = 0; p < nb / 2; p++, xp += 128) {
+    const __m256i a = _mm256_loadu_si256((const __m256i *)(xq + 64 * p));
+    const __m256i b = _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32));
+    const __m256i lo = _mm256_permute2x128_si256(a, b, 0x20), hi = _mm256_permute2x128_si256(a, b, 0x31);
+    const __m256i ones = _mm256_set1_epi8(1);
+    const __m256i s8 = _mm256_slli_epi16(
+        _mm256_add_epi16(_mm256_maddubs_epi16(ones, lo), _mm256_maddubs_epi16(ones, hi)), 3);
+    _mm256_storeu_si256((__m256i *)xp, lo);
+    _mm256_storeu_si256((__m256i *)(xp + 32), hi);
+    _mm256_storeu_si256((__m256i *)(xp + 64), s8);
+    _mm256_storeu_ps((float *)(xp + 96), _mm256_set_m128(_mm_set1_ps(xd[2 * p + 1]), _mm_set1_ps(xd[2 * p])));
   }
 }
 
@@ -154,11 +166,9 @@ ALWAYS_INLINE __m256 blk_scale8(const uint8_t *blk) {
   return _mm256_broadcast_ss(&sc_f16_table[h]);
 }
 
-/* One block of q8_0 / q4_0 against the quantized activations: acc += d_w *
+/* One block of q8_0 against the quantized activations: acc += d_w *
  * (d_x * the 8 int32 partial sums). */
-ALWAYS_INLINE __m256 q8_0_block(const uint8_t *blk, const int8_t *y32, const float *dx,
-                                const int16_t *s16, __m256 acc) {
-  (void)s16;
+ALWAYS_INLINE __m256 q8_0_block(const uint8_t *blk, const int8_t *y32, const float *dx, __m256 acc) {
   const __m256i y = _mm256_loadu_si256((const __m256i *)y32);
   const __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
   const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
@@ -167,10 +177,11 @@ ALWAYS_INLINE __m256 q8_0_block(const uint8_t *blk, const int8_t *y32, const flo
   return _mm256_fmadd_ps(blk_scale8(blk), s, acc);
 }
 
-ALWAYS_INLINE __m256 q4_0_block(const uint8_t *blk, const int8_t *y32, const float *dx,
-                                const int16_t *s16, __m256 acc) {
+/* One q4_0 block alone (the last of an odd count). */
+ALWAYS_INLINE __m256 q4_0_block(const uint8_t *blk, const int8_t *y32, const float *dx, __m256 acc) {
   const __m256i y = _mm256_loadu_si256((const __m256i *)y32);
-  const __m256i y8 = _mm256_loadu_si256((const __m256i *)s16); /* 8 * (y[2i] + y[2i+1]) */
+  /* 8 * (y[2i] + y[2i+1]): the -8 offset of every nibble, per pair */
+  const __m256i y8 = _mm256_slli_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), y), 3);
   /* the 16 bytes in both halves; the high half shifted right by 4 */
   const __m256i raw = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(blk + 2)));
   const __m256i q = _mm256_and_si256(_mm256_srlv_epi64(raw, _mm256_setr_epi64x(0, 0, 4, 4)),
@@ -181,43 +192,76 @@ ALWAYS_INLINE __m256 q4_0_block(const uint8_t *blk, const int8_t *y32, const flo
   return _mm256_fmadd_ps(blk_scale8(blk), s, acc);
 }
 
+/* Two q4_0 blocks (b0, b0 + 18 bytes) in one register: the low half holds
+ * block 2p, the high half block 2p+1, against the q4_0 view xp of the
+ * activations (kernels.h); low nibbles meet lo, high nibbles hi. */
+ALWAYS_INLINE __m256 q4_0_pair(const uint8_t *b0, const unsigned char *xp, __m256 acc) {
+  const __m256i m4 = _mm256_set1_epi8(0x0f);
+  const uint8_t *b1 = b0 + 18;
+  const __m256i v = _mm256_loadu2_m128i((const __m128i *)(b1 + 2), (const __m128i *)(b0 + 2));
+  const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+  const __m256i p = _mm256_sub_epi16(
+      _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xp)),
+                       _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xp + 32)))),
+      _mm256_loadu_si256((const __m256i *)(xp + 64)));
+  const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))),
+                                 _mm256_loadu_ps((const float *)(xp + 96)));
+  uint16_t h0, h1;
+  memcpy(&h0, b0, 2);
+  memcpy(&h1, b1, 2);
+  const __m256 d = _mm256_set_m128(_mm_broadcast_ss(&sc_f16_table[h1]), _mm_broadcast_ss(&sc_f16_table[h0]));
+  return _mm256_fmadd_ps(d, s, acc);
+}
+
 /* One row, all blocks: the row is one sequential stream, which the
  * hardware prefetcher follows (four rows at a time would be four short
- * streams).  Two accumulators, even and odd blocks, hide the FMA latency. */
-#define DEFINE_QROW(NAME, BLOCK, BSZ)                                        \
-  ALWAYS_INLINE float NAME(const uint8_t *w, const int8_t *xq, const float *xd, \
-                           const int16_t *xs, int nb) {                     \
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();              \
-    int b = 0;                                                              \
-    for (; b + 2 <= nb; b += 2) {                                           \
-      a0 = BLOCK(w + (size_t)b * BSZ, xq + 32 * b, xd + b, xs + 16 * b, a0); \
-      a1 = BLOCK(w + (size_t)(b + 1) * BSZ, xq + 32 * (b + 1), xd + b + 1,  \
-                 xs + 16 * (b + 1), a1);                                    \
-    }                                                                       \
-    if (b < nb) a0 = BLOCK(w + (size_t)b * BSZ, xq + 32 * b, xd + b, xs + 16 * b, a0); \
-    return hsum8(_mm256_add_ps(a0, a1));                                    \
+ * streams).  Two accumulators, even and odd steps, hide the FMA latency. */
+ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd, int nb) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  int b = 0;
+  for (; b + 2 <= nb; b += 2) {
+    a0 = q8_0_block(w + (size_t)b * 34, xq + 32 * b, xd + b, a0);
+    a1 = q8_0_block(w + (size_t)(b + 1) * 34, xq + 32 * (b + 1), xd + b + 1, a1);
   }
-DEFINE_QROW(dot_q8_0_row, q8_0_block, 34)
-DEFINE_QROW(dot_q4_0_row, q4_0_block, 18)
+  if (b < nb) a0 = q8_0_block(w + (size_t)b * 34, xq + 32 * b, xd + b, a0);
+  return hsum8(_mm256_add_ps(a0, a1));
+}
+
+/* q4_0 by pairs of blocks (accumulators alternate by pair); an odd last
+ * block goes alone into a1. */
+ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
+                                 const unsigned char *xp, int nb) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  const int np = nb / 2;
+  int p = 0;
+  for (; p + 2 <= np; p += 2) {
+    a0 = q4_0_pair(w + (size_t)p * 36, xp + (size_t)p * 128, a0);
+    a1 = q4_0_pair(w + (size_t)(p + 1) * 36, xp + (size_t)(p + 1) * 128, a1);
+  }
+  if (p < np) a0 = q4_0_pair(w + (size_t)p * 36, xp + (size_t)p * 128, a0);
+  if (nb & 1) a1 = q4_0_block(w + (size_t)(nb - 1) * 18, xq + 32 * (nb - 1), xd + nb - 1, a1);
+  return hsum8(_mm256_add_ps(a0, a1));
+}
 
 ALWAYS_INLINE void dot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
-                              const int16_t *xs, int nb, float *out, const int N) {
-  for (int r = 0; r < N; r++) out[r] = dot_q8_0_row(w + r * rb, xq, xd, xs, nb);
+                              const unsigned char *xp, int nb, float *out, const int N) {
+  (void)xp;
+  for (int r = 0; r < N; r++) out[r] = dot_q8_0_row(w + r * rb, xq, xd, nb);
 }
 
 ALWAYS_INLINE void dot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
-                              const int16_t *xs, int nb, float *out, const int N) {
-  for (int r = 0; r < N; r++) out[r] = dot_q4_0_row(w + r * rb, xq, xd, xs, nb);
+                              const unsigned char *xp, int nb, float *out, const int N) {
+  for (int r = 0; r < N; r++) out[r] = dot_q4_0_row(w + r * rb, xq, xd, xp, nb);
 }
 
 #define DEFINE_QDOT(NAME)                                                    \
   static void NAME##4(const uint8_t *w, size_t rb, const int8_t *xq,        \
-                      const float *xd, const int16_t *xs, int nb, float *out) { \
-    NAME##n(w, rb, xq, xd, xs, nb, out, 4);                                 \
+                      const float *xd, const unsigned char *xp, int nb, float *out) { \
+    NAME##n(w, rb, xq, xd, xp, nb, out, 4);                                 \
   }                                                                         \
   static void NAME##1(const uint8_t *w, size_t rb, const int8_t *xq,        \
-                      const float *xd, const int16_t *xs, int nb, float *out) { \
-    NAME##n(w, rb, xq, xd, xs, nb, out, 1);                                 \
+                      const float *xd, const unsigned char *xp, int nb, float *out) { \
+    NAME##n(w, rb, xq, xd, xp, nb, out, 1);                                 \
   }
 DEFINE_QDOT(dot_q8_0_)
 DEFINE_QDOT(dot_q4_0_)
