@@ -75,22 +75,9 @@ def tensors(c):
     if c["model_type"] == "qwen3_tts":
         yield from tts_tensors(c)
         return
-    H, I, hd = c["hidden_size"], c["intermediate_size"], c["head_dim"]
-    q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+    H = c["hidden_size"]
     yield "model.embed_tokens.weight", (c["vocab_size"], H)
-    for L in range(c["num_hidden_layers"]):
-        p = f"model.layers.{L}."
-        yield p + "input_layernorm.weight", (H,)
-        yield p + "post_attention_layernorm.weight", (H,)
-        yield p + "self_attn.q_proj.weight", (q, H)
-        yield p + "self_attn.k_proj.weight", (kv, H)
-        yield p + "self_attn.v_proj.weight", (kv, H)
-        yield p + "self_attn.o_proj.weight", (H, q)
-        yield p + "self_attn.q_norm.weight", (hd,)
-        yield p + "self_attn.k_norm.weight", (hd,)
-        yield p + "mlp.gate_proj.weight", (I, H)
-        yield p + "mlp.up_proj.weight", (I, H)
-        yield p + "mlp.down_proj.weight", (H, I)
+    yield from qwen3_layers("model.layers.", c)
     yield "model.norm.weight", (H,)
 
 def main():
