@@ -9,6 +9,8 @@
  *           times: weight bytes per second;
  *   decode  (plain LMs) sc_decode after a prompt, greedy: tokens/s, weight
  *           bytes read per token / time, fraction of the copy bandwidth;
+ *           then sc_generate, greedy, whose decode steps pick the token
+ *           on the device (the logits stay there): tokens/s end to end;
  *   tts     (Qwen3-TTS) sc_tts_generate, greedy, EOS suppressed: frames/s,
  *           real-time factor (12.5 frames per second of audio), weight
  *           bytes per frame (talker once, code predictor 15 times) / time.
@@ -28,6 +30,8 @@
 #include "speechc.h"
 
 const sc_model_desc *sc_model_desc_of(const sc_model *m); /* runtime/model.c */
+long long rt_cuda_launches(const sc_session *s);          /* runtime/cuda_rt.c */
+long long rt_cuda_round_trips(const sc_session *s);
 
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
@@ -118,8 +122,8 @@ static const sc_tensor_info *tensor(const sc_model_desc *d, const char *name) {
 /* One decode GEMV kernel of the model on rotating weight copies.  The
  * arguments follow codegen/cg_cuda.c: kind 0 NORM_LINEAR (io, x, nw, w, y, T),
  * 1 LINEAR_SWIGLU (io, x, w, y, T), 2 LINEAR_ADD (io, x, w, r, y, T),
- * 3 LINEAR (io, x, w, y, T); grid
- * ceil(rows / (8 * clamp(rows / 4096, 1, 4))) blocks of 256. */
+ * 3 LINEAR (io, x, w, y, T), 4 LINEAR_SWIGLU with its norm (io, x, nw, w,
+ * y, T); grid ceil(rows / (8 * clamp(rows / 4096, 1, 4))) blocks of 256. */
 static void gemv(CUmodule mod, const sc_model_desc *d, const char *kernel, const char *weight, int kind,
                  double copy_gbps) {
   const sc_tensor_info *t = tensor(d, weight);
@@ -134,7 +138,7 @@ static void gemv(CUmodule mod, const sc_model_desc *d, const char *kernel, const
     printf("gemv %-28s (not in this model)\n", kernel);
     return;
   }
-  long long R = kind == 1 ? t->rows / 2 : t->rows, C = t->cols;
+  long long R = kind == 1 || kind == 4 ? t->rows / 2 : t->rows, C = t->cols;
   size_t wbytes = (size_t)t->bytes / (size_t)(t->sets > 0 ? t->sets : 1);
   int copies = (int)((((size_t)1 << 30) + wbytes - 1) / wbytes);
   if (copies < 2) copies = 2;
@@ -156,7 +160,7 @@ static void gemv(CUmodule mod, const sc_model_desc *d, const char *kernel, const
   CUdeviceptr wk = w;
   void *a_norm[] = {&io, &x, &nw, &wk, &y, &T}, *a_swiglu[] = {&io, &x, &wk, &y, &T},
        *a_add[] = {&io, &x, &wk, &r, &y, &T};
-  void **args = kind == 0 ? a_norm : kind == 2 ? a_add : a_swiglu; /* 3: LINEAR (io, x, w, y, T) */
+  void **args = kind == 0 || kind == 4 ? a_norm : kind == 2 ? a_add : a_swiglu; /* 3: LINEAR (io, x, w, y, T) */
   CUevent e0, e1;
   cu.EventCreate(&e0, 0);
   cu.EventCreate(&e1, 0);
@@ -237,7 +241,7 @@ int main(int argc, char **argv) {
       const char *w = tts ? "talker.layer0." : "layer0.";
       char kn[128], wn[128];
       struct { const char *k, *w; int kind; } list[] = {
-          {"qkv", "qkv", 0}, {"attn_res", "o_proj", 2}, {"swiglu", "gateup", 1}, {"mlp_res", "down_proj", 2}};
+          {"qkv", "qkv", 0}, {"attn_res", "o_proj", 2}, {"swiglu", "gateup", 4}, {"mlp_res", "down_proj", 2}};
       for (size_t i = 0; i < sizeof list / sizeof list[0]; i++) {
         snprintf(kn, sizeof kn, "%s%s", g, list[i].k);
         snprintf(wn, sizeof wn, "%s%s", w, list[i].w);
@@ -278,6 +282,7 @@ int main(int argc, char **argv) {
       tok = argmax(sc_logits(s, NULL), vocab);
     }
     double td = 0, ta = 0;
+    long long k0 = rt_cuda_launches(s);
     for (int i = 0; i < steps && !rc; i++) {
       double a = now();
       rc = sc_decode(s, tok, &err);
@@ -286,6 +291,25 @@ int main(int argc, char **argv) {
       td += b - a;
       ta += now() - b;
     }
+    double kernels = (double)(rt_cuda_launches(s) - k0) / (steps > 0 ? steps : 1);
+    /* sc_generate: greedy, the decode steps' argmax on the device */
+    sc_sample_params gp = sc_sample_defaults();
+    gp.greedy = 1;
+    int32_t *gen = malloc((size_t)(steps + 1) * sizeof *gen);
+    int n_gen = 0;
+    sc_session_reset(s);
+    if (!rc) rc = sc_generate(s, ids, prompt, 9, &gp, -1, gen, &n_gen, NULL, NULL, &err); /* warm-up */
+    sc_session_reset(s);
+    double tg0 = now(), tgp = 0;
+    if (!rc) rc = sc_prefill(s, ids, prompt, &err);
+    tgp = now() - tg0;
+    sc_session_reset(s);
+    long long trips = rt_cuda_round_trips(s);
+    tg0 = now();
+    if (!rc) rc = sc_generate(s, ids, prompt, steps + 1, &gp, -1, gen, &n_gen, NULL, NULL, &err);
+    double tg = now() - tg0 - tgp; /* the decode steps: generate less one prefill */
+    trips = rt_cuda_round_trips(s) - trips;
+    free(gen);
     if (rc) {
       fprintf(stderr, "bench_cuda: %s\n", err.msg);
       return rc;
@@ -296,8 +320,14 @@ int main(int argc, char **argv) {
            "%.1f MB of weights per token -> %.1f GB/s = %.1f%% of copy; host argmax %.3f ms/token\n",
            steps, prompt + 8, prompt + 8 + steps, td / steps * 1e3, tps, step_bytes / 1e6, gbps,
            100 * gbps / copy, ta / steps * 1e3);
-    printf("bench: what=decode tok_s=%.2f ms=%.4f mb=%.1f gbps=%.1f frac=%.3f\n", tps, td / steps * 1e3,
-           step_bytes / 1e6, gbps, gbps / copy);
+    printf("bench: what=decode tok_s=%.2f ms=%.4f mb=%.1f gbps=%.1f frac=%.3f kernels=%.0f\n", tps,
+           td / steps * 1e3, step_bytes / 1e6, gbps, gbps / copy, kernels);
+    double gtps = steps / tg, ggbps = step_bytes * gtps / 1e9;
+    printf("generate %d tokens (sc_generate, greedy, argmax on the device): %.3f ms/token, %.1f tokens/s -> "
+           "%.1f GB/s = %.1f%% of copy; %lld host round trips; %.0f kernels per decode step\n",
+           steps, tg / steps * 1e3, gtps, ggbps, 100 * ggbps / copy, trips, kernels);
+    printf("bench: what=generate tok_s=%.2f ms=%.4f gbps=%.1f frac=%.3f trips=%lld\n", gtps, tg / steps * 1e3,
+           ggbps, ggbps / copy, trips);
     free(ids);
   } else {
     int32_t text[24];
@@ -314,19 +344,22 @@ int main(int argc, char **argv) {
     p.min_frames = 4;
     int rc = sc_tts_generate(s, &p, codes, &n, NULL, NULL, &err); /* warm-up, graphs */
     p.max_frames = p.min_frames = frames;
+    long long k0 = rt_cuda_launches(s), trips = rt_cuda_round_trips(s);
     t0 = now();
     if (!rc) rc = sc_tts_generate(s, &p, codes, &n, NULL, NULL, &err);
     double t = now() - t0;
+    double kernels = n ? (double)(rt_cuda_launches(s) - k0) / n : 0, rt = n ? (double)(rt_cuda_round_trips(s) - trips) / n : 0;
     if (rc) {
       fprintf(stderr, "bench_cuda: %s\n", err.msg);
       return rc;
     }
     double fps = n / t, gbps = frame_bytes * fps / 1e9;
     printf("tts %d frames (prompt included): %.2f ms/frame, %.1f frames/s = %.1fx real time; "
-           "%.1f MB of weights per frame -> %.1f GB/s = %.1f%% of copy\n",
-           n, t / n * 1e3, fps, fps / 12.5, frame_bytes / 1e6, gbps, 100 * gbps / copy);
-    printf("bench: what=tts frames=%d fps=%.2f rtf=%.2f mb=%.1f gbps=%.1f frac=%.3f\n", n, fps, fps / 12.5,
-           frame_bytes / 1e6, gbps, gbps / copy);
+           "%.1f MB of weights per frame -> %.1f GB/s = %.1f%% of copy; %.0f kernels and %.1f host round "
+           "trips per frame\n",
+           n, t / n * 1e3, fps, fps / 12.5, frame_bytes / 1e6, gbps, 100 * gbps / copy, kernels, rt);
+    printf("bench: what=tts frames=%d fps=%.2f rtf=%.2f mb=%.1f gbps=%.1f frac=%.3f kernels=%.0f trips=%.1f\n", n,
+           fps, fps / 12.5, frame_bytes / 1e6, gbps, gbps / copy, kernels, rt);
     free(codes);
   }
   sc_session_close(s);

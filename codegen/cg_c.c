@@ -160,6 +160,9 @@ static int emit_node(Cg *cg, int i) {
   if (n->buf >= 0)
     OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] */\n", v, (long long)n->buf,
         rows(n), (long long)n->cols);
+  else if (IR_BUF_IS_OUT(n->buf))
+    OUT("  float *%s = io->%s; /* [%s, %lld] the entry's output itself */\n", v,
+        IR_BUF_SLOT(n->buf) == OUT_LOGITS ? "out" : "hidden_out", rows(n), (long long)n->cols);
   switch (n->op) {
   case OP_EMBED: {
     const IrNode *tab = node(cg, n->src[0]);
@@ -243,9 +246,54 @@ static int emit_node(Cg *cg, int i) {
   }
   case OP_LINEAR_SWIGLU: {
     const IrNode *w = node(cg, n->src[1]);
+    const char *x = ref(cg, n->src[0]);
+    long long ldx = ld(cg, n->src[0]);
+    char xbuf[IR_NAME + 16];
+    if (n->nsrc > 2) { /* the norm first, into the aux buffer */
+      const long long C = (long long)node(cg, n->src[0])->cols;
+      snprintf(xbuf, sizeof xbuf, "%s_in", v);
+      OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] normalised input */\n", xbuf, (long long)n->aux,
+          rows(n), C);
+      emit_rmsnorm_body(cg, p, C, x, ldx, ref(cg, n->src[2]), xbuf, C, rows(n));
+      x = xbuf;
+      ldx = C;
+    }
     OUT("  K->linear_swiglu(K->ctx, %s, %s, %s, %lld, %s, %lld, %s, %lld, %lld);\n",
-        wtype_name(w->dtype), cg->var[n->src[1]], ref(cg, n->src[0]), ld(cg, n->src[0]), v,
+        wtype_name(w->dtype), cg->var[n->src[1]], x, ldx, v,
         (long long)n->ld, rows(n), (long long)w->rows / 2, (long long)w->cols);
+    return SC_OK;
+  }
+  case OP_ROPE_ATTENTION: {
+    /* the definition, step by step: rotated q and k into the aux buffer,
+     * both cache stores, then attention over the caches */
+    const int norm = n->nsrc > 6;
+    const long long QD = (long long)node(cg, n->src[0])->cols, KD = (long long)node(cg, n->src[1])->cols;
+    const IrNode *kc = node(cg, n->src[3]);
+    char T[24];
+    snprintf(T, sizeof T, "%s", rows(n));
+    OUT("  float *%s_q = (float *)(X + %lld); /* [%s, %lld] rotated q */\n", v, (long long)n->aux, T, QD);
+    OUT("  float *%s_k = %s_q + %s * %lld; /* [%s, %lld] rotated k */\n", v, v, T, QD, T, KD);
+    char qb[IR_NAME + 16], kb[IR_NAME + 16];
+    snprintf(qb, sizeof qb, "%s_q", v);
+    snprintf(kb, sizeof kb, "%s_k", v);
+    IrParams rp = *p;
+    emit_rope_body(cg, &rp, ref(cg, n->src[5]), ref(cg, n->src[0]), ld(cg, n->src[0]), qb, QD, T,
+                   norm ? ref(cg, n->src[6]) : NULL, p->eps);
+    rp.heads = p->kv_heads;
+    emit_rope_body(cg, &rp, ref(cg, n->src[5]), ref(cg, n->src[1]), ld(cg, n->src[1]), kb, KD, T,
+                   norm ? ref(cg, n->src[7]) : NULL, p->eps);
+    OUT("  /* the new k and v rows into the caches */\n");
+    for (int s = 0; s < 2; s++) {
+      OUT("  for (int t = 0; t < %s; t++) {\n", T);
+      OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", ref(cg, n->src[3 + s]),
+          (long long)kc->rows, KD);
+      OUT("    const float *src = %s + t * %lld;\n", s ? ref(cg, n->src[2]) : kb, s ? ld(cg, n->src[2]) : KD);
+      OUT("    for (int c = 0; c < %lld; c++) dst[c] = src[c];\n  }\n", KD);
+    }
+    char scale[32];
+    OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, %d, %d, %d, %s, %d);\n",
+        qb, QD, ref(cg, n->src[3]), ref(cg, n->src[4]), KD, (long long)kc->rows, v, (long long)n->ld,
+        rows(n), p->heads, p->kv_heads, p->head_dim, cg_float(scale, p->scale), p->window);
     return SC_OK;
   }
   case OP_RMSNORM:
@@ -302,7 +350,10 @@ static int emit_node(Cg *cg, int i) {
     return SC_OK;
   case OP_OUTPUT: {
     const char *dst = p->slot == OUT_LOGITS ? "io->out" : "io->hidden_out";
-    emit_copy_rows(cg, rows(n), ref(cg, n->src[0]), ld(cg, n->src[0]), dst, (long long)n->cols, n->cols);
+    if (IR_BUF_IS_OUT(node(cg, n->src[0])->buf))
+      OUT("  /* %s was written there: nothing to copy */\n", node(cg, n->src[0])->name);
+    else
+      emit_copy_rows(cg, rows(n), ref(cg, n->src[0]), ld(cg, n->src[0]), dst, (long long)n->cols, n->cols);
     if (cg->check_numerics) emit_check_finite(cg, n, dst, p->slot == OUT_LOGITS ? "logits" : "hidden output");
     return SC_OK;
   }

@@ -30,19 +30,28 @@
  *   GEMV/GEMM (LINEAR, LINEAR_ADD, NORM_LINEAR, LINEAR_SWIGLU): blocks of 8
  *     warps, each warp one output row at a time (1-4 rows per warp, so
  *     that a large matrix amortises the staging and a small one still has
- *     ~512 blocks), TB tokens per block (grid.y covers T).  The block
- *     stages its TB input rows in shared memory (normalised there for
- *     NORM_LINEAR), then each lane reads 16 bytes of the weight row per
- *     step (f32: 4 values, bf16: 8; q8_0 / q4_0: lane j takes element j of
- *     each 32-block), every weight byte once per block of tokens;
- *     warp-shuffle reduction; bias, residual or SwiGLU in the epilogue.
- *   ATTENTION: one block of 8 warps per (head, token); warps take chunks
- *     of 32 cache rows in turn (a lane scores a row), keep an online
- *     softmax, and merge their partial results in shared memory.
+ *     ~512 blocks), TB tokens per block (grid.y covers T).  Each warp
+ *     loads its first row's weights into registers (when they fit) while
+ *     the block stages its TB input rows in shared memory (for a norm over
+ *     the whole row: x times the norm weight and the sums of squares in
+ *     the same pass, 1/rms applied to the dot products; other norm groups
+ *     normalise the staged rows), then each lane reads 16 bytes of the
+ *     weight row per step (f32: 4 values, bf16: 8; q8_0 / q4_0: lane j
+ *     takes element j of each 32-block), every weight byte once per block
+ *     of tokens; warp-shuffle reduction; bias, residual or SwiGLU in the
+ *     epilogue.
+ *   ATTENTION, ROPE_ATTENTION: one block of 8 warps per (head, token);
+ *     warps take chunks of 32 cache rows in turn (a lane scores a row),
+ *     keep an online softmax, and merge their partial results in shared
+ *     memory; ROPE_ATTENTION first rotates q and the new k rows and stages
+ *     them with the new v rows in shared memory (emit_attention).
  *   RMSNORM: a block per (group, token).  ROPE / NORM_ROPE: a warp per
  *     (token, head).  EMBED: a block per token (id -1: zero row; an id
  *     outside the table records an error in sc_device_io).  KV_STORE,
- *     elementwise ops and OUTPUT: one thread per element.
+ *     elementwise ops and OUTPUT: one thread per element; a value the
+ *     planner put in the output slot needs no OUTPUT kernel.
+ *   sc_sample (sc_abi.h): the sampler every artifact ends with, launched
+ *     by the runtime, not by the entry functions.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,11 +194,16 @@ static DType band_of(const Cu *cu, int wi) {
 
 /* ---- GEMV / GEMM ---------------------------------------------------------- */
 
-/* One step of the dot loop at column expression c for nw weight rows. */
-static void gemv_step(Cu *cu, DType band, int vec, int nw, int TB, long long C, const char *ind) {
+/* One step of the dot loop at column expression c for nw weight rows.  The
+ * weights are loaded here (pf NULL) or were loaded ahead into the arrays
+ * p0/p1, entry pf. */
+static void gemv_step(Cu *cu, DType band, int vec, int nw, int TB, long long C, const char *ind,
+                      const char *pf) {
   for (int j = 0; j < nw; j++) {
     if (vec == 1)
       KB("%sconst float wv%d = %s;\n", ind, j, band == DT_F32 ? (j ? "w1[c]" : "w0[c]") : (j ? "sc_bf16(w1[c])" : "sc_bf16(w0[c])"));
+    else if (pf)
+      KB("%sconst %s wv%d = p%d[%s];\n", ind, band == DT_F32 ? "float4" : "uint4", j, j, pf);
     else if (band == DT_F32)
       KB("%sconst float4 wv%d = __ldg((const float4 *)(w%d + c));\n", ind, j, j);
     else
@@ -215,6 +229,22 @@ static void gemv_step(Cu *cu, DType band, int vec, int nw, int TB, long long C, 
   KB("%s}\n", ind);
 }
 
+/* Loads of one weight row (and its up row) into the registers p0 (p1):
+ * NV full steps of 32 lanes x vec elements, then the REM tail. */
+static void gemv_load_row(Cu *cu, const char *vt, int vec, int nw, long long NV, long long REM, const char *ind) {
+  const long long per = 32LL * vec;
+  for (int j = 0; j < nw; j++) {
+    if (NV > 0)
+      KB("#pragma unroll\n%sfor (int k = 0; k < %lld; k++) p%d[k] = __ldg((const %s *)(w%d + (k * 32 + lane) * %d));\n",
+         ind, NV, j, vt, j, vec);
+    if (REM > 0 && NV > 0)
+      KB("%sif (lane * %d < %lld) p%d[%lld] = __ldg((const %s *)(w%d + %lld + lane * %d));\n", ind, vec, REM, j, NV,
+         vt, j, NV * per, vec);
+    else if (REM > 0)
+      KB("%sif (lane * %d < %lld) p%d[0] = __ldg((const %s *)(w%d + lane * %d));\n", ind, vec, REM, j, vt, j, vec);
+  }
+}
+
 /* Indent the text of b after byte `from` by two spaces per line. */
 static void indent_from(StrBuf *b, size_t from) {
   if (b->failed || from >= b->len) return;
@@ -236,17 +266,21 @@ static void indent_from(StrBuf *b, size_t from) {
   free(tail);
 }
 
+/* Weight registers a warp may hold for its prefetched row (uint4/float4
+ * each, 4 registers): beyond this the loads stay in the dot loop. */
+#define CU_PREFETCH_VECS 16
+
 static int emit_gemv(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
   const int op = n->op;
+  const int swiglu = op == OP_LINEAR_SWIGLU;
   const int xi = n->src[0];
-  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : -1;
+  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : swiglu && n->nsrc > 2 ? n->src[2] : -1;
   const int wi = n->src[op == OP_NORM_LINEAR ? 2 : 1];
   const int bi = op == OP_NORM_LINEAR ? (n->nsrc > 3 ? n->src[3] : -1)
                                       : (op == OP_LINEAR && n->nsrc > 2 ? n->src[2] : -1);
   const int ri = op == OP_LINEAR_ADD ? n->src[2] : -1;
-  const int swiglu = op == OP_LINEAR_SWIGLU;
   const IrNode *w = node(cg, wi);
   const DType band = band_of(cu, wi);
   const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
@@ -257,14 +291,23 @@ static int emit_gemv(Cu *cu, int i) {
   if (quant && w->cols % 32)
     return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %s rows of %lld columns (not blocks of 32)",
                    n->name, ir_dtype_name(band), (long long)w->cols);
-  if (C > CU_STAGE_FLOATS)
+  /* shared floats per staged token: the row, and a norm's per-token sums */
+  const long long per_token = C + (nwi >= 0 ? 8 + C / n->p.group : 0);
+  if (per_token > CU_STAGE_FLOATS)
     return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %lld input columns exceed the %d a "
                    "block stages in shared memory", n->name, C, CU_STAGE_FLOATS);
   const int exact = n->rows != IR_T; /* rows known: a ROW view, or an exact graph */
   int TB = exact ? (n->rows < 4 ? (int)n->rows : 4) : 4;
-  if (TB * C > CU_STAGE_FLOATS) TB = (int)(CU_STAGE_FLOATS / C);
+  if (TB * per_token > CU_STAGE_FLOATS) TB = (int)(CU_STAGE_FLOATS / per_token);
   const int vec = band == DT_F32 ? (C % 4 ? 1 : 4) : (C % 8 ? 1 : 8);
   const long long per = 32LL * vec, NV = vec > 1 ? C / per : 0, REM = vec > 1 ? C - NV * per : 0;
+  const int nw = swiglu ? 2 : 1;
+  /* the first row's weights are loaded before the input is staged, so the
+   * weight stream starts with the kernel (when a row fits in registers) */
+  const int pf = !quant && vec > 1 && (NV + (REM > 0)) * nw <= CU_PREFETCH_VECS;
+  const long long NP = NV + (REM > 0);
+  /* a norm over the whole row: its factor multiplies the dot product */
+  const int norm1 = nwi >= 0 && n->p.group == C;
   const char *T = rows(n);
   const long long ldx = ld(cg, xi), ldy = (long long)n->ld;
   char nwf[64];
@@ -277,14 +320,58 @@ static int emit_gemv(Cu *cu, int i) {
   if (ri >= 0) karg(cu, "const float *", "r", ref(cg, ri));
   karg(cu, "float *", "y", cg->var[i]);
 
+  /* rows per block: 8 warps x RW rows each, so that large matrices
+   * amortise the staging over more rows while small ones keep >= ~512
+   * blocks in flight */
+  long long RW = R / (8 * 512);
+  RW = RW < 1 ? 1 : RW > 4 ? 4 : RW;
+  const long long RPB = 8 * RW;
+  const char *et = band == DT_F32 ? "float" : band == DT_BF16 ? "unsigned short" : "unsigned char";
+  const char *vt = band == DT_F32 ? "float4" : "uint4";
+  const long long row_units = quant ? (long long)ir_band_row_bytes(band, C) : C; /* elements or bytes */
+
   KB("  __shared__ __align__(16) float xs[%lld]; /* [%d tokens, %lld] */\n", (long long)TB * C, TB, C);
   KB("  const int t0 = blockIdx.y * %d;\n", TB);
   KB("  const int nt = %s - t0 < %d ? %s - t0 : %d;\n", T, TB, T, TB);
-  KB("  for (int i = threadIdx.x; i < %lld; i += 256) {\n", (long long)TB * C);
-  KB("    const int tt = i / %lld, c = i - tt * %lld;\n", C, C);
-  KB("    xs[i] = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
-  KB("  }\n  __syncthreads();\n");
-  if (nwi >= 0) {
+  KB("  const int lane = threadIdx.x & 31, row0 = blockIdx.x * %lld + (threadIdx.x >> 5);\n", RPB);
+  KB("  const int row_end = blockIdx.x * %lld + %lld < %lld ? blockIdx.x * %lld + %lld : %lld;\n", RPB, RPB, R,
+     RPB, RPB, R);
+  if (pf) {
+    KB("  %s p0[%lld]", vt, NP);
+    if (swiglu) KB(", p1[%lld]", NP);
+    KB("; /* this warp's first row, loaded while the input is staged */\n");
+    KB("  if (row0 < row_end) {\n");
+    KB("    const %s *w0 = (const %s *)%s + (long long)row0 * %lld;\n", et, et, wptr(cu, wi, "w"), row_units);
+    if (swiglu) KB("    const %s *w1 = w0 + %lldLL; /* the up row */\n", et, R * row_units);
+    gemv_load_row(cu, vt, vec, nw, NV, REM, "    ");
+    KB("  }\n");
+  }
+  if (norm1) {
+    /* one pass: stage x * w' and each row's sum of squares; the factor
+     * 1/rms(x) multiplies the dot products in the epilogue */
+    const IrParams *p = &n->p;
+    norm_w(nwf, sizeof nwf, p->norm_mode, "nw", "c");
+    KB("  __shared__ float ssp[%d]; /* [%d tokens, 8 warps] partial sums of squares */\n", 8 * TB, TB);
+    KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
+    KB("    float ss = 0.0f;\n");
+    KB("    for (int c = threadIdx.x; c < %lld; c += 256) {\n", C);
+    KB("      const float v = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
+    KB("      xs[tt * %lld + c] = v * %s;\n", C, nwf);
+    KB("      ss += v * v;\n    }\n");
+    KB("    ss = sc_warp_sum(ss);\n");
+    KB("    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;\n  }\n  __syncthreads();\n");
+    char eps[32];
+    KB("  float rr[%d]; /* 1 / rms of each staged row */\n", TB);
+    KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
+    KB("    float s = 0.0f;\n    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];\n");
+    KB("    rr[tt] = 1.0f / sqrtf(s / %lld.0f + %s);\n  }\n", C, cg_float(eps, p->eps));
+  } else {
+    KB("  for (int i = threadIdx.x; i < %lld; i += 256) {\n", (long long)TB * C);
+    KB("    const int tt = i / %lld, c = i - tt * %lld;\n", C, C);
+    KB("    xs[i] = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
+    KB("  }\n  __syncthreads();\n");
+  }
+  if (nwi >= 0 && !norm1) {
     const IrParams *p = &n->p;
     const long long G = C / p->group;
     KB("  { /* RMSNorm of each staged row, per group of %d */\n", p->group);
@@ -303,21 +390,15 @@ static int emit_gemv(Cu *cu, int i) {
     KB("      xs[i] = (xs[i] * rs[i / %d]) * %s;\n", p->group, nwf);
     KB("    }\n    __syncthreads();\n  }\n");
   }
-  /* rows per block: 8 warps x RW rows each, so that large matrices
-   * amortise the staging over more rows while small ones keep >= ~512
-   * blocks in flight */
-  long long RW = R / (8 * 512);
-  RW = RW < 1 ? 1 : RW > 4 ? 4 : RW;
-  const long long RPB = 8 * RW;
-  KB("  const int lane = threadIdx.x & 31;\n");
-  KB("  const int row_end = blockIdx.x * %lld + %lld < %lld ? blockIdx.x * %lld + %lld : %lld;\n", RPB, RPB, R,
-     RPB, RPB, R);
-  KB("  for (int row = blockIdx.x * %lld + (threadIdx.x >> 5); row < row_end; row += 8) {\n", RPB);
+  KB("  for (int row = row0; row < row_end; row += 8) {\n");
   size_t mark = cu->body.len;
-  const char *et = band == DT_F32 ? "float" : band == DT_BF16 ? "unsigned short" : "unsigned char";
-  const long long row_units = quant ? (long long)ir_band_row_bytes(band, C) : C; /* elements or bytes */
   KB("  const %s *w0 = (const %s *)%s + (long long)row * %lld;\n", et, et, wptr(cu, wi, "w"), row_units);
   if (swiglu) KB("  const %s *w1 = w0 + %lldLL; /* the up row */\n", et, R * row_units);
+  if (pf) {
+    KB("  if (row != row0) {\n");
+    gemv_load_row(cu, vt, vec, nw, NV, REM, "    ");
+    KB("  }\n");
+  }
   KB("  float a0[%d]", TB);
   if (swiglu) KB(", a1[%d]", TB);
   KB(";\n#pragma unroll\n  for (int tt = 0; tt < %d; tt++) a0[tt] = %s0.0f;\n", TB, swiglu ? "a1[tt] = " : "");
@@ -328,7 +409,7 @@ static int emit_gemv(Cu *cu, int i) {
     const int q8 = band == DT_Q8_0, bb = q8 ? 34 : 18;
     KB("#pragma unroll 4\n  for (int b = 0; b < %lld; b++) {\n", C / 32);
     KB("    const int c = b * 32 + lane;\n");
-    for (int j = 0; j < (swiglu ? 2 : 1); j++) {
+    for (int j = 0; j < nw; j++) {
       KB("    const unsigned char *k%d = w%d + b * %d;\n", j, j, bb);
       KB("    const float d%d = sc_f16(*(const unsigned short *)k%d);\n", j, j);
       if (q8) KB("    const float q%d = (float)(signed char)k%d[2 + lane];\n", j, j);
@@ -341,25 +422,28 @@ static int emit_gemv(Cu *cu, int i) {
     KB("    }\n  }\n");
   } else if (vec == 1) {
     KB("  for (int c = lane; c < %lld; c += 32) {\n", C);
-    gemv_step(cu, band, 1, swiglu ? 2 : 1, TB, C, "    ");
+    gemv_step(cu, band, 1, nw, TB, C, "    ", NULL);
     KB("  }\n");
   } else {
     if (NV > 0) {
       KB("#pragma unroll\n  for (int k = 0; k < %lld; k++) {\n", NV);
       KB("    const int c = (k * 32 + lane) * %d;\n", vec);
-      gemv_step(cu, band, vec, swiglu ? 2 : 1, TB, C, "    ");
+      gemv_step(cu, band, vec, nw, TB, C, "    ", pf ? "k" : NULL);
       KB("  }\n");
     }
     if (REM > 0) {
+      char last[24];
+      snprintf(last, sizeof last, "%lld", NV);
       KB("  if (lane * %d < %lld) {\n", vec, REM);
-      KB("    const int c = %lld + lane * %d;\n", NV * per, vec);
-      gemv_step(cu, band, vec, swiglu ? 2 : 1, TB, C, "    ");
+      if (NV > 0) KB("    const int c = %lld + lane * %d;\n", NV * per, vec);
+      else KB("    const int c = lane * %d;\n", vec);
+      gemv_step(cu, band, vec, nw, TB, C, "    ", pf ? last : NULL);
       KB("  }\n");
     }
   }
   KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
-  KB("    a0[tt] = sc_warp_sum(a0[tt]);\n");
-  if (swiglu) KB("    a1[tt] = sc_warp_sum(a1[tt]);\n");
+  KB("    a0[tt] = sc_warp_sum(a0[tt])%s;\n", norm1 ? " * rr[tt]" : "");
+  if (swiglu) KB("    a1[tt] = sc_warp_sum(a1[tt])%s;\n", norm1 ? " * rr[tt]" : "");
   KB("  }\n  if (lane == 0) {\n");
   KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n      if (tt >= nt) break;\n", TB);
   KB("      const long long t = t0 + tt;\n");
@@ -588,44 +672,127 @@ static int emit_kv_store(Cu *cu, int i) {
   return kernel_end(cu, i, 256, gx, "1");
 }
 
-/* A block of NW warps per (head, token).  Warps take chunks of 32 cache
- * rows in turn: each lane scores one row (q from shared memory, 16-byte
- * loads along the row), the warp updates its online softmax once per
- * chunk, then walks the chunk's value rows (coalesced, one output column
- * per lane and step).  The warps' partial results merge at the end. */
+/* ROPE_ATTENTION's prologue for one head, by one warp: the raw head a
+ * (staged in s), its norm with weight nwv when norm, its rotation at
+ * position `at` into b (shared memory), as emit_rope does per head. */
+static void rope_head_warp(Cu *cu, const IrParams *p, int norm, const char *a, const char *nwv, const char *s,
+                           const char *b, const char *at, const char *ind) {
+  const int HD = p->head_dim, R = p->rot_dims, half = R / 2;
+  char wf[64];
+  if (norm) {
+    norm_w(wf, sizeof wf, p->norm_mode, nwv, "c");
+    KB("%sfloat ss = 0.0f;\n", ind);
+    KB("%sfor (int c = lane; c < %d; c += 32) {\n%s  %s[c] = %s[c];\n%s  ss += %s[c] * %s[c];\n%s}\n", ind, HD, ind, s,
+       a, ind, s, s, ind);
+    KB("%sss = sc_warp_sum(ss);\n", ind);
+    char eps[32];
+    KB("%sconst float r = 1.0f / sqrtf(ss / %d.0f + %s);\n", ind, HD, cg_float(eps, p->eps));
+    KB("%sfor (int c = lane; c < %d; c += 32) %s[c] = (%s[c] * r) * %s;\n", ind, HD, s, s, wf);
+  } else {
+    KB("%sfor (int c = lane; c < %d; c += 32) %s[c] = %s[c];\n", ind, HD, s, a);
+  }
+  KB("%s__syncwarp();\n", ind);
+  KB("%sconst float *cs = tab + (long long)(%s) * %d; /* cos | sin */\n", ind, at, R);
+  KB("%sfor (int i = lane; i < %d; i += 32) {\n", ind, half);
+  if (p->rope_mode == ROPE_NEOX) {
+    KB("%s  const float x0 = %s[i], x1 = %s[i + %d], c = cs[i], sn = cs[%d + i];\n", ind, s, s, half, half);
+    KB("%s  %s[i] = x0 * c - x1 * sn;\n%s  %s[i + %d] = x1 * c + x0 * sn;\n", ind, b, ind, b, half);
+  } else {
+    KB("%s  const float x0 = %s[2 * i], x1 = %s[2 * i + 1], c = cs[i], sn = cs[%d + i];\n", ind, s, s, half);
+    KB("%s  %s[2 * i] = x0 * c - x1 * sn;\n%s  %s[2 * i + 1] = x1 * c + x0 * sn;\n", ind, b, ind, b);
+  }
+  KB("%s}\n", ind);
+  if (R < HD) KB("%sfor (int i = %d + lane; i < %d; i += 32) %s[i] = %s[i];\n", ind, R, HD, b, s);
+}
+
+/* ATTENTION and ROPE_ATTENTION.  A block of NW warps per (head, token).
+ * Warps take chunks of 32 cache rows in turn: each lane scores one row (q
+ * from shared memory, 16-byte loads along the row), the warp updates its
+ * online softmax once per chunk, then walks the chunk's value rows
+ * (coalesced, one output column per lane and step).  The warps' partial
+ * results merge at the end.
+ * ROPE_ATTENTION (T <= 4 tokens at positions pos..pos+T-1): warp 0
+ * normalises and rotates the block's query head, warps 1..T the T new key
+ * rows of its kv head, warp T+1 stages the T new value rows, all in shared
+ * memory; the first query head of each kv head stores its token's rows
+ * into the caches, and every block reads rows >= pos from its own shared
+ * copies (no block waits for another's store; a row a store overwrites in
+ * a ring is older than any row a query sees). */
 static int emit_attention(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
   const IrParams *p = &n->p;
-  const IrNode *c = node(cg, n->src[1]);
+  const int fresh = n->op == OP_ROPE_ATTENTION, norm = fresh && n->nsrc > 6;
+  const int qi = n->src[0], kci = n->src[fresh ? 3 : 1], vci = n->src[fresh ? 4 : 2];
+  const IrNode *c = node(cg, kci);
   const int HD = p->head_dim, EPL = (HD + 31) / 32, group = p->heads / p->kv_heads, NW = 8;
   const long long CAP = (long long)c->rows, LDKV = (long long)c->cols;
-  const int gate = n->nsrc > 3, vec = HD % 4 == 0 && LDKV % 4 == 0;
+  const int gate = !fresh && n->nsrc > 3, vec = HD % 4 == 0 && LDKV % 4 == 0;
+  const int NT = fresh ? (int)n->rows : 0; /* new rows, all in shared memory */
+  IR_ASSERT(!fresh || (NT >= 1 && NT + 2 <= NW));
   const char *guard = HD % 32 ? "if (c < HD) " : "";
   kernel_begin(cu);
-  karg(cu, "const float *", "q", ref(cg, n->src[0]));
-  karg(cu, "const float *", "kc", ref(cg, n->src[1]));
-  karg(cu, "const float *", "vc", ref(cg, n->src[2]));
+  karg(cu, "const float *", "q", ref(cg, qi));
+  if (fresh) {
+    karg(cu, "const float *", "kx", ref(cg, n->src[1]));
+    karg(cu, "const float *", "vx", ref(cg, n->src[2]));
+    karg(cu, "float *", "kc", ref(cg, kci));
+    karg(cu, "float *", "vc", ref(cg, vci));
+    karg(cu, "const float *", "tab", ref(cg, n->src[5]));
+    if (norm) {
+      karg(cu, "const float *", "qn", ref(cg, n->src[6]));
+      karg(cu, "const float *", "kn", ref(cg, n->src[7]));
+    }
+  } else {
+    karg(cu, "const float *", "kc", ref(cg, kci));
+    karg(cu, "const float *", "vc", ref(cg, vci));
+  }
   if (gate) karg(cu, "const float *", "gate", ref(cg, n->src[3]));
   karg(cu, "float *", "y", cg->var[i]);
   KB("  enum { HD = %d, NW = %d };\n", HD, NW);
   KB("  __shared__ __align__(16) float qs[HD];\n");
+  if (fresh) {
+    KB("  /* the %d new k and v rows; staging of the heads before rotation */\n", NT);
+    KB("  __shared__ __align__(16) float ks[%d * HD], vs[%d * HD], hb[%d * HD];\n", NT, NT, NT + 1);
+  }
   KB("  __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];\n");
   KB("  const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;\n");
   KB("  const int p = io->pos + t;\n");
   if (p->window > 0) KB("  const int lo = p - %d + 1 > 0 ? p - %d + 1 : 0;\n", p->window, p->window);
   else KB("  const int lo = 0;\n");
-  KB("  const float *qh = q + (long long)t * %lld + h * HD;\n", ld(cg, n->src[0]));
-  KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) qs[c] = qh[c];\n");
-  KB("  __syncthreads();\n");
   KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
+  KB("  const float *qh = q + (long long)t * %lld + h * HD;\n", ld(cg, qi));
+  if (fresh) {
+    KB("  if (wid == 0) { /* the query head */\n");
+    KB("    float *st = hb;\n");
+    rope_head_warp(cu, p, norm, "qh", "qn", "st", "qs", "p", "    ");
+    KB("  } else if (wid <= %d) { /* new key row wid - 1 of this head's kv head */\n", NT);
+    KB("    const int j = wid - 1;\n");
+    KB("    const float *kh = kx + (long long)j * %lld + kvo;\n", ld(cg, n->src[1]));
+    KB("    float *st = hb + wid * HD, *kj = ks + j * HD;\n");
+    rope_head_warp(cu, p, norm, "kh", "kn", "st", "kj", "io->pos + j", "    ");
+    KB("  } else if (wid == %d) { /* the new value rows */\n", NT + 1);
+    KB("    for (int i = lane; i < %d * HD; i += 32) vs[i] = vx[(long long)(i / HD) * %lld + kvo + i %% HD];\n",
+       NT, ld(cg, n->src[2]));
+    KB("  }\n  __syncthreads();\n");
+    KB("  if (h %% %d == 0) /* the kv head's first query head stores its token's new rows */\n", group);
+    KB("    for (int c = threadIdx.x; c < HD; c += NW * 32) {\n");
+    KB("      kc[(long long)(p %% %lld) * %lld + kvo + c] = ks[t * HD + c];\n", CAP, LDKV);
+    KB("      vc[(long long)(p %% %lld) * %lld + kvo + c] = vs[t * HD + c];\n    }\n", CAP, LDKV);
+  } else {
+    KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) qs[c] = qh[c];\n");
+    KB("  __syncthreads();\n");
+  }
   KB("  float m = -SC_INF, l = 0.0f, o[%d];\n", EPL);
   KB("  for (int e = 0; e < %d; e++) o[e] = 0.0f;\n", EPL);
   KB("  for (int k0 = lo + wid * 32; k0 <= p; k0 += NW * 32) {\n");
   KB("    const int k = k0 + lane;\n");
   KB("    float s = -SC_INF;\n");
   KB("    if (k <= p) {\n");
-  KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  if (fresh)
+    KB("      const float *kr = k >= io->pos ? ks + (k - io->pos) * HD : kc + (long long)(k %% %lld) * %lld + kvo;\n",
+       CAP, LDKV);
+  else KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
   KB("      float d = 0.0f;\n");
   if (vec) {
     KB("#pragma unroll 8\n      for (int c = 0; c < HD; c += 4) {\n");
@@ -643,7 +810,10 @@ static int emit_attention(Cu *cu, int i) {
   KB("    const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;\n");
   KB("    for (int j = 0; j < nk; j++) {\n");
   KB("      const float pj = __shfl_sync(0xffffffffu, pk, j);\n");
-  KB("      const float *vr = vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  if (fresh)
+    KB("      const float *vr = k0 + j >= io->pos ? vs + (k0 + j - io->pos) * HD\n"
+       "                                          : vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  else KB("      const float *vr = vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
   KB("      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n        %so[e] += pj * vr[c];\n      }\n",
      EPL, guard);
   KB("    }\n    m = mn;\n  }\n");
@@ -716,6 +886,9 @@ static int emit_node(Cu *cu, int i) {
   if (n->buf >= 0)
     OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] */\n", v, (long long)n->buf, rows(n),
         (long long)n->cols);
+  else if (IR_BUF_IS_OUT(n->buf))
+    OUT("  float *%s = io->%s; /* [%s, %lld] the entry's output itself */\n", v,
+        IR_BUF_SLOT(n->buf) == OUT_LOGITS ? "out" : "hidden_out", rows(n), (long long)n->cols);
   switch (n->op) {
   case OP_EMBED: return emit_embed(cu, i);
   case OP_LINEAR:
@@ -726,8 +899,9 @@ static int emit_node(Cu *cu, int i) {
   case OP_ROPE:
   case OP_NORM_ROPE: return emit_rope(cu, i);
   case OP_KV_STORE: return emit_kv_store(cu, i);
-  case OP_ATTENTION: {
-    const IrNode *c = node(cg, n->src[1]);
+  case OP_ATTENTION:
+  case OP_ROPE_ATTENTION: {
+    const IrNode *c = node(cg, n->src[n->op == OP_ROPE_ATTENTION ? 3 : 1]);
     if (n->p.window > 0 || c->rows < m->max_context) {
       /* a ring: the rows the first query sees must all still be there */
       OUT("  {\n    const int first = %d > 0 && pos - %d + 1 > 0 ? pos - %d + 1 : 0;\n", p->window,
@@ -761,6 +935,12 @@ static int emit_node(Cu *cu, int i) {
     return kernel_end(cu, i, 256, gx, "1");
   }
   case OP_OUTPUT:
+    /* a value placed in the slot is there already: with --check-numerics
+     * its check still runs (a copy onto itself) */
+    if (IR_BUF_IS_OUT(node(cg, n->src[0])->buf) && !cu->check_numerics) {
+      OUT("  /* %s was written there: nothing to copy */\n", node(cg, n->src[0])->name);
+      return SC_OK;
+    }
     return emit_copy(cu, i, n->src[0], p->slot == OUT_LOGITS ? "io->out" : "io->hidden_out", (long long)n->cols);
   default:
     return sc_fail(cg->err, SC_EINPUT, "CUDA target: op %s (%s) has no CUDA lowering yet",
@@ -818,6 +998,12 @@ static const char cu_prelude[] =
     "typedef struct sc_device_io { /* sc_abi.h */\n"
     "  int n, pos, step, err_kernel, err_value, err_what, pad[10];\n"
     "} sc_device_io;\n"
+    "typedef struct sc_device_sampler { /* sc_abi.h */\n"
+    "  unsigned long long rng[4];\n"
+    "  int greedy;\n"
+    "  float temperature, top_p;\n"
+    "  int top_k, pad[4];\n"
+    "} sc_device_sampler;\n"
     "\n"
     "SC_DEVICE float sc_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }\n"
     "SC_DEVICE float sc_lo(unsigned u) { return __uint_as_float(u << 16); }   /* bf16 pair: first */\n"
@@ -846,6 +1032,157 @@ static const char cu_prelude[] =
     "  }\n"
     "}\n";
 
+/* The sampler every artifact carries (sc_abi.h, SC_SAMPLE_KERNEL): the
+ * pipeline of runtime/sample.c without suppression and penalty.  One block
+ * of 1024 threads: a strided pass (16-byte loads, so that one SM keeps
+ * enough of a 150k-entry vocabulary in flight) finds the first non-finite
+ * logit and the argmax (lowest index on ties), reduced through shared
+ * memory; a draw
+ * sorts the scaled logits best first (bitonic, score then lower id: the
+ * order of sample.c's `better`) when top-k or top-p needs an order, then
+ * thread 0 walks them with sample.c's sequential double sums, so a seed
+ * gives the draws the CPU gives, up to the last bit of exp(). */
+static const char cu_sampler[] =
+    "SC_DEVICE int sc_better(const float *key, const int *id, int a, int b) {\n"
+    "  return key[a] > key[b] || (key[a] == key[b] && id[a] < id[b]);\n"
+    "}\n"
+    "SC_DEVICE unsigned long long sc_rotl(unsigned long long x, int k) { return (x << k) | (x >> (64 - k)); }\n"
+    "/* xoshiro256**, uniform in [0, 1) with 53 bits (runtime/sample.c) */\n"
+    "SC_DEVICE double sc_uniform01(unsigned long long *s) {\n"
+    "  const unsigned long long out = sc_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;\n"
+    "  s[2] ^= s[0];\n  s[3] ^= s[1];\n  s[1] ^= s[2];\n  s[0] ^= s[3];\n  s[2] ^= t;\n"
+    "  s[3] = sc_rotl(s[3], 45);\n"
+    "  return (double)(out >> 11) * (1.0 / 9007199254740992.0);\n"
+    "}\n"
+    "SC_DEVICE void sc_arg_step(float v, int i, float *best, int *bi, int *bad) {\n"
+    "  if (!isfinite(v)) *bad = *bad < i ? *bad : i;\n"
+    "  else if (v > *best) *best = v, *bi = i;\n"
+    "}\n"
+    "SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp, int *token, int n) {\n"
+    "  enum { MAX = %d, NT = 1024 };\n"
+    "  __shared__ float key[MAX];\n"
+    "  __shared__ int kid[MAX];\n"
+    "  __shared__ float rv[NT];\n"
+    "  __shared__ int ri[NT], rb[NT];\n"
+    "  __shared__ double zs;\n"
+    "  const int tid = threadIdx.x;\n"
+    "  float best = -SC_INF;\n"
+    "  int bi = n, bad = n;\n"
+    "  /* each thread's indices ascend: its first maximum, its first bad one */\n"
+    "  const int n4 = n %% 4 ? 0 : n / 4;\n"
+    "#pragma unroll 4\n"
+    "  for (int i = tid; i < n4; i += NT) {\n"
+    "    const float4 v = ((const float4 *)logits)[i];\n"
+    "    sc_arg_step(v.x, 4 * i, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.y, 4 * i + 1, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.z, 4 * i + 2, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.w, 4 * i + 3, &best, &bi, &bad);\n"
+    "  }\n"
+    "  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, &best, &bi, &bad);\n"
+    "  rv[tid] = best;\n  ri[tid] = bi;\n  rb[tid] = bad;\n"
+    "  __syncthreads();\n"
+    "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
+    "    if (tid < s) {\n"
+    "      const float v = rv[tid + s];\n"
+    "      const int j = ri[tid + s];\n"
+    "      if (v > rv[tid] || (v == rv[tid] && j < ri[tid])) rv[tid] = v, ri[tid] = j;\n"
+    "      if (rb[tid + s] < rb[tid]) rb[tid] = rb[tid + s];\n"
+    "    }\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  const int top_id = ri[0], first_bad = rb[0];\n"
+    "  const float temp = sp->temperature;\n"
+    "  if (first_bad < n || (!sp->greedy && temp > 0.0f && n > MAX)) {\n"
+    "    if (tid == 0) {\n"
+    "      if (first_bad < n) sc_fail(io, SC_KID, isnan(logits[first_bad]) ? 3 : 4, first_bad);\n"
+    "      else sc_fail(io, SC_KID, 5, n);\n"
+    "      *token = -1;\n"
+    "    }\n"
+    "    return;\n"
+    "  }\n"
+    "  const float top = logits[top_id] / temp;\n"
+    "  if (sp->greedy || !(temp > 0.0f) || isinf(top)) {\n"
+    "    if (tid == 0) *token = top_id;\n"
+    "    return;\n"
+    "  }\n"
+    "  /* every id is a candidate; scores scaled by the temperature, id order */\n"
+    "  const int k = sp->top_k, topk = k > 0 && k < n;\n"
+    "  const float top_p = sp->top_p;\n"
+    "  int N2 = 2;\n"
+    "  while (N2 < n) N2 <<= 1;\n"
+    "  for (int i = tid; i < N2; i += NT) {\n"
+    "    key[i] = i < n ? logits[i] / temp : -SC_INF;\n"
+    "    kid[i] = i; /* padding: ids >= n rank after every real id */\n"
+    "  }\n"
+    "  __syncthreads();\n"
+    "  if (!topk && top_p < 1.0f && tid == 0) { /* top-p's total, in id order as sample.c sums it */\n"
+    "    double z = 0;\n"
+    "    for (int i = 0; i < n; i++) z += exp((double)key[i] - top);\n"
+    "    zs = z;\n"
+    "  }\n"
+    "  if (topk || top_p < 1.0f) { /* best first */\n"
+    "    for (int size = 2; size <= N2; size <<= 1)\n"
+    "      for (int stride = size >> 1; stride > 0; stride >>= 1) {\n"
+    "        for (int t = tid; t < N2 / 2; t += NT) {\n"
+    "          const int a = 2 * t - (t & (stride - 1)), b = a + stride;\n"
+    "          if ((a & size) == 0 ? sc_better(key, kid, b, a) : sc_better(key, kid, a, b)) {\n"
+    "            const float kv = key[a];\n"
+    "            const int iv = kid[a];\n"
+    "            key[a] = key[b], kid[a] = kid[b];\n"
+    "            key[b] = kv, kid[b] = iv;\n"
+    "          }\n"
+    "        }\n"
+    "        __syncthreads();\n"
+    "      }\n"
+    "  }\n"
+    "  if (tid != 0) return;\n"
+    "  int kept = topk ? k : n;\n"
+    "  if (top_p < 1.0f) { /* the shortest best-first prefix reaching top_p */\n"
+    "    double z = zs, cum = 0;\n"
+    "    if (topk) {\n"
+    "      z = 0;\n"
+    "      for (int i = 0; i < kept; i++) z += exp((double)key[i] - top);\n"
+    "    }\n"
+    "    int kk = 0;\n"
+    "    for (int i = 0; i < kept && !kk; i++) {\n"
+    "      cum += exp((double)key[i] - top);\n"
+    "      if (cum / z >= top_p) kk = i + 1;\n"
+    "    }\n"
+    "    if (kk) kept = kk;\n"
+    "  }\n"
+    "  double total = 0, cum = 0;\n"
+    "  for (int i = 0; i < kept; i++) total += exp((double)key[i] - top);\n"
+    "  const double u = sc_uniform01(sp->rng) * total;\n"
+    "  int tok = kid[kept - 1];\n"
+    "  for (int i = 0; i < kept; i++) {\n"
+    "    cum += exp((double)key[i] - top);\n"
+    "    if (u < cum) {\n"
+    "      tok = kid[i];\n"
+    "      break;\n"
+    "    }\n"
+    "  }\n"
+    "  *token = tok;\n"
+    "}\n";
+
+/* Append the sampler to the device source and the kernel list. */
+static int emit_sampler(Cu *cu) {
+  if (cu->n_k == cu->cap_k) {
+    CuKernel *nk = realloc(cu->k, (size_t)(cu->cap_k + 1) * sizeof *nk);
+    if (!nk) return sc_fail(cu->cg.err, SC_ERUNTIME, "out of memory");
+    cu->k = nk;
+    cu->cap_k++;
+  }
+  CuKernel *kk = &cu->k[cu->n_k];
+  snprintf(kk->name, sizeof kk->name, "%s", SC_SAMPLE_KERNEL);
+  if (!(kk->key = malloc(sizeof SC_SAMPLE_KERNEL))) return sc_fail(cu->cg.err, SC_ERUNTIME, "out of memory");
+  memcpy(kk->key, SC_SAMPLE_KERNEL, sizeof SC_SAMPLE_KERNEL);
+  sb_printf(cu->cu, "\n/* %s: one token from device logits (sc_abi.h) */\n#define SC_KID %d\n", kk->name, cu->n_k);
+  sb_printf(cu->cu, cu_sampler, SC_SAMPLE_MAX);
+  sb_printf(cu->cu, "#undef SC_KID\n");
+  cu->n_k++;
+  return SC_OK;
+}
+
 int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *host, sc_error *err) {
   Cu cus;
   memset(&cus, 0, sizeof cus);
@@ -871,6 +1208,7 @@ int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *ho
 
   int rc = SC_OK;
   for (int gi = 0; gi < m->n_graphs && rc == SC_OK; gi++) rc = emit_graph(cu, &m->graphs[gi]);
+  if (rc == SC_OK) rc = emit_sampler(cu);
 
   if (rc == SC_OK) {
     Cg *cg = &cu->cg;

@@ -8,13 +8,21 @@
  *   2. MUL(SILU(slice a), slice b), a and b the two halves of one LINEAR
  *                                                      -> LINEAR_SWIGLU;
  *   3. ROPE(RMSNORM(x)) with a per-head norm           -> NORM_ROPE;
- *   4. LINEAR(RMSNORM(x)) where the norm has one user  -> NORM_LINEAR;
- *   5. ADD(r, LINEAR(x)) where the linear has one user -> LINEAR_ADD.
- * Rewrites 2-5 happen in place (the consumer takes over, producers die),
- * then dead nodes are dropped.  Each fused op performs the same float
- * operations in the same order as its definition (the kernels compute each
- * row's dot product independently of the rows around it), so --no-fuse
- * gives identical numbers; tests/unit/test_build.c holds this.
+ *   4. LINEAR(RMSNORM(x)) where the norm has one user  -> NORM_LINEAR,
+ *      and LINEAR_SWIGLU(RMSNORM(x)) likewise          -> LINEAR_SWIGLU
+ *      with the norm weight as its third input;
+ *   5. ADD(r, LINEAR(x)) where the linear has one user -> LINEAR_ADD;
+ *   6. ATTENTION(R(q), KV_STORE(kc, R(k)), KV_STORE(vc, v)) for a fixed
+ *      token count of at most 4 (decode graphs), R both ROPE or both
+ *      NORM_ROPE with the same table and parameters, each producer read
+ *      only there                                     -> ROPE_ATTENTION.
+ * Rewrites 2-6 happen in place (the consumer takes over, producers die),
+ * then dead nodes are dropped.  On the CPU each fused op performs the same
+ * float operations in the same order as its definition (the kernels
+ * compute each row's dot product independently of the rows around it), so
+ * --no-fuse gives identical numbers; tests/unit/test_parity.c holds this.
+ * A device target may round a fused op differently (a norm factor applied
+ * after the dot product, a warp-order sum): within the parity tolerance.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +146,48 @@ static void compact(Graph *g) {
   free(map);
 }
 
+/* The table source of a ROPE / NORM_ROPE node. */
+static int rope_table(const IrNode *r) { return r->src[r->op == OP_NORM_ROPE ? 2 : 1]; }
+
+/* Rule 6 at attention node i: rewrite it when its inputs have the shape of
+ * the definition; returns 1 if it did. */
+static int rope_attention(Graph *g, int i) {
+  IrNode *n = N(i);
+  if (n->nsrc != 3 || n->rows == IR_T || n->rows > 4) return 0;
+  int q = n->src[0], ks = n->src[1], vs = n->src[2];
+  if (N(ks)->op != OP_KV_STORE || N(vs)->op != OP_KV_STORE || ir_uses(g, ks) != 1 || ir_uses(g, vs) != 1)
+    return 0;
+  int k = N(ks)->src[1], v = N(vs)->src[1];
+  const IrNode *qr = N(q), *kr = N(k);
+  if ((qr->op != OP_ROPE && qr->op != OP_NORM_ROPE) || kr->op != qr->op) return 0;
+  if (ir_uses(g, q) != 1 || ir_uses(g, k) != 1 || qr->rows != n->rows || kr->rows != n->rows ||
+      N(v)->rows != n->rows)
+    return 0;
+  const IrParams *qp = &qr->p, *kp = &kr->p, *ap = &n->p;
+  if (rope_table(qr) != rope_table(kr) || qp->rot_dims != kp->rot_dims || qp->rope_mode != kp->rope_mode ||
+      qp->head_dim != ap->head_dim || kp->head_dim != ap->head_dim || qp->heads != ap->heads ||
+      kp->heads != ap->kv_heads)
+    return 0;
+  int norm = qr->op == OP_NORM_ROPE;
+  if (norm && (qp->group != kp->group || qp->eps != kp->eps || qp->norm_mode != kp->norm_mode)) return 0;
+  int src[IR_MAX_SRC] = {qr->src[0], kr->src[0], v, N(ks)->src[0], N(vs)->src[0], rope_table(qr),
+                         norm ? qr->src[1] : -1, norm ? kr->src[1] : -1};
+  IrParams p = *ap;
+  p.rot_dims = qp->rot_dims;
+  p.rope_mode = qp->rope_mode;
+  if (norm) {
+    p.group = qp->group;
+    p.eps = qp->eps;
+    p.norm_mode = qp->norm_mode;
+  }
+  N(q)->dead = N(k)->dead = N(ks)->dead = N(vs)->dead = 1;
+  n->op = OP_ROPE_ATTENTION;
+  n->nsrc = norm ? 8 : 6;
+  memcpy(n->src, src, sizeof src);
+  n->p = p;
+  return 1;
+}
+
 /* Two sweeps: SwiGLU first, since rule 4 would otherwise turn the packed
  * gate/up LINEAR into a NORM_LINEAR before its MUL is reached, and rule 2
  * could never match. */
@@ -196,6 +246,21 @@ static void fuse_in_place(Module *m, Graph *g) {
       N(nrm)->dead = 1;
       continue;
     }
+    /* 4b. the MLP norm as the SwiGLU GEMV's prologue */
+    if (n->op == OP_LINEAR_SWIGLU && n->nsrc == 2 && N(n->src[0])->op == OP_RMSNORM &&
+        ir_uses(g, n->src[0]) == 1) {
+      int nrm = n->src[0];
+      n->src[0] = N(nrm)->src[0];
+      n->src[2] = N(nrm)->src[1];
+      n->nsrc = 3;
+      n->p.group = N(nrm)->p.group;
+      n->p.norm_mode = N(nrm)->p.norm_mode;
+      n->p.eps = N(nrm)->p.eps;
+      N(nrm)->dead = 1;
+      continue;
+    }
+    /* 6. decode attention with its rotations and cache stores */
+    if (n->op == OP_ATTENTION && rope_attention(g, i)) continue;
     /* 5. residual add in the GEMV epilogue */
     if (n->op == OP_ADD) {
       int lin = n->src[1], r = n->src[0];

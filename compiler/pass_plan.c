@@ -9,8 +9,13 @@
  * A value lives from its definition to its last reader (views extend the
  * life of what they view).  Buffers are placed first-fit among those alive;
  * an elementwise op or residual update whose first operand dies at that
- * node writes in place.  NORM_LINEAR gets an aux buffer for the normalised
- * input, alive only during the node.
+ * node writes in place.  A value whose only reader is an OUTPUT (the
+ * logits head, the last embedding) is placed in the output slot itself
+ * (IR_BUF_OUT): its kernel writes there and the OUTPUT copies nothing.
+ * NORM_LINEAR and a LINEAR_SWIGLU with a norm get an aux buffer for the
+ * normalised input, ROPE_ATTENTION one for its rotated q and k rows
+ * ([T, q cols + k cols]), alive only during the node (the C target's
+ * temporaries; a device kernel may not need them).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +64,13 @@ static void plan_graph(Graph *g) {
       }
     }
   }
+  /* values read only by an OUTPUT, rows as written: straight into the slot */
+  for (int i = 0; i < n; i++) {
+    const IrNode *o = &g->nodes[i];
+    if (o->dead || o->op != OP_OUTPUT) continue;
+    IrNode *x = &g->nodes[o->src[0]];
+    if (owns_buffer(x) && ir_uses(g, o->src[0]) == 1 && x->rows == o->rows) x->buf = IR_BUF_OUT(o->p.slot);
+  }
   Block *live = calloc((size_t)2 * n + 2, sizeof *live);
   IR_ASSERT(live);
   int n_live = 0;
@@ -71,7 +83,9 @@ static void plan_graph(Graph *g) {
       if (live[k].until < i) memmove(&live[k], &live[k + 1], (size_t)(--n_live - k) * sizeof *live);
       else k++;
     int64_t rows = x->rows == IR_T ? g->max_tokens : x->rows;
-    if (owns_buffer(x)) {
+    if (owns_buffer(x) && IR_BUF_IS_OUT(x->buf)) {
+      x->ld = x->cols;
+    } else if (owns_buffer(x)) {
       x->ld = x->cols;
       /* in place: elementwise ops over their first operand, residual adds */
       int inplace = -1;
@@ -97,8 +111,11 @@ static void plan_graph(Graph *g) {
     } else {
       x->ld = x->cols;
     }
-    if (x->op == OP_NORM_LINEAR)
+    if (x->op == OP_NORM_LINEAR || (x->op == OP_LINEAR_SWIGLU && x->nsrc == 3))
       x->aux = place(live, &n_live, ALIGN(rows * g->nodes[x->src[0]].cols * 4), i, &high);
+    if (x->op == OP_ROPE_ATTENTION)
+      x->aux = place(live, &n_live, ALIGN(rows * (g->nodes[x->src[0]].cols + g->nodes[x->src[1]].cols) * 4), i,
+                     &high);
   }
   free(live);
   g->scratch_bytes = high;

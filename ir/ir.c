@@ -340,6 +340,28 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       if (n->cols != out || !rows_match(n->rows, a->rows)) VFAIL("output shape");
       if (n->op == OP_NORM_LINEAR && b->cols != a->cols) VFAIL("norm weight width");
       if (n->op == OP_LINEAR_ADD && g->nodes[n->src[2]].cols != n->cols) VFAIL("residual width");
+      if (n->op == OP_LINEAR_SWIGLU && (n->nsrc < 2 || n->nsrc > 3)) VFAIL("has %d inputs, expected 2 or 3", n->nsrc);
+      if (n->op == OP_LINEAR_SWIGLU && n->nsrc == 3 &&
+          (n->p.group < 1 || a->cols % n->p.group || g->nodes[n->src[2]].cols != n->p.group))
+        VFAIL("norm group %d", n->p.group);
+      break;
+    }
+    case OP_ROPE_ATTENTION: {
+      if (n->nsrc != 6 && n->nsrc != 8) VFAIL("has %d inputs, expected 6 or 8", n->nsrc);
+      const IrParams *p = &n->p;
+      const int64_t qd = (int64_t)p->heads * p->head_dim, kd = (int64_t)p->kv_heads * p->head_dim;
+      const IrNode *k = b, *v = &g->nodes[n->src[2]], *kc = &g->nodes[n->src[3]], *vc = &g->nodes[n->src[4]];
+      const IrNode *tab = &g->nodes[n->src[5]];
+      if (n->rows == IR_T || n->rows > 4 || a->rows != n->rows || k->rows != n->rows || v->rows != n->rows)
+        VFAIL("formed for a fixed count of at most 4 tokens");
+      if (p->kv_heads < 1 || p->heads % p->kv_heads) VFAIL("GQA ratio");
+      if (a->cols != qd || n->cols != qd) VFAIL("q width");
+      if (k->cols != kd || v->cols != kd) VFAIL("k/v width");
+      if (kc->op != OP_STATE || vc->op != OP_STATE || kc->cols != kd || vc->cols != kd) VFAIL("caches");
+      if (tab->op != OP_WEIGHT || tab->cols != p->rot_dims || p->rot_dims > p->head_dim) VFAIL("rope table");
+      if (n->nsrc == 8 && (p->group != p->head_dim || g->nodes[n->src[6]].cols != p->head_dim ||
+                           g->nodes[n->src[7]].cols != p->head_dim))
+        VFAIL("head norm weights");
       break;
     }
     case OP_RMSNORM: case OP_NORM_ROPE:
@@ -405,10 +427,18 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
       break;
     }
     case OP_ROW: fprintf(out, " row=%d", p->off); break;
-    case OP_RMSNORM: case OP_NORM_LINEAR: case OP_NORM_ROPE:
+    case OP_RMSNORM: case OP_NORM_LINEAR: case OP_NORM_ROPE: case OP_LINEAR_SWIGLU:
+      if (n->op == OP_LINEAR_SWIGLU && n->nsrc < 3) break;
       fprintf(out, " group=%d eps=%g mode=%s", p->group, p->eps,
               p->norm_mode == NORM_PLAIN ? "w" : p->norm_mode == NORM_ONE_PLUS ? "1+w" : "alpha");
       if (n->op == OP_NORM_ROPE) fprintf(out, " heads=%d rot=%d", p->heads, p->rot_dims);
+      break;
+    case OP_ROPE_ATTENTION:
+      fprintf(out, " heads=%d kv_heads=%d head_dim=%d rot=%d %s scale=%g window=%d", p->heads, p->kv_heads,
+              p->head_dim, p->rot_dims, p->rope_mode == ROPE_NEOX ? "neox" : "interleaved", p->scale, p->window);
+      if (n->nsrc == 8)
+        fprintf(out, " group=%d eps=%g mode=%s", p->group, p->eps,
+                p->norm_mode == NORM_PLAIN ? "w" : p->norm_mode == NORM_ONE_PLUS ? "1+w" : "alpha");
       break;
     case OP_ROPE:
       fprintf(out, " heads=%d head_dim=%d rot=%d %s", p->heads, p->head_dim, p->rot_dims,

@@ -37,7 +37,10 @@ enum { OUT_LOGITS, OUT_HIDDEN };
 enum { SET_FIXED, SET_STEP };
 
 #define IR_T (-1)       /* rows: the call's token count */
-#define IR_MAX_SRC 6
+#define IR_BUF_OUT(slot) (-2 - (int64_t)(slot)) /* IrNode.buf of a value placed in output slot OUT_* */
+#define IR_BUF_IS_OUT(b) ((b) <= -2)
+#define IR_BUF_SLOT(b) ((int)(-2 - (b)))
+#define IR_MAX_SRC 8
 #define IR_NAME 48
 
 typedef struct IrParams {
@@ -66,7 +69,10 @@ typedef struct IrNode {
   char name[IR_NAME];   /* from the model's own names: "layer3.qkv" */
   /* set by pass_plan */
   int dead;
-  int64_t buf;          /* byte offset in scratch, -1 for leaves and views */
+  int64_t buf;          /* byte offset in scratch, -1 for leaves and views,
+                         * IR_BUF_OUT(slot) for a value written straight
+                         * into the entry's output slot (its OUTPUT copies
+                         * nothing) */
   int64_t ld;           /* row stride in elements */
   int64_t aux;          /* byte offset of a per-node temporary, -1 if none */
   int last_use;

@@ -21,6 +21,17 @@
  *            on (entry, n).  The entry function still runs first on every
  *            call, with launching switched off, for its checks (context
  *            full, step range).  SPEECHC_CUDA_GRAPHS=0 turns graphs off.
+ *   sampled  a call followed by the artifact's sampler kernel (sc_abi.h,
+ *            SC_SAMPLE_KERNEL) on its logits: only the token (and the
+ *            sampler's generator state) comes back; the logits stay on the
+ *            device until sc_logits asks for them.
+ *   frame    the Qwen3-TTS code predictor's whole frame (rt_cuda_tts_frame):
+ *            codec embedding of c0, predictor prefill, G-2 decode steps,
+ *            a sampler after each, the codec sum; every call has its own
+ *            device header in a frame block, the samplers write the token
+ *            slots the next step reads as its ids, and the whole chain is
+ *            one CUDA graph from the second frame on: one copy up, one
+ *            copy down and one synchronisation per frame.
  *
  * Input embeddings (and hidden_in) are rows of the descriptor's `hidden`
  * floats: the width every embedding entry point of today's families takes.
@@ -103,15 +114,27 @@ typedef struct CuModel {
   CUdeviceptr W;             /* weights */
   char device_name[128];
   size_t io_out, io_hidden, io_ids, io_embeds, io_hin; /* region sizes, bytes */
+  int sample_kernel;         /* index of SC_SAMPLE_KERNEL in kernel_names, -1: none */
 } CuModel;
 
 #define CU_MAX_GRAPHS 64
+enum { GRAPH_CALL, GRAPH_SAMPLED, GRAPH_FRAME };
 typedef struct CuGraph {
   const sc_entry *e;
-  int n, seen;
+  int n, kind, seen;         /* kind: GRAPH_* */
   CUgraph graph;
   CUgraphExec exec;
 } CuGraph;
+
+/* The device frame block of rt_cuda_tts_frame, in this order: one
+ * sc_device_io per call, the sampler, the token slots (c0..c_{G-1}), the
+ * predictor prefill input [h; E(c0)], the codec sum, the logits. */
+typedef struct CuFrame {
+  int groups, hidden, vocab; /* what it was sized for */
+  size_t bytes, off_smp, off_tok, off_emb, off_sum, off_logits;
+  CUdeviceptr dev;
+  unsigned char *host;       /* pinned mirror */
+} CuFrame;
 
 enum { MODE_DIRECT, MODE_CAPTURE, MODE_REPLAY };
 
@@ -122,10 +145,14 @@ typedef struct CuSession {
   CUstream stream;
   CUdeviceptr state, scratch, io;
   unsigned char *host_io;    /* pinned mirror of the io block */
-  size_t io_bytes, off_out, off_hidden, off_hdr, off_ids, off_embeds, off_hin;
+  size_t io_bytes, off_out, off_hidden, off_hdr, off_smp, off_tok, off_ids, off_embeds, off_hin;
   CuGraph graphs[CU_MAX_GRAPHS];
   int n_graphs, use_graphs, mode;
+  CuFrame frame;
+  size_t pending_out;        /* bytes of logits left on the device by a sampled call */
+  float *pending_dst;        /* where sc_logits wants them */
   long long launches;        /* kernels launched or captured (for tests) */
+  long long syncs;           /* host round trips: stream synchronisations (for tests) */
 } CuSession;
 
 #define ALIGN256(x) (((x) + 255) & ~(size_t)255)
@@ -221,10 +248,13 @@ int rt_cuda_model_open(sc_model *m, sc_error *err) {
                      d->device_arch ? d->device_arch : "?", cm->device_name, cu_err(drv, r),
                      log[0] ? ": " : "", log);
   }
-  for (int k = 0; k < d->n_kernels; k++)
+  cm->sample_kernel = -1;
+  for (int k = 0; k < d->n_kernels; k++) {
     if ((r = drv->cuModuleGetFunction(&cm->fn[k], cm->mod, d->kernel_names[k])))
       return sc_fail(err, SC_EINPUT, "%s: kernel %s is missing from the device code: %s (hint: rebuild)",
                      m->path, d->kernel_names[k], cu_err(drv, r));
+    if (!strcmp(d->kernel_names[k], SC_SAMPLE_KERNEL)) cm->sample_kernel = k;
+  }
 
   size_t wbytes = (size_t)d->weight_bytes;
   if ((r = drv->cuMemAlloc_v2(&cm->W, wbytes ? wbytes : 256)))
@@ -285,6 +315,8 @@ void rt_cuda_session_close(sc_session *s) {
   if (c->scratch) drv->cuMemFree_v2(c->scratch);
   if (c->io) drv->cuMemFree_v2(c->io);
   if (c->host_io) drv->cuMemFreeHost(c->host_io);
+  if (c->frame.dev) drv->cuMemFree_v2(c->frame.dev);
+  if (c->frame.host) drv->cuMemFreeHost(c->frame.host);
   if (c->stream) drv->cuStreamDestroy_v2(c->stream);
   sc_kernel_ctx_free(&c->kctx);
   free(c);
@@ -319,7 +351,9 @@ int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err) {
   c->off_out = 0;
   c->off_hidden = ALIGN256(cm->io_out);
   c->off_hdr = c->off_hidden + ALIGN256(cm->io_hidden);
-  c->off_ids = c->off_hdr + sizeof(sc_device_io);
+  c->off_smp = c->off_hdr + sizeof(sc_device_io);
+  c->off_tok = c->off_smp + sizeof(sc_device_sampler);
+  c->off_ids = c->off_tok + 64;
   c->off_embeds = ALIGN256(c->off_ids + cm->io_ids);
   c->off_hin = ALIGN256(c->off_embeds + cm->io_embeds);
   c->io_bytes = ALIGN256(c->off_hin + cm->io_hin);
@@ -345,34 +379,168 @@ int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err) {
   return SC_OK;
 }
 
-static CuGraph *graph_slot(CuSession *c, const sc_entry *e, int n) {
+static CuGraph *graph_slot(CuSession *c, const sc_entry *e, int n, int kind) {
   for (int i = 0; i < c->n_graphs; i++)
-    if (c->graphs[i].e == e && c->graphs[i].n == n) return &c->graphs[i];
+    if (c->graphs[i].e == e && c->graphs[i].n == n && c->graphs[i].kind == kind) return &c->graphs[i];
   if (c->n_graphs == CU_MAX_GRAPHS) return NULL;
   CuGraph *g = &c->graphs[c->n_graphs++];
   memset(g, 0, sizeof *g);
   g->e = e;
   g->n = n;
+  g->kind = kind;
   return g;
 }
 
-int rt_cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+/* Run launch(s, arg), which launches kernels through K->launch (and
+ * launch_sampler): directly, or recorded into graph slot g on its second
+ * use and replayed from then on (launch still runs, with launching off,
+ * for its host-side checks).  No graph slot: always directly.  Errors name
+ * `what`. */
+typedef int (*LaunchFn)(sc_session *s, void *arg);
+static int run_launches(sc_session *s, CuGraph *g, LaunchFn launch, void *arg, const char *what, sc_error *err) {
+  CuSession *c = s->cuda;
+  CuDriver *drv = &c->cm->drv;
+  CUresult r = 0;
+  c->mode = g && g->exec ? MODE_REPLAY : g && g->seen > 0 ? MODE_CAPTURE : MODE_DIRECT;
+  if (g) g->seen++;
+  if (c->mode == MODE_CAPTURE &&
+      (r = drv->cuStreamBeginCapture_v2(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))) {
+    c->mode = MODE_DIRECT; /* capture is an optimisation: run directly */
+    g = NULL;
+  }
+  int rc = launch(s, arg);
+  if (c->mode == MODE_CAPTURE) {
+    CUgraph graph = NULL;
+    r = drv->cuStreamEndCapture(c->stream, &graph);
+    if (!r && !rc && !c->kctx.failed && graph && !(r = drv->cuGraphInstantiateWithFlags(&g->exec, graph, 0))) {
+      g->graph = graph;
+      c->mode = MODE_REPLAY;
+    } else {
+      if (graph) drv->cuGraphDestroy(graph);
+      g->exec = NULL;
+      if (r && !rc && !c->kctx.failed) {
+        /* the recording failed: never try this one again, run it directly */
+        g->seen = -1000000;
+        c->mode = MODE_DIRECT;
+        rc = launch(s, arg);
+      }
+    }
+  }
+  if (!rc && !c->kctx.failed && c->mode == MODE_REPLAY && (r = drv->cuGraphLaunch(g->exec, c->stream))) {
+    c->mode = MODE_DIRECT;
+    drv->cuStreamSynchronize(c->stream);
+    return sc_fail(err, SC_ERUNTIME, "%s: cuGraphLaunch: %s", what, cu_err(drv, r));
+  }
+  c->mode = MODE_DIRECT;
+  if (rc || c->kctx.failed) {
+    drv->cuStreamSynchronize(c->stream);
+    return sc_fail(err, SC_ERUNTIME, "%s: %s", what, c->kctx.failed ? c->kctx.err : "failed");
+  }
+  return SC_OK;
+}
+
+/* The sampler kernel on n logits: header hdr (errors), token into tok. */
+static int launch_sampler(sc_session *s, CUdeviceptr hdr, CUdeviceptr logits, CUdeviceptr smp, CUdeviceptr tok,
+                          int n) {
+  CuSession *c = s->cuda;
+  void *args[] = {&hdr, &logits, &smp, &tok, &n};
+  return cu_launch(c, c->cm->sample_kernel, 1, 1, 1, 1024, 1, 1, 0, args);
+}
+
+/* The device sampler's generator state back into the host sampler. */
+static void sampler_back(sc_sampler *smp, const sc_device_sampler *ds) {
+  uint64_t rng[4];
+  for (int i = 0; i < 4; i++) rng[i] = ds->rng[i];
+  rt_sampler_set_rng(smp, rng);
+}
+
+/* The error a kernel recorded in device header h, as the message of the
+ * call `what`; SC_OK when none. */
+static int device_error(const CuSession *c, const sc_device_io *h, const char *what, sc_error *err) {
+  if (h->err_kernel <= 0 || h->err_kernel > c->d->n_kernels) return SC_OK;
+  const char *k = c->d->kernel_names[h->err_kernel - 1];
+  switch (h->err_what) {
+  case SC_DEV_ERR_NONFINITE:
+    return sc_fail(err, SC_ERUNTIME, "%s: --check-numerics: NaN or inf written by %s at index %d", what, k,
+                   h->err_value);
+  case SC_DEV_ERR_LOGIT_NAN:
+  case SC_DEV_ERR_LOGIT_INF:
+    return sc_fail(err, SC_ERUNTIME, "%s: logits contain %s at index %d (hint: the model produced non-finite "
+                   "values; check the weights and the input)", what,
+                   h->err_what == SC_DEV_ERR_LOGIT_NAN ? "NaN" : "inf", h->err_value);
+  case SC_DEV_ERR_SAMPLE_N:
+    return sc_fail(err, SC_ERUNTIME, "%s: %s: a draw over %d logits (the device draws from at most %d)", what,
+                   k, h->err_value, SC_SAMPLE_MAX);
+  default:
+    return sc_fail(err, SC_ERUNTIME, "%s: %s: id %d is outside its table", what, k, h->err_value);
+  }
+}
+
+/* What the device sampler needs of a host sampler; 0 when it cannot draw
+ * what this sampler draws (more than SC_SAMPLE_MAX logits). */
+static int device_sampler(const sc_sampler *smp, int n, sc_device_sampler *ds) {
+  sc_sample_params p;
+  uint64_t rng[4];
+  memset(ds, 0, sizeof *ds);
+  rt_sampler_state(smp, &p, rng);
+  for (int i = 0; i < 4; i++) ds->rng[i] = rng[i];
+  ds->greedy = p.greedy;
+  ds->temperature = p.temperature;
+  ds->top_k = p.top_k;
+  ds->top_p = p.top_p;
+  return p.greedy || p.temperature <= 0 || n <= SC_SAMPLE_MAX;
+}
+
+int rt_cuda_can_sample(const sc_session *s, const sc_sampler *smp, int n) {
+  const CuSession *c = s->cuda;
+  sc_device_sampler ds;
+  return c && c->cm->sample_kernel >= 0 && device_sampler(smp, n, &ds);
+}
+
+typedef struct CallArgs {
+  const sc_entry *e;
+  const sc_io *dio;          /* the call, device pointers */
+  int sample;                /* then the sampler on io->out */
+} CallArgs;
+
+static int call_launches(sc_session *s, void *arg) {
+  const CallArgs *a = arg;
+  CuSession *c = s->cuda;
+  unsigned char *W = (unsigned char *)(uintptr_t)c->cm->W;
+  int rc = a->e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, a->dio);
+  if (!rc && a->sample)
+    rc = launch_sampler(s, c->io + c->off_hdr, c->io + c->off_out, c->io + c->off_smp, c->io + c->off_tok,
+                        a->e->out_cols);
+  return rc;
+}
+
+/* One call of e; with smp, the sampler picks *token from its logits on the
+ * device (smp's generator advanced as on the host) and the logits stay
+ * there until rt_cuda_fetch_logits. */
+static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
+                     sc_error *err) {
   CuSession *c = s->cuda;
   CuModel *cm = c->cm;
   CuDriver *drv = &cm->drv;
   const int H = c->d->hidden;
   sc_kernel_ctx_clear(&c->kctx);
+  c->pending_out = 0;
   CUresult r = drv->cuCtxSetCurrent(cm->ctx);
   if (r) return sc_fail(err, SC_ERUNTIME, "%s: cuCtxSetCurrent: %s", e->name, cu_err(drv, r));
   const int n = io->n;
   const int fits = n >= 1 && n <= e->max_tokens;
 
-  /* inputs: header, then whichever of ids / embeds / hidden_in the call has */
+  /* inputs: header (and sampler), then whichever of ids / embeds /
+   * hidden_in the call has */
   sc_device_io *h = (sc_device_io *)(c->host_io + c->off_hdr);
+  sc_device_sampler *ds = (sc_device_sampler *)(c->host_io + c->off_smp);
   memset(h, 0, sizeof *h);
   h->n = n;
   h->pos = io->pos;
   h->step = io->step;
+  if (smp && !device_sampler(smp, e->out_cols, ds))
+    return sc_fail(err, SC_EUSAGE, "%s: the device cannot draw from %d logits (hint: sample on the host)", e->name,
+                   e->out_cols);
   size_t up = c->off_ids;
   if (fits && io->ids) {
     memcpy(c->host_io + c->off_ids, io->ids, (size_t)n * 4);
@@ -398,70 +566,189 @@ int rt_cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *er
       .out = (float *)(uintptr_t)(c->io + c->off_out),
       .hidden_out = (float *)(uintptr_t)(c->io + c->off_hidden),
   };
-  CuGraph *g = fits && c->use_graphs ? graph_slot(c, e, n) : NULL;
-  c->mode = g && g->exec ? MODE_REPLAY : g && g->seen > 0 ? MODE_CAPTURE : MODE_DIRECT;
-  if (g) g->seen++;
-  if (c->mode == MODE_CAPTURE &&
-      (r = drv->cuStreamBeginCapture_v2(c->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))) {
-    c->mode = MODE_DIRECT; /* capture is an optimisation: run directly */
-    g = NULL;
-  }
-  unsigned char *W = (unsigned char *)(uintptr_t)cm->W;
-  int rc = e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, &dio);
-  if (c->mode == MODE_CAPTURE) {
-    CUgraph graph = NULL;
-    r = drv->cuStreamEndCapture(c->stream, &graph);
-    if (!r && !rc && !c->kctx.failed && graph && !(r = drv->cuGraphInstantiateWithFlags(&g->exec, graph, 0))) {
-      g->graph = graph;
-      c->mode = MODE_REPLAY;
-    } else {
-      if (graph) drv->cuGraphDestroy(graph);
-      g->exec = NULL;
-      if (r && !rc && !c->kctx.failed) {
-        /* the recording failed: never try this one again, run it directly */
-        g->seen = -1000000;
-        c->mode = MODE_DIRECT;
-        rc = e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, &dio);
-      }
-    }
-  }
-  if (!rc && !c->kctx.failed && c->mode == MODE_REPLAY && (r = drv->cuGraphLaunch(g->exec, c->stream))) {
-    drv->cuStreamSynchronize(c->stream);
-    return sc_fail(err, SC_ERUNTIME, "%s: cuGraphLaunch: %s", e->name, cu_err(drv, r));
-  }
-  c->mode = MODE_DIRECT;
-  if (rc || c->kctx.failed) {
-    drv->cuStreamSynchronize(c->stream);
-    return sc_fail(err, SC_ERUNTIME, "%s: %s", e->name, c->kctx.failed ? c->kctx.err : "failed");
-  }
+  s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
+  CuGraph *g = fits && c->use_graphs ? graph_slot(c, e, n, smp ? GRAPH_SAMPLED : GRAPH_CALL) : NULL;
+  CallArgs a = {e, &dio, smp != NULL};
+  if (run_launches(s, g, call_launches, &a, e->name, err)) return err->code;
 
-  /* outputs: the header (errors), then what the caller asked for */
+  /* outputs: the header (errors; sampler and token follow it), then what
+   * the caller asked for */
   size_t out_bytes = (size_t)e->out_cols * (size_t)(e->out_all_rows ? n : 1) * 4;
-  r = drv->cuMemcpyDtoHAsync_v2(h, c->io + c->off_hdr, sizeof *h, c->stream);
-  if (!r && io->out && out_bytes)
+  r = drv->cuMemcpyDtoHAsync_v2(h, c->io + c->off_hdr, smp ? c->off_tok + 4 - c->off_hdr : sizeof *h, c->stream);
+  if (!r && !smp && io->out && out_bytes)
     r = drv->cuMemcpyDtoHAsync_v2(c->host_io + c->off_out, c->io + c->off_out, out_bytes, c->stream);
   if (!r && io->hidden_out && e->hidden_cols)
     r = drv->cuMemcpyDtoHAsync_v2(c->host_io + c->off_hidden, c->io + c->off_hidden, (size_t)e->hidden_cols * 4,
                                   c->stream);
   CUresult rs = drv->cuStreamSynchronize(c->stream);
+  c->syncs++;
   if (r || rs)
     return sc_fail(err, SC_ERUNTIME, "%s: running on %s: %s", e->name, cm->device_name, cu_err(drv, r ? r : rs));
-  if (h->err_kernel > 0 && h->err_kernel <= c->d->n_kernels) {
-    const char *k = c->d->kernel_names[h->err_kernel - 1];
-    if (h->err_what == SC_DEV_ERR_NONFINITE)
-      return sc_fail(err, SC_ERUNTIME, "%s: --check-numerics: NaN or inf written by %s at index %d", e->name, k,
-                     h->err_value);
-    return sc_fail(err, SC_ERUNTIME, "%s: %s: id %d is outside its table", e->name, k, h->err_value);
+  if (device_error(c, h, e->name, err)) return err->code;
+  if (smp) {
+    sampler_back(smp, ds);
+    memcpy(token, c->host_io + c->off_tok, 4);
+    if (io->out && out_bytes) {
+      c->pending_out = out_bytes;
+      c->pending_dst = io->out;
+    }
+  } else if (io->out && out_bytes) {
+    memcpy(io->out, c->host_io + c->off_out, out_bytes);
   }
-  if (io->out && out_bytes) memcpy(io->out, c->host_io + c->off_out, out_bytes);
   if (io->hidden_out && e->hidden_cols)
     memcpy(io->hidden_out, c->host_io + c->off_hidden, (size_t)e->hidden_cols * 4);
+  return SC_OK;
+}
+
+int rt_cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+  return cuda_call(s, e, io, NULL, NULL, err);
+}
+
+int rt_cuda_call_sampled(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
+                         sc_error *err) {
+  if (!rt_cuda_can_sample(s, smp, e->out_cols))
+    return sc_fail(err, SC_EUSAGE, "%s: this artifact or sampler cannot sample on the device", e->name);
+  return cuda_call(s, e, io, smp, token, err);
+}
+
+void rt_cuda_fetch_logits(const sc_session *s) {
+  CuSession *c = s->cuda;
+  if (!c || !c->pending_out) return;
+  CuDriver *drv = &c->cm->drv;
+  drv->cuCtxSetCurrent(c->cm->ctx);
+  if (!drv->cuMemcpyDtoHAsync_v2(c->host_io + c->off_out, c->io + c->off_out, c->pending_out, c->stream) &&
+      !drv->cuStreamSynchronize(c->stream))
+    memcpy(c->pending_dst, c->host_io + c->off_out, c->pending_out);
+  c->syncs++;
+  c->pending_out = 0;
+}
+
+/* ---- the Qwen3-TTS predictor frame ------------------------------------- */
+
+static int frame_alloc(CuSession *c, const RtTtsFrame *f, sc_error *err) {
+  CuFrame *fr = &c->frame;
+  if (fr->dev && fr->groups == f->groups && fr->hidden == f->hidden && fr->vocab == f->vocab) return SC_OK;
+  CuDriver *drv = &c->cm->drv;
+  if (fr->dev) drv->cuMemFree_v2(fr->dev);
+  if (fr->host) drv->cuMemFreeHost(fr->host);
+  memset(fr, 0, sizeof *fr);
+  fr->groups = f->groups;
+  fr->hidden = f->hidden;
+  fr->vocab = f->vocab;
+  fr->off_smp = (size_t)(f->groups + 1) * sizeof(sc_device_io);
+  fr->off_tok = fr->off_smp + sizeof(sc_device_sampler);
+  fr->off_emb = ALIGN256(fr->off_tok + (size_t)f->groups * 4);
+  fr->off_sum = ALIGN256(fr->off_emb + (size_t)2 * f->hidden * 4);
+  fr->off_logits = ALIGN256(fr->off_sum + (size_t)f->hidden * 4);
+  fr->bytes = ALIGN256(fr->off_logits + (size_t)f->vocab * 4);
+  CUresult r = drv->cuMemAlloc_v2(&fr->dev, fr->bytes);
+  if (!r) r = drv->cuMemAllocHost_v2((void **)&fr->host, fr->bytes);
+  if (r) {
+    if (fr->dev) drv->cuMemFree_v2(fr->dev);
+    memset(fr, 0, sizeof *fr);
+    return sc_fail(err, SC_ERUNTIME, "predictor frame: cannot allocate %zu bytes on %s: %s", fr->bytes,
+                   c->cm->device_name, cu_err(drv, r));
+  }
+  memset(fr->host, 0, fr->bytes);
+  return SC_OK;
+}
+
+/* Call e with device header number `hdr` of the frame block. */
+static int frame_call(sc_session *s, const sc_entry *e, int hdr, const sc_io *io) {
+  CuSession *c = s->cuda;
+  s->K.device_io = (void *)(uintptr_t)(c->frame.dev + (size_t)hdr * sizeof(sc_device_io));
+  unsigned char *W = (unsigned char *)(uintptr_t)c->cm->W;
+  return e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, io);
+}
+
+static int frame_launches(sc_session *s, void *arg) {
+  const RtTtsFrame *f = arg;
+  CuSession *c = s->cuda;
+  const CuFrame *fr = &c->frame;
+  const CUdeviceptr D = fr->dev, tok = D + fr->off_tok, logits = D + fr->off_logits, smp = D + fr->off_smp;
+  const int G = f->groups;
+#define HDR(i) (D + (size_t)(i) * sizeof(sc_device_io))
+#define PTR(t, a) ((t)(uintptr_t)(a))
+  sc_io io = {.ids = PTR(const int *, tok), .n = 1, .out = PTR(float *, D + fr->off_emb + (size_t)f->hidden * 4)};
+  int rc = frame_call(s, f->embed, 0, &io); /* E(c0) into the prefill's second row */
+  io = (sc_io){.embeds = PTR(const float *, D + fr->off_emb), .n = 2, .out = PTR(float *, logits)};
+  if (!rc) rc = frame_call(s, f->prefill, 1, &io);
+  if (!rc) rc = launch_sampler(s, HDR(1), logits, smp, tok + 4, f->vocab);
+  for (int k = 1; k < G - 1 && !rc; k++) {
+    io = (sc_io){.ids = PTR(const int *, tok + (size_t)k * 4), .n = 1, .pos = k + 1, .step = k,
+                 .out = PTR(float *, logits)};
+    rc = frame_call(s, f->decode, k + 1, &io);
+    if (!rc) rc = launch_sampler(s, HDR(k + 1), logits, smp, tok + (size_t)(k + 1) * 4, f->vocab);
+  }
+  io = (sc_io){.ids = PTR(const int *, tok), .n = G, .out = PTR(float *, D + fr->off_sum)};
+  if (!rc) rc = frame_call(s, f->sum, G, &io);
+#undef HDR
+#undef PTR
+  return rc;
+}
+
+int rt_cuda_tts_frame(sc_session *s, const RtTtsFrame *f, const float *hidden, int32_t *codes, sc_sampler *smp,
+                      float *sum, sc_error *err) {
+  CuSession *c = s->cuda;
+  CuModel *cm = c->cm;
+  CuDriver *drv = &cm->drv;
+  const int G = f->groups, H = f->hidden;
+  if (!rt_cuda_can_sample(s, smp, f->vocab) || G < 2 || H != c->d->hidden) return RT_ON_HOST;
+  sc_kernel_ctx_clear(&c->kctx);
+  c->pending_out = 0;
+  CUresult r = drv->cuCtxSetCurrent(cm->ctx);
+  if (r) return sc_fail(err, SC_ERUNTIME, "predictor frame: cuCtxSetCurrent: %s", cu_err(drv, r));
+  if (frame_alloc(c, f, err)) return err->code;
+  CuFrame *fr = &c->frame;
+
+  /* up: a header per call (embed, prefill, decode steps 1..G-2 at
+   * positions 2..G-1, sum), the sampler, c0 and h */
+  sc_device_io *hd = (sc_device_io *)fr->host;
+  for (int i = 0; i <= G; i++) {
+    memset(&hd[i], 0, sizeof hd[i]);
+    hd[i].n = i == 0 ? 1 : i == 1 ? 2 : i == G ? G : 1;
+    hd[i].pos = i >= 2 && i < G ? i : 0;
+    hd[i].step = i >= 2 && i < G ? i - 1 : 0;
+  }
+  sc_device_sampler *ds = (sc_device_sampler *)(fr->host + fr->off_smp);
+  device_sampler(smp, f->vocab, ds);
+  int32_t *tok = (int32_t *)(fr->host + fr->off_tok);
+  tok[0] = codes[0];
+  memcpy(fr->host + fr->off_emb, hidden, (size_t)H * 4);
+  size_t up = fr->off_emb + (size_t)H * 4;
+  if ((r = drv->cuMemcpyHtoDAsync_v2(fr->dev, fr->host, up, c->stream)))
+    return sc_fail(err, SC_ERUNTIME, "predictor frame: copying the inputs to the device: %s", cu_err(drv, r));
+
+  CuGraph *g = c->use_graphs ? graph_slot(c, f->prefill, G, GRAPH_FRAME) : NULL;
+  int rc = run_launches(s, g, frame_launches, (void *)f, "predictor frame", err);
+  s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
+  if (rc) return rc;
+
+  /* down: headers, sampler, codes; the codec sum */
+  r = drv->cuMemcpyDtoHAsync_v2(fr->host, fr->dev, fr->off_tok + (size_t)G * 4, c->stream);
+  if (!r && sum) r = drv->cuMemcpyDtoHAsync_v2(fr->host + fr->off_sum, fr->dev + fr->off_sum, (size_t)H * 4, c->stream);
+  CUresult rs = drv->cuStreamSynchronize(c->stream);
+  c->syncs++;
+  if (r || rs)
+    return sc_fail(err, SC_ERUNTIME, "predictor frame: running on %s: %s", cm->device_name, cu_err(drv, r ? r : rs));
+  for (int i = 0; i <= G; i++) {
+    const sc_entry *e = i == 0 ? f->embed : i == 1 ? f->prefill : i == G ? f->sum : f->decode;
+    if (device_error(c, &hd[i], e->name, err)) return err->code;
+  }
+  sampler_back(smp, ds);
+  memcpy(codes + 1, tok + 1, (size_t)(G - 1) * 4);
+  if (sum) memcpy(sum, fr->host + fr->off_sum, (size_t)H * 4);
   return SC_OK;
 }
 
 long long rt_cuda_launches(const sc_session *s) {
   const CuSession *c = s->cuda;
   return c ? c->launches : -1;
+}
+
+long long rt_cuda_round_trips(const sc_session *s) {
+  const CuSession *c = s->cuda;
+  return c ? c->syncs : -1;
 }
 
 const char *rt_cuda_device_name(const sc_model *m) {

@@ -267,6 +267,7 @@ int sc_session_pos(const sc_session *s) { return s->pos; }
 
 const float *sc_logits(const sc_session *s, int *n_vocab) {
   if (n_vocab) *n_vocab = s->m->d->vocab;
+  if (s->cuda) rt_cuda_fetch_logits(s); /* a device-sampled decode left them there */
   return s->logits;
 }
 
@@ -326,15 +327,28 @@ int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
   if (!hist) { rc = sc_fail(err, SC_ERUNTIME, "out of memory"); goto done; }
   memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
   int n_hist = n_prompt;
+  /* on a device, decode steps sample there when no repetition penalty
+   * needs the history: only the token comes back */
+  const int vocab = s->m->d->vocab;
+  const int dev = s->cuda && s->m->decode && (!p || p->repetition_penalty == 1.0f) &&
+                  rt_cuda_can_sample(s, smp, vocab);
+  int32_t next = -1;
   if ((rc = sc_prefill(s, prompt, n_prompt, err))) goto done;
   for (int i = 0; i < n_new; i++) {
-    int32_t tok;
-    if ((rc = sc_sample(smp, s->logits, s->m->d->vocab, hist, n_hist, NULL, 0, &tok, err))) goto done;
+    int32_t tok = next;
+    if ((i == 0 || !dev) && (rc = sc_sample(smp, s->logits, vocab, hist, n_hist, NULL, 0, &tok, err))) goto done;
     out[(*n_out)++] = tok;
     hist[n_hist++] = tok;
     if (on_token && on_token(user, tok, i)) break;
     if (tok == eos || i + 1 == n_new) break;
-    if ((rc = sc_decode(s, tok, err))) goto done;
+    if (dev) {
+      if ((rc = check_tokens(s, &tok, 1, err))) goto done;
+      sc_io io = {.ids = &tok, .n = 1, .pos = s->pos, .out = s->logits};
+      if ((rc = rt_cuda_call_sampled(s, s->m->decode, &io, smp, &next, err))) goto done;
+      s->pos++;
+    } else if ((rc = sc_decode(s, tok, err))) {
+      goto done;
+    }
   }
 done:
   free(hist);

@@ -50,8 +50,40 @@ int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err);
 void rt_cuda_session_close(sc_session *s);
 void rt_cuda_session_reset(sc_session *s);
 int rt_cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err);
+/* The same call followed by the artifact's device sampler on its logits
+ * (sc_abi.h): *token as sc_sample would pick it without suppression or
+ * repetition penalty, smp's generator advanced as on the host; the logits
+ * stay on the device until rt_cuda_fetch_logits.  rt_cuda_can_sample says
+ * whether the device can draw for smp over n logits. */
+int rt_cuda_can_sample(const sc_session *s, const sc_sampler *smp, int n);
+int rt_cuda_call_sampled(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
+                         sc_error *err);
+/* Copy logits a sampled call left on the device to where it was asked to
+ * put them (sc_logits calls this); nothing when none are pending. */
+void rt_cuda_fetch_logits(const sc_session *s);
+
+/* The Qwen3-TTS code predictor's frame (tts.c): codes[0] = c0 given,
+ * codes[1..groups-1] sampled with smp from the predictor's heads, and the
+ * next talker input's codec sum of all groups codes into sum (if not
+ * NULL).  hidden: the talker's post-norm hidden [hidden]. */
+typedef struct RtTtsFrame {
+  const sc_entry *embed, *prefill, *decode, *sum; /* codec_embed, predictor_prefill/decode, codec_sum */
+  int groups, hidden, vocab;                      /* G, talker hidden, predictor vocab */
+} RtTtsFrame;
+/* rt_cuda_tts_frame's answer when the frame must run step by step on the
+ * host instead (the device cannot draw for this sampler). */
+#define RT_ON_HOST (-1)
+int rt_cuda_tts_frame(sc_session *s, const RtTtsFrame *f, const float *hidden, int32_t *codes, sc_sampler *smp,
+                      float *sum, sc_error *err);
 /* Kernels launched or recorded by the session so far (-1: not cuda). */
 long long rt_cuda_launches(const sc_session *s);
+/* Host round trips (stream synchronisations) so far (-1: not cuda). */
+long long rt_cuda_round_trips(const sc_session *s);
+
+/* sample.c, for device samplers: a sampler's parameters and generator
+ * state, and the state back after the device drew with it. */
+void rt_sampler_state(const sc_sampler *s, sc_sample_params *p, uint64_t rng[4]);
+void rt_sampler_set_rng(sc_sampler *s, const uint64_t rng[4]);
 /* The GPU's name, or NULL when m is not a cuda model. */
 const char *rt_cuda_device_name(const sc_model *m);
 

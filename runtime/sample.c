@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model_internal.h"
 #include "speechc.h"
 
 struct sc_sampler {
@@ -104,6 +105,13 @@ int sc_sampler_new(const sc_sample_params *p, sc_sampler **out, sc_error *err) {
   *out = s;
   return SC_OK;
 }
+
+void rt_sampler_state(const sc_sampler *s, sc_sample_params *p, uint64_t rng[4]) {
+  *p = s->p;
+  memcpy(rng, s->rng, sizeof s->rng);
+}
+
+void rt_sampler_set_rng(sc_sampler *s, const uint64_t rng[4]) { memcpy(s->rng, rng, sizeof s->rng); }
 
 void sc_sampler_free(sc_sampler *s) {
   if (!s) return;

@@ -10,7 +10,7 @@
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 2
+#define SC_ABI_VERSION 3
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -75,15 +75,44 @@ typedef struct sc_kernels {
  * table, a non-finite output): the first failing kernel stores 1 + its
  * number, the value and what went wrong.
  */
-enum { SC_DEV_ERR_RANGE = 1, SC_DEV_ERR_NONFINITE = 2 };
+enum { SC_DEV_ERR_RANGE = 1, SC_DEV_ERR_NONFINITE = 2, SC_DEV_ERR_LOGIT_NAN = 3, SC_DEV_ERR_LOGIT_INF = 4,
+       SC_DEV_ERR_SAMPLE_N = 5 };
 typedef struct sc_device_io {
   int n, pos, step;        /* as in sc_io */
   int err_kernel;          /* 0: no error; else 1 + index into kernel_names */
   int err_value;           /* the id, or the output index */
   int err_what;            /* SC_DEV_ERR_RANGE: id outside its table;
-                            * SC_DEV_ERR_NONFINITE: NaN/inf output (--check-numerics) */
+                            * SC_DEV_ERR_NONFINITE: NaN/inf output (--check-numerics);
+                            * SC_DEV_ERR_LOGIT_NAN / _INF: the sampler met a NaN / inf
+                            * logit at index err_value (the first one);
+                            * SC_DEV_ERR_SAMPLE_N: a draw over more than
+                            * SC_SAMPLE_MAX logits (err_value) was asked for */
   int pad[10];             /* 64 bytes */
 } sc_device_io;
+
+/*
+ * Device targets: every artifact carries the kernel SC_SAMPLE_KERNEL (last
+ * in kernel_names), which picks one token from logits in device memory as
+ * runtime/sample.c does without suppression or repetition penalty:
+ *
+ *   sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp,
+ *             int *token, int n)      one block of 1024 threads
+ *
+ * greedy (or temperature <= 0): the first index of the maximum, any n;
+ * otherwise (n <= SC_SAMPLE_MAX) temperature, top-k, top-p and one draw
+ * from sp->rng, the sampler's own xoshiro256** stream, in the order and
+ * the precision (double weights, sequential sums) of sample.c.  A
+ * non-finite logit fails the call (sc_device_io) and writes token -1.
+ */
+#define SC_SAMPLE_KERNEL "sc_sample"
+#define SC_SAMPLE_MAX 4096
+typedef struct sc_device_sampler {
+  unsigned long long rng[4]; /* xoshiro256** state, advanced by each draw */
+  int greedy;
+  float temperature, top_p;
+  int top_k;
+  int pad[4];                /* 64 bytes */
+} sc_device_sampler;
 
 /* Per-call arguments of an entry point. */
 typedef struct sc_io {

@@ -127,8 +127,8 @@ typedef struct sc_tts_params {
 } sc_tts_params;
 typedef struct sc_tts_stats {
   double prompt_s;          /* prompt embeddings + talker prefill */
-  double talker_s;          /* talker decode steps, codec sums, sampling c0 */
-  double predictor_s;       /* code predictor: all G-1 codes of every frame */
+  double talker_s;          /* talker decode steps, sampling c0 */
+  double predictor_s;       /* code predictor: all G-1 codes of every frame, codec sums */
   int prompt_rows, frames;
 } sc_tts_stats;
 sc_tts_params sc_tts_defaults(void);

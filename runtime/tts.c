@@ -12,6 +12,13 @@
  *            next talker input = codec_sum(c) + trailing text row t (or
  *            P(tts_pad) once the text is used up).
  * P(x) = text_projection(text_embedding(x)), E = the talker's codec table.
+ *
+ * The predictor frame (tts_predictor_frame) is the one place the targets
+ * differ: a device target runs the whole frame there, samplers included,
+ * as one unit (rt_cuda_tts_frame: two host round trips per frame in all,
+ * with the talker's); the CPU, or a device that cannot draw for the
+ * predictor's sampler, runs it step by step here.  Both give the codes
+ * sc_sample gives.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -312,6 +319,33 @@ int tts_predictor_step(sc_session *s, const TtsConfig *c, int step, const float 
   return rt_call(s, c->pred_decode, &io, err);
 }
 
+int tts_predictor_frame(sc_session *s, const TtsConfig *c, const float *hidden, int32_t *codes, sc_sampler *ps,
+                        float *sum, sc_error *err) {
+  const int H = c->hidden, G = c->groups;
+  if (s->cuda) {
+    RtTtsFrame f = {c->codec_embed, c->pred_prefill, c->pred_decode, c->codec_sum, G, H, c->pvocab};
+    int rc = rt_cuda_tts_frame(s, &f, hidden, codes, ps, sum, err);
+    if (rc != RT_ON_HOST) return rc;
+  }
+  float *hc0 = malloc((size_t)2 * H * sizeof(float)), *plogits = malloc((size_t)c->pvocab * sizeof(float));
+  int rc = hc0 && plogits ? SC_OK : sc_fail(err, SC_ERUNTIME, "out of memory");
+  if (!rc) {
+    memcpy(hc0, hidden, (size_t)H * sizeof(float));
+    rc = embed_rows(s, c->codec_embed, &codes[0], 1, hc0 + H, err);
+  }
+  for (int k = 0; k < G - 1 && !rc; k++) {
+    rc = tts_predictor_step(s, c, k, hc0, codes[k], plogits, err);
+    if (!rc) rc = sc_sample(ps, plogits, c->pvocab, NULL, 0, NULL, 0, &codes[k + 1], err);
+  }
+  if (!rc && sum) {
+    sc_io io = {.ids = codes, .n = G, .out = sum};
+    rc = rt_call(s, c->codec_sum, &io, err);
+  }
+  free(hc0);
+  free(plogits);
+  return rc;
+}
+
 int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                     sc_frame_cb on_frame, void *user, sc_error *err) {
   *n_frames = 0;
@@ -322,12 +356,12 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   const int H = c.hidden, G = c.groups, V = c.vocab;
   sc_sampler *ts = NULL, *ps = NULL;
   TtsPrompt pr = {0};
-  float *logits = malloc((size_t)V * sizeof(float)), *plogits = malloc((size_t)c.pvocab * sizeof(float));
-  float *hc0 = malloc((size_t)2 * H * sizeof(float)), *x = malloc((size_t)H * sizeof(float));
+  float *logits = malloc((size_t)V * sizeof(float)), *h = malloc((size_t)H * sizeof(float));
+  float *x = malloc((size_t)H * sizeof(float));
   int32_t *hist = malloc((size_t)(p->max_frames + 1) * sizeof(int32_t));
   int32_t *suppress = malloc((size_t)1025 * sizeof(int32_t));
   int rc = SC_OK;
-  if (!logits || !plogits || !hc0 || !x || !hist || !suppress) {
+  if (!logits || !h || !x || !hist || !suppress) {
     rc = sc_fail(err, SC_ERUNTIME, "out of memory");
     goto done;
   }
@@ -345,7 +379,7 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   sc_tts_stats st = {0};
   double t0 = now(), t1;
   if ((rc = tts_build_prompt(s, &c, p, &pr, err))) goto done;
-  if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, hc0, err))) goto done;
+  if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, h, err))) goto done;
   st.prompt_rows = pr.rows;
   st.prompt_s = (t1 = now()) - t0;
   for (int t = 0; t < p->max_frames; t++) {
@@ -358,21 +392,15 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
     }
     hist[t] = f[0];
     st.talker_s += (t1 = now()) - t0;
-    /* the predictor: [h, E(c0)], then one code per step */
-    if ((rc = embed_rows(s, c.codec_embed, &f[0], 1, hc0 + H, err))) goto done;
-    for (int k = 0; k < G - 1; k++) {
-      if ((rc = tts_predictor_step(s, &c, k, hc0, f[k], plogits, err))) goto done;
-      if ((rc = sc_sample(ps, plogits, c.pvocab, NULL, 0, NULL, 0, &f[k + 1], err))) goto done;
-    }
+    /* the predictor's G-1 codes, and the frame's codes summed (x) */
+    if ((rc = tts_predictor_frame(s, &c, h, f, ps, x, err))) goto done;
     *n_frames = st.frames = t + 1;
     st.predictor_s += (t0 = now()) - t1;
     if (on_frame && on_frame(user, f, G, t)) break;
     if (t + 1 == p->max_frames) break;
-    /* next talker input: the frame's codes summed, plus text row t */
-    sc_io io = {.ids = f, .n = G, .out = x};
-    if ((rc = rt_call(s, c.codec_sum, &io, err))) goto done;
+    /* next talker input: the codec sum plus text row t */
     add_rows(x, t < pr.trail ? pr.trailing + (size_t)t * H : pr.pad, (size_t)H);
-    if ((rc = tts_talker(s, &c, x, 1, logits, hc0, err))) goto done;
+    if ((rc = tts_talker(s, &c, x, 1, logits, h, err))) goto done;
     st.talker_s += now() - t0;
   }
 done:
@@ -382,8 +410,7 @@ done:
   tts_prompt_free(&pr);
   tts_config_free(&c);
   free(logits);
-  free(plogits);
-  free(hc0);
+  free(h);
   free(x);
   free(hist);
   free(suppress);

@@ -14,6 +14,12 @@
 typedef struct sc_device_io { /* sc_abi.h */
   int n, pos, step, err_kernel, err_value, err_what, pad[10];
 } sc_device_io;
+typedef struct sc_device_sampler { /* sc_abi.h */
+  unsigned long long rng[4];
+  int greedy;
+  float temperature, top_p;
+  int top_k, pad[4];
+} sc_device_sampler;
 
 SC_DEVICE float sc_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
 SC_DEVICE float sc_lo(unsigned u) { return __uint_as_float(u << 16); }   /* bf16 pair: first */
@@ -66,37 +72,44 @@ SC_KERNEL(256) prefill_layer0_qkv(sc_device_io *io, const float *x, const float 
   __shared__ __align__(16) float xs[256]; /* [4 tokens, 64] */
   const int t0 = blockIdx.y * 4;
   const int nt = T - t0 < 4 ? T - t0 : 4;
-  for (int i = threadIdx.x; i < 256; i += 256) {
-    const int tt = i / 64, c = i - tt * 64;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 96 ? blockIdx.x * 8 + 8 : 96;
+  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
+  if (row0 < row_end) {
+    const float *w0 = (const float *)w + (long long)row0 * 64;
+    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  }
+  __shared__ float ssp[32]; /* [4 tokens, 8 warps] partial sums of squares */
+#pragma unroll
+  for (int tt = 0; tt < 4; tt++) {
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < 64; c += 256) {
+      const float v = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+      xs[tt * 64 + c] = v * nw[c];
+      ss += v * v;
+    }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;
   }
   __syncthreads();
-  { /* RMSNorm of each staged row, per group of 64 */
-    __shared__ float rs[4];
-    for (int u = threadIdx.x >> 5; u < 4; u += 8) {
-      const float *xr = xs + u * 64;
-      float ss = 0.0f;
-      for (int c = threadIdx.x & 31; c < 64; c += 32) ss += xr[c] * xr[c];
-      ss = sc_warp_sum(ss);
-      if ((threadIdx.x & 31) == 0) rs[u] = 1.0f / sqrtf(ss / 64.0f + 9.99999975e-06f);
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < 256; i += 256) {
-      const int c = i % 64;
-      xs[i] = (xs[i] * rs[i / 64]) * nw[c];
-    }
-    __syncthreads();
+  float rr[4]; /* 1 / rms of each staged row */
+#pragma unroll
+  for (int tt = 0; tt < 4; tt++) {
+    float s = 0.0f;
+    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];
+    rr[tt] = 1.0f / sqrtf(s / 64.0f + 9.99999975e-06f);
   }
-  const int lane = threadIdx.x & 31;
-  const int row_end = blockIdx.x * 8 + 8 < 96 ? blockIdx.x * 8 + 8 : 96;
-  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < row_end; row += 8) {
+  for (int row = row0; row < row_end; row += 8) {
     const float *w0 = (const float *)w + (long long)row * 64;
+    if (row != row0) {
+      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+    }
     float a0[4];
 #pragma unroll
     for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
     if (lane * 4 < 64) {
-      const int c = 0 + lane * 4;
-      const float4 wv0 = __ldg((const float4 *)(w0 + c));
+      const int c = lane * 4;
+      const float4 wv0 = p0[0];
 #pragma unroll
       for (int tt = 0; tt < 4; tt++) {
         const float4 xa = *(const float4 *)(xs + tt * 64 + c);
@@ -105,7 +118,7 @@ SC_KERNEL(256) prefill_layer0_qkv(sc_device_io *io, const float *x, const float 
     }
 #pragma unroll
     for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+      a0[tt] = sc_warp_sum(a0[tt]) * rr[tt];
     }
     if (lane == 0) {
 #pragma unroll
@@ -190,10 +203,10 @@ SC_KERNEL(256) prefill_layer0_attn(sc_device_io *io, const float *q, const float
   const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int p = io->pos + t;
   const int lo = 0;
+  const long long kvo = (long long)(h / 4) * HD;
   const float *qh = q + (long long)t * 64 + h * HD;
   for (int c = threadIdx.x; c < HD; c += NW * 32) qs[c] = qh[c];
   __syncthreads();
-  const long long kvo = (long long)(h / 4) * HD;
   float m = -SC_INF, l = 0.0f, o[1];
   for (int e = 0; e < 1; e++) o[e] = 0.0f;
   for (int k0 = lo + wid * 32; k0 <= p; k0 += NW * 32) {
@@ -254,21 +267,29 @@ SC_KERNEL(256) prefill_layer0_attn_res(sc_device_io *io, const float *x, const u
   __shared__ __align__(16) float xs[256]; /* [4 tokens, 64] */
   const int t0 = blockIdx.y * 4;
   const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
+  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
+  if (row0 < row_end) {
+    const float *w0 = (const float *)w + (long long)row0 * 64;
+    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  }
   for (int i = threadIdx.x; i < 256; i += 256) {
     const int tt = i / 64, c = i - tt * 64;
     xs[i] = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < row_end; row += 8) {
+  for (int row = row0; row < row_end; row += 8) {
     const float *w0 = (const float *)w + (long long)row * 64;
+    if (row != row0) {
+      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+    }
     float a0[4];
 #pragma unroll
     for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
     if (lane * 4 < 64) {
-      const int c = 0 + lane * 4;
-      const float4 wv0 = __ldg((const float4 *)(w0 + c));
+      const int c = lane * 4;
+      const float4 wv0 = p0[0];
 #pragma unroll
       for (int tt = 0; tt < 4; tt++) {
         const float4 xa = *(const float4 *)(xs + tt * 64 + c);
@@ -291,52 +312,55 @@ SC_KERNEL(256) prefill_layer0_attn_res(sc_device_io *io, const float *x, const u
 }
 #undef SC_KID
 
-/* prefill_layer0_mlp_norm: RMSNORM [T, 64] */
-#define SC_KID 8
-SC_KERNEL(64) prefill_layer0_mlp_norm(sc_device_io *io, const float *x, const float *w, float *y, int T) {
-  __shared__ float part[2];
-  __shared__ float rr;
-  const long long t = blockIdx.y;
-  const float *xr = x + t * 64 + blockIdx.x * 64;
-  float *yr = y + t * 64 + blockIdx.x * 64;
-  float ss = 0.0f;
-  for (int c = threadIdx.x; c < 64; c += 64) ss += xr[c] * xr[c];
-  ss = sc_warp_sum(ss);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float s = 0.0f;
-    for (int k = 0; k < 2; k++) s += part[k];
-    rr = 1.0f / sqrtf(s / 64.0f + 9.99999975e-06f);
-  }
-  __syncthreads();
-  for (int c = threadIdx.x; c < 64; c += 64) yr[c] = (xr[c] * rr) * w[c];
-}
-#undef SC_KID
-
 /* prefill_layer0_swiglu: LINEAR_SWIGLU [T, 96] */
-#define SC_KID 9
-SC_KERNEL(256) prefill_layer0_swiglu(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+#define SC_KID 8
+SC_KERNEL(256) prefill_layer0_swiglu(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
   __shared__ __align__(16) float xs[256]; /* [4 tokens, 64] */
   const int t0 = blockIdx.y * 4;
   const int nt = T - t0 < 4 ? T - t0 : 4;
-  for (int i = threadIdx.x; i < 256; i += 256) {
-    const int tt = i / 64, c = i - tt * 64;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 96 ? blockIdx.x * 8 + 8 : 96;
+  float4 p0[1], p1[1]; /* this warp's first row, loaded while the input is staged */
+  if (row0 < row_end) {
+    const float *w0 = (const float *)w + (long long)row0 * 64;
+    const float *w1 = w0 + 6144LL; /* the up row */
+    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+    if (lane * 4 < 64) p1[0] = __ldg((const float4 *)(w1 + lane * 4));
+  }
+  __shared__ float ssp[32]; /* [4 tokens, 8 warps] partial sums of squares */
+#pragma unroll
+  for (int tt = 0; tt < 4; tt++) {
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < 64; c += 256) {
+      const float v = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+      xs[tt * 64 + c] = v * nw[c];
+      ss += v * v;
+    }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int row_end = blockIdx.x * 8 + 8 < 96 ? blockIdx.x * 8 + 8 : 96;
-  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < row_end; row += 8) {
+  float rr[4]; /* 1 / rms of each staged row */
+#pragma unroll
+  for (int tt = 0; tt < 4; tt++) {
+    float s = 0.0f;
+    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];
+    rr[tt] = 1.0f / sqrtf(s / 64.0f + 9.99999975e-06f);
+  }
+  for (int row = row0; row < row_end; row += 8) {
     const float *w0 = (const float *)w + (long long)row * 64;
     const float *w1 = w0 + 6144LL; /* the up row */
+    if (row != row0) {
+      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+      if (lane * 4 < 64) p1[0] = __ldg((const float4 *)(w1 + lane * 4));
+    }
     float a0[4], a1[4];
 #pragma unroll
     for (int tt = 0; tt < 4; tt++) a0[tt] = a1[tt] = 0.0f;
     if (lane * 4 < 64) {
-      const int c = 0 + lane * 4;
-      const float4 wv0 = __ldg((const float4 *)(w0 + c));
-      const float4 wv1 = __ldg((const float4 *)(w1 + c));
+      const int c = lane * 4;
+      const float4 wv0 = p0[0];
+      const float4 wv1 = p1[0];
 #pragma unroll
       for (int tt = 0; tt < 4; tt++) {
         const float4 xa = *(const float4 *)(xs + tt * 64 + c);
@@ -346,8 +370,8 @@ SC_KERNEL(256) prefill_layer0_swiglu(sc_device_io *io, const float *x, const uns
     }
 #pragma unroll
     for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
-      a1[tt] = sc_warp_sum(a1[tt]);
+      a0[tt] = sc_warp_sum(a0[tt]) * rr[tt];
+      a1[tt] = sc_warp_sum(a1[tt]) * rr[tt];
     }
     if (lane == 0) {
 #pragma unroll
@@ -363,26 +387,34 @@ SC_KERNEL(256) prefill_layer0_swiglu(sc_device_io *io, const float *x, const uns
 #undef SC_KID
 
 /* prefill_layer0_mlp_res: LINEAR_ADD [T, 64] */
-#define SC_KID 10
+#define SC_KID 9
 SC_KERNEL(256) prefill_layer0_mlp_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
   __shared__ __align__(16) float xs[384]; /* [4 tokens, 96] */
   const int t0 = blockIdx.y * 4;
   const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
+  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
+  if (row0 < row_end) {
+    const float *w0 = (const float *)w + (long long)row0 * 96;
+    if (lane * 4 < 96) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  }
   for (int i = threadIdx.x; i < 384; i += 256) {
     const int tt = i / 96, c = i - tt * 96;
     xs[i] = tt < nt ? x[(long long)(t0 + tt) * 96 + c] : 0.0f;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < row_end; row += 8) {
+  for (int row = row0; row < row_end; row += 8) {
     const float *w0 = (const float *)w + (long long)row * 96;
+    if (row != row0) {
+      if (lane * 4 < 96) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+    }
     float a0[4];
 #pragma unroll
     for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
     if (lane * 4 < 96) {
-      const int c = 0 + lane * 4;
-      const float4 wv0 = __ldg((const float4 *)(w0 + c));
+      const int c = lane * 4;
+      const float4 wv0 = p0[0];
 #pragma unroll
       for (int tt = 0; tt < 4; tt++) {
         const float4 xa = *(const float4 *)(xs + tt * 96 + c);
@@ -406,42 +438,49 @@ SC_KERNEL(256) prefill_layer0_mlp_res(sc_device_io *io, const float *x, const un
 #undef SC_KID
 
 /* prefill_lm_head: NORM_LINEAR [1, 200] */
-#define SC_KID 11
+#define SC_KID 10
 SC_KERNEL(256) prefill_lm_head(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
   __shared__ __align__(16) float xs[64]; /* [1 tokens, 64] */
   const int t0 = blockIdx.y * 1;
   const int nt = 1 - t0 < 1 ? 1 - t0 : 1;
-  for (int i = threadIdx.x; i < 64; i += 256) {
-    const int tt = i / 64, c = i - tt * 64;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 200 ? blockIdx.x * 8 + 8 : 200;
+  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
+  if (row0 < row_end) {
+    const float *w0 = (const float *)w + (long long)row0 * 64;
+    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  }
+  __shared__ float ssp[8]; /* [1 tokens, 8 warps] partial sums of squares */
+#pragma unroll
+  for (int tt = 0; tt < 1; tt++) {
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < 64; c += 256) {
+      const float v = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+      xs[tt * 64 + c] = v * nw[c];
+      ss += v * v;
+    }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;
   }
   __syncthreads();
-  { /* RMSNorm of each staged row, per group of 64 */
-    __shared__ float rs[1];
-    for (int u = threadIdx.x >> 5; u < 1; u += 8) {
-      const float *xr = xs + u * 64;
-      float ss = 0.0f;
-      for (int c = threadIdx.x & 31; c < 64; c += 32) ss += xr[c] * xr[c];
-      ss = sc_warp_sum(ss);
-      if ((threadIdx.x & 31) == 0) rs[u] = 1.0f / sqrtf(ss / 64.0f + 9.99999975e-06f);
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < 64; i += 256) {
-      const int c = i % 64;
-      xs[i] = (xs[i] * rs[i / 64]) * nw[c];
-    }
-    __syncthreads();
+  float rr[1]; /* 1 / rms of each staged row */
+#pragma unroll
+  for (int tt = 0; tt < 1; tt++) {
+    float s = 0.0f;
+    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];
+    rr[tt] = 1.0f / sqrtf(s / 64.0f + 9.99999975e-06f);
   }
-  const int lane = threadIdx.x & 31;
-  const int row_end = blockIdx.x * 8 + 8 < 200 ? blockIdx.x * 8 + 8 : 200;
-  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < row_end; row += 8) {
+  for (int row = row0; row < row_end; row += 8) {
     const float *w0 = (const float *)w + (long long)row * 64;
+    if (row != row0) {
+      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+    }
     float a0[1];
 #pragma unroll
     for (int tt = 0; tt < 1; tt++) a0[tt] = 0.0f;
     if (lane * 4 < 64) {
-      const int c = 0 + lane * 4;
-      const float4 wv0 = __ldg((const float4 *)(w0 + c));
+      const int c = lane * 4;
+      const float4 wv0 = p0[0];
 #pragma unroll
       for (int tt = 0; tt < 1; tt++) {
         const float4 xa = *(const float4 *)(xs + tt * 64 + c);
@@ -450,7 +489,7 @@ SC_KERNEL(256) prefill_lm_head(sc_device_io *io, const float *x, const float *nw
     }
 #pragma unroll
     for (int tt = 0; tt < 1; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+      a0[tt] = sc_warp_sum(a0[tt]) * rr[tt];
     }
     if (lane == 0) {
 #pragma unroll
@@ -464,18 +503,8 @@ SC_KERNEL(256) prefill_lm_head(sc_device_io *io, const float *x, const float *nw
 }
 #undef SC_KID
 
-/* prefill_out_logits: OUTPUT [1, 200] */
-#define SC_KID 12
-SC_KERNEL(256) prefill_out_logits(sc_device_io *io, const float *x, float *y, int T) {
-  const int i = blockIdx.x * 256 + threadIdx.x;
-  if (i >= 1 * 200) return;
-  const int t = i / 200, c = i - t * 200;
-  y[(long long)t * 200 + c] = x[(long long)t * 200 + c];
-}
-#undef SC_KID
-
 /* decode_embed: EMBED [1, 64] */
-#define SC_KID 13
+#define SC_KID 11
 SC_KERNEL(256) decode_embed(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
   const int t = blockIdx.x, id = ids[t];
   float *yr = y + (long long)t * 64;
@@ -493,42 +522,49 @@ SC_KERNEL(256) decode_embed(sc_device_io *io, const int *ids, const unsigned cha
 #undef SC_KID
 
 /* decode_layer0_qkv: NORM_LINEAR [1, 96] */
-#define SC_KID 14
+#define SC_KID 12
 SC_KERNEL(256) decode_layer0_qkv(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
   __shared__ __align__(16) float xs[64]; /* [1 tokens, 64] */
   const int t0 = blockIdx.y * 1;
   const int nt = 1 - t0 < 1 ? 1 - t0 : 1;
-  for (int i = threadIdx.x; i < 64; i += 256) {
-    const int tt = i / 64, c = i - tt * 64;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 96 ? blockIdx.x * 8 + 8 : 96;
+  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
+  if (row0 < row_end) {
+    const float *w0 = (const float *)w + (long long)row0 * 64;
+    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  }
+  __shared__ float ssp[8]; /* [1 tokens, 8 warps] partial sums of squares */
+#pragma unroll
+  for (int tt = 0; tt < 1; tt++) {
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < 64; c += 256) {
+      const float v = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+      xs[tt * 64 + c] = v * nw[c];
+      ss += v * v;
+    }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;
   }
   __syncthreads();
-  { /* RMSNorm of each staged row, per group of 64 */
-    __shared__ float rs[1];
-    for (int u = threadIdx.x >> 5; u < 1; u += 8) {
-      const float *xr = xs + u * 64;
-      float ss = 0.0f;
-      for (int c = threadIdx.x & 31; c < 64; c += 32) ss += xr[c] * xr[c];
-      ss = sc_warp_sum(ss);
-      if ((threadIdx.x & 31) == 0) rs[u] = 1.0f / sqrtf(ss / 64.0f + 9.99999975e-06f);
-    }
-    __syncthreads();
-    for (int i = threadIdx.x; i < 64; i += 256) {
-      const int c = i % 64;
-      xs[i] = (xs[i] * rs[i / 64]) * nw[c];
-    }
-    __syncthreads();
+  float rr[1]; /* 1 / rms of each staged row */
+#pragma unroll
+  for (int tt = 0; tt < 1; tt++) {
+    float s = 0.0f;
+    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];
+    rr[tt] = 1.0f / sqrtf(s / 64.0f + 9.99999975e-06f);
   }
-  const int lane = threadIdx.x & 31;
-  const int row_end = blockIdx.x * 8 + 8 < 96 ? blockIdx.x * 8 + 8 : 96;
-  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < row_end; row += 8) {
+  for (int row = row0; row < row_end; row += 8) {
     const float *w0 = (const float *)w + (long long)row * 64;
+    if (row != row0) {
+      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+    }
     float a0[1];
 #pragma unroll
     for (int tt = 0; tt < 1; tt++) a0[tt] = 0.0f;
     if (lane * 4 < 64) {
-      const int c = 0 + lane * 4;
-      const float4 wv0 = __ldg((const float4 *)(w0 + c));
+      const int c = lane * 4;
+      const float4 wv0 = p0[0];
 #pragma unroll
       for (int tt = 0; tt < 1; tt++) {
         const float4 xa = *(const float4 *)(xs + tt * 64 + c);
@@ -537,7 +573,7 @@ SC_KERNEL(256) decode_layer0_qkv(sc_device_io *io, const float *x, const float *
     }
 #pragma unroll
     for (int tt = 0; tt < 1; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+      a0[tt] = sc_warp_sum(a0[tt]) * rr[tt];
     }
     if (lane == 0) {
 #pragma unroll
@@ -551,88 +587,57 @@ SC_KERNEL(256) decode_layer0_qkv(sc_device_io *io, const float *x, const float *
 }
 #undef SC_KID
 
-/* decode_layer0_q_rope: ROPE [1, 64] */
-#define SC_KID 15
-SC_KERNEL(128) decode_layer0_q_rope(sc_device_io *io, const float *x, const float *tab, float *y, int T) {
-  __shared__ float hb[64];
-  const int lane = threadIdx.x & 31, u = blockIdx.x * 4 + (threadIdx.x >> 5);
-  if (u >= 1 * 4) return;
-  const int t = u / 4, h = u - t * 4;
-  const float *a = x + (long long)t * 96 + h * 16;
-  float *b = y + (long long)t * 64 + h * 16;
-  float *s = hb + (threadIdx.x >> 5) * 16;
-  for (int c = lane; c < 16; c += 32) s[c] = a[c];
-  __syncwarp();
-  const float *cs = tab + (long long)(io->pos + t) * 16; /* cos | sin */
-  for (int i = lane; i < 8; i += 32) {
-    const float x0 = s[i], x1 = s[i + 8], c = cs[i], sn = cs[8 + i];
-    b[i] = x0 * c - x1 * sn;
-    b[i + 8] = x1 * c + x0 * sn;
-  }
-}
-#undef SC_KID
-
-/* decode_layer0_k_rope: ROPE [1, 16] */
-#define SC_KID 16
-SC_KERNEL(128) decode_layer0_k_rope(sc_device_io *io, const float *x, const float *tab, float *y, int T) {
-  __shared__ float hb[64];
-  const int lane = threadIdx.x & 31, u = blockIdx.x * 4 + (threadIdx.x >> 5);
-  if (u >= 1 * 1) return;
-  const int t = u / 1, h = u - t * 1;
-  const float *a = x + (long long)t * 96 + h * 16;
-  float *b = y + (long long)t * 16 + h * 16;
-  float *s = hb + (threadIdx.x >> 5) * 16;
-  for (int c = lane; c < 16; c += 32) s[c] = a[c];
-  __syncwarp();
-  const float *cs = tab + (long long)(io->pos + t) * 16; /* cos | sin */
-  for (int i = lane; i < 8; i += 32) {
-    const float x0 = s[i], x1 = s[i + 8], c = cs[i], sn = cs[8 + i];
-    b[i] = x0 * c - x1 * sn;
-    b[i + 8] = x1 * c + x0 * sn;
-  }
-}
-#undef SC_KID
-
-/* decode_layer0_k_store: KV_STORE [64, 16] */
-#define SC_KID 17
-SC_KERNEL(256) decode_layer0_k_store(sc_device_io *io, const float *x, float *cache, int T) {
-  const int i = blockIdx.x * 256 + threadIdx.x;
-  if (i >= 1 * 16) return;
-  const int t = i / 16, c = i - t * 16;
-  cache[(long long)((io->pos + t) % 64) * 16 + c] = x[(long long)t * 16 + c];
-}
-#undef SC_KID
-
-/* decode_layer0_v_store: KV_STORE [64, 16] */
-#define SC_KID 18
-SC_KERNEL(256) decode_layer0_v_store(sc_device_io *io, const float *x, float *cache, int T) {
-  const int i = blockIdx.x * 256 + threadIdx.x;
-  if (i >= 1 * 16) return;
-  const int t = i / 16, c = i - t * 16;
-  cache[(long long)((io->pos + t) % 64) * 16 + c] = x[(long long)t * 96 + c];
-}
-#undef SC_KID
-
-/* decode_layer0_attn: ATTENTION [1, 64] */
-#define SC_KID 19
-SC_KERNEL(256) decode_layer0_attn(sc_device_io *io, const float *q, const float *kc, const float *vc, float *y, int T) {
+/* decode_layer0_attn: ROPE_ATTENTION [1, 64] */
+#define SC_KID 13
+SC_KERNEL(256) decode_layer0_attn(sc_device_io *io, const float *q, const float *kx, const float *vx, float *kc, float *vc, const float *tab, float *y, int T) {
   enum { HD = 16, NW = 8 };
   __shared__ __align__(16) float qs[HD];
+  /* the 1 new k and v rows; staging of the heads before rotation */
+  __shared__ __align__(16) float ks[1 * HD], vs[1 * HD], hb[2 * HD];
   __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];
   const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int p = io->pos + t;
   const int lo = 0;
-  const float *qh = q + (long long)t * 64 + h * HD;
-  for (int c = threadIdx.x; c < HD; c += NW * 32) qs[c] = qh[c];
-  __syncthreads();
   const long long kvo = (long long)(h / 4) * HD;
+  const float *qh = q + (long long)t * 96 + h * HD;
+  if (wid == 0) { /* the query head */
+    float *st = hb;
+    for (int c = lane; c < 16; c += 32) st[c] = qh[c];
+    __syncwarp();
+    const float *cs = tab + (long long)(p) * 16; /* cos | sin */
+    for (int i = lane; i < 8; i += 32) {
+      const float x0 = st[i], x1 = st[i + 8], c = cs[i], sn = cs[8 + i];
+      qs[i] = x0 * c - x1 * sn;
+      qs[i + 8] = x1 * c + x0 * sn;
+    }
+  } else if (wid <= 1) { /* new key row wid - 1 of this head's kv head */
+    const int j = wid - 1;
+    const float *kh = kx + (long long)j * 96 + kvo;
+    float *st = hb + wid * HD, *kj = ks + j * HD;
+    for (int c = lane; c < 16; c += 32) st[c] = kh[c];
+    __syncwarp();
+    const float *cs = tab + (long long)(io->pos + j) * 16; /* cos | sin */
+    for (int i = lane; i < 8; i += 32) {
+      const float x0 = st[i], x1 = st[i + 8], c = cs[i], sn = cs[8 + i];
+      kj[i] = x0 * c - x1 * sn;
+      kj[i + 8] = x1 * c + x0 * sn;
+    }
+  } else if (wid == 2) { /* the new value rows */
+    for (int i = lane; i < 1 * HD; i += 32) vs[i] = vx[(long long)(i / HD) * 96 + kvo + i % HD];
+  }
+  __syncthreads();
+  if (h % 4 == 0) /* the kv head's first query head stores its token's new rows */
+    for (int c = threadIdx.x; c < HD; c += NW * 32) {
+      kc[(long long)(p % 64) * 16 + kvo + c] = ks[t * HD + c];
+      vc[(long long)(p % 64) * 16 + kvo + c] = vs[t * HD + c];
+    }
   float m = -SC_INF, l = 0.0f, o[1];
   for (int e = 0; e < 1; e++) o[e] = 0.0f;
   for (int k0 = lo + wid * 32; k0 <= p; k0 += NW * 32) {
     const int k = k0 + lane;
     float s = -SC_INF;
     if (k <= p) {
-      const float *kr = kc + (long long)(k % 64) * 16 + kvo;
+      const float *kr = k >= io->pos ? ks + (k - io->pos) * HD : kc + (long long)(k % 64) * 16 + kvo;
       float d = 0.0f;
 #pragma unroll 8
       for (int c = 0; c < HD; c += 4) {
@@ -648,7 +653,8 @@ SC_KERNEL(256) decode_layer0_attn(sc_device_io *io, const float *q, const float 
     const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;
     for (int j = 0; j < nk; j++) {
       const float pj = __shfl_sync(0xffffffffu, pk, j);
-      const float *vr = vc + (long long)((k0 + j) % 64) * 16 + kvo;
+      const float *vr = k0 + j >= io->pos ? vs + (k0 + j - io->pos) * HD
+                                          : vc + (long long)((k0 + j) % 64) * 16 + kvo;
       for (int e = 0; e < 1; e++) {
         const int c = lane + 32 * e;
         if (c < HD) o[e] += pj * vr[c];
@@ -681,26 +687,34 @@ SC_KERNEL(256) decode_layer0_attn(sc_device_io *io, const float *q, const float 
 #undef SC_KID
 
 /* decode_layer0_attn_res: LINEAR_ADD [1, 64] */
-#define SC_KID 20
+#define SC_KID 14
 SC_KERNEL(256) decode_layer0_attn_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
   __shared__ __align__(16) float xs[64]; /* [1 tokens, 64] */
   const int t0 = blockIdx.y * 1;
   const int nt = 1 - t0 < 1 ? 1 - t0 : 1;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
+  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
+  if (row0 < row_end) {
+    const float *w0 = (const float *)w + (long long)row0 * 64;
+    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  }
   for (int i = threadIdx.x; i < 64; i += 256) {
     const int tt = i / 64, c = i - tt * 64;
     xs[i] = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < row_end; row += 8) {
+  for (int row = row0; row < row_end; row += 8) {
     const float *w0 = (const float *)w + (long long)row * 64;
+    if (row != row0) {
+      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+    }
     float a0[1];
 #pragma unroll
     for (int tt = 0; tt < 1; tt++) a0[tt] = 0.0f;
     if (lane * 4 < 64) {
-      const int c = 0 + lane * 4;
-      const float4 wv0 = __ldg((const float4 *)(w0 + c));
+      const int c = lane * 4;
+      const float4 wv0 = p0[0];
 #pragma unroll
       for (int tt = 0; tt < 1; tt++) {
         const float4 xa = *(const float4 *)(xs + tt * 64 + c);
@@ -723,52 +737,55 @@ SC_KERNEL(256) decode_layer0_attn_res(sc_device_io *io, const float *x, const un
 }
 #undef SC_KID
 
-/* decode_layer0_mlp_norm: RMSNORM [1, 64] */
-#define SC_KID 21
-SC_KERNEL(64) decode_layer0_mlp_norm(sc_device_io *io, const float *x, const float *w, float *y, int T) {
-  __shared__ float part[2];
-  __shared__ float rr;
-  const long long t = blockIdx.y;
-  const float *xr = x + t * 64 + blockIdx.x * 64;
-  float *yr = y + t * 64 + blockIdx.x * 64;
-  float ss = 0.0f;
-  for (int c = threadIdx.x; c < 64; c += 64) ss += xr[c] * xr[c];
-  ss = sc_warp_sum(ss);
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float s = 0.0f;
-    for (int k = 0; k < 2; k++) s += part[k];
-    rr = 1.0f / sqrtf(s / 64.0f + 9.99999975e-06f);
-  }
-  __syncthreads();
-  for (int c = threadIdx.x; c < 64; c += 64) yr[c] = (xr[c] * rr) * w[c];
-}
-#undef SC_KID
-
 /* decode_layer0_swiglu: LINEAR_SWIGLU [1, 96] */
-#define SC_KID 22
-SC_KERNEL(256) decode_layer0_swiglu(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+#define SC_KID 15
+SC_KERNEL(256) decode_layer0_swiglu(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
   __shared__ __align__(16) float xs[64]; /* [1 tokens, 64] */
   const int t0 = blockIdx.y * 1;
   const int nt = 1 - t0 < 1 ? 1 - t0 : 1;
-  for (int i = threadIdx.x; i < 64; i += 256) {
-    const int tt = i / 64, c = i - tt * 64;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 96 ? blockIdx.x * 8 + 8 : 96;
+  float4 p0[1], p1[1]; /* this warp's first row, loaded while the input is staged */
+  if (row0 < row_end) {
+    const float *w0 = (const float *)w + (long long)row0 * 64;
+    const float *w1 = w0 + 6144LL; /* the up row */
+    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+    if (lane * 4 < 64) p1[0] = __ldg((const float4 *)(w1 + lane * 4));
+  }
+  __shared__ float ssp[8]; /* [1 tokens, 8 warps] partial sums of squares */
+#pragma unroll
+  for (int tt = 0; tt < 1; tt++) {
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < 64; c += 256) {
+      const float v = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+      xs[tt * 64 + c] = v * nw[c];
+      ss += v * v;
+    }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int row_end = blockIdx.x * 8 + 8 < 96 ? blockIdx.x * 8 + 8 : 96;
-  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < row_end; row += 8) {
+  float rr[1]; /* 1 / rms of each staged row */
+#pragma unroll
+  for (int tt = 0; tt < 1; tt++) {
+    float s = 0.0f;
+    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];
+    rr[tt] = 1.0f / sqrtf(s / 64.0f + 9.99999975e-06f);
+  }
+  for (int row = row0; row < row_end; row += 8) {
     const float *w0 = (const float *)w + (long long)row * 64;
     const float *w1 = w0 + 6144LL; /* the up row */
+    if (row != row0) {
+      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+      if (lane * 4 < 64) p1[0] = __ldg((const float4 *)(w1 + lane * 4));
+    }
     float a0[1], a1[1];
 #pragma unroll
     for (int tt = 0; tt < 1; tt++) a0[tt] = a1[tt] = 0.0f;
     if (lane * 4 < 64) {
-      const int c = 0 + lane * 4;
-      const float4 wv0 = __ldg((const float4 *)(w0 + c));
-      const float4 wv1 = __ldg((const float4 *)(w1 + c));
+      const int c = lane * 4;
+      const float4 wv0 = p0[0];
+      const float4 wv1 = p1[0];
 #pragma unroll
       for (int tt = 0; tt < 1; tt++) {
         const float4 xa = *(const float4 *)(xs + tt * 64 + c);
@@ -778,8 +795,8 @@ SC_KERNEL(256) decode_layer0_swiglu(sc_device_io *io, const float *x, const unsi
     }
 #pragma unroll
     for (int tt = 0; tt < 1; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
-      a1[tt] = sc_warp_sum(a1[tt]);
+      a0[tt] = sc_warp_sum(a0[tt]) * rr[tt];
+      a1[tt] = sc_warp_sum(a1[tt]) * rr[tt];
     }
     if (lane == 0) {
 #pragma unroll
@@ -795,26 +812,34 @@ SC_KERNEL(256) decode_layer0_swiglu(sc_device_io *io, const float *x, const unsi
 #undef SC_KID
 
 /* decode_layer0_mlp_res: LINEAR_ADD [1, 64] */
-#define SC_KID 23
+#define SC_KID 16
 SC_KERNEL(256) decode_layer0_mlp_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
   __shared__ __align__(16) float xs[96]; /* [1 tokens, 96] */
   const int t0 = blockIdx.y * 1;
   const int nt = 1 - t0 < 1 ? 1 - t0 : 1;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
+  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
+  if (row0 < row_end) {
+    const float *w0 = (const float *)w + (long long)row0 * 96;
+    if (lane * 4 < 96) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  }
   for (int i = threadIdx.x; i < 96; i += 256) {
     const int tt = i / 96, c = i - tt * 96;
     xs[i] = tt < nt ? x[(long long)(t0 + tt) * 96 + c] : 0.0f;
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  for (int row = blockIdx.x * 8 + (threadIdx.x >> 5); row < row_end; row += 8) {
+  for (int row = row0; row < row_end; row += 8) {
     const float *w0 = (const float *)w + (long long)row * 96;
+    if (row != row0) {
+      if (lane * 4 < 96) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+    }
     float a0[1];
 #pragma unroll
     for (int tt = 0; tt < 1; tt++) a0[tt] = 0.0f;
     if (lane * 4 < 96) {
-      const int c = 0 + lane * 4;
-      const float4 wv0 = __ldg((const float4 *)(w0 + c));
+      const int c = lane * 4;
+      const float4 wv0 = p0[0];
 #pragma unroll
       for (int tt = 0; tt < 1; tt++) {
         const float4 xa = *(const float4 *)(xs + tt * 96 + c);
@@ -834,5 +859,135 @@ SC_KERNEL(256) decode_layer0_mlp_res(sc_device_io *io, const float *x, const uns
       }
     }
   }
+}
+#undef SC_KID
+
+/* sc_sample: one token from device logits (sc_abi.h) */
+#define SC_KID 17
+SC_DEVICE int sc_better(const float *key, const int *id, int a, int b) {
+  return key[a] > key[b] || (key[a] == key[b] && id[a] < id[b]);
+}
+SC_DEVICE unsigned long long sc_rotl(unsigned long long x, int k) { return (x << k) | (x >> (64 - k)); }
+/* xoshiro256**, uniform in [0, 1) with 53 bits (runtime/sample.c) */
+SC_DEVICE double sc_uniform01(unsigned long long *s) {
+  const unsigned long long out = sc_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = sc_rotl(s[3], 45);
+  return (double)(out >> 11) * (1.0 / 9007199254740992.0);
+}
+SC_DEVICE void sc_arg_step(float v, int i, float *best, int *bi, int *bad) {
+  if (!isfinite(v)) *bad = *bad < i ? *bad : i;
+  else if (v > *best) *best = v, *bi = i;
+}
+SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp, int *token, int n) {
+  enum { MAX = 4096, NT = 1024 };
+  __shared__ float key[MAX];
+  __shared__ int kid[MAX];
+  __shared__ float rv[NT];
+  __shared__ int ri[NT], rb[NT];
+  __shared__ double zs;
+  const int tid = threadIdx.x;
+  float best = -SC_INF;
+  int bi = n, bad = n;
+  /* each thread's indices ascend: its first maximum, its first bad one */
+  const int n4 = n % 4 ? 0 : n / 4;
+#pragma unroll 4
+  for (int i = tid; i < n4; i += NT) {
+    const float4 v = ((const float4 *)logits)[i];
+    sc_arg_step(v.x, 4 * i, &best, &bi, &bad);
+    sc_arg_step(v.y, 4 * i + 1, &best, &bi, &bad);
+    sc_arg_step(v.z, 4 * i + 2, &best, &bi, &bad);
+    sc_arg_step(v.w, 4 * i + 3, &best, &bi, &bad);
+  }
+  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, &best, &bi, &bad);
+  rv[tid] = best;
+  ri[tid] = bi;
+  rb[tid] = bad;
+  __syncthreads();
+  for (int s = NT / 2; s > 0; s >>= 1) {
+    if (tid < s) {
+      const float v = rv[tid + s];
+      const int j = ri[tid + s];
+      if (v > rv[tid] || (v == rv[tid] && j < ri[tid])) rv[tid] = v, ri[tid] = j;
+      if (rb[tid + s] < rb[tid]) rb[tid] = rb[tid + s];
+    }
+    __syncthreads();
+  }
+  const int top_id = ri[0], first_bad = rb[0];
+  const float temp = sp->temperature;
+  if (first_bad < n || (!sp->greedy && temp > 0.0f && n > MAX)) {
+    if (tid == 0) {
+      if (first_bad < n) sc_fail(io, SC_KID, isnan(logits[first_bad]) ? 3 : 4, first_bad);
+      else sc_fail(io, SC_KID, 5, n);
+      *token = -1;
+    }
+    return;
+  }
+  const float top = logits[top_id] / temp;
+  if (sp->greedy || !(temp > 0.0f) || isinf(top)) {
+    if (tid == 0) *token = top_id;
+    return;
+  }
+  /* every id is a candidate; scores scaled by the temperature, id order */
+  const int k = sp->top_k, topk = k > 0 && k < n;
+  const float top_p = sp->top_p;
+  int N2 = 2;
+  while (N2 < n) N2 <<= 1;
+  for (int i = tid; i < N2; i += NT) {
+    key[i] = i < n ? logits[i] / temp : -SC_INF;
+    kid[i] = i; /* padding: ids >= n rank after every real id */
+  }
+  __syncthreads();
+  if (!topk && top_p < 1.0f && tid == 0) { /* top-p's total, in id order as sample.c sums it */
+    double z = 0;
+    for (int i = 0; i < n; i++) z += exp((double)key[i] - top);
+    zs = z;
+  }
+  if (topk || top_p < 1.0f) { /* best first */
+    for (int size = 2; size <= N2; size <<= 1)
+      for (int stride = size >> 1; stride > 0; stride >>= 1) {
+        for (int t = tid; t < N2 / 2; t += NT) {
+          const int a = 2 * t - (t & (stride - 1)), b = a + stride;
+          if ((a & size) == 0 ? sc_better(key, kid, b, a) : sc_better(key, kid, a, b)) {
+            const float kv = key[a];
+            const int iv = kid[a];
+            key[a] = key[b], kid[a] = kid[b];
+            key[b] = kv, kid[b] = iv;
+          }
+        }
+        __syncthreads();
+      }
+  }
+  if (tid != 0) return;
+  int kept = topk ? k : n;
+  if (top_p < 1.0f) { /* the shortest best-first prefix reaching top_p */
+    double z = zs, cum = 0;
+    if (topk) {
+      z = 0;
+      for (int i = 0; i < kept; i++) z += exp((double)key[i] - top);
+    }
+    int kk = 0;
+    for (int i = 0; i < kept && !kk; i++) {
+      cum += exp((double)key[i] - top);
+      if (cum / z >= top_p) kk = i + 1;
+    }
+    if (kk) kept = kk;
+  }
+  double total = 0, cum = 0;
+  for (int i = 0; i < kept; i++) total += exp((double)key[i] - top);
+  const double u = sc_uniform01(sp->rng) * total;
+  int tok = kid[kept - 1];
+  for (int i = 0; i < kept; i++) {
+    cum += exp((double)key[i] - top);
+    if (u < cum) {
+      tok = kid[i];
+      break;
+    }
+  }
+  *token = tok;
 }
 #undef SC_KID

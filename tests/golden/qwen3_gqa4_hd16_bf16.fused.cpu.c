@@ -175,21 +175,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer0_attn_res = (float *)(X + 0); /* [T, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer0_o_proj, 0, layer0_attn, 128, layer0_attn_res, 96, T, 96, 128, 1);
 
-  /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
-  float *layer0_mlp_norm = (float *)(X + 6144); /* [T, 96] */
+  /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
+  float *layer0_swiglu = (float *)(X + 6144); /* [T, 160] */
+  float *layer0_swiglu_in = (float *)(X + 16384); /* [T, 96] normalised input */
   for (int t = 0; t < T; t++) {
     const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_mlp_norm + t * 96;
+    float *yr = layer0_swiglu_in + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer0_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-
-  /* layer0.swiglu = LINEAR_SWIGLU(layer0.mlp_norm, layer0.gateup) */
-  float *layer0_swiglu = (float *)(X + 12288); /* [T, 160] */
-  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_mlp_norm, 96, layer0_swiglu, 160, T, 160, 96);
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 96, layer0_swiglu, 160, T, 160, 96);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
   float *layer0_mlp_res = (float *)(X + 0); /* [T, 96] */
@@ -284,21 +282,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer1_attn_res = (float *)(X + 0); /* [T, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer1_o_proj, 0, layer1_attn, 128, layer1_attn_res, 96, T, 96, 128, 1);
 
-  /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
-  float *layer1_mlp_norm = (float *)(X + 6144); /* [T, 96] */
+  /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
+  float *layer1_swiglu = (float *)(X + 6144); /* [T, 160] */
+  float *layer1_swiglu_in = (float *)(X + 16384); /* [T, 96] normalised input */
   for (int t = 0; t < T; t++) {
     const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_mlp_norm + t * 96;
+    float *yr = layer1_swiglu_in + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer1_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-
-  /* layer1.swiglu = LINEAR_SWIGLU(layer1.mlp_norm, layer1.gateup) */
-  float *layer1_swiglu = (float *)(X + 12288); /* [T, 160] */
-  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_mlp_norm, 96, layer1_swiglu, 160, T, 160, 96);
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 96, layer1_swiglu, 160, T, 160, 96);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
   float *layer1_mlp_res = (float *)(X + 0); /* [T, 96] */
@@ -393,21 +389,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer2_attn_res = (float *)(X + 0); /* [T, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer2_o_proj, 0, layer2_attn, 128, layer2_attn_res, 96, T, 96, 128, 1);
 
-  /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
-  float *layer2_mlp_norm = (float *)(X + 6144); /* [T, 96] */
+  /* layer2.swiglu = LINEAR_SWIGLU(layer2.attn_res, layer2.gateup, layer2.mlp_norm) */
+  float *layer2_swiglu = (float *)(X + 6144); /* [T, 160] */
+  float *layer2_swiglu_in = (float *)(X + 16384); /* [T, 96] normalised input */
   for (int t = 0; t < T; t++) {
     const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_mlp_norm + t * 96;
+    float *yr = layer2_swiglu_in + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer2_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-
-  /* layer2.swiglu = LINEAR_SWIGLU(layer2.mlp_norm, layer2.gateup) */
-  float *layer2_swiglu = (float *)(X + 12288); /* [T, 160] */
-  K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_mlp_norm, 96, layer2_swiglu, 160, T, 160, 96);
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_swiglu_in, 96, layer2_swiglu, 160, T, 160, 96);
 
   /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
   float *layer2_mlp_res = (float *)(X + 0); /* [T, 96] */
@@ -417,8 +411,8 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *last = layer2_mlp_res + (T - 1) * 96; /* [1, 96] last token */
 
   /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
-  float *lm_head = (float *)(X + 6144); /* [1, 300] */
-  float *lm_head_in = (float *)(X + 7360); /* [1, 96] normalised input */
+  float *lm_head = io->out; /* [1, 300] the entry's output itself */
+  float *lm_head_in = (float *)(X + 6144); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {
     const float *xr = last + t * 96;
     float *yr = lm_head_in + t * 96;
@@ -431,12 +425,11 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 96, lm_head, 300, 1, 300, 96, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 300; c++) io->out[t * 300 + c] = lm_head[t * 300 + c];
+  /* lm_head was written there: nothing to copy */
   return 0;
 }
 
-/* decode: T = 1 tokens per call; scratch 1984 bytes */
+/* decode: T = 1 tokens per call; scratch 2304 bytes */
 static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned char *S,
     unsigned char *X, const sc_io *io) {
   if (io->n != 1) {
@@ -490,13 +483,15 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.v = SLICE(layer0.qkv) */
   float *layer0_v = layer0_qkv + 160; /* [1, 32] view, row stride 192 */
 
-  /* layer0.q_rope = NORM_ROPE(layer0.q, layer0.q_norm, rope.r16.t10000) */
-  float *layer0_q_rope = (float *)(X + 1152); /* [1, 128] */
+  /* layer0.attn = ROPE_ATTENTION(layer0.q, layer0.k, layer0.v, layer0.k_cache, layer0.v_cache, rope.r16.t10000, layer0.q_norm, layer0.k_norm) */
+  float *layer0_attn = (float *)(X + 1152); /* [1, 128] */
+  float *layer0_attn_q = (float *)(X + 1664); /* [1, 128] rotated q */
+  float *layer0_attn_k = layer0_attn_q + 1 * 128; /* [1, 32] rotated k */
   for (int t = 0; t < 1; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer0_q + t * 192 + h * 16;
-      float *b = layer0_q_rope + t * 128 + h * 16;
+      float *b = layer0_attn_q + t * 128 + h * 16;
       float nb[16];
       float ss = 0.0f;
       for (int c = 0; c < 16; c++) ss += a[c] * a[c];
@@ -511,14 +506,11 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       }
     }
   }
-
-  /* layer0.k_rope = NORM_ROPE(layer0.k, layer0.k_norm, rope.r16.t10000) */
-  float *layer0_k_rope = (float *)(X + 1664); /* [1, 32] */
   for (int t = 0; t < 1; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer0_k + t * 192 + h * 16;
-      float *b = layer0_k_rope + t * 32 + h * 16;
+      float *b = layer0_attn_k + t * 32 + h * 16;
       float nb[16];
       float ss = 0.0f;
       for (int c = 0; c < 16; c++) ss += a[c] * a[c];
@@ -533,44 +525,36 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       }
     }
   }
-
-  /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
+  /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
     float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 32;
-    const float *src = layer0_k_rope + t * 32;
+    const float *src = layer0_attn_k + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
-
-  /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
   for (int t = 0; t < 1; t++) {
     float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 32;
     const float *src = layer0_v + t * 192;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
-
-  /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
-  float *layer0_attn = (float *)(X + 384); /* [1, 128] */
-  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer0_attn_q, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
 
   /* layer0.attn_res = LINEAR_ADD(layer0.attn, layer0.o_proj, embed) */
   float *layer0_attn_res = (float *)(X + 0); /* [1, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer0_o_proj, 0, layer0_attn, 128, layer0_attn_res, 96, 1, 96, 128, 1);
 
-  /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
-  float *layer0_mlp_norm = (float *)(X + 384); /* [1, 96] */
+  /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
+  float *layer0_swiglu = (float *)(X + 384); /* [1, 160] */
+  float *layer0_swiglu_in = (float *)(X + 1024); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_mlp_norm + t * 96;
+    float *yr = layer0_swiglu_in + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer0_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-
-  /* layer0.swiglu = LINEAR_SWIGLU(layer0.mlp_norm, layer0.gateup) */
-  float *layer0_swiglu = (float *)(X + 768); /* [1, 160] */
-  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_mlp_norm, 96, layer0_swiglu, 160, 1, 160, 96);
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 96, layer0_swiglu, 160, 1, 160, 96);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
   float *layer0_mlp_res = (float *)(X + 0); /* [1, 96] */
@@ -599,13 +583,15 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.v = SLICE(layer1.qkv) */
   float *layer1_v = layer1_qkv + 160; /* [1, 32] view, row stride 192 */
 
-  /* layer1.q_rope = NORM_ROPE(layer1.q, layer1.q_norm, rope.r16.t10000) */
-  float *layer1_q_rope = (float *)(X + 1152); /* [1, 128] */
+  /* layer1.attn = ROPE_ATTENTION(layer1.q, layer1.k, layer1.v, layer1.k_cache, layer1.v_cache, rope.r16.t10000, layer1.q_norm, layer1.k_norm) */
+  float *layer1_attn = (float *)(X + 1152); /* [1, 128] */
+  float *layer1_attn_q = (float *)(X + 1664); /* [1, 128] rotated q */
+  float *layer1_attn_k = layer1_attn_q + 1 * 128; /* [1, 32] rotated k */
   for (int t = 0; t < 1; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer1_q + t * 192 + h * 16;
-      float *b = layer1_q_rope + t * 128 + h * 16;
+      float *b = layer1_attn_q + t * 128 + h * 16;
       float nb[16];
       float ss = 0.0f;
       for (int c = 0; c < 16; c++) ss += a[c] * a[c];
@@ -620,14 +606,11 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       }
     }
   }
-
-  /* layer1.k_rope = NORM_ROPE(layer1.k, layer1.k_norm, rope.r16.t10000) */
-  float *layer1_k_rope = (float *)(X + 1664); /* [1, 32] */
   for (int t = 0; t < 1; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer1_k + t * 192 + h * 16;
-      float *b = layer1_k_rope + t * 32 + h * 16;
+      float *b = layer1_attn_k + t * 32 + h * 16;
       float nb[16];
       float ss = 0.0f;
       for (int c = 0; c < 16; c++) ss += a[c] * a[c];
@@ -642,44 +625,36 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       }
     }
   }
-
-  /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
+  /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
     float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 32;
-    const float *src = layer1_k_rope + t * 32;
+    const float *src = layer1_attn_k + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
-
-  /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
   for (int t = 0; t < 1; t++) {
     float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 32;
     const float *src = layer1_v + t * 192;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
-
-  /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
-  float *layer1_attn = (float *)(X + 384); /* [1, 128] */
-  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer1_attn_q, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
 
   /* layer1.attn_res = LINEAR_ADD(layer1.attn, layer1.o_proj, layer0.mlp_res) */
   float *layer1_attn_res = (float *)(X + 0); /* [1, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer1_o_proj, 0, layer1_attn, 128, layer1_attn_res, 96, 1, 96, 128, 1);
 
-  /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
-  float *layer1_mlp_norm = (float *)(X + 384); /* [1, 96] */
+  /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
+  float *layer1_swiglu = (float *)(X + 384); /* [1, 160] */
+  float *layer1_swiglu_in = (float *)(X + 1024); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_mlp_norm + t * 96;
+    float *yr = layer1_swiglu_in + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer1_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-
-  /* layer1.swiglu = LINEAR_SWIGLU(layer1.mlp_norm, layer1.gateup) */
-  float *layer1_swiglu = (float *)(X + 768); /* [1, 160] */
-  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_mlp_norm, 96, layer1_swiglu, 160, 1, 160, 96);
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 96, layer1_swiglu, 160, 1, 160, 96);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
   float *layer1_mlp_res = (float *)(X + 0); /* [1, 96] */
@@ -708,13 +683,15 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.v = SLICE(layer2.qkv) */
   float *layer2_v = layer2_qkv + 160; /* [1, 32] view, row stride 192 */
 
-  /* layer2.q_rope = NORM_ROPE(layer2.q, layer2.q_norm, rope.r16.t10000) */
-  float *layer2_q_rope = (float *)(X + 1152); /* [1, 128] */
+  /* layer2.attn = ROPE_ATTENTION(layer2.q, layer2.k, layer2.v, layer2.k_cache, layer2.v_cache, rope.r16.t10000, layer2.q_norm, layer2.k_norm) */
+  float *layer2_attn = (float *)(X + 1152); /* [1, 128] */
+  float *layer2_attn_q = (float *)(X + 1664); /* [1, 128] rotated q */
+  float *layer2_attn_k = layer2_attn_q + 1 * 128; /* [1, 32] rotated k */
   for (int t = 0; t < 1; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer2_q + t * 192 + h * 16;
-      float *b = layer2_q_rope + t * 128 + h * 16;
+      float *b = layer2_attn_q + t * 128 + h * 16;
       float nb[16];
       float ss = 0.0f;
       for (int c = 0; c < 16; c++) ss += a[c] * a[c];
@@ -729,14 +706,11 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       }
     }
   }
-
-  /* layer2.k_rope = NORM_ROPE(layer2.k, layer2.k_norm, rope.r16.t10000) */
-  float *layer2_k_rope = (float *)(X + 1664); /* [1, 32] */
   for (int t = 0; t < 1; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer2_k + t * 192 + h * 16;
-      float *b = layer2_k_rope + t * 32 + h * 16;
+      float *b = layer2_attn_k + t * 32 + h * 16;
       float nb[16];
       float ss = 0.0f;
       for (int c = 0; c < 16; c++) ss += a[c] * a[c];
@@ -751,44 +725,36 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
       }
     }
   }
-
-  /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
+  /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
     float *dst = S_layer2_k_cache + (long)((pos + t) % 64) * 32;
-    const float *src = layer2_k_rope + t * 32;
+    const float *src = layer2_attn_k + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
-
-  /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
   for (int t = 0; t < 1; t++) {
     float *dst = S_layer2_v_cache + (long)((pos + t) % 64) * 32;
     const float *src = layer2_v + t * 192;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
-
-  /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store) */
-  float *layer2_attn = (float *)(X + 384); /* [1, 128] */
-  K->attention(K->ctx, layer2_q_rope, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer2_attn_q, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
 
   /* layer2.attn_res = LINEAR_ADD(layer2.attn, layer2.o_proj, layer1.mlp_res) */
   float *layer2_attn_res = (float *)(X + 0); /* [1, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer2_o_proj, 0, layer2_attn, 128, layer2_attn_res, 96, 1, 96, 128, 1);
 
-  /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
-  float *layer2_mlp_norm = (float *)(X + 384); /* [1, 96] */
+  /* layer2.swiglu = LINEAR_SWIGLU(layer2.attn_res, layer2.gateup, layer2.mlp_norm) */
+  float *layer2_swiglu = (float *)(X + 384); /* [1, 160] */
+  float *layer2_swiglu_in = (float *)(X + 1024); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {
     const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_mlp_norm + t * 96;
+    float *yr = layer2_swiglu_in + t * 96;
     float ss = 0.0f;
     for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
     const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
     const float *wn = (const float *)W_layer2_mlp_norm;
     for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
   }
-
-  /* layer2.swiglu = LINEAR_SWIGLU(layer2.mlp_norm, layer2.gateup) */
-  float *layer2_swiglu = (float *)(X + 768); /* [1, 160] */
-  K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_mlp_norm, 96, layer2_swiglu, 160, 1, 160, 96);
+  K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_swiglu_in, 96, layer2_swiglu, 160, 1, 160, 96);
 
   /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
   float *layer2_mlp_res = (float *)(X + 0); /* [1, 96] */
@@ -798,8 +764,8 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *last = layer2_mlp_res + (1 - 1) * 96; /* [1, 96] last token */
 
   /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
-  float *lm_head = (float *)(X + 384); /* [1, 300] */
-  float *lm_head_in = (float *)(X + 1600); /* [1, 96] normalised input */
+  float *lm_head = io->out; /* [1, 300] the entry's output itself */
+  float *lm_head_in = (float *)(X + 384); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {
     const float *xr = last + t * 96;
     float *yr = lm_head_in + t * 96;
@@ -812,14 +778,13 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 96, lm_head, 300, 1, 300, 96, 0);
 
   /* out.logits = OUTPUT(lm_head) */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 300; c++) io->out[t * 300 + c] = lm_head[t * 300 + c];
+  /* lm_head was written there: nothing to copy */
   return 0;
 }
 
 static const sc_entry entries[] = {
   {"prefill", entry_prefill, SC_IN_IDS, 16, 300, 0, 0, 28672ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 0, 1984ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 0, 2304ULL},
 };
 
 static const sc_tensor_info tensors[] = {

@@ -11,15 +11,20 @@
 #   3. benchmarks on random checkpoints with the exact shapes of Qwen3-0.6B
 #      and Qwen3-TTS-0.6B (bench/make_random_ckpt, no Python needed), bf16:
 #      device-to-device copy bandwidth, the decode GEMV kernels alone,
-#      decode tokens/s and TTS frames/s with effective GB/s and the fraction
-#      of the copy bandwidth (bench/bench_cuda).
+#      decode tokens/s (sc_decode; and sc_generate, whose greedy steps pick
+#      the token on the device) and TTS frames/s with effective GB/s, the
+#      fraction of the copy bandwidth, kernels and host round trips per
+#      step or frame (bench/bench_cuda).
 #
 #   tests/gpu/run.sh            # from the repository root or anywhere
 #   OUT_DIR=/tmp/gpu tests/gpu/run.sh
 #   SKIP_BENCH=1 tests/gpu/run.sh   # build and parity only
 #
-# Needs cmake, a C compiler, speechc's build dependencies (scripts/deps.sh),
-# the CUDA toolkit (NVRTC, ptxas) and an NVIDIA driver with a GPU.  Logs go
+# Needs cmake, a C compiler, speechc's build dependencies (scripts/deps.sh,
+# or a .gpudeps/ folder next to this checkout: libtcc, cJSON and the tcc
+# runtime copied from a dev machine, not part of the repository, whose
+# install.sh adds only what is missing), the CUDA toolkit (NVRTC, ptxas)
+# and an NVIDIA driver with a GPU.  Logs go
 # to $OUT_DIR (default build-gpu/gpu-logs); the exit status is non-zero if
 # any step failed.  Each step has a time limit, so one hang cannot eat a
 # whole session.
@@ -57,6 +62,11 @@ if command -v nvidia-smi >/dev/null; then
 fi
 note "nvcc: $(command -v nvcc >/dev/null && nvcc --version | tail -2 | head -1 || echo none)"
 
+# 0. build dependencies on a bare GPU machine (see above)
+if [ -f "$ROOT/.gpudeps/install.sh" ]; then
+  step deps 120 sh "$ROOT/.gpudeps/install.sh" || { note "dependencies failed: nothing else can run"; exit 1; }
+fi
+
 # 1. build
 step build 600 bash -c "cmake -S '$ROOT' -B '$B' -DCMAKE_BUILD_TYPE=Release >/dev/null && cmake --build '$B' -j$JOBS" || {
   note "build failed: nothing else can run"; exit 1; }
@@ -81,7 +91,7 @@ fi
 
 note ""
 note "benchmarks (bench: lines):"
-grep -h '^bench:\|^gemv \|^decode \|^tts \|^gpu ' "$OUT_DIR"/bench_*.log 2>/dev/null | tee -a "$SUMMARY"
+grep -h '^bench:\|^gemv \|^decode \|^generate \|^tts \|^gpu ' "$OUT_DIR"/bench_*.log 2>/dev/null | tee -a "$SUMMARY"
 note ""
 note "$fails step(s) failed; $(( $(date +%s) - t_start )) s in all"
 [ "$fails" -eq 0 ]

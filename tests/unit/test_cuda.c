@@ -16,7 +16,11 @@
  *     q8_0 / q4_0 at least the CPU build of the same band less 0.01, on
  *     this chaotic tiny checkpoint); --check-numerics on a checkpoint with a
  *     NaN weight fails the call; a token id outside its table, found
- *     inside a kernel, fails the call naming the kernel.
+ *     inside a kernel, fails the call naming the kernel; sampling on the
+ *     device: a TTS frame costs two host round trips and sc_generate one
+ *     per token, and the codes and tokens equal the CPU build's, greedy
+ *     and seeded (top-k, top-p, plain temperature: the device sampler
+ *     draws what runtime/sample.c draws), logits still readable after.
  * The numbers themselves are checked by test_parity / test_tts built for
  * cuda (ctest: *_cuda_emu here, tests/gpu/run.sh on a GPU).
  *
@@ -108,6 +112,102 @@ static void assemble(const char *ptxas, const char *model, const char *ptx, cons
   printf("  %-28s %s: %3d kernels, max %3d registers, stack %d B, spill stores %d B\n", model, arch,
          kernels, max_regs, stack, spill);
   free(log);
+}
+
+/* A model built for target `target` from tests/data/<model> into
+ * tmpdir/<tag>.so, opened with one session. */
+static int open_built(const char *model, const char *target, const char *tag, sc_model **m, sc_session **s) {
+  char dir[256], out[256];
+  snprintf(dir, sizeof dir, "tests/data/%s", model);
+  snprintf(out, sizeof out, "%s/%s.so", tmpdir, tag);
+  BuildOpts o = build_defaults();
+  o.model_dir = dir;
+  o.out_path = out;
+  o.target = target;
+  o.max_context = 64;
+  o.prefill_chunk = 16;
+  o.quiet = 1;
+  sc_error err = {0};
+  *m = NULL;
+  *s = NULL;
+  int rc = sc_build(&o, &err);
+  if (!rc) rc = sc_model_open(out, NULL, m, &err);
+  if (!rc) rc = sc_session_open(*m, s, &err);
+  CHECK_MSG(rc == 0, "%s for %s: %s", model, target, err.msg);
+  return rc;
+}
+
+/* Sampling on the device (the cuda artifact at tts_path, and the tiny LM)
+ * against the CPU builds of the same checkpoints. */
+static void device_sampling(const char *tts_path) {
+  sc_model *cm = NULL, *gm = NULL;
+  sc_session *cs = NULL, *gs = NULL;
+  sc_error err = {0};
+  /* TTS: greedy, then seeded draws of every kind the sampler has */
+  if (!open_built("tts/tts_tiny_06b_layout", "cpu", "tts_cpu", &cm, &cs) &&
+      sc_model_open(tts_path, NULL, &gm, &err) == 0 && sc_session_open(gm, &gs, &err) == 0) {
+    int32_t text[12] = {1, 2, 3, 40, 41, 42, 43, 4, 5, 6, 7, 8};
+    const int G = sc_tts_codebooks(gm), F = 6;
+    struct { const char *what; int greedy, top_k; float temperature, top_p; } runs[] = {
+        {"greedy", 1, 0, 1.0f, 1.0f}, {"default (top-k 50, temperature 0.9)", 0, 50, 0.9f, 1.0f},
+        {"top-k 5, top-p 0.8", 0, 5, 1.3f, 0.8f}, {"top-p 0.9 alone", 0, 0, 1.0f, 0.9f},
+        {"temperature alone", 0, 0, 0.7f, 1.0f}};
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+      sc_tts_params p = sc_tts_defaults();
+      p.text_ids = text;
+      p.n_text = 12;
+      p.max_frames = p.min_frames = F;
+      p.talker.greedy = 1;
+      p.predictor.greedy = runs[r].greedy;
+      p.predictor.top_k = runs[r].top_k;
+      p.predictor.temperature = runs[r].temperature;
+      p.predictor.top_p = runs[r].top_p;
+      p.predictor.seed = 11 + r;
+      int32_t a[6 * 17], b[6 * 17];
+      int na = 0, nb = 0;
+      CHECK_MSG(sc_tts_generate(cs, &p, a, &na, NULL, NULL, &err) == 0, "cpu tts: %s", err.msg);
+      long long trips = rt_cuda_round_trips(gs);
+      CHECK_MSG(sc_tts_generate(gs, &p, b, &nb, NULL, NULL, &err) == 0, "cuda tts: %s", err.msg);
+      trips = rt_cuda_round_trips(gs) - trips;
+      CHECK_MSG(na == F && nb == F && !memcmp(a, b, (size_t)F * G * 4), "tts %s: device codes differ from the cpu's",
+                runs[r].what);
+      /* prompt: 7 embedding calls and one talker prefill chunk; then
+       * per frame the predictor frame and (but the last) a talker step */
+      CHECK_MSG(trips <= 8 + 2 * F, "tts %s: %lld host round trips for %d frames", runs[r].what, trips, F);
+      printf("  tts %-36s %d frames, codes as on the cpu, %lld host round trips\n", runs[r].what, F, trips);
+    }
+  }
+  sc_session_close(cs), sc_model_close(cm), sc_session_close(gs), sc_model_close(gm);
+  /* LM: sc_generate decodes with the device sampler */
+  if (!open_built("llm/qwen3_gqa2_hd32_tied", "cpu", "lm_cpu", &cm, &cs) &&
+      !open_built("llm/qwen3_gqa2_hd32_tied", "cuda", "lm_cuda", &gm, &gs)) {
+    int32_t prompt[4] = {0, 4, 134, 16}, a[24], b[24];
+    for (int r = 0; r < 2; r++) {
+      sc_sample_params p = sc_sample_defaults();
+      p.greedy = r == 0;
+      p.temperature = 0.8f;
+      p.top_k = 40;
+      p.seed = 5;
+      int na = 0, nb = 0;
+      sc_session_reset(cs);
+      sc_session_reset(gs);
+      CHECK_MSG(sc_generate(cs, prompt, 4, 24, &p, -1, a, &na, NULL, NULL, &err) == 0, "cpu: %s", err.msg);
+      long long trips = rt_cuda_round_trips(gs);
+      CHECK_MSG(sc_generate(gs, prompt, 4, 24, &p, -1, b, &nb, NULL, NULL, &err) == 0, "cuda: %s", err.msg);
+      trips = rt_cuda_round_trips(gs) - trips;
+      CHECK_MSG(na == 24 && nb == 24 && !memcmp(a, b, sizeof a), "generate %s: device tokens differ from the cpu's",
+                r ? "sampled" : "greedy");
+      CHECK_MSG(trips == 1 + 23, "generate: %lld host round trips for a prompt chunk and 23 decode steps", trips);
+      /* the logits of the last step stayed on the device: fetched on demand */
+      int V = 0;
+      long long before = rt_cuda_round_trips(gs);
+      const float *lc = sc_logits(cs, &V), *lg = sc_logits(gs, NULL);
+      CHECK_MSG(rt_cuda_round_trips(gs) == before + 1, "sc_generate did not sample on the device");
+      CHECK_MSG(rel_err(lg, lc, V) <= 1e-4, "logits after a device-sampled decode: rel err %g", rel_err(lg, lc, V));
+      printf("  generate %-7s 24 tokens as on the cpu, %lld host round trips\n", r ? "sampled" : "greedy", trips);
+    }
+  }
+  sc_session_close(cs), sc_model_close(cm), sc_session_close(gs), sc_model_close(gm);
 }
 
 int main(void) {
@@ -393,6 +493,7 @@ int main(void) {
     }
     sc_session_close(s);
     sc_model_close(m);
+    device_sampling(path);
     unsetenv("SPEECHC_LIBCUDA");
   } else {
     printf("  no GPU and SPEECHC_CUDA_EMU not set: device checks skipped (ctest sets it on x86-64)\n");
