@@ -366,25 +366,7 @@ static int emit_node(Cg *cg, int i) {
 static int emit_graph(Cg *cg, const Graph *g) {
   if (!(cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var))) return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
   cg_name_values(cg, g);
-  int max_ctx = cg->m->max_context;
-  OUT("\n/* %s: T %s %d tokens per call; scratch %lld bytes */\n", g->name,
-      g->exact ? "=" : "<=", g->max_tokens, (long long)g->scratch_bytes);
-  OUT("static int entry_%s(const sc_kernels *K, const unsigned char *W, unsigned char *S,\n"
-      "    unsigned char *X, const sc_io *io) {\n", g->name);
-  if (g->exact) {
-    OUT("  if (io->n != %d) {\n    K->error(K->ctx, \"%s: takes exactly %d token%s\", io->n);\n    return 1;\n  }\n",
-        g->max_tokens, g->name, g->max_tokens, g->max_tokens == 1 ? "" : "s");
-  } else {
-    OUT("  const int T = io->n;\n");
-    OUT("  if (T < 1 || T > %d) {\n    K->error(K->ctx, \"%s: token count out of range [1, %d]\", T);\n    return 1;\n  }\n",
-        g->max_tokens, g->name, g->max_tokens);
-  }
-  OUT("  const int pos = io->pos;\n");
-  char span[16];
-  snprintf(span, sizeof span, g->exact ? "%d" : "T", g->max_tokens);
-  OUT("  if (pos < 0 || pos + %s > %d) {\n    K->error(K->ctx, \"%s: context full (max_context %d)\", pos);\n    return 1;\n  }\n",
-      span, max_ctx, g->name, max_ctx);
-  OUT("  (void)W; (void)S; (void)X;\n");
+  cg_entry_prologue(cg, g, "", "");
   int rc = SC_OK;
   for (int i = 0; i < g->n_nodes && rc == SC_OK; i++) {
     if (g->nodes[i].dead) continue;

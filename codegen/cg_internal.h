@@ -32,6 +32,8 @@ void comment_node(Cg *cg, int i);
 /* Set cg->g and fill cg->var (allocated by the caller, n_nodes entries). */
 void cg_name_values(Cg *cg, const Graph *g);
 void cg_emit_layout(Cg *cg);
+/* Signature and argument checks of an entry function (cg_walk.c). */
+void cg_entry_prologue(Cg *cg, const Graph *g, const char *scratch_note, const char *extra);
 void cg_emit_descriptor(Cg *cg, const CgInfo *info, const char *target);
 /* The same with `extra` (the device fields of sc_model_desc, as
  * initializer text) after the tensor table; NULL: the CPU's descriptor. */

@@ -178,3 +178,29 @@ void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, cons
   OUT("const sc_model_desc *speechc_model(void) {\n%s  return &desc;\n}\n",
       extra ? "" : "  (void)sc_bf16_keep;\n");
 }
+
+/* An entry function's header: its signature, the token-count and context
+ * checks every target makes before touching a buffer.  `scratch_note`
+ * follows the scratch size in the comment; `extra` is appended to the
+ * (void) line. */
+void cg_entry_prologue(Cg *cg, const Graph *g, const char *scratch_note, const char *extra) {
+  int max_ctx = cg->m->max_context;
+  OUT("\n/* %s: T %s %d tokens per call; scratch %lld bytes%s */\n", g->name,
+      g->exact ? "=" : "<=", g->max_tokens, (long long)g->scratch_bytes, scratch_note);
+  OUT("static int entry_%s(const sc_kernels *K, const unsigned char *W, unsigned char *S,\n"
+      "    unsigned char *X, const sc_io *io) {\n", g->name);
+  if (g->exact) {
+    OUT("  if (io->n != %d) {\n    K->error(K->ctx, \"%s: takes exactly %d token%s\", io->n);\n    return 1;\n  }\n",
+        g->max_tokens, g->name, g->max_tokens, g->max_tokens == 1 ? "" : "s");
+  } else {
+    OUT("  const int T = io->n;\n");
+    OUT("  if (T < 1 || T > %d) {\n    K->error(K->ctx, \"%s: token count out of range [1, %d]\", T);\n    return 1;\n  }\n",
+        g->max_tokens, g->name, g->max_tokens);
+  }
+  OUT("  const int pos = io->pos;\n");
+  char span[16];
+  snprintf(span, sizeof span, g->exact ? "%d" : "T", g->max_tokens);
+  OUT("  if (pos < 0 || pos + %s > %d) {\n    K->error(K->ctx, \"%s: context full (max_context %d)\", pos);\n    return 1;\n  }\n",
+      span, max_ctx, g->name, max_ctx);
+  OUT("  (void)W; (void)S; (void)X;%s\n", extra);
+}
