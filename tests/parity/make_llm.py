@@ -190,17 +190,20 @@ def check_against(logits, greedy):
     return min_margin
 
 
-def build(spec):
+def build(spec, model=None, prompt=None):
+    """Save `model` (default: a fresh one randomized from the spec's seed)
+    and write its trace for `prompt` (default: uniform ids from the seed)."""
     name = spec["name"]
     path = os.path.join(OUT_DIR, name)
     if os.path.isdir(path):
         shutil.rmtree(path)
     os.makedirs(path)
 
-    torch.manual_seed(spec["seeds"]["weights"])
-    config = spec["cfg_cls"](**spec["cfg"])
-    model = spec["cls"](config).eval()
-    randomize(model, spec["seeds"]["weights"], spec["cfg"]["initializer_range"])
+    if model is None:
+        torch.manual_seed(spec["seeds"]["weights"])
+        config = spec["cfg_cls"](**spec["cfg"])
+        model = spec["cls"](config).eval()
+        randomize(model, spec["seeds"]["weights"], spec["cfg"]["initializer_range"])
     if spec["cfg"]["tie_word_embeddings"]:
         assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
     model = model.to(spec["dtype"])
@@ -238,7 +241,8 @@ def build(spec):
     # Reference from the saved files (exactly what the compiler will read).
     ref = load_reference(path, spec)
     vocab = spec["cfg"]["vocab_size"]
-    prompt = make_prompt(spec["seeds"]["prompt"], vocab)
+    if prompt is None:
+        prompt = make_prompt(spec["seeds"]["prompt"], vocab)
     greedy, step_margins = greedy_decode(ref, prompt, N_NEW)
     logits = full_logits(ref, prompt + greedy[:-1])
     assert logits.shape == (N_ROWS, vocab), logits.shape

@@ -19,7 +19,8 @@
 #include "parity_util.h"
 #include "speechc.h"
 
-static const char *const models[] = {"qwen3_gqa2_hd32_tied", "qwen3_gqa4_hd16_bf16", "llama_gqa4_sharded"};
+static const char *const models[] = {"qwen3_gqa2_hd32_tied", "qwen3_gqa4_hd16_bf16", "llama_gqa4_sharded",
+                                     "qwen3_trained_tiny"};
 
 static char tmpdir[64];
 

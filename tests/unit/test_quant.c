@@ -273,7 +273,8 @@ static int write_random_ckpt(const char *dir) {
 
 /* ---- the committed tiny checkpoints ------------------------------------- */
 
-static const char *const models[] = {"qwen3_gqa2_hd32_tied", "qwen3_gqa4_hd16_bf16", "llama_gqa4_sharded"};
+static const char *const models[] = {"qwen3_gqa2_hd32_tied", "qwen3_gqa4_hd16_bf16", "llama_gqa4_sharded",
+                                     "qwen3_trained_tiny"};
 static char tmpdir[64];
 
 /* Build dir in band, decode toks one by one into rows [n, vocab]; when gen
@@ -367,15 +368,21 @@ static void test_accuracy_random(void) {
   free(got);
 }
 
-/* The committed HF checkpoints: bf16 at the issue's gate and with the
- * trace's greedy tokens; q8_0 / q4_0 at their measured floors (chaotic
- * checkpoints, see write_random_ckpt): q8_0 0.9978..0.9984, q4_0
- * 0.74..0.79, the same as quantizing the weights and running in f32. */
+/* The committed HF checkpoints.  qwen3_trained_tiny (make_trained.py: a
+ * tiny Qwen3 trained on a Markov chain, so its logits are peaked like a real
+ * model's) holds the issue's gates: bf16 and q8_0 >= 0.999, q4_0 >= 0.99
+ * (measured 0.999998 / 0.99992 / 0.9964).  The three random ones are
+ * chaotic on purpose (init std 0.2, see make_llm.py): nothing in their
+ * logits dominates the weight noise, so they are held at their measured
+ * floors as regression guards: q8_0 0.9978..0.9984, q4_0 0.74..0.79, the
+ * same as quantizing the weights and running in f32.  bf16 greedy tokens
+ * equal the trace's everywhere. */
 static void test_accuracy_traces(void) {
-  static const double gate[] = {0.999, 0.997, 0.70};
+  static const double gate_trained[] = {0.999, 0.999, 0.99}, gate_random[] = {0.999, 0.997, 0.70};
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
     char dir[256];
     snprintf(dir, sizeof dir, "tests/data/llm/%s", models[mi]);
+    const double *gate = strcmp(models[mi], "qwen3_trained_tiny") ? gate_random : gate_trained;
     Trace t;
     CHECK(trace_load(dir, &t) == 0);
     int32_t toks[128];
