@@ -21,3 +21,13 @@ add_test(NAME example_generate
 include(${CMAKE_SOURCE_DIR}/tests/cli/cli.cmake)
 include(${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz.cmake)
 include(${CMAKE_SOURCE_DIR}/tests/emu/emu.cmake)
+
+# The AArch64 NEON kernels, cross-compiled and run under qemu-aarch64 with
+# and without dotprod (scripts/neon.sh).  Fails, never skips, when the
+# cross toolchain or qemu is missing: scripts/deps.sh installs them.  Not
+# in the sanitizer builds: they would only run the same script again.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND NOT SPEECHC_SANITIZE AND NOT SPEECHC_TSAN
+   AND NOT SPEECHC_FUZZ)
+  add_test(NAME neon_qemu COMMAND scripts/neon.sh ${CMAKE_BINARY_DIR}/neon
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()
