@@ -745,7 +745,8 @@ static void isas_here(char *buf, size_t n) {
   snprintf(buf + l, n - l, "portable");
 }
 
-int sc_kernels_init_isa(sc_kernels *K, void *ctx, const char *isa) {
+/* Bind K to the named ISA; `who` starts the message when it cannot run. */
+static int init_isa(sc_kernels *K, void *ctx, const char *isa, const char *who) {
   sc_kernels_init_portable(K, ctx);
   if (!strcmp(isa, "portable")) return 0;
   const IsaEntry *e = isa_find(isa);
@@ -753,12 +754,13 @@ int sc_kernels_init_isa(sc_kernels *K, void *ctx, const char *isa) {
     sc_kernel_ctx *c = ctx;
     char here[96];
     isas_here(here, sizeof here);
-    if (c)
-      snprintf(c->err, sizeof c->err, "kernels: %s '%s' (hint: one of %s runs here)",
+    if (c) {
+      snprintf(c->err, sizeof c->err, "%s: %s '%s' (hint: one of %s runs here)", who,
                !e ? "unknown ISA" : !e->ops->dot4_f32 ? "this build has no kernels for ISA"
                                                       : "this CPU cannot run ISA",
                isa, here);
-    if (c) c->failed = 1;
+      c->failed = 1;
+    }
     return -1;
   }
   K->linear = e->linear;
@@ -767,11 +769,15 @@ int sc_kernels_init_isa(sc_kernels *K, void *ctx, const char *isa) {
   return 0;
 }
 
+int sc_kernels_init_isa(sc_kernels *K, void *ctx, const char *isa) {
+  return init_isa(K, ctx, isa, "kernels");
+}
+
 int sc_kernels_init(sc_kernels *K, void *ctx) {
   const char *want = getenv("SPEECHC_ISA");
-  if (want && *want) return sc_kernels_init_isa(K, ctx, want);
+  if (want && *want) return init_isa(K, ctx, want, "SPEECHC_ISA");
   for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
-    if (isas[i].by_default && isa_runs(&isas[i])) return sc_kernels_init_isa(K, ctx, isas[i].name);
+    if (isas[i].by_default && isa_runs(&isas[i])) return init_isa(K, ctx, isas[i].name, "kernels");
   sc_kernels_init_portable(K, ctx);
   return 0;
 }
