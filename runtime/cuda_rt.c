@@ -371,7 +371,11 @@ int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err) {
     return err->code;
   }
   memset(c->host_io, 0, c->io_bytes);
-  sc_kernels_init(&s->K, &c->kctx);
+  if (sc_kernels_init(&s->K, &c->kctx)) { /* SPEECHC_ISA names kernels that cannot run */
+    sc_fail(err, SC_ERUNTIME, "%s", c->kctx.err);
+    sc_session_close(s);
+    return err->code;
+  }
   s->K.launch = cu_launch;
   s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
   rt_cuda_session_reset(s);

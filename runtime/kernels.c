@@ -23,6 +23,13 @@
 #include "cpu.h"
 #include "pool.h"
 
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20) /* the kernel's uapi asm/hwcap.h */
+#endif
+#endif
+
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* ---- error slot --------------------------------------------------------- */
@@ -625,6 +632,9 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
 
 DEFINE_ENTRIES(portable, &sc_kern_portable)
 DEFINE_ENTRIES(avx2, &sc_kern_avx2)
+DEFINE_ENTRIES(avx512, &sc_kern_avx512)
+DEFINE_ENTRIES(neon, &sc_kern_neon)
+DEFINE_ENTRIES(neon_dotprod, &sc_kern_neon_dotprod)
 
 static float k_expf(float v) { return expf(v); }
 static float k_sqrtf(float v) { return sqrtf(v); }
@@ -650,26 +660,131 @@ void sc_kernels_init_portable(sc_kernels *K, void *ctx) {
   K->attention = attention_portable;
 }
 
+/* ---- ISA selection ------------------------------------------------------ */
+
+/* Whether this CPU runs an ISA's kernels: the features each file was
+ * compiled for (its table is empty when they were not). */
 static int cpu_has_avx2(void) {
 #if defined(__x86_64__) || defined(__i386__)
-  return sc_kern_avx2.dot4_f32 && __builtin_cpu_supports("avx2") &&
-         __builtin_cpu_supports("fma") && sc_cpu_has("f16c") > 0; /* cpu.c: clang < 16 */
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+         sc_cpu_has("f16c") > 0; /* cpu.c: clang < 16 */
 #else
   return 0;
 #endif
 }
 
-void sc_kernels_init(sc_kernels *K, void *ctx) {
+/* kernels_avx512.c also uses AVX2, FMA and F16C, which every AVX-512 CPU
+ * has; the builtin checks that the OS saves the zmm state. */
+static int cpu_has_avx512(void) {
+  return cpu_has_avx2() && sc_cpu_has("avx512f") > 0 && sc_cpu_has("avx512bw") > 0 &&
+         sc_cpu_has("avx512vl") > 0;
+}
+
+static int cpu_has_neon(void) {
+#if defined(__aarch64__)
+  return 1; /* ASIMD is baseline on AArch64 */
+#else
+  return 0;
+#endif
+}
+
+static int cpu_has_dotprod(void) {
+#if defined(__aarch64__) && defined(__ARM_FEATURE_DOTPROD)
+  return 1; /* the whole build already requires it */
+#elif defined(__aarch64__) && defined(__linux__)
+  return (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#else
+  return 0; /* no query here: the plain NEON kernels */
+#endif
+}
+
+typedef struct IsaEntry {
+  const char *name;
+  const sc_kern_ops *ops;
+  int (*cpu_has)(void);
+  int by_default; /* 0: only when SPEECHC_ISA names it (never run here) */
+  __typeof__(((sc_kernels *)0)->linear) linear;
+  __typeof__(((sc_kernels *)0)->linear_swiglu) linear_swiglu;
+  __typeof__(((sc_kernels *)0)->attention) attention;
+} IsaEntry;
+
+#define ISA(NAME, SUFFIX, HAS, DEFAULT) \
+  {NAME, &sc_kern_##SUFFIX, HAS, DEFAULT, linear_##SUFFIX, swiglu_##SUFFIX, attention_##SUFFIX}
+
+/* In order of preference (SC_KERNEL_ISAS). */
+static const IsaEntry isas[] = {
+    ISA("avx512", avx512, cpu_has_avx512, 0),
+    ISA("avx2", avx2, cpu_has_avx2, 1),
+    ISA("neon-dotprod", neon_dotprod, cpu_has_dotprod, 1),
+    ISA("neon", neon, cpu_has_neon, 1),
+};
+
+static const IsaEntry *isa_find(const char *name) {
+  for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
+    if (!strcmp(isas[i].name, name)) return &isas[i];
+  return NULL;
+}
+
+static int isa_runs(const IsaEntry *e) { return e->ops->dot4_f32 && e->cpu_has(); }
+
+const sc_kern_ops *sc_kern_ops_isa(const char *isa) {
+  if (!strcmp(isa, "portable")) return &sc_kern_portable;
+  const IsaEntry *e = isa_find(isa);
+  return e && isa_runs(e) ? e->ops : NULL;
+}
+
+/* The ISAs that run here, comma-separated, for messages. */
+static void isas_here(char *buf, size_t n) {
+  buf[0] = '\0';
+  for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
+    if (isa_runs(&isas[i])) {
+      size_t l = strlen(buf);
+      snprintf(buf + l, n - l, "%s,", isas[i].name);
+    }
+  size_t l = strlen(buf);
+  snprintf(buf + l, n - l, "portable");
+}
+
+/* Bind K to the named ISA; `who` starts the message when it cannot run. */
+static int init_isa(sc_kernels *K, void *ctx, const char *isa, const char *who) {
   sc_kernels_init_portable(K, ctx);
-  if (cpu_has_avx2()) {
-    K->linear = linear_avx2;
-    K->linear_swiglu = swiglu_avx2;
-    K->attention = attention_avx2;
+  if (!strcmp(isa, "portable")) return 0;
+  const IsaEntry *e = isa_find(isa);
+  if (!e || !isa_runs(e)) {
+    sc_kernel_ctx *c = ctx;
+    char here[96];
+    isas_here(here, sizeof here);
+    if (c) {
+      snprintf(c->err, sizeof c->err, "%s: %s '%s' (hint: one of %s runs here)", who,
+               !e ? "unknown ISA" : !e->ops->dot4_f32 ? "this build has no kernels for ISA"
+                                                      : "this CPU cannot run ISA",
+               isa, here);
+      c->failed = 1;
+    }
+    return -1;
   }
+  K->linear = e->linear;
+  K->linear_swiglu = e->linear_swiglu;
+  K->attention = e->attention;
+  return 0;
+}
+
+int sc_kernels_init_isa(sc_kernels *K, void *ctx, const char *isa) {
+  return init_isa(K, ctx, isa, "kernels");
+}
+
+int sc_kernels_init(sc_kernels *K, void *ctx) {
+  const char *want = getenv("SPEECHC_ISA");
+  if (want && *want) return init_isa(K, ctx, want, "SPEECHC_ISA");
+  for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
+    if (isas[i].by_default && isa_runs(&isas[i])) return init_isa(K, ctx, isas[i].name, "kernels");
+  sc_kernels_init_portable(K, ctx);
+  return 0;
 }
 
 const char *sc_kernels_isa(const sc_kernels *K) {
-  if (K->linear == linear_avx2) return "avx2";
   if (K->linear == linear_portable) return "portable";
+  for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
+    if (K->linear == isas[i].linear) return isas[i].name;
   return "unknown";
 }

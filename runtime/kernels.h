@@ -3,8 +3,10 @@
  *
  * sc_kernels_init fills the table a compiled model calls: linear (GEMV/GEMM
  * over f32, bf16, q8_0 or q4_0 weights), linear_swiglu, attention over a
- * (ring) KV cache, and libm wrappers.  The ISA is chosen once, at init:
- * AVX2+FMA(+F16C) when the CPU has them, portable C otherwise.
+ * (ring) KV cache, and libm wrappers.  The ISA is chosen once, at init
+ * (SC_KERNEL_ISAS): AVX2+FMA(+F16C) on x86-64, NEON (with SDOT when the CPU
+ * has dotprod) on AArch64, portable C otherwise.  AVX-512 is compiled in
+ * but only runs when asked for (SPEECHC_ISA=avx512): it has not run here.
  *
  * Threads: when the context holds a pool (pool.h), linear and
  * linear_swiglu cut their output rows into chunks of whole blocks of four
@@ -25,9 +27,9 @@
  * on `cols` — not on rows, T, which rows are computed together, or the
  * thread count — then `+ bias[r]`, then `y + d` when accumulating.  So T=1
  * and T>1 agree bit for bit, and linear_swiglu equals
- * silu(linear(gate)) * linear(up) exactly.  The portable and AVX2 paths
+ * silu(linear(gate)) * linear(up) exactly.  The portable and SIMD paths
  * agree to rounding (~1e-6 relative), not bits; for the quantized bands
- * both quantize the activations to the same bits.
+ * all quantize the activations to the same bits.
  */
 #ifndef SC_KERNELS_H
 #define SC_KERNELS_H
@@ -50,12 +52,22 @@ typedef struct sc_kernel_ctx {
   size_t scratch_bytes;
 } sc_kernel_ctx;
 
-/* Fill K for the best ISA this CPU runs.  ctx (an sc_kernel_ctx, or NULL to
- * drop errors) is stored as K->ctx; K does not own it. */
-void sc_kernels_init(sc_kernels *K, void *ctx);
+/* Every ISA speechc has kernels for, in sc_kernels_init's order of
+ * preference ("avx512" only when asked for). */
+#define SC_KERNEL_ISAS "avx512,avx2,neon-dotprod,neon,portable"
+
+/* Fill K for the best ISA this CPU runs, or the one the environment
+ * variable SPEECHC_ISA names.  ctx (an sc_kernel_ctx, or NULL to drop
+ * errors) is stored as K->ctx; K does not own it.  Returns 0, or -1 when
+ * SPEECHC_ISA names an ISA that is unknown or that this build or CPU
+ * cannot run: then ctx holds the message and K the portable kernels. */
+int sc_kernels_init(sc_kernels *K, void *ctx);
+/* The table for one named ISA (SC_KERNEL_ISAS): 0, or -1 with a message in
+ * ctx when the name is unknown or this build or CPU cannot run it. */
+int sc_kernels_init_isa(sc_kernels *K, void *ctx, const char *isa);
 /* The same table with the portable C kernels only (tests, debugging). */
 void sc_kernels_init_portable(sc_kernels *K, void *ctx);
-/* "avx2" or "portable": which kernels K holds ("unknown" if neither). */
+/* The name of the ISA whose kernels K holds ("unknown" if none). */
 const char *sc_kernels_isa(const sc_kernels *K);
 /* Forget a previous error so that the next call starts clean. */
 void sc_kernel_ctx_clear(sc_kernel_ctx *c);
@@ -110,7 +122,7 @@ typedef struct sc_kern_ops {
    * 128 bytes per pair of blocks (2p, 2p+1): int8 lo[32] = the first
    * halves of both blocks, int8 hi[32] = their second halves, int16
    * s8[16] = 8 * (lo[2i] + lo[2i+1] + hi[2i] + hi[2i+1]) (the nibble
-   * offsets), f32 d[8] = xd[2p] x4, xd[2p+1] x4.  Both ISAs give the same
+   * offsets), f32 d[8] = xd[2p] x4, xd[2p+1] x4.  Every ISA gives the same
    * bits. */
   void (*quantize_q8)(const float *x, int nb, int8_t *xq, float *xd, unsigned char *xp);
   /* N rows of q8_0 / q4_0 blocks, row_bytes apart, against quantized x:
@@ -132,5 +144,14 @@ extern const sc_kern_ops sc_kern_portable;
  * without -mavx2 -mfma -mf16c (then sc_kernels_init falls back to
  * portable). */
 extern const sc_kern_ops sc_kern_avx2;
+/* kernels_avx512.c (-mavx512f -mavx512bw -mavx512vl), kernels_neon.c and
+ * kernels_neon_dotprod.c (AArch64, the latter -march=armv8.2-a+dotprod):
+ * likewise all NULL where their target features were not compiled in. */
+extern const sc_kern_ops sc_kern_avx512;
+extern const sc_kern_ops sc_kern_neon;
+extern const sc_kern_ops sc_kern_neon_dotprod;
+/* The inner loops of a named ISA when this build and CPU run them, else
+ * NULL (tests compare each one's quantize_q8 with the portable one). */
+const sc_kern_ops *sc_kern_ops_isa(const char *isa);
 
 #endif /* SC_KERNELS_H */

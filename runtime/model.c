@@ -241,7 +241,11 @@ int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
     return sc_fail(err, SC_ERUNTIME, "cannot start %d kernel threads (hint: open the model "
                    "with fewer threads)", m->threads);
   }
-  sc_kernels_init(&s->K, &s->kctx);
+  if (sc_kernels_init(&s->K, &s->kctx)) { /* SPEECHC_ISA names kernels that cannot run */
+    int rc = sc_fail(err, SC_ERUNTIME, "%s", s->kctx.err);
+    sc_session_close(s);
+    return rc;
+  }
   *out = s;
   return SC_OK;
 }

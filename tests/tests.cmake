@@ -21,3 +21,25 @@ add_test(NAME example_generate
 include(${CMAKE_SOURCE_DIR}/tests/cli/cli.cmake)
 include(${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz.cmake)
 include(${CMAKE_SOURCE_DIR}/tests/emu/emu.cmake)
+target_include_directories(test_avx512_simde PRIVATE ${SIMDE_INCLUDE})
+
+# SPEECHC_ISA end to end: the portable kernels give the trace's tokens too,
+# and an ISA that cannot run fails the session with the override named.
+add_test(NAME isa_override
+  COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \
+    $<TARGET_FILE:speechc> build tests/data/llm/qwen3_gqa2_hd32_tied -o $d/m.so -q; \
+    out=$(SPEECHC_ISA=portable $<TARGET_FILE:generate> $d/m.so 0 4 134 16 186 230 101 208); \
+    test \"$out\" = '111 17 145 233 252 95 92 171 131 226 124 167 128 54 160 205'; \
+    if SPEECHC_ISA=sse9 $<TARGET_FILE:generate> $d/m.so 0 4 134 2>$d/err; then exit 1; fi; \
+    grep \"SPEECHC_ISA: unknown ISA 'sse9'\" $d/err"
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+
+# The AArch64 NEON kernels, cross-compiled and run under qemu-aarch64 with
+# and without dotprod (scripts/neon.sh).  Fails, never skips, when the
+# cross toolchain or qemu is missing: scripts/deps.sh installs them.  Not
+# in the sanitizer builds: they would only run the same script again.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64" AND NOT SPEECHC_SANITIZE AND NOT SPEECHC_TSAN
+   AND NOT SPEECHC_FUZZ)
+  add_test(NAME neon_qemu COMMAND scripts/neon.sh ${CMAKE_BINARY_DIR}/neon
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endif()

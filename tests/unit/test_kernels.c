@@ -4,7 +4,12 @@
  *   - T>1 rows equal T=1 rows, and a row's value does not depend on which
  *     other rows share the call;
  *   - linear_swiglu == silu(linear(gate)) * linear(up) exactly;
- *   - portable and AVX2 agree to 1e-5.
+ *   - every ISA this build and CPU run (SC_KERNEL_ISAS: AVX2, AVX-512,
+ *     NEON, NEON+dotprod) passes all of the above and agrees with the
+ *     portable kernels to 1e-5;
+ *   - the default choice and the SPEECHC_ISA override, with its errors.
+ * SPEECHC_TEST_ISAS=a,b makes it fail unless ISAs a and b run here (the
+ * emulated runs of scripts/neon.sh, so that they cannot test less).
  */
 #include <math.h>
 #include <stdint.h>
@@ -186,7 +191,8 @@ static void test_swiglu(const sc_kernels *K, sc_kernel_ctx *ctx) {
   CHECK(!ctx->failed);
 }
 
-/* Portable and AVX2 kernels compute the same function to rounding. */
+/* An ISA's kernels and the portable ones compute the same function to
+ * rounding. */
 static void test_isa_agree(const sc_kernels *A, const sc_kernels *P) {
   static Weights W;
   float x[MAXT * LDX], bias[MAXR];
@@ -209,7 +215,7 @@ static void test_isa_agree(const sc_kernels *A, const sc_kernels *P) {
           for (int c = 0; c < cols; c++)
             m += fabs(wval(&W, wtype, (size_t)r * cols + c) * x[t * LDX + c]);
           CHECK_MSG(fabs(ya[t * LDY + r] - yp[t * LDY + r]) <= 1e-5 * m,
-                    "avx2 vs portable band %d cols %d: %g vs %g", wtype, cols,
+                    "%s vs portable band %d cols %d: %g vs %g", sc_kernels_isa(A), wtype, cols,
                     ya[t * LDY + r], yp[t * LDY + r]);
         }
     }
@@ -326,27 +332,82 @@ static void test_table(const sc_kernels *K, void *ctx) {
   CHECK(!c->failed && c->err[0] == '\0');
 }
 
+/* The default choice and SPEECHC_ISA. */
+static void test_choice(const sc_kernels *best) {
+  const char *isa = sc_kernels_isa(best);
+  CHECK(strcmp(isa, "avx512") != 0); /* never by default: untested here */
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    CHECK(strcmp(isa, "avx2") == 0);
+#elif defined(__aarch64__)
+  CHECK(strcmp(isa, "neon") == 0 || strcmp(isa, "neon-dotprod") == 0);
+#endif
+  sc_kernel_ctx c = {0};
+  sc_kernels K;
+  setenv("SPEECHC_ISA", "portable", 1);
+  CHECK(sc_kernels_init(&K, &c) == 0 && strcmp(sc_kernels_isa(&K), "portable") == 0);
+  setenv("SPEECHC_ISA", isa, 1);
+  CHECK(sc_kernels_init(&K, &c) == 0 && strcmp(sc_kernels_isa(&K), isa) == 0);
+  setenv("SPEECHC_ISA", "sse9", 1);
+  CHECK(sc_kernels_init(&K, &c) == -1 && c.failed);
+  CHECK_CONTAINS(c.err, "SPEECHC_ISA: unknown ISA 'sse9'");
+  CHECK_CONTAINS(c.err, "portable");
+  CHECK(strcmp(sc_kernels_isa(&K), "portable") == 0);
+  sc_kernel_ctx_clear(&c);
+  /* an ISA that does not run here (always one: x86 or ARM) is refused */
+  char all[] = SC_KERNEL_ISAS;
+  int refused = 0;
+  for (char *n = strtok(all, ","); n; n = strtok(NULL, ",")) {
+    if (sc_kern_ops_isa(n)) continue;
+    setenv("SPEECHC_ISA", n, 1);
+    CHECK_MSG(sc_kernels_init(&K, &c) == -1 && c.failed, "SPEECHC_ISA=%s accepted", n);
+    CHECK_CONTAINS(c.err, n);
+    CHECK_MSG(strstr(c.err, "cannot run") || strstr(c.err, "no kernels"), "%s", c.err);
+    sc_kernel_ctx_clear(&c);
+    refused++;
+  }
+  CHECK(refused > 0);
+  unsetenv("SPEECHC_ISA");
+}
+
 int main(void) {
+  unsetenv("SPEECHC_ISA");
   sc_kernel_ctx cbest = {0}, cport = {0};
   sc_kernels best, port;
-  sc_kernels_init(&best, &cbest);
+  CHECK(sc_kernels_init(&best, &cbest) == 0);
   sc_kernels_init_portable(&port, &cport);
   printf("kernels: %s\n", sc_kernels_isa(&best));
   CHECK(strcmp(sc_kernels_isa(&port), "portable") == 0);
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    CHECK(strcmp(sc_kernels_isa(&best), "avx2") == 0);
-#endif
+  test_choice(&best);
 
-  const sc_kernels *Ks[2] = {&best, &port};
-  sc_kernel_ctx *Cs[2] = {&cbest, &cport};
-  int nk = strcmp(sc_kernels_isa(&best), "portable") == 0 ? 1 : 2;
-  for (int i = 0; i < nk; i++) {
-    test_table(Ks[i], Cs[i]);
-    test_linear(Ks[i], Cs[i]);
-    test_swiglu(Ks[i], Cs[i]);
-    test_attention(Ks[i], Cs[i]);
+  /* the ISAs the caller says must run here */
+  const char *must = getenv("SPEECHC_TEST_ISAS");
+  if (must) {
+    char list[128];
+    snprintf(list, sizeof list, "%s", must);
+    for (char *n = strtok(list, ","); n; n = strtok(NULL, ","))
+      CHECK_MSG(sc_kern_ops_isa(n) != NULL, "SPEECHC_TEST_ISAS: %s does not run here", n);
   }
-  if (nk == 2) test_isa_agree(&best, &port);
+
+  test_table(&port, &cport);
+  test_linear(&port, &cport);
+  test_swiglu(&port, &cport);
+  test_attention(&port, &cport);
+  char all[] = SC_KERNEL_ISAS;
+  for (char *n = strtok(all, ","); n; n = strtok(NULL, ",")) {
+    if (!strcmp(n, "portable") || !sc_kern_ops_isa(n)) continue;
+    sc_kernel_ctx c = {0};
+    sc_kernels K;
+    CHECK(sc_kernels_init_isa(&K, &c, n) == 0 && strcmp(sc_kernels_isa(&K), n) == 0);
+    printf("testing %s against portable\n", n);
+    test_table(&K, &c);
+    test_linear(&K, &c);
+    test_swiglu(&K, &c);
+    test_attention(&K, &c);
+    test_isa_agree(&K, &port);
+    sc_kernel_ctx_free(&c);
+  }
+  sc_kernel_ctx_free(&cbest);
+  sc_kernel_ctx_free(&cport);
   CHECK_DONE();
 }

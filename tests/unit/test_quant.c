@@ -7,9 +7,10 @@
  *     numpy reference (gguf.quants, which mirrors quantize_row_q8_0_ref /
  *     quantize_row_q4_0_ref) for a fixed input.
  *  3. Kernels: q8_0 / q4_0 linear against a double-precision dot of the
- *     dequantized weights with the quantized activations; portable and AVX2
- *     quantize activations to the same bits; T=1 == T=3 and one row alone
- *     == rows together, bit for bit; swiglu == silu(gate) * up exactly.
+ *     dequantized weights with the quantized activations; every ISA that
+ *     runs here quantizes activations to the portable bits; T=1 == T=3 and
+ *     one row alone == rows together, bit for bit; swiglu == silu(gate) *
+ *     up exactly; NEON with and without dotprod give the same bits.
  *  4. Accuracy gates on the tiny checkpoints (decode path, every trace row):
  *     cosine of the logits against the f32 build >= 0.999 for bf16 and
  *     q8_0, >= 0.99 for q4_0; bf16 greedy tokens equal the HF trace.
@@ -22,11 +23,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "build.h"
 #include "check.h"
 #include "kernels.h"
+#ifndef SC_KERNELS_ONLY
+#include "build.h"
 #include "parity_util.h"
 #include "speechc.h"
+#endif
 
 /* ---- 1. f16 ------------------------------------------------------------- */
 
@@ -107,18 +110,20 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
   for (int r = 0; r < 2 * ROWS; r++)
     (wtype == SC_W_Q8_0 ? sc_quantize_row_q8_0 : sc_quantize_row_q4_0)(wf + r * COLS, COLS, w + r * rb);
 
-  /* activations: both ISAs give the same bits */
+  /* activations: the ISA gives the portable bits */
   const int nb = COLS / 32;
-  if (sc_kern_avx2.quantize_q8 && strcmp(sc_kernels_isa(K), "avx2") == 0)
+  const sc_kern_ops *ops = sc_kern_ops_isa(sc_kernels_isa(K));
+  CHECK(ops != NULL);
+  if (ops)
     for (int t = 0; t < T3; t++) {
       int8_t qa[COLS], qp[COLS];
       float da[COLS / 32], dp[COLS / 32];
       unsigned char pa[COLS * 2], pp[COLS * 2];
-      sc_kern_avx2.quantize_q8(x + t * LDX, nb, qa, da, pa);
+      ops->quantize_q8(x + t * LDX, nb, qa, da, pa);
       sc_kern_portable.quantize_q8(x + t * LDX, nb, qp, dp, pp);
       CHECK_MSG(!memcmp(qa, qp, sizeof qa) && !memcmp(da, dp, sizeof da) &&
                     !memcmp(pa, pp, (size_t)(nb / 2) * SC_Q8_PAIR),
-                "avx2 and portable quantize activations row %d differently", t);
+                "%s and portable quantize activations row %d differently", ops->name, t);
       /* the q4_0 view is the same numbers (kernels.h) */
       for (int p = 0; p < nb / 2; p++) {
         const unsigned char *o = pa + p * SC_Q8_PAIR;
@@ -135,8 +140,6 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
         for (int i = 0; i < 8; i++) CHECK(same_bits(d[i], da[2 * p + i / 4]));
       }
     }
-  else
-    printf("no AVX2 here: the ISA comparison of quantized activations is skipped\n");
 
   for (int pass = 0; pass < 2; pass++) {
     const sc_kernels *k = pass ? P : K;
@@ -201,6 +204,7 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
   sc_kernel_ctx_clear(c);
 }
 
+#ifndef SC_KERNELS_ONLY
 /* ---- 4. accuracy gates -------------------------------------------------- */
 
 /* A well-conditioned random Qwen3 checkpoint, written here so that the
@@ -411,17 +415,72 @@ static void test_accuracy_traces(void) {
   }
 }
 
+#endif /* SC_KERNELS_ONLY */
+
+/* NEON with and without dotprod: the same bits (kernels_neon.c), on
+ * edge values too: +-127 activations against -128 / -127 weights. */
+static void test_neon_variants(void) {
+  const sc_kern_ops *a = sc_kern_ops_isa("neon"), *b = sc_kern_ops_isa("neon-dotprod");
+  if (!a || !b) return;
+  enum { NB = 7 };
+  static unsigned char w8[4 * NB * SC_Q8_0_BLOCK], w4[4 * NB * SC_Q4_0_BLOCK];
+  float x[NB * 32], xd[NB], oa[4], ob[4];
+  int8_t xq[NB * 32];
+  static unsigned char xp[NB * 64];
+  for (int i = 0; i < NB * 32; i++) x[i] = i % 5 == 0 ? (i & 1 ? -3.0f : 3.0f) : frand();
+  for (size_t i = 0; i < sizeof w8; i++) w8[i] = (unsigned char)(i % 3 ? 0x80 + i % 2 : rand());
+  for (size_t i = 0; i < sizeof w4; i++) w4[i] = (unsigned char)rand();
+  for (int r = 0; r < 4; r++)
+    for (int k = 0; k < NB; k++) { /* sane scales */
+      w8[(r * NB + k) * SC_Q8_0_BLOCK] = 0, w8[(r * NB + k) * SC_Q8_0_BLOCK + 1] = 0x2c;
+      w4[(r * NB + k) * SC_Q4_0_BLOCK] = 0, w4[(r * NB + k) * SC_Q4_0_BLOCK + 1] = 0xac;
+    }
+  a->quantize_q8(x, NB, xq, xd, xp);
+  for (int n = 1; n <= NB; n++) {
+    a->dot4_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, oa);
+    b->dot4_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, ob);
+    CHECK_MSG(!memcmp(oa, ob, sizeof oa), "q8_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
+    a->dot4_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, xq, xd, xp, n, oa);
+    b->dot4_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, xq, xd, xp, n, ob);
+    CHECK_MSG(!memcmp(oa, ob, sizeof oa), "q4_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
+    /* and both equal the exact integer dot times the scales, to rounding */
+    for (int r = 0; r < 4; r++) {
+      double s = 0, m = 0;
+      for (int k = 0; k < n; k++) {
+        const unsigned char *blk = w8 + (r * NB + k) * SC_Q8_0_BLOCK;
+        long is = 0;
+        for (int j = 0; j < 32; j++) is += (int8_t)blk[2 + j] * xq[k * 32 + j];
+        double v = (double)sc_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)) * xd[k] * is;
+        s += v, m += fabs(v);
+      }
+      a->dot4_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, oa);
+      CHECK_MSG(fabs(oa[r] - s) <= 1e-5 * (m + 1e-30), "neon q8_0 nb %d r %d: %g vs %g", n, r, oa[r], s);
+    }
+  }
+  printf("neon and neon-dotprod: the same bits\n");
+}
+
 int main(void) {
+  unsetenv("SPEECHC_ISA");
   test_f16();
   test_ggml_bytes();
-  sc_kernel_ctx ca = {0}, cp = {0};
-  sc_kernels K, P;
-  sc_kernels_init(&K, &ca);
+  sc_kernel_ctx cp = {0};
+  sc_kernels P;
   sc_kernels_init_portable(&P, &cp);
-  test_kernels_band(&K, &P, SC_W_Q8_0);
-  test_kernels_band(&K, &P, SC_W_Q4_0);
-  sc_kernel_ctx_free(&ca);
+  char all[] = SC_KERNEL_ISAS;
+  for (char *n = strtok(all, ","); n; n = strtok(NULL, ",")) {
+    if (!sc_kern_ops_isa(n)) continue;
+    sc_kernel_ctx ca = {0};
+    sc_kernels K;
+    CHECK(sc_kernels_init_isa(&K, &ca, n) == 0);
+    printf("quantized kernels: %s\n", n);
+    test_kernels_band(&K, &P, SC_W_Q8_0);
+    test_kernels_band(&K, &P, SC_W_Q4_0);
+    sc_kernel_ctx_free(&ca);
+  }
+  test_neon_variants();
   sc_kernel_ctx_free(&cp);
+#ifndef SC_KERNELS_ONLY
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-quant-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
   test_accuracy_random();
@@ -429,5 +488,6 @@ int main(void) {
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) {}
+#endif
   CHECK_DONE();
 }

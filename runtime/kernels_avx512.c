@@ -1,0 +1,226 @@
+/*
+ * kernels_avx512.c — AVX-512 (F, BW, VL) inner loops for kernels.c, built
+ * with -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c.
+ *
+ * NOT CHOSEN BY DEFAULT: no machine that built this has executed it (QEMU's
+ * TCG has no AVX-512).  sc_kernels_init runs it only when SPEECHC_ISA=avx512
+ * and the CPU has all three features; test_kernels and test_quant then
+ * compare it with the portable kernels on such a CPU, and test_avx512_simde
+ * runs this file's code here through SIMDe's C model of the intrinsics.
+ *
+ * Per-row accumulation order, fixed by `cols` alone (f32 and bf16):
+ *   four 16-float FMA accumulators a0..a3 take the 64-float blocks (block
+ *   at i..i+64 feeds a_k with i+16k..i+16k+16); the 16-float blocks left
+ *   after that go into a0; then (a0+a1)+(a2+a3), a horizontal sum (high 256
+ *   + low 256, high 128 + low 128, then pairs, then the last two), and the
+ *   last cols%16 products by scalar fmaf in index order.  dot4 runs four
+ *   rows through that same sequence sharing each x load.
+ *
+ * Quantized bands, one row at a time into two 16-float accumulators: the
+ * blocks go in pairs (2p, 2p+1) to acc(p % 2), lanes 0-7 from block 2p,
+ * 8-15 from 2p+1, lane k of a block the exact int32 sum of its products
+ * 4k..4k+3, converted, times d_x, then fused-multiply-added by d_w; an odd
+ * last block goes alone (upper lanes zero) into acc1; then acc0 + acc1 and
+ * the same horizontal sum.  q8_0: |w| x (x negated where w < 0) through
+ * maddubs; q4_0: nibbles 0..15 through maddubs, minus 8 * (the x they
+ * meet).  The activations are quantized by the AVX2 code (every AVX-512
+ * CPU has AVX2, and sc_kernels_init requires it): the same bits.
+ */
+#include "kernels.h"
+
+#if (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
+     defined(__AVX2__)) || defined(SC_AVX512_SIMDE)
+#ifndef SC_AVX512_SIMDE
+#include <immintrin.h>
+#endif
+#include <math.h>
+#include <string.h>
+
+#ifndef SC_AVX512_OPS
+#define SC_AVX512_OPS sc_kern_avx512
+#endif
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+#define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+
+ALWAYS_INLINE __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
+
+/* 16 bf16 -> 16 f32: widen to 32 bits, move into the high half. */
+ALWAYS_INLINE __m512 load16_bf16(const uint16_t *p) {
+  __m256i h = _mm256_loadu_si256((const __m256i *)p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+ALWAYS_INLINE float scalar_f32(const float *p) { return *p; }
+ALWAYS_INLINE float scalar_bf16(const uint16_t *p) {
+  uint32_t u = (uint32_t)*p << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+ALWAYS_INLINE float hsum16(__m512 v) {
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                           _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+#define DEFINE_DOT(NAME, WT, LOAD16, SCALAR)                                 \
+  ALWAYS_INLINE void NAME##_n(const WT *w, const float *x, int cols,       \
+                              float *out, const int N) {                   \
+    __m512 a[4][4];                                                        \
+    for (int r = 0; r < N; r++)                                            \
+      for (int k = 0; k < 4; k++) a[r][k] = _mm512_setzero_ps();           \
+    int i = 0;                                                             \
+    for (; i + 64 <= cols; i += 64)                                        \
+      for (int k = 0; k < 4; k++) {                                        \
+        if (N == 4 && (k * 16 * sizeof(WT)) % 64 == 0)                     \
+          for (int r = 0; r < N; r++) /* the next group of rows */         \
+            PREFETCH(w + (size_t)(r + 4) * cols + i + 16 * k);             \
+        __m512 xv = _mm512_loadu_ps(x + i + 16 * k);                       \
+        for (int r = 0; r < N; r++)                                        \
+          a[r][k] = _mm512_fmadd_ps(LOAD16(w + (size_t)r * cols + i + 16 * k), \
+                                    xv, a[r][k]);                          \
+      }                                                                    \
+    for (; i + 16 <= cols; i += 16) {                                      \
+      __m512 xv = _mm512_loadu_ps(x + i);                                  \
+      for (int r = 0; r < N; r++)                                          \
+        a[r][0] = _mm512_fmadd_ps(LOAD16(w + (size_t)r * cols + i), xv,    \
+                                  a[r][0]);                                \
+    }                                                                      \
+    for (int r = 0; r < N; r++) {                                          \
+      __m512 v = _mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]),            \
+                               _mm512_add_ps(a[r][2], a[r][3]));           \
+      float s = hsum16(v);                                                 \
+      const WT *wr = w + (size_t)r * cols;                                 \
+      for (int j = i; j < cols; j++) s = fmaf(SCALAR(wr + j), x[j], s);    \
+      out[r] = s;                                                          \
+    }                                                                      \
+  }                                                                        \
+  static void NAME##4(const WT *w, const float *x, int cols, float *out) { \
+    NAME##_n(w, x, cols, out, 4);                                          \
+  }                                                                        \
+  static void NAME##1(const WT *w, const float *x, int cols, float *out) { \
+    NAME##_n(w, x, cols, out, 1);                                          \
+  }
+
+DEFINE_DOT(dot_f32_, float, load16_f32, scalar_f32)
+DEFINE_DOT(dot_bf16_, uint16_t, load16_bf16, scalar_bf16)
+
+static void axpy(float *y, float a, const float *x, int n) {
+  __m512 av = _mm512_set1_ps(a);
+  int i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(av, _mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i)));
+  for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+static void quantize_q8(const float *x, int nb, int8_t *xq, float *xd, unsigned char *xp) {
+  sc_kern_avx2.quantize_q8(x, nb, xq, xd, xp);
+}
+
+/* Lanes 0-7 = f(block 0), 8-15 = f(block 1). */
+ALWAYS_INLINE __m512 two_scales(float lo, float hi) {
+  return _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(lo), _mm512_set1_ps(hi));
+}
+
+ALWAYS_INLINE __m512i two_halves(__m256i lo, __m256i hi) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+ALWAYS_INLINE float blk_scale(const uint8_t *blk) { return sc_f16_table[blk[0] | blk[1] << 8]; }
+
+/* int16 pair sums p -> 16 int32 lanes, converted, times d_x, fma by d_w. */
+ALWAYS_INLINE __m512 finish(__m512i p, __m512 dx, __m512 dw, __m512 acc) {
+  const __m512 s = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_madd_epi16(p, _mm512_set1_epi16(1))), dx);
+  return _mm512_fmadd_ps(dw, s, acc);
+}
+
+/* q8_0 blocks b0 and b1 (b1 NULL: one block, upper lanes zero) against 64
+ * (or 32) activation bytes at y. */
+ALWAYS_INLINE __m512 q8_0_two(const uint8_t *b0, const uint8_t *b1, const int8_t *y, const float *dx,
+                              __m512 acc) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m512i q = two_halves(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
+                               b1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : z);
+  const __m512i yv = two_halves(_mm256_loadu_si256((const __m256i *)y),
+                                b1 ? _mm256_loadu_si256((const __m256i *)(y + 32)) : z);
+  const __m512i ys = _mm512_mask_sub_epi8(yv, _mm512_movepi8_mask(q), _mm512_setzero_si512(), yv);
+  const __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(q), ys);
+  return finish(p, two_scales(dx[0], b1 ? dx[1] : 0.0f), two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f),
+                acc);
+}
+
+/* q4_0 blocks b0 and b1 (b1 NULL: one block): each block's 16 bytes in both
+ * 128-bit lanes of its half, the second lane shifted right by 4, so that
+ * low nibbles meet x[0..16) and high nibbles x[16..32). */
+ALWAYS_INLINE __m512 q4_0_two(const uint8_t *b0, const uint8_t *b1, const int8_t *y, const float *dx,
+                              __m512 acc) {
+  const __m256i z = _mm256_setzero_si256();
+  const __m512i raw = two_halves(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2))),
+                                 b1 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2))) : z);
+  const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
+                                     _mm512_set1_epi8(0x0f));
+  const __m512i yv = two_halves(_mm256_loadu_si256((const __m256i *)y),
+                                b1 ? _mm256_loadu_si256((const __m256i *)(y + 32)) : z);
+  const __m512i y8 = _mm512_slli_epi16(_mm512_maddubs_epi16(_mm512_set1_epi8(1), yv), 3);
+  const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, yv), y8);
+  return finish(p, two_scales(dx[0], b1 ? dx[1] : 0.0f), two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f),
+                acc);
+}
+
+#define DEFINE_QROW(NAME, TWO, BYTES)                                        \
+  ALWAYS_INLINE float NAME(const uint8_t *w, const int8_t *xq, const float *xd, int nb) { \
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();              \
+    const int np = nb / 2;                                                  \
+    int p = 0;                                                              \
+    for (; p + 2 <= np; p += 2) {                                           \
+      const uint8_t *b = w + (size_t)(2 * p) * BYTES;                       \
+      a0 = TWO(b, b + BYTES, xq + 64 * p, xd + 2 * p, a0);                  \
+      a1 = TWO(b + 2 * BYTES, b + 3 * BYTES, xq + 64 * (p + 1), xd + 2 * p + 2, a1); \
+    }                                                                       \
+    if (p < np) {                                                           \
+      const uint8_t *b = w + (size_t)(2 * p) * BYTES;                       \
+      a0 = TWO(b, b + BYTES, xq + 64 * p, xd + 2 * p, a0);                  \
+    }                                                                       \
+    if (nb & 1)                                                             \
+      a1 = TWO(w + (size_t)(nb - 1) * BYTES, NULL, xq + 32 * (nb - 1), xd + nb - 1, a1); \
+    return hsum16(_mm512_add_ps(a0, a1));                                   \
+  }
+DEFINE_QROW(dot_q8_0_row, q8_0_two, SC_Q8_0_BLOCK)
+DEFINE_QROW(dot_q4_0_row, q4_0_two, SC_Q4_0_BLOCK)
+
+#define DEFINE_QDOT(NAME, ROW)                                               \
+  static void NAME##4(const uint8_t *w, size_t rb, const int8_t *xq,        \
+                      const float *xd, const unsigned char *xp, int nb, float *out) { \
+    (void)xp;                                                               \
+    for (int r = 0; r < 4; r++) out[r] = ROW(w + r * rb, xq, xd, nb);       \
+  }                                                                         \
+  static void NAME##1(const uint8_t *w, size_t rb, const int8_t *xq,        \
+                      const float *xd, const unsigned char *xp, int nb, float *out) { \
+    (void)rb, (void)xp;                                                     \
+    out[0] = ROW(w, xq, xd, nb);                                            \
+  }
+DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
+DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
+
+const sc_kern_ops SC_AVX512_OPS = {
+    .name = "avx512",
+    .dot4_f32 = dot_f32_4,
+    .dot1_f32 = dot_f32_1,
+    .dot4_bf16 = dot_bf16_4,
+    .dot1_bf16 = dot_bf16_1,
+    .axpy = axpy,
+    .quantize_q8 = quantize_q8,
+    .dot4_q8_0 = dot_q8_0_4,
+    .dot1_q8_0 = dot_q8_0_1,
+    .dot4_q4_0 = dot_q4_0_4,
+    .dot1_q4_0 = dot_q4_0_1,
+};
+
+#else /* built without AVX-512: nothing to offer */
+const sc_kern_ops sc_kern_avx512 = {0};
+#endif

@@ -1,0 +1,230 @@
+/*
+ * kernels_neon.c — AArch64 NEON inner loops for kernels.c.  NEON (ASIMD)
+ * is baseline on AArch64, so this file needs no flags; it builds a second
+ * time as kernels_neon_dotprod.c with -march=armv8.2-a+dotprod, where the
+ * integer dots use SDOT (vdotq_s32).  kernels.c picks "neon-dotprod" when
+ * the CPU reports ASIMDDP (getauxval(AT_HWCAP)), else "neon".  Both give
+ * the same bits: the integer dots are exact and feed the same lanes.
+ *
+ * Per-row accumulation order, fixed by `cols` alone (f32 and bf16):
+ *   four 4-float FMA accumulators a0..a3 take the 16-float blocks (block
+ *   at i..i+16 feeds a_k with i+4k..i+4k+4); the 4-float blocks left after
+ *   that go into a0; then (a0+a1)+(a2+a3), a horizontal sum (lanes
+ *   (0+2)+(1+3)), and the last cols%4 products by scalar fmaf in index
+ *   order.  dot4 runs four rows through that same sequence sharing each x
+ *   load, so a row gives the same bits whichever call computes it.
+ *
+ * Quantized bands (q8_0, q4_0 against 8-bit activations), one row at a
+ * time into two 4-float accumulators, block b into acc(b % 2): the block's
+ * exact integer dot as 4 int32 lanes (lane k: products 4k..4k+3 of each
+ * 16-byte half), converted, then fused-multiply-added by the scalar
+ * d_w * d_x; at the end acc0 + acc1 and the same horizontal sum.  q4_0
+ * nibbles become q - 8 in int8 first, so the q4_0 view xp is not needed.
+ * Without dotprod the lanes come from SMULL (int16 products, |w*x| <=
+ * 128*127, so a pair sums without overflow), a pairwise add and SADALP.
+ */
+#include "kernels.h"
+
+#ifndef SC_NEON_OPS /* the plain build; kernels_neon_dotprod.c sets these */
+#define SC_NEON_OPS sc_kern_neon
+#define SC_NEON_NAME "neon"
+#define SC_NEON_DOT 0
+#endif
+
+#if defined(__aarch64__) && defined(__ARM_NEON) && (!SC_NEON_DOT || defined(__ARM_FEATURE_DOTPROD))
+#include <arm_neon.h>
+#include <math.h>
+#include <string.h>
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+ALWAYS_INLINE float32x4_t load4_f32(const float *p) { return vld1q_f32(p); }
+
+/* 4 bf16 -> 4 f32: widen to 32 bits, move into the high half. */
+ALWAYS_INLINE float32x4_t load4_bf16(const uint16_t *p) {
+  return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p), 16));
+}
+
+ALWAYS_INLINE float scalar_f32(const float *p) { return *p; }
+ALWAYS_INLINE float scalar_bf16(const uint16_t *p) {
+  uint32_t u = (uint32_t)*p << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* (v0 + v2) + (v1 + v3) */
+ALWAYS_INLINE float hsum4(float32x4_t v) {
+  float32x2_t p = vadd_f32(vget_low_f32(v), vget_high_f32(v));
+  return vget_lane_f32(p, 0) + vget_lane_f32(p, 1);
+}
+
+/* The one dot routine, instantiated for N = 1 and 4 rows and both bands.
+ * N is a compile-time constant after inlining, so a[][] (16 registers of
+ * the 32) stays in registers.  The 4-row loop prefetches the same bytes of
+ * the next group of rows, as kernels_avx2.c does. */
+#define DEFINE_DOT(NAME, WT, LOAD4, SCALAR)                                  \
+  ALWAYS_INLINE void NAME##_n(const WT *w, const float *x, int cols,       \
+                              float *out, const int N) {                   \
+    float32x4_t a[4][4];                                                   \
+    for (int r = 0; r < N; r++)                                            \
+      for (int k = 0; k < 4; k++) a[r][k] = vdupq_n_f32(0.0f);             \
+    int i = 0;                                                             \
+    for (; i + 16 <= cols; i += 16) {                                      \
+      if (N == 4)                                                          \
+        for (int r = 0; r < N; r++)                                        \
+          __builtin_prefetch(w + (size_t)(r + 4) * cols + i);              \
+      for (int k = 0; k < 4; k++) {                                        \
+        float32x4_t xv = vld1q_f32(x + i + 4 * k);                         \
+        for (int r = 0; r < N; r++)                                        \
+          a[r][k] = vfmaq_f32(a[r][k], LOAD4(w + (size_t)r * cols + i + 4 * k), xv); \
+      }                                                                    \
+    }                                                                      \
+    for (; i + 4 <= cols; i += 4) {                                        \
+      float32x4_t xv = vld1q_f32(x + i);                                   \
+      for (int r = 0; r < N; r++)                                          \
+        a[r][0] = vfmaq_f32(a[r][0], LOAD4(w + (size_t)r * cols + i), xv); \
+    }                                                                      \
+    for (int r = 0; r < N; r++) {                                          \
+      float s = hsum4(vaddq_f32(vaddq_f32(a[r][0], a[r][1]),               \
+                                vaddq_f32(a[r][2], a[r][3])));             \
+      const WT *wr = w + (size_t)r * cols;                                 \
+      for (int j = i; j < cols; j++) s = fmaf(SCALAR(wr + j), x[j], s);    \
+      out[r] = s;                                                          \
+    }                                                                      \
+  }                                                                        \
+  static void NAME##4(const WT *w, const float *x, int cols, float *out) { \
+    NAME##_n(w, x, cols, out, 4);                                          \
+  }                                                                        \
+  static void NAME##1(const WT *w, const float *x, int cols, float *out) { \
+    NAME##_n(w, x, cols, out, 1);                                          \
+  }
+
+DEFINE_DOT(dot_f32_, float, load4_f32, scalar_f32)
+DEFINE_DOT(dot_bf16_, uint16_t, load4_bf16, scalar_bf16)
+
+static void axpy(float *y, float a, const float *x, int n) {
+  int i = 0;
+  for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vfmaq_n_f32(vld1q_f32(y + i), vld1q_f32(x + i), a));
+  for (; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+/* Same bits as kernels.c's pquantize_q8: the exact max (FMAXNM, which
+ * like fmaxf ignores a NaN), one division, the same product, FCVTNS
+ * rounding to nearest even as nearbyintf does; |q| <= 127, so the
+ * saturating narrows are plain narrows. */
+static void quantize_q8(const float *x, int nb, int8_t *xq, float *xd, unsigned char *xp) {
+  int8_t *q = xq;
+  for (int b = 0; b < nb; b++, x += 32, q += 32) {
+    float32x4_t v[8];
+    for (int k = 0; k < 8; k++) v[k] = vld1q_f32(x + 4 * k);
+    float32x4_t m = vabsq_f32(v[0]);
+    for (int k = 1; k < 8; k++) m = vmaxnmq_f32(m, vabsq_f32(v[k]));
+    const float amax = fmaxf(0.0f, vmaxnmvq_f32(m));
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    xd[b] = amax / 127.0f;
+    int32x4_t i[8];
+    for (int k = 0; k < 8; k++) i[k] = vcvtnq_s32_f32(vmulq_n_f32(v[k], id));
+    for (int h = 0; h < 2; h++) {
+      const int16x8_t s0 = vcombine_s16(vqmovn_s32(i[4 * h]), vqmovn_s32(i[4 * h + 1]));
+      const int16x8_t s1 = vcombine_s16(vqmovn_s32(i[4 * h + 2]), vqmovn_s32(i[4 * h + 3]));
+      vst1q_s8(q + 16 * h, vcombine_s8(vqmovn_s16(s0), vqmovn_s16(s1)));
+    }
+  }
+  /* the q4_0 view, pair by pair (kernels.h) */
+  for (int p = 0; p < nb / 2; p++, xp += SC_Q8_PAIR) {
+    const int8_t *a = xq + 64 * p; /* block 2p; block 2p+1 at a + 32 */
+    const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
+    const int8x16_t b0 = vld1q_s8(a + 32), b1 = vld1q_s8(a + 48);
+    vst1q_s8((int8_t *)xp, a0);
+    vst1q_s8((int8_t *)xp + 16, b0);
+    vst1q_s8((int8_t *)xp + 32, a1);
+    vst1q_s8((int8_t *)xp + 48, b1);
+    vst1q_s16((int16_t *)(xp + 64), vshlq_n_s16(vaddq_s16(vpaddlq_s8(a0), vpaddlq_s8(a1)), 3));
+    vst1q_s16((int16_t *)(xp + 80), vshlq_n_s16(vaddq_s16(vpaddlq_s8(b0), vpaddlq_s8(b1)), 3));
+    vst1q_f32((float *)(xp + 96), vdupq_n_f32(xd[2 * p]));
+    vst1q_f32((float *)(xp + 112), vdupq_n_f32(xd[2 * p + 1]));
+  }
+}
+
+/* The exact dot of 32 int8 pairs (w0|w1 against y0|y1) as 4 int32 lanes,
+ * lane k the products 4k..4k+3 of both 16-byte halves. */
+#if SC_NEON_DOT
+ALWAYS_INLINE int32x4_t idot32(int8x16_t w0, int8x16_t w1, int8x16_t y0, int8x16_t y1) {
+  return vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, y0), w1, y1);
+}
+#else
+/* int16 products 0..7 and 8..15, adjacent pairs summed (products 2j, 2j+1
+ * in lane j), then pairs of those widened into int32 lanes. */
+ALWAYS_INLINE int16x8_t pair_sums16(int8x16_t w, int8x16_t y) {
+  return vpaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(y)), vmull_high_s8(w, y));
+}
+ALWAYS_INLINE int32x4_t idot32(int8x16_t w0, int8x16_t w1, int8x16_t y0, int8x16_t y1) {
+  return vpadalq_s16(vpaddlq_s16(pair_sums16(w0, y0)), pair_sums16(w1, y1));
+}
+#endif
+
+/* The block scale from sc_f16_table: a load, not a conversion. */
+ALWAYS_INLINE float blk_scale(const uint8_t *blk) { return sc_f16_table[blk[0] | blk[1] << 8]; }
+
+ALWAYS_INLINE float32x4_t q8_0_block(const uint8_t *blk, const int8_t *y, float dx, float32x4_t acc) {
+  const int32x4_t s = idot32(vld1q_s8((const int8_t *)blk + 2), vld1q_s8((const int8_t *)blk + 18),
+                             vld1q_s8(y), vld1q_s8(y + 16));
+  return vfmaq_n_f32(acc, vcvtq_f32_s32(s), blk_scale(blk) * dx);
+}
+
+/* q4_0: byte k holds element k (low nibble) and k + 16 (high nibble). */
+ALWAYS_INLINE float32x4_t q4_0_block(const uint8_t *blk, const int8_t *y, float dx, float32x4_t acc) {
+  const uint8x16_t v = vld1q_u8(blk + 2);
+  const int8x16_t eight = vdupq_n_s8(8);
+  const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), eight);
+  const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
+  const int32x4_t s = idot32(lo, hi, vld1q_s8(y), vld1q_s8(y + 16));
+  return vfmaq_n_f32(acc, vcvtq_f32_s32(s), blk_scale(blk) * dx);
+}
+
+#define DEFINE_QROW(NAME, BLOCK, BYTES)                                      \
+  ALWAYS_INLINE float NAME(const uint8_t *w, const int8_t *xq, const float *xd, int nb) { \
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);             \
+    int b = 0;                                                              \
+    for (; b + 2 <= nb; b += 2) {                                           \
+      a0 = BLOCK(w + (size_t)b * BYTES, xq + 32 * b, xd[b], a0);            \
+      a1 = BLOCK(w + (size_t)(b + 1) * BYTES, xq + 32 * (b + 1), xd[b + 1], a1); \
+    }                                                                       \
+    if (b < nb) a0 = BLOCK(w + (size_t)b * BYTES, xq + 32 * b, xd[b], a0);  \
+    return hsum4(vaddq_f32(a0, a1));                                        \
+  }
+DEFINE_QROW(dot_q8_0_row, q8_0_block, SC_Q8_0_BLOCK)
+DEFINE_QROW(dot_q4_0_row, q4_0_block, SC_Q4_0_BLOCK)
+
+#define DEFINE_QDOT(NAME, ROW)                                               \
+  static void NAME##4(const uint8_t *w, size_t rb, const int8_t *xq,        \
+                      const float *xd, const unsigned char *xp, int nb, float *out) { \
+    (void)xp;                                                               \
+    for (int r = 0; r < 4; r++) out[r] = ROW(w + r * rb, xq, xd, nb);       \
+  }                                                                         \
+  static void NAME##1(const uint8_t *w, size_t rb, const int8_t *xq,        \
+                      const float *xd, const unsigned char *xp, int nb, float *out) { \
+    (void)rb, (void)xp;                                                     \
+    out[0] = ROW(w, xq, xd, nb);                                            \
+  }
+DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
+DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
+
+const sc_kern_ops SC_NEON_OPS = {
+    .name = SC_NEON_NAME,
+    .dot4_f32 = dot_f32_4,
+    .dot1_f32 = dot_f32_1,
+    .dot4_bf16 = dot_bf16_4,
+    .dot1_bf16 = dot_bf16_1,
+    .axpy = axpy,
+    .quantize_q8 = quantize_q8,
+    .dot4_q8_0 = dot_q8_0_4,
+    .dot1_q8_0 = dot_q8_0_1,
+    .dot4_q4_0 = dot_q4_0_4,
+    .dot1_q4_0 = dot_q4_0_1,
+};
+
+#else /* not AArch64, or the dotprod build without dotprod: nothing to offer */
+const sc_kern_ops SC_NEON_OPS = {0};
+#endif
