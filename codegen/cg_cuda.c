@@ -984,7 +984,10 @@ static const char cu_prelude[] =
     "  unsigned long long rng[4];\n"
     "  int greedy;\n"
     "  float temperature, top_p;\n"
-    "  int top_k, pad[4];\n"
+    "  int top_k;\n"
+    "  float penalty;\n"
+    "  int ban;\n"
+    "  unsigned long long mask;\n"
     "} sc_device_sampler;\n"
     "\n"
     "SC_DEVICE float sc_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }\n"
@@ -1015,15 +1018,17 @@ static const char cu_prelude[] =
     "}\n";
 
 /* The sampler every artifact carries (sc_abi.h, SC_SAMPLE_KERNEL): the
- * pipeline of runtime/sample.c without suppression and penalty.  One block
- * of 1024 threads: a strided pass (16-byte loads, so that one SM keeps
- * enough of a 150k-entry vocabulary in flight) finds the first non-finite
- * logit and the argmax (lowest index on ties), reduced through shared
- * memory; a draw
- * sorts the scaled logits best first (bitonic, score then lower id: the
- * order of sample.c's `better`) when top-k or top-p needs an order, then
- * thread 0 walks them with sample.c's sequential double sums, so a seed
- * gives the draws the CPU gives, up to the last bit of exp(). */
+ * pipeline of runtime/sample.c.  Suppression and the repetition penalty
+ * come from the sampler's mask (bit 1: suppressed, bit 0: seen, set for
+ * every id it draws, so the history of a generation stays on the device)
+ * and its `ban` id.  One block of 1024 threads: a strided pass (16-byte
+ * loads, so that one SM keeps enough of a 150k-entry vocabulary in flight)
+ * finds the first non-finite logit and the argmax of the penalised scores
+ * (lowest index on ties), reduced through shared memory; a draw sorts the
+ * scaled scores best first (bitonic, score then lower id: the order of
+ * sample.c's `better`) when top-k or top-p needs an order, then thread 0
+ * walks them with sample.c's sequential double sums, so a seed gives the
+ * draws the CPU gives, up to the last bit of exp(). */
 static const char cu_sampler[] =
     "SC_DEVICE int sc_better(const float *key, const int *id, int a, int b) {\n"
     "  return key[a] > key[b] || (key[a] == key[b] && id[a] < id[b]);\n"
@@ -1036,9 +1041,23 @@ static const char cu_sampler[] =
     "  s[3] = sc_rotl(s[3], 45);\n"
     "  return (double)(out >> 11) * (1.0 / 9007199254740992.0);\n"
     "}\n"
-    "SC_DEVICE void sc_arg_step(float v, int i, float *best, int *bi, int *bad) {\n"
+    "/* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the\n"
+    " * ban id) -inf, seen (bit 0) divided or multiplied by the penalty */\n"
+    "SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {\n"
+    "  const unsigned m = mask ? mask[i] : 0u;\n"
+    "  if (i == ban || (m & 2u)) return -SC_INF;\n"
+    "  if ((m & 1u) && pen != 1.0f) return v < 0.0f ? v * pen : v / pen;\n"
+    "  return v;\n"
+    "}\n"
+    "SC_DEVICE void sc_arg_step(float v, int i, const unsigned char *mask, float pen, int ban, float *best, int *bi,\n"
+    "                           int *bad) {\n"
     "  if (!isfinite(v)) *bad = *bad < i ? *bad : i;\n"
-    "  else if (v > *best) *best = v, *bi = i;\n"
+    "  else if ((v = sc_score(v, i, mask, pen, ban)) > *best) *best = v, *bi = i;\n"
+    "}\n"
+    "/* the draw: token and, with a mask, the id marked seen */\n"
+    "SC_DEVICE void sc_take(const sc_device_sampler *sp, int *token, int id) {\n"
+    "  *token = id;\n"
+    "  if (sp->mask) ((unsigned char *)sp->mask)[id] |= 1u;\n"
     "}\n"
     "SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp, int *token, int n) {\n"
     "  enum { MAX = %d, NT = 1024 };\n"
@@ -1048,6 +1067,9 @@ static const char cu_sampler[] =
     "  __shared__ int ri[NT], rb[NT];\n"
     "  __shared__ double zs;\n"
     "  const int tid = threadIdx.x;\n"
+    "  const unsigned char *mask = (const unsigned char *)sp->mask;\n"
+    "  const float pen = sp->penalty;\n"
+    "  const int ban = sp->ban;\n"
     "  float best = -SC_INF;\n"
     "  int bi = n, bad = n;\n"
     "  /* each thread's indices ascend: its first maximum, its first bad one */\n"
@@ -1055,12 +1077,12 @@ static const char cu_sampler[] =
     "#pragma unroll 4\n"
     "  for (int i = tid; i < n4; i += NT) {\n"
     "    const float4 v = ((const float4 *)logits)[i];\n"
-    "    sc_arg_step(v.x, 4 * i, &best, &bi, &bad);\n"
-    "    sc_arg_step(v.y, 4 * i + 1, &best, &bi, &bad);\n"
-    "    sc_arg_step(v.z, 4 * i + 2, &best, &bi, &bad);\n"
-    "    sc_arg_step(v.w, 4 * i + 3, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.x, 4 * i, mask, pen, ban, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.y, 4 * i + 1, mask, pen, ban, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.z, 4 * i + 2, mask, pen, ban, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.w, 4 * i + 3, mask, pen, ban, &best, &bi, &bad);\n"
     "  }\n"
-    "  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, &best, &bi, &bad);\n"
+    "  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, mask, pen, ban, &best, &bi, &bad);\n"
     "  rv[tid] = best;\n  ri[tid] = bi;\n  rb[tid] = bad;\n"
     "  __syncthreads();\n"
     "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
@@ -1074,29 +1096,39 @@ static const char cu_sampler[] =
     "  }\n"
     "  const int top_id = ri[0], first_bad = rb[0];\n"
     "  const float temp = sp->temperature;\n"
-    "  if (first_bad < n || (!sp->greedy && temp > 0.0f && n > MAX)) {\n"
+    "  if (first_bad < n || top_id >= n || (!sp->greedy && temp > 0.0f && n > MAX)) {\n"
     "    if (tid == 0) {\n"
     "      if (first_bad < n) sc_fail(io, SC_KID, isnan(logits[first_bad]) ? 3 : 4, first_bad);\n"
+    "      else if (top_id >= n) sc_fail(io, SC_KID, 6, n);\n"
     "      else sc_fail(io, SC_KID, 5, n);\n"
     "      *token = -1;\n"
     "    }\n"
     "    return;\n"
     "  }\n"
-    "  const float top = logits[top_id] / temp;\n"
+    "  const float top = sc_score(logits[top_id], top_id, mask, pen, ban) / temp;\n"
     "  if (sp->greedy || !(temp > 0.0f) || isinf(top)) {\n"
-    "    if (tid == 0) *token = top_id;\n"
+    "    if (tid == 0) sc_take(sp, token, top_id);\n"
     "    return;\n"
     "  }\n"
-    "  /* every id is a candidate; scores scaled by the temperature, id order */\n"
-    "  const int k = sp->top_k, topk = k > 0 && k < n;\n"
-    "  const float top_p = sp->top_p;\n"
-    "  int N2 = 2;\n"
+    "  /* the candidates: every id not suppressed, scores scaled by the\n"
+    "   * temperature, in id order; m of them (for top-k) */\n"
+    "  int N2 = 2, m = 0;\n"
     "  while (N2 < n) N2 <<= 1;\n"
+    "  __syncthreads(); /* everyone has read ri[0] */\n"
     "  for (int i = tid; i < N2; i += NT) {\n"
-    "    key[i] = i < n ? logits[i] / temp : -SC_INF;\n"
+    "    key[i] = i < n ? sc_score(logits[i], i, mask, pen, ban) / temp : -SC_INF;\n"
     "    kid[i] = i; /* padding: ids >= n rank after every real id */\n"
+    "    m += key[i] != -SC_INF;\n"
     "  }\n"
+    "  ri[tid] = m;\n"
     "  __syncthreads();\n"
+    "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
+    "    if (tid < s) ri[tid] += ri[tid + s];\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  m = ri[0];\n"
+    "  const int k = sp->top_k, topk = k > 0 && k < m;\n"
+    "  const float top_p = sp->top_p;\n"
     "  if (!topk && top_p < 1.0f && tid == 0) { /* top-p's total, in id order as sample.c sums it */\n"
     "    double z = 0;\n"
     "    for (int i = 0; i < n; i++) z += exp((double)key[i] - top);\n"
@@ -1132,10 +1164,16 @@ static const char cu_sampler[] =
     "    }\n"
     "    if (kk) kept = kk;\n"
     "  }\n"
+    "  /* suppressed ids weigh 0 and add nothing; the fallback (a draw that\n"
+    "   * rounding lets pass every weight) is the last candidate, as on the CPU */\n"
     "  double total = 0, cum = 0;\n"
-    "  for (int i = 0; i < kept; i++) total += exp((double)key[i] - top);\n"
+    "  int last = 0;\n"
+    "  for (int i = 0; i < kept; i++) {\n"
+    "    total += exp((double)key[i] - top);\n"
+    "    if (key[i] != -SC_INF) last = i;\n"
+    "  }\n"
     "  const double u = sc_uniform01(sp->rng) * total;\n"
-    "  int tok = kid[kept - 1];\n"
+    "  int tok = kid[last];\n"
     "  for (int i = 0; i < kept; i++) {\n"
     "    cum += exp((double)key[i] - top);\n"
     "    if (u < cum) {\n"
@@ -1143,7 +1181,7 @@ static const char cu_sampler[] =
     "      break;\n"
     "    }\n"
     "  }\n"
-    "  *token = tok;\n"
+    "  sc_take(sp, token, tok);\n"
     "}\n";
 
 /* Append the sampler to the device source and the kernel list. */

@@ -18,7 +18,10 @@ typedef struct sc_device_sampler { /* sc_abi.h */
   unsigned long long rng[4];
   int greedy;
   float temperature, top_p;
-  int top_k, pad[4];
+  int top_k;
+  float penalty;
+  int ban;
+  unsigned long long mask;
 } sc_device_sampler;
 
 SC_DEVICE float sc_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
@@ -879,9 +882,23 @@ SC_DEVICE double sc_uniform01(unsigned long long *s) {
   s[3] = sc_rotl(s[3], 45);
   return (double)(out >> 11) * (1.0 / 9007199254740992.0);
 }
-SC_DEVICE void sc_arg_step(float v, int i, float *best, int *bi, int *bad) {
+/* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the
+ * ban id) -inf, seen (bit 0) divided or multiplied by the penalty */
+SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {
+  const unsigned m = mask ? mask[i] : 0u;
+  if (i == ban || (m & 2u)) return -SC_INF;
+  if ((m & 1u) && pen != 1.0f) return v < 0.0f ? v * pen : v / pen;
+  return v;
+}
+SC_DEVICE void sc_arg_step(float v, int i, const unsigned char *mask, float pen, int ban, float *best, int *bi,
+                           int *bad) {
   if (!isfinite(v)) *bad = *bad < i ? *bad : i;
-  else if (v > *best) *best = v, *bi = i;
+  else if ((v = sc_score(v, i, mask, pen, ban)) > *best) *best = v, *bi = i;
+}
+/* the draw: token and, with a mask, the id marked seen */
+SC_DEVICE void sc_take(const sc_device_sampler *sp, int *token, int id) {
+  *token = id;
+  if (sp->mask) ((unsigned char *)sp->mask)[id] |= 1u;
 }
 SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp, int *token, int n) {
   enum { MAX = 4096, NT = 1024 };
@@ -891,6 +908,9 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   __shared__ int ri[NT], rb[NT];
   __shared__ double zs;
   const int tid = threadIdx.x;
+  const unsigned char *mask = (const unsigned char *)sp->mask;
+  const float pen = sp->penalty;
+  const int ban = sp->ban;
   float best = -SC_INF;
   int bi = n, bad = n;
   /* each thread's indices ascend: its first maximum, its first bad one */
@@ -898,12 +918,12 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
 #pragma unroll 4
   for (int i = tid; i < n4; i += NT) {
     const float4 v = ((const float4 *)logits)[i];
-    sc_arg_step(v.x, 4 * i, &best, &bi, &bad);
-    sc_arg_step(v.y, 4 * i + 1, &best, &bi, &bad);
-    sc_arg_step(v.z, 4 * i + 2, &best, &bi, &bad);
-    sc_arg_step(v.w, 4 * i + 3, &best, &bi, &bad);
+    sc_arg_step(v.x, 4 * i, mask, pen, ban, &best, &bi, &bad);
+    sc_arg_step(v.y, 4 * i + 1, mask, pen, ban, &best, &bi, &bad);
+    sc_arg_step(v.z, 4 * i + 2, mask, pen, ban, &best, &bi, &bad);
+    sc_arg_step(v.w, 4 * i + 3, mask, pen, ban, &best, &bi, &bad);
   }
-  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, &best, &bi, &bad);
+  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, mask, pen, ban, &best, &bi, &bad);
   rv[tid] = best;
   ri[tid] = bi;
   rb[tid] = bad;
@@ -919,29 +939,39 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   }
   const int top_id = ri[0], first_bad = rb[0];
   const float temp = sp->temperature;
-  if (first_bad < n || (!sp->greedy && temp > 0.0f && n > MAX)) {
+  if (first_bad < n || top_id >= n || (!sp->greedy && temp > 0.0f && n > MAX)) {
     if (tid == 0) {
       if (first_bad < n) sc_fail(io, SC_KID, isnan(logits[first_bad]) ? 3 : 4, first_bad);
+      else if (top_id >= n) sc_fail(io, SC_KID, 6, n);
       else sc_fail(io, SC_KID, 5, n);
       *token = -1;
     }
     return;
   }
-  const float top = logits[top_id] / temp;
+  const float top = sc_score(logits[top_id], top_id, mask, pen, ban) / temp;
   if (sp->greedy || !(temp > 0.0f) || isinf(top)) {
-    if (tid == 0) *token = top_id;
+    if (tid == 0) sc_take(sp, token, top_id);
     return;
   }
-  /* every id is a candidate; scores scaled by the temperature, id order */
-  const int k = sp->top_k, topk = k > 0 && k < n;
-  const float top_p = sp->top_p;
-  int N2 = 2;
+  /* the candidates: every id not suppressed, scores scaled by the
+   * temperature, in id order; m of them (for top-k) */
+  int N2 = 2, m = 0;
   while (N2 < n) N2 <<= 1;
+  __syncthreads(); /* everyone has read ri[0] */
   for (int i = tid; i < N2; i += NT) {
-    key[i] = i < n ? logits[i] / temp : -SC_INF;
+    key[i] = i < n ? sc_score(logits[i], i, mask, pen, ban) / temp : -SC_INF;
     kid[i] = i; /* padding: ids >= n rank after every real id */
+    m += key[i] != -SC_INF;
   }
+  ri[tid] = m;
   __syncthreads();
+  for (int s = NT / 2; s > 0; s >>= 1) {
+    if (tid < s) ri[tid] += ri[tid + s];
+    __syncthreads();
+  }
+  m = ri[0];
+  const int k = sp->top_k, topk = k > 0 && k < m;
+  const float top_p = sp->top_p;
   if (!topk && top_p < 1.0f && tid == 0) { /* top-p's total, in id order as sample.c sums it */
     double z = 0;
     for (int i = 0; i < n; i++) z += exp((double)key[i] - top);
@@ -977,10 +1007,16 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
     }
     if (kk) kept = kk;
   }
+  /* suppressed ids weigh 0 and add nothing; the fallback (a draw that
+   * rounding lets pass every weight) is the last candidate, as on the CPU */
   double total = 0, cum = 0;
-  for (int i = 0; i < kept; i++) total += exp((double)key[i] - top);
+  int last = 0;
+  for (int i = 0; i < kept; i++) {
+    total += exp((double)key[i] - top);
+    if (key[i] != -SC_INF) last = i;
+  }
   const double u = sc_uniform01(sp->rng) * total;
-  int tok = kid[kept - 1];
+  int tok = kid[last];
   for (int i = 0; i < kept; i++) {
     cum += exp((double)key[i] - top);
     if (u < cum) {
@@ -988,6 +1024,6 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
       break;
     }
   }
-  *token = tok;
+  sc_take(sp, token, tok);
 }
 #undef SC_KID
