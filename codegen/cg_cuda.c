@@ -27,6 +27,11 @@
  * q8_0 / q4_0 bands, whose activations stay f32 here (the CPU quantizes
  * them to 8 bits as GGML does).
  *
+ *   Prompt GEMM (the same ops in graphs of T tokens, f32 / bf16 weights,
+ *     no norm or one over the whole row): blocks of 8 warps x 2 rows x 16
+ *     tokens, the input staged 256 columns at a time, a lane's 2 x 16
+ *     partial dot products in registers: each weight byte read once per 16
+ *     tokens (emit_gemm_tiled).
  *   GEMV/GEMM (LINEAR, LINEAR_ADD, NORM_LINEAR, LINEAR_SWIGLU): blocks of 8
  *     warps, each warp one output row at a time (1-4 rows per warp, so
  *     that a large matrix amortises the staging and a small one still has
@@ -466,6 +471,145 @@ static int emit_gemv(Cu *cu, int i) {
   return kernel_end(cu, i, 256, gx, gy);
 }
 
+/* ---- prompt GEMM ---------------------------------------------------------- */
+
+/* Tile of the prompt GEMM: tokens per block, rows per warp, columns staged
+ * per step (floats). */
+#define CU_GT 16
+#define CU_GR 2
+#define CU_GK 256
+
+/* Graphs of T tokens (prefill) with f32 / bf16 weights and no norm or one
+ * over the whole row take the tiled GEMM below; the rest the GEMV kernel. */
+static int gemm_tiled(const Cu *cu, int i) {
+  const Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  if (n->rows != IR_T) return 0;
+  const int op = n->op;
+  const int wi = n->src[op == OP_NORM_LINEAR ? 2 : 1];
+  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : op == OP_LINEAR_SWIGLU && n->nsrc > 2 ? n->src[2] : -1;
+  const DType band = band_of(cu, wi);
+  const long long C = node(cg, wi)->cols;
+  if (band == DT_F32) return C % 4 == 0 && (nwi < 0 || n->p.group == C);
+  if (band == DT_BF16) return C % 8 == 0 && (nwi < 0 || n->p.group == C);
+  return 0;
+}
+
+/* The prompt GEMM: a block of 8 warps takes CU_GT tokens and 8 * CU_GR
+ * rows.  The input is staged CU_GK columns at a time for all CU_GT tokens
+ * (a norm's weight applied as it is staged, 1/rms of each row computed
+ * first), and each lane keeps its warp's CU_GR rows x CU_GT tokens of
+ * partial dot products in registers, so every weight byte is read once
+ * per CU_GT tokens (the GEMV kernel: once per 4) and each 16-byte weight
+ * load feeds CU_GT * 8 (bf16) multiply-adds.  Warp-shuffle reductions and
+ * the GEMV kernel's epilogues (1/rms, bias, residual, SwiGLU) at the end. */
+static int emit_gemm_tiled(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const int op = n->op;
+  const int swiglu = op == OP_LINEAR_SWIGLU;
+  const int xi = n->src[0];
+  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : swiglu && n->nsrc > 2 ? n->src[2] : -1;
+  const int wi = n->src[op == OP_NORM_LINEAR ? 2 : 1];
+  const int bi = op == OP_NORM_LINEAR ? (n->nsrc > 3 ? n->src[3] : -1)
+                                      : (op == OP_LINEAR && n->nsrc > 2 ? n->src[2] : -1);
+  const int ri = op == OP_LINEAR_ADD ? n->src[2] : -1;
+  const IrNode *w = node(cg, wi);
+  const DType band = band_of(cu, wi);
+  const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
+  const int vec = band == DT_F32 ? 4 : 8, steps = CU_GK / (32 * vec), nw = swiglu ? 2 : 1;
+  const long long ldx = ld(cg, xi), ldy = (long long)n->ld;
+  const char *et = band == DT_F32 ? "float" : "unsigned short";
+  const char *vt = band == DT_F32 ? "float4" : "uint4";
+  char nwf[64], eps[32];
+
+  kernel_begin(cu);
+  karg(cu, "const float *", "x", ref(cg, xi));
+  if (nwi >= 0) karg(cu, "const float *", "nw", ref(cg, nwi));
+  karg(cu, "const unsigned char *__restrict__ ", "w", cg->var[wi]);
+  if (bi >= 0) karg(cu, "const float *", "bias", ref(cg, bi));
+  if (ri >= 0) karg(cu, "const float *", "r", ref(cg, ri));
+  karg(cu, "float *", "y", cg->var[i]);
+
+  KB("  __shared__ __align__(16) float xs[%d]; /* [%d tokens, %d columns] of the input */\n", CU_GT * CU_GK,
+     CU_GT, CU_GK);
+  KB("  const int t0 = blockIdx.y * %d;\n", CU_GT);
+  KB("  const int nt = T - t0 < %d ? T - t0 : %d;\n", CU_GT, CU_GT);
+  KB("  const int lane = threadIdx.x & 31, row0 = blockIdx.x * %d + (threadIdx.x >> 5) * %d;\n", 8 * CU_GR, CU_GR);
+  if (nwi >= 0) {
+    KB("  __shared__ float rr[%d]; /* 1 / rms of each token's row */\n", CU_GT);
+    KB("  for (int tt = threadIdx.x >> 5; tt < %d; tt += 8) {\n", CU_GT);
+    KB("    float ss = 0.0f;\n");
+    KB("    if (tt < nt)\n");
+    KB("      for (int c = lane; c < %lld; c += 32) {\n", C);
+    KB("        const float v = x[(long long)(t0 + tt) * %lld + c];\n", ldx);
+    KB("        ss += v * v;\n      }\n");
+    KB("    ss = sc_warp_sum(ss);\n");
+    KB("    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / %lld.0f + %s);\n  }\n", C, cg_float(eps, n->p.eps));
+  }
+  /* this warp's rows (clamped: the last block's extra rows compute a
+   * copy of row R-1 that is never written) */
+  for (int r = 0; r < CU_GR; r++) {
+    KB("  const %s *w%d_%d = (const %s *)%s + (long long)(row0 + %d < %lld ? row0 + %d : %lld) * %lld;\n", et, 0, r,
+       et, wptr(cu, wi, "w"), r, R, r, R - 1, C);
+    if (swiglu) KB("  const %s *w1_%d = w0_%d + %lldLL; /* the up row */\n", et, r, r, R * C);
+  }
+  KB("  float a0[%d][%d]", CU_GR, CU_GT);
+  if (swiglu) KB(", a1[%d][%d]", CU_GR, CU_GT);
+  KB(";\n");
+  KB("#pragma unroll\n  for (int j = 0; j < %d; j++)\n#pragma unroll\n", CU_GR);
+  KB("    for (int tt = 0; tt < %d; tt++) a0[j][tt] = %s0.0f;\n", CU_GT, swiglu ? "a1[j][tt] = " : "");
+  KB("  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", C, CU_GK);
+  KB("    __syncthreads(); /* the previous columns are used up */\n");
+  KB("    for (int i = threadIdx.x; i < %d; i += 256) {\n", CU_GT * CU_GK);
+  KB("      const int tt = i / %d, c = k0 + (i & %d);\n", CU_GK, CU_GK - 1);
+  if (nwi >= 0) norm_w(nwf, sizeof nwf, n->p.norm_mode, "nw", "c");
+  KB("      xs[i] = tt < nt && c < %lld ? x[(long long)(t0 + tt) * %lld + c]%s%s : 0.0f;\n", C, ldx,
+     nwi >= 0 ? " * " : "", nwi >= 0 ? nwf : "");
+  KB("    }\n    __syncthreads();\n");
+  for (int s = 0; s < steps; s++) {
+    KB("    {\n      const int c = %d + lane * %d; /* in the staged columns */\n", s * 32 * vec, vec);
+    if (C % CU_GK) KB("      if (k0 + c < %lld) {\n", C);
+    const char *ind = C % CU_GK ? "        " : "      ";
+    for (int r = 0; r < CU_GR; r++)
+      for (int j = 0; j < nw; j++)
+        KB("%sconst %s wv%d_%d = __ldg((const %s *)(w%d_%d + k0 + c));\n", ind, vt, j, r, vt, j, r);
+    KB("#pragma unroll\n%sfor (int tt = 0; tt < %d; tt++) {\n", ind, CU_GT);
+    KB("%s  const float4 xa = *(const float4 *)(xs + tt * %d + c);\n", ind, CU_GK);
+    if (band == DT_BF16) KB("%s  const float4 xb = *(const float4 *)(xs + tt * %d + c + 4);\n", ind, CU_GK);
+    for (int r = 0; r < CU_GR; r++)
+      for (int j = 0; j < nw; j++) {
+        if (band == DT_F32)
+          KB("%s  a%d[%d][tt] += wv%d_%d.x * xa.x + wv%d_%d.y * xa.y + wv%d_%d.z * xa.z + wv%d_%d.w * xa.w;\n", ind,
+             j, r, j, r, j, r, j, r, j, r);
+        else
+          KB("%s  a%d[%d][tt] += sc_lo(wv%d_%d.x) * xa.x + sc_hi(wv%d_%d.x) * xa.y + sc_lo(wv%d_%d.y) * xa.z +\n"
+             "%s               sc_hi(wv%d_%d.y) * xa.w + sc_lo(wv%d_%d.z) * xb.x + sc_hi(wv%d_%d.z) * xb.y +\n"
+             "%s               sc_lo(wv%d_%d.w) * xb.z + sc_hi(wv%d_%d.w) * xb.w;\n",
+             ind, j, r, j, r, j, r, j, r, ind, j, r, j, r, j, r, ind, j, r, j, r);
+      }
+    KB("%s}\n", ind);
+    if (C % CU_GK) KB("      }\n");
+    KB("    }\n");
+  }
+  KB("  }\n");
+  KB("#pragma unroll\n  for (int j = 0; j < %d; j++) {\n", CU_GR);
+  KB("    const int row = row0 + j;\n");
+  KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n", CU_GT);
+  KB("      const float g = sc_warp_sum(a0[j][tt])%s;\n", nwi >= 0 ? " * rr[tt]" : "");
+  if (swiglu) KB("      const float u = sc_warp_sum(a1[j][tt])%s;\n", nwi >= 0 ? " * rr[tt]" : "");
+  KB("      if (lane == 0 && row < %lld && tt < nt) {\n", R);
+  KB("        const long long t = t0 + tt;\n");
+  if (swiglu) KB("        y[t * %lld + row] = (g / (1.0f + expf(-g))) * u;\n", ldy);
+  else if (ri >= 0) KB("        y[t * %lld + row] = r[t * %lld + row] + g;\n", ldy, ld(cg, ri));
+  else KB("        y[t * %lld + row] = g%s;\n", ldy, bi >= 0 ? " + bias[row]" : "");
+  KB("      }\n    }\n  }\n");
+  char gx[32], gy[64];
+  snprintf(gx, sizeof gx, "%lld", (R + 8 * CU_GR - 1) / (8 * CU_GR));
+  snprintf(gy, sizeof gy, "(T + %d) / %d", CU_GT - 1, CU_GT);
+  return kernel_end(cu, i, 256, gx, gy);
+}
+
 /* ---- the other ops ------------------------------------------------------- */
 
 /* Grid of `per_block`-thread blocks covering rows*count items, rows those
@@ -894,7 +1038,7 @@ static int emit_node(Cu *cu, int i) {
   case OP_LINEAR:
   case OP_LINEAR_ADD:
   case OP_NORM_LINEAR:
-  case OP_LINEAR_SWIGLU: return emit_gemv(cu, i);
+  case OP_LINEAR_SWIGLU: return gemm_tiled(cu, i) ? emit_gemm_tiled(cu, i) : emit_gemv(cu, i);
   case OP_RMSNORM: return emit_rmsnorm(cu, i);
   case OP_ROPE:
   case OP_NORM_ROPE: return emit_rope(cu, i);

@@ -72,48 +72,60 @@ SC_KERNEL(256) text_embed_text_embed(sc_device_io *io, const int *ids, const uns
 /* text_embed_text_fc1: LINEAR [T, 48] */
 #define SC_KID 1
 SC_KERNEL(256) text_embed_text_fc1(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *bias, float *y, int T) {
-  __shared__ __align__(16) float xs[192]; /* [4 tokens, 48] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 48 ? blockIdx.x * 8 + 8 : 48;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 48;
-    if (lane * 4 < 48) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-  }
-  for (int i = threadIdx.x; i < 192; i += 256) {
-    const int tt = i / 48, c = i - tt * 48;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 48 + c] : 0.0f;
-  }
-  __syncthreads();
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 48;
-    if (row != row0) {
-      if (lane * 4 < 48) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 48 ? row0 + 0 : 47) * 48;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 48 ? row0 + 1 : 47) * 48;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 48; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 48 ? x[(long long)(t0 + tt) * 48 + c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-    if (lane * 4 < 48) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 48 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 48 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 48 + row] = a0[tt] + bias[row];
+        y[t * 48 + row] = g + bias[row];
       }
     }
   }
@@ -134,48 +146,60 @@ SC_KERNEL(256) text_embed_text_fc1_silu(sc_device_io *io, const float *a, float 
 /* text_embed_text_proj: LINEAR [T, 64] */
 #define SC_KID 3
 SC_KERNEL(256) text_embed_text_proj(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *bias, float *y, int T) {
-  __shared__ __align__(16) float xs[192]; /* [4 tokens, 48] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 48;
-    if (lane * 4 < 48) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-  }
-  for (int i = threadIdx.x; i < 192; i += 256) {
-    const int tt = i / 48, c = i - tt * 48;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 48 + c] : 0.0f;
-  }
-  __syncthreads();
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 48;
-    if (row != row0) {
-      if (lane * 4 < 48) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 64 ? row0 + 0 : 63) * 48;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 64 ? row0 + 1 : 63) * 48;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 48; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 48 ? x[(long long)(t0 + tt) * 48 + c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-    if (lane * 4 < 48) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 48 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 64 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 64 + row] = a0[tt] + bias[row];
+        y[t * 64 + row] = g + bias[row];
       }
     }
   }
@@ -251,63 +275,71 @@ SC_KERNEL(256) codec_sum_codec_sum_1(sc_device_io *io, const float *a, const flo
 /* talker_prefill_talker_layer0_qkv: NORM_LINEAR [T, 128] */
 #define SC_KID 8
 SC_KERNEL(256) talker_prefill_talker_layer0_qkv(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
-  __shared__ __align__(16) float xs[256]; /* [4 tokens, 64] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 128 ? blockIdx.x * 8 + 8 : 128;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 64;
-    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-  }
-  __shared__ float ssp[32]; /* [4 tokens, 8 warps] partial sums of squares */
-#pragma unroll
-  for (int tt = 0; tt < 4; tt++) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
     float ss = 0.0f;
-    for (int c = threadIdx.x; c < 64; c += 256) {
-      const float v = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
-      xs[tt * 64 + c] = v * nw[c];
-      ss += v * v;
-    }
+    if (tt < nt)
+      for (int c = lane; c < 64; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 64 + c];
+        ss += v * v;
+      }
     ss = sc_warp_sum(ss);
-    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 64.0f + 9.99999997e-07f);
   }
-  __syncthreads();
-  float rr[4]; /* 1 / rms of each staged row */
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 128 ? row0 + 0 : 127) * 64;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 128 ? row0 + 1 : 127) * 64;
+  float a0[2][16];
 #pragma unroll
-  for (int tt = 0; tt < 4; tt++) {
-    float s = 0.0f;
-    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];
-    rr[tt] = 1.0f / sqrtf(s / 64.0f + 9.99999997e-07f);
-  }
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 64;
-    if (row != row0) {
-      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] * nw[c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-    if (lane * 4 < 64) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 64 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]) * rr[tt];
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 128 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 128 + row] = a0[tt];
+        y[t * 128 + row] = g;
       }
     }
   }
@@ -460,48 +492,60 @@ SC_KERNEL(256) talker_prefill_talker_layer0_attn(sc_device_io *io, const float *
 /* talker_prefill_talker_layer0_attn_res: LINEAR_ADD [T, 64] */
 #define SC_KID 14
 SC_KERNEL(256) talker_prefill_talker_layer0_attn_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
-  __shared__ __align__(16) float xs[256]; /* [4 tokens, 64] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 64;
-    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-  }
-  for (int i = threadIdx.x; i < 256; i += 256) {
-    const int tt = i / 64, c = i - tt * 64;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
-  }
-  __syncthreads();
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 64;
-    if (row != row0) {
-      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 64 ? row0 + 0 : 63) * 64;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 64 ? row0 + 1 : 63) * 64;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-    if (lane * 4 < 64) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 64 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 64 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 64 + row] = r[t * 64 + row] + a0[tt];
+        y[t * 64 + row] = r[t * 64 + row] + g;
       }
     }
   }
@@ -511,70 +555,81 @@ SC_KERNEL(256) talker_prefill_talker_layer0_attn_res(sc_device_io *io, const flo
 /* talker_prefill_talker_layer0_swiglu: LINEAR_SWIGLU [T, 128] */
 #define SC_KID 15
 SC_KERNEL(256) talker_prefill_talker_layer0_swiglu(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
-  __shared__ __align__(16) float xs[256]; /* [4 tokens, 64] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 128 ? blockIdx.x * 8 + 8 : 128;
-  float4 p0[1], p1[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 64;
-    const float *w1 = w0 + 8192LL; /* the up row */
-    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-    if (lane * 4 < 64) p1[0] = __ldg((const float4 *)(w1 + lane * 4));
-  }
-  __shared__ float ssp[32]; /* [4 tokens, 8 warps] partial sums of squares */
-#pragma unroll
-  for (int tt = 0; tt < 4; tt++) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
     float ss = 0.0f;
-    for (int c = threadIdx.x; c < 64; c += 256) {
-      const float v = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
-      xs[tt * 64 + c] = v * nw[c];
-      ss += v * v;
-    }
+    if (tt < nt)
+      for (int c = lane; c < 64; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 64 + c];
+        ss += v * v;
+      }
     ss = sc_warp_sum(ss);
-    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 64.0f + 9.99999997e-07f);
   }
-  __syncthreads();
-  float rr[4]; /* 1 / rms of each staged row */
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 128 ? row0 + 0 : 127) * 64;
+  const float *w1_0 = w0_0 + 8192LL; /* the up row */
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 128 ? row0 + 1 : 127) * 64;
+  const float *w1_1 = w0_1 + 8192LL; /* the up row */
+  float a0[2][16], a1[2][16];
 #pragma unroll
-  for (int tt = 0; tt < 4; tt++) {
-    float s = 0.0f;
-    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];
-    rr[tt] = 1.0f / sqrtf(s / 64.0f + 9.99999997e-07f);
-  }
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 64;
-    const float *w1 = w0 + 8192LL; /* the up row */
-    if (row != row0) {
-      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-      if (lane * 4 < 64) p1[0] = __ldg((const float4 *)(w1 + lane * 4));
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = a1[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] * nw[c] : 0.0f;
     }
-    float a0[4], a1[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv1_0 = __ldg((const float4 *)(w1_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+        const float4 wv1_1 = __ldg((const float4 *)(w1_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = a1[tt] = 0.0f;
-    if (lane * 4 < 64) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-      const float4 wv1 = p1[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 64 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
-        a1[tt] += wv1.x * xa.x + wv1.y * xa.y + wv1.z * xa.z + wv1.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a1[0][tt] += wv1_0.x * xa.x + wv1_0.y * xa.y + wv1_0.z * xa.z + wv1_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+          a1[1][tt] += wv1_1.x * xa.x + wv1_1.y * xa.y + wv1_1.z * xa.z + wv1_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv1_0 = __ldg((const float4 *)(w1_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+        const float4 wv1_1 = __ldg((const float4 *)(w1_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]) * rr[tt];
-      a1[tt] = sc_warp_sum(a1[tt]) * rr[tt];
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a1[0][tt] += wv1_0.x * xa.x + wv1_0.y * xa.y + wv1_0.z * xa.z + wv1_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+          a1[1][tt] += wv1_1.x * xa.x + wv1_1.y * xa.y + wv1_1.z * xa.z + wv1_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      const float u = sc_warp_sum(a1[j][tt]) * rr[tt];
+      if (lane == 0 && row < 128 && tt < nt) {
         const long long t = t0 + tt;
-        const float g = a0[tt], u = a1[tt];
         y[t * 128 + row] = (g / (1.0f + expf(-g))) * u;
       }
     }
@@ -585,51 +640,60 @@ SC_KERNEL(256) talker_prefill_talker_layer0_swiglu(sc_device_io *io, const float
 /* talker_prefill_talker_layer0_mlp_res: LINEAR_ADD [T, 64] */
 #define SC_KID 16
 SC_KERNEL(256) talker_prefill_talker_layer0_mlp_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
-  __shared__ __align__(16) float xs[512]; /* [4 tokens, 128] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 128;
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 64 ? row0 + 0 : 63) * 128;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 64 ? row0 + 1 : 63) * 128;
+  float a0[2][16];
 #pragma unroll
-    for (int k = 0; k < 1; k++) p0[k] = __ldg((const float4 *)(w0 + (k * 32 + lane) * 4));
-  }
-  for (int i = threadIdx.x; i < 512; i += 256) {
-    const int tt = i / 128, c = i - tt * 128;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 128 + c] : 0.0f;
-  }
-  __syncthreads();
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 128;
-    if (row != row0) {
+  for (int j = 0; j < 2; j++)
 #pragma unroll
-      for (int k = 0; k < 1; k++) p0[k] = __ldg((const float4 *)(w0 + (k * 32 + lane) * 4));
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 128; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 128 ? x[(long long)(t0 + tt) * 128 + c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 128) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 1; k++) {
-      const int c = (k * 32 + lane) * 4;
-      const float4 wv0 = p0[k];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 128 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 128) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 64 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 64 + row] = r[t * 64 + row] + a0[tt];
+        y[t * 64 + row] = r[t * 64 + row] + g;
       }
     }
   }

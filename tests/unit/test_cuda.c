@@ -242,6 +242,73 @@ static void device_sampling(const char *tts_path) {
   sc_session_close(cs), sc_model_close(cm), sc_session_close(gs), sc_model_close(gm);
 }
 
+/* The prompt GEMM (emit_gemm_tiled) on a checkpoint wider than its column
+ * step and a prompt longer than its token tile: bench/make_random_ckpt's
+ * qwen3-wide-tiny (hidden 320, intermediate 544: 2 and 3 steps of 256, the
+ * last partial), a 40-token prompt in one prefill call (tiles of 16, 16
+ * and 8 tokens), then 4 decode steps that read the KV cache it wrote;
+ * logits of the cuda builds against the CPU build of the same band
+ * (cosine >= 0.99999), f32 and bf16. */
+static void prompt_gemm(void) {
+  char ckpt[256], cmd[1024], tool[512];
+  snprintf(ckpt, sizeof ckpt, "%s/wide", tmpdir);
+  snprintf(tool, sizeof tool, "%s", bin);
+  char *slash = strrchr(tool, '/');
+  snprintf(slash ? slash + 1 : tool, sizeof tool - (size_t)(slash ? slash + 1 - tool : 0), "make_random_ckpt");
+  snprintf(cmd, sizeof cmd, "'%s' qwen3-wide-tiny '%s' --dtype f32", tool, ckpt);
+  if (sh(cmd)) {
+    CHECK_MSG(0, "make_random_ckpt: %s", out_text());
+    return;
+  }
+  const DType bands[] = {DT_F32, DT_BF16};
+  int32_t prompt[40];
+  for (int i = 0; i < 40; i++) prompt[i] = (i * 37 + 11) % 512;
+  for (int b = 0; b < 2; b++) {
+    float *logits[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) { /* cpu, cuda */
+      char out[256];
+      snprintf(out, sizeof out, "%s/wide_%d_%d.so", tmpdir, b, k);
+      BuildOpts o = build_defaults();
+      o.model_dir = ckpt;
+      o.out_path = out;
+      o.target = k ? "cuda" : "cpu";
+      o.band = bands[b];
+      o.max_context = 64;
+      o.prefill_chunk = 40;
+      o.quiet = 1;
+      sc_error err = {0};
+      sc_model *m = NULL;
+      sc_session *s = NULL;
+      logits[k] = calloc((size_t)5 * 512, sizeof(float));
+      int rc = sc_build(&o, &err);
+      if (!rc) rc = sc_model_open(out, NULL, &m, &err);
+      if (!rc) rc = sc_session_open(m, &s, &err);
+      if (!rc) rc = sc_prefill(s, prompt, 40, &err);
+      if (!rc) memcpy(logits[k], sc_logits(s, NULL), 512 * sizeof(float));
+      for (int t = 1; t < 5 && !rc; t++) {
+        rc = sc_decode(s, prompt[t], &err);
+        if (!rc) memcpy(logits[k] + (size_t)t * 512, sc_logits(s, NULL), 512 * sizeof(float));
+      }
+      CHECK_MSG(rc == 0, "wide %s %s: %s", o.target, ir_dtype_name(bands[b]), err.msg);
+      sc_session_close(s);
+      sc_model_close(m);
+    }
+    double worst = 1;
+    for (int t = 0; t < 5; t++) {
+      const float *a = logits[0] + (size_t)t * 512, *c = logits[1] + (size_t)t * 512;
+      double d = 0, na = 0, nc = 0;
+      for (int v = 0; v < 512; v++) d += (double)a[v] * c[v], na += (double)a[v] * a[v], nc += (double)c[v] * c[v];
+      double cs = d / sqrt(na * nc);
+      if (!(cs >= worst)) worst = cs;
+    }
+    printf("  prompt GEMM %-5s 40-token prefill + 4 decode steps, worst logits cosine vs the cpu: %.7f\n",
+           ir_dtype_name(bands[b]), worst);
+    CHECK_MSG(worst >= 0.99999, "prompt GEMM %s: logits cosine %.7f < 0.99999", ir_dtype_name(bands[b]), worst);
+    free(logits[0]);
+    free(logits[1]);
+  }
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-cuda-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
@@ -526,6 +593,7 @@ int main(void) {
     sc_session_close(s);
     sc_model_close(m);
     device_sampling(path);
+    prompt_gemm();
     unsetenv("SPEECHC_LIBCUDA");
   } else {
     printf("  no GPU and SPEECHC_CUDA_EMU not set: device checks skipped (ctest sets it on x86-64)\n");
