@@ -187,7 +187,8 @@ static void gemv(CUmodule mod, const sc_model_desc *d, const char *kernel, const
   if (bad) printf("gemv %-28s launch failed\n", kernel);
   else
     printf("gemv %-28s [%lld x %lld] %s %7.2f MB: %8.2f us  %7.1f GB/s  %5.1f%% of copy\n", kernel, R, C,
-           t->wtype == SC_W_BF16 ? "bf16" : "f32", wbytes / 1e6, us, gbps, 100 * gbps / copy_gbps);
+           t->wtype == SC_W_BF16 ? "bf16" : t->wtype == SC_W_Q8_0 ? "q8_0" : t->wtype == SC_W_Q4_0 ? "q4_0" : "f32",
+           wbytes / 1e6, us, gbps, 100 * gbps / copy_gbps);
   printf("bench: what=gemv kernel=%s rows=%lld cols=%lld us=%.3f gbps=%.1f frac=%.3f\n", kernel, R, C, us, gbps,
          gbps / copy_gbps);
   cu.MemFree(w), cu.MemFree(io), cu.MemFree(x), cu.MemFree(nw), cu.MemFree(y), cu.MemFree(r);
