@@ -45,6 +45,9 @@
  *     takes element j of each 32-block), every weight byte once per block
  *     of tokens; warp-shuffle reduction; bias, residual or SwiGLU in the
  *     epilogue.
+ *   Prompt ATTENTION (graphs of T tokens, head_dim <= 128): one block of 8
+ *     warps per (head, 8 queries), each key and value row read once for
+ *     the 8 (emit_attention_tiled).
  *   ATTENTION, ROPE_ATTENTION: one block of 8 warps per (head, token);
  *     warps take chunks of 32 cache rows in turn (a lane scores a row),
  *     keep an online softmax, and merge their partial results in shared
@@ -978,6 +981,115 @@ static int emit_attention(Cu *cu, int i) {
   return kernel_end(cu, i, 32 * NW, gx, rows_grid(n, gy, sizeof gy));
 }
 
+/* Queries per block of the prompt attention. */
+#define CU_QT 8
+
+/* Prompt attention (ATTENTION in graphs of T tokens, head_dim <= 128): a
+ * block of NW warps per (head, CU_QT consecutive queries).  As in
+ * emit_attention, warps take chunks of 32 cache rows in turn and a lane
+ * scores one row, but against all CU_QT queries of the block (staged in
+ * shared memory), each with its own causal limit, window and online
+ * softmax; the chunk's value rows are read once for all of them.  Every
+ * key and value row is read once per CU_QT queries instead of once per
+ * query.  The warps' partial results merge at the end. */
+static int emit_attention_tiled(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const IrParams *p = &n->p;
+  const int qi = n->src[0], kci = n->src[1], vci = n->src[2];
+  const IrNode *c = node(cg, kci);
+  const int HD = p->head_dim, EPL = (HD + 31) / 32, group = p->heads / p->kv_heads, NW = 8, QT = CU_QT;
+  const long long CAP = (long long)c->rows, LDKV = (long long)c->cols;
+  const int gate = n->nsrc > 3, vec = HD % 4 == 0 && LDKV % 4 == 0;
+  const char *guard = HD % 32 ? "if (c < HD) " : "";
+  char scale[32];
+  kernel_begin(cu);
+  karg(cu, "const float *", "q", ref(cg, qi));
+  karg(cu, "const float *", "kc", ref(cg, kci));
+  karg(cu, "const float *", "vc", ref(cg, vci));
+  if (gate) karg(cu, "const float *", "gate", ref(cg, n->src[3]));
+  karg(cu, "float *", "y", cg->var[i]);
+  KB("  enum { HD = %d, NW = %d, QT = %d };\n", HD, NW, QT);
+  KB("  __shared__ __align__(16) float qs[QT * HD];\n");
+  KB("  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];\n");
+  KB("  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;\n");
+  KB("  const int nq = T - t0 < QT ? T - t0 : QT;\n");
+  KB("  const int p0 = io->pos + t0, pl = p0 + nq - 1; /* the first and last query's positions */\n");
+  if (p->window > 0) KB("  const int lo = p0 - %d + 1 > 0 ? p0 - %d + 1 : 0;\n", p->window, p->window);
+  else KB("  const int lo = 0;\n");
+  KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
+  KB("  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {\n");
+  KB("    const int j = i / HD, c = i - j * HD;\n");
+  KB("    qs[i] = j < nq ? q[(long long)(t0 + j) * %lld + h * HD + c] : 0.0f;\n  }\n", ld(cg, qi));
+  KB("  __syncthreads();\n");
+  KB("  float m[QT], l[QT], o[QT][%d];\n", EPL);
+  KB("#pragma unroll\n  for (int j = 0; j < QT; j++) {\n    m[j] = -SC_INF;\n    l[j] = 0.0f;\n");
+  KB("#pragma unroll\n    for (int e = 0; e < %d; e++) o[j][e] = 0.0f;\n  }\n", EPL);
+  KB("  for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {\n");
+  KB("    const int k = k0 + lane;\n");
+  KB("    float s[QT];\n");
+  KB("#pragma unroll\n    for (int j = 0; j < QT; j++) s[j] = -SC_INF;\n");
+  KB("    if (k <= pl) {\n");
+  KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("      float d[QT];\n");
+  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) d[j] = 0.0f;\n");
+  if (vec) {
+    KB("#pragma unroll 4\n      for (int c = 0; c < HD; c += 4) {\n");
+    KB("        const float4 kv = *(const float4 *)(kr + c);\n");
+    KB("#pragma unroll\n        for (int j = 0; j < QT; j++) {\n");
+    KB("          const float4 qv = *(const float4 *)(qs + j * HD + c);\n");
+    KB("          d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n        }\n      }\n");
+  } else {
+    KB("      for (int c = 0; c < HD; c++) {\n        const float kv = kr[c];\n");
+    KB("#pragma unroll\n        for (int j = 0; j < QT; j++) d[j] += kv * qs[j * HD + c];\n      }\n");
+  }
+  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) /* query j sees rows up to p0 + j%s */\n",
+     p->window > 0 ? " within its window" : "");
+  if (p->window > 0)
+    KB("        if (j < nq && k <= p0 + j && k > p0 + j - %d) s[j] = d[j] * %s;\n", p->window,
+       cg_float(scale, p->scale));
+  else
+    KB("        if (j < nq && k <= p0 + j) s[j] = d[j] * %s;\n", cg_float(scale, p->scale));
+  KB("    }\n");
+  KB("    float pk[QT];\n");
+  KB("#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
+  KB("      const float mn = fmaxf(m[j], sc_warp_max(s[j]));\n");
+  KB("      const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */\n");
+  KB("      pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);\n");
+  KB("      l[j] = l[j] * sa + sc_warp_sum(pk[j]);\n");
+  KB("#pragma unroll\n      for (int e = 0; e < %d; e++) o[j][e] *= sa;\n", EPL);
+  KB("      m[j] = mn;\n    }\n");
+  KB("    const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;\n");
+  KB("    for (int r = 0; r < nk; r++) {\n");
+  KB("      const float *vr = vc + (long long)((k0 + r) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("      float vv[%d];\n", EPL);
+  KB("#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n", EPL);
+  KB("        vv[e] = 0.0f;\n        %svv[e] = vr[c];\n      }\n", guard);
+  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) {\n");
+  KB("        const float pj = __shfl_sync(0xffffffffu, pk[j], r);\n");
+  KB("#pragma unroll\n        for (int e = 0; e < %d; e++) o[j][e] += pj * vv[e];\n      }\n    }\n  }\n", EPL);
+  KB("  if (lane == 0)\n#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
+  KB("      sm_m[wid * QT + j] = m[j];\n      sm_l[wid * QT + j] = l[j];\n    }\n");
+  KB("#pragma unroll\n  for (int j = 0; j < QT; j++)\n#pragma unroll\n    for (int e = 0; e < %d; e++) {\n", EPL);
+  KB("      const int c = lane + 32 * e;\n      %ssm_o[(wid * QT + j) * HD + c] = o[j][e];\n    }\n", guard);
+  KB("  __syncthreads();\n");
+  KB("  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {\n");
+  KB("    const int j = i / HD, c = i - j * HD;\n");
+  KB("    float M = -SC_INF, L = 0.0f, v = 0.0f;\n");
+  KB("    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);\n");
+  KB("    for (int w = 0; w < NW; w++) {\n");
+  KB("      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);\n");
+  KB("      L += sm_l[w * QT + j] * f;\n      v += sm_o[(w * QT + j) * HD + c] * f;\n    }\n");
+  KB("    v /= L;\n");
+  if (gate)
+    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)(t0 + j) * %lld + h * HD + c]));\n", ld(cg, n->src[3]));
+  KB("    y[(long long)(t0 + j) * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
+  char gx[16], gy[48];
+  snprintf(gx, sizeof gx, "%d", p->heads);
+  snprintf(gy, sizeof gy, "(T + %d) / %d", QT - 1, QT);
+  return kernel_end(cu, i, 32 * NW, gx, gy);
+}
+
 /* ---- the host side -------------------------------------------------------- */
 
 static int emit_node(Cu *cu, int i) {
@@ -1055,6 +1167,8 @@ static int emit_node(Cu *cu, int i) {
           n->name, rows(n));
       OUT("      return 1;\n    }\n  }\n");
     }
+    /* prompts: CU_QT queries per block, when their partial sums fit */
+    if (n->op == OP_ATTENTION && n->rows == IR_T && p->head_dim <= 128) return emit_attention_tiled(cu, i);
     return emit_attention(cu, i);
   }
   case OP_ADD: return emit_map(cu, i, "av + bv");

@@ -208,66 +208,104 @@ SC_KERNEL(256) prefill_layer0_v_store(sc_device_io *io, const float *x, float *c
 /* prefill_layer0_attn: ATTENTION [T, 64] */
 #define SC_KID 6
 SC_KERNEL(256) prefill_layer0_attn(sc_device_io *io, const float *q, const float *kc, const float *vc, float *y, int T) {
-  enum { HD = 16, NW = 8 };
-  __shared__ __align__(16) float qs[HD];
-  __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];
-  const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int p = io->pos + t;
+  enum { HD = 16, NW = 8, QT = 8 };
+  __shared__ __align__(16) float qs[QT * HD];
+  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const int p0 = io->pos + t0, pl = p0 + nq - 1; /* the first and last query's positions */
   const int lo = 0;
   const long long kvo = (long long)(h / 4) * HD;
-  const float *qh = q + (long long)t * 64 + h * HD;
-  for (int c = threadIdx.x; c < HD; c += NW * 32) qs[c] = qh[c];
+  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long long)(t0 + j) * 64 + h * HD + c] : 0.0f;
+  }
   __syncthreads();
-  float m = -SC_INF, l = 0.0f, o[1];
-  for (int e = 0; e < 1; e++) o[e] = 0.0f;
-  for (int k0 = lo + wid * 32; k0 <= p; k0 += NW * 32) {
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
     const int k = k0 + lane;
-    float s = -SC_INF;
-    if (k <= p) {
+    float s[QT];
+#pragma unroll
+    for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+    if (k <= pl) {
       const float *kr = kc + (long long)(k % 64) * 16 + kvo;
-      float d = 0.0f;
-#pragma unroll 8
+      float d[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
       for (int c = 0; c < HD; c += 4) {
-        const float4 kv = *(const float4 *)(kr + c), qv = *(const float4 *)(qs + c);
-        d += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+        const float4 kv = *(const float4 *)(kr + c);
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float4 qv = *(const float4 *)(qs + j * HD + c);
+          d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+        }
       }
-      s = d * 0.25f;
+#pragma unroll
+      for (int j = 0; j < QT; j++) /* query j sees rows up to p0 + j */
+        if (j < nq && k <= p0 + j) s[j] = d[j] * 0.25f;
     }
-    const float mn = fmaxf(m, sc_warp_max(s)); /* finite: lane 0 has a row */
-    const float sa = expf(m - mn), pk = k <= p ? expf(s - mn) : 0.0f;
-    l = l * sa + sc_warp_sum(pk);
-    for (int e = 0; e < 1; e++) o[e] *= sa;
-    const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;
-    for (int j = 0; j < nk; j++) {
-      const float pj = __shfl_sync(0xffffffffu, pk, j);
-      const float *vr = vc + (long long)((k0 + j) % 64) * 16 + kvo;
+    float pk[QT];
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      const float mn = fmaxf(m[j], sc_warp_max(s[j]));
+      const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
+      pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
+      l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+      for (int e = 0; e < 1; e++) o[j][e] *= sa;
+      m[j] = mn;
+    }
+    const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+    for (int r = 0; r < nk; r++) {
+      const float *vr = vc + (long long)((k0 + r) % 64) * 16 + kvo;
+      float vv[1];
+#pragma unroll
       for (int e = 0; e < 1; e++) {
         const int c = lane + 32 * e;
-        if (c < HD) o[e] += pj * vr[c];
+        vv[e] = 0.0f;
+        if (c < HD) vv[e] = vr[c];
+      }
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
       }
     }
-    m = mn;
   }
-  if (lane == 0) {
-    sm_m[wid] = m;
-    sm_l[wid] = l;
-  }
-  for (int e = 0; e < 1; e++) {
-    const int c = lane + 32 * e;
-    if (c < HD) sm_o[wid * HD + c] = o[e];
-  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
   __syncthreads();
-  float M = -SC_INF, f[NW], L = 0.0f;
-  for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w]);
-  for (int w = 0; w < NW; w++) {
-    f[w] = sm_m[w] == -SC_INF ? 0.0f : expf(sm_m[w] - M);
-    L += sm_l[w] * f[w];
-  }
-  for (int c = threadIdx.x; c < HD; c += NW * 32) {
-    float v = 0.0f;
-    for (int w = 0; w < NW; w++) v += sm_o[w * HD + c] * f[w];
+  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
     v /= L;
-    y[(long long)t * 64 + h * HD + c] = v;
+    y[(long long)(t0 + j) * 64 + h * HD + c] = v;
   }
 }
 #undef SC_KID
