@@ -7,15 +7,20 @@
  *   gemv    the model's own decode GEMV kernels, loaded from its PTX and
  *           launched on weight copies that together exceed L2 several
  *           times: weight bytes per second;
+ *   prefill (plain LMs) sc_prefill of --prefill tokens (default: the
+ *           prompt) after a reset, median of 5 after a warm-up: tokens/s;
  *   decode  (plain LMs) sc_decode after a prompt, greedy: tokens/s, weight
  *           bytes read per token / time, fraction of the copy bandwidth;
  *           then sc_generate, greedy, whose decode steps pick the token
  *           on the device (the logits stay there): tokens/s end to end;
  *   tts     (Qwen3-TTS) sc_tts_generate, greedy, EOS suppressed: frames/s,
  *           real-time factor (12.5 frames per second of audio), weight
- *           bytes per frame (talker once, code predictor 15 times) / time.
+ *           bytes per frame (talker once, code predictor 15 times) / time;
+ *           then again with the default sampling (talker: top-k 50,
+ *           temperature 0.9, repetition penalty 1.05; predictor: top-k 50,
+ *           temperature 0.9), EOS still suppressed.
  *
- *   bench_cuda model.so [--steps N] [--prompt P] [--frames F] [--no-gemv]
+ *   bench_cuda model.so [--steps N] [--prompt P] [--prefill P2] [--frames F] [--no-gemv]
  *
  * Prints one `bench:` line per measurement (key=value) for scripts.
  */
@@ -182,7 +187,8 @@ static void gemv(CUmodule mod, const sc_model_desc *d, const char *kernel, const
   if (bad) printf("gemv %-28s launch failed\n", kernel);
   else
     printf("gemv %-28s [%lld x %lld] %s %7.2f MB: %8.2f us  %7.1f GB/s  %5.1f%% of copy\n", kernel, R, C,
-           t->wtype == SC_W_BF16 ? "bf16" : "f32", wbytes / 1e6, us, gbps, 100 * gbps / copy_gbps);
+           t->wtype == SC_W_BF16 ? "bf16" : t->wtype == SC_W_Q8_0 ? "q8_0" : t->wtype == SC_W_Q4_0 ? "q4_0" : "f32",
+           wbytes / 1e6, us, gbps, 100 * gbps / copy_gbps);
   printf("bench: what=gemv kernel=%s rows=%lld cols=%lld us=%.3f gbps=%.1f frac=%.3f\n", kernel, R, C, us, gbps,
          gbps / copy_gbps);
   cu.MemFree(w), cu.MemFree(io), cu.MemFree(x), cu.MemFree(nw), cu.MemFree(y), cu.MemFree(r);
@@ -197,16 +203,17 @@ static int argmax(const float *v, int n) {
 
 int main(int argc, char **argv) {
   const char *path = NULL;
-  int steps = 128, prompt = 32, frames = 64, do_gemv = 1;
+  int steps = 128, prompt = 32, frames = 64, do_gemv = 1, prefill = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--prompt") && i + 1 < argc) prompt = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--frames") && i + 1 < argc) frames = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--prefill") && i + 1 < argc) prefill = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-gemv")) do_gemv = 0;
     else path = argv[i];
   }
   if (!path) {
-    fprintf(stderr, "usage: bench_cuda model.so [--steps N] [--prompt P] [--frames F] [--no-gemv]\n");
+    fprintf(stderr, "usage: bench_cuda model.so [--steps N] [--prompt P] [--prefill P2] [--frames F] [--no-gemv]\n");
     return 1;
   }
   if (!load_driver()) {
@@ -329,6 +336,29 @@ int main(int argc, char **argv) {
     printf("bench: what=generate tok_s=%.2f ms=%.4f gbps=%.1f frac=%.3f trips=%lld\n", gtps, tg / steps * 1e3,
            ggbps, ggbps / copy, trips);
     free(ids);
+    /* prefill alone: P2 tokens from an empty cache, warm */
+    const int P2 = prefill > 0 ? (prefill < d->max_context ? prefill : d->max_context) : prompt;
+    ids = malloc((size_t)P2 * sizeof *ids);
+    for (int i = 0; i < P2; i++) ids[i] = (i * 7919 + 13) % d->vocab;
+    double tpf[5];
+    for (int r = -1; r < 5 && !rc; r++) {
+      sc_session_reset(s);
+      t0 = now();
+      rc = sc_prefill(s, ids, P2, &err);
+      sc_logits(s, NULL);
+      if (r >= 0) tpf[r] = now() - t0;
+    }
+    free(ids);
+    if (rc) {
+      fprintf(stderr, "bench_cuda: %s\n", err.msg);
+      return rc;
+    }
+    for (int i = 0; i < 5; i++) /* median */
+      for (int j = i + 1; j < 5; j++)
+        if (tpf[j] < tpf[i]) { double x = tpf[i]; tpf[i] = tpf[j]; tpf[j] = x; }
+    printf("prefill %d tokens from an empty cache (median of 5, warm): %.2f ms, %.0f tokens/s\n", P2,
+           tpf[2] * 1e3, P2 / tpf[2]);
+    printf("bench: what=prefill tokens=%d ms=%.3f tok_s=%.1f\n", P2, tpf[2] * 1e3, P2 / tpf[2]);
   } else {
     int32_t text[24];
     for (int i = 0; i < 24; i++) text[i] = (i * 37 + 5) % 480; /* inside every text vocabulary */
@@ -360,6 +390,28 @@ int main(int argc, char **argv) {
            n, t / n * 1e3, fps, fps / 12.5, frame_bytes / 1e6, gbps, 100 * gbps / copy, kernels, rt);
     printf("bench: what=tts frames=%d fps=%.2f rtf=%.2f mb=%.1f gbps=%.1f frac=%.3f kernels=%.0f trips=%.1f\n", n,
            fps, fps / 12.5, frame_bytes / 1e6, gbps, gbps / copy, kernels, rt);
+    /* the default sampling (EOS still suppressed, so that every run makes
+     * `frames` frames) */
+    sc_tts_params q = sc_tts_defaults();
+    q.text_ids = text;
+    q.n_text = 24;
+    q.talker.seed = q.predictor.seed = 1;
+    q.max_frames = q.min_frames = 4;
+    rc = sc_tts_generate(s, &q, codes, &n, NULL, NULL, &err); /* warm-up, graphs */
+    q.max_frames = q.min_frames = frames;
+    trips = rt_cuda_round_trips(s);
+    t0 = now();
+    if (!rc) rc = sc_tts_generate(s, &q, codes, &n, NULL, NULL, &err);
+    t = now() - t0;
+    rt = n ? (double)(rt_cuda_round_trips(s) - trips) / n : 0;
+    if (rc) {
+      fprintf(stderr, "bench_cuda: %s\n", err.msg);
+      return rc;
+    }
+    fps = n / t;
+    printf("tts sampled (top-k 50, temperature 0.9, talker penalty 1.05) %d frames: %.2f ms/frame, %.1f frames/s "
+           "= %.1fx real time; %.1f host round trips per frame\n", n, t / n * 1e3, fps, fps / 12.5, rt);
+    printf("bench: what=tts_sampled frames=%d fps=%.2f rtf=%.2f trips=%.1f\n", n, fps, fps / 12.5, rt);
     free(codes);
   }
   sc_session_close(s);

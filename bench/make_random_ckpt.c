@@ -6,8 +6,11 @@
  * matrices, 1 + normal(0, 0.1) for norm vectors, normal(0, 0.1) for biases;
  * "normal" is a sum of four uniforms, fast and close enough).
  *
- *   make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b OUT_DIR [--dtype bf16|f32] [--layers N]
+ *   make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b|qwen3-wide-tiny OUT_DIR [--dtype bf16|f32] [--layers N]
  *
+ * qwen3-wide-tiny: a 2-layer Qwen3 of a few MB whose matrices are wider
+ * than the CUDA prompt GEMM's column step (256) without being multiples of
+ * it (hidden 320, intermediate 544), for test_cuda.
  * --layers overrides num_hidden_layers (of the talker, for TTS).  The
  * config.json written is the Python tool's.
  */
@@ -69,6 +72,11 @@ static const char cfg_lm[] =
     "ttention_heads\":16,\"num_key_value_heads\":8,\"head_dim\":128,\"intermediat"
     "e_size\":3072,\"vocab_size\":151936,\"tie_word_embeddings\":true,\"rms_norm_"
     "eps\":1e-06,\"rope_theta\":1000000.0,\"max_position_embeddings\":40960}";
+static const char cfg_wide[] =
+    "{\"model_type\":\"qwen3\",\"hidden_size\":320,\"num_hidden_layers\":2,\"num_atte"
+    "ntion_heads\":4,\"num_key_value_heads\":2,\"head_dim\":64,\"intermediate_size\""
+    ":544,\"vocab_size\":512,\"tie_word_embeddings\":true,\"rms_norm_eps\":1e-06,\"ro"
+    "pe_theta\":10000.0,\"max_position_embeddings\":4096}";
 static const char cfg_tts[] =
     "{\"model_type\":\"qwen3_tts\",\"tts_model_type\":\"custom_voice\",\"tts_model_s"
     "ize\":\"0b6\",\"tts_pad_token_id\":151671,\"tts_bos_token_id\":151672,\"tts_eo"
@@ -110,15 +118,17 @@ int main(int argc, char **argv) {
     else if (!out) out = argv[i];
     else shape = NULL, i = argc;
   }
-  int tts = shape && !strcmp(shape, "qwen3-tts-0.6b");
-  if (!shape || !out || (!tts && strcmp(shape, "qwen3-0.6b")) || (strcmp(dtype, "bf16") && strcmp(dtype, "f32"))) {
-    fprintf(stderr, "usage: make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b OUT_DIR [--dtype bf16|f32] [--layers N]\n");
+  int tts = shape && !strcmp(shape, "qwen3-tts-0.6b"), wide = shape && !strcmp(shape, "qwen3-wide-tiny");
+  if (!shape || !out || (!tts && !wide && strcmp(shape, "qwen3-0.6b")) || (strcmp(dtype, "bf16") && strcmp(dtype, "f32"))) {
+    fprintf(stderr, "usage: make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b|qwen3-wide-tiny OUT_DIR [--dtype bf16|f32] "
+            "[--layers N]\n");
     return 1;
   }
   Dims d = {1024, 3072, 128, 16, 8, layers > 0 ? layers : 28};
+  if (wide) d = (Dims){320, 544, 64, 4, 2, 2};
   List l = {0};
   char cfg[4096];
-  snprintf(cfg, sizeof cfg, "%s", tts ? cfg_tts : cfg_lm);
+  snprintf(cfg, sizeof cfg, "%s", tts ? cfg_tts : wide ? cfg_wide : cfg_lm);
   if (layers > 0) { /* the first num_hidden_layers is the model's (the talker's) */
     char *p = strstr(cfg, "\"num_hidden_layers\":28");
     if (p) {
@@ -128,7 +138,7 @@ int main(int argc, char **argv) {
     }
   }
   if (!tts) {
-    add(&l, "model.embed_tokens.weight", 151936, d.H);
+    add(&l, "model.embed_tokens.weight", wide ? 512 : 151936, d.H);
     qwen3_layers(&l, "model.layers.", &d);
     add(&l, "model.norm.weight", 0, d.H);
   } else {

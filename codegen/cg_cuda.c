@@ -27,6 +27,11 @@
  * q8_0 / q4_0 bands, whose activations stay f32 here (the CPU quantizes
  * them to 8 bits as GGML does).
  *
+ *   Prompt GEMM (the same ops in graphs of T tokens, f32 / bf16 weights,
+ *     no norm or one over the whole row): blocks of 8 warps x 2 rows x 16
+ *     tokens, the input staged 256 columns at a time, a lane's 2 x 16
+ *     partial dot products in registers: each weight byte read once per 16
+ *     tokens (emit_gemm_tiled).
  *   GEMV/GEMM (LINEAR, LINEAR_ADD, NORM_LINEAR, LINEAR_SWIGLU): blocks of 8
  *     warps, each warp one output row at a time (1-4 rows per warp, so
  *     that a large matrix amortises the staging and a small one still has
@@ -40,6 +45,9 @@
  *     takes element j of each 32-block), every weight byte once per block
  *     of tokens; warp-shuffle reduction; bias, residual or SwiGLU in the
  *     epilogue.
+ *   Prompt ATTENTION (graphs of T tokens, head_dim <= 128): one block of 8
+ *     warps per (head, 8 queries), each key and value row read once for
+ *     the 8 (emit_attention_tiled).
  *   ATTENTION, ROPE_ATTENTION: one block of 8 warps per (head, token);
  *     warps take chunks of 32 cache rows in turn (a lane scores a row),
  *     keep an online softmax, and merge their partial results in shared
@@ -466,6 +474,145 @@ static int emit_gemv(Cu *cu, int i) {
   return kernel_end(cu, i, 256, gx, gy);
 }
 
+/* ---- prompt GEMM ---------------------------------------------------------- */
+
+/* Tile of the prompt GEMM: tokens per block, rows per warp, columns staged
+ * per step (floats). */
+#define CU_GT 16
+#define CU_GR 2
+#define CU_GK 256
+
+/* Graphs of T tokens (prefill) with f32 / bf16 weights and no norm or one
+ * over the whole row take the tiled GEMM below; the rest the GEMV kernel. */
+static int gemm_tiled(const Cu *cu, int i) {
+  const Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  if (n->rows != IR_T) return 0;
+  const int op = n->op;
+  const int wi = n->src[op == OP_NORM_LINEAR ? 2 : 1];
+  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : op == OP_LINEAR_SWIGLU && n->nsrc > 2 ? n->src[2] : -1;
+  const DType band = band_of(cu, wi);
+  const long long C = node(cg, wi)->cols;
+  if (band == DT_F32) return C % 4 == 0 && (nwi < 0 || n->p.group == C);
+  if (band == DT_BF16) return C % 8 == 0 && (nwi < 0 || n->p.group == C);
+  return 0;
+}
+
+/* The prompt GEMM: a block of 8 warps takes CU_GT tokens and 8 * CU_GR
+ * rows.  The input is staged CU_GK columns at a time for all CU_GT tokens
+ * (a norm's weight applied as it is staged, 1/rms of each row computed
+ * first), and each lane keeps its warp's CU_GR rows x CU_GT tokens of
+ * partial dot products in registers, so every weight byte is read once
+ * per CU_GT tokens (the GEMV kernel: once per 4) and each 16-byte weight
+ * load feeds CU_GT * 8 (bf16) multiply-adds.  Warp-shuffle reductions and
+ * the GEMV kernel's epilogues (1/rms, bias, residual, SwiGLU) at the end. */
+static int emit_gemm_tiled(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const int op = n->op;
+  const int swiglu = op == OP_LINEAR_SWIGLU;
+  const int xi = n->src[0];
+  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : swiglu && n->nsrc > 2 ? n->src[2] : -1;
+  const int wi = n->src[op == OP_NORM_LINEAR ? 2 : 1];
+  const int bi = op == OP_NORM_LINEAR ? (n->nsrc > 3 ? n->src[3] : -1)
+                                      : (op == OP_LINEAR && n->nsrc > 2 ? n->src[2] : -1);
+  const int ri = op == OP_LINEAR_ADD ? n->src[2] : -1;
+  const IrNode *w = node(cg, wi);
+  const DType band = band_of(cu, wi);
+  const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
+  const int vec = band == DT_F32 ? 4 : 8, steps = CU_GK / (32 * vec), nw = swiglu ? 2 : 1;
+  const long long ldx = ld(cg, xi), ldy = (long long)n->ld;
+  const char *et = band == DT_F32 ? "float" : "unsigned short";
+  const char *vt = band == DT_F32 ? "float4" : "uint4";
+  char nwf[64], eps[32];
+
+  kernel_begin(cu);
+  karg(cu, "const float *", "x", ref(cg, xi));
+  if (nwi >= 0) karg(cu, "const float *", "nw", ref(cg, nwi));
+  karg(cu, "const unsigned char *__restrict__ ", "w", cg->var[wi]);
+  if (bi >= 0) karg(cu, "const float *", "bias", ref(cg, bi));
+  if (ri >= 0) karg(cu, "const float *", "r", ref(cg, ri));
+  karg(cu, "float *", "y", cg->var[i]);
+
+  KB("  __shared__ __align__(16) float xs[%d]; /* [%d tokens, %d columns] of the input */\n", CU_GT * CU_GK,
+     CU_GT, CU_GK);
+  KB("  const int t0 = blockIdx.y * %d;\n", CU_GT);
+  KB("  const int nt = T - t0 < %d ? T - t0 : %d;\n", CU_GT, CU_GT);
+  KB("  const int lane = threadIdx.x & 31, row0 = blockIdx.x * %d + (threadIdx.x >> 5) * %d;\n", 8 * CU_GR, CU_GR);
+  if (nwi >= 0) {
+    KB("  __shared__ float rr[%d]; /* 1 / rms of each token's row */\n", CU_GT);
+    KB("  for (int tt = threadIdx.x >> 5; tt < %d; tt += 8) {\n", CU_GT);
+    KB("    float ss = 0.0f;\n");
+    KB("    if (tt < nt)\n");
+    KB("      for (int c = lane; c < %lld; c += 32) {\n", C);
+    KB("        const float v = x[(long long)(t0 + tt) * %lld + c];\n", ldx);
+    KB("        ss += v * v;\n      }\n");
+    KB("    ss = sc_warp_sum(ss);\n");
+    KB("    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / %lld.0f + %s);\n  }\n", C, cg_float(eps, n->p.eps));
+  }
+  /* this warp's rows (clamped: the last block's extra rows compute a
+   * copy of row R-1 that is never written) */
+  for (int r = 0; r < CU_GR; r++) {
+    KB("  const %s *w%d_%d = (const %s *)%s + (long long)(row0 + %d < %lld ? row0 + %d : %lld) * %lld;\n", et, 0, r,
+       et, wptr(cu, wi, "w"), r, R, r, R - 1, C);
+    if (swiglu) KB("  const %s *w1_%d = w0_%d + %lldLL; /* the up row */\n", et, r, r, R * C);
+  }
+  KB("  float a0[%d][%d]", CU_GR, CU_GT);
+  if (swiglu) KB(", a1[%d][%d]", CU_GR, CU_GT);
+  KB(";\n");
+  KB("#pragma unroll\n  for (int j = 0; j < %d; j++)\n#pragma unroll\n", CU_GR);
+  KB("    for (int tt = 0; tt < %d; tt++) a0[j][tt] = %s0.0f;\n", CU_GT, swiglu ? "a1[j][tt] = " : "");
+  KB("  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", C, CU_GK);
+  KB("    __syncthreads(); /* the previous columns are used up */\n");
+  KB("    for (int i = threadIdx.x; i < %d; i += 256) {\n", CU_GT * CU_GK);
+  KB("      const int tt = i / %d, c = k0 + (i & %d);\n", CU_GK, CU_GK - 1);
+  if (nwi >= 0) norm_w(nwf, sizeof nwf, n->p.norm_mode, "nw", "c");
+  KB("      xs[i] = tt < nt && c < %lld ? x[(long long)(t0 + tt) * %lld + c]%s%s : 0.0f;\n", C, ldx,
+     nwi >= 0 ? " * " : "", nwi >= 0 ? nwf : "");
+  KB("    }\n    __syncthreads();\n");
+  for (int s = 0; s < steps; s++) {
+    KB("    {\n      const int c = %d + lane * %d; /* in the staged columns */\n", s * 32 * vec, vec);
+    if (C % CU_GK) KB("      if (k0 + c < %lld) {\n", C);
+    const char *ind = C % CU_GK ? "        " : "      ";
+    for (int r = 0; r < CU_GR; r++)
+      for (int j = 0; j < nw; j++)
+        KB("%sconst %s wv%d_%d = __ldg((const %s *)(w%d_%d + k0 + c));\n", ind, vt, j, r, vt, j, r);
+    KB("#pragma unroll\n%sfor (int tt = 0; tt < %d; tt++) {\n", ind, CU_GT);
+    KB("%s  const float4 xa = *(const float4 *)(xs + tt * %d + c);\n", ind, CU_GK);
+    if (band == DT_BF16) KB("%s  const float4 xb = *(const float4 *)(xs + tt * %d + c + 4);\n", ind, CU_GK);
+    for (int r = 0; r < CU_GR; r++)
+      for (int j = 0; j < nw; j++) {
+        if (band == DT_F32)
+          KB("%s  a%d[%d][tt] += wv%d_%d.x * xa.x + wv%d_%d.y * xa.y + wv%d_%d.z * xa.z + wv%d_%d.w * xa.w;\n", ind,
+             j, r, j, r, j, r, j, r, j, r);
+        else
+          KB("%s  a%d[%d][tt] += sc_lo(wv%d_%d.x) * xa.x + sc_hi(wv%d_%d.x) * xa.y + sc_lo(wv%d_%d.y) * xa.z +\n"
+             "%s               sc_hi(wv%d_%d.y) * xa.w + sc_lo(wv%d_%d.z) * xb.x + sc_hi(wv%d_%d.z) * xb.y +\n"
+             "%s               sc_lo(wv%d_%d.w) * xb.z + sc_hi(wv%d_%d.w) * xb.w;\n",
+             ind, j, r, j, r, j, r, j, r, ind, j, r, j, r, j, r, ind, j, r, j, r);
+      }
+    KB("%s}\n", ind);
+    if (C % CU_GK) KB("      }\n");
+    KB("    }\n");
+  }
+  KB("  }\n");
+  KB("#pragma unroll\n  for (int j = 0; j < %d; j++) {\n", CU_GR);
+  KB("    const int row = row0 + j;\n");
+  KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n", CU_GT);
+  KB("      const float g = sc_warp_sum(a0[j][tt])%s;\n", nwi >= 0 ? " * rr[tt]" : "");
+  if (swiglu) KB("      const float u = sc_warp_sum(a1[j][tt])%s;\n", nwi >= 0 ? " * rr[tt]" : "");
+  KB("      if (lane == 0 && row < %lld && tt < nt) {\n", R);
+  KB("        const long long t = t0 + tt;\n");
+  if (swiglu) KB("        y[t * %lld + row] = (g / (1.0f + expf(-g))) * u;\n", ldy);
+  else if (ri >= 0) KB("        y[t * %lld + row] = r[t * %lld + row] + g;\n", ldy, ld(cg, ri));
+  else KB("        y[t * %lld + row] = g%s;\n", ldy, bi >= 0 ? " + bias[row]" : "");
+  KB("      }\n    }\n  }\n");
+  char gx[32], gy[64];
+  snprintf(gx, sizeof gx, "%lld", (R + 8 * CU_GR - 1) / (8 * CU_GR));
+  snprintf(gy, sizeof gy, "(T + %d) / %d", CU_GT - 1, CU_GT);
+  return kernel_end(cu, i, 256, gx, gy);
+}
+
 /* ---- the other ops ------------------------------------------------------- */
 
 /* Grid of `per_block`-thread blocks covering rows*count items, rows those
@@ -834,6 +981,115 @@ static int emit_attention(Cu *cu, int i) {
   return kernel_end(cu, i, 32 * NW, gx, rows_grid(n, gy, sizeof gy));
 }
 
+/* Queries per block of the prompt attention. */
+#define CU_QT 8
+
+/* Prompt attention (ATTENTION in graphs of T tokens, head_dim <= 128): a
+ * block of NW warps per (head, CU_QT consecutive queries).  As in
+ * emit_attention, warps take chunks of 32 cache rows in turn and a lane
+ * scores one row, but against all CU_QT queries of the block (staged in
+ * shared memory), each with its own causal limit, window and online
+ * softmax; the chunk's value rows are read once for all of them.  Every
+ * key and value row is read once per CU_QT queries instead of once per
+ * query.  The warps' partial results merge at the end. */
+static int emit_attention_tiled(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const IrParams *p = &n->p;
+  const int qi = n->src[0], kci = n->src[1], vci = n->src[2];
+  const IrNode *c = node(cg, kci);
+  const int HD = p->head_dim, EPL = (HD + 31) / 32, group = p->heads / p->kv_heads, NW = 8, QT = CU_QT;
+  const long long CAP = (long long)c->rows, LDKV = (long long)c->cols;
+  const int gate = n->nsrc > 3, vec = HD % 4 == 0 && LDKV % 4 == 0;
+  const char *guard = HD % 32 ? "if (c < HD) " : "";
+  char scale[32];
+  kernel_begin(cu);
+  karg(cu, "const float *", "q", ref(cg, qi));
+  karg(cu, "const float *", "kc", ref(cg, kci));
+  karg(cu, "const float *", "vc", ref(cg, vci));
+  if (gate) karg(cu, "const float *", "gate", ref(cg, n->src[3]));
+  karg(cu, "float *", "y", cg->var[i]);
+  KB("  enum { HD = %d, NW = %d, QT = %d };\n", HD, NW, QT);
+  KB("  __shared__ __align__(16) float qs[QT * HD];\n");
+  KB("  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];\n");
+  KB("  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;\n");
+  KB("  const int nq = T - t0 < QT ? T - t0 : QT;\n");
+  KB("  const int p0 = io->pos + t0, pl = p0 + nq - 1; /* the first and last query's positions */\n");
+  if (p->window > 0) KB("  const int lo = p0 - %d + 1 > 0 ? p0 - %d + 1 : 0;\n", p->window, p->window);
+  else KB("  const int lo = 0;\n");
+  KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
+  KB("  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {\n");
+  KB("    const int j = i / HD, c = i - j * HD;\n");
+  KB("    qs[i] = j < nq ? q[(long long)(t0 + j) * %lld + h * HD + c] : 0.0f;\n  }\n", ld(cg, qi));
+  KB("  __syncthreads();\n");
+  KB("  float m[QT], l[QT], o[QT][%d];\n", EPL);
+  KB("#pragma unroll\n  for (int j = 0; j < QT; j++) {\n    m[j] = -SC_INF;\n    l[j] = 0.0f;\n");
+  KB("#pragma unroll\n    for (int e = 0; e < %d; e++) o[j][e] = 0.0f;\n  }\n", EPL);
+  KB("  for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {\n");
+  KB("    const int k = k0 + lane;\n");
+  KB("    float s[QT];\n");
+  KB("#pragma unroll\n    for (int j = 0; j < QT; j++) s[j] = -SC_INF;\n");
+  KB("    if (k <= pl) {\n");
+  KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("      float d[QT];\n");
+  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) d[j] = 0.0f;\n");
+  if (vec) {
+    KB("#pragma unroll 4\n      for (int c = 0; c < HD; c += 4) {\n");
+    KB("        const float4 kv = *(const float4 *)(kr + c);\n");
+    KB("#pragma unroll\n        for (int j = 0; j < QT; j++) {\n");
+    KB("          const float4 qv = *(const float4 *)(qs + j * HD + c);\n");
+    KB("          d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n        }\n      }\n");
+  } else {
+    KB("      for (int c = 0; c < HD; c++) {\n        const float kv = kr[c];\n");
+    KB("#pragma unroll\n        for (int j = 0; j < QT; j++) d[j] += kv * qs[j * HD + c];\n      }\n");
+  }
+  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) /* query j sees rows up to p0 + j%s */\n",
+     p->window > 0 ? " within its window" : "");
+  if (p->window > 0)
+    KB("        if (j < nq && k <= p0 + j && k > p0 + j - %d) s[j] = d[j] * %s;\n", p->window,
+       cg_float(scale, p->scale));
+  else
+    KB("        if (j < nq && k <= p0 + j) s[j] = d[j] * %s;\n", cg_float(scale, p->scale));
+  KB("    }\n");
+  KB("    float pk[QT];\n");
+  KB("#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
+  KB("      const float mn = fmaxf(m[j], sc_warp_max(s[j]));\n");
+  KB("      const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */\n");
+  KB("      pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);\n");
+  KB("      l[j] = l[j] * sa + sc_warp_sum(pk[j]);\n");
+  KB("#pragma unroll\n      for (int e = 0; e < %d; e++) o[j][e] *= sa;\n", EPL);
+  KB("      m[j] = mn;\n    }\n");
+  KB("    const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;\n");
+  KB("    for (int r = 0; r < nk; r++) {\n");
+  KB("      const float *vr = vc + (long long)((k0 + r) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("      float vv[%d];\n", EPL);
+  KB("#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n", EPL);
+  KB("        vv[e] = 0.0f;\n        %svv[e] = vr[c];\n      }\n", guard);
+  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) {\n");
+  KB("        const float pj = __shfl_sync(0xffffffffu, pk[j], r);\n");
+  KB("#pragma unroll\n        for (int e = 0; e < %d; e++) o[j][e] += pj * vv[e];\n      }\n    }\n  }\n", EPL);
+  KB("  if (lane == 0)\n#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
+  KB("      sm_m[wid * QT + j] = m[j];\n      sm_l[wid * QT + j] = l[j];\n    }\n");
+  KB("#pragma unroll\n  for (int j = 0; j < QT; j++)\n#pragma unroll\n    for (int e = 0; e < %d; e++) {\n", EPL);
+  KB("      const int c = lane + 32 * e;\n      %ssm_o[(wid * QT + j) * HD + c] = o[j][e];\n    }\n", guard);
+  KB("  __syncthreads();\n");
+  KB("  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {\n");
+  KB("    const int j = i / HD, c = i - j * HD;\n");
+  KB("    float M = -SC_INF, L = 0.0f, v = 0.0f;\n");
+  KB("    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);\n");
+  KB("    for (int w = 0; w < NW; w++) {\n");
+  KB("      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);\n");
+  KB("      L += sm_l[w * QT + j] * f;\n      v += sm_o[(w * QT + j) * HD + c] * f;\n    }\n");
+  KB("    v /= L;\n");
+  if (gate)
+    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)(t0 + j) * %lld + h * HD + c]));\n", ld(cg, n->src[3]));
+  KB("    y[(long long)(t0 + j) * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
+  char gx[16], gy[48];
+  snprintf(gx, sizeof gx, "%d", p->heads);
+  snprintf(gy, sizeof gy, "(T + %d) / %d", QT - 1, QT);
+  return kernel_end(cu, i, 32 * NW, gx, gy);
+}
+
 /* ---- the host side -------------------------------------------------------- */
 
 static int emit_node(Cu *cu, int i) {
@@ -894,7 +1150,7 @@ static int emit_node(Cu *cu, int i) {
   case OP_LINEAR:
   case OP_LINEAR_ADD:
   case OP_NORM_LINEAR:
-  case OP_LINEAR_SWIGLU: return emit_gemv(cu, i);
+  case OP_LINEAR_SWIGLU: return gemm_tiled(cu, i) ? emit_gemm_tiled(cu, i) : emit_gemv(cu, i);
   case OP_RMSNORM: return emit_rmsnorm(cu, i);
   case OP_ROPE:
   case OP_NORM_ROPE: return emit_rope(cu, i);
@@ -911,6 +1167,8 @@ static int emit_node(Cu *cu, int i) {
           n->name, rows(n));
       OUT("      return 1;\n    }\n  }\n");
     }
+    /* prompts: CU_QT queries per block, when their partial sums fit */
+    if (n->op == OP_ATTENTION && n->rows == IR_T && p->head_dim <= 128) return emit_attention_tiled(cu, i);
     return emit_attention(cu, i);
   }
   case OP_ADD: return emit_map(cu, i, "av + bv");
@@ -984,7 +1242,10 @@ static const char cu_prelude[] =
     "  unsigned long long rng[4];\n"
     "  int greedy;\n"
     "  float temperature, top_p;\n"
-    "  int top_k, pad[4];\n"
+    "  int top_k;\n"
+    "  float penalty;\n"
+    "  int ban;\n"
+    "  unsigned long long mask;\n"
     "} sc_device_sampler;\n"
     "\n"
     "SC_DEVICE float sc_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }\n"
@@ -1015,15 +1276,17 @@ static const char cu_prelude[] =
     "}\n";
 
 /* The sampler every artifact carries (sc_abi.h, SC_SAMPLE_KERNEL): the
- * pipeline of runtime/sample.c without suppression and penalty.  One block
- * of 1024 threads: a strided pass (16-byte loads, so that one SM keeps
- * enough of a 150k-entry vocabulary in flight) finds the first non-finite
- * logit and the argmax (lowest index on ties), reduced through shared
- * memory; a draw
- * sorts the scaled logits best first (bitonic, score then lower id: the
- * order of sample.c's `better`) when top-k or top-p needs an order, then
- * thread 0 walks them with sample.c's sequential double sums, so a seed
- * gives the draws the CPU gives, up to the last bit of exp(). */
+ * pipeline of runtime/sample.c.  Suppression and the repetition penalty
+ * come from the sampler's mask (bit 1: suppressed, bit 0: seen, set for
+ * every id it draws, so the history of a generation stays on the device)
+ * and its `ban` id.  One block of 1024 threads: a strided pass (16-byte
+ * loads, so that one SM keeps enough of a 150k-entry vocabulary in flight)
+ * finds the first non-finite logit and the argmax of the penalised scores
+ * (lowest index on ties), reduced through shared memory; a draw sorts the
+ * scaled scores best first (bitonic, score then lower id: the order of
+ * sample.c's `better`) when top-k or top-p needs an order, then thread 0
+ * walks them with sample.c's sequential double sums, so a seed gives the
+ * draws the CPU gives, up to the last bit of exp(). */
 static const char cu_sampler[] =
     "SC_DEVICE int sc_better(const float *key, const int *id, int a, int b) {\n"
     "  return key[a] > key[b] || (key[a] == key[b] && id[a] < id[b]);\n"
@@ -1036,9 +1299,23 @@ static const char cu_sampler[] =
     "  s[3] = sc_rotl(s[3], 45);\n"
     "  return (double)(out >> 11) * (1.0 / 9007199254740992.0);\n"
     "}\n"
-    "SC_DEVICE void sc_arg_step(float v, int i, float *best, int *bi, int *bad) {\n"
+    "/* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the\n"
+    " * ban id) -inf, seen (bit 0) divided or multiplied by the penalty */\n"
+    "SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {\n"
+    "  const unsigned m = mask ? mask[i] : 0u;\n"
+    "  if (i == ban || (m & 2u)) return -SC_INF;\n"
+    "  if ((m & 1u) && pen != 1.0f) return v < 0.0f ? v * pen : v / pen;\n"
+    "  return v;\n"
+    "}\n"
+    "SC_DEVICE void sc_arg_step(float v, int i, const unsigned char *mask, float pen, int ban, float *best, int *bi,\n"
+    "                           int *bad) {\n"
     "  if (!isfinite(v)) *bad = *bad < i ? *bad : i;\n"
-    "  else if (v > *best) *best = v, *bi = i;\n"
+    "  else if ((v = sc_score(v, i, mask, pen, ban)) > *best) *best = v, *bi = i;\n"
+    "}\n"
+    "/* the draw: token and, with a mask, the id marked seen */\n"
+    "SC_DEVICE void sc_take(const sc_device_sampler *sp, int *token, int id) {\n"
+    "  *token = id;\n"
+    "  if (sp->mask) ((unsigned char *)sp->mask)[id] |= 1u;\n"
     "}\n"
     "SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp, int *token, int n) {\n"
     "  enum { MAX = %d, NT = 1024 };\n"
@@ -1048,6 +1325,9 @@ static const char cu_sampler[] =
     "  __shared__ int ri[NT], rb[NT];\n"
     "  __shared__ double zs;\n"
     "  const int tid = threadIdx.x;\n"
+    "  const unsigned char *mask = (const unsigned char *)sp->mask;\n"
+    "  const float pen = sp->penalty;\n"
+    "  const int ban = sp->ban;\n"
     "  float best = -SC_INF;\n"
     "  int bi = n, bad = n;\n"
     "  /* each thread's indices ascend: its first maximum, its first bad one */\n"
@@ -1055,12 +1335,12 @@ static const char cu_sampler[] =
     "#pragma unroll 4\n"
     "  for (int i = tid; i < n4; i += NT) {\n"
     "    const float4 v = ((const float4 *)logits)[i];\n"
-    "    sc_arg_step(v.x, 4 * i, &best, &bi, &bad);\n"
-    "    sc_arg_step(v.y, 4 * i + 1, &best, &bi, &bad);\n"
-    "    sc_arg_step(v.z, 4 * i + 2, &best, &bi, &bad);\n"
-    "    sc_arg_step(v.w, 4 * i + 3, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.x, 4 * i, mask, pen, ban, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.y, 4 * i + 1, mask, pen, ban, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.z, 4 * i + 2, mask, pen, ban, &best, &bi, &bad);\n"
+    "    sc_arg_step(v.w, 4 * i + 3, mask, pen, ban, &best, &bi, &bad);\n"
     "  }\n"
-    "  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, &best, &bi, &bad);\n"
+    "  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, mask, pen, ban, &best, &bi, &bad);\n"
     "  rv[tid] = best;\n  ri[tid] = bi;\n  rb[tid] = bad;\n"
     "  __syncthreads();\n"
     "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
@@ -1074,29 +1354,39 @@ static const char cu_sampler[] =
     "  }\n"
     "  const int top_id = ri[0], first_bad = rb[0];\n"
     "  const float temp = sp->temperature;\n"
-    "  if (first_bad < n || (!sp->greedy && temp > 0.0f && n > MAX)) {\n"
+    "  if (first_bad < n || top_id >= n || (!sp->greedy && temp > 0.0f && n > MAX)) {\n"
     "    if (tid == 0) {\n"
     "      if (first_bad < n) sc_fail(io, SC_KID, isnan(logits[first_bad]) ? 3 : 4, first_bad);\n"
+    "      else if (top_id >= n) sc_fail(io, SC_KID, 6, n);\n"
     "      else sc_fail(io, SC_KID, 5, n);\n"
     "      *token = -1;\n"
     "    }\n"
     "    return;\n"
     "  }\n"
-    "  const float top = logits[top_id] / temp;\n"
+    "  const float top = sc_score(logits[top_id], top_id, mask, pen, ban) / temp;\n"
     "  if (sp->greedy || !(temp > 0.0f) || isinf(top)) {\n"
-    "    if (tid == 0) *token = top_id;\n"
+    "    if (tid == 0) sc_take(sp, token, top_id);\n"
     "    return;\n"
     "  }\n"
-    "  /* every id is a candidate; scores scaled by the temperature, id order */\n"
-    "  const int k = sp->top_k, topk = k > 0 && k < n;\n"
-    "  const float top_p = sp->top_p;\n"
-    "  int N2 = 2;\n"
+    "  /* the candidates: every id not suppressed, scores scaled by the\n"
+    "   * temperature, in id order; m of them (for top-k) */\n"
+    "  int N2 = 2, m = 0;\n"
     "  while (N2 < n) N2 <<= 1;\n"
+    "  __syncthreads(); /* everyone has read ri[0] */\n"
     "  for (int i = tid; i < N2; i += NT) {\n"
-    "    key[i] = i < n ? logits[i] / temp : -SC_INF;\n"
+    "    key[i] = i < n ? sc_score(logits[i], i, mask, pen, ban) / temp : -SC_INF;\n"
     "    kid[i] = i; /* padding: ids >= n rank after every real id */\n"
+    "    m += key[i] != -SC_INF;\n"
     "  }\n"
+    "  ri[tid] = m;\n"
     "  __syncthreads();\n"
+    "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
+    "    if (tid < s) ri[tid] += ri[tid + s];\n"
+    "    __syncthreads();\n"
+    "  }\n"
+    "  m = ri[0];\n"
+    "  const int k = sp->top_k, topk = k > 0 && k < m;\n"
+    "  const float top_p = sp->top_p;\n"
     "  if (!topk && top_p < 1.0f && tid == 0) { /* top-p's total, in id order as sample.c sums it */\n"
     "    double z = 0;\n"
     "    for (int i = 0; i < n; i++) z += exp((double)key[i] - top);\n"
@@ -1132,10 +1422,16 @@ static const char cu_sampler[] =
     "    }\n"
     "    if (kk) kept = kk;\n"
     "  }\n"
+    "  /* suppressed ids weigh 0 and add nothing; the fallback (a draw that\n"
+    "   * rounding lets pass every weight) is the last candidate, as on the CPU */\n"
     "  double total = 0, cum = 0;\n"
-    "  for (int i = 0; i < kept; i++) total += exp((double)key[i] - top);\n"
+    "  int last = 0;\n"
+    "  for (int i = 0; i < kept; i++) {\n"
+    "    total += exp((double)key[i] - top);\n"
+    "    if (key[i] != -SC_INF) last = i;\n"
+    "  }\n"
     "  const double u = sc_uniform01(sp->rng) * total;\n"
-    "  int tok = kid[kept - 1];\n"
+    "  int tok = kid[last];\n"
     "  for (int i = 0; i < kept; i++) {\n"
     "    cum += exp((double)key[i] - top);\n"
     "    if (u < cum) {\n"
@@ -1143,7 +1439,7 @@ static const char cu_sampler[] =
     "      break;\n"
     "    }\n"
     "  }\n"
-    "  *token = tok;\n"
+    "  sc_take(sp, token, tok);\n"
     "}\n";
 
 /* Append the sampler to the device source and the kernel list. */

@@ -32,6 +32,12 @@
  *            slots the next step reads as its ids, and the whole chain is
  *            one CUDA graph from the second frame on: one copy up, one
  *            copy down and one synchronisation per frame.
+ *   step     a whole Qwen3-TTS frame (rt_cuda_tts_step): the talker's
+ *            decode step and its sampler (suppression and repetition
+ *            penalty from a mask kept in the frame block, which each draw
+ *            updates) in front of the predictor frame, in the same graph:
+ *            only the talker's input row goes up, and the codes and the
+ *            codec sum come down.
  *
  * Input embeddings (and hidden_in) are rows of the descriptor's `hidden`
  * floats: the width every embedding entry point of today's families takes.
@@ -118,7 +124,7 @@ typedef struct CuModel {
 } CuModel;
 
 #define CU_MAX_GRAPHS 64
-enum { GRAPH_CALL, GRAPH_SAMPLED, GRAPH_FRAME };
+enum { GRAPH_CALL, GRAPH_SAMPLED, GRAPH_FRAME, GRAPH_STEP_FIRST, GRAPH_STEP };
 typedef struct CuGraph {
   const sc_entry *e;
   int n, kind, seen;         /* kind: GRAPH_* */
@@ -126,12 +132,16 @@ typedef struct CuGraph {
   CUgraphExec exec;
 } CuGraph;
 
-/* The device frame block of rt_cuda_tts_frame, in this order: one
- * sc_device_io per call, the sampler, the token slots (c0..c_{G-1}), the
- * predictor prefill input [h; E(c0)], the codec sum, the logits. */
+/* The device frame block of rt_cuda_tts_frame / _step, in this order: the
+ * talker's mask [tvocab] bytes, the predictor prefill input [h; E(c0)],
+ * the talker input x, one sc_device_io per call (0 embed, 1 prefill, 2..G-1
+ * decode, G sum, G+1 talker), the predictor's and the talker's samplers,
+ * the token slots (c0..c_{G-1}), the codec sum, the predictor's logits.
+ * What goes up is one range ending at c0's slot, what comes down one range
+ * from the headers to the codec sum. */
 typedef struct CuFrame {
-  int groups, hidden, vocab; /* what it was sized for */
-  size_t bytes, off_smp, off_tok, off_emb, off_sum, off_logits;
+  int groups, hidden, vocab, tvocab; /* what it was sized for */
+  size_t bytes, off_emb, off_x, off_hdr, off_smp, off_tsmp, off_tok, off_sum, off_logits;
   CUdeviceptr dev;
   unsigned char *host;       /* pinned mirror */
 } CuFrame;
@@ -149,6 +159,8 @@ typedef struct CuSession {
   CuGraph graphs[CU_MAX_GRAPHS];
   int n_graphs, use_graphs, mode;
   CuFrame frame;
+  CUdeviceptr seen;          /* [vocab] bytes: rt_cuda_sample_history's mask */
+  int seen_ok;               /* set since the last reset */
   size_t pending_out;        /* bytes of logits left on the device by a sampled call */
   float *pending_dst;        /* where sc_logits wants them */
   long long launches;        /* kernels launched or captured (for tests) */
@@ -317,6 +329,7 @@ void rt_cuda_session_close(sc_session *s) {
   if (c->host_io) drv->cuMemFreeHost(c->host_io);
   if (c->frame.dev) drv->cuMemFree_v2(c->frame.dev);
   if (c->frame.host) drv->cuMemFreeHost(c->frame.host);
+  if (c->seen) drv->cuMemFree_v2(c->seen);
   if (c->stream) drv->cuStreamDestroy_v2(c->stream);
   sc_kernel_ctx_free(&c->kctx);
   free(c);
@@ -329,6 +342,7 @@ void rt_cuda_session_reset(sc_session *s) {
   drv->cuCtxSetCurrent(c->cm->ctx);
   drv->cuMemsetD8Async(c->state, 0, (size_t)c->d->state_bytes ? (size_t)c->d->state_bytes : 256, c->stream);
   drv->cuStreamSynchronize(c->stream);
+  c->seen_ok = 0;
 }
 
 int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err) {
@@ -472,6 +486,8 @@ static int device_error(const CuSession *c, const sc_device_io *h, const char *w
     return sc_fail(err, SC_ERUNTIME, "%s: logits contain %s at index %d (hint: the model produced non-finite "
                    "values; check the weights and the input)", what,
                    h->err_what == SC_DEV_ERR_LOGIT_NAN ? "NaN" : "inf", h->err_value);
+  case SC_DEV_ERR_ALL_SUPPRESSED:
+    return sc_fail(err, SC_EUSAGE, "%s: %s: every one of the %d tokens is suppressed", what, k, h->err_value);
   case SC_DEV_ERR_SAMPLE_N:
     return sc_fail(err, SC_ERUNTIME, "%s: %s: a draw over %d logits (the device draws from at most %d)", what,
                    k, h->err_value, SC_SAMPLE_MAX);
@@ -492,6 +508,8 @@ static int device_sampler(const sc_sampler *smp, int n, sc_device_sampler *ds) {
   ds->temperature = p.temperature;
   ds->top_k = p.top_k;
   ds->top_p = p.top_p;
+  ds->penalty = 1.0f; /* until a caller gives it a mask */
+  ds->ban = -1;
   return p.greedy || p.temperature <= 0 || n <= SC_SAMPLE_MAX;
 }
 
@@ -545,6 +563,18 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
   if (smp && !device_sampler(smp, e->out_cols, ds))
     return sc_fail(err, SC_EUSAGE, "%s: the device cannot draw from %d logits (hint: sample on the host)", e->name,
                    e->out_cols);
+  if (smp) {
+    sc_sample_params sp;
+    uint64_t rng[4];
+    rt_sampler_state(smp, &sp, rng);
+    if (sp.repetition_penalty != 1.0f) {
+      if (!c->seen_ok || e->out_cols > c->d->vocab)
+        return sc_fail(err, SC_EUSAGE, "%s: a repetition penalty on the device needs the history first "
+                       "(rt_cuda_sample_history)", e->name);
+      ds->penalty = sp.repetition_penalty;
+      ds->mask = c->seen;
+    }
+  }
   size_t up = c->off_ids;
   if (fits && io->ids) {
     memcpy(c->host_io + c->off_ids, io->ids, (size_t)n * 4);
@@ -615,6 +645,26 @@ int rt_cuda_call_sampled(sc_session *s, const sc_entry *e, const sc_io *io, sc_s
   return cuda_call(s, e, io, smp, token, err);
 }
 
+int rt_cuda_sample_history(sc_session *s, const int32_t *ids, int n, sc_error *err) {
+  CuSession *c = s->cuda;
+  CuDriver *drv = &c->cm->drv;
+  const int V = c->d->vocab > 0 ? c->d->vocab : 1;
+  unsigned char *mask = calloc((size_t)V, 1);
+  if (!mask) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  for (int i = 0; i < n; i++)
+    if (ids[i] >= 0 && ids[i] < V) mask[ids[i]] = 1;
+  CUresult r = drv->cuCtxSetCurrent(c->cm->ctx);
+  if (!r && !c->seen) r = drv->cuMemAlloc_v2(&c->seen, (size_t)V);
+  /* after the stream's work: a sampled call in flight may still mark it */
+  if (!r) r = drv->cuStreamSynchronize(c->stream);
+  if (!r) r = drv->cuMemcpyHtoD_v2(c->seen, mask, (size_t)V);
+  c->syncs++;
+  free(mask);
+  if (r) return sc_fail(err, SC_ERUNTIME, "the sampler's history on %s: %s", c->cm->device_name, cu_err(drv, r));
+  c->seen_ok = 1;
+  return SC_OK;
+}
+
 void rt_cuda_fetch_logits(const sc_session *s) {
   CuSession *c = s->cuda;
   if (!c || !c->pending_out) return;
@@ -629,21 +679,49 @@ void rt_cuda_fetch_logits(const sc_session *s) {
 
 /* ---- the Qwen3-TTS predictor frame ------------------------------------- */
 
-static int frame_alloc(CuSession *c, const RtTtsFrame *f, sc_error *err) {
-  CuFrame *fr = &c->frame;
-  if (fr->dev && fr->groups == f->groups && fr->hidden == f->hidden && fr->vocab == f->vocab) return SC_OK;
+/* Drop the recorded graphs of one kind (their pointers into a block that
+ * is about to move). */
+static void drop_graphs(CuSession *c, int kind) {
   CuDriver *drv = &c->cm->drv;
-  if (fr->dev) drv->cuMemFree_v2(fr->dev);
+  for (int i = 0; i < c->n_graphs; i++) {
+    CuGraph *g = &c->graphs[i];
+    if (g->kind != kind) continue;
+    if (g->exec) drv->cuGraphExecDestroy(g->exec);
+    if (g->graph) drv->cuGraphDestroy(g->graph);
+    g->exec = NULL;
+    g->graph = NULL;
+    g->seen = 0;
+  }
+}
+
+static int frame_alloc(CuSession *c, const RtTtsFrame *f, int tvocab, sc_error *err) {
+  CuFrame *fr = &c->frame;
+  if (fr->dev && fr->groups == f->groups && fr->hidden == f->hidden && fr->vocab == f->vocab &&
+      fr->tvocab >= tvocab)
+    return SC_OK;
+  CuDriver *drv = &c->cm->drv;
+  if (fr->dev) {
+    drv->cuStreamSynchronize(c->stream);
+    drv->cuMemFree_v2(fr->dev);
+    drop_graphs(c, GRAPH_FRAME);
+    drop_graphs(c, GRAPH_STEP_FIRST);
+    drop_graphs(c, GRAPH_STEP);
+  }
   if (fr->host) drv->cuMemFreeHost(fr->host);
   memset(fr, 0, sizeof *fr);
+  const size_t H4 = (size_t)f->hidden * 4;
   fr->groups = f->groups;
   fr->hidden = f->hidden;
   fr->vocab = f->vocab;
-  fr->off_smp = (size_t)(f->groups + 1) * sizeof(sc_device_io);
-  fr->off_tok = fr->off_smp + sizeof(sc_device_sampler);
-  fr->off_emb = ALIGN256(fr->off_tok + (size_t)f->groups * 4);
-  fr->off_sum = ALIGN256(fr->off_emb + (size_t)2 * f->hidden * 4);
-  fr->off_logits = ALIGN256(fr->off_sum + (size_t)f->hidden * 4);
+  fr->tvocab = tvocab;
+  fr->off_emb = ALIGN256((size_t)tvocab);
+  fr->off_x = ALIGN256(fr->off_emb + 2 * H4);
+  fr->off_hdr = ALIGN256(fr->off_x + H4);
+  fr->off_smp = fr->off_hdr + (size_t)(f->groups + 2) * sizeof(sc_device_io);
+  fr->off_tsmp = fr->off_smp + sizeof(sc_device_sampler);
+  fr->off_tok = fr->off_tsmp + sizeof(sc_device_sampler);
+  fr->off_sum = ALIGN256(fr->off_tok + (size_t)f->groups * 4);
+  fr->off_logits = ALIGN256(fr->off_sum + H4);
   fr->bytes = ALIGN256(fr->off_logits + (size_t)f->vocab * 4);
   CUresult r = drv->cuMemAlloc_v2(&fr->dev, fr->bytes);
   if (!r) r = drv->cuMemAllocHost_v2((void **)&fr->host, fr->bytes);
@@ -660,21 +738,42 @@ static int frame_alloc(CuSession *c, const RtTtsFrame *f, sc_error *err) {
 /* Call e with device header number `hdr` of the frame block. */
 static int frame_call(sc_session *s, const sc_entry *e, int hdr, const sc_io *io) {
   CuSession *c = s->cuda;
-  s->K.device_io = (void *)(uintptr_t)(c->frame.dev + (size_t)hdr * sizeof(sc_device_io));
+  s->K.device_io = (void *)(uintptr_t)(c->frame.dev + c->frame.off_hdr + (size_t)hdr * sizeof(sc_device_io));
   unsigned char *W = (unsigned char *)(uintptr_t)c->cm->W;
   return e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, io);
 }
 
+typedef struct FrameArgs {
+  const RtTtsFrame *f;
+  const RtTtsTalker *tk;     /* NULL: the predictor frame alone */
+} FrameArgs;
+
 static int frame_launches(sc_session *s, void *arg) {
-  const RtTtsFrame *f = arg;
+  const FrameArgs *a = arg;
+  const RtTtsFrame *f = a->f;
+  const RtTtsTalker *tk = a->tk;
   CuSession *c = s->cuda;
   const CuFrame *fr = &c->frame;
   const CUdeviceptr D = fr->dev, tok = D + fr->off_tok, logits = D + fr->off_logits, smp = D + fr->off_smp;
   const int G = f->groups;
-#define HDR(i) (D + (size_t)(i) * sizeof(sc_device_io))
+  int rc = 0;
+#define HDR(i) (D + fr->off_hdr + (size_t)(i) * sizeof(sc_device_io))
 #define PTR(t, a) ((t)(uintptr_t)(a))
-  sc_io io = {.ids = PTR(const int *, tok), .n = 1, .out = PTR(float *, D + fr->off_emb + (size_t)f->hidden * 4)};
-  int rc = frame_call(s, f->embed, 0, &io); /* E(c0) into the prefill's second row */
+  sc_io io;
+  if (tk) {
+    /* the talker: its step (logits into the io block, where the prompt's
+     * prefill left them for the first frame; hidden into the predictor's
+     * first row), c0 drawn into the first token slot */
+    const CUdeviceptr tlogits = c->io + c->off_out;
+    if (tk->x) {
+      io = (sc_io){.embeds = PTR(const float *, D + fr->off_x), .n = 1, .pos = tk->pos,
+                   .out = PTR(float *, tlogits), .hidden_out = PTR(float *, D + fr->off_emb)};
+      rc = frame_call(s, tk->decode, G + 1, &io);
+    }
+    if (!rc) rc = launch_sampler(s, HDR(G + 1), tlogits, D + fr->off_tsmp, tok, tk->vocab);
+  }
+  io = (sc_io){.ids = PTR(const int *, tok), .n = 1, .out = PTR(float *, D + fr->off_emb + (size_t)f->hidden * 4)};
+  if (!rc) rc = frame_call(s, f->embed, 0, &io); /* E(c0) into the prefill's second row */
   io = (sc_io){.embeds = PTR(const float *, D + fr->off_emb), .n = 2, .out = PTR(float *, logits)};
   if (!rc) rc = frame_call(s, f->prefill, 1, &io);
   if (!rc) rc = launch_sampler(s, HDR(1), logits, smp, tok + 4, f->vocab);
@@ -691,58 +790,108 @@ static int frame_launches(sc_session *s, void *arg) {
   return rc;
 }
 
-int rt_cuda_tts_frame(sc_session *s, const RtTtsFrame *f, const float *hidden, int32_t *codes, sc_sampler *smp,
-                      float *sum, sc_error *err) {
+int rt_cuda_tts_can_step(const sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const sc_sampler *smp) {
+  const CuSession *c = s->cuda;
+  return c && f->groups >= 2 && f->hidden == c->d->hidden && rt_cuda_can_sample(s, smp, f->vocab) &&
+         (!tk || (tk->vocab >= 1 && tk->vocab <= c->d->vocab && rt_cuda_can_sample(s, tk->ts, tk->vocab)));
+}
+
+/* rt_cuda_tts_frame (tk NULL) and rt_cuda_tts_step: one copy up, the
+ * launches (one graph from the second time on), one copy down, one
+ * synchronisation. */
+static int frame_run(sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const float *hidden, int32_t *codes,
+                     sc_sampler *smp, float *sum, sc_error *err) {
   CuSession *c = s->cuda;
   CuModel *cm = c->cm;
   CuDriver *drv = &cm->drv;
   const int G = f->groups, H = f->hidden;
-  if (!rt_cuda_can_sample(s, smp, f->vocab) || G < 2 || H != c->d->hidden) return RT_ON_HOST;
+  if (!rt_cuda_tts_can_step(s, f, tk, smp)) return RT_ON_HOST;
+  const char *what = tk ? "tts frame" : "predictor frame";
   sc_kernel_ctx_clear(&c->kctx);
   c->pending_out = 0;
   CUresult r = drv->cuCtxSetCurrent(cm->ctx);
-  if (r) return sc_fail(err, SC_ERUNTIME, "predictor frame: cuCtxSetCurrent: %s", cu_err(drv, r));
-  if (frame_alloc(c, f, err)) return err->code;
+  if (r) return sc_fail(err, SC_ERUNTIME, "%s: cuCtxSetCurrent: %s", what, cu_err(drv, r));
+  if (frame_alloc(c, f, tk ? tk->vocab : 0, err)) return err->code;
   CuFrame *fr = &c->frame;
 
   /* up: a header per call (embed, prefill, decode steps 1..G-2 at
-   * positions 2..G-1, sum), the sampler, c0 and h */
-  sc_device_io *hd = (sc_device_io *)fr->host;
-  for (int i = 0; i <= G; i++) {
+   * positions 2..G-1, sum, talker), the samplers, then by case the mask,
+   * h or the talker's input */
+  sc_device_io *hd = (sc_device_io *)(fr->host + fr->off_hdr);
+  for (int i = 0; i <= G + 1; i++) {
     memset(&hd[i], 0, sizeof hd[i]);
     hd[i].n = i == 0 ? 1 : i == 1 ? 2 : i == G ? G : 1;
-    hd[i].pos = i >= 2 && i < G ? i : 0;
+    hd[i].pos = i >= 2 && i < G ? i : i == G + 1 && tk ? tk->pos : 0;
     hd[i].step = i >= 2 && i < G ? i - 1 : 0;
   }
   sc_device_sampler *ds = (sc_device_sampler *)(fr->host + fr->off_smp);
+  sc_device_sampler *dts = (sc_device_sampler *)(fr->host + fr->off_tsmp);
   device_sampler(smp, f->vocab, ds);
   int32_t *tok = (int32_t *)(fr->host + fr->off_tok);
-  tok[0] = codes[0];
-  memcpy(fr->host + fr->off_emb, hidden, (size_t)H * 4);
-  size_t up = fr->off_emb + (size_t)H * 4;
-  if ((r = drv->cuMemcpyHtoDAsync_v2(fr->dev, fr->host, up, c->stream)))
-    return sc_fail(err, SC_ERUNTIME, "predictor frame: copying the inputs to the device: %s", cu_err(drv, r));
+  size_t from = fr->off_emb;
+  if (tk) {
+    sc_sample_params tp;
+    uint64_t rng[4];
+    device_sampler(tk->ts, tk->vocab, dts);
+    rt_sampler_state(tk->ts, &tp, rng);
+    dts->penalty = tp.repetition_penalty;
+    dts->ban = tk->ban;
+    dts->mask = fr->dev; /* the frame block starts with it */
+    if (!tk->x) { /* first frame: a fresh mask, h of the prompt */
+      memset(fr->host, 0, (size_t)tk->vocab);
+      for (int i = 0; i < tk->n_suppress; i++)
+        if (tk->suppress[i] >= 0 && tk->suppress[i] < tk->vocab) fr->host[tk->suppress[i]] = 2;
+      from = 0;
+    } else {
+      memcpy(fr->host + fr->off_x, tk->x, (size_t)H * 4);
+      from = fr->off_x;
+    }
+  } else {
+    tok[0] = codes[0];
+  }
+  if (from <= fr->off_emb) memcpy(fr->host + fr->off_emb, hidden, (size_t)H * 4);
+  if ((r = drv->cuMemcpyHtoDAsync_v2(fr->dev + from, fr->host + from, fr->off_tok + 4 - from, c->stream)))
+    return sc_fail(err, SC_ERUNTIME, "%s: copying the inputs to the device: %s", what, cu_err(drv, r));
 
-  CuGraph *g = c->use_graphs ? graph_slot(c, f->prefill, G, GRAPH_FRAME) : NULL;
-  int rc = run_launches(s, g, frame_launches, (void *)f, "predictor frame", err);
+  const sc_entry *key = tk ? tk->decode : f->prefill;
+  const int kind = !tk ? GRAPH_FRAME : tk->x ? GRAPH_STEP : GRAPH_STEP_FIRST;
+  CuGraph *g = c->use_graphs ? graph_slot(c, key, G, kind) : NULL;
+  FrameArgs fa = {f, tk};
+  int rc = run_launches(s, g, frame_launches, &fa, what, err);
   s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
   if (rc) return rc;
 
-  /* down: headers, sampler, codes; the codec sum */
-  r = drv->cuMemcpyDtoHAsync_v2(fr->host, fr->dev, fr->off_tok + (size_t)G * 4, c->stream);
-  if (!r && sum) r = drv->cuMemcpyDtoHAsync_v2(fr->host + fr->off_sum, fr->dev + fr->off_sum, (size_t)H * 4, c->stream);
+  /* down: headers, samplers, codes (and the codec sum after them) */
+  size_t to = sum ? fr->off_sum + (size_t)H * 4 : fr->off_tok + (size_t)G * 4;
+  r = drv->cuMemcpyDtoHAsync_v2(fr->host + fr->off_hdr, fr->dev + fr->off_hdr, to - fr->off_hdr, c->stream);
   CUresult rs = drv->cuStreamSynchronize(c->stream);
   c->syncs++;
   if (r || rs)
-    return sc_fail(err, SC_ERUNTIME, "predictor frame: running on %s: %s", cm->device_name, cu_err(drv, r ? r : rs));
+    return sc_fail(err, SC_ERUNTIME, "%s: running on %s: %s", what, cm->device_name, cu_err(drv, r ? r : rs));
+  if (tk && device_error(c, &hd[G + 1], tk->x ? tk->decode->name : "talker sampler", err)) return err->code;
   for (int i = 0; i <= G; i++) {
     const sc_entry *e = i == 0 ? f->embed : i == 1 ? f->prefill : i == G ? f->sum : f->decode;
     if (device_error(c, &hd[i], e->name, err)) return err->code;
   }
   sampler_back(smp, ds);
-  memcpy(codes + 1, tok + 1, (size_t)(G - 1) * 4);
+  if (tk) {
+    sampler_back(tk->ts, dts);
+    memcpy(codes, tok, (size_t)G * 4);
+  } else {
+    memcpy(codes + 1, tok + 1, (size_t)(G - 1) * 4);
+  }
   if (sum) memcpy(sum, fr->host + fr->off_sum, (size_t)H * 4);
   return SC_OK;
+}
+
+int rt_cuda_tts_frame(sc_session *s, const RtTtsFrame *f, const float *hidden, int32_t *codes, sc_sampler *smp,
+                      float *sum, sc_error *err) {
+  return frame_run(s, f, NULL, hidden, codes, smp, sum, err);
+}
+
+int rt_cuda_tts_step(sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const float *hidden, int32_t *codes,
+                     sc_sampler *smp, float *sum, sc_error *err) {
+  return frame_run(s, f, tk, hidden, codes, smp, sum, err);
 }
 
 long long rt_cuda_launches(const sc_session *s) {

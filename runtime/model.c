@@ -331,11 +331,12 @@ int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
   if (!hist) { rc = sc_fail(err, SC_ERUNTIME, "out of memory"); goto done; }
   memcpy(hist, prompt, (size_t)n_prompt * sizeof *hist);
   int n_hist = n_prompt;
-  /* on a device, decode steps sample there when no repetition penalty
-   * needs the history: only the token comes back */
+  /* on a device, decode steps sample there: only the token comes back (a
+   * repetition penalty's history goes up once, after the first token, and
+   * each draw adds to it there) */
   const int vocab = s->m->d->vocab;
-  const int dev = s->cuda && s->m->decode && (!p || p->repetition_penalty == 1.0f) &&
-                  rt_cuda_can_sample(s, smp, vocab);
+  const int dev = s->cuda && s->m->decode && rt_cuda_can_sample(s, smp, vocab);
+  const int penalty = p && p->repetition_penalty != 1.0f;
   int32_t next = -1;
   if ((rc = sc_prefill(s, prompt, n_prompt, err))) goto done;
   for (int i = 0; i < n_new; i++) {
@@ -347,6 +348,7 @@ int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
     if (tok == eos || i + 1 == n_new) break;
     if (dev) {
       if ((rc = check_tokens(s, &tok, 1, err))) goto done;
+      if (i == 0 && penalty && (rc = rt_cuda_sample_history(s, hist, n_hist, err))) goto done;
       sc_io io = {.ids = &tok, .n = 1, .pos = s->pos, .out = s->logits};
       if ((rc = rt_cuda_call_sampled(s, s->m->decode, &io, smp, &next, err))) goto done;
       s->pos++;

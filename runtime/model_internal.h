@@ -51,13 +51,16 @@ void rt_cuda_session_close(sc_session *s);
 void rt_cuda_session_reset(sc_session *s);
 int rt_cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err);
 /* The same call followed by the artifact's device sampler on its logits
- * (sc_abi.h): *token as sc_sample would pick it without suppression or
- * repetition penalty, smp's generator advanced as on the host; the logits
- * stay on the device until rt_cuda_fetch_logits.  rt_cuda_can_sample says
- * whether the device can draw for smp over n logits. */
+ * (sc_abi.h): *token as sc_sample would pick it without suppression, smp's
+ * generator advanced as on the host; the logits stay on the device until
+ * rt_cuda_fetch_logits.  rt_cuda_can_sample says whether the device can
+ * draw for smp over n logits.  A sampler with a repetition penalty needs
+ * the history first (rt_cuda_sample_history): the ids the next sampled
+ * calls penalise, to which each of them adds its token on the device. */
 int rt_cuda_can_sample(const sc_session *s, const sc_sampler *smp, int n);
 int rt_cuda_call_sampled(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
                          sc_error *err);
+int rt_cuda_sample_history(sc_session *s, const int32_t *ids, int n, sc_error *err);
 /* Copy logits a sampled call left on the device to where it was asked to
  * put them (sc_logits calls this); nothing when none are pending. */
 void rt_cuda_fetch_logits(const sc_session *s);
@@ -75,6 +78,29 @@ typedef struct RtTtsFrame {
 #define RT_ON_HOST (-1)
 int rt_cuda_tts_frame(sc_session *s, const RtTtsFrame *f, const float *hidden, int32_t *codes, sc_sampler *smp,
                       float *sum, sc_error *err);
+
+/* A whole Qwen3-TTS frame on the device (rt_cuda_tts_step): the talker's
+ * decode step on input row x at position pos (x NULL: the frame after the
+ * prompt, whose logits the last talker call left on the device and whose
+ * post-norm hidden is `hidden`), c0 drawn from the talker's logits with
+ * ts, then the predictor frame.  The talker's suppression and repetition
+ * history live in a device mask: the first frame of a generation (x NULL)
+ * sets it from suppress[n_suppress] and an empty history, every c0 drawn
+ * adds itself; ban (-1: none) is suppressed for this draw only. */
+typedef struct RtTtsTalker {
+  const sc_entry *decode;   /* talker_decode */
+  int vocab;                /* V */
+  const float *x;           /* [hidden] talker input, or NULL (first frame) */
+  int pos;
+  const int32_t *suppress;  /* first frame: ids never drawn */
+  int n_suppress;
+  int ban;
+  sc_sampler *ts;           /* the talker's sampler */
+} RtTtsTalker;
+/* RT_ON_HOST when the device cannot draw for ts or smp (nothing ran). */
+int rt_cuda_tts_can_step(const sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const sc_sampler *smp);
+int rt_cuda_tts_step(sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const float *hidden, int32_t *codes,
+                     sc_sampler *smp, float *sum, sc_error *err);
 /* Kernels launched or recorded by the session so far (-1: not cuda). */
 long long rt_cuda_launches(const sc_session *s);
 /* Host round trips (stream synchronisations) so far (-1: not cuda). */

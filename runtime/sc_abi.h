@@ -10,7 +10,7 @@
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 3
+#define SC_ABI_VERSION 4
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -76,7 +76,7 @@ typedef struct sc_kernels {
  * number, the value and what went wrong.
  */
 enum { SC_DEV_ERR_RANGE = 1, SC_DEV_ERR_NONFINITE = 2, SC_DEV_ERR_LOGIT_NAN = 3, SC_DEV_ERR_LOGIT_INF = 4,
-       SC_DEV_ERR_SAMPLE_N = 5 };
+       SC_DEV_ERR_SAMPLE_N = 5, SC_DEV_ERR_ALL_SUPPRESSED = 6 };
 typedef struct sc_device_io {
   int n, pos, step;        /* as in sc_io */
   int err_kernel;          /* 0: no error; else 1 + index into kernel_names */
@@ -93,16 +93,22 @@ typedef struct sc_device_io {
 /*
  * Device targets: every artifact carries the kernel SC_SAMPLE_KERNEL (last
  * in kernel_names), which picks one token from logits in device memory as
- * runtime/sample.c does without suppression or repetition penalty:
+ * runtime/sample.c does:
  *
  *   sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp,
  *             int *token, int n)      one block of 1024 threads
  *
+ * Suppression and the repetition penalty come from sp->mask (n bytes in
+ * device memory, or 0 for none): bit 1 suppresses the id, bit 0 marks it
+ * seen (its score is divided, or multiplied when negative, by sp->penalty)
+ * and is set for every id the sampler draws, so a generation's history
+ * stays on the device; sp->ban suppresses one more id (-1: none).
  * greedy (or temperature <= 0): the first index of the maximum, any n;
  * otherwise (n <= SC_SAMPLE_MAX) temperature, top-k, top-p and one draw
  * from sp->rng, the sampler's own xoshiro256** stream, in the order and
  * the precision (double weights, sequential sums) of sample.c.  A
- * non-finite logit fails the call (sc_device_io) and writes token -1.
+ * non-finite logit, or every id suppressed, fails the call (sc_device_io)
+ * and writes token -1.
  */
 #define SC_SAMPLE_KERNEL "sc_sample"
 #define SC_SAMPLE_MAX 4096
@@ -111,7 +117,10 @@ typedef struct sc_device_sampler {
   int greedy;
   float temperature, top_p;
   int top_k;
-  int pad[4];                /* 64 bytes */
+  float penalty;             /* repetition penalty on seen ids (1: off) */
+  int ban;                   /* an id suppressed for this draw, -1: none */
+  unsigned long long mask;   /* device address of [n] bytes (bit 0 seen,
+                              * bit 1 suppressed), 0: none; 64 bytes in all */
 } sc_device_sampler;
 
 /* Per-call arguments of an entry point. */

@@ -128,7 +128,9 @@ typedef struct sc_tts_params {
 typedef struct sc_tts_stats {
   double prompt_s;          /* prompt embeddings + talker prefill */
   double talker_s;          /* talker decode steps, sampling c0 */
-  double predictor_s;       /* code predictor: all G-1 codes of every frame, codec sums */
+  double predictor_s;       /* code predictor: all G-1 codes of every frame, codec sums
+                             * (--target cuda: the whole frame, talker step and c0
+                             * included, which run in the same graph) */
   int prompt_rows, frames;
 } sc_tts_stats;
 sc_tts_params sc_tts_defaults(void);

@@ -13,12 +13,13 @@
  *            P(tts_pad) once the text is used up).
  * P(x) = text_projection(text_embedding(x)), E = the talker's codec table.
  *
- * The predictor frame (tts_predictor_frame) is the one place the targets
- * differ: a device target runs the whole frame there, samplers included,
- * as one unit (rt_cuda_tts_frame: two host round trips per frame in all,
- * with the talker's); the CPU, or a device that cannot draw for the
- * predictor's sampler, runs it step by step here.  Both give the codes
- * sc_sample gives.
+ * The frame is the one place the targets differ: a device target runs a
+ * whole frame there as one unit, the talker's step, its sampler (the
+ * suppression and the repetition history kept in device memory) and the
+ * predictor's frame (rt_cuda_tts_step: one host round trip per frame, only
+ * the talker's input row up and the codes and codec sum down); the CPU, or
+ * a device that cannot draw for these samplers, runs it step by step here.
+ * Both give the codes sc_sample gives.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -377,12 +378,36 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
 
   sc_session_reset(s);
   sc_tts_stats st = {0};
+  RtTtsFrame fr = {c.codec_embed, c.pred_prefill, c.pred_decode, c.codec_sum, G, H, c.pvocab};
+  RtTtsTalker tk = {c.talker_decode, V, NULL, 0, suppress, n_sup, -1, ts};
+  const int dev = s->cuda && rt_cuda_tts_can_step(s, &fr, &tk, ps);
   double t0 = now(), t1;
   if ((rc = tts_build_prompt(s, &c, p, &pr, err))) goto done;
   if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, h, err))) goto done;
   st.prompt_rows = pr.rows;
   st.prompt_s = (t1 = now()) - t0;
-  for (int t = 0; t < p->max_frames; t++) {
+  for (int t = 0; t < p->max_frames && dev; t++) {
+    /* on the device: frame t is the talker's step t (but for t = 0: the
+     * prompt's), c0 and the predictor's codes, in one round trip */
+    int32_t *f = codes + (size_t)t * G;
+    t0 = now();
+    tk.x = t ? x : NULL;
+    tk.pos = s->pos;
+    tk.ban = t < p->min_frames ? c.codec_eos : -1;
+    if (t && s->pos + 1 > s->m->d->max_context) {
+      rc = sc_fail(err, SC_ERUNTIME, "context full: talker position %d + 1 exceeds max_context %d (hint: rebuild "
+                   "with a larger --max-context, or lower --max-frames)", s->pos, s->m->d->max_context);
+      goto done;
+    }
+    if ((rc = rt_cuda_tts_step(s, &fr, &tk, h, f, ps, x, err))) goto done;
+    if (t) s->pos++;
+    st.predictor_s += now() - t0;
+    if (f[0] == c.codec_eos) break;
+    *n_frames = st.frames = t + 1;
+    if (on_frame && on_frame(user, f, G, t)) break;
+    add_rows(x, t < pr.trail ? pr.trailing + (size_t)t * H : pr.pad, (size_t)H);
+  }
+  for (int t = 0; t < p->max_frames && !dev; t++) {
     int32_t *f = codes + (size_t)t * G;
     t0 = now();
     if ((rc = sc_sample(ts, logits, V, hist, t, suppress, n_sup + (t < p->min_frames), &f[0], err))) goto done;

@@ -18,7 +18,10 @@ typedef struct sc_device_sampler { /* sc_abi.h */
   unsigned long long rng[4];
   int greedy;
   float temperature, top_p;
-  int top_k, pad[4];
+  int top_k;
+  float penalty;
+  int ban;
+  unsigned long long mask;
 } sc_device_sampler;
 
 SC_DEVICE float sc_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }
@@ -69,48 +72,60 @@ SC_KERNEL(256) text_embed_text_embed(sc_device_io *io, const int *ids, const uns
 /* text_embed_text_fc1: LINEAR [T, 48] */
 #define SC_KID 1
 SC_KERNEL(256) text_embed_text_fc1(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *bias, float *y, int T) {
-  __shared__ __align__(16) float xs[192]; /* [4 tokens, 48] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 48 ? blockIdx.x * 8 + 8 : 48;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 48;
-    if (lane * 4 < 48) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-  }
-  for (int i = threadIdx.x; i < 192; i += 256) {
-    const int tt = i / 48, c = i - tt * 48;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 48 + c] : 0.0f;
-  }
-  __syncthreads();
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 48;
-    if (row != row0) {
-      if (lane * 4 < 48) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 48 ? row0 + 0 : 47) * 48;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 48 ? row0 + 1 : 47) * 48;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 48; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 48 ? x[(long long)(t0 + tt) * 48 + c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-    if (lane * 4 < 48) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 48 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 48 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 48 + row] = a0[tt] + bias[row];
+        y[t * 48 + row] = g + bias[row];
       }
     }
   }
@@ -131,48 +146,60 @@ SC_KERNEL(256) text_embed_text_fc1_silu(sc_device_io *io, const float *a, float 
 /* text_embed_text_proj: LINEAR [T, 64] */
 #define SC_KID 3
 SC_KERNEL(256) text_embed_text_proj(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *bias, float *y, int T) {
-  __shared__ __align__(16) float xs[192]; /* [4 tokens, 48] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 48;
-    if (lane * 4 < 48) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-  }
-  for (int i = threadIdx.x; i < 192; i += 256) {
-    const int tt = i / 48, c = i - tt * 48;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 48 + c] : 0.0f;
-  }
-  __syncthreads();
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 48;
-    if (row != row0) {
-      if (lane * 4 < 48) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 64 ? row0 + 0 : 63) * 48;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 64 ? row0 + 1 : 63) * 48;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 48; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 48 ? x[(long long)(t0 + tt) * 48 + c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-    if (lane * 4 < 48) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 48 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 64 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 64 + row] = a0[tt] + bias[row];
+        y[t * 64 + row] = g + bias[row];
       }
     }
   }
@@ -248,63 +275,71 @@ SC_KERNEL(256) codec_sum_codec_sum_1(sc_device_io *io, const float *a, const flo
 /* talker_prefill_talker_layer0_qkv: NORM_LINEAR [T, 128] */
 #define SC_KID 8
 SC_KERNEL(256) talker_prefill_talker_layer0_qkv(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
-  __shared__ __align__(16) float xs[256]; /* [4 tokens, 64] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 128 ? blockIdx.x * 8 + 8 : 128;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 64;
-    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-  }
-  __shared__ float ssp[32]; /* [4 tokens, 8 warps] partial sums of squares */
-#pragma unroll
-  for (int tt = 0; tt < 4; tt++) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
     float ss = 0.0f;
-    for (int c = threadIdx.x; c < 64; c += 256) {
-      const float v = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
-      xs[tt * 64 + c] = v * nw[c];
-      ss += v * v;
-    }
+    if (tt < nt)
+      for (int c = lane; c < 64; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 64 + c];
+        ss += v * v;
+      }
     ss = sc_warp_sum(ss);
-    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 64.0f + 9.99999997e-07f);
   }
-  __syncthreads();
-  float rr[4]; /* 1 / rms of each staged row */
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 128 ? row0 + 0 : 127) * 64;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 128 ? row0 + 1 : 127) * 64;
+  float a0[2][16];
 #pragma unroll
-  for (int tt = 0; tt < 4; tt++) {
-    float s = 0.0f;
-    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];
-    rr[tt] = 1.0f / sqrtf(s / 64.0f + 9.99999997e-07f);
-  }
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 64;
-    if (row != row0) {
-      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] * nw[c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-    if (lane * 4 < 64) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 64 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]) * rr[tt];
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 128 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 128 + row] = a0[tt];
+        y[t * 128 + row] = g;
       }
     }
   }
@@ -390,66 +425,104 @@ SC_KERNEL(256) talker_prefill_talker_layer0_v_store(sc_device_io *io, const floa
 /* talker_prefill_talker_layer0_attn: ATTENTION [T, 64] */
 #define SC_KID 13
 SC_KERNEL(256) talker_prefill_talker_layer0_attn(sc_device_io *io, const float *q, const float *kc, const float *vc, float *y, int T) {
-  enum { HD = 16, NW = 8 };
-  __shared__ __align__(16) float qs[HD];
-  __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];
-  const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int p = io->pos + t;
+  enum { HD = 16, NW = 8, QT = 8 };
+  __shared__ __align__(16) float qs[QT * HD];
+  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const int p0 = io->pos + t0, pl = p0 + nq - 1; /* the first and last query's positions */
   const int lo = 0;
   const long long kvo = (long long)(h / 2) * HD;
-  const float *qh = q + (long long)t * 64 + h * HD;
-  for (int c = threadIdx.x; c < HD; c += NW * 32) qs[c] = qh[c];
+  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long long)(t0 + j) * 64 + h * HD + c] : 0.0f;
+  }
   __syncthreads();
-  float m = -SC_INF, l = 0.0f, o[1];
-  for (int e = 0; e < 1; e++) o[e] = 0.0f;
-  for (int k0 = lo + wid * 32; k0 <= p; k0 += NW * 32) {
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
     const int k = k0 + lane;
-    float s = -SC_INF;
-    if (k <= p) {
+    float s[QT];
+#pragma unroll
+    for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+    if (k <= pl) {
       const float *kr = kc + (long long)(k % 64) * 32 + kvo;
-      float d = 0.0f;
-#pragma unroll 8
+      float d[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
       for (int c = 0; c < HD; c += 4) {
-        const float4 kv = *(const float4 *)(kr + c), qv = *(const float4 *)(qs + c);
-        d += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+        const float4 kv = *(const float4 *)(kr + c);
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float4 qv = *(const float4 *)(qs + j * HD + c);
+          d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+        }
       }
-      s = d * 0.25f;
+#pragma unroll
+      for (int j = 0; j < QT; j++) /* query j sees rows up to p0 + j */
+        if (j < nq && k <= p0 + j) s[j] = d[j] * 0.25f;
     }
-    const float mn = fmaxf(m, sc_warp_max(s)); /* finite: lane 0 has a row */
-    const float sa = expf(m - mn), pk = k <= p ? expf(s - mn) : 0.0f;
-    l = l * sa + sc_warp_sum(pk);
-    for (int e = 0; e < 1; e++) o[e] *= sa;
-    const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;
-    for (int j = 0; j < nk; j++) {
-      const float pj = __shfl_sync(0xffffffffu, pk, j);
-      const float *vr = vc + (long long)((k0 + j) % 64) * 32 + kvo;
+    float pk[QT];
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      const float mn = fmaxf(m[j], sc_warp_max(s[j]));
+      const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
+      pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
+      l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+      for (int e = 0; e < 1; e++) o[j][e] *= sa;
+      m[j] = mn;
+    }
+    const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+    for (int r = 0; r < nk; r++) {
+      const float *vr = vc + (long long)((k0 + r) % 64) * 32 + kvo;
+      float vv[1];
+#pragma unroll
       for (int e = 0; e < 1; e++) {
         const int c = lane + 32 * e;
-        if (c < HD) o[e] += pj * vr[c];
+        vv[e] = 0.0f;
+        if (c < HD) vv[e] = vr[c];
+      }
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
       }
     }
-    m = mn;
   }
-  if (lane == 0) {
-    sm_m[wid] = m;
-    sm_l[wid] = l;
-  }
-  for (int e = 0; e < 1; e++) {
-    const int c = lane + 32 * e;
-    if (c < HD) sm_o[wid * HD + c] = o[e];
-  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
   __syncthreads();
-  float M = -SC_INF, f[NW], L = 0.0f;
-  for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w]);
-  for (int w = 0; w < NW; w++) {
-    f[w] = sm_m[w] == -SC_INF ? 0.0f : expf(sm_m[w] - M);
-    L += sm_l[w] * f[w];
-  }
-  for (int c = threadIdx.x; c < HD; c += NW * 32) {
-    float v = 0.0f;
-    for (int w = 0; w < NW; w++) v += sm_o[w * HD + c] * f[w];
+  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
     v /= L;
-    y[(long long)t * 64 + h * HD + c] = v;
+    y[(long long)(t0 + j) * 64 + h * HD + c] = v;
   }
 }
 #undef SC_KID
@@ -457,48 +530,60 @@ SC_KERNEL(256) talker_prefill_talker_layer0_attn(sc_device_io *io, const float *
 /* talker_prefill_talker_layer0_attn_res: LINEAR_ADD [T, 64] */
 #define SC_KID 14
 SC_KERNEL(256) talker_prefill_talker_layer0_attn_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
-  __shared__ __align__(16) float xs[256]; /* [4 tokens, 64] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 64;
-    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-  }
-  for (int i = threadIdx.x; i < 256; i += 256) {
-    const int tt = i / 64, c = i - tt * 64;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
-  }
-  __syncthreads();
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 64;
-    if (row != row0) {
-      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 64 ? row0 + 0 : 63) * 64;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 64 ? row0 + 1 : 63) * 64;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-    if (lane * 4 < 64) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 64 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 64 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 64 + row] = r[t * 64 + row] + a0[tt];
+        y[t * 64 + row] = r[t * 64 + row] + g;
       }
     }
   }
@@ -508,70 +593,81 @@ SC_KERNEL(256) talker_prefill_talker_layer0_attn_res(sc_device_io *io, const flo
 /* talker_prefill_talker_layer0_swiglu: LINEAR_SWIGLU [T, 128] */
 #define SC_KID 15
 SC_KERNEL(256) talker_prefill_talker_layer0_swiglu(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
-  __shared__ __align__(16) float xs[256]; /* [4 tokens, 64] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 128 ? blockIdx.x * 8 + 8 : 128;
-  float4 p0[1], p1[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 64;
-    const float *w1 = w0 + 8192LL; /* the up row */
-    if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-    if (lane * 4 < 64) p1[0] = __ldg((const float4 *)(w1 + lane * 4));
-  }
-  __shared__ float ssp[32]; /* [4 tokens, 8 warps] partial sums of squares */
-#pragma unroll
-  for (int tt = 0; tt < 4; tt++) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
     float ss = 0.0f;
-    for (int c = threadIdx.x; c < 64; c += 256) {
-      const float v = tt < nt ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
-      xs[tt * 64 + c] = v * nw[c];
-      ss += v * v;
-    }
+    if (tt < nt)
+      for (int c = lane; c < 64; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 64 + c];
+        ss += v * v;
+      }
     ss = sc_warp_sum(ss);
-    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 64.0f + 9.99999997e-07f);
   }
-  __syncthreads();
-  float rr[4]; /* 1 / rms of each staged row */
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 128 ? row0 + 0 : 127) * 64;
+  const float *w1_0 = w0_0 + 8192LL; /* the up row */
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 128 ? row0 + 1 : 127) * 64;
+  const float *w1_1 = w0_1 + 8192LL; /* the up row */
+  float a0[2][16], a1[2][16];
 #pragma unroll
-  for (int tt = 0; tt < 4; tt++) {
-    float s = 0.0f;
-    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];
-    rr[tt] = 1.0f / sqrtf(s / 64.0f + 9.99999997e-07f);
-  }
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 64;
-    const float *w1 = w0 + 8192LL; /* the up row */
-    if (row != row0) {
-      if (lane * 4 < 64) p0[0] = __ldg((const float4 *)(w0 + lane * 4));
-      if (lane * 4 < 64) p1[0] = __ldg((const float4 *)(w1 + lane * 4));
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = a1[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] * nw[c] : 0.0f;
     }
-    float a0[4], a1[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv1_0 = __ldg((const float4 *)(w1_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+        const float4 wv1_1 = __ldg((const float4 *)(w1_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = a1[tt] = 0.0f;
-    if (lane * 4 < 64) {
-      const int c = lane * 4;
-      const float4 wv0 = p0[0];
-      const float4 wv1 = p1[0];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 64 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
-        a1[tt] += wv1.x * xa.x + wv1.y * xa.y + wv1.z * xa.z + wv1.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a1[0][tt] += wv1_0.x * xa.x + wv1_0.y * xa.y + wv1_0.z * xa.z + wv1_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+          a1[1][tt] += wv1_1.x * xa.x + wv1_1.y * xa.y + wv1_1.z * xa.z + wv1_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv1_0 = __ldg((const float4 *)(w1_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+        const float4 wv1_1 = __ldg((const float4 *)(w1_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]) * rr[tt];
-      a1[tt] = sc_warp_sum(a1[tt]) * rr[tt];
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a1[0][tt] += wv1_0.x * xa.x + wv1_0.y * xa.y + wv1_0.z * xa.z + wv1_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+          a1[1][tt] += wv1_1.x * xa.x + wv1_1.y * xa.y + wv1_1.z * xa.z + wv1_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      const float u = sc_warp_sum(a1[j][tt]) * rr[tt];
+      if (lane == 0 && row < 128 && tt < nt) {
         const long long t = t0 + tt;
-        const float g = a0[tt], u = a1[tt];
         y[t * 128 + row] = (g / (1.0f + expf(-g))) * u;
       }
     }
@@ -582,51 +678,60 @@ SC_KERNEL(256) talker_prefill_talker_layer0_swiglu(sc_device_io *io, const float
 /* talker_prefill_talker_layer0_mlp_res: LINEAR_ADD [T, 64] */
 #define SC_KID 16
 SC_KERNEL(256) talker_prefill_talker_layer0_mlp_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
-  __shared__ __align__(16) float xs[512]; /* [4 tokens, 128] */
-  const int t0 = blockIdx.y * 4;
-  const int nt = T - t0 < 4 ? T - t0 : 4;
-  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
-  const int row_end = blockIdx.x * 8 + 8 < 64 ? blockIdx.x * 8 + 8 : 64;
-  float4 p0[1]; /* this warp's first row, loaded while the input is staged */
-  if (row0 < row_end) {
-    const float *w0 = (const float *)w + (long long)row0 * 128;
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 64 ? row0 + 0 : 63) * 128;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 64 ? row0 + 1 : 63) * 128;
+  float a0[2][16];
 #pragma unroll
-    for (int k = 0; k < 1; k++) p0[k] = __ldg((const float4 *)(w0 + (k * 32 + lane) * 4));
-  }
-  for (int i = threadIdx.x; i < 512; i += 256) {
-    const int tt = i / 128, c = i - tt * 128;
-    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 128 + c] : 0.0f;
-  }
-  __syncthreads();
-  for (int row = row0; row < row_end; row += 8) {
-    const float *w0 = (const float *)w + (long long)row * 128;
-    if (row != row0) {
+  for (int j = 0; j < 2; j++)
 #pragma unroll
-      for (int k = 0; k < 1; k++) p0[k] = __ldg((const float4 *)(w0 + (k * 32 + lane) * 4));
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 128; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 128 ? x[(long long)(t0 + tt) * 128 + c] : 0.0f;
     }
-    float a0[4];
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 128) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
-#pragma unroll
-    for (int k = 0; k < 1; k++) {
-      const int c = (k * 32 + lane) * 4;
-      const float4 wv0 = p0[k];
-#pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        const float4 xa = *(const float4 *)(xs + tt * 128 + c);
-        a0[tt] += wv0.x * xa.x + wv0.y * xa.y + wv0.z * xa.z + wv0.w * xa.w;
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
       }
     }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 128) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
 #pragma unroll
-    for (int tt = 0; tt < 4; tt++) {
-      a0[tt] = sc_warp_sum(a0[tt]);
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
     }
-    if (lane == 0) {
+  }
 #pragma unroll
-      for (int tt = 0; tt < 4; tt++) {
-        if (tt >= nt) break;
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 64 && tt < nt) {
         const long long t = t0 + tt;
-        y[t * 64 + row] = r[t * 64 + row] + a0[tt];
+        y[t * 64 + row] = r[t * 64 + row] + g;
       }
     }
   }
@@ -1886,9 +1991,23 @@ SC_DEVICE double sc_uniform01(unsigned long long *s) {
   s[3] = sc_rotl(s[3], 45);
   return (double)(out >> 11) * (1.0 / 9007199254740992.0);
 }
-SC_DEVICE void sc_arg_step(float v, int i, float *best, int *bi, int *bad) {
+/* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the
+ * ban id) -inf, seen (bit 0) divided or multiplied by the penalty */
+SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {
+  const unsigned m = mask ? mask[i] : 0u;
+  if (i == ban || (m & 2u)) return -SC_INF;
+  if ((m & 1u) && pen != 1.0f) return v < 0.0f ? v * pen : v / pen;
+  return v;
+}
+SC_DEVICE void sc_arg_step(float v, int i, const unsigned char *mask, float pen, int ban, float *best, int *bi,
+                           int *bad) {
   if (!isfinite(v)) *bad = *bad < i ? *bad : i;
-  else if (v > *best) *best = v, *bi = i;
+  else if ((v = sc_score(v, i, mask, pen, ban)) > *best) *best = v, *bi = i;
+}
+/* the draw: token and, with a mask, the id marked seen */
+SC_DEVICE void sc_take(const sc_device_sampler *sp, int *token, int id) {
+  *token = id;
+  if (sp->mask) ((unsigned char *)sp->mask)[id] |= 1u;
 }
 SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp, int *token, int n) {
   enum { MAX = 4096, NT = 1024 };
@@ -1898,6 +2017,9 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   __shared__ int ri[NT], rb[NT];
   __shared__ double zs;
   const int tid = threadIdx.x;
+  const unsigned char *mask = (const unsigned char *)sp->mask;
+  const float pen = sp->penalty;
+  const int ban = sp->ban;
   float best = -SC_INF;
   int bi = n, bad = n;
   /* each thread's indices ascend: its first maximum, its first bad one */
@@ -1905,12 +2027,12 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
 #pragma unroll 4
   for (int i = tid; i < n4; i += NT) {
     const float4 v = ((const float4 *)logits)[i];
-    sc_arg_step(v.x, 4 * i, &best, &bi, &bad);
-    sc_arg_step(v.y, 4 * i + 1, &best, &bi, &bad);
-    sc_arg_step(v.z, 4 * i + 2, &best, &bi, &bad);
-    sc_arg_step(v.w, 4 * i + 3, &best, &bi, &bad);
+    sc_arg_step(v.x, 4 * i, mask, pen, ban, &best, &bi, &bad);
+    sc_arg_step(v.y, 4 * i + 1, mask, pen, ban, &best, &bi, &bad);
+    sc_arg_step(v.z, 4 * i + 2, mask, pen, ban, &best, &bi, &bad);
+    sc_arg_step(v.w, 4 * i + 3, mask, pen, ban, &best, &bi, &bad);
   }
-  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, &best, &bi, &bad);
+  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, mask, pen, ban, &best, &bi, &bad);
   rv[tid] = best;
   ri[tid] = bi;
   rb[tid] = bad;
@@ -1926,29 +2048,39 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   }
   const int top_id = ri[0], first_bad = rb[0];
   const float temp = sp->temperature;
-  if (first_bad < n || (!sp->greedy && temp > 0.0f && n > MAX)) {
+  if (first_bad < n || top_id >= n || (!sp->greedy && temp > 0.0f && n > MAX)) {
     if (tid == 0) {
       if (first_bad < n) sc_fail(io, SC_KID, isnan(logits[first_bad]) ? 3 : 4, first_bad);
+      else if (top_id >= n) sc_fail(io, SC_KID, 6, n);
       else sc_fail(io, SC_KID, 5, n);
       *token = -1;
     }
     return;
   }
-  const float top = logits[top_id] / temp;
+  const float top = sc_score(logits[top_id], top_id, mask, pen, ban) / temp;
   if (sp->greedy || !(temp > 0.0f) || isinf(top)) {
-    if (tid == 0) *token = top_id;
+    if (tid == 0) sc_take(sp, token, top_id);
     return;
   }
-  /* every id is a candidate; scores scaled by the temperature, id order */
-  const int k = sp->top_k, topk = k > 0 && k < n;
-  const float top_p = sp->top_p;
-  int N2 = 2;
+  /* the candidates: every id not suppressed, scores scaled by the
+   * temperature, in id order; m of them (for top-k) */
+  int N2 = 2, m = 0;
   while (N2 < n) N2 <<= 1;
+  __syncthreads(); /* everyone has read ri[0] */
   for (int i = tid; i < N2; i += NT) {
-    key[i] = i < n ? logits[i] / temp : -SC_INF;
+    key[i] = i < n ? sc_score(logits[i], i, mask, pen, ban) / temp : -SC_INF;
     kid[i] = i; /* padding: ids >= n rank after every real id */
+    m += key[i] != -SC_INF;
   }
+  ri[tid] = m;
   __syncthreads();
+  for (int s = NT / 2; s > 0; s >>= 1) {
+    if (tid < s) ri[tid] += ri[tid + s];
+    __syncthreads();
+  }
+  m = ri[0];
+  const int k = sp->top_k, topk = k > 0 && k < m;
+  const float top_p = sp->top_p;
   if (!topk && top_p < 1.0f && tid == 0) { /* top-p's total, in id order as sample.c sums it */
     double z = 0;
     for (int i = 0; i < n; i++) z += exp((double)key[i] - top);
@@ -1984,10 +2116,16 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
     }
     if (kk) kept = kk;
   }
+  /* suppressed ids weigh 0 and add nothing; the fallback (a draw that
+   * rounding lets pass every weight) is the last candidate, as on the CPU */
   double total = 0, cum = 0;
-  for (int i = 0; i < kept; i++) total += exp((double)key[i] - top);
+  int last = 0;
+  for (int i = 0; i < kept; i++) {
+    total += exp((double)key[i] - top);
+    if (key[i] != -SC_INF) last = i;
+  }
   const double u = sc_uniform01(sp->rng) * total;
-  int tok = kid[kept - 1];
+  int tok = kid[last];
   for (int i = 0; i < kept; i++) {
     cum += exp((double)key[i] - top);
     if (u < cum) {
@@ -1995,6 +2133,6 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
       break;
     }
   }
-  *token = tok;
+  sc_take(sp, token, tok);
 }
 #undef SC_KID

@@ -17,10 +17,12 @@
  *     this chaotic tiny checkpoint); --check-numerics on a checkpoint with a
  *     NaN weight fails the call; a token id outside its table, found
  *     inside a kernel, fails the call naming the kernel; sampling on the
- *     device: a TTS frame costs two host round trips and sc_generate one
- *     per token, and the codes and tokens equal the CPU build's, greedy
- *     and seeded (top-k, top-p, plain temperature: the device sampler
- *     draws what runtime/sample.c draws), logits still readable after.
+ *     device: a TTS frame (talker step, c0 with suppression and repetition
+ *     penalty, predictor frame) costs one host round trip and sc_generate
+ *     one per token (with a penalty, one more for the history), and the
+ *     codes and tokens equal the CPU build's, greedy and seeded (top-k,
+ *     top-p, plain temperature, penalties: the device sampler draws what
+ *     runtime/sample.c draws), logits still readable after.
  * The numbers themselves are checked by test_parity / test_tts built for
  * cuda (ctest: *_cuda_emu here, tests/gpu/run.sh on a GPU).
  *
@@ -148,33 +150,54 @@ static void device_sampling(const char *tts_path) {
       sc_model_open(tts_path, NULL, &gm, &err) == 0 && sc_session_open(gm, &gs, &err) == 0) {
     int32_t text[12] = {1, 2, 3, 40, 41, 42, 43, 4, 5, 6, 7, 8};
     const int G = sc_tts_codebooks(gm), F = 6;
-    struct { const char *what; int greedy, top_k; float temperature, top_p; } runs[] = {
-        {"greedy", 1, 0, 1.0f, 1.0f}, {"default (top-k 50, temperature 0.9)", 0, 50, 0.9f, 1.0f},
-        {"top-k 5, top-p 0.8", 0, 5, 1.3f, 0.8f}, {"top-p 0.9 alone", 0, 0, 1.0f, 0.9f},
-        {"temperature alone", 0, 0, 0.7f, 1.0f}};
+    /* predictor: greedy, then seeded draws of every kind; talker: greedy
+     * (its repetition penalty 1.05 applies under greedy too), then its
+     * default draw (top-k 50, temperature 0.9, penalty 1.05), a strong
+     * penalty, top-p; EOS allowed after 2 frames in the last runs */
+    struct { const char *what; int greedy, top_k; float temperature, top_p; int tgreedy; float tpen, ttop_p; int min; } runs[] = {
+        {"greedy", 1, 0, 1.0f, 1.0f, 1, 1.05f, 1.0f, 6},
+        {"default (top-k 50, temperature 0.9)", 0, 50, 0.9f, 1.0f, 1, 1.05f, 1.0f, 6},
+        {"top-k 5, top-p 0.8", 0, 5, 1.3f, 0.8f, 1, 1.05f, 1.0f, 6},
+        {"top-p 0.9 alone", 0, 0, 1.0f, 0.9f, 1, 1.05f, 1.0f, 6},
+        {"temperature alone", 0, 0, 0.7f, 1.0f, 1, 1.05f, 1.0f, 6},
+        {"talker default draw", 0, 50, 0.9f, 1.0f, 0, 1.05f, 1.0f, 6},
+        {"talker penalty 3, greedy", 0, 50, 0.9f, 1.0f, 1, 3.0f, 1.0f, 6},
+        {"talker penalty 3, top-p 0.7, EOS after 2", 0, 50, 0.9f, 1.0f, 0, 3.0f, 0.7f, 2},
+        {"talker default draw, EOS after 2", 0, 50, 0.9f, 1.0f, 0, 1.05f, 1.0f, 2}};
+    int32_t greedy[6 * 17];
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
       sc_tts_params p = sc_tts_defaults();
       p.text_ids = text;
       p.n_text = 12;
-      p.max_frames = p.min_frames = F;
-      p.talker.greedy = 1;
+      p.max_frames = F;
+      p.min_frames = runs[r].min;
+      p.talker.greedy = runs[r].tgreedy;
+      p.talker.repetition_penalty = runs[r].tpen;
+      p.talker.top_p = runs[r].ttop_p;
+      p.talker.seed = 101 + r;
       p.predictor.greedy = runs[r].greedy;
       p.predictor.top_k = runs[r].top_k;
       p.predictor.temperature = runs[r].temperature;
       p.predictor.top_p = runs[r].top_p;
-      p.predictor.seed = 11 + r;
+      p.predictor.seed = 11 + (r == 6 ? 1 : r); /* 6: run 1 with a stronger penalty */
       int32_t a[6 * 17], b[6 * 17];
       int na = 0, nb = 0;
       CHECK_MSG(sc_tts_generate(cs, &p, a, &na, NULL, NULL, &err) == 0, "cpu tts: %s", err.msg);
       long long trips = rt_cuda_round_trips(gs);
       CHECK_MSG(sc_tts_generate(gs, &p, b, &nb, NULL, NULL, &err) == 0, "cuda tts: %s", err.msg);
       trips = rt_cuda_round_trips(gs) - trips;
-      CHECK_MSG(na == F && nb == F && !memcmp(a, b, (size_t)F * G * 4), "tts %s: device codes differ from the cpu's",
-                runs[r].what);
-      /* prompt: 7 embedding calls and one talker prefill chunk; then
-       * per frame the predictor frame and (but the last) a talker step */
-      CHECK_MSG(trips <= 8 + 2 * F, "tts %s: %lld host round trips for %d frames", runs[r].what, trips, F);
-      printf("  tts %-36s %d frames, codes as on the cpu, %lld host round trips\n", runs[r].what, F, trips);
+      CHECK_MSG(na >= (p.min_frames < F ? p.min_frames : F) && na == nb && !memcmp(a, b, (size_t)na * G * 4),
+                "tts %s: device codes differ from the cpu's (%d and %d frames)", runs[r].what, na, nb);
+      /* prompt: 5 embedding calls and one talker prefill chunk; then one
+       * round trip per frame (and one for a frame that drew EOS): the
+       * talker's logits never come to the host */
+      const int frames = na < F ? na + 1 : F;
+      CHECK_MSG(trips == 6 + frames, "tts %s: %lld host round trips for %d frames", runs[r].what, trips, frames);
+      /* a talker penalty of 3 changes run 1's codes (its greedy c0 repeats
+       * itself): the device could not ignore it */
+      if (r == 1) memcpy(greedy, a, sizeof a);
+      CHECK_MSG(r != 6 || memcmp(greedy, a, (size_t)F * G * 4), "tts %s: the penalty changed nothing", runs[r].what);
+      printf("  tts %-44s %d frames, codes as on the cpu, %lld host round trips\n", runs[r].what, na, trips);
     }
   }
   sc_session_close(cs), sc_model_close(cm), sc_session_close(gs), sc_model_close(gm);
@@ -182,12 +205,17 @@ static void device_sampling(const char *tts_path) {
   if (!open_built("llm/qwen3_gqa2_hd32_tied", "cpu", "lm_cpu", &cm, &cs) &&
       !open_built("llm/qwen3_gqa2_hd32_tied", "cuda", "lm_cuda", &gm, &gs)) {
     int32_t prompt[4] = {0, 4, 134, 16}, a[24], b[24];
-    for (int r = 0; r < 2; r++) {
+    /* greedy, sampled; both again with a repetition penalty (its history
+     * goes up once, after the first token) */
+    static const char *const what[] = {"greedy", "sampled", "greedy, penalty 1.3", "sampled, penalty 1.3"};
+    int32_t seen[4][24];
+    for (int r = 0; r < 4; r++) {
       sc_sample_params p = sc_sample_defaults();
-      p.greedy = r == 0;
+      p.greedy = r % 2 == 0;
       p.temperature = 0.8f;
       p.top_k = 40;
       p.seed = 5;
+      p.repetition_penalty = r >= 2 ? 1.3f : 1.0f;
       int na = 0, nb = 0;
       sc_session_reset(cs);
       sc_session_reset(gs);
@@ -196,18 +224,89 @@ static void device_sampling(const char *tts_path) {
       CHECK_MSG(sc_generate(gs, prompt, 4, 24, &p, -1, b, &nb, NULL, NULL, &err) == 0, "cuda: %s", err.msg);
       trips = rt_cuda_round_trips(gs) - trips;
       CHECK_MSG(na == 24 && nb == 24 && !memcmp(a, b, sizeof a), "generate %s: device tokens differ from the cpu's",
-                r ? "sampled" : "greedy");
-      CHECK_MSG(trips == 1 + 23, "generate: %lld host round trips for a prompt chunk and 23 decode steps", trips);
+                what[r]);
+      CHECK_MSG(trips == 1 + (r >= 2) + 23, "generate %s: %lld host round trips for a prompt chunk and 23 decode steps",
+                what[r], trips);
       /* the logits of the last step stayed on the device: fetched on demand */
       int V = 0;
       long long before = rt_cuda_round_trips(gs);
       const float *lc = sc_logits(cs, &V), *lg = sc_logits(gs, NULL);
       CHECK_MSG(rt_cuda_round_trips(gs) == before + 1, "sc_generate did not sample on the device");
       CHECK_MSG(rel_err(lg, lc, V) <= 1e-4, "logits after a device-sampled decode: rel err %g", rel_err(lg, lc, V));
-      printf("  generate %-7s 24 tokens as on the cpu, %lld host round trips\n", r ? "sampled" : "greedy", trips);
+      /* the penalty changes what is drawn: the device could not ignore it */
+      memcpy(seen[r], a, sizeof a);
+      CHECK_MSG(r < 2 || memcmp(seen[r], seen[r - 2], sizeof a), "generate %s: the penalty changed nothing", what[r]);
+      printf("  generate %-20s 24 tokens as on the cpu, %lld host round trips\n", what[r], trips);
     }
   }
   sc_session_close(cs), sc_model_close(cm), sc_session_close(gs), sc_model_close(gm);
+}
+
+/* The prompt GEMM (emit_gemm_tiled) on a checkpoint wider than its column
+ * step and a prompt longer than its token tile: bench/make_random_ckpt's
+ * qwen3-wide-tiny (hidden 320, intermediate 544: 2 and 3 steps of 256, the
+ * last partial), a 40-token prompt in one prefill call (tiles of 16, 16
+ * and 8 tokens), then 4 decode steps that read the KV cache it wrote;
+ * logits of the cuda builds against the CPU build of the same band
+ * (cosine >= 0.99999), f32 and bf16. */
+static void prompt_gemm(void) {
+  char ckpt[256], cmd[1024], tool[512];
+  snprintf(ckpt, sizeof ckpt, "%s/wide", tmpdir);
+  snprintf(tool, sizeof tool, "%s", bin);
+  char *slash = strrchr(tool, '/');
+  snprintf(slash ? slash + 1 : tool, sizeof tool - (size_t)(slash ? slash + 1 - tool : 0), "make_random_ckpt");
+  snprintf(cmd, sizeof cmd, "'%s' qwen3-wide-tiny '%s' --dtype f32", tool, ckpt);
+  if (sh(cmd)) {
+    CHECK_MSG(0, "make_random_ckpt: %s", out_text());
+    return;
+  }
+  const DType bands[] = {DT_F32, DT_BF16};
+  int32_t prompt[40];
+  for (int i = 0; i < 40; i++) prompt[i] = (i * 37 + 11) % 512;
+  for (int b = 0; b < 2; b++) {
+    float *logits[2] = {NULL, NULL};
+    for (int k = 0; k < 2; k++) { /* cpu, cuda */
+      char out[256];
+      snprintf(out, sizeof out, "%s/wide_%d_%d.so", tmpdir, b, k);
+      BuildOpts o = build_defaults();
+      o.model_dir = ckpt;
+      o.out_path = out;
+      o.target = k ? "cuda" : "cpu";
+      o.band = bands[b];
+      o.max_context = 64;
+      o.prefill_chunk = 40;
+      o.quiet = 1;
+      sc_error err = {0};
+      sc_model *m = NULL;
+      sc_session *s = NULL;
+      logits[k] = calloc((size_t)5 * 512, sizeof(float));
+      int rc = sc_build(&o, &err);
+      if (!rc) rc = sc_model_open(out, NULL, &m, &err);
+      if (!rc) rc = sc_session_open(m, &s, &err);
+      if (!rc) rc = sc_prefill(s, prompt, 40, &err);
+      if (!rc) memcpy(logits[k], sc_logits(s, NULL), 512 * sizeof(float));
+      for (int t = 1; t < 5 && !rc; t++) {
+        rc = sc_decode(s, prompt[t], &err);
+        if (!rc) memcpy(logits[k] + (size_t)t * 512, sc_logits(s, NULL), 512 * sizeof(float));
+      }
+      CHECK_MSG(rc == 0, "wide %s %s: %s", o.target, ir_dtype_name(bands[b]), err.msg);
+      sc_session_close(s);
+      sc_model_close(m);
+    }
+    double worst = 1;
+    for (int t = 0; t < 5; t++) {
+      const float *a = logits[0] + (size_t)t * 512, *c = logits[1] + (size_t)t * 512;
+      double d = 0, na = 0, nc = 0;
+      for (int v = 0; v < 512; v++) d += (double)a[v] * c[v], na += (double)a[v] * a[v], nc += (double)c[v] * c[v];
+      double cs = d / sqrt(na * nc);
+      if (!(cs >= worst)) worst = cs;
+    }
+    printf("  prompt GEMM %-5s 40-token prefill + 4 decode steps, worst logits cosine vs the cpu: %.7f\n",
+           ir_dtype_name(bands[b]), worst);
+    CHECK_MSG(worst >= 0.99999, "prompt GEMM %s: logits cosine %.7f < 0.99999", ir_dtype_name(bands[b]), worst);
+    free(logits[0]);
+    free(logits[1]);
+  }
 }
 
 int main(void) {
@@ -494,6 +593,7 @@ int main(void) {
     sc_session_close(s);
     sc_model_close(m);
     device_sampling(path);
+    prompt_gemm();
     unsetenv("SPEECHC_LIBCUDA");
   } else {
     printf("  no GPU and SPEECHC_CUDA_EMU not set: device checks skipped (ctest sets it on x86-64)\n");
