@@ -32,8 +32,9 @@
 #                 (qwen3-tts: "Code Predictor" + "Embed")
 #   frames/s      frames / (talker + predictor seconds); RTF = those seconds per
 #                 second of audio (12.5 frames/s).  Prompt/prefill not counted.
-# ratio = speechc (gcc) frames/s at the same band / the engine's frames/s
-# (torch f32 against speechc f32).
+# speechc_x = speechc (gcc) frames/s at the same band / the engine's frames/s,
+# paired within a round, median over rounds (torch f32 against speechc f32).
+# SUMMARY=FILE skips the runs and prints the table of an earlier raw file.
 #
 # Each run is one `flock /tmp/speechc-bench.lock` call; rounds interleave the
 # engines; the table shows medians over ROUNDS.
@@ -89,8 +90,8 @@ fi
 
 # "<|im_start|>assistant\n" + 12 text tokens + "<|im_end|>\n<|im_start|>assistant\n"
 ids=151644,77091,198,9707,11,1879,1246,525,498,3351,30,1096,374,264,1273,151645,198,151644,77091,198
-res=$WORK/peers_qwen3tts.$$.txt
-: >"$res"
+res=${SUMMARY:-$WORK/peers_qwen3tts.$$.txt}
+[ -n "${SUMMARY:-}" ] && ROUNDS=0 || : >"$res"
 locked() { flock "$LOCK" "$@"; }
 
 run_speechc() { # cc band
@@ -138,24 +139,26 @@ for r in $(seq "$ROUNDS"); do
   done
 done
 
-echo "# $(date -u +%Y-%m-%dT%H:%MZ) speechc $(git -C "$ROOT" rev-parse --short HEAD), threads $THREADS," \
-     "$ROUNDS rounds (medians), frames: speechc/qwen3-tts $FRAMES, torch $TORCH_FRAMES; raw: $res"
+[ -n "${SUMMARY:-}" ] && echo "# summary of $res" ||
+  echo "# $(date -u +%Y-%m-%dT%H:%MZ) speechc $(git -C "$ROOT" rev-parse --short HEAD), threads $THREADS," \
+       "$ROUNDS rounds (medians), frames: speechc/qwen3-tts $FRAMES, torch $TORCH_FRAMES; raw: $res"
 python3 - "$res" <<'EOF'
 import statistics as st, sys
-rows = {}
+rows = {}                      # (engine, band) -> one (frames, talker, pred) per round, in order
 for line in open(sys.argv[1]):
     eng, band, fr, t, p = line.split()
     rows.setdefault((eng, band), []).append((int(fr), float(t), float(p)))
-def med(v): return st.median(v)
-fps = {}
-for k, v in rows.items():
-    fps[k] = med([1e3 / (t + p) for _, t, p in v])
-print(f"{'engine':<12} {'band':<5} {'frames':>6} {'talker_ms':>10} {'pred_ms':>9} {'frames/s':>9} {'RTF':>6} {'speechc_x':>9}")
+fps = {k: [1e3 / (t + p) for _, t, p in v] for k, v in rows.items()}
+print(f"{'engine':<12} {'band':<5} {'frames':>6} {'talker_ms':>10} {'pred_ms':>9} "
+      f"{'frames/s':>9} {'RTF':>6} {'speechc_x':>9}")
 order = {"bf16": 0, "q8_0": 1, "q4_0": 2, "f32": 3}
 for (eng, band), v in sorted(rows.items(), key=lambda kv: (order.get(kv[0][1], 9), kv[0][0])):
-    t, p, f = med([x[1] for x in v]), med([x[2] for x in v]), fps[(eng, band)]
+    t, p = st.median(x[1] for x in v), st.median(x[2] for x in v)
+    f = st.median(fps[(eng, band)])
     ref = fps.get(("speechc-gcc", band))
-    ratio = f"{ref / f:.2f}" if ref else "-"
+    # speechc_x: speechc (gcc) frames/s over this engine's, paired within each
+    # round (the runs next to each other), median over the rounds
+    ratio = f"{st.median(r / e for r, e in zip(ref, fps[(eng, band)])):.2f}" if ref else "-"
     frames = "/".join(str(x[0]) for x in v) if len({x[0] for x in v}) > 1 else str(v[0][0])
     print(f"{eng:<12} {band:<5} {frames:>6} {t:>10.1f} {p:>9.1f} {f:>9.2f} {12.5 / f:>6.2f} {ratio:>9}")
 EOF
