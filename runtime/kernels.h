@@ -124,6 +124,23 @@ typedef struct sc_kern_ops {
                     const float *xd, const unsigned char *xp, int nb, float *out);
   void (*dot1_q4_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, float *out);
+  /* Optional blocked (GEMM) forms for T > 1; NULL = the driver calls
+   * dot4/dot1 once per token.  Each computes nr <= 4 rows against nt
+   * tokens into out[t * ldo + r], loading each weight block once for
+   * several tokens, and must give every element the bits dot1 gives that
+   * row and token (so T = 1 and T > 1 agree).  Float bands: token t at
+   * x + t * ldx.  Quantized bands: token t's activations at xq + t*32*nb,
+   * xd + t*nb, xp + t*64*nb (quantize_q8 of each token in turn). */
+  void (*gemm_f32)(const float *w, int nr, const float *x, int ldx, int nt, int cols,
+                   float *out, int ldo);
+  void (*gemm_bf16)(const uint16_t *w, int nr, const float *x, int ldx, int nt, int cols,
+                    float *out, int ldo);
+  void (*gemm_q8_0)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
+                    const float *xd, const unsigned char *xp, int nb, int nt, float *out,
+                    int ldo);
+  void (*gemm_q4_0)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
+                    const float *xd, const unsigned char *xp, int nb, int nt, float *out,
+                    int ldo);
 } sc_kern_ops;
 
 /* The portable loops (kernels.c), always there. */
