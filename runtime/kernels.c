@@ -550,7 +550,7 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
     kern_error(ctx, msg, j->wtype);
     return;
   }
-  if (j->wtype == SC_W_F32 && j->T >= BLAS_MIN_T && j->ops->gemm_f32) {
+  if (j->wtype == SC_W_F32 && j->T >= BLAS_MIN_T && j->ops != &sc_kern_portable) {
     blas_run(j, ctx);
     return;
   }
