@@ -460,8 +460,9 @@ static void store_rows(const LinJob *j, int r, int n, int t, const float *d, con
   }
 }
 
-/* Tokens per blocked call: the block of rows stays in L1 for all of them. */
-#define GEMM_TOKENS 16
+/* Tokens per blocked call (a multiple of the AVX2 tiles' 3): the block of
+ * rows stays in L1 for all of them. */
+#define GEMM_TOKENS 24
 
 /* Chunk c of n: an even share of the blocks of four rows.  For T > 1 each
  * block is reused across all T inputs while it is still in cache, through

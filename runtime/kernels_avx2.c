@@ -328,33 +328,43 @@ DEFINE_QDOT(dot_q4_0_)
 #ifndef FL_NT
 #define FL_NT 3
 #endif
+#ifndef FL_SEG
+#define FL_SEG 256
+#endif
 #define DEFINE_GEMM_FL(NAME, WT, LOAD8, SCALAR)                                \
   ALWAYS_INLINE void NAME##tile(const WT *w, int cols, const float *x, int ldx, \
                                 float *out, int ldo, const int R, const int NT) { \
     __m256 part[4][4][4];                                                     \
     const int n32 = cols & ~31, n8 = cols & ~7;                               \
-    for (int k = 0; k < 4; k++) {                                             \
-      __m256 a[4][4];                                                         \
+    for (int k = 0; k < 4; k++)                                               \
       for (int r = 0; r < R; r++)                                             \
-        for (int t = 0; t < NT; t++) a[r][t] = _mm256_setzero_ps();           \
-      for (int i = 8 * k; i < n32; i += 32) {                                 \
-        __m256 wv[4];                                                         \
-        for (int r = 0; r < R; r++) wv[r] = LOAD8(w + (size_t)r * cols + i);  \
-        for (int t = 0; t < NT; t++) {                                        \
-          const __m256 xv = _mm256_loadu_ps(x + (size_t)t * ldx + i);         \
-          for (int r = 0; r < R; r++) a[r][t] = _mm256_fmadd_ps(wv[r], xv, a[r][t]); \
-        }                                                                     \
-      }                                                                       \
-      if (k == 0)                                                             \
-        for (int i = n32; i < n8; i += 8)                                     \
+        for (int t = 0; t < NT; t++) part[k][r][t] = _mm256_setzero_ps();     \
+    /* segments of FL_SEG columns keep the rows and tokens in L1 across    \
+     * the four passes; each accumulator still runs in column order */     \
+    for (int i0 = 0; i0 < n32; i0 += FL_SEG) {                                \
+      const int i1 = n32 - i0 < FL_SEG ? n32 : i0 + FL_SEG;                   \
+      for (int k = 0; k < 4; k++) {                                           \
+        __m256 a[4][4];                                                       \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) a[r][t] = part[k][r][t];               \
+        for (int i = i0 + 8 * k; i < i1; i += 32) {                           \
+          __m256 wv[4];                                                       \
+          for (int r = 0; r < R; r++) wv[r] = LOAD8(w + (size_t)r * cols + i); \
           for (int t = 0; t < NT; t++) {                                      \
             const __m256 xv = _mm256_loadu_ps(x + (size_t)t * ldx + i);       \
-            for (int r = 0; r < R; r++)                                       \
-              a[r][t] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i), xv, a[r][t]); \
+            for (int r = 0; r < R; r++) a[r][t] = _mm256_fmadd_ps(wv[r], xv, a[r][t]); \
           }                                                                   \
-      for (int r = 0; r < R; r++)                                             \
-        for (int t = 0; t < NT; t++) part[k][r][t] = a[r][t];                 \
+        }                                                                     \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) part[k][r][t] = a[r][t];               \
+      }                                                                       \
     }                                                                         \
+    for (int i = n32; i < n8; i += 8)                                         \
+      for (int t = 0; t < NT; t++) {                                          \
+        const __m256 xv = _mm256_loadu_ps(x + (size_t)t * ldx + i);           \
+        for (int r = 0; r < R; r++)                                           \
+          part[0][r][t] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i), xv, part[0][r][t]); \
+      }                                                                       \
     for (int r = 0; r < R; r++)                                               \
       for (int t = 0; t < NT; t++) {                                          \
         const __m256 v = _mm256_add_ps(_mm256_add_ps(part[0][r][t], part[1][r][t]), \
@@ -450,24 +460,27 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
       out[(size_t)t * ldo + r] = hsum8(_mm256_add_ps(part[0][r][t], part[1][r][t]));
 }
 
-/* Rows in tiles of two (one for an odd last row), tokens in tiles of four. */
+/* Rows in tiles of two (one for an odd last row), tokens in tiles of
+ * Q_NT: 2 x 3 accumulators, the weights of two rows and the constants fit
+ * the 16 registers (2 x 4 spilled accumulators to the stack, which put a
+ * store-to-load forward into their FMA chains). */
+#ifndef Q_NT
+#define Q_NT 3
+#endif
 #define DEFINE_GEMM_Q(NAME, TILE)                                                \
   static void NAME##r(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, \
                       const unsigned char *xp, int nb, int nt, float *out, int ldo, const int R) { \
     (void)xp;                                                                    \
     int t = 0;                                                                   \
-    for (; t + 4 <= nt; t += 4)                                                  \
+    for (; t + Q_NT <= nt; t += Q_NT)                                            \
       TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-           out + (size_t)t * ldo, ldo, R, 4);                                    \
-    switch (nt - t) {                                                            \
-    case 3: TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-                 out + (size_t)t * ldo, ldo, R, 3); break;                       \
-    case 2: TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-                 out + (size_t)t * ldo, ldo, R, 2); break;                       \
-    case 1: TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-                 out + (size_t)t * ldo, ldo, R, 1); break;                       \
-    default: break;                                                              \
-    }                                                                            \
+           out + (size_t)t * ldo, ldo, R, Q_NT);                                 \
+    for (; t + 2 <= nt; t += 2)                                                  \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, 2);                                    \
+    if (t < nt)                                                                  \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, 1);                                    \
   }                                                                              \
   static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
                    const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
@@ -513,28 +526,35 @@ const sc_kern_ops sc_kern_avx2 = {
                                 float *out, int ldo, const int R, const int NT) { \
     __m256 part[4][4][4];                                                     \
     const int n32 = cols & ~31, n8 = cols & ~7;                               \
-    for (int k = 0; k < 4; k++) {                                             \
-      __m256 a[4][4];                                                         \
+    for (int k = 0; k < 4; k++)                                               \
       for (int r = 0; r < R; r++)                                             \
-        for (int t = 0; t < NT; t++) a[r][t] = _mm256_setzero_ps();           \
-      for (int i = 8 * k; i < n32; i += 32) {                                 \
-        __m256 wv[4];                                                         \
-        for (int r = 0; r < R; r++) wv[r] = LOAD8(w + (size_t)r * cols + i);  \
-        for (int t = 0; t < NT; t++) {                                        \
-          const __m256 xv = _mm256_loadu_ps(x + (size_t)t * ldx + i);         \
-          for (int r = 0; r < R; r++) a[r][t] = _mm256_fmadd_ps(wv[r], xv, a[r][t]); \
-        }                                                                     \
-      }                                                                       \
-      if (k == 0)                                                             \
-        for (int i = n32; i < n8; i += 8)                                     \
+        for (int t = 0; t < NT; t++) part[k][r][t] = _mm256_setzero_ps();     \
+    /* segments of FL_SEG columns keep the rows and tokens in L1 across    \
+     * the four passes; each accumulator still runs in column order */     \
+    for (int i0 = 0; i0 < n32; i0 += FL_SEG) {                                \
+      const int i1 = n32 - i0 < FL_SEG ? n32 : i0 + FL_SEG;                   \
+      for (int k = 0; k < 4; k++) {                                           \
+        __m256 a[4][4];                                                       \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) a[r][t] = part[k][r][t];               \
+        for (int i = i0 + 8 * k; i < i1; i += 32) {                           \
+          __m256 wv[4];                                                       \
+          for (int r = 0; r < R; r++) wv[r] = LOAD8(w + (size_t)r * cols + i); \
           for (int t = 0; t < NT; t++) {                                      \
             const __m256 xv = _mm256_loadu_ps(x + (size_t)t * ldx + i);       \
-            for (int r = 0; r < R; r++)                                       \
-              a[r][t] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i), xv, a[r][t]); \
+            for (int r = 0; r < R; r++) a[r][t] = _mm256_fmadd_ps(wv[r], xv, a[r][t]); \
           }                                                                   \
-      for (int r = 0; r < R; r++)                                             \
-        for (int t = 0; t < NT; t++) part[k][r][t] = a[r][t];                 \
+        }                                                                     \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) part[k][r][t] = a[r][t];               \
+      }                                                                       \
     }                                                                         \
+    for (int i = n32; i < n8; i += 8)                                         \
+      for (int t = 0; t < NT; t++) {                                          \
+        const __m256 xv = _mm256_loadu_ps(x + (size_t)t * ldx + i);           \
+        for (int r = 0; r < R; r++)                                           \
+          part[0][r][t] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i), xv, part[0][r][t]); \
+      }                                                                       \
     for (int r = 0; r < R; r++)                                               \
       for (int t = 0; t < NT; t++) {                                          \
         const __m256 v = _mm256_add_ps(_mm256_add_ps(part[0][r][t], part[1][r][t]), \
@@ -630,24 +650,27 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
       out[(size_t)t * ldo + r] = hsum8(_mm256_add_ps(part[0][r][t], part[1][r][t]));
 }
 
-/* Rows in tiles of two (one for an odd last row), tokens in tiles of four. */
+/* Rows in tiles of two (one for an odd last row), tokens in tiles of
+ * Q_NT: 2 x 3 accumulators, the weights of two rows and the constants fit
+ * the 16 registers (2 x 4 spilled accumulators to the stack, which put a
+ * store-to-load forward into their FMA chains). */
+#ifndef Q_NT
+#define Q_NT 3
+#endif
 #define DEFINE_GEMM_Q(NAME, TILE)                                                \
   static void NAME##r(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, \
                       const unsigned char *xp, int nb, int nt, float *out, int ldo, const int R) { \
     (void)xp;                                                                    \
     int t = 0;                                                                   \
-    for (; t + 4 <= nt; t += 4)                                                  \
+    for (; t + Q_NT <= nt; t += Q_NT)                                            \
       TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-           out + (size_t)t * ldo, ldo, R, 4);                                    \
-    switch (nt - t) {                                                            \
-    case 3: TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-                 out + (size_t)t * ldo, ldo, R, 3); break;                       \
-    case 2: TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-                 out + (size_t)t * ldo, ldo, R, 2); break;                       \
-    case 1: TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-                 out + (size_t)t * ldo, ldo, R, 1); break;                       \
-    default: break;                                                              \
-    }                                                                            \
+           out + (size_t)t * ldo, ldo, R, Q_NT);                                 \
+    for (; t + 2 <= nt; t += 2)                                                  \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, 2);                                    \
+    if (t < nt)                                                                  \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, 1);                                    \
   }                                                                              \
   static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
                    const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
