@@ -21,10 +21,10 @@
  * of two products from each half of its block, converted, times d_x, fma
  * by d_w; an odd last block goes alone into acc1.  The integer dots use
  * llama.cpp's tricks: q8_0 |w| x sign(x, w) through maddubs; q4_0 nibbles
- * 0..15 through maddubs, minus 8 * (the x they meet) per pair.  q4_0
- * rows go four at a time (dot4), sharing each pair's activation loads
- * and prefetching the next four rows; a row's order is the one above,
- * whichever call computes it.
+ * 0..15 through maddubs, minus 8 * (the x they meet) per pair.
+ *
+ * GEMM (T > 1): tiles of rows x tokens that give every element exactly the
+ * dot's operations in the dot's order (see the gemm_* section).
  */
 #include "kernels.h"
 
@@ -263,34 +263,27 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
   return hsum8(_mm256_add_ps(a0, a1));
 }
 
-/* q4_0, N rows at once sharing each pair's activation loads; per row the
- * pairs of blocks alternate between two accumulators (pair p into
- * a[p % 2]); an odd last block goes alone into a1.  With N = 4 the loop
- * also prefetches the next four rows, 72 bytes of each per step. */
-ALWAYS_INLINE void dot_q4_0_rows(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
-                                 const unsigned char *xp, int nb, float *out, const int N) {
-  __m256 a[4][2];
-  for (int r = 0; r < N; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+/* q4_0 by pairs of blocks, one row at a time like q8_0: pair p goes to
+ * a[p % 2], an odd last block alone into a1.  (Four rows sharing each
+ * pair's activation loads saved no time in L3 and lost a third of the
+ * decode speed from DRAM: four interleaved streams defeat the hardware
+ * prefetcher, software prefetch did not win it back.) */
+ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
+                                 const unsigned char *xp, int nb) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   const int np = nb / 2;
   int p = 0;
-  for (; p + 2 <= np; p += 2)
-    for (int k = 0; k < 2; k++) {
-      const Q4X x = q4x_load(xp + (size_t)(p + k) * 128);
-      for (int r = 0; r < N; r++) {
-        const uint8_t *b0 = w + r * rb + (size_t)(p + k) * 36;
-        if (N == 4 && k == 0) PREFETCH(b0 + 4 * rb);
-        a[r][k] = q4_0_pair(b0, &x, a[r][k]);
-      }
-    }
+  for (; p + 2 <= np; p += 2) {
+    const Q4X x0 = q4x_load(xp + (size_t)p * 128), x1 = q4x_load(xp + (size_t)(p + 1) * 128);
+    a0 = q4_0_pair(w + (size_t)p * 36, &x0, a0);
+    a1 = q4_0_pair(w + (size_t)(p + 1) * 36, &x1, a1);
+  }
   if (p < np) {
     const Q4X x = q4x_load(xp + (size_t)p * 128);
-    for (int r = 0; r < N; r++) a[r][0] = q4_0_pair(w + r * rb + (size_t)p * 36, &x, a[r][0]);
+    a0 = q4_0_pair(w + (size_t)p * 36, &x, a0);
   }
-  for (int r = 0; r < N; r++) {
-    if (nb & 1)
-      a[r][1] = q4_0_block(w + r * rb + (size_t)(nb - 1) * 18, xq + 32 * (nb - 1), xd + nb - 1, a[r][1]);
-    out[r] = hsum8(_mm256_add_ps(a[r][0], a[r][1]));
-  }
+  if (nb & 1) a1 = q4_0_block(w + (size_t)(nb - 1) * 18, xq + 32 * (nb - 1), xd + nb - 1, a1);
+  return hsum8(_mm256_add_ps(a0, a1));
 }
 
 ALWAYS_INLINE void dot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
@@ -301,7 +294,7 @@ ALWAYS_INLINE void dot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq, con
 
 ALWAYS_INLINE void dot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                               const unsigned char *xp, int nb, float *out, const int N) {
-  dot_q4_0_rows(w, rb, xq, xd, xp, nb, out, N);
+  for (int r = 0; r < N; r++) out[r] = dot_q4_0_row(w + r * rb, xq, xd, xp, nb);
 }
 
 #define DEFINE_QDOT(NAME)                                                    \
