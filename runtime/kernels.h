@@ -20,14 +20,25 @@
  * d_w * d_x.  The activation scale is kept in f32 (GGML rounds it to f16).
  * The activations are quantized once per call, before the rows are split.
  *
+ * Prefill (T > 1): the ops' optional gemm_* hooks take a tile of rows x
+ * tokens and load each weight block once for several tokens; without them
+ * the driver calls the dots once per token.  f32 weights with T >= 16
+ * (BLAS_MIN_T in kernels.c) go instead to OpenBLAS's cblas_sgemm, called
+ * by our pool's threads on fixed 64-row panels with OpenBLAS's own
+ * threading off; the portable table never takes that path.
+ *
  * Numerical contract (tests/unit/test_kernels.c holds it): every output
  * element is one dot product W[r]·x[t] whose accumulation order depends only
- * on `cols` — not on rows, T, which rows are computed together, or the
- * thread count — then `+ bias[r]`, then `y + d` when accumulating.  So T=1
- * and T>1 agree bit for bit, and linear_swiglu equals
- * silu(linear(gate)) * linear(up) exactly.  The portable and AVX2 paths
- * agree to rounding (~1e-6 relative), not bits; for the quantized bands
- * both quantize the activations to the same bits.
+ * on `cols` — not on rows, T, which rows or tokens are computed together,
+ * or the thread count — then `+ bias[r]`, then `y + d` when accumulating.
+ * So T=1 and T>1 agree bit for bit, and linear_swiglu equals
+ * silu(linear(gate)) * linear(up) exactly.  One exception: f32 weights
+ * with T >= 16 (OpenBLAS) follow OpenBLAS's order, which may depend on T:
+ * they agree with T=1 to rounding (~1e-6 relative), not bits, and stay
+ * the same bits for any thread count (the panels do not depend on it).
+ * The portable and AVX2 paths agree to rounding (~1e-6 relative), not
+ * bits; for the quantized bands both quantize the activations to the same
+ * bits.
  */
 #ifndef SC_KERNELS_H
 #define SC_KERNELS_H
