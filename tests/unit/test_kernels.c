@@ -516,5 +516,7 @@ int main(void) {
     test_gemm_hooks(&sc_kern_avx2);
     test_gemm_blas(&best, &port);
   }
+  sc_kernel_ctx_free(&cbest);
+  sc_kernel_ctx_free(&cport);
   CHECK_DONE();
 }
