@@ -99,7 +99,7 @@ int main(int argc, char **argv) {
   const double flop_rows = 3072.0 * 1024.0;
   printf("kern_micro: band=%s isa=%s T=%d threads=%d mb=%.0f best_ms=%.4f median_ms=%.4f "
          "gbps=%.2f tok_s=%.1f gflops=%.2f\n",
-         band, sc_kernels_isa(&K), T, threads, nmat * mat_bytes / 2 / 1e6, t[0] * 1e3,
+         band, sc_kernels_isa(&K), T, threads, nmat * mat_bytes / 1e6, t[0] * 1e3,
          t[reps / 2] * 1e3, mat_bytes / t[0] / 1e9, T / t[0],
          2.0 * flop_rows * T / t[0] / 1e9);
   sc_pool_free(ctx.pool);
