@@ -20,6 +20,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#ifndef SC_HAVE_OPENBLAS /* CMake's SPEECHC_OPENBLAS (default ON) sets it */
+#define SC_HAVE_OPENBLAS 0
+#endif
+#if SC_HAVE_OPENBLAS
+#include <cblas.h>
+#endif
+
 #include "cpu.h"
 #include "pool.h"
 
@@ -421,10 +428,59 @@ static void job_dot(const LinJob *j, size_t r0, int n, int t, float *out) {
   }
 }
 
+/* The blocked form of job_dot, out[t * 4 + i] for tokens t0..t0+nt, or 0
+ * when the ops have none for this band. */
+static int job_gemm(const LinJob *j, size_t r0, int n, int t0, int nt, float *out) {
+  const sc_kern_ops *ops = j->ops;
+  const int cols = j->cols;
+  switch (j->wtype) {
+  case SC_W_F32:
+    if (!ops->gemm_f32) return 0;
+    ops->gemm_f32((const float *)j->w + r0 * (size_t)cols, n, j->x + (size_t)t0 * j->ldx, j->ldx,
+                  nt, cols, out, 4);
+    return 1;
+  case SC_W_BF16:
+    if (!ops->gemm_bf16) return 0;
+    ops->gemm_bf16((const uint16_t *)j->w + r0 * (size_t)cols, n, j->x + (size_t)t0 * j->ldx,
+                   j->ldx, nt, cols, out, 4);
+    return 1;
+  default: {
+    void (*g)(const uint8_t *, size_t, int, const int8_t *, const float *, const unsigned char *,
+              int, int, float *, int) = j->wtype == SC_W_Q8_0 ? ops->gemm_q8_0 : ops->gemm_q4_0;
+    if (!g) return 0;
+    const int nb = cols / SC_QK;
+    const size_t rb = sc_band_row_bytes(j->wtype, cols);
+    g((const uint8_t *)j->w + r0 * rb, rb, n, j->xq + (size_t)t0 * cols, j->xd + (size_t)t0 * nb,
+      j->xp + (size_t)t0 * cols * 2, nb, nt, out, 4);
+    return 1;
+  }
+  }
+}
+
+/* Rows r..r+n of token t from their dots d (and, for SwiGLU, the up rows'
+ * dots u): + bias, accumulate or SwiGLU. */
+static void store_rows(const LinJob *j, int r, int n, int t, const float *d, const float *u) {
+  float *yt = j->y + (size_t)t * j->ldy + r;
+  if (j->swiglu) {
+    for (int i = 0; i < n; i++) yt[i] = d[i] / (1.0f + expf(-d[i])) * u[i];
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    float v = d[i];
+    if (j->bias) v += j->bias[r + i];
+    yt[i] = j->acc ? yt[i] + v : v;
+  }
+}
+
+/* Tokens per blocked call (a multiple of the AVX2 tiles' 3): the block of
+ * rows stays in L1 for all of them. */
+#define GEMM_TOKENS 24
+
 /* Chunk c of n: an even share of the blocks of four rows.  For T > 1 each
- * block is reused across all T inputs while it is still in cache.  SwiGLU:
- * gate rows w[0..rows), up rows w[rows..2*rows); each g and u is the exact
- * value linear() would produce for that row. */
+ * block is reused across all T inputs while it is still in cache, through
+ * the ops' blocked form when they have one.  SwiGLU: gate rows
+ * w[0..rows), up rows w[rows..2*rows); each g and u is the exact value
+ * linear() would produce for that row. */
 static void lin_chunk(void *arg, int c, int n) {
   const LinJob *j = arg;
   const int nblk = (j->rows + 3) / 4;
@@ -432,24 +488,75 @@ static void lin_chunk(void *arg, int c, int n) {
   const int b1 = (int)((long long)nblk * (c + 1) / n);
   for (int b = b0; b < b1; b++) {
     const int r = 4 * b, n = j->rows - r < 4 ? j->rows - r : 4;
-    for (int t = 0; t < j->T; t++) {
-      float d[4];
+    int t = 0;
+    if (j->T > 1)
+      for (; t < j->T; t += GEMM_TOKENS) {
+        const int nt = j->T - t < GEMM_TOKENS ? j->T - t : GEMM_TOKENS;
+        float d[GEMM_TOKENS * 4], u[GEMM_TOKENS * 4];
+        if (!job_gemm(j, (size_t)r, n, t, nt, d)) break;
+        if (j->swiglu) job_gemm(j, (size_t)j->rows + r, n, t, nt, u);
+        for (int i = 0; i < nt; i++) store_rows(j, r, n, t + i, d + 4 * i, u + 4 * i);
+      }
+    for (; t < j->T; t++) {
+      float d[4], u[4];
       job_dot(j, (size_t)r, n, t, d);
-      float *yt = j->y + (size_t)t * j->ldy + r;
-      if (j->swiglu) {
-        float u[4];
-        job_dot(j, (size_t)j->rows + r, n, t, u);
-        for (int i = 0; i < n; i++) yt[i] = d[i] / (1.0f + expf(-d[i])) * u[i];
-        continue;
-      }
-      for (int i = 0; i < n; i++) {
-        float v = d[i];
-        if (j->bias) v += j->bias[r + i];
-        yt[i] = j->acc ? yt[i] + v : v;
-      }
+      if (j->swiglu) job_dot(j, (size_t)j->rows + r, n, t, u);
+      store_rows(j, r, n, t, d, u);
     }
   }
 }
+
+#if SC_HAVE_OPENBLAS
+/* f32 weights with at least this many tokens go through OpenBLAS's sgemm,
+ * in panels of BLAS_PANEL rows: a panel's rows are fixed by `rows` alone,
+ * so the thread count changes nothing; OpenBLAS's own threads stay off
+ * (ours split the panels).  Below it, and for the other bands, the ops'
+ * blocked kernels keep T > 1 bit-identical to T = 1. */
+#define BLAS_MIN_T 16
+#define BLAS_PANEL 64
+
+typedef struct BlasJob {
+  const LinJob *j;
+  float *tmp; /* [chunks][2][T * BLAS_PANEL] */
+  int panels;
+} BlasJob;
+
+static void blas_chunk(void *arg, int c, int n) {
+  const BlasJob *bj = arg;
+  const LinJob *j = bj->j;
+  const float *w = j->w;
+  float *d = bj->tmp + (size_t)c * 2 * j->T * BLAS_PANEL, *u = d + (size_t)j->T * BLAS_PANEL;
+  const int p0 = (int)((long long)bj->panels * c / n), p1 = (int)((long long)bj->panels * (c + 1) / n);
+  for (int p = p0; p < p1; p++) {
+    const int r = p * BLAS_PANEL, nr = j->rows - r < BLAS_PANEL ? j->rows - r : BLAS_PANEL;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->T, nr, j->cols, 1.0f, j->x, j->ldx,
+                w + (size_t)r * j->cols, j->cols, 0.0f, d, nr);
+    if (j->swiglu)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, j->T, nr, j->cols, 1.0f, j->x, j->ldx,
+                  w + (size_t)(j->rows + r) * j->cols, j->cols, 0.0f, u, nr);
+    for (int t = 0; t < j->T; t++) store_rows(j, r, nr, t, d + (size_t)t * nr, u + (size_t)t * nr);
+  }
+}
+
+static void blas_single_thread(void) { openblas_set_num_threads(1); }
+
+static int blas_run(LinJob *j, void *ctx) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, blas_single_thread);
+  sc_pool *pool = pool_of(ctx);
+  BlasJob bj = {.j = j, .panels = (j->rows + BLAS_PANEL - 1) / BLAS_PANEL};
+  const int chunks = chunks_for(pool, bj.panels);
+  void *owned = NULL;
+  bj.tmp = get_scratch(ctx, (size_t)chunks * 2 * j->T * BLAS_PANEL * sizeof(float), &owned);
+  if (!bj.tmp) {
+    kern_error(ctx, "linear: out of memory for the f32 GEMM", j->T);
+    return 0;
+  }
+  sc_pool_run(pool, blas_chunk, &bj, chunks);
+  free(owned);
+  return 1;
+}
+#endif
 
 static void linear_run(const char *what, LinJob *j, void *ctx) {
   if (!band_supported(j->wtype)) {
@@ -458,6 +565,12 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
     kern_error(ctx, msg, j->wtype);
     return;
   }
+#if SC_HAVE_OPENBLAS
+  if (j->wtype == SC_W_F32 && j->T >= BLAS_MIN_T && j->ops != &sc_kern_portable) {
+    blas_run(j, ctx);
+    return;
+  }
+#endif
   void *owned = NULL;
   if (band_quantized(j->wtype)) {
     if (j->cols % SC_QK) {

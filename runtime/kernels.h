@@ -22,14 +22,26 @@
  * d_w * d_x.  The activation scale is kept in f32 (GGML rounds it to f16).
  * The activations are quantized once per call, before the rows are split.
  *
+ * Prefill (T > 1): the ops' optional gemm_* hooks take a tile of rows x
+ * tokens and load each weight block once for several tokens; without them
+ * the driver calls the dots once per token.  f32 weights with T >= 16
+ * (BLAS_MIN_T in kernels.c) go instead to OpenBLAS's cblas_sgemm, called
+ * by our pool's threads on fixed 64-row panels with OpenBLAS's own
+ * threading off; the portable table never takes that path, nor does a
+ * runtime built with -DSPEECHC_OPENBLAS=OFF (then f32 is like the others).
+ *
  * Numerical contract (tests/unit/test_kernels.c holds it): every output
  * element is one dot product W[r]·x[t] whose accumulation order depends only
- * on `cols` — not on rows, T, which rows are computed together, or the
- * thread count — then `+ bias[r]`, then `y + d` when accumulating.  So T=1
- * and T>1 agree bit for bit, and linear_swiglu equals
- * silu(linear(gate)) * linear(up) exactly.  The portable and SIMD paths
- * agree to rounding (~1e-6 relative), not bits; for the quantized bands
- * all quantize the activations to the same bits.
+ * on `cols` — not on rows, T, which rows or tokens are computed together,
+ * or the thread count — then `+ bias[r]`, then `y + d` when accumulating.
+ * So T=1 and T>1 agree bit for bit, and linear_swiglu equals
+ * silu(linear(gate)) * linear(up) exactly.  One exception: f32 weights
+ * with T >= 16 (OpenBLAS) follow OpenBLAS's order, which may depend on T:
+ * they agree with T=1 to rounding (~1e-6 relative), not bits, and stay
+ * the same bits for any thread count (the panels do not depend on it).
+ * The portable and SIMD paths agree to rounding (~1e-6 relative), not
+ * bits; for the quantized bands all quantize the activations to the same
+ * bits.
  */
 #ifndef SC_KERNELS_H
 #define SC_KERNELS_H
@@ -136,6 +148,23 @@ typedef struct sc_kern_ops {
                     const float *xd, const unsigned char *xp, int nb, float *out);
   void (*dot1_q4_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, float *out);
+  /* Optional blocked (GEMM) forms for T > 1; NULL = the driver calls
+   * dot4/dot1 once per token.  Each computes nr <= 4 rows against nt
+   * tokens into out[t * ldo + r], loading each weight block once for
+   * several tokens, and must give every element the bits dot1 gives that
+   * row and token (so T = 1 and T > 1 agree).  Float bands: token t at
+   * x + t * ldx.  Quantized bands: token t's activations at xq + t*32*nb,
+   * xd + t*nb, xp + t*64*nb (quantize_q8 of each token in turn). */
+  void (*gemm_f32)(const float *w, int nr, const float *x, int ldx, int nt, int cols,
+                   float *out, int ldo);
+  void (*gemm_bf16)(const uint16_t *w, int nr, const float *x, int ldx, int nt, int cols,
+                    float *out, int ldo);
+  void (*gemm_q8_0)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
+                    const float *xd, const unsigned char *xp, int nb, int nt, float *out,
+                    int ldo);
+  void (*gemm_q4_0)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
+                    const float *xd, const unsigned char *xp, int nb, int nt, float *out,
+                    int ldo);
 } sc_kern_ops;
 
 /* The portable loops (kernels.c), always there. */

@@ -22,6 +22,9 @@
  * by d_w; an odd last block goes alone into acc1.  The integer dots use
  * llama.cpp's tricks: q8_0 |w| x sign(x, w) through maddubs; q4_0 nibbles
  * 0..15 through maddubs, minus 8 * (the x they meet) per pair.
+ *
+ * GEMM (T > 1): tiles of rows x tokens that give every element exactly the
+ * dot's operations in the dot's order (see the gemm_* section).
  */
 #include "kernels.h"
 
@@ -167,14 +170,21 @@ ALWAYS_INLINE __m256 blk_scale8(const uint8_t *blk) {
 }
 
 /* One block of q8_0 against the quantized activations: acc += d_w *
- * (d_x * the 8 int32 partial sums). */
-ALWAYS_INLINE __m256 q8_0_block(const uint8_t *blk, const int8_t *y32, const float *dx, __m256 acc) {
+ * (d_x * the 8 int32 partial sums).  Split in two (the weight side, then
+ * one token) so that the GEMM shares the first part between tokens with
+ * the very same operations. */
+ALWAYS_INLINE __m256 q8_0_tok(__m256i q, __m256i aq, __m256 dw, const int8_t *y32, const float *dx,
+                              __m256 acc) {
   const __m256i y = _mm256_loadu_si256((const __m256i *)y32);
-  const __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
-  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+  const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(y, q));
   const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))),
                                  _mm256_broadcast_ss(dx));
-  return _mm256_fmadd_ps(blk_scale8(blk), s, acc);
+  return _mm256_fmadd_ps(dw, s, acc);
+}
+
+ALWAYS_INLINE __m256 q8_0_block(const uint8_t *blk, const int8_t *y32, const float *dx, __m256 acc) {
+  const __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
+  return q8_0_tok(q, _mm256_sign_epi8(q, q), blk_scale8(blk), y32, dx, acc);
 }
 
 /* One q4_0 block alone (the last of an odd count). */
@@ -192,25 +202,51 @@ ALWAYS_INLINE __m256 q4_0_block(const uint8_t *blk, const int8_t *y32, const flo
   return _mm256_fmadd_ps(blk_scale8(blk), s, acc);
 }
 
+/* The activations of one pair of blocks in the q4_0 view (kernels.h),
+ * loaded once and shared by every row of a call. */
+typedef struct Q4X {
+  __m256i lo, hi, s8;
+  __m256 d;
+} Q4X;
+
+ALWAYS_INLINE Q4X q4x_load(const unsigned char *xp) {
+  Q4X x = {_mm256_loadu_si256((const __m256i *)xp), _mm256_loadu_si256((const __m256i *)(xp + 32)),
+           _mm256_loadu_si256((const __m256i *)(xp + 64)), _mm256_loadu_ps((const float *)(xp + 96))};
+  return x;
+}
+
 /* Two q4_0 blocks (b0, b0 + 18 bytes) in one register: the low half holds
- * block 2p, the high half block 2p+1, against the q4_0 view xp of the
- * activations (kernels.h); low nibbles meet lo, high nibbles hi. */
-ALWAYS_INLINE __m256 q4_0_pair(const uint8_t *b0, const unsigned char *xp, __m256 acc) {
+ * block 2p, the high half block 2p+1; lo/hi their low/high nibbles, d their
+ * scales (d_w of 2p x4, of 2p+1 x4). */
+typedef struct Q4W {
+  __m256i lo, hi;
+  __m256 d;
+} Q4W;
+
+ALWAYS_INLINE Q4W q4w_load(const uint8_t *b0) {
   const __m256i m4 = _mm256_set1_epi8(0x0f);
   const uint8_t *b1 = b0 + 18;
   const __m256i v = _mm256_loadu2_m128i((const __m128i *)(b1 + 2), (const __m128i *)(b0 + 2));
-  const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-  const __m256i p = _mm256_sub_epi16(
-      _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xp)),
-                       _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xp + 32)))),
-      _mm256_loadu_si256((const __m256i *)(xp + 64)));
-  const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))),
-                                 _mm256_loadu_ps((const float *)(xp + 96)));
   uint16_t h0, h1;
   memcpy(&h0, b0, 2);
   memcpy(&h1, b1, 2);
-  const __m256 d = _mm256_set_m128(_mm_broadcast_ss(&sc_f16_table[h1]), _mm_broadcast_ss(&sc_f16_table[h0]));
-  return _mm256_fmadd_ps(d, s, acc);
+  Q4W w = {_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+           _mm256_set_m128(_mm_broadcast_ss(&sc_f16_table[h1]), _mm_broadcast_ss(&sc_f16_table[h0]))};
+  return w;
+}
+
+/* acc += d_w * (d_x * the integer dots): low nibbles meet x.lo, high
+ * nibbles x.hi, minus the nibble offsets. */
+ALWAYS_INLINE __m256 q4_0_pair_x(const Q4W *w, const Q4X *x, __m256 acc) {
+  const __m256i p = _mm256_sub_epi16(
+      _mm256_add_epi16(_mm256_maddubs_epi16(w->lo, x->lo), _mm256_maddubs_epi16(w->hi, x->hi)), x->s8);
+  const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))), x->d);
+  return _mm256_fmadd_ps(w->d, s, acc);
+}
+
+ALWAYS_INLINE __m256 q4_0_pair(const uint8_t *b0, const Q4X *x, __m256 acc) {
+  const Q4W w = q4w_load(b0);
+  return q4_0_pair_x(&w, x, acc);
 }
 
 /* One row, all blocks: the row is one sequential stream, which the
@@ -227,18 +263,25 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
   return hsum8(_mm256_add_ps(a0, a1));
 }
 
-/* q4_0 by pairs of blocks (accumulators alternate by pair); an odd last
- * block goes alone into a1. */
+/* q4_0 by pairs of blocks, one row at a time like q8_0: pair p goes to
+ * a[p % 2], an odd last block alone into a1.  (Four rows sharing each
+ * pair's activation loads saved no time in L3 and lost a third of the
+ * decode speed from DRAM: four interleaved streams defeat the hardware
+ * prefetcher, software prefetch did not win it back.) */
 ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                  const unsigned char *xp, int nb) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   const int np = nb / 2;
   int p = 0;
   for (; p + 2 <= np; p += 2) {
-    a0 = q4_0_pair(w + (size_t)p * 36, xp + (size_t)p * 128, a0);
-    a1 = q4_0_pair(w + (size_t)(p + 1) * 36, xp + (size_t)(p + 1) * 128, a1);
+    const Q4X x0 = q4x_load(xp + (size_t)p * 128), x1 = q4x_load(xp + (size_t)(p + 1) * 128);
+    a0 = q4_0_pair(w + (size_t)p * 36, &x0, a0);
+    a1 = q4_0_pair(w + (size_t)(p + 1) * 36, &x1, a1);
   }
-  if (p < np) a0 = q4_0_pair(w + (size_t)p * 36, xp + (size_t)p * 128, a0);
+  if (p < np) {
+    const Q4X x = q4x_load(xp + (size_t)p * 128);
+    a0 = q4_0_pair(w + (size_t)p * 36, &x, a0);
+  }
   if (nb & 1) a1 = q4_0_block(w + (size_t)(nb - 1) * 18, xq + 32 * (nb - 1), xd + nb - 1, a1);
   return hsum8(_mm256_add_ps(a0, a1));
 }
@@ -266,6 +309,183 @@ ALWAYS_INLINE void dot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq, con
 DEFINE_QDOT(dot_q8_0_)
 DEFINE_QDOT(dot_q4_0_)
 
+/* ---- GEMM: tiles of R rows x NT tokens, same bits as the dots ------- */
+
+/* Each output's accumulators are independent sums (the float dot's a0..a3,
+ * the q8_0 / q4_0 dots' even and odd steps), so a tile computes them one
+ * after the other, each over R x NT outputs in registers, keeps the
+ * finished ones on the stack and combines them as the dot does: every
+ * element gets the dot's exact operations in the dot's order, while each
+ * weight vector is loaded (and converted or unpacked) once for NT tokens
+ * and each activation vector once for R rows. */
+#ifndef FL_NT
+#define FL_NT 3
+#endif
+#ifndef FL_SEG
+#define FL_SEG 256
+#endif
+#define DEFINE_GEMM_FL(NAME, WT, LOAD8, SCALAR)                                \
+  ALWAYS_INLINE void NAME##tile(const WT *w, int cols, const float *x, int ldx, \
+                                float *out, int ldo, const int R, const int NT) { \
+    __m256 part[4][4][4];                                                     \
+    const int n32 = cols & ~31, n8 = cols & ~7;                               \
+    for (int k = 0; k < 4; k++)                                               \
+      for (int r = 0; r < R; r++)                                             \
+        for (int t = 0; t < NT; t++) part[k][r][t] = _mm256_setzero_ps();     \
+    /* segments of FL_SEG columns keep the rows and tokens in L1 across    \
+     * the four passes; each accumulator still runs in column order */     \
+    for (int i0 = 0; i0 < n32; i0 += FL_SEG) {                                \
+      const int i1 = n32 - i0 < FL_SEG ? n32 : i0 + FL_SEG;                   \
+      for (int k = 0; k < 4; k++) {                                           \
+        __m256 a[4][4];                                                       \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) a[r][t] = part[k][r][t];               \
+        for (int i = i0 + 8 * k; i < i1; i += 32) {                           \
+          __m256 wv[4];                                                       \
+          for (int r = 0; r < R; r++) wv[r] = LOAD8(w + (size_t)r * cols + i); \
+          for (int t = 0; t < NT; t++) {                                      \
+            const __m256 xv = _mm256_loadu_ps(x + (size_t)t * ldx + i);       \
+            for (int r = 0; r < R; r++) a[r][t] = _mm256_fmadd_ps(wv[r], xv, a[r][t]); \
+          }                                                                   \
+        }                                                                     \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) part[k][r][t] = a[r][t];               \
+      }                                                                       \
+    }                                                                         \
+    for (int i = n32; i < n8; i += 8)                                         \
+      for (int t = 0; t < NT; t++) {                                          \
+        const __m256 xv = _mm256_loadu_ps(x + (size_t)t * ldx + i);           \
+        for (int r = 0; r < R; r++)                                           \
+          part[0][r][t] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i), xv, part[0][r][t]); \
+      }                                                                       \
+    for (int r = 0; r < R; r++)                                               \
+      for (int t = 0; t < NT; t++) {                                          \
+        const __m256 v = _mm256_add_ps(_mm256_add_ps(part[0][r][t], part[1][r][t]), \
+                                       _mm256_add_ps(part[2][r][t], part[3][r][t])); \
+        float sum = hsum8(v);                                                 \
+        const WT *wr = w + (size_t)r * cols;                                  \
+        const float *xt = x + (size_t)t * ldx;                                \
+        for (int j = n8; j < cols; j++) sum = fmaf(SCALAR(wr + j), xt[j], sum); \
+        out[(size_t)t * ldo + r] = sum;                                       \
+      }                                                                       \
+  }                                                                           \
+  static void NAME##r(const WT *w, int cols, const float *x, int ldx, int nt, \
+                      float *out, int ldo, const int R) {                     \
+    int t = 0;                                                                \
+    for (; t + FL_NT <= nt; t += FL_NT)                                       \
+      NAME##tile(w, cols, x + (size_t)t * ldx, ldx, out + (size_t)t * ldo, ldo, R, FL_NT); \
+    for (; t + 2 <= nt; t += 2)                                               \
+      NAME##tile(w, cols, x + (size_t)t * ldx, ldx, out + (size_t)t * ldo, ldo, R, 2); \
+    if (t < nt) NAME##tile(w, cols, x + (size_t)t * ldx, ldx, out + (size_t)t * ldo, ldo, R, 1); \
+  }                                                                           \
+  static void NAME(const WT *w, int nr, const float *x, int ldx, int nt, int cols, \
+                   float *out, int ldo) {                                     \
+    switch (nr) {                                                             \
+    case 4: NAME##r(w, cols, x, ldx, nt, out, ldo, 4); break;                 \
+    case 3: NAME##r(w, cols, x, ldx, nt, out, ldo, 3); break;                 \
+    case 2: NAME##r(w, cols, x, ldx, nt, out, ldo, 2); break;                 \
+    default: NAME##r(w, cols, x, ldx, nt, out, ldo, 1); break;                \
+    }                                                                         \
+  }
+
+DEFINE_GEMM_FL(gemm_f32, float, load8_f32, scalar_f32)
+DEFINE_GEMM_FL(gemm_bf16, uint16_t, load8_bf16, scalar_bf16)
+
+/* q8_0: even blocks, then odd blocks, then hsum(even + odd) as the dot. */
+ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, int nb,
+                           float *out, int ldo, const int R, const int NT) {
+  __m256 part[2][2][4];
+  for (int par = 0; par < 2; par++) {
+    __m256 a[2][4];
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < NT; t++) a[r][t] = _mm256_setzero_ps();
+    for (int b = par; b < nb; b += 2) {
+      __m256i q[2], aq[2];
+      __m256 dw[2];
+      for (int r = 0; r < R; r++) {
+        const uint8_t *blk = w + r * rb + (size_t)b * 34;
+        q[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
+        aq[r] = _mm256_sign_epi8(q[r], q[r]);
+        dw[r] = blk_scale8(blk);
+      }
+      for (int t = 0; t < NT; t++)
+        for (int r = 0; r < R; r++)
+          a[r][t] = q8_0_tok(q[r], aq[r], dw[r], xq + (size_t)t * 32 * nb + 32 * b,
+                             xd + (size_t)t * nb + b, a[r][t]);
+    }
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < NT; t++) part[par][r][t] = a[r][t];
+  }
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < NT; t++)
+      out[(size_t)t * ldo + r] = hsum8(_mm256_add_ps(part[0][r][t], part[1][r][t]));
+}
+
+/* q4_0: even pairs, then odd pairs and an odd last block, then
+ * hsum(even + odd) as the dot. */
+ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+                           const unsigned char *xp, int nb, float *out, int ldo, const int R,
+                           const int NT) {
+  __m256 part[2][2][4];
+  const int np = nb / 2;
+  for (int par = 0; par < 2; par++) {
+    __m256 a[2][4];
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < NT; t++) a[r][t] = _mm256_setzero_ps();
+    for (int p = par; p < np; p += 2) {
+      Q4W wv[2];
+      for (int r = 0; r < R; r++) wv[r] = q4w_load(w + r * rb + (size_t)p * 36);
+      for (int t = 0; t < NT; t++) {
+        const Q4X x = q4x_load(xp + (size_t)t * 64 * nb + (size_t)p * 128);
+        for (int r = 0; r < R; r++) a[r][t] = q4_0_pair_x(&wv[r], &x, a[r][t]);
+      }
+    }
+    if (par == 1 && (nb & 1))
+      for (int r = 0; r < R; r++)
+        for (int t = 0; t < NT; t++)
+          a[r][t] = q4_0_block(w + r * rb + (size_t)(nb - 1) * 18, xq + (size_t)t * 32 * nb + 32 * (nb - 1),
+                               xd + (size_t)t * nb + nb - 1, a[r][t]);
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < NT; t++) part[par][r][t] = a[r][t];
+  }
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < NT; t++)
+      out[(size_t)t * ldo + r] = hsum8(_mm256_add_ps(part[0][r][t], part[1][r][t]));
+}
+
+/* Rows in tiles of two (one for an odd last row), tokens in tiles of
+ * Q_NT: 2 x 3 accumulators, the weights of two rows and the constants fit
+ * the 16 registers (2 x 4 spilled accumulators to the stack, which put a
+ * store-to-load forward into their FMA chains). */
+#ifndef Q_NT
+#define Q_NT 3
+#endif
+#define DEFINE_GEMM_Q(NAME, TILE)                                                \
+  static void NAME##r(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, \
+                      const unsigned char *xp, int nb, int nt, float *out, int ldo, const int R) { \
+    (void)xp;                                                                    \
+    int t = 0;                                                                   \
+    for (; t + Q_NT <= nt; t += Q_NT)                                            \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, Q_NT);                                 \
+    for (; t + 2 <= nt; t += 2)                                                  \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, 2);                                    \
+    if (t < nt)                                                                  \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, 1);                                    \
+  }                                                                              \
+  static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
+                   const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
+    int r = 0;                                                                   \
+    for (; r + 2 <= nr; r += 2) NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 2); \
+    if (r < nr) NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 1);    \
+  }
+
+#define Q8_TILE(w, rb, xq, xd, xp, nb, out, ldo, R, NT) q8_tile(w, rb, xq, xd, nb, out, ldo, R, NT)
+DEFINE_GEMM_Q(gemm_q8_0, Q8_TILE)
+DEFINE_GEMM_Q(gemm_q4_0, q4_tile)
+
 const sc_kern_ops sc_kern_avx2 = {
     .name = "avx2",
     .dot4_f32 = dot_f32_4,
@@ -278,6 +498,10 @@ const sc_kern_ops sc_kern_avx2 = {
     .dot1_q8_0 = dot_q8_0_1,
     .dot4_q4_0 = dot_q4_0_4,
     .dot1_q4_0 = dot_q4_0_1,
+    .gemm_f32 = gemm_f32,
+    .gemm_bf16 = gemm_bf16,
+    .gemm_q8_0 = gemm_q8_0,
+    .gemm_q4_0 = gemm_q4_0,
 };
 
 #else /* built without -mavx2 -mfma -mf16c: nothing to offer */

@@ -4,6 +4,11 @@
  *   - T>1 rows equal T=1 rows, and a row's value does not depend on which
  *     other rows share the call;
  *   - linear_swiglu == silu(linear(gate)) * linear(up) exactly;
+ *   - the blocked (GEMM) kernels: every band, odd row counts, T = 1..9 and
+ *     past a token block, cols with remainder blocks, T>1 == T=1 bit for
+ *     bit, also hook by hook against dot1; f32 from 16 tokens (OpenBLAS)
+ *     within rounding of the portable kernels and the same bits for any
+ *     thread count;
  *   - every ISA this build and CPU run (SC_KERNEL_ISAS: AVX2, AVX-512,
  *     NEON, NEON+dotprod) passes all of the above and agrees with the
  *     portable kernels to 1e-5;
@@ -17,6 +22,7 @@
 
 #include "check.h"
 #include "kernels.h"
+#include "pool.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(void) { /* uniform in [-1, 1) */
@@ -316,6 +322,163 @@ static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
   sc_kernel_ctx_clear(ctx);
 }
 
+
+/* ---- blocked GEMM ------------------------------------------------------- */
+
+enum { GR = 9, GC = 224, GT = 20, GLDX = GC + 3, GLDY = 2 * GR + 1 };
+
+/* A matrix of 2*GR rows x cols in band wtype, from uniform floats. */
+static void make_band(int wtype, int cols, unsigned char *w) {
+  float row[GC];
+  const size_t rb = sc_band_row_bytes(wtype, cols);
+  for (int r = 0; r < 2 * GR; r++) {
+    fill(row, cols);
+    unsigned char *dst = w + rb * r;
+    if (wtype == SC_W_F32) memcpy(dst, row, rb);
+    else if (wtype == SC_W_BF16)
+      for (int c = 0; c < cols; c++) {
+        uint16_t h = to_bf16(row[c]);
+        memcpy(dst + 2 * c, &h, 2);
+      }
+    else if (wtype == SC_W_Q8_0) sc_quantize_row_q8_0(row, cols, dst);
+    else sc_quantize_row_q4_0(row, cols, dst);
+  }
+}
+
+static const int gbands[] = {SC_W_F32, SC_W_BF16, SC_W_Q8_0, SC_W_Q4_0};
+
+/* linear / linear_swiglu with T tokens against T calls of one token: the
+ * same bits (f32 with T >= 16 goes through OpenBLAS: rounding only). */
+static void test_gemm_linear(const sc_kernels *K, sc_kernel_ctx *ctx) {
+  static unsigned char w[2 * GR * GC * 4];
+  static float x[GT * GLDX], bias[GR], y0[GT * GLDY], y[GT * GLDY], y1[GLDY];
+  static const int fcols[] = {37, 100, 136, 224}, qcols[] = {32, 160, 192, 224};
+  static const int rowss[] = {1, 2, 3, 5, 7, 8, 9};
+  fill(x, GT * GLDX);
+  fill(bias, GR);
+  fill(y0, GT * GLDY);
+  for (int bi = 0; bi < 4; bi++) {
+    const int wtype = gbands[bi];
+    for (int ci = 0; ci < 4; ci++) {
+      const int cols = wtype == SC_W_F32 || wtype == SC_W_BF16 ? fcols[ci] : qcols[ci];
+      const size_t rb = sc_band_row_bytes(wtype, cols);
+      make_band(wtype, cols, w);
+      for (int ri = 0; ri < 7; ri++)
+        for (int T = 1; T <= GT; T = T < 9 ? T + 1 : T == 9 ? GT : GT + 1) {
+          const int rows = rowss[ri], acc = (T + ri) & 1, swiglu = ci == 1;
+          const int blas = wtype == SC_W_F32 && T >= 16 &&
+                           strcmp(sc_kernels_isa(K), "portable") != 0;
+          memcpy(y, y0, sizeof y);
+          if (swiglu) K->linear_swiglu(K->ctx, wtype, w, x, GLDX, y, GLDY, T, rows, cols);
+          else K->linear(K->ctx, wtype, w, bias, x, GLDX, y, GLDY, T, rows, cols, acc);
+          for (int t = 0; t < T; t++) {
+            memcpy(y1, y0 + t * GLDY, sizeof y1);
+            if (swiglu) K->linear_swiglu(K->ctx, wtype, w, x + t * GLDX, GLDX, y1, GLDY, 1, rows, cols);
+            else K->linear(K->ctx, wtype, w, bias, x + t * GLDX, GLDX, y1, GLDY, 1, rows, cols, acc);
+            for (int r = 0; r < rows; r++) {
+              const float a = y[t * GLDY + r], b = y1[r];
+              if (blas) {
+                double m = 1.0; /* |y0| + |bias| + sum |w x|, loosely */
+                for (int c = 0; c < cols; c++) m += fabs(((const float *)w)[(size_t)r * cols + c] * x[t * GLDX + c]);
+                if (swiglu) m *= 1.0 + fabs(b);
+                CHECK_MSG(fabs(a - b) <= 2e-6 * m, "%s blas T=%d vs T=1: cols %d rows %d t %d r %d: %.9g vs %.9g",
+                          sc_kernels_isa(K), T, cols, rows, t, r, a, b);
+              } else
+                CHECK_MSG(same_bits(a, b), "%s gemm band %d T=%d vs T=1: cols %d rows %d t %d r %d%s: %.9g vs %.9g",
+                          sc_kernels_isa(K), wtype, T, cols, rows, t, r, swiglu ? " swiglu" : "", a, b);
+            }
+            for (int r = rows; r < GLDY; r++) /* nothing else written */
+              CHECK(same_bits(y[t * GLDY + r], y0[t * GLDY + r]));
+          }
+          (void)rb;
+        }
+    }
+  }
+  CHECK(!ctx->failed);
+}
+
+/* The ops' gemm hooks directly: every element the bits of dot1. */
+static void test_gemm_hooks(const sc_kern_ops *ops) {
+  static unsigned char w[2 * GR * GC * 4];
+  static float x[GT * GLDX], out[GT * 4];
+  static int8_t xq[GT * GC];
+  static float xd[GT * GC / 32];
+  static unsigned char xp[GT * GC * 2];
+  static const int fcols[] = {3, 37, 136, 224}, qcols[] = {32, 96, 160, 224};
+  CHECK(ops->gemm_f32 && ops->gemm_bf16 && ops->gemm_q8_0 && ops->gemm_q4_0);
+  fill(x, GT * GLDX);
+  for (int bi = 0; bi < 4; bi++) {
+    const int wtype = gbands[bi];
+    const int quant = wtype == SC_W_Q8_0 || wtype == SC_W_Q4_0;
+    for (int ci = 0; ci < 4; ci++) {
+      const int cols = quant ? qcols[ci] : fcols[ci], nb = cols / 32;
+      const size_t rb = sc_band_row_bytes(wtype, cols);
+      make_band(wtype, cols, w);
+      if (quant)
+        for (int t = 0; t < GT; t++)
+          ops->quantize_q8(x + t * GLDX, nb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2);
+      for (int nr = 1; nr <= 4; nr++)
+        for (int nt = 1; nt <= 11; nt++) {
+          memset(out, 0xff, sizeof out);
+          if (wtype == SC_W_F32) ops->gemm_f32((const float *)w, nr, x, GLDX, nt, cols, out, 4);
+          else if (wtype == SC_W_BF16) ops->gemm_bf16((const uint16_t *)w, nr, x, GLDX, nt, cols, out, 4);
+          else if (wtype == SC_W_Q8_0) ops->gemm_q8_0(w, rb, nr, xq, xd, xp, nb, nt, out, 4);
+          else ops->gemm_q4_0(w, rb, nr, xq, xd, xp, nb, nt, out, 4);
+          for (int t = 0; t < nt; t++)
+            for (int r = 0; r < nr; r++) {
+              float d;
+              if (wtype == SC_W_F32) ops->dot1_f32((const float *)w + (size_t)r * cols, x + t * GLDX, cols, &d);
+              else if (wtype == SC_W_BF16) ops->dot1_bf16((const uint16_t *)w + (size_t)r * cols, x + t * GLDX, cols, &d);
+              else if (wtype == SC_W_Q8_0)
+                ops->dot1_q8_0(w + r * rb, rb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2, nb, &d);
+              else ops->dot1_q4_0(w + r * rb, rb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2, nb, &d);
+              CHECK_MSG(same_bits(out[t * 4 + r], d), "%s gemm hook band %d cols %d nr %d nt %d t %d r %d: %.9g vs %.9g",
+                        ops->name, wtype, cols, nr, nt, t, r, out[t * 4 + r], d);
+            }
+          for (int t = nt; t < GT; t++) /* nothing past nt tokens */
+            for (int r = 0; r < 4; r++) CHECK(out[t * 4 + r] != out[t * 4 + r]);
+        }
+    }
+  }
+}
+
+/* f32 prefill through OpenBLAS: against the portable kernels to rounding,
+ * past one 64-row panel, and the same bits with and without a pool. */
+static void test_gemm_blas(const sc_kernels *A, const sc_kernels *P) {
+  enum { R = 150, C = 72, T = 24, LD = 2 * R };
+  static float w[2 * R * C], x[T * C], bias[R], ya[T * LD], yp[T * LD], yt[T * LD];
+  for (int i = 0; i < 2 * R * C; i++) w[i] = frand();
+  fill(x, T * C);
+  fill(bias, R);
+  sc_kernel_ctx pooled = {0};
+  pooled.pool = sc_pool_new(2);
+  sc_kernels A2;
+  sc_kernels_init(&A2, &pooled);
+  for (int swiglu = 0; swiglu < 2; swiglu++) {
+    if (swiglu) {
+      A->linear_swiglu(A->ctx, SC_W_F32, w, x, C, ya, LD, T, R, C);
+      P->linear_swiglu(P->ctx, SC_W_F32, w, x, C, yp, LD, T, R, C);
+      A2.linear_swiglu(A2.ctx, SC_W_F32, w, x, C, yt, LD, T, R, C);
+    } else {
+      A->linear(A->ctx, SC_W_F32, w, bias, x, C, ya, LD, T, R, C, 0);
+      P->linear(P->ctx, SC_W_F32, w, bias, x, C, yp, LD, T, R, C, 0);
+      A2.linear(A2.ctx, SC_W_F32, w, bias, x, C, yt, LD, T, R, C, 0);
+    }
+    for (int t = 0; t < T; t++)
+      for (int r = 0; r < R; r++) {
+        double m = fabs(bias[r]);
+        for (int c = 0; c < C; c++) m += fabs(w[r * C + c] * x[t * C + c]);
+        if (swiglu) m *= 1.0 + fabs(yp[t * LD + r]);
+        CHECK_MSG(fabs(ya[t * LD + r] - yp[t * LD + r]) <= 1e-5 * m, "blas%s vs portable t %d r %d: %.9g vs %.9g",
+                  swiglu ? " swiglu" : "", t, r, ya[t * LD + r], yp[t * LD + r]);
+        CHECK_MSG(same_bits(ya[t * LD + r], yt[t * LD + r]), "blas 1 vs 2 threads t %d r %d", t, r);
+      }
+  }
+  CHECK(!pooled.failed);
+  sc_pool_free(pooled.pool);
+  sc_kernel_ctx_free(&pooled);
+}
+
 static void test_table(const sc_kernels *K, void *ctx) {
   CHECK(K->abi_version == SC_ABI_VERSION);
   CHECK(K->ctx == ctx);
@@ -393,6 +556,7 @@ int main(void) {
   test_linear(&port, &cport);
   test_swiglu(&port, &cport);
   test_attention(&port, &cport);
+  test_gemm_linear(&port, &cport);
   char all[] = SC_KERNEL_ISAS;
   for (char *n = strtok(all, ","); n; n = strtok(NULL, ",")) {
     if (!strcmp(n, "portable") || !sc_kern_ops_isa(n)) continue;
@@ -404,7 +568,10 @@ int main(void) {
     test_linear(&K, &c);
     test_swiglu(&K, &c);
     test_attention(&K, &c);
+    test_gemm_linear(&K, &c);
     test_isa_agree(&K, &port);
+    if (sc_kern_ops_isa(n)->gemm_f32) test_gemm_hooks(sc_kern_ops_isa(n)); /* else per-token fallback */
+    test_gemm_blas(&K, &port);
     sc_kernel_ctx_free(&c);
   }
   sc_kernel_ctx_free(&cbest);
