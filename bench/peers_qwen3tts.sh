@@ -83,7 +83,7 @@ if has speechc; then
   for band in $BANDS; do
     for cc in $CCS; do
       so=$WORK/peers-tts-$cc-$band.so
-      [ -f "$so" ] || "$bin" build "$CKPT" -o "$so" --cc "$cc" --weights "$band" --max-context 512 -q
+      [ -f "$so" ] && [ "$so" -nt "$bin" ] || "$bin" build "$CKPT" -o "$so" --cc "$cc" --weights "$band" --max-context 512 -q
     done
   done
 fi

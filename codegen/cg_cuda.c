@@ -278,17 +278,46 @@ static void indent_from(StrBuf *b, size_t from) {
  * each, 4 registers): beyond this the loads stay in the dot loop. */
 #define CU_PREFETCH_VECS 16
 
+/* The operands of a GEMV-like node (LINEAR, NORM_LINEAR, LINEAR_ADD,
+ * LINEAR_SWIGLU with its optional norm weight): node indices, -1 where
+ * the node has none. */
+typedef struct LinOperands {
+  int x, nw, w, bias, res;
+} LinOperands;
+
+static LinOperands lin_operands(const IrNode *n) {
+  const int op = n->op;
+  LinOperands o = {.x = n->src[0], .nw = -1, .w = n->src[op == OP_NORM_LINEAR ? 2 : 1], .bias = -1, .res = -1};
+  if (op == OP_NORM_LINEAR) {
+    o.nw = n->src[1];
+    if (n->nsrc > 3) o.bias = n->src[3];
+  } else if (op == OP_LINEAR_SWIGLU && n->nsrc > 2) {
+    o.nw = n->src[2];
+  } else if (op == OP_LINEAR && n->nsrc > 2) {
+    o.bias = n->src[2];
+  } else if (op == OP_LINEAR_ADD) {
+    o.res = n->src[2];
+  }
+  return o;
+}
+
+/* Their kernel arguments, in this order: x, nw, w, bias, r. */
+static void lin_kargs(Cu *cu, const LinOperands *o) {
+  Cg *cg = &cu->cg;
+  karg(cu, "const float *", "x", ref(cg, o->x));
+  if (o->nw >= 0) karg(cu, "const float *", "nw", ref(cg, o->nw));
+  karg(cu, "const unsigned char *__restrict__ ", "w", cg->var[o->w]);
+  if (o->bias >= 0) karg(cu, "const float *", "bias", ref(cg, o->bias));
+  if (o->res >= 0) karg(cu, "const float *", "r", ref(cg, o->res));
+}
+
 static int emit_gemv(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
   const int op = n->op;
   const int swiglu = op == OP_LINEAR_SWIGLU;
-  const int xi = n->src[0];
-  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : swiglu && n->nsrc > 2 ? n->src[2] : -1;
-  const int wi = n->src[op == OP_NORM_LINEAR ? 2 : 1];
-  const int bi = op == OP_NORM_LINEAR ? (n->nsrc > 3 ? n->src[3] : -1)
-                                      : (op == OP_LINEAR && n->nsrc > 2 ? n->src[2] : -1);
-  const int ri = op == OP_LINEAR_ADD ? n->src[2] : -1;
+  const LinOperands o = lin_operands(n);
+  const int xi = o.x, nwi = o.nw, wi = o.w, bi = o.bias, ri = o.res;
   const IrNode *w = node(cg, wi);
   const DType band = band_of(cu, wi);
   const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
@@ -321,11 +350,7 @@ static int emit_gemv(Cu *cu, int i) {
   char nwf[64];
 
   kernel_begin(cu);
-  karg(cu, "const float *", "x", ref(cg, xi));
-  if (nwi >= 0) karg(cu, "const float *", "nw", ref(cg, nwi));
-  karg(cu, "const unsigned char *__restrict__ ", "w", cg->var[wi]);
-  if (bi >= 0) karg(cu, "const float *", "bias", ref(cg, bi));
-  if (ri >= 0) karg(cu, "const float *", "r", ref(cg, ri));
+  lin_kargs(cu, &o);
   karg(cu, "float *", "y", cg->var[i]);
 
   /* rows per block: 8 warps x RW rows each, so that large matrices
@@ -488,9 +513,8 @@ static int gemm_tiled(const Cu *cu, int i) {
   const Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
   if (n->rows != IR_T) return 0;
-  const int op = n->op;
-  const int wi = n->src[op == OP_NORM_LINEAR ? 2 : 1];
-  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : op == OP_LINEAR_SWIGLU && n->nsrc > 2 ? n->src[2] : -1;
+  const LinOperands o = lin_operands(n);
+  const int wi = o.w, nwi = o.nw;
   const DType band = band_of(cu, wi);
   const long long C = node(cg, wi)->cols;
   if (band == DT_F32) return C % 4 == 0 && (nwi < 0 || n->p.group == C);
@@ -511,12 +535,8 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   const IrNode *n = node(cg, i);
   const int op = n->op;
   const int swiglu = op == OP_LINEAR_SWIGLU;
-  const int xi = n->src[0];
-  const int nwi = op == OP_NORM_LINEAR ? n->src[1] : swiglu && n->nsrc > 2 ? n->src[2] : -1;
-  const int wi = n->src[op == OP_NORM_LINEAR ? 2 : 1];
-  const int bi = op == OP_NORM_LINEAR ? (n->nsrc > 3 ? n->src[3] : -1)
-                                      : (op == OP_LINEAR && n->nsrc > 2 ? n->src[2] : -1);
-  const int ri = op == OP_LINEAR_ADD ? n->src[2] : -1;
+  const LinOperands o = lin_operands(n);
+  const int xi = o.x, nwi = o.nw, wi = o.w, bi = o.bias, ri = o.res;
   const IrNode *w = node(cg, wi);
   const DType band = band_of(cu, wi);
   const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
@@ -527,11 +547,7 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   char nwf[64], eps[32];
 
   kernel_begin(cu);
-  karg(cu, "const float *", "x", ref(cg, xi));
-  if (nwi >= 0) karg(cu, "const float *", "nw", ref(cg, nwi));
-  karg(cu, "const unsigned char *__restrict__ ", "w", cg->var[wi]);
-  if (bi >= 0) karg(cu, "const float *", "bias", ref(cg, bi));
-  if (ri >= 0) karg(cu, "const float *", "r", ref(cg, ri));
+  lin_kargs(cu, &o);
   karg(cu, "float *", "y", cg->var[i]);
 
   KB("  __shared__ __align__(16) float xs[%d]; /* [%d tokens, %d columns] of the input */\n", CU_GT * CU_GK,
