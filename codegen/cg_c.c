@@ -183,14 +183,25 @@ static int emit_node(Cg *cg, int i) {
           cg->var[n->src[0]], (long long)w->cols);
       OUT("    for (int c = 0; c < %lld; c++) y[c] = bf16_to_f32(row[c]);\n", (long long)w->cols);
     } else if (w->band == DT_Q8_0 || w->band == DT_Q4_0) {
-      /* one row of GGML blocks: f16 scale (decoded exactly, subnormals
+      /* one row of blocks: f16 scale (decoded exactly, subnormals
        * included), then 32 int8 or 16 bytes of nibbles (low: element k,
-       * high: element k + 16) */
-      int q8 = w->band == DT_Q8_0;
+       * high: element k + 16).  q8_0: GGML's blocks; q4_0: the CPU's
+       * groups of eight (runtime/kernels.h), byte k of a grouped block
+       * (k / 4) * 32 + k % 4 bytes after its first, the last nb % 8 blocks
+       * GGML's. */
+      const int q8 = w->band == DT_Q8_0, q4g = !q8 && !cg->m->q4_0_ggml;
+      const long long nb = (long long)(w->cols / 32), whole = q4g ? nb / 8 * 8 : 0;
       OUT("    const unsigned char *row = %s + (long)id * %lldLL; /* %s */\n", cg->var[n->src[0]],
           (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
-      OUT("    for (int b = 0; b < %lld; b++) {\n", (long long)(w->cols / 32));
-      OUT("      const unsigned char *blk = row + b * %d;\n", q8 ? 34 : 18);
+      OUT("    for (int b = 0; b < %lld; b++) {\n", nb);
+      if (whole) {
+        OUT("      const int grouped = b < %lld, step = grouped ? 32 : 4;\n", whole);
+        OUT("      const unsigned char *blk = grouped ? row + (b >> 3) * 144 + 2 * (b & 7) : row + b * 18;\n");
+        OUT("      const unsigned char *q = grouped ? row + (b >> 3) * 144 + 16 + 4 * (b & 7) : blk + 2;\n");
+      } else {
+        OUT("      const unsigned char *blk = row + b * %d;\n", q8 ? 34 : 18);
+        if (!q8) OUT("      const unsigned char *q = blk + 2;\n      const int step = 4;\n");
+      }
       OUT("      const unsigned h = blk[0] | (unsigned)blk[1] << 8, e = h >> 10 & 31, mant = h & 1023;\n");
       OUT("      union { unsigned u; float f; } cv;\n");
       OUT("      cv.u = e == 31 ? 0x7f800000u | mant << 13 : (e + 112) << 23 | mant << 13;\n");
@@ -199,9 +210,10 @@ static int emit_node(Cg *cg, int i) {
       if (q8) {
         OUT("      for (int j = 0; j < 32; j++) y[b * 32 + j] = d * (float)(signed char)blk[2 + j];\n");
       } else {
-        OUT("      for (int j = 0; j < 16; j++) {\n");
-        OUT("        y[b * 32 + j] = d * (float)((blk[2 + j] & 15) - 8);\n");
-        OUT("        y[b * 32 + j + 16] = d * (float)((blk[2 + j] >> 4) - 8);\n");
+        OUT("      for (int k = 0; k < 16; k++) {\n");
+        OUT("        const unsigned char v = q[(k >> 2) * step + (k & 3)];\n");
+        OUT("        y[b * 32 + k] = d * (float)((v & 15) - 8);\n");
+        OUT("        y[b * 32 + k + 16] = d * (float)((v >> 4) - 8);\n");
         OUT("      }\n");
       }
       OUT("    }\n");

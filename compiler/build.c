@@ -157,6 +157,7 @@ int sc_build(const BuildOpts *o, sc_error *err) {
            cuda ? " cuda " : "", arch);
   uint64_t build_id = sc_fnv1a(idtext, strlen(idtext));
   uint64_t checksum = 0, data_bytes = 0;
+  m.q4_0_ggml = cuda; /* the CUDA kernels read GGML's q4_0 blocks */
   if ((rc = pass_pack(&m, w_tmp, &checksum, &data_bytes, build_id, o->quiet, err))) goto done;
 
   /* code */

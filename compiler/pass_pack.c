@@ -4,7 +4,9 @@
  * Every weight a graph reads is stored once, 64-byte aligned, in its band:
  * f32 as is; bf16 copied bit for bit from a bf16 checkpoint or rounded to
  * nearest-even from f32/f16; q8_0 / q4_0 quantized row by row with GGML's
- * reference quantizers (runtime/kernels.h) from the f32 values.  Merged
+ * reference quantizers (runtime/kernels.h) from the f32 values, q4_0 then
+ * rearranged into the CPU kernels' groups of eight blocks unless the module
+ * keeps GGML's order (the CUDA target).  Merged
  * weights are their sources' rows concatenated.
  *
  * Before the layout, each weight's band is settled: a quantized band is
@@ -123,17 +125,26 @@ static void write_rows(Writer *w, const IrWeight *wt, float *row) {
   }
 }
 
-/* The quantized weights: f32 rows through the GGML quantizers. */
-static void write_quantized(Writer *w, const IrWeight *wt, float *row, unsigned char *q) {
+/* The quantized weights: f32 rows through the GGML quantizers; q4_0 then
+ * in the CPU's order unless the module keeps GGML's (ir.h). */
+static void write_quantized(Writer *w, const Module *m, const IrWeight *wt, float *row, unsigned char *q) {
   int64_t cols = wt->cols;
   size_t qbytes = (size_t)ir_band_row_bytes(wt->band, cols);
   for (int s = 0; s < wt->n_src; s++) {
     const StTensor *t = wt->src[s].tensor;
     for (int64_t r = 0; r < wt->src[s].rows; r++) {
       st_read_f32(t, r * cols, cols, row);
-      if (wt->band == DT_Q8_0) sc_quantize_row_q8_0(row, (int)cols, q);
-      else sc_quantize_row_q4_0(row, (int)cols, q);
-      put(w, q, qbytes);
+      if (wt->band == DT_Q8_0) {
+        sc_quantize_row_q8_0(row, (int)cols, q);
+        put(w, q, qbytes);
+      } else if (m->q4_0_ggml) {
+        sc_quantize_row_q4_0(row, (int)cols, q);
+        put(w, q, qbytes);
+      } else {
+        sc_quantize_row_q4_0(row, (int)cols, q + qbytes);
+        sc_pack_row_q4_0(q + qbytes, (int)cols, q);
+        put(w, q, qbytes);
+      }
     }
   }
 }
@@ -216,7 +227,7 @@ int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_by
   unsigned char header[SC_WFILE_HEADER] = {0};
   if (fwrite(header, 1, sizeof header, w.f) != sizeof header) w.failed = 1;
   float *row = malloc((size_t)(2 * max_cols + 16) * sizeof *row);
-  unsigned char *qrow = malloc((size_t)ir_band_row_bytes(DT_Q8_0, max_cols) + 64);
+  unsigned char *qrow = malloc(2 * (size_t)ir_band_row_bytes(DT_Q8_0, max_cols) + 64);
   IR_ASSERT(row && qrow);
   int64_t pos = 0;
   for (int i = 0; i < m->n_weights; i++) {
@@ -224,7 +235,7 @@ int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_by
     if (!wt->used) continue;
     pad_to(&w, pos, wt->offset);
     if (wt->gen == WGEN_ROPE) write_rope(&w, wt, row);
-    else if (quantized(wt->band)) write_quantized(&w, wt, row, qrow);
+    else if (quantized(wt->band)) write_quantized(&w, m, wt, row, qrow);
     else write_rows(&w, wt, row);
     pos = wt->offset + wt->bytes;
   }

@@ -245,6 +245,35 @@ size_t sc_band_row_bytes(int wtype, int cols) {
   }
 }
 
+/* Where block b of a CPU q4_0 row (kernels.h) keeps its scale and its 16
+ * GGML bytes: *d, then byte k at q + (k / 4) * qstep + k % 4. */
+static const uint8_t *q4_block(const uint8_t *row, int nb, int b, const uint8_t **d, size_t *qstep) {
+  const int whole = nb / SC_Q4_GROUP * SC_Q4_GROUP;
+  if (b < whole) {
+    const uint8_t *g = row + (size_t)(b / SC_Q4_GROUP) * SC_Q4_GROUP_BYTES;
+    *d = g + 2 * (b % SC_Q4_GROUP);
+    *qstep = 32;
+    return g + 16 + 4 * (b % SC_Q4_GROUP);
+  }
+  const uint8_t *blk = row + (size_t)b * SC_Q4_0_BLOCK; /* where GGML has it */
+  *d = blk;
+  *qstep = 4;
+  return blk + 2;
+}
+
+void sc_pack_row_q4_0(const void *ggml, int cols, void *out) {
+  const uint8_t *src = ggml;
+  uint8_t *row = out;
+  const int nb = cols / SC_QK;
+  for (int b = 0; b < nb; b++) {
+    const uint8_t *blk = src + (size_t)b * SC_Q4_0_BLOCK, *d;
+    size_t step;
+    uint8_t *q = (uint8_t *)q4_block(row, nb, b, &d, &step);
+    memcpy((uint8_t *)d, blk, 2);
+    for (int k = 0; k < 16; k++) q[(k / 4) * step + k % 4] = blk[2 + k];
+  }
+}
+
 void sc_dequantize_row(int wtype, const void *row, int cols, float *y) {
   const uint8_t *p = row;
   switch (wtype) {
@@ -262,11 +291,15 @@ void sc_dequantize_row(int wtype, const void *row, int cols, float *y) {
     }
     return;
   case SC_W_Q4_0:
-    for (int b = 0; b < cols / SC_QK; b++, p += SC_Q4_0_BLOCK, y += SC_QK) {
-      const float d = blk_d(p);
-      for (int j = 0; j < SC_QK / 2; j++) {
-        y[j] = d * (float)((p[2 + j] & 15) - 8);
-        y[j + SC_QK / 2] = d * (float)((p[2 + j] >> 4) - 8);
+    for (int b = 0; b < cols / SC_QK; b++, y += SC_QK) {
+      const uint8_t *dp;
+      size_t step;
+      const uint8_t *q = q4_block(p, cols / SC_QK, b, &dp, &step);
+      const float d = blk_d(dp);
+      for (int k = 0; k < SC_QK / 2; k++) {
+        const uint8_t v = q[(k / 4) * step + k % 4];
+        y[k] = d * (float)((v & 15) - 8);
+        y[k + SC_QK / 2] = d * (float)((v >> 4) - 8);
       }
     }
     return;
@@ -287,22 +320,23 @@ static void pquantize_q8(const float *x, int nb, int8_t *xq, float *xd, unsigned
     xd[b] = amax / 127.0f;
     for (int j = 0; j < SC_QK; j++) xq[b * SC_QK + j] = (int8_t)nearbyintf(xb[j] * id);
   }
-  for (int p = 0; p < nb / 2; p++) {
-    unsigned char *o = xp + (size_t)p * SC_Q8_PAIR;
-    int8_t lo[32], hi[32];
-    int16_t s8[16];
+  for (int g = 0; g < nb / SC_Q4_GROUP; g++) {
+    unsigned char *o = xp + (size_t)g * SC_Q4_VIEW_GROUP;
+    const int8_t *xg = xq + (size_t)g * SC_Q4_GROUP * SC_QK;
+    int32_t s[8];
     float d[8];
-    for (int h = 0; h < 2; h++)
-      for (int i = 0; i < 16; i++) {
-        lo[16 * h + i] = xq[(2 * p + h) * SC_QK + i];
-        hi[16 * h + i] = xq[(2 * p + h) * SC_QK + 16 + i];
-      }
-    for (int i = 0; i < 16; i++) s8[i] = (int16_t)(8 * (lo[2 * i] + lo[2 * i + 1] + hi[2 * i] + hi[2 * i + 1]));
-    for (int i = 0; i < 8; i++) d[i] = xd[2 * p + i / 4];
-    memcpy(o, lo, 32);
-    memcpy(o + 32, hi, 32);
-    memcpy(o + 64, s8, 32);
-    memcpy(o + 96, d, 32);
+    for (int c = 0; c < 4; c++)
+      for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 8; j++)
+          for (int i = 0; i < 4; i++) o[128 * h + 32 * c + 4 * j + i] = (unsigned char)xg[32 * j + 16 * h + 4 * c + i];
+    for (int j = 0; j < 8; j++) {
+      s[j] = 0;
+      for (int k = 0; k < SC_QK; k++) s[j] += xg[32 * j + k];
+      s[j] *= 8;
+      d[j] = xd[g * SC_Q4_GROUP + j];
+    }
+    memcpy(o + 256, s, 32);
+    memcpy(o + 288, d, 32);
   }
 }
 
@@ -332,11 +366,15 @@ ALWAYS_INLINE void pdot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
   for (int b = 0; b < nb; b++) {
     const int8_t *y = xq + b * SC_QK;
     for (int r = 0; r < N; r++) {
-      const uint8_t *blk = w + r * rb + (size_t)b * SC_Q4_0_BLOCK;
+      const uint8_t *dp;
+      size_t step;
+      const uint8_t *q = q4_block(w + r * rb, nb, b, &dp, &step);
       int s = 0;
-      for (int j = 0; j < SC_QK / 2; j++)
-        s += ((blk[2 + j] & 15) - 8) * y[j] + ((blk[2 + j] >> 4) - 8) * y[j + SC_QK / 2];
-      acc[r] += (blk_d_fast(blk) * xd[b]) * (float)s;
+      for (int k = 0; k < SC_QK / 2; k++) {
+        const uint8_t v = q[(k / 4) * step + k % 4];
+        s += ((v & 15) - 8) * y[k] + ((v >> 4) - 8) * y[k + SC_QK / 2];
+      }
+      acc[r] += (blk_d_fast(dp) * xd[b]) * (float)s;
     }
   }
   for (int r = 0; r < N; r++) out[r] = acc[r];

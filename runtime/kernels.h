@@ -95,11 +95,24 @@ void sc_kernel_ctx_free(sc_kernel_ctx *c);
  *         is the value of largest magnitude (with its sign); byte k holds
  *         element k in its low nibble and element k + 16 in its high one.
  * f16 conversions round to nearest even, as F16C does.
+ *
+ * q8_0 rows are stored as GGML's blocks.  q4_0 rows are stored for the CPU
+ * in groups of eight blocks (the same bytes, rearranged; the CUDA target
+ * keeps GGML's order), so that one 32-byte load feeds eight blocks and one
+ * F16C conversion gives eight scales:
+ *   each whole group g of blocks 8g..8g+7 is 144 bytes: the eight f16
+ *   scales d[8] (block 8g+j's at j), then four chunks c = 0..3 of 32
+ *   bytes, chunk byte 4j + i = GGML byte 4c + i of block 8g+j (so its low
+ *   nibble is element 4c+i, its high one element 16+4c+i);
+ *   the last cols/32 % 8 blocks follow as plain GGML blocks (18 bytes).
+ * A row has the same size as in GGML, cols/32 * 18 bytes.
  */
 #define SC_QK 32
 #define SC_Q8_0_BLOCK 34
 #define SC_Q4_0_BLOCK 18
-#define SC_Q8_PAIR 128 /* bytes of the q4_0 view per pair of activation blocks */
+#define SC_Q4_GROUP 8          /* blocks per q4_0 group */
+#define SC_Q4_GROUP_BYTES 144  /* bytes of a whole q4_0 group */
+#define SC_Q4_VIEW_GROUP 320   /* bytes of the activation view per group */
 uint16_t sc_f32_to_f16(float f);
 float sc_f16_to_f32(uint16_t h);
 /* f16 bits -> f32 for every bit pattern: the quantized kernels read their
@@ -109,7 +122,11 @@ extern float sc_f16_table[65536];
 /* Quantize one row of cols floats into cols/32 blocks at out. */
 void sc_quantize_row_q8_0(const float *x, int cols, void *out);
 void sc_quantize_row_q4_0(const float *x, int cols, void *out);
-/* Dequantize one row of band wtype (any SC_W_*) into y[cols]. */
+/* A row of GGML q4_0 blocks -> the CPU's grouped order (same size; in and
+ * out must not overlap). */
+void sc_pack_row_q4_0(const void *ggml, int cols, void *out);
+/* Dequantize one row of band wtype (any SC_W_*; q4_0 in the CPU's grouped
+ * order) into y[cols]. */
 void sc_dequantize_row(int wtype, const void *row, int cols, float *y);
 /* Bytes of one row of `cols` in band wtype (0 for an unknown band). */
 size_t sc_band_row_bytes(int wtype, int cols);
@@ -130,16 +147,18 @@ typedef struct sc_kern_ops {
   void (*axpy)(float *y, float a, const float *x, int n);
   /* x[nb*32] -> 8-bit blocks: xd[b] = max|x| / 127 over block b (f32),
    * xq = x * (127 / max|x|) rounded to nearest even (0 for an all-zero
-   * block).  xp[(nb/2) * 128] is the same data arranged for the q4_0 dot,
-   * 128 bytes per pair of blocks (2p, 2p+1): int8 lo[32] = the first
-   * halves of both blocks, int8 hi[32] = their second halves, int16
-   * s8[16] = 8 * (lo[2i] + lo[2i+1] + hi[2i] + hi[2i+1]) (the nibble
-   * offsets), f32 d[8] = xd[2p] x4, xd[2p+1] x4.  Every ISA gives the same
-   * bits. */
+   * block).  xp[(nb/8) * SC_Q4_VIEW_GROUP] is the same data arranged for
+   * the q4_0 dot, group by group (blocks 8g..8g+7, as the weights): int8
+   * x[h][c][32] for half h = 0..1 and chunk c = 0..3, byte 4j + i =
+   * xq[8g+j][16h + 4c + i] (what the low (h=0) or high (h=1) nibbles of
+   * weight chunk c meet); then int32 s[8] = 8 * (the sum of xq over block
+   * 8g+j) (the nibble offsets); then f32 d[8] = xd[8g..8g+7].  Every ISA
+   * gives the same bits. */
   void (*quantize_q8)(const float *x, int nb, int8_t *xq, float *xd, unsigned char *xp);
   /* N rows of q8_0 / q4_0 blocks, row_bytes apart, against quantized x:
-   * per block the exact integer dot, then acc += d_w * d_x * dot (the
-   * float order is each ISA's, fixed by nb). */
+   * per block (q4_0: per whole group, lane j block 8g+j) the exact integer
+   * dot, then acc += d_w * d_x * dot (the float order is each ISA's, fixed
+   * by nb). */
   void (*dot4_q8_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, float *out);
   void (*dot1_q8_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
@@ -154,7 +173,8 @@ typedef struct sc_kern_ops {
    * several tokens, and must give every element the bits dot1 gives that
    * row and token (so T = 1 and T > 1 agree).  Float bands: token t at
    * x + t * ldx.  Quantized bands: token t's activations at xq + t*32*nb,
-   * xd + t*nb, xp + t*64*nb (quantize_q8 of each token in turn). */
+   * xd + t*nb, xp + t*64*nb (quantize_q8 of each token in turn; the view
+   * takes 40 of those 64 bytes per block). */
   void (*gemm_f32)(const float *w, int nr, const float *x, int ldx, int nt, int cols,
                    float *out, int ldo);
   void (*gemm_bf16)(const uint16_t *w, int nr, const float *x, int ldx, int nt, int cols,

@@ -146,18 +146,21 @@ static void quantize_q8(const float *x, int nb, int8_t *xq, float *xd, unsigned 
     i0 = _mm256_packs_epi16(i0, i2); /* lane-interleaved groups of four */
     _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(i0, perm));
   }
-  /* the q4_0 view, pair by pair (kernels.h) */
-  for (int p = 0; p < nb / 2; p++, xp += 128) {
-    const __m256i a = _mm256_loadu_si256((const __m256i *)(xq + 64 * p));
-    const __m256i b = _mm256_loadu_si256((const __m256i *)(xq + 64 * p + 32));
-    const __m256i lo = _mm256_permute2x128_si256(a, b, 0x20), hi = _mm256_permute2x128_si256(a, b, 0x31);
-    const __m256i ones = _mm256_set1_epi8(1);
-    const __m256i s8 = _mm256_slli_epi16(
-        _mm256_add_epi16(_mm256_maddubs_epi16(ones, lo), _mm256_maddubs_epi16(ones, hi)), 3);
-    _mm256_storeu_si256((__m256i *)xp, lo);
-    _mm256_storeu_si256((__m256i *)(xp + 32), hi);
-    _mm256_storeu_si256((__m256i *)(xp + 64), s8);
-    _mm256_storeu_ps((float *)(xp + 96), _mm256_set_m128(_mm_set1_ps(xd[2 * p + 1]), _mm_set1_ps(xd[2 * p])));
+  /* the q4_0 view, group by group (kernels.h): register (c, h) gathers
+   * dword 4h + c of each of the eight blocks */
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  const __m256i idx = _mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56);
+  for (int g = 0; g < nb / 8; g++, xp += SC_Q4_VIEW_GROUP) {
+    const int *xg = (const int *)(const void *)(xq + 256 * g);
+    __m256i sum = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++)
+      for (int h = 0; h < 2; h++) {
+        const __m256i v = _mm256_i32gather_epi32(xg + 4 * h + c, idx, 4);
+        _mm256_storeu_si256((__m256i *)(xp + 128 * h + 32 * c), v);
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v), ones16));
+      }
+    _mm256_storeu_si256((__m256i *)(xp + 256), _mm256_slli_epi32(sum, 3));
+    _mm256_storeu_ps((float *)(xp + 288), _mm256_loadu_ps(xd + 8 * g));
   }
 }
 
@@ -202,51 +205,33 @@ ALWAYS_INLINE __m256 q4_0_block(const uint8_t *blk, const int8_t *y32, const flo
   return _mm256_fmadd_ps(blk_scale8(blk), s, acc);
 }
 
-/* The activations of one pair of blocks in the q4_0 view (kernels.h),
- * loaded once and shared by every row of a call. */
-typedef struct Q4X {
-  __m256i lo, hi, s8;
-  __m256 d;
-} Q4X;
-
-ALWAYS_INLINE Q4X q4x_load(const unsigned char *xp) {
-  Q4X x = {_mm256_loadu_si256((const __m256i *)xp), _mm256_loadu_si256((const __m256i *)(xp + 32)),
-           _mm256_loadu_si256((const __m256i *)(xp + 64)), _mm256_loadu_ps((const float *)(xp + 96))};
-  return x;
+/* One whole q4_0 group (kernels.h) of one row against the view of one
+ * token: the eight blocks' exact integer dots, lane j block j.  Each
+ * maddubs lane is at most 2 x 15 x 127 and eight of them are summed, so
+ * the int16 sums cannot overflow. */
+ALWAYS_INLINE __m256i q4_group_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
+ALWAYS_INLINE __m256i q4_group_hi(__m256i v) {
+  return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f));
 }
-
-/* Two q4_0 blocks (b0, b0 + 18 bytes) in one register: the low half holds
- * block 2p, the high half block 2p+1; lo/hi their low/high nibbles, d their
- * scales (d_w of 2p x4, of 2p+1 x4). */
-typedef struct Q4W {
-  __m256i lo, hi;
-  __m256 d;
-} Q4W;
-
-ALWAYS_INLINE Q4W q4w_load(const uint8_t *b0) {
-  const __m256i m4 = _mm256_set1_epi8(0x0f);
-  const uint8_t *b1 = b0 + 18;
-  const __m256i v = _mm256_loadu2_m128i((const __m128i *)(b1 + 2), (const __m128i *)(b0 + 2));
-  uint16_t h0, h1;
-  memcpy(&h0, b0, 2);
-  memcpy(&h1, b1, 2);
-  Q4W w = {_mm256_and_si256(v, m4), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
-           _mm256_set_m128(_mm_broadcast_ss(&sc_f16_table[h1]), _mm_broadcast_ss(&sc_f16_table[h0]))};
-  return w;
+ALWAYS_INLINE __m256i q4_chunk(__m256i lo, __m256i hi, const unsigned char *xc) {
+  return _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)xc)),
+                          _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(xc + 128))));
 }
-
-/* acc += d_w * (d_x * the integer dots): low nibbles meet x.lo, high
- * nibbles x.hi, minus the nibble offsets. */
-ALWAYS_INLINE __m256 q4_0_pair_x(const Q4W *w, const Q4X *x, __m256 acc) {
-  const __m256i p = _mm256_sub_epi16(
-      _mm256_add_epi16(_mm256_maddubs_epi16(w->lo, x->lo), _mm256_maddubs_epi16(w->hi, x->hi)), x->s8);
-  const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))), x->d);
-  return _mm256_fmadd_ps(w->d, s, acc);
+/* ... then minus the nibble offsets, acc += (d_w * d_x) * dot. */
+ALWAYS_INLINE __m256 q4_group_end(__m256i sum16, __m256 dw, const unsigned char *xv, __m256 acc) {
+  const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)),
+                                       _mm256_loadu_si256((const __m256i *)(xv + 256)));
+  return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(xv + 288))),
+                         _mm256_cvtepi32_ps(dot), acc);
 }
-
-ALWAYS_INLINE __m256 q4_0_pair(const uint8_t *b0, const Q4X *x, __m256 acc) {
-  const Q4W w = q4w_load(b0);
-  return q4_0_pair_x(&w, x, acc);
+ALWAYS_INLINE __m256 q4_0_group(const uint8_t *wg, const unsigned char *xv, __m256 acc) {
+  __m256i t[4];
+  for (int c = 0; c < 4; c++) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(wg + 16 + 32 * c));
+    t[c] = q4_chunk(q4_group_lo(v), q4_group_hi(v), xv + 32 * c);
+  }
+  const __m256i sum16 = _mm256_add_epi16(_mm256_add_epi16(t[0], t[1]), _mm256_add_epi16(t[2], t[3]));
+  return q4_group_end(sum16, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)), xv, acc);
 }
 
 /* One row, all blocks: the row is one sequential stream, which the
@@ -263,26 +248,22 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
   return hsum8(_mm256_add_ps(a0, a1));
 }
 
-/* q4_0 by pairs of blocks, one row at a time like q8_0: pair p goes to
- * a[p % 2], an odd last block alone into a1.  (Four rows sharing each
- * pair's activation loads saved no time in L3 and lost a third of the
- * decode speed from DRAM: four interleaved streams defeat the hardware
- * prefetcher, software prefetch did not win it back.) */
+/* q4_0 by whole groups, one row at a time like q8_0: group g goes to
+ * a[g % 2], the last nb % 8 blocks one by one into a1.  (Four rows sharing
+ * each group's activation loads saved no time in L3 and lost a third of
+ * the decode speed from DRAM: four interleaved streams defeat the hardware
+ * prefetcher.) */
 ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                  const unsigned char *xp, int nb) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  const int np = nb / 2;
-  int p = 0;
-  for (; p + 2 <= np; p += 2) {
-    const Q4X x0 = q4x_load(xp + (size_t)p * 128), x1 = q4x_load(xp + (size_t)(p + 1) * 128);
-    a0 = q4_0_pair(w + (size_t)p * 36, &x0, a0);
-    a1 = q4_0_pair(w + (size_t)(p + 1) * 36, &x1, a1);
+  const int ng = nb / 8;
+  int g = 0;
+  for (; g + 2 <= ng; g += 2) {
+    a0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a0);
+    a1 = q4_0_group(w + (size_t)(g + 1) * SC_Q4_GROUP_BYTES, xp + (size_t)(g + 1) * SC_Q4_VIEW_GROUP, a1);
   }
-  if (p < np) {
-    const Q4X x = q4x_load(xp + (size_t)p * 128);
-    a0 = q4_0_pair(w + (size_t)p * 36, &x, a0);
-  }
-  if (nb & 1) a1 = q4_0_block(w + (size_t)(nb - 1) * 18, xq + 32 * (nb - 1), xd + nb - 1, a1);
+  if (g < ng) a0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a0);
+  for (int b = 8 * ng; b < nb; b++) a1 = q4_0_block(w + (size_t)b * 18, xq + 32 * b, xd + b, a1);
   return hsum8(_mm256_add_ps(a0, a1));
 }
 
@@ -421,30 +402,49 @@ ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
       out[(size_t)t * ldo + r] = hsum8(_mm256_add_ps(part[0][r][t], part[1][r][t]));
 }
 
-/* q4_0: even pairs, then odd pairs and an odd last block, then
- * hsum(even + odd) as the dot. */
+/* q4_0: even groups, then odd groups and the last nb % 8 blocks, then
+ * hsum(even + odd) as the dot.  The int16 sums are exact, so their order
+ * does not matter; the float operations are the dot's. */
 ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                            const unsigned char *xp, int nb, float *out, int ldo, const int R,
                            const int NT) {
   __m256 part[2][2][4];
-  const int np = nb / 2;
+  const int ng = nb / 8;
   for (int par = 0; par < 2; par++) {
     __m256 a[2][4];
     for (int r = 0; r < R; r++)
       for (int t = 0; t < NT; t++) a[r][t] = _mm256_setzero_ps();
-    for (int p = par; p < np; p += 2) {
-      Q4W wv[2];
-      for (int r = 0; r < R; r++) wv[r] = q4w_load(w + r * rb + (size_t)p * 36);
-      for (int t = 0; t < NT; t++) {
-        const Q4X x = q4x_load(xp + (size_t)t * 64 * nb + (size_t)p * 128);
-        for (int r = 0; r < R; r++) a[r][t] = q4_0_pair_x(&wv[r], &x, a[r][t]);
+    for (int g = par; g < ng; g += 2) {
+      __m256i sum[2][4];
+      for (int r = 0; r < R; r++)
+        for (int t = 0; t < NT; t++) sum[r][t] = _mm256_setzero_si256();
+      for (int c = 0; c < 4; c++) {
+        __m256i lo[2], hi[2];
+        for (int r = 0; r < R; r++) {
+          const __m256i v = _mm256_loadu_si256(
+              (const __m256i *)(w + r * rb + (size_t)g * SC_Q4_GROUP_BYTES + 16 + 32 * c));
+          lo[r] = q4_group_lo(v);
+          hi[r] = q4_group_hi(v);
+        }
+        for (int t = 0; t < NT; t++) {
+          const unsigned char *xc = xp + (size_t)t * 64 * nb + (size_t)g * SC_Q4_VIEW_GROUP + 32 * c;
+          for (int r = 0; r < R; r++) sum[r][t] = _mm256_add_epi16(sum[r][t], q4_chunk(lo[r], hi[r], xc));
+        }
+      }
+      for (int r = 0; r < R; r++) {
+        const __m256 dw =
+            _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + r * rb + (size_t)g * SC_Q4_GROUP_BYTES)));
+        for (int t = 0; t < NT; t++)
+          a[r][t] = q4_group_end(sum[r][t], dw, xp + (size_t)t * 64 * nb + (size_t)g * SC_Q4_VIEW_GROUP,
+                                 a[r][t]);
       }
     }
-    if (par == 1 && (nb & 1))
-      for (int r = 0; r < R; r++)
-        for (int t = 0; t < NT; t++)
-          a[r][t] = q4_0_block(w + r * rb + (size_t)(nb - 1) * 18, xq + (size_t)t * 32 * nb + 32 * (nb - 1),
-                               xd + (size_t)t * nb + nb - 1, a[r][t]);
+    if (par == 1)
+      for (int b = 8 * ng; b < nb; b++)
+        for (int r = 0; r < R; r++)
+          for (int t = 0; t < NT; t++)
+            a[r][t] = q4_0_block(w + r * rb + (size_t)b * 18, xq + (size_t)t * 32 * nb + 32 * b,
+                                 xd + (size_t)t * nb + b, a[r][t]);
     for (int r = 0; r < R; r++)
       for (int t = 0; t < NT; t++) part[par][r][t] = a[r][t];
   }

@@ -173,8 +173,9 @@ ALWAYS_INLINE __m512 q4_0_two(const uint8_t *b0, const uint8_t *b1, const int8_t
 }
 
 #define DEFINE_QROW(NAME, TWO, BYTES)                                        \
-  ALWAYS_INLINE float NAME(const uint8_t *w, const int8_t *xq, const float *xd, int nb) { \
-    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();              \
+  ALWAYS_INLINE __m512 NAME(const uint8_t *w, const int8_t *xq, const float *xd, int nb, \
+                            __m512 a1) {                                    \
+    __m512 a0 = _mm512_setzero_ps();                                        \
     const int np = nb / 2;                                                  \
     int p = 0;                                                              \
     for (; p + 2 <= np; p += 2) {                                           \
@@ -188,21 +189,71 @@ ALWAYS_INLINE __m512 q4_0_two(const uint8_t *b0, const uint8_t *b1, const int8_t
     }                                                                       \
     if (nb & 1)                                                             \
       a1 = TWO(w + (size_t)(nb - 1) * BYTES, NULL, xq + 32 * (nb - 1), xd + nb - 1, a1); \
-    return hsum16(_mm512_add_ps(a0, a1));                                   \
+    return _mm512_add_ps(a0, a1);                                           \
   }
-DEFINE_QROW(dot_q8_0_row, q8_0_two, SC_Q8_0_BLOCK)
-DEFINE_QROW(dot_q4_0_row, q4_0_two, SC_Q4_0_BLOCK)
+DEFINE_QROW(q8_0_blocks, q8_0_two, SC_Q8_0_BLOCK)
+DEFINE_QROW(q4_0_blocks, q4_0_two, SC_Q4_0_BLOCK)
+
+ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
+                                 const unsigned char *xp, int nb) {
+  (void)xp;
+  return hsum16(q8_0_blocks(w, xq, xd, nb, _mm512_setzero_ps()));
+}
+
+/* One whole q4_0 group (kernels.h) against the view: chunks c, c+1 in one
+ * register, their low nibbles against x[0][c..c+1], high against
+ * x[1][c..c+1]; the two 256-bit halves added, so int16 lanes 2j, 2j+1
+ * hold block j (exact: eight maddubs lanes of at most 2 x 15 x 127). */
+ALWAYS_INLINE __m256 q4_0_group(const uint8_t *wg, const unsigned char *xv, __m256 acc) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  __m512i t = _mm512_setzero_si512();
+  for (int c = 0; c < 4; c += 2) {
+    const __m512i v = _mm512_loadu_si512(wg + 16 + 32 * c);
+    const __m512i lo = _mm512_maddubs_epi16(_mm512_and_si512(v, m4), _mm512_loadu_si512(xv + 32 * c));
+    const __m512i hi = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
+                                            _mm512_loadu_si512(xv + 128 + 32 * c));
+    t = _mm512_add_epi16(t, _mm512_add_epi16(lo, hi));
+  }
+  const __m256i sum16 = _mm256_add_epi16(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+  const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)),
+                                       _mm256_loadu_si256((const __m256i *)(xv + 256)));
+  const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)),
+                                 _mm256_loadu_ps((const float *)(xv + 288)));
+  return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot), acc);
+}
+
+/* q4_0: whole groups alternately into g0 and g1 (8 lanes), the last
+ * nb % 8 blocks in pairs as q8_0's; then hsum(g0 + g1) + hsum(pairs). */
+ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
+                                 const unsigned char *xp, int nb) {
+  __m256 g0 = _mm256_setzero_ps(), g1 = _mm256_setzero_ps();
+  const int ng = nb / 8;
+  int g = 0;
+  for (; g + 2 <= ng; g += 2) {
+    g0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, g0);
+    g1 = q4_0_group(w + (size_t)(g + 1) * SC_Q4_GROUP_BYTES, xp + (size_t)(g + 1) * SC_Q4_VIEW_GROUP, g1);
+  }
+  if (g < ng) g0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, g0);
+  const int b = 8 * ng;
+  const float tail =
+      b < nb ? hsum16(q4_0_blocks(w + (size_t)b * SC_Q4_0_BLOCK, xq + 32 * b, xd + b, nb - b, _mm512_setzero_ps()))
+             : 0.0f;
+  const __m256 v = _mm256_add_ps(g0, g1);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h) + tail;
+}
 
 #define DEFINE_QDOT(NAME, ROW)                                               \
   static void NAME##4(const uint8_t *w, size_t rb, const int8_t *xq,        \
                       const float *xd, const unsigned char *xp, int nb, float *out) { \
-    (void)xp;                                                               \
-    for (int r = 0; r < 4; r++) out[r] = ROW(w + r * rb, xq, xd, nb);       \
+    for (int r = 0; r < 4; r++) out[r] = ROW(w + r * rb, xq, xd, xp, nb);   \
   }                                                                         \
   static void NAME##1(const uint8_t *w, size_t rb, const int8_t *xq,        \
                       const float *xd, const unsigned char *xp, int nb, float *out) { \
-    (void)rb, (void)xp;                                                     \
-    out[0] = ROW(w, xq, xd, nb);                                            \
+    (void)rb;                                                               \
+    out[0] = ROW(w, xq, xd, xp, nb);                                        \
   }
 DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)

@@ -18,8 +18,10 @@
  * time into two 4-float accumulators, block b into acc(b % 2): the block's
  * exact integer dot as 4 int32 lanes (lane k: products 4k..4k+3 of each
  * 16-byte half), converted, then fused-multiply-added by the scalar
- * d_w * d_x; at the end acc0 + acc1 and the same horizontal sum.  q4_0
- * nibbles become q - 8 in int8 first, so the q4_0 view xp is not needed.
+ * d_w * d_x; at the end acc0 + acc1 and the same horizontal sum.  q4_0:
+ * whole groups (kernels.h) against the view xp, nibbles 0..15 as int8,
+ * each block's dot in its own int32 lane, minus the view's offsets; the
+ * last nb % 8 blocks as q8_0's, nibbles made q - 8 in int8 first.
  * Without dotprod the lanes come from SMULL (int16 products, |w*x| <=
  * 128*127, so a pair sums without overflow), a pairwise add and SADALP.
  */
@@ -131,19 +133,17 @@ static void quantize_q8(const float *x, int nb, int8_t *xq, float *xd, unsigned 
       vst1q_s8(q + 16 * h, vcombine_s8(vqmovn_s16(s0), vqmovn_s16(s1)));
     }
   }
-  /* the q4_0 view, pair by pair (kernels.h) */
-  for (int p = 0; p < nb / 2; p++, xp += SC_Q8_PAIR) {
-    const int8_t *a = xq + 64 * p; /* block 2p; block 2p+1 at a + 32 */
-    const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
-    const int8x16_t b0 = vld1q_s8(a + 32), b1 = vld1q_s8(a + 48);
-    vst1q_s8((int8_t *)xp, a0);
-    vst1q_s8((int8_t *)xp + 16, b0);
-    vst1q_s8((int8_t *)xp + 32, a1);
-    vst1q_s8((int8_t *)xp + 48, b1);
-    vst1q_s16((int16_t *)(xp + 64), vshlq_n_s16(vaddq_s16(vpaddlq_s8(a0), vpaddlq_s8(a1)), 3));
-    vst1q_s16((int16_t *)(xp + 80), vshlq_n_s16(vaddq_s16(vpaddlq_s8(b0), vpaddlq_s8(b1)), 3));
-    vst1q_f32((float *)(xp + 96), vdupq_n_f32(xd[2 * p]));
-    vst1q_f32((float *)(xp + 112), vdupq_n_f32(xd[2 * p + 1]));
+  /* the q4_0 view, group by group (kernels.h) */
+  for (int g = 0; g < nb / 8; g++, xp += SC_Q4_VIEW_GROUP) {
+    const int8_t *xg = xq + 256 * g;
+    int32_t s[8];
+    for (int h = 0; h < 2; h++)
+      for (int c = 0; c < 4; c++)
+        for (int j = 0; j < 8; j++) memcpy(xp + 128 * h + 32 * c + 4 * j, xg + 32 * j + 16 * h + 4 * c, 4);
+    for (int j = 0; j < 8; j++)
+      s[j] = 8 * vaddlvq_s16(vaddq_s16(vpaddlq_s8(vld1q_s8(xg + 32 * j)), vpaddlq_s8(vld1q_s8(xg + 32 * j + 16))));
+    memcpy(xp + 256, s, 32);
+    memcpy(xp + 288, xd + 8 * g, 32);
   }
 }
 
@@ -153,6 +153,8 @@ static void quantize_q8(const float *x, int nb, int8_t *xq, float *xd, unsigned 
 ALWAYS_INLINE int32x4_t idot32(int8x16_t w0, int8x16_t w1, int8x16_t y0, int8x16_t y1) {
   return vdotq_s32(vdotq_s32(vdupq_n_s32(0), w0, y0), w1, y1);
 }
+/* acc lane k += the products of bytes 4k..4k+3. */
+ALWAYS_INLINE int32x4_t idot4(int32x4_t acc, int8x16_t w, int8x16_t y) { return vdotq_s32(acc, w, y); }
 #else
 /* int16 products 0..7 and 8..15, adjacent pairs summed (products 2j, 2j+1
  * in lane j), then pairs of those widened into int32 lanes. */
@@ -161,6 +163,9 @@ ALWAYS_INLINE int16x8_t pair_sums16(int8x16_t w, int8x16_t y) {
 }
 ALWAYS_INLINE int32x4_t idot32(int8x16_t w0, int8x16_t w1, int8x16_t y0, int8x16_t y1) {
   return vpadalq_s16(vpaddlq_s16(pair_sums16(w0, y0)), pair_sums16(w1, y1));
+}
+ALWAYS_INLINE int32x4_t idot4(int32x4_t acc, int8x16_t w, int8x16_t y) {
+  return vpadalq_s16(acc, pair_sums16(w, y));
 }
 #endif
 
@@ -184,7 +189,7 @@ ALWAYS_INLINE float32x4_t q4_0_block(const uint8_t *blk, const int8_t *y, float 
 }
 
 #define DEFINE_QROW(NAME, BLOCK, BYTES)                                      \
-  ALWAYS_INLINE float NAME(const uint8_t *w, const int8_t *xq, const float *xd, int nb) { \
+  ALWAYS_INLINE float32x4_t NAME(const uint8_t *w, const int8_t *xq, const float *xd, int nb) { \
     float32x4_t a0 = vdupq_n_f32(0.0f), a1 = vdupq_n_f32(0.0f);             \
     int b = 0;                                                              \
     for (; b + 2 <= nb; b += 2) {                                           \
@@ -192,21 +197,61 @@ ALWAYS_INLINE float32x4_t q4_0_block(const uint8_t *blk, const int8_t *y, float 
       a1 = BLOCK(w + (size_t)(b + 1) * BYTES, xq + 32 * (b + 1), xd[b + 1], a1); \
     }                                                                       \
     if (b < nb) a0 = BLOCK(w + (size_t)b * BYTES, xq + 32 * b, xd[b], a0);  \
-    return hsum4(vaddq_f32(a0, a1));                                        \
+    return vaddq_f32(a0, a1);                                               \
   }
-DEFINE_QROW(dot_q8_0_row, q8_0_block, SC_Q8_0_BLOCK)
-DEFINE_QROW(dot_q4_0_row, q4_0_block, SC_Q4_0_BLOCK)
+DEFINE_QROW(q8_0_blocks, q8_0_block, SC_Q8_0_BLOCK)
+DEFINE_QROW(q4_0_blocks, q4_0_block, SC_Q4_0_BLOCK)
+
+ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
+                                 const unsigned char *xp, int nb) {
+  (void)xp;
+  return hsum4(q8_0_blocks(w, xq, xd, nb));
+}
+
+/* One whole q4_0 group (kernels.h): 16 bytes of a chunk hold blocks 0-3
+ * (4 bytes each), the next 16 blocks 4-7, so idot4 gives each block its
+ * own int32 lane; minus the nibble offsets, exact; then acc += (d_w * d_x)
+ * * dot, blocks 0-3 into acc[0], 4-7 into acc[1]. */
+ALWAYS_INLINE void q4_0_group(const uint8_t *wg, const unsigned char *xv, float32x4_t acc[2]) {
+  const uint8x16_t m4 = vdupq_n_u8(0x0f);
+  int32x4_t d[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+  for (int c = 0; c < 4; c++)
+    for (int k = 0; k < 2; k++) {
+      const uint8x16_t v = vld1q_u8(wg + 16 + 32 * c + 16 * k);
+      d[k] = idot4(d[k], vreinterpretq_s8_u8(vandq_u8(v, m4)), vld1q_s8((const int8_t *)xv + 32 * c + 16 * k));
+      d[k] = idot4(d[k], vreinterpretq_s8_u8(vshrq_n_u8(v, 4)),
+                   vld1q_s8((const int8_t *)xv + 128 + 32 * c + 16 * k));
+    }
+  for (int k = 0; k < 2; k++) {
+    const int32x4_t dot = vsubq_s32(d[k], vld1q_s32((const int32_t *)(const void *)(xv + 256) + 4 * k));
+    const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)wg + 4 * k)));
+    const float32x4_t sc = vmulq_f32(dw, vld1q_f32((const float *)(const void *)(xv + 288) + 4 * k));
+    acc[k] = vfmaq_f32(acc[k], sc, vcvtq_f32_s32(dot));
+  }
+}
+
+/* q4_0: whole groups alternately into a[0] and a[1], the last nb % 8
+ * blocks as q8_0's; hsum(a[0][0] + a[0][1] + a[1][0] + a[1][1]) + hsum(tail). */
+ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
+                                 const unsigned char *xp, int nb) {
+  float32x4_t a[2][2] = {{vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}, {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}};
+  const int ng = nb / 8;
+  for (int g = 0; g < ng; g++)
+    q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a[g & 1]);
+  const int b = 8 * ng;
+  const float tail = b < nb ? hsum4(q4_0_blocks(w + (size_t)b * SC_Q4_0_BLOCK, xq + 32 * b, xd + b, nb - b)) : 0.0f;
+  return hsum4(vaddq_f32(vaddq_f32(a[0][0], a[0][1]), vaddq_f32(a[1][0], a[1][1]))) + tail;
+}
 
 #define DEFINE_QDOT(NAME, ROW)                                               \
   static void NAME##4(const uint8_t *w, size_t rb, const int8_t *xq,        \
                       const float *xd, const unsigned char *xp, int nb, float *out) { \
-    (void)xp;                                                               \
-    for (int r = 0; r < 4; r++) out[r] = ROW(w + r * rb, xq, xd, nb);       \
+    for (int r = 0; r < 4; r++) out[r] = ROW(w + r * rb, xq, xd, xp, nb);   \
   }                                                                         \
   static void NAME##1(const uint8_t *w, size_t rb, const int8_t *xq,        \
                       const float *xd, const unsigned char *xp, int nb, float *out) { \
-    (void)rb, (void)xp;                                                     \
-    out[0] = ROW(w, xq, xd, nb);                                            \
+    (void)rb;                                                               \
+    out[0] = ROW(w, xq, xd, xp, nb);                                        \
   }
 DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)

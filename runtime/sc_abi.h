@@ -5,12 +5,14 @@
  * This header is self-contained (no libc includes): the compiler writes it
  * next to the generated source, which is compiled with -nostdlib by libtcc or
  * the system compiler.  Any change to a struct below bumps SC_ABI_VERSION;
- * the runtime refuses an artifact whose version differs and says both.
+ * so does a change in how a band's rows are laid out (5: q4_0 rows in the
+ * CPU kernels' groups of eight blocks).  The runtime refuses an artifact
+ * whose version differs and says both.
  */
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 4
+#define SC_ABI_VERSION 5
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -20,7 +22,8 @@ enum {
   SC_W_BF16 = 1, /* bfloat16 (upper half of an f32) */
   SC_W_F16 = 2,  /* IEEE half */
   SC_W_Q8_0 = 3, /* blocks of 32: f16 scale d, 32 x int8; x = d*q */
-  SC_W_Q4_0 = 4  /* blocks of 32: f16 scale d, 16 bytes of nibbles; x = d*(q-8) */
+  SC_W_Q4_0 = 4  /* blocks of 32: f16 scale d, 16 bytes of nibbles; x = d*(q-8);
+                  * CPU rows in groups of eight blocks (runtime/kernels.h) */
 };
 
 /* What an entry point reads as its main input. */

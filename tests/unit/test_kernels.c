@@ -325,7 +325,7 @@ static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
 
 /* ---- blocked GEMM ------------------------------------------------------- */
 
-enum { GR = 9, GC = 224, GT = 20, GLDX = GC + 3, GLDY = 2 * GR + 1 };
+enum { GR = 9, GC = 544, GT = 20, GLDX = GC + 3, GLDY = 2 * GR + 1 };
 
 /* A matrix of 2*GR rows x cols in band wtype, from uniform floats. */
 static void make_band(int wtype, int cols, unsigned char *w) {
@@ -341,7 +341,11 @@ static void make_band(int wtype, int cols, unsigned char *w) {
         memcpy(dst + 2 * c, &h, 2);
       }
     else if (wtype == SC_W_Q8_0) sc_quantize_row_q8_0(row, cols, dst);
-    else sc_quantize_row_q4_0(row, cols, dst);
+    else { /* GGML's blocks, then the CPU's groups (kernels.h) */
+      unsigned char ggml[GC / 32 * SC_Q4_0_BLOCK];
+      sc_quantize_row_q4_0(row, cols, ggml);
+      sc_pack_row_q4_0(ggml, cols, dst);
+    }
   }
 }
 
@@ -352,7 +356,8 @@ static const int gbands[] = {SC_W_F32, SC_W_BF16, SC_W_Q8_0, SC_W_Q4_0};
 static void test_gemm_linear(const sc_kernels *K, sc_kernel_ctx *ctx) {
   static unsigned char w[2 * GR * GC * 4];
   static float x[GT * GLDX], bias[GR], y0[GT * GLDY], y[GT * GLDY], y1[GLDY];
-  static const int fcols[] = {37, 100, 136, 224}, qcols[] = {32, 160, 192, 224};
+  /* q4_0: tail blocks only, one whole group, two groups and a tail */
+  static const int fcols[] = {37, 100, 136, 224}, qcols[] = {32, 160, 256, 544};
   static const int rowss[] = {1, 2, 3, 5, 7, 8, 9};
   fill(x, GT * GLDX);
   fill(bias, GR);
@@ -404,7 +409,7 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
   static int8_t xq[GT * GC];
   static float xd[GT * GC / 32];
   static unsigned char xp[GT * GC * 2];
-  static const int fcols[] = {3, 37, 136, 224}, qcols[] = {32, 96, 160, 224};
+  static const int fcols[] = {3, 37, 136, 224}, qcols[] = {32, 288, 256, 544};
   CHECK(ops->gemm_f32 && ops->gemm_bf16 && ops->gemm_q8_0 && ops->gemm_q4_0);
   fill(x, GT * GLDX);
   for (int bi = 0; bi < 4; bi++) {

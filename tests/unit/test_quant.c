@@ -80,11 +80,49 @@ static void test_ggml_bytes(void) {
     /* half a step, plus the f16 rounding of d times |q| <= 127 */
     CHECK_MSG(fabsf(y[i] - x[i]) <= fabsf(d) * (0.5f + 127.0f / 2048) + 1e-6f, "q8_0 dequant %d: %g vs %g", i, y[i], x[i]);
   }
-  sc_dequantize_row(SC_W_Q4_0, q4, 128, y);
+  unsigned char q4p[sizeof q4];
+  sc_pack_row_q4_0(q4, 128, q4p); /* four blocks: no whole group, GGML's order */
+  CHECK(!memcmp(q4, q4p, sizeof q4));
+  sc_dequantize_row(SC_W_Q4_0, q4p, 128, y);
   for (int i = 0; i < 128; i++) {
     float d = sc_f16_to_f32((uint16_t)(q4[i / 32 * 18] | q4[i / 32 * 18 + 1] << 8));
     /* a whole step: the side opposite the extreme value stops at 7 d */
     CHECK_MSG(fabsf(y[i] - x[i]) <= fabsf(d) * (1.0f + 8.0f / 2048) + 1e-6f, "q4_0 dequant %d: %g vs %g", i, y[i], x[i]);
+  }
+}
+
+static int same_bits(float a, float b) { return memcmp(&a, &b, 4) == 0; }
+
+/* The CPU's q4_0 order (kernels.h), from its description: 19 blocks = two
+ * whole groups and three GGML blocks, the same bytes rearranged, and the
+ * same numbers as GGML's decoding of the original. */
+static void test_q4_0_groups(void) {
+  enum { NB = 19, C = NB * 32 };
+  float x[C], y[C];
+  unsigned char g[NB * SC_Q4_0_BLOCK], p[NB * SC_Q4_0_BLOCK];
+  for (int i = 0; i < C; i++) x[i] = ggml_input(i) * (float)(1 + i % 5);
+  sc_quantize_row_q4_0(x, C, g);
+  CHECK(sc_band_row_bytes(SC_W_Q4_0, C) == sizeof p);
+  sc_pack_row_q4_0(g, C, p);
+  int bad = 0;
+  for (int gr = 0; gr < 2; gr++)
+    for (int j = 0; j < 8; j++) {
+      const unsigned char *blk = g + (8 * gr + j) * SC_Q4_0_BLOCK, *grp = p + gr * 144;
+      bad += grp[2 * j] != blk[0] || grp[2 * j + 1] != blk[1];
+      for (int c = 0; c < 4; c++)
+        for (int i = 0; i < 4; i++) bad += grp[16 + 32 * c + 4 * j + i] != blk[2 + 4 * c + i];
+    }
+  CHECK_MSG(!bad, "%d bytes of the two whole groups out of place", bad);
+  CHECK(!memcmp(p + 2 * 144, g + 16 * SC_Q4_0_BLOCK, 3 * SC_Q4_0_BLOCK));
+  sc_dequantize_row(SC_W_Q4_0, p, C, y);
+  for (int b = 0; b < NB; b++) {
+    const unsigned char *blk = g + b * SC_Q4_0_BLOCK;
+    const float d = sc_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    for (int k = 0; k < 16; k++) {
+      CHECK_MSG(same_bits(y[32 * b + k], d * (float)((blk[2 + k] & 15) - 8)), "q4_0 block %d element %d", b, k);
+      CHECK_MSG(same_bits(y[32 * b + 16 + k], d * (float)((blk[2 + k] >> 4) - 8)), "q4_0 block %d element %d", b,
+                16 + k);
+    }
   }
 }
 
@@ -96,9 +134,8 @@ static float frand(void) { /* uniform in [-1, 1) */
   return (float)((rng_state >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
 }
 
-static int same_bits(float a, float b) { return memcmp(&a, &b, 4) == 0; }
 
-enum { ROWS = 11, COLS = 160, T3 = 3, LDX = COLS + 7, LDY = 2 * ROWS + 1 };
+enum { ROWS = 11, COLS = 416, T3 = 3, LDX = COLS + 7, LDY = 2 * ROWS + 1 };
 
 static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtype) {
   static float wf[2 * ROWS * COLS], x[T3 * LDX], bias[ROWS];
@@ -108,7 +145,12 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
   for (int i = 0; i < T3 * LDX; i++) x[i] = frand() * (i % 13 == 0 ? 4 : 1);
   for (int i = 0; i < ROWS; i++) bias[i] = frand();
   for (int r = 0; r < 2 * ROWS; r++)
-    (wtype == SC_W_Q8_0 ? sc_quantize_row_q8_0 : sc_quantize_row_q4_0)(wf + r * COLS, COLS, w + r * rb);
+    if (wtype == SC_W_Q8_0) sc_quantize_row_q8_0(wf + r * COLS, COLS, w + r * rb);
+    else { /* 13 blocks: one whole group and five GGML blocks (kernels.h) */
+      unsigned char ggml[COLS / 32 * SC_Q4_0_BLOCK];
+      sc_quantize_row_q4_0(wf + r * COLS, COLS, ggml);
+      sc_pack_row_q4_0(ggml, COLS, w + r * rb);
+    }
 
   /* activations: the ISA gives the portable bits */
   const int nb = COLS / 32;
@@ -122,22 +164,26 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
       ops->quantize_q8(x + t * LDX, nb, qa, da, pa);
       sc_kern_portable.quantize_q8(x + t * LDX, nb, qp, dp, pp);
       CHECK_MSG(!memcmp(qa, qp, sizeof qa) && !memcmp(da, dp, sizeof da) &&
-                    !memcmp(pa, pp, (size_t)(nb / 2) * SC_Q8_PAIR),
+                    !memcmp(pa, pp, (size_t)(nb / 8) * SC_Q4_VIEW_GROUP),
                 "%s and portable quantize activations row %d differently", ops->name, t);
       /* the q4_0 view is the same numbers (kernels.h) */
-      for (int p = 0; p < nb / 2; p++) {
-        const unsigned char *o = pa + p * SC_Q8_PAIR;
-        int16_t s8[16];
+      for (int g = 0; g < nb / 8; g++) {
+        const unsigned char *o = pa + g * SC_Q4_VIEW_GROUP;
+        int32_t s8[8];
         float d[8];
-        memcpy(s8, o + 64, 32);
-        memcpy(d, o + 96, 32);
-        for (int i = 0; i < 32; i++) {
-          int b = 2 * p + i / 16;
-          CHECK((int8_t)o[i] == qa[b * 32 + i % 16] && (int8_t)o[32 + i] == qa[b * 32 + 16 + i % 16]);
+        memcpy(s8, o + 256, 32);
+        memcpy(d, o + 288, 32);
+        for (int c = 0; c < 4; c++)
+          for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 8; j++)
+              for (int i = 0; i < 4; i++)
+                CHECK((int8_t)o[128 * h + 32 * c + 4 * j + i] == qa[(8 * g + j) * 32 + 16 * h + 4 * c + i]);
+        for (int j = 0; j < 8; j++) {
+          int sum = 0;
+          for (int k = 0; k < 32; k++) sum += qa[(8 * g + j) * 32 + k];
+          CHECK(s8[j] == 8 * sum);
+          CHECK(same_bits(d[j], da[8 * g + j]));
         }
-        for (int i = 0; i < 16; i++)
-          CHECK(s8[i] == 8 * ((int8_t)o[2 * i] + (int8_t)o[2 * i + 1] + (int8_t)o[32 + 2 * i] + (int8_t)o[33 + 2 * i]));
-        for (int i = 0; i < 8; i++) CHECK(same_bits(d[i], da[2 * p + i / 4]));
       }
     }
 
@@ -214,7 +260,9 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
  * which makes them chaotic: there any weight error is amplified layer by
  * layer, so their gates below are the measured floors, not the issue's. */
 static int write_random_ckpt(const char *dir) {
-  enum { H = 128, I = 384, HD = 32, NH = 4, NKV = 2, L = 2, V = 512 };
+  /* H = 288: q4_0 rows of nine blocks, one whole group and a GGML block
+   * (kernels.h), in the embedding table and the GEMVs alike */
+  enum { H = 288, I = 384, HD = 32, NH = 4, NKV = 2, L = 2, V = 512 };
   static const struct { const char *fmt; int rows, cols; } per_layer[] = {
       {"model.layers.%d.input_layernorm.weight", 0, H},
       {"model.layers.%d.post_attention_layernorm.weight", 0, H},
@@ -422,18 +470,23 @@ static void test_accuracy_traces(void) {
 static void test_neon_variants(void) {
   const sc_kern_ops *a = sc_kern_ops_isa("neon"), *b = sc_kern_ops_isa("neon-dotprod");
   if (!a || !b) return;
-  enum { NB = 7 };
+  enum { NB = 19 }; /* q4_0: up to two whole groups and a tail */
   static unsigned char w8[4 * NB * SC_Q8_0_BLOCK], w4[4 * NB * SC_Q4_0_BLOCK];
   float x[NB * 32], xd[NB], oa[4], ob[4];
   int8_t xq[NB * 32];
   static unsigned char xp[NB * 64];
   for (int i = 0; i < NB * 32; i++) x[i] = i % 5 == 0 ? (i & 1 ? -3.0f : 3.0f) : frand();
   for (size_t i = 0; i < sizeof w8; i++) w8[i] = (unsigned char)(i % 3 ? 0x80 + i % 2 : rand());
-  for (size_t i = 0; i < sizeof w4; i++) w4[i] = (unsigned char)rand();
+  /* q4_0 rows read as groups or GGML blocks depending on nb (kernels.h):
+   * no byte may make an f16 Inf or NaN, wherever a scale is read */
+  for (size_t i = 0; i < sizeof w4; i++) {
+    unsigned char v;
+    do v = (unsigned char)rand(); while ((v & 0x7c) == 0x7c);
+    w4[i] = v;
+  }
   for (int r = 0; r < 4; r++)
     for (int k = 0; k < NB; k++) { /* sane scales */
       w8[(r * NB + k) * SC_Q8_0_BLOCK] = 0, w8[(r * NB + k) * SC_Q8_0_BLOCK + 1] = 0x2c;
-      w4[(r * NB + k) * SC_Q4_0_BLOCK] = 0, w4[(r * NB + k) * SC_Q4_0_BLOCK + 1] = 0xac;
     }
   a->quantize_q8(x, NB, xq, xd, xp);
   for (int n = 1; n <= NB; n++) {
@@ -464,6 +517,7 @@ int main(void) {
   unsetenv("SPEECHC_ISA");
   test_f16();
   test_ggml_bytes();
+  test_q4_0_groups();
   sc_kernel_ctx cp = {0};
   sc_kernels P;
   sc_kernels_init_portable(&P, &cp);
