@@ -689,6 +689,11 @@ static void attn_chunk(void *arg, int c, int nc) {
     const int n = p - lo + 1;
     const float *qh = j->q + (size_t)t * j->ldq + (size_t)h * hd;
     const size_t koff = (size_t)(h / j->group) * hd;
+    float *yh = j->y + (size_t)t * j->ldy + (size_t)h * hd;
+    if (j->ops->attn_row) {
+      j->ops->attn_row(qh, j->kc + koff, j->vc + koff, (size_t)j->ldkv, lo, n, j->cap, hd, j->scale, s, yh);
+      continue;
+    }
     float m = -INFINITY;
     for (int k = 0; k < n; k++) {
       const float *kr = j->kc + (size_t)((lo + k) % j->cap) * j->ldkv + koff;
@@ -702,7 +707,6 @@ static void attn_chunk(void *arg, int c, int nc) {
       s[k] = expf(s[k] - m);
       sum += s[k];
     }
-    float *yh = j->y + (size_t)t * j->ldy + (size_t)h * hd;
     memset(yh, 0, (size_t)hd * sizeof *yh);
     for (int k = 0; k < n; k++)
       j->ops->axpy(yh, s[k], j->vc + (size_t)((lo + k) % j->cap) * j->ldkv + koff, hd);

@@ -167,6 +167,13 @@ typedef struct sc_kern_ops {
                     const float *xd, const unsigned char *xp, int nb, float *out);
   void (*dot1_q4_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, float *out);
+  /* Optional: one query row's causal attention over n rows of a ring
+   * cache (NULL = the driver calls dot1_f32 and axpy per key).  Key
+   * (value) j is at kc (vc) + ((lo + j) % cap) * ld; s: scratch of n
+   * floats; y[hd] = sum_j softmax_j(scale * q.K_j) V_j, the softmax in
+   * floats with the max subtracted and expf, as the driver's. */
+  void (*attn_row)(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n,
+                   int cap, int hd, float scale, float *s, float *y);
   /* Optional blocked (GEMM) forms for T > 1; NULL = the driver calls
    * dot4/dot1 once per token.  Each computes nr <= 4 rows against nt
    * tokens into out[t * ldo + r], loading each weight block once for

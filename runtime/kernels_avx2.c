@@ -290,6 +290,90 @@ ALWAYS_INLINE void dot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq, con
 DEFINE_QDOT(dot_q8_0_)
 DEFINE_QDOT(dot_q4_0_)
 
+/* ---- attention: one query row (kernels.h attn_row) ------------------- */
+
+/* The four sums of a[0..3] (each the sum of its two halves' vectors), in
+ * one order whatever the key: pairs, then pairs of pairs, then halves. */
+ALWAYS_INLINE __m128 sum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+/* Four keys at a time share each load of q; two accumulators per key
+ * (even and odd 8-column blocks) keep eight FMA chains in flight.  A key
+ * of a short last group runs the same code with empty neighbours, so a
+ * score does not depend on which keys share its group.  Columns past the
+ * last multiple of 8 are added one by one (fmaf). */
+static void attn_row(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,
+                     int hd, float scale, float *s, float *y) {
+  const int h8 = hd & ~7, h16 = hd & ~15;
+  const float *k[4];
+  int row = lo % cap;
+  for (int j = 0; j < n; j += 4) {
+    const int nk = n - j < 4 ? n - j : 4;
+    for (int i = 0; i < 4; i++) {
+      k[i] = kc + (size_t)row * ld; /* empty neighbours repeat the last key */
+      if (i + 1 < nk && ++row == cap) row = 0;
+    }
+    if (++row == cap) row = 0;
+    __m256 a[4][2];
+    for (int i = 0; i < 4; i++) a[i][0] = a[i][1] = _mm256_setzero_ps();
+    int c = 0;
+    for (; c < h16; c += 16) {
+      const __m256 q0 = _mm256_loadu_ps(q + c), q1 = _mm256_loadu_ps(q + c + 8);
+      for (int i = 0; i < 4; i++) {
+        a[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c), q0, a[i][0]);
+        a[i][1] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c + 8), q1, a[i][1]);
+      }
+    }
+    if (c < h8) {
+      const __m256 q0 = _mm256_loadu_ps(q + c);
+      for (int i = 0; i < 4; i++) a[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c), q0, a[i][0]);
+    }
+    float d[4];
+    _mm_storeu_ps(d, sum4x8(_mm256_add_ps(a[0][0], a[0][1]), _mm256_add_ps(a[1][0], a[1][1]),
+                            _mm256_add_ps(a[2][0], a[2][1]), _mm256_add_ps(a[3][0], a[3][1])));
+    for (int i = 0; i < nk; i++) {
+      for (int cc = h8; cc < hd; cc++) d[i] = fmaf(q[cc], k[i][cc], d[i]);
+      s[j + i] = d[i] * scale;
+    }
+  }
+  float m = -INFINITY, sum = 0.0f;
+  for (int j = 0; j < n; j++)
+    if (s[j] > m) m = s[j];
+  for (int j = 0; j < n; j++) {
+    s[j] = expf(s[j] - m);
+    sum += s[j];
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  /* values: 64 columns (eight accumulators) per pass over the keys */
+  for (int c0 = 0; c0 < h8; c0 += 64) {
+    const int nv = (h8 - c0 < 64 ? h8 - c0 : 64) / 8;
+    __m256 acc[8];
+    for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();
+    row = lo % cap;
+    for (int j = 0; j < n; j++) {
+      const float *v = vc + (size_t)row * ld + c0;
+      const __m256 p = _mm256_broadcast_ss(s + j);
+      if (nv == 8)
+        for (int r = 0; r < 8; r++) acc[r] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * r), acc[r]);
+      else
+        for (int r = 0; r < nv; r++) acc[r] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * r), acc[r]);
+      if (++row == cap) row = 0;
+    }
+    for (int r = 0; r < nv; r++) _mm256_storeu_ps(y + c0 + 8 * r, _mm256_mul_ps(acc[r], inv));
+  }
+  for (int cc = h8; cc < hd; cc++) {
+    float o = 0.0f;
+    row = lo % cap;
+    for (int j = 0; j < n; j++) {
+      o = fmaf(s[j], vc[(size_t)row * ld + cc], o);
+      if (++row == cap) row = 0;
+    }
+    y[cc] = o * (1.0f / sum);
+  }
+}
+
 /* ---- GEMM: tiles of R rows x NT tokens, same bits as the dots ------- */
 
 /* Each output's accumulators are independent sums (the float dot's a0..a3,
@@ -498,6 +582,7 @@ const sc_kern_ops sc_kern_avx2 = {
     .dot1_q8_0 = dot_q8_0_1,
     .dot4_q4_0 = dot_q4_0_4,
     .dot1_q4_0 = dot_q4_0_1,
+    .attn_row = attn_row,
     .gemm_f32 = gemm_f32,
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,

@@ -229,12 +229,17 @@ static void test_isa_agree(const sc_kernels *A, const sc_kernels *P) {
 
 /* ---- attention ---------------------------------------------------------- */
 
-enum { HEADS = 4, KVH = 2, HD = 20, MAXPOS = 16 };
-enum { LDQ = HEADS * HD + 3, LDKV = KVH * HD + 5, LDA = HEADS * HD + 1 };
+/* head_dim: 20 (columns past the last multiple of 8), 136 (16-column
+ * steps, one 8-column step, values in 64 + 64 + 8 columns) and 128 */
+enum { HEADS = 4, KVH = 2, HDMAX = 136, MAXPOS = 16 };
+static int HD = 20;
+#define LDQ (HEADS * HD + 3)
+#define LDKV (KVH * HD + 5)
+#define LDA (HEADS * HD + 1)
 
 /* Keys and values by absolute position; the cache under test is filled
  * from them as the ring would be (row p % cap holds position p). */
-static float kpos[MAXPOS][KVH * HD], vpos[MAXPOS][KVH * HD];
+static float kpos[MAXPOS][KVH * HDMAX], vpos[MAXPOS][KVH * HDMAX];
 
 static void ref_attention(const float *q, int T, int pos, float scale,
                           int window, double *out /* [T][HEADS*HD] */) {
@@ -263,15 +268,15 @@ static void ref_attention(const float *q, int T, int pos, float scale,
 
 static void check_attention(const sc_kernels *K, int T, int pos, int cap,
                             int window) {
-  static float kc[MAXPOS * LDKV], vc[MAXPOS * LDKV];
-  float q[3 * LDQ], y[3 * LDA];
-  double ref[3 * HEADS * HD];
+  static float kc[MAXPOS * (KVH * HDMAX + 5)], vc[MAXPOS * (KVH * HDMAX + 5)];
+  float q[3 * (HEADS * HDMAX + 3)], y[3 * (HEADS * HDMAX + 1)];
+  double ref[3 * HEADS * HDMAX];
   float scale = 1.0f / sqrtf((float)HD);
   fill(q, 3 * LDQ);
   for (int i = 0; i < MAXPOS * LDKV; i++) kc[i] = vc[i] = NAN; /* unwritten */
   for (int p = 0; p < pos + T; p++) {
-    memcpy(kc + (p % cap) * LDKV, kpos[p], sizeof kpos[p]);
-    memcpy(vc + (p % cap) * LDKV, vpos[p], sizeof vpos[p]);
+    memcpy(kc + (p % cap) * LDKV, kpos[p], KVH * HD * sizeof(float));
+    memcpy(vc + (p % cap) * LDKV, vpos[p], KVH * HD * sizeof(float));
   }
   K->attention(K->ctx, q, LDQ, kc, vc, LDKV, cap, y, LDA, T, pos, HEADS, KVH,
                HD, scale, window);
@@ -285,24 +290,31 @@ static void check_attention(const sc_kernels *K, int T, int pos, int cap,
 }
 
 static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
-  for (int p = 0; p < MAXPOS; p++) {
-    fill(kpos[p], KVH * HD);
-    fill(vpos[p], KVH * HD);
-    for (int i = 0; i < KVH * HD; i++) kpos[p][i] *= 3; /* peakier softmax */
+  static const int hds[] = {20, 136, 128};
+  for (int hi = 0; hi < 3; hi++) {
+    HD = hds[hi];
+    for (int p = 0; p < MAXPOS; p++) {
+      fill(kpos[p], KVH * HD);
+      fill(vpos[p], KVH * HD);
+      for (int i = 0; i < KVH * HD; i++) kpos[p][i] *= 3 * 20.0f / HD; /* peakier softmax */
+    }
+    check_attention(K, 1, 0, 8, 0);   /* first token: y = v0 */
+    check_attention(K, 1, 5, 8, 0);   /* decode, no window: four keys and two */
+    check_attention(K, 3, 2, 8, 0);   /* prefill chunk, causal inside it */
+    check_attention(K, 1, 5, 8, 3);   /* sliding window */
+    check_attention(K, 3, 2, 8, 3);   /* window cuts inside the chunk */
+    check_attention(K, 3, 6, 16, 3);
+    check_attention(K, 1, 6, 4, 4);   /* ring: positions 3..6 in rows 3,0,1,2 */
+    check_attention(K, 1, 13, 4, 4);  /* ring wrapped several times */
+    check_attention(K, 2, 9, 5, 4);   /* ring, T=2: needs window+T-1 rows */
+    check_attention(K, 3, 12, 16, 0); /* 13..15 keys: groups of four and a rest */
+    check_attention(K, 1, 14, 7, 6);  /* a window across the ring's wrap */
+    CHECK(!ctx->failed);
   }
-  check_attention(K, 1, 0, 8, 0);  /* first token: y = v0 */
-  check_attention(K, 1, 5, 8, 0);  /* decode, no window */
-  check_attention(K, 3, 2, 8, 0);  /* prefill chunk, causal inside it */
-  check_attention(K, 1, 5, 8, 3);  /* sliding window */
-  check_attention(K, 3, 2, 8, 3);  /* window cuts inside the chunk */
-  check_attention(K, 3, 6, 16, 3);
-  check_attention(K, 1, 6, 4, 4);  /* ring: positions 3..6 in rows 3,0,1,2 */
-  check_attention(K, 1, 13, 4, 4); /* ring wrapped several times */
-  check_attention(K, 2, 9, 5, 4);  /* ring, T=2: needs window+T-1 rows */
-  CHECK(!ctx->failed);
+  HD = 20;
 
   /* a span the ring no longer holds is an error, not stale data */
-  float q[LDQ] = {0}, kc[4 * LDKV] = {0}, y[LDA];
+  float q[HEADS * 20 + 3] = {0}, kc[4 * (KVH * 20 + 5)] = {0}, y[HEADS * 20 + 1];
   K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 1, 6, HEADS, KVH, HD,
                1.0f, 0);
   CHECK(ctx->failed);
