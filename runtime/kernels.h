@@ -204,6 +204,10 @@ extern const sc_kern_ops sc_kern_avx2;
  * kernels_neon_dotprod.c (AArch64, the latter -march=armv8.2-a+dotprod):
  * likewise all NULL where their target features were not compiled in. */
 extern const sc_kern_ops sc_kern_avx512;
+/* kernels_avx2.c's attn_row, which the AVX-512 table shares (there is no
+ * bit contract between attention and the other hooks). */
+void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,
+                      int hd, float scale, float *s, float *y);
 extern const sc_kern_ops sc_kern_neon;
 extern const sc_kern_ops sc_kern_neon_dotprod;
 /* The inner loops of a named ISA when this build and CPU run them, else

@@ -304,8 +304,8 @@ ALWAYS_INLINE __m128 sum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
  * of a short last group runs the same code with empty neighbours, so a
  * score does not depend on which keys share its group.  Columns past the
  * last multiple of 8 are added one by one (fmaf). */
-static void attn_row(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,
-                     int hd, float scale, float *s, float *y) {
+void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,
+                      int hd, float scale, float *s, float *y) {
   const int h8 = hd & ~7, h16 = hd & ~15;
   const float *k[4];
   int row = lo % cap;
@@ -582,7 +582,7 @@ const sc_kern_ops sc_kern_avx2 = {
     .dot1_q8_0 = dot_q8_0_1,
     .dot4_q4_0 = dot_q4_0_4,
     .dot1_q4_0 = dot_q4_0_1,
-    .attn_row = attn_row,
+    .attn_row = sc_attn_row_avx2,
     .gemm_f32 = gemm_f32,
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,

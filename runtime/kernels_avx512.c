@@ -270,6 +270,9 @@ const sc_kern_ops SC_AVX512_OPS = {
     .dot1_q8_0 = dot_q8_0_1,
     .dot4_q4_0 = dot_q4_0_4,
     .dot1_q4_0 = dot_q4_0_1,
+#ifndef SC_AVX512_SIMDE
+    .attn_row = sc_attn_row_avx2,
+#endif
 };
 
 #else /* built without AVX-512: nothing to offer */
