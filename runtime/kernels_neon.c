@@ -172,20 +172,38 @@ ALWAYS_INLINE int32x4_t idot4(int32x4_t acc, int8x16_t w, int8x16_t y) {
 /* The block scale from sc_f16_table: a load, not a conversion. */
 ALWAYS_INLINE float blk_scale(const uint8_t *blk) { return sc_f16_table[blk[0] | blk[1] << 8]; }
 
-ALWAYS_INLINE float32x4_t q8_0_block(const uint8_t *blk, const int8_t *y, float dx, float32x4_t acc) {
-  const int32x4_t s = idot32(vld1q_s8((const int8_t *)blk + 2), vld1q_s8((const int8_t *)blk + 18),
-                             vld1q_s8(y), vld1q_s8(y + 16));
-  return vfmaq_n_f32(acc, vcvtq_f32_s32(s), blk_scale(blk) * dx);
+/* A block's 32 weights as two int8x16 (elements 0-15, 16-31).  q8_0:
+ * the bytes.  q4_0: byte k holds element k (low nibble) and k + 16 (high
+ * nibble), made q - 8. */
+ALWAYS_INLINE void q8_0_w(const uint8_t *blk, int8x16_t w[2]) {
+  w[0] = vld1q_s8((const int8_t *)blk + 2);
+  w[1] = vld1q_s8((const int8_t *)blk + 18);
 }
-
-/* q4_0: byte k holds element k (low nibble) and k + 16 (high nibble). */
-ALWAYS_INLINE float32x4_t q4_0_block(const uint8_t *blk, const int8_t *y, float dx, float32x4_t acc) {
+ALWAYS_INLINE void q4_0_w(const uint8_t *blk, int8x16_t w[2]) {
   const uint8x16_t v = vld1q_u8(blk + 2);
   const int8x16_t eight = vdupq_n_s8(8);
-  const int8x16_t lo = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), eight);
-  const int8x16_t hi = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
-  const int32x4_t s = idot32(lo, hi, vld1q_s8(y), vld1q_s8(y + 16));
-  return vfmaq_n_f32(acc, vcvtq_f32_s32(s), blk_scale(blk) * dx);
+  w[0] = vsubq_s8(vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))), eight);
+  w[1] = vsubq_s8(vreinterpretq_s8_u8(vshrq_n_u8(v, 4)), eight);
+}
+
+/* One block against one token: acc += (d_w * d_x) * the exact dot.  The
+ * weight side (above) stays apart so that the GEMM tiles share it between
+ * tokens with the very same operations. */
+ALWAYS_INLINE float32x4_t blk_tok(const int8x16_t w[2], float dw, const int8_t *y, float dx,
+                                  float32x4_t acc) {
+  const int32x4_t s = idot32(w[0], w[1], vld1q_s8(y), vld1q_s8(y + 16));
+  return vfmaq_n_f32(acc, vcvtq_f32_s32(s), dw * dx);
+}
+
+ALWAYS_INLINE float32x4_t q8_0_block(const uint8_t *blk, const int8_t *y, float dx, float32x4_t acc) {
+  int8x16_t w[2];
+  q8_0_w(blk, w);
+  return blk_tok(w, blk_scale(blk), y, dx, acc);
+}
+ALWAYS_INLINE float32x4_t q4_0_block(const uint8_t *blk, const int8_t *y, float dx, float32x4_t acc) {
+  int8x16_t w[2];
+  q4_0_w(blk, w);
+  return blk_tok(w, blk_scale(blk), y, dx, acc);
 }
 
 #define DEFINE_QROW(NAME, BLOCK, BYTES)                                      \
@@ -211,23 +229,29 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
 /* One whole q4_0 group (kernels.h): 16 bytes of a chunk hold blocks 0-3
  * (4 bytes each), the next 16 blocks 4-7, so idot4 gives each block its
  * own int32 lane; minus the nibble offsets, exact; then acc += (d_w * d_x)
- * * dot, blocks 0-3 into acc[0], 4-7 into acc[1]. */
+ * * dot, blocks 0-3 into acc[0], 4-7 into acc[1].  In pieces, which the
+ * GEMM tile shares: the nibbles, the scales and the float step of half k
+ * (blocks 4k..4k+3). */
+ALWAYS_INLINE int8x16_t q4_lo(uint8x16_t v) { return vreinterpretq_s8_u8(vandq_u8(v, vdupq_n_u8(0x0f))); }
+ALWAYS_INLINE int8x16_t q4_hi(uint8x16_t v) { return vreinterpretq_s8_u8(vshrq_n_u8(v, 4)); }
+ALWAYS_INLINE float32x4_t q4_scales(const uint8_t *wg, int k) {
+  return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)wg + 4 * k)));
+}
+ALWAYS_INLINE float32x4_t q4_half_end(int32x4_t d, float32x4_t dw, const unsigned char *xv, int k,
+                                      float32x4_t acc) {
+  const int32x4_t dot = vsubq_s32(d, vld1q_s32((const int32_t *)(const void *)(xv + 256) + 4 * k));
+  const float32x4_t sc = vmulq_f32(dw, vld1q_f32((const float *)(const void *)(xv + 288) + 4 * k));
+  return vfmaq_f32(acc, sc, vcvtq_f32_s32(dot));
+}
 ALWAYS_INLINE void q4_0_group(const uint8_t *wg, const unsigned char *xv, float32x4_t acc[2]) {
-  const uint8x16_t m4 = vdupq_n_u8(0x0f);
   int32x4_t d[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
   for (int c = 0; c < 4; c++)
     for (int k = 0; k < 2; k++) {
       const uint8x16_t v = vld1q_u8(wg + 16 + 32 * c + 16 * k);
-      d[k] = idot4(d[k], vreinterpretq_s8_u8(vandq_u8(v, m4)), vld1q_s8((const int8_t *)xv + 32 * c + 16 * k));
-      d[k] = idot4(d[k], vreinterpretq_s8_u8(vshrq_n_u8(v, 4)),
-                   vld1q_s8((const int8_t *)xv + 128 + 32 * c + 16 * k));
+      d[k] = idot4(d[k], q4_lo(v), vld1q_s8((const int8_t *)xv + 32 * c + 16 * k));
+      d[k] = idot4(d[k], q4_hi(v), vld1q_s8((const int8_t *)xv + 128 + 32 * c + 16 * k));
     }
-  for (int k = 0; k < 2; k++) {
-    const int32x4_t dot = vsubq_s32(d[k], vld1q_s32((const int32_t *)(const void *)(xv + 256) + 4 * k));
-    const float32x4_t dw = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)wg + 4 * k)));
-    const float32x4_t sc = vmulq_f32(dw, vld1q_f32((const float *)(const void *)(xv + 288) + 4 * k));
-    acc[k] = vfmaq_f32(acc[k], sc, vcvtq_f32_s32(dot));
-  }
+  for (int k = 0; k < 2; k++) acc[k] = q4_half_end(d[k], q4_scales(wg, k), xv, k, acc[k]);
 }
 
 /* q4_0: whole groups alternately into a[0] and a[1], the last nb % 8
