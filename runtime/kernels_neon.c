@@ -24,6 +24,12 @@
  * last nb % 8 blocks as q8_0's, nibbles made q - 8 in int8 first.
  * Without dotprod the lanes come from SMULL (int16 products, |w*x| <=
  * 128*127, so a pair sums without overflow), a pairwise add and SADALP.
+ *
+ * GEMM (T > 1, the gemm_* hooks): tiles of rows x tokens (f32 and bf16 up
+ * to 4 x 4, q8_0 and q4_0 2 x 2) that give every element exactly the
+ * dot's operations in the dot's order, so T = 1 and T > 1 agree bit for
+ * bit, while each weight vector is loaded (and converted or unpacked) once
+ * for the tile's tokens.
  */
 #include "kernels.h"
 
@@ -280,6 +286,222 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
 DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
 
+/* ---- GEMM: tiles of R rows x NT tokens, same bits as the dots ------- */
+
+/* As kernels_avx2.c's: each output's accumulators are independent sums
+ * (the float dot's a0..a3, the quantized dots' even and odd steps), and a
+ * tile gives every element the dot's exact operations in the dot's order
+ * while each weight vector is loaded (and converted or unpacked) once for
+ * NT tokens and each activation vector once for R rows.  The tile sizes
+ * are chosen by register count (32 q registers), not timed: no ARM
+ * machine has run them. */
+
+/* f32 / bf16: up to 4 x 4 outputs, one accumulator a_k of each at a time
+ * (16 registers, 4 weight vectors and one of x), over segments of FL_SEG
+ * columns that keep the rows and tokens in L1 across the four passes;
+ * each a_k still runs in column order.  The finished a_k wait on the
+ * stack; the 4-float steps past the last 16 go into a0, then the dot's
+ * sums and its scalar tail. */
+#define FL_NT 4
+#define FL_SEG 256
+#define DEFINE_GEMM_FL(NAME, WT, LOAD4, SCALAR)                                \
+  ALWAYS_INLINE void NAME##tile(const WT *w, int cols, const float *x, int ldx, \
+                                float *out, int ldo, const int R, const int NT) { \
+    float32x4_t part[4][4][FL_NT];                                            \
+    const int n16 = cols & ~15, n4 = cols & ~3;                               \
+    for (int k = 0; k < 4; k++)                                               \
+      for (int r = 0; r < R; r++)                                             \
+        for (int t = 0; t < NT; t++) part[k][r][t] = vdupq_n_f32(0.0f);       \
+    for (int i0 = 0; i0 < n16; i0 += FL_SEG) {                                \
+      const int i1 = n16 - i0 < FL_SEG ? n16 : i0 + FL_SEG;                   \
+      for (int k = 0; k < 4; k++) {                                           \
+        float32x4_t a[4][FL_NT];                                              \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) a[r][t] = part[k][r][t];               \
+        for (int i = i0 + 4 * k; i < i1; i += 16) {                           \
+          float32x4_t wv[4];                                                  \
+          for (int r = 0; r < R; r++) wv[r] = LOAD4(w + (size_t)r * cols + i); \
+          for (int t = 0; t < NT; t++) {                                      \
+            const float32x4_t xv = vld1q_f32(x + (size_t)t * ldx + i);        \
+            for (int r = 0; r < R; r++) a[r][t] = vfmaq_f32(a[r][t], wv[r], xv); \
+          }                                                                   \
+        }                                                                     \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) part[k][r][t] = a[r][t];               \
+      }                                                                       \
+    }                                                                         \
+    for (int i = n16; i < n4; i += 4)                                         \
+      for (int t = 0; t < NT; t++) {                                          \
+        const float32x4_t xv = vld1q_f32(x + (size_t)t * ldx + i);            \
+        for (int r = 0; r < R; r++)                                           \
+          part[0][r][t] = vfmaq_f32(part[0][r][t], LOAD4(w + (size_t)r * cols + i), xv); \
+      }                                                                       \
+    for (int r = 0; r < R; r++)                                               \
+      for (int t = 0; t < NT; t++) {                                          \
+        float sum = hsum4(vaddq_f32(vaddq_f32(part[0][r][t], part[1][r][t]),  \
+                                    vaddq_f32(part[2][r][t], part[3][r][t]))); \
+        const WT *wr = w + (size_t)r * cols;                                  \
+        const float *xt = x + (size_t)t * ldx;                                \
+        for (int j = n4; j < cols; j++) sum = fmaf(SCALAR(wr + j), xt[j], sum); \
+        out[(size_t)t * ldo + r] = sum;                                       \
+      }                                                                       \
+  }                                                                           \
+  static void NAME##r(const WT *w, int cols, const float *x, int ldx, int nt, \
+                      float *out, int ldo, const int R) {                     \
+    int t = 0;                                                                \
+    for (; t + FL_NT <= nt; t += FL_NT)                                       \
+      NAME##tile(w, cols, x + (size_t)t * ldx, ldx, out + (size_t)t * ldo, ldo, R, FL_NT); \
+    x += (size_t)t * ldx, out += (size_t)t * ldo;                             \
+    switch (nt - t) {                                                         \
+    case 3: NAME##tile(w, cols, x, ldx, out, ldo, R, 3); break;               \
+    case 2: NAME##tile(w, cols, x, ldx, out, ldo, R, 2); break;               \
+    case 1: NAME##tile(w, cols, x, ldx, out, ldo, R, 1); break;               \
+    }                                                                         \
+  }                                                                           \
+  static void NAME(const WT *w, int nr, const float *x, int ldx, int nt, int cols, \
+                   float *out, int ldo) {                                     \
+    switch (nr) {                                                             \
+    case 4: NAME##r(w, cols, x, ldx, nt, out, ldo, 4); break;                 \
+    case 3: NAME##r(w, cols, x, ldx, nt, out, ldo, 3); break;                 \
+    case 2: NAME##r(w, cols, x, ldx, nt, out, ldo, 2); break;                 \
+    default: NAME##r(w, cols, x, ldx, nt, out, ldo, 1); break;                \
+    }                                                                         \
+  }
+
+DEFINE_GEMM_FL(gemm_f32, float, load4_f32, scalar_f32)
+DEFINE_GEMM_FL(gemm_bf16, uint16_t, load4_bf16, scalar_bf16)
+
+/* Quantized tiles: 2 rows x 2 tokens (one for an odd last row or token).
+ * Three tokens spilled accumulators to the stack (GCC 12, -O3: the
+ * scheduler interleaves blocks, and the SMULL dots take temporaries).
+ * Token t's activations: xq + t*32*nb, xd + t*nb, xp + t*64*nb
+ * (kernels.h). */
+#define Q_NT 2
+
+/* Block b of R rows against NT tokens into a[r][t]: each row's weights
+ * unpacked once, each token's activations loaded once (in blk_tok). */
+#define DEFINE_QSTEP(NAME, WLOAD, BYTES)                                       \
+  ALWAYS_INLINE void NAME(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, int nb, \
+                          int b, float32x4_t a[2][Q_NT], const int R, const int NT) { \
+    int8x16_t wv[2][2];                                                        \
+    float dw[2];                                                               \
+    for (int r = 0; r < R; r++) {                                              \
+      const uint8_t *blk = w + r * rb + (size_t)b * BYTES;                     \
+      WLOAD(blk, wv[r]);                                                       \
+      dw[r] = blk_scale(blk);                                                  \
+    }                                                                          \
+    for (int t = 0; t < NT; t++)                                               \
+      for (int r = 0; r < R; r++)                                              \
+        a[r][t] = blk_tok(wv[r], dw[r], xq + (size_t)t * 32 * nb + 32 * b, xd[(size_t)t * nb + b], a[r][t]); \
+  }
+DEFINE_QSTEP(q8_0_step, q8_0_w, SC_Q8_0_BLOCK)
+DEFINE_QSTEP(q4_0_step, q4_0_w, SC_Q4_0_BLOCK)
+
+/* Blocks b0..nb as DEFINE_QROW runs them for each (row, token): pairs
+ * into a0 and a1, an odd last block into a0; s = a0 + a1.  One pass with
+ * both accumulators of the 2 x 2 outputs in registers. */
+#define DEFINE_QBLOCKS(NAME, STEP)                                             \
+  ALWAYS_INLINE void NAME(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, int nb, \
+                          int b0, float32x4_t s[2][Q_NT], const int R, const int NT) { \
+    float32x4_t a0[2][Q_NT], a1[2][Q_NT];                                      \
+    for (int r = 0; r < R; r++)                                                \
+      for (int t = 0; t < NT; t++) a0[r][t] = a1[r][t] = vdupq_n_f32(0.0f);    \
+    int b = b0;                                                                \
+    for (; b + 2 <= nb; b += 2) {                                              \
+      STEP(w, rb, xq, xd, nb, b, a0, R, NT);                                   \
+      STEP(w, rb, xq, xd, nb, b + 1, a1, R, NT);                               \
+    }                                                                          \
+    if (b < nb) STEP(w, rb, xq, xd, nb, b, a0, R, NT);                         \
+    for (int r = 0; r < R; r++)                                                \
+      for (int t = 0; t < NT; t++) s[r][t] = vaddq_f32(a0[r][t], a1[r][t]);    \
+  }
+DEFINE_QBLOCKS(q8_0_tile_blocks, q8_0_step)
+DEFINE_QBLOCKS(q4_0_tile_blocks, q4_0_step)
+
+ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+                           const unsigned char *xp, int nb, float *out, int ldo, const int R, const int NT) {
+  (void)xp;
+  float32x4_t s[2][Q_NT];
+  q8_0_tile_blocks(w, rb, xq, xd, nb, 0, s, R, NT);
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < NT; t++) out[(size_t)t * ldo + r] = hsum4(s[r][t]);
+}
+
+/* q4_0: even groups, then odd groups (as kernels_avx2.c: both parities
+ * would hold 16 float accumulators besides the integer sums), each
+ * group's half k = 0, 1 in turn; then the last nb % 8 blocks as the dot's
+ * tail, and the dot's sums.  The integer sums are exact, so their order
+ * does not matter; the float operations are the dot's. */
+ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+                           const unsigned char *xp, int nb, float *out, int ldo, const int R, const int NT) {
+  float32x4_t part[2][2][2][Q_NT]; /* [parity][half][row][token] */
+  const int ng = nb / 8;
+  for (int par = 0; par < 2; par++) {
+    float32x4_t a[2][2][Q_NT];
+    for (int k = 0; k < 2; k++)
+      for (int r = 0; r < R; r++)
+        for (int t = 0; t < NT; t++) a[k][r][t] = vdupq_n_f32(0.0f);
+    for (int g = par; g < ng; g += 2) {
+      const size_t wo = (size_t)g * SC_Q4_GROUP_BYTES, xo = (size_t)g * SC_Q4_VIEW_GROUP;
+      for (int k = 0; k < 2; k++) {
+        int32x4_t d[2][Q_NT];
+        for (int r = 0; r < R; r++)
+          for (int t = 0; t < NT; t++) d[r][t] = vdupq_n_s32(0);
+        for (int c = 0; c < 4; c++) {
+          int8x16_t lo[2], hi[2];
+          for (int r = 0; r < R; r++) {
+            const uint8x16_t v = vld1q_u8(w + r * rb + wo + 16 + 32 * c + 16 * k);
+            lo[r] = q4_lo(v);
+            hi[r] = q4_hi(v);
+          }
+          for (int t = 0; t < NT; t++) {
+            const int8_t *xc = (const int8_t *)xp + (size_t)t * 64 * nb + xo + 32 * c + 16 * k;
+            const int8x16_t xl = vld1q_s8(xc), xh = vld1q_s8(xc + 128);
+            for (int r = 0; r < R; r++) d[r][t] = idot4(idot4(d[r][t], lo[r], xl), hi[r], xh);
+          }
+        }
+        for (int r = 0; r < R; r++) {
+          const float32x4_t dw = q4_scales(w + r * rb + wo, k);
+          for (int t = 0; t < NT; t++)
+            a[k][r][t] = q4_half_end(d[r][t], dw, xp + (size_t)t * 64 * nb + xo, k, a[k][r][t]);
+        }
+      }
+    }
+    for (int k = 0; k < 2; k++)
+      for (int r = 0; r < R; r++)
+        for (int t = 0; t < NT; t++) part[par][k][r][t] = a[k][r][t];
+  }
+  float32x4_t tail[2][Q_NT];
+  const int b = 8 * ng;
+  if (b < nb) q4_0_tile_blocks(w, rb, xq, xd, nb, b, tail, R, NT);
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < NT; t++) {
+      const float tl = b < nb ? hsum4(tail[r][t]) : 0.0f;
+      out[(size_t)t * ldo + r] = hsum4(vaddq_f32(vaddq_f32(part[0][0][r][t], part[0][1][r][t]),
+                                                 vaddq_f32(part[1][0][r][t], part[1][1][r][t]))) + tl;
+    }
+}
+
+#define DEFINE_GEMM_Q(NAME, TILE)                                                \
+  static void NAME##r(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, \
+                      const unsigned char *xp, int nb, int nt, float *out, int ldo, const int R) { \
+    int t = 0;                                                                   \
+    for (; t + Q_NT <= nt; t += Q_NT)                                            \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, Q_NT);                                 \
+    xq += (size_t)t * 32 * nb, xd += (size_t)t * nb, xp += (size_t)t * 64 * nb;  \
+    out += (size_t)t * ldo;                                                      \
+    if (t < nt) TILE(w, rb, xq, xd, xp, nb, out, ldo, R, 1);                     \
+  }                                                                              \
+  static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
+                   const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
+    int r = 0;                                                                   \
+    for (; r + 2 <= nr; r += 2) NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 2); \
+    if (r < nr) NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 1);    \
+  }
+DEFINE_GEMM_Q(gemm_q8_0, q8_tile)
+DEFINE_GEMM_Q(gemm_q4_0, q4_tile)
+
 const sc_kern_ops SC_NEON_OPS = {
     .name = SC_NEON_NAME,
     .dot4_f32 = dot_f32_4,
@@ -292,6 +514,10 @@ const sc_kern_ops SC_NEON_OPS = {
     .dot1_q8_0 = dot_q8_0_1,
     .dot4_q4_0 = dot_q4_0_4,
     .dot1_q4_0 = dot_q4_0_1,
+    .gemm_f32 = gemm_f32,
+    .gemm_bf16 = gemm_bf16,
+    .gemm_q8_0 = gemm_q8_0,
+    .gemm_q4_0 = gemm_q4_0,
 };
 
 #else /* not AArch64, or the dotprod build without dotprod: nothing to offer */

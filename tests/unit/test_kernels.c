@@ -421,13 +421,15 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
   static int8_t xq[GT * GC];
   static float xd[GT * GC / 32];
   static unsigned char xp[GT * GC * 2];
-  static const int fcols[] = {3, 37, 136, 224}, qcols[] = {32, 288, 256, 544};
+  /* f32 531: past the tiles' column segments (256); q4_0 480: a group
+   * and a tail of seven blocks */
+  static const int fcols[] = {3, 37, 136, 224, 531}, qcols[] = {32, 288, 256, 544, 480};
   CHECK(ops->gemm_f32 && ops->gemm_bf16 && ops->gemm_q8_0 && ops->gemm_q4_0);
   fill(x, GT * GLDX);
   for (int bi = 0; bi < 4; bi++) {
     const int wtype = gbands[bi];
     const int quant = wtype == SC_W_Q8_0 || wtype == SC_W_Q4_0;
-    for (int ci = 0; ci < 4; ci++) {
+    for (int ci = 0; ci < 5; ci++) {
       const int cols = quant ? qcols[ci] : fcols[ci], nb = cols / 32;
       const size_t rb = sc_band_row_bytes(wtype, cols);
       make_band(wtype, cols, w);

@@ -466,16 +466,17 @@ static void test_accuracy_traces(void) {
 #endif /* SC_KERNELS_ONLY */
 
 /* NEON with and without dotprod: the same bits (kernels_neon.c), on
- * edge values too: +-127 activations against -128 / -127 weights. */
+ * edge values too: +-127 activations against -128 / -127 weights; the
+ * dots and the GEMM hooks (whose tiles run the same integer dots). */
 static void test_neon_variants(void) {
   const sc_kern_ops *a = sc_kern_ops_isa("neon"), *b = sc_kern_ops_isa("neon-dotprod");
   if (!a || !b) return;
-  enum { NB = 19 }; /* q4_0: up to two whole groups and a tail */
+  enum { NB = 19, NT = 3 }; /* q4_0: up to two whole groups and a tail */
   static unsigned char w8[4 * NB * SC_Q8_0_BLOCK], w4[4 * NB * SC_Q4_0_BLOCK];
-  float x[NB * 32], xd[NB], oa[4], ob[4];
-  int8_t xq[NB * 32];
-  static unsigned char xp[NB * 64];
-  for (int i = 0; i < NB * 32; i++) x[i] = i % 5 == 0 ? (i & 1 ? -3.0f : 3.0f) : frand();
+  float x[NT * NB * 32], xd[NT * NB], oa[4 * NT], ob[4 * NT];
+  int8_t xq[NT * NB * 32];
+  static unsigned char xp[NT * NB * 64];
+  for (int i = 0; i < NT * NB * 32; i++) x[i] = i % 5 == 0 ? (i & 1 ? -3.0f : 3.0f) : frand();
   for (size_t i = 0; i < sizeof w8; i++) w8[i] = (unsigned char)(i % 3 ? 0x80 + i % 2 : rand());
   /* q4_0 rows read as groups or GGML blocks depending on nb (kernels.h):
    * no byte may make an f16 Inf or NaN, wherever a scale is read */
@@ -488,14 +489,22 @@ static void test_neon_variants(void) {
     for (int k = 0; k < NB; k++) { /* sane scales */
       w8[(r * NB + k) * SC_Q8_0_BLOCK] = 0, w8[(r * NB + k) * SC_Q8_0_BLOCK + 1] = 0x2c;
     }
-  a->quantize_q8(x, NB, xq, xd, xp);
   for (int n = 1; n <= NB; n++) {
+    /* NT tokens of n blocks, as the GEMM hooks take them (kernels.h) */
+    for (int t = 0; t < NT; t++)
+      a->quantize_q8(x + t * NB * 32, n, xq + t * n * 32, xd + t * n, xp + t * n * 64);
+    a->gemm_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, 4, xq, xd, xp, n, NT, oa, 4);
+    b->gemm_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, 4, xq, xd, xp, n, NT, ob, 4);
+    CHECK_MSG(!memcmp(oa, ob, sizeof oa), "gemm q8_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
+    a->gemm_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, 4, xq, xd, xp, n, NT, oa, 4);
+    b->gemm_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, 4, xq, xd, xp, n, NT, ob, 4);
+    CHECK_MSG(!memcmp(oa, ob, sizeof oa), "gemm q4_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
     a->dot4_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, oa);
     b->dot4_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, ob);
-    CHECK_MSG(!memcmp(oa, ob, sizeof oa), "q8_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
+    CHECK_MSG(!memcmp(oa, ob, 4 * sizeof *oa), "q8_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
     a->dot4_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, xq, xd, xp, n, oa);
     b->dot4_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, xq, xd, xp, n, ob);
-    CHECK_MSG(!memcmp(oa, ob, sizeof oa), "q4_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
+    CHECK_MSG(!memcmp(oa, ob, 4 * sizeof *oa), "q4_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
     /* and both equal the exact integer dot times the scales, to rounding */
     for (int r = 0; r < 4; r++) {
       double s = 0, m = 0;
