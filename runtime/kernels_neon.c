@@ -29,7 +29,10 @@
  * to 4 x 4, q8_0 and q4_0 2 x 2) that give every element exactly the
  * dot's operations in the dot's order, so T = 1 and T > 1 agree bit for
  * bit, while each weight vector is loaded (and converted or unpacked) once
- * for the tile's tokens.
+ * for the tile's tokens.  attn_row: one query row's attention over the
+ * ring cache, four keys at a time sharing the loads of q, the driver's
+ * softmax, then the values in column blocks (see the attention section;
+ * no bit contract with the other hooks).
  */
 #include "kernels.h"
 
@@ -286,6 +289,88 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
 DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
 
+/* ---- attention: one query row (kernels.h attn_row) ------------------- */
+
+/* The values of columns c0..c0+4*NV for every key: NV accumulators, one
+ * pass over the keys, then times 1/sum. */
+ALWAYS_INLINE void attn_values(const float *vc, size_t ld, int lo, int n, int cap, const float *s,
+                               float inv, int c0, float *y, const int NV) {
+  float32x4_t acc[16];
+  for (int r = 0; r < NV; r++) acc[r] = vdupq_n_f32(0.0f);
+  int row = lo % cap;
+  for (int j = 0; j < n; j++) {
+    const float *v = vc + (size_t)row * ld + c0;
+    for (int r = 0; r < NV; r++) acc[r] = vfmaq_n_f32(acc[r], vld1q_f32(v + 4 * r), s[j]);
+    if (++row == cap) row = 0;
+  }
+  for (int r = 0; r < NV; r++) vst1q_f32(y + c0 + 4 * r, vmulq_n_f32(acc[r], inv));
+}
+
+/* As sc_attn_row_avx2: four keys at a time share each load of q; two
+ * accumulators per key (even and odd 4-column steps) keep eight FMA
+ * chains in flight; a key of a short last group runs the same code with
+ * empty neighbours (the last key again), so a score does not depend on
+ * which keys share its group.  Each key's sum: (a0 + a1), then pairwise
+ * (lanes (0+1)+(2+3)), then the columns past the last multiple of 4 by
+ * fmaf.  Softmax as the driver's; values 64 columns (16 accumulators) per
+ * pass over the keys, then 16, then 4, then single columns. */
+static void attn_row(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,
+                     int hd, float scale, float *s, float *y) {
+  const int h4 = hd & ~3, h8 = hd & ~7;
+  const float *k[4];
+  int row = lo % cap;
+  for (int j = 0; j < n; j += 4) {
+    const int nk = n - j < 4 ? n - j : 4;
+    for (int i = 0; i < 4; i++) {
+      k[i] = kc + (size_t)row * ld;
+      if (i + 1 < nk && ++row == cap) row = 0;
+    }
+    if (++row == cap) row = 0;
+    float32x4_t a[4][2];
+    for (int i = 0; i < 4; i++) a[i][0] = a[i][1] = vdupq_n_f32(0.0f);
+    int c = 0;
+    for (; c < h8; c += 8) {
+      const float32x4_t q0 = vld1q_f32(q + c), q1 = vld1q_f32(q + c + 4);
+      for (int i = 0; i < 4; i++) {
+        a[i][0] = vfmaq_f32(a[i][0], vld1q_f32(k[i] + c), q0);
+        a[i][1] = vfmaq_f32(a[i][1], vld1q_f32(k[i] + c + 4), q1);
+      }
+    }
+    if (c < h4) {
+      const float32x4_t q0 = vld1q_f32(q + c);
+      for (int i = 0; i < 4; i++) a[i][0] = vfmaq_f32(a[i][0], vld1q_f32(k[i] + c), q0);
+    }
+    float d[4];
+    vst1q_f32(d, vpaddq_f32(vpaddq_f32(vaddq_f32(a[0][0], a[0][1]), vaddq_f32(a[1][0], a[1][1])),
+                            vpaddq_f32(vaddq_f32(a[2][0], a[2][1]), vaddq_f32(a[3][0], a[3][1]))));
+    for (int i = 0; i < nk; i++) {
+      for (int cc = h4; cc < hd; cc++) d[i] = fmaf(q[cc], k[i][cc], d[i]);
+      s[j + i] = d[i] * scale;
+    }
+  }
+  float m = -INFINITY, sum = 0.0f;
+  for (int j = 0; j < n; j++)
+    if (s[j] > m) m = s[j];
+  for (int j = 0; j < n; j++) {
+    s[j] = expf(s[j] - m);
+    sum += s[j];
+  }
+  const float inv = 1.0f / sum;
+  int c0 = 0;
+  for (; c0 + 64 <= h4; c0 += 64) attn_values(vc, ld, lo, n, cap, s, inv, c0, y, 16);
+  for (; c0 + 16 <= h4; c0 += 16) attn_values(vc, ld, lo, n, cap, s, inv, c0, y, 4);
+  for (; c0 < h4; c0 += 4) attn_values(vc, ld, lo, n, cap, s, inv, c0, y, 1);
+  for (int cc = h4; cc < hd; cc++) {
+    float o = 0.0f;
+    row = lo % cap;
+    for (int j = 0; j < n; j++) {
+      o = fmaf(s[j], vc[(size_t)row * ld + cc], o);
+      if (++row == cap) row = 0;
+    }
+    y[cc] = o * inv;
+  }
+}
+
 /* ---- GEMM: tiles of R rows x NT tokens, same bits as the dots ------- */
 
 /* As kernels_avx2.c's: each output's accumulators are independent sums
@@ -514,6 +599,7 @@ const sc_kern_ops SC_NEON_OPS = {
     .dot1_q8_0 = dot_q8_0_1,
     .dot4_q4_0 = dot_q4_0_4,
     .dot1_q4_0 = dot_q4_0_1,
+    .attn_row = attn_row,
     .gemm_f32 = gemm_f32,
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,

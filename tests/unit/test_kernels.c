@@ -230,7 +230,8 @@ static void test_isa_agree(const sc_kernels *A, const sc_kernels *P) {
 /* ---- attention ---------------------------------------------------------- */
 
 /* head_dim: 20 (columns past the last multiple of 8), 136 (16-column
- * steps, one 8-column step, values in 64 + 64 + 8 columns) and 128 */
+ * steps, one 8-column step, values in 64 + 64 + 8 columns), 128 and 23
+ * (columns past the last multiple of 4) */
 enum { HEADS = 4, KVH = 2, HDMAX = 136, MAXPOS = 16 };
 static int HD = 20;
 #define LDQ (HEADS * HD + 3)
@@ -290,8 +291,8 @@ static void check_attention(const sc_kernels *K, int T, int pos, int cap,
 }
 
 static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
-  static const int hds[] = {20, 136, 128};
-  for (int hi = 0; hi < 3; hi++) {
+  static const int hds[] = {20, 136, 128, 23};
+  for (int hi = 0; hi < 4; hi++) {
     HD = hds[hi];
     for (int p = 0; p < MAXPOS; p++) {
       fill(kpos[p], KVH * HD);
