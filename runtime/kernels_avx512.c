@@ -23,8 +23,11 @@
  * last block goes alone (upper lanes zero) into acc1; then acc0 + acc1 and
  * the same horizontal sum.  q8_0: |w| x (x negated where w < 0) through
  * maddubs; q4_0: nibbles 0..15 through maddubs, minus 8 * (the x they
- * meet).  The activations are quantized by the AVX2 code (every AVX-512
- * CPU has AVX2, and sc_kernels_init requires it): the same bits.
+ * meet).  q4_0 takes whole groups of eight blocks (kernels.h) alternately
+ * into two 8-float accumulators g0, g1 against the activation view, the
+ * last nb % 8 blocks in pairs as above; the result is hsum(g0 + g1) +
+ * hsum(pairs).  The activations are quantized by the AVX2 code (every
+ * AVX-512 CPU has AVX2, and sc_kernels_init requires it): the same bits.
  */
 #include "kernels.h"
 
@@ -139,40 +142,57 @@ ALWAYS_INLINE __m512 finish(__m512i p, __m512 dx, __m512 dw, __m512 acc) {
   return _mm512_fmadd_ps(dw, s, acc);
 }
 
-/* q8_0 blocks b0 and b1 (b1 NULL: one block, upper lanes zero) against 64
- * (or 32) activation bytes at y. */
-ALWAYS_INLINE __m512 q8_0_two(const uint8_t *b0, const uint8_t *b1, const int8_t *y, const float *dx,
-                              __m512 acc) {
-  const __m256i z = _mm256_setzero_si256();
+/* A pair of blocks' weight side, split from the token side (below) so that
+ * the GEMM unpacks it once for several tokens and still runs the dot's
+ * exact operations: q the (q8_0: absolute) weights, neg (q8_0) the lanes
+ * whose weight is negative, dw the two scales (two_scales). */
+typedef struct qpair {
+  __m512i q;
+  __mmask64 neg;
+  __m512 dw;
+} qpair;
+
+/* 64 (two = 0: 32, upper lanes zero) activation bytes at y. */
+ALWAYS_INLINE __m512i y_pair(const int8_t *y, const int two) {
+  return two_halves(_mm256_loadu_si256((const __m256i *)y),
+                    two ? _mm256_loadu_si256((const __m256i *)(y + 32)) : _mm256_setzero_si256());
+}
+
+/* q8_0 blocks b0 and b1 (b1 NULL: one block, upper lanes zero): |w| x (x
+ * negated where w < 0) through maddubs. */
+ALWAYS_INLINE qpair q8_0_wpair(const uint8_t *b0, const uint8_t *b1) {
   const __m512i q = two_halves(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
-                               b1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : z);
-  const __m512i yv = two_halves(_mm256_loadu_si256((const __m256i *)y),
-                                b1 ? _mm256_loadu_si256((const __m256i *)(y + 32)) : z);
-  const __m512i ys = _mm512_mask_sub_epi8(yv, _mm512_movepi8_mask(q), _mm512_setzero_si512(), yv);
-  const __m512i p = _mm512_maddubs_epi16(_mm512_abs_epi8(q), ys);
-  return finish(p, two_scales(dx[0], b1 ? dx[1] : 0.0f), two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f),
-                acc);
+                               b1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256());
+  const qpair p = {_mm512_abs_epi8(q), _mm512_movepi8_mask(q),
+                   two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f)};
+  return p;
+}
+ALWAYS_INLINE __m512 q8_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
+  const __m512i yv = y_pair(y, two);
+  const __m512i ys = _mm512_mask_sub_epi8(yv, w.neg, _mm512_setzero_si512(), yv);
+  return finish(_mm512_maddubs_epi16(w.q, ys), two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
 }
 
 /* q4_0 blocks b0 and b1 (b1 NULL: one block): each block's 16 bytes in both
  * 128-bit lanes of its half, the second lane shifted right by 4, so that
  * low nibbles meet x[0..16) and high nibbles x[16..32). */
-ALWAYS_INLINE __m512 q4_0_two(const uint8_t *b0, const uint8_t *b1, const int8_t *y, const float *dx,
-                              __m512 acc) {
-  const __m256i z = _mm256_setzero_si256();
+ALWAYS_INLINE qpair q4_0_wpair(const uint8_t *b0, const uint8_t *b1) {
   const __m512i raw = two_halves(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2))),
-                                 b1 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2))) : z);
-  const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
-                                     _mm512_set1_epi8(0x0f));
-  const __m512i yv = two_halves(_mm256_loadu_si256((const __m256i *)y),
-                                b1 ? _mm256_loadu_si256((const __m256i *)(y + 32)) : z);
+                                 b1 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2)))
+                                    : _mm256_setzero_si256());
+  const qpair p = {_mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
+                                    _mm512_set1_epi8(0x0f)),
+                   0, two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f)};
+  return p;
+}
+ALWAYS_INLINE __m512 q4_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
+  const __m512i yv = y_pair(y, two);
   const __m512i y8 = _mm512_slli_epi16(_mm512_maddubs_epi16(_mm512_set1_epi8(1), yv), 3);
-  const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, yv), y8);
-  return finish(p, two_scales(dx[0], b1 ? dx[1] : 0.0f), two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f),
-                acc);
+  const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(w.q, yv), y8);
+  return finish(p, two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
 }
 
-#define DEFINE_QROW(NAME, TWO, BYTES)                                        \
+#define DEFINE_QROW(NAME, WPAIR, TOK, BYTES)                                 \
   ALWAYS_INLINE __m512 NAME(const uint8_t *w, const int8_t *xq, const float *xd, int nb, \
                             __m512 a1) {                                    \
     __m512 a0 = _mm512_setzero_ps();                                        \
@@ -180,19 +200,19 @@ ALWAYS_INLINE __m512 q4_0_two(const uint8_t *b0, const uint8_t *b1, const int8_t
     int p = 0;                                                              \
     for (; p + 2 <= np; p += 2) {                                           \
       const uint8_t *b = w + (size_t)(2 * p) * BYTES;                       \
-      a0 = TWO(b, b + BYTES, xq + 64 * p, xd + 2 * p, a0);                  \
-      a1 = TWO(b + 2 * BYTES, b + 3 * BYTES, xq + 64 * (p + 1), xd + 2 * p + 2, a1); \
+      a0 = TOK(WPAIR(b, b + BYTES), xq + 64 * p, xd + 2 * p, 1, a0);        \
+      a1 = TOK(WPAIR(b + 2 * BYTES, b + 3 * BYTES), xq + 64 * (p + 1), xd + 2 * p + 2, 1, a1); \
     }                                                                       \
     if (p < np) {                                                           \
       const uint8_t *b = w + (size_t)(2 * p) * BYTES;                       \
-      a0 = TWO(b, b + BYTES, xq + 64 * p, xd + 2 * p, a0);                  \
+      a0 = TOK(WPAIR(b, b + BYTES), xq + 64 * p, xd + 2 * p, 1, a0);        \
     }                                                                       \
     if (nb & 1)                                                             \
-      a1 = TWO(w + (size_t)(nb - 1) * BYTES, NULL, xq + 32 * (nb - 1), xd + nb - 1, a1); \
+      a1 = TOK(WPAIR(w + (size_t)(nb - 1) * BYTES, NULL), xq + 32 * (nb - 1), xd + nb - 1, 0, a1); \
     return _mm512_add_ps(a0, a1);                                           \
   }
-DEFINE_QROW(q8_0_blocks, q8_0_two, SC_Q8_0_BLOCK)
-DEFINE_QROW(q4_0_blocks, q4_0_two, SC_Q4_0_BLOCK)
+DEFINE_QROW(q8_0_blocks, q8_0_wpair, q8_0_tok, SC_Q8_0_BLOCK)
+DEFINE_QROW(q4_0_blocks, q4_0_wpair, q4_0_tok, SC_Q4_0_BLOCK)
 
 ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                  const unsigned char *xp, int nb) {
@@ -200,26 +220,54 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
   return hsum16(q8_0_blocks(w, xq, xd, nb, _mm512_setzero_ps()));
 }
 
-/* One whole q4_0 group (kernels.h) against the view: chunks c, c+1 in one
- * register, their low nibbles against x[0][c..c+1], high against
- * x[1][c..c+1]; the two 256-bit halves added, so int16 lanes 2j, 2j+1
- * hold block j (exact: eight maddubs lanes of at most 2 x 15 x 127). */
-ALWAYS_INLINE __m256 q4_0_group(const uint8_t *wg, const unsigned char *xv, __m256 acc) {
+/* One whole q4_0 group (kernels.h) of one row, its weight side: chunks
+ * 2k, 2k+1 in one register, low nibbles lo[k], high nibbles hi[k]; dw the
+ * eight scales. */
+typedef struct q4grp {
+  __m512i lo[2], hi[2];
+  __m256 dw;
+} q4grp;
+
+ALWAYS_INLINE q4grp q4_group_w(const uint8_t *wg) {
   const __m512i m4 = _mm512_set1_epi8(0x0f);
+  q4grp g;
+  for (int k = 0; k < 2; k++) {
+    const __m512i v = _mm512_loadu_si512(wg + 16 + 64 * k);
+    g.lo[k] = _mm512_and_si512(v, m4);
+    g.hi[k] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+  }
+  g.dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg));
+  return g;
+}
+
+/* ... against the view xv of one token: low nibbles against x[0][2k..2k+1],
+ * high against x[1][2k..2k+1]; the two 256-bit halves added, so int16
+ * lanes 2j, 2j+1 hold block j (exact: eight maddubs lanes of at most 2 x
+ * 15 x 127); minus the nibble offsets, acc += (d_w * d_x) * dot. */
+ALWAYS_INLINE __m256 q4_group_tok(const q4grp *g, const unsigned char *xv, __m256 acc) {
   __m512i t = _mm512_setzero_si512();
-  for (int c = 0; c < 4; c += 2) {
-    const __m512i v = _mm512_loadu_si512(wg + 16 + 32 * c);
-    const __m512i lo = _mm512_maddubs_epi16(_mm512_and_si512(v, m4), _mm512_loadu_si512(xv + 32 * c));
-    const __m512i hi = _mm512_maddubs_epi16(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4),
-                                            _mm512_loadu_si512(xv + 128 + 32 * c));
+  for (int k = 0; k < 2; k++) {
+    const __m512i lo = _mm512_maddubs_epi16(g->lo[k], _mm512_loadu_si512(xv + 64 * k));
+    const __m512i hi = _mm512_maddubs_epi16(g->hi[k], _mm512_loadu_si512(xv + 128 + 64 * k));
     t = _mm512_add_epi16(t, _mm512_add_epi16(lo, hi));
   }
   const __m256i sum16 = _mm256_add_epi16(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
   const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)),
                                        _mm256_loadu_si256((const __m256i *)(xv + 256)));
-  const __m256 s = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)),
-                                 _mm256_loadu_ps((const float *)(xv + 288)));
+  const __m256 s = _mm256_mul_ps(g->dw, _mm256_loadu_ps((const float *)(xv + 288)));
   return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot), acc);
+}
+
+ALWAYS_INLINE __m256 q4_0_group(const uint8_t *wg, const unsigned char *xv, __m256 acc) {
+  const q4grp g = q4_group_w(wg);
+  return q4_group_tok(&g, xv, acc);
+}
+
+ALWAYS_INLINE float hsum8(__m256 v) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
 }
 
 /* q4_0: whole groups alternately into g0 and g1 (8 lanes), the last
@@ -238,11 +286,7 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
   const float tail =
       b < nb ? hsum16(q4_0_blocks(w + (size_t)b * SC_Q4_0_BLOCK, xq + 32 * b, xd + b, nb - b, _mm512_setzero_ps()))
              : 0.0f;
-  const __m256 v = _mm256_add_ps(g0, g1);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  return _mm_cvtss_f32(h) + tail;
+  return hsum8(_mm256_add_ps(g0, g1)) + tail;
 }
 
 #define DEFINE_QDOT(NAME, ROW)                                               \

@@ -10,9 +10,9 @@
  * This checks the code's logic, not the CPU: the AVX-512 instructions have
  * not run (README, "ISAs").  On a CPU with AVX-512 the native table is
  * checked the same way, and test_kernels / test_quant run it end to end.
- * SIMDe 0.7.4 lacks two of the intrinsics used and misdeclares the alias
- * of a third; the shims below model them lane by lane from Intel's
- * definitions or call SIMDe's own function.
+ * SIMDe 0.7.4 lacks two of the intrinsics used and the __mmask64 alias,
+ * and misdeclares the alias of a third; the shims below model them lane
+ * by lane from Intel's definitions or call SIMDe's own function.
  */
 #include <math.h>
 #include <stdint.h>
@@ -52,6 +52,10 @@ static inline simde__m512i shim_cvtepu16_epi32(simde__m256i a) {
 #ifndef _mm512_cvtepu16_epi32
 #define _mm512_cvtepu16_epi32 shim_cvtepu16_epi32
 #endif
+
+/* SIMDe names the mask type but gives it no native alias (a repeated
+ * typedef of the same type is valid C11, should a later SIMDe add one) */
+typedef simde__mmask64 __mmask64;
 
 #undef _mm512_madd_epi16 /* SIMDe 0.7.4's alias takes 4 arguments */
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
