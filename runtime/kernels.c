@@ -511,7 +511,8 @@ static void store_rows(const LinJob *j, int r, int n, int t, const float *d, con
 }
 
 /* Tokens per blocked call (a multiple of the tiles' token counts: AVX2 3,
- * NEON 4 and 2): the block of rows stays in L1 for all of them. */
+ * AVX-512 6 and 4, NEON 4 and 2): the block of rows stays in L1 for all of
+ * them. */
 #define GEMM_TOKENS 24
 
 /* Chunk c of n: an even share of the blocks of four rows.  For T > 1 each

@@ -22,13 +22,14 @@
  * d_w * d_x.  The activation scale is kept in f32 (GGML rounds it to f16).
  * The activations are quantized once per call, before the rows are split.
  *
- * Prefill (T > 1): the ops' optional gemm_* hooks (AVX2 and NEON have
- * them) take a tile of rows x tokens and load each weight block once for
- * several tokens; without them the driver calls the dots once per token.  f32 weights with T >= 16
- * (BLAS_MIN_T in kernels.c) go instead to OpenBLAS's cblas_sgemm, called
- * by our pool's threads on fixed 64-row panels with OpenBLAS's own
- * threading off; the portable table never takes that path, nor does a
- * runtime built with -DSPEECHC_OPENBLAS=OFF (then f32 is like the others).
+ * Prefill (T > 1): the ops' optional gemm_* hooks (AVX2, AVX-512 and
+ * NEON have them) take a tile of rows x tokens and load each weight block
+ * once for several tokens; without them the driver calls the dots once per
+ * token.  f32 weights with T >= 16 (BLAS_MIN_T in kernels.c) go instead to
+ * OpenBLAS's cblas_sgemm, called by our pool's threads on fixed 64-row
+ * panels with OpenBLAS's own threading off; the portable table never takes
+ * that path, nor does a runtime built with -DSPEECHC_OPENBLAS=OFF (then f32
+ * is like the others).
  *
  * Numerical contract (tests/unit/test_kernels.c holds it): every output
  * element is one dot product W[r]·x[t] whose accumulation order depends only

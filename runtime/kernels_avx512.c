@@ -28,6 +28,11 @@
  * last nb % 8 blocks in pairs as above; the result is hsum(g0 + g1) +
  * hsum(pairs).  The activations are quantized by the AVX2 code (every
  * AVX-512 CPU has AVX2, and sc_kernels_init requires it): the same bits.
+ *
+ * GEMM (T > 1), as kernels_avx2.c's: tiles of rows x tokens that give
+ * every element exactly the dot's operations in the dot's order, loading
+ * each weight vector once for several tokens (see the gemm_* section);
+ * test_avx512_simde checks every element against dot1 bit for bit.
  */
 #include "kernels.h"
 
@@ -302,6 +307,221 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
 DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
 
+/* ---- GEMM: tiles of R rows x NT tokens, same bits as the dots ------- */
+
+/* As kernels_avx2.c's: each output's accumulators are independent sums
+ * (the float dot's a0..a3, the quantized dots' even and odd pairs, q4_0's
+ * even and odd groups), so a tile computes them one after the other, each
+ * over R x NT outputs in registers, keeps the finished ones on the stack
+ * and combines them as the dot does: every element gets the dot's exact
+ * operations in the dot's order, while each weight vector is loaded (and
+ * converted or unpacked) once for NT tokens and each activation vector
+ * once for R rows.  The tile sizes fill the 32 registers by count (the
+ * code has not been timed: no AVX-512 machine here); tokens that do not
+ * fill a whole tile go in at most one tile each of 3, 2 and 1. */
+#ifndef FL_NT
+#define FL_NT 6 /* 4 x 6 accumulators, 4 weight vectors, x */
+#endif
+#ifndef FL_SEG
+#define FL_SEG 512 /* a multiple of 64 */
+#endif
+#define DEFINE_GEMM_FL(NAME, WT, LOAD16, SCALAR)                               \
+  ALWAYS_INLINE void NAME##tile(const WT *w, int cols, const float *x, int ldx, \
+                                float *out, int ldo, const int R, const int NT) { \
+    __m512 part[4][4][FL_NT];                                                 \
+    const int n64 = cols & ~63, n16 = cols & ~15;                             \
+    for (int k = 0; k < 4; k++)                                               \
+      for (int r = 0; r < R; r++)                                             \
+        for (int t = 0; t < NT; t++) part[k][r][t] = _mm512_setzero_ps();     \
+    /* segments of FL_SEG columns keep the rows and tokens in L1 across    \
+     * the four passes; each accumulator still runs in column order */     \
+    for (int i0 = 0; i0 < n64; i0 += FL_SEG) {                                \
+      const int i1 = n64 - i0 < FL_SEG ? n64 : i0 + FL_SEG;                   \
+      for (int k = 0; k < 4; k++) {                                           \
+        __m512 a[4][FL_NT];                                                   \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) a[r][t] = part[k][r][t];               \
+        for (int i = i0 + 16 * k; i < i1; i += 64) {                          \
+          __m512 wv[4];                                                       \
+          for (int r = 0; r < R; r++) wv[r] = LOAD16(w + (size_t)r * cols + i); \
+          for (int t = 0; t < NT; t++) {                                      \
+            const __m512 xv = _mm512_loadu_ps(x + (size_t)t * ldx + i);       \
+            for (int r = 0; r < R; r++) a[r][t] = _mm512_fmadd_ps(wv[r], xv, a[r][t]); \
+          }                                                                   \
+        }                                                                     \
+        for (int r = 0; r < R; r++)                                           \
+          for (int t = 0; t < NT; t++) part[k][r][t] = a[r][t];               \
+      }                                                                       \
+    }                                                                         \
+    for (int i = n64; i < n16; i += 16) { /* the dot's 16-float blocks: a0 */ \
+      __m512 wv[4];                                                           \
+      for (int r = 0; r < R; r++) wv[r] = LOAD16(w + (size_t)r * cols + i);   \
+      for (int t = 0; t < NT; t++) {                                          \
+        const __m512 xv = _mm512_loadu_ps(x + (size_t)t * ldx + i);           \
+        for (int r = 0; r < R; r++) part[0][r][t] = _mm512_fmadd_ps(wv[r], xv, part[0][r][t]); \
+      }                                                                       \
+    }                                                                         \
+    for (int r = 0; r < R; r++)                                               \
+      for (int t = 0; t < NT; t++) {                                          \
+        const __m512 v = _mm512_add_ps(_mm512_add_ps(part[0][r][t], part[1][r][t]), \
+                                       _mm512_add_ps(part[2][r][t], part[3][r][t])); \
+        float sum = hsum16(v);                                                \
+        const WT *wr = w + (size_t)r * cols;                                  \
+        const float *xt = x + (size_t)t * ldx;                                \
+        for (int j = n16; j < cols; j++) sum = fmaf(SCALAR(wr + j), xt[j], sum); \
+        out[(size_t)t * ldo + r] = sum;                                       \
+      }                                                                       \
+  }                                                                           \
+  static void NAME##r(const WT *w, int cols, const float *x, int ldx, int nt, \
+                      float *out, int ldo, const int R) {                     \
+    int t = 0;                                                                \
+    for (; t + FL_NT <= nt; t += FL_NT)                                       \
+      NAME##tile(w, cols, x + (size_t)t * ldx, ldx, out + (size_t)t * ldo, ldo, R, FL_NT); \
+    if (nt - t >= 3) {                                                        \
+      NAME##tile(w, cols, x + (size_t)t * ldx, ldx, out + (size_t)t * ldo, ldo, R, 3); \
+      t += 3;                                                                 \
+    }                                                                         \
+    if (nt - t >= 2) {                                                        \
+      NAME##tile(w, cols, x + (size_t)t * ldx, ldx, out + (size_t)t * ldo, ldo, R, 2); \
+      t += 2;                                                                 \
+    }                                                                         \
+    if (t < nt) NAME##tile(w, cols, x + (size_t)t * ldx, ldx, out + (size_t)t * ldo, ldo, R, 1); \
+  }                                                                           \
+  static void NAME(const WT *w, int nr, const float *x, int ldx, int nt, int cols, \
+                   float *out, int ldo) {                                     \
+    switch (nr) {                                                             \
+    case 4: NAME##r(w, cols, x, ldx, nt, out, ldo, 4); break;                 \
+    case 3: NAME##r(w, cols, x, ldx, nt, out, ldo, 3); break;                 \
+    case 2: NAME##r(w, cols, x, ldx, nt, out, ldo, 2); break;                 \
+    default: NAME##r(w, cols, x, ldx, nt, out, ldo, 1); break;                \
+    }                                                                         \
+  }
+
+DEFINE_GEMM_FL(gemm_f32, float, load16_f32, scalar_f32)
+DEFINE_GEMM_FL(gemm_bf16, uint16_t, load16_bf16, scalar_bf16)
+
+/* Quantized tiles: R <= 2 rows, row r at w + r * rb; token t's
+ * activations at xq + t * 32 * nb, xd + t * nb, xp + t * 64 * nb. */
+#ifndef Q8_NT
+#define Q8_NT 6 /* 2 x 6 accumulators, 2 x (weights, scales), temporaries */
+#endif
+#ifndef Q4_NT
+#define Q4_NT 4 /* 2 x 4 accumulators, 2 x 4 nibble vectors, temporaries */
+#endif
+#define Q_NTMAX (Q8_NT > Q4_NT ? Q8_NT : Q4_NT)
+
+/* n blocks of pairs as DEFINE_QROW (blocks 0..n of each row; token t's
+ * at xq + t * 32 * nbt, xd + t * nbt): the even pairs (a0), then the odd
+ * pairs and an odd last block (a1); dst[t * ldd + r] = hsum16(a0 + a1). */
+#define DEFINE_QPAIRS(NAME, WPAIR, TOK, BYTES)                                 \
+  ALWAYS_INLINE void NAME(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, \
+                          int nbt, int n, float *dst, int ldd, const int R, const int NT) { \
+    __m512 part[2][2][Q_NTMAX];                                               \
+    const int np = n / 2;                                                     \
+    for (int par = 0; par < 2; par++) {                                       \
+      __m512 a[2][Q_NTMAX];                                                   \
+      for (int r = 0; r < R; r++)                                             \
+        for (int t = 0; t < NT; t++) a[r][t] = _mm512_setzero_ps();           \
+      for (int p = par; p < np; p += 2) {                                     \
+        qpair q[2];                                                           \
+        for (int r = 0; r < R; r++) {                                         \
+          const uint8_t *b = w + r * rb + (size_t)(2 * p) * BYTES;            \
+          q[r] = WPAIR(b, b + BYTES);                                         \
+        }                                                                     \
+        for (int t = 0; t < NT; t++)                                          \
+          for (int r = 0; r < R; r++)                                         \
+            a[r][t] = TOK(q[r], xq + (size_t)t * 32 * nbt + 64 * p, xd + (size_t)t * nbt + 2 * p, 1, \
+                          a[r][t]);                                           \
+      }                                                                       \
+      if (par == 1 && (n & 1)) {                                              \
+        qpair q[2];                                                           \
+        for (int r = 0; r < R; r++) q[r] = WPAIR(w + r * rb + (size_t)(n - 1) * BYTES, NULL); \
+        for (int t = 0; t < NT; t++)                                          \
+          for (int r = 0; r < R; r++)                                         \
+            a[r][t] = TOK(q[r], xq + (size_t)t * 32 * nbt + 32 * (n - 1), xd + (size_t)t * nbt + n - 1, 0, \
+                          a[r][t]);                                           \
+      }                                                                       \
+      for (int r = 0; r < R; r++)                                             \
+        for (int t = 0; t < NT; t++) part[par][r][t] = a[r][t];               \
+    }                                                                         \
+    for (int r = 0; r < R; r++)                                               \
+      for (int t = 0; t < NT; t++)                                            \
+        dst[(size_t)t * ldd + r] = hsum16(_mm512_add_ps(part[0][r][t], part[1][r][t])); \
+  }
+DEFINE_QPAIRS(q8_0_pairs, q8_0_wpair, q8_0_tok, SC_Q8_0_BLOCK)
+DEFINE_QPAIRS(q4_0_pairs, q4_0_wpair, q4_0_tok, SC_Q4_0_BLOCK)
+
+ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+                           const unsigned char *xp, int nb, float *out, int ldo, const int R,
+                           const int NT) {
+  (void)xp;
+  q8_0_pairs(w, rb, xq, xd, nb, nb, out, ldo, R, NT);
+}
+
+/* q4_0: the tail blocks' sums first (tail[t][r]), then the even groups
+ * (g0), the odd groups (g1), and hsum8(g0 + g1) + tail as the dot. */
+ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+                           const unsigned char *xp, int nb, float *out, int ldo, const int R,
+                           const int NT) {
+  const int ng = nb / 8, b = 8 * ng;
+  float tail[Q_NTMAX][2];
+  if (b < nb)
+    q4_0_pairs(w + (size_t)b * SC_Q4_0_BLOCK, rb, xq + 32 * b, xd + b, nb, nb - b, &tail[0][0], 2, R, NT);
+  else
+    for (int t = 0; t < NT; t++) tail[t][0] = tail[t][1] = 0.0f; /* the dot adds 0.0f */
+  __m256 part[2][2][Q_NTMAX];
+  for (int par = 0; par < 2; par++) {
+    __m256 a[2][Q_NTMAX];
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < NT; t++) a[r][t] = _mm256_setzero_ps();
+    for (int g = par; g < ng; g += 2) {
+      q4grp q[2];
+      for (int r = 0; r < R; r++) q[r] = q4_group_w(w + r * rb + (size_t)g * SC_Q4_GROUP_BYTES);
+      for (int t = 0; t < NT; t++) {
+        const unsigned char *xv = xp + (size_t)t * 64 * nb + (size_t)g * SC_Q4_VIEW_GROUP;
+        for (int r = 0; r < R; r++) a[r][t] = q4_group_tok(&q[r], xv, a[r][t]);
+      }
+    }
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < NT; t++) part[par][r][t] = a[r][t];
+  }
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < NT; t++)
+      out[(size_t)t * ldo + r] = hsum8(_mm256_add_ps(part[0][r][t], part[1][r][t])) + tail[t][r];
+}
+
+/* Rows in tiles of two (one for an odd last row), tokens as the float
+ * bands' in tiles of NT, then 3, 2, 1. */
+#define DEFINE_GEMM_Q(NAME, TILE, NT)                                            \
+  static void NAME##r(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, \
+                      const unsigned char *xp, int nb, int nt, float *out, int ldo, const int R) { \
+    int t = 0;                                                                   \
+    for (; t + NT <= nt; t += NT)                                                \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, NT);                                   \
+    if (nt - t >= 3) {                                                           \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, 3);                                    \
+      t += 3;                                                                    \
+    }                                                                            \
+    if (nt - t >= 2) {                                                           \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, 2);                                    \
+      t += 2;                                                                    \
+    }                                                                            \
+    if (t < nt)                                                                  \
+      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+           out + (size_t)t * ldo, ldo, R, 1);                                    \
+  }                                                                              \
+  static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
+                   const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
+    int r = 0;                                                                   \
+    for (; r + 2 <= nr; r += 2) NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 2); \
+    if (r < nr) NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 1);    \
+  }
+DEFINE_GEMM_Q(gemm_q8_0, q8_tile, Q8_NT)
+DEFINE_GEMM_Q(gemm_q4_0, q4_tile, Q4_NT)
+
 const sc_kern_ops SC_AVX512_OPS = {
     .name = "avx512",
     .dot4_f32 = dot_f32_4,
@@ -317,6 +537,10 @@ const sc_kern_ops SC_AVX512_OPS = {
 #ifndef SC_AVX512_SIMDE
     .attn_row = sc_attn_row_avx2,
 #endif
+    .gemm_f32 = gemm_f32,
+    .gemm_bf16 = gemm_bf16,
+    .gemm_q8_0 = gemm_q8_0,
+    .gemm_q4_0 = gemm_q4_0,
 };
 
 #else /* built without AVX-512: nothing to offer */

@@ -6,7 +6,8 @@
  *   - q8_0 / q4_0 dots agree to 1e-5 for 1..19 blocks (pairs and an odd
  *     last block; q4_0 whole groups and a tail), on edge values (-128
  *     weights, +-127 activations);
- *   - dot4 and dot1 give a row the same bits; quantize_q8 the portable bits.
+ *   - dot4 and dot1 give a row the same bits; quantize_q8 the portable bits;
+ *   - every element of the GEMM hooks has its own dot1's bits (check_gemm).
  * This checks the code's logic, not the CPU: the AVX-512 instructions have
  * not run (README, "ISAs").  On a CPU with AVX-512 the native table is
  * checked the same way, and test_kernels / test_quant run it end to end.
@@ -73,6 +74,23 @@ static int same_bits(float a, float b) { return memcmp(&a, &b, 4) == 0; }
 
 enum { MAXC = 300, NBMAX = 19 }; /* q4_0: up to two whole groups and a tail */
 
+/* Four rows of nbmax quantized blocks each: q8_0 with -128 / -127 weights,
+ * q4_0 read as groups or GGML blocks depending on nb (kernels.h), so no
+ * byte may make an f16 Inf or NaN, wherever a scale is read. */
+static void make_qweights(unsigned char *w8, unsigned char *w4, int nbmax) {
+  for (int i = 0; i < 4 * nbmax * SC_Q8_0_BLOCK; i++)
+    w8[i] = (unsigned char)(i % 5 == 0 ? 0x80 : i % 5 == 1 ? 0x81 : (int)(frand() * 127));
+  for (int i = 0; i < 4 * nbmax * SC_Q4_0_BLOCK; i++) {
+    unsigned char v;
+    do v = (unsigned char)((frand() + 1) * 128); while ((v & 0x7c) == 0x7c);
+    w4[i] = v;
+  }
+  for (int b = 0; b < 4 * nbmax; b++) { /* scales: +-2^-4 .. 2^-1, sane f16 */
+    uint16_t h8 = (uint16_t)(0x2c00 + (b % 4) * 0x400 + (b & 1 ? 0x8000 : 0));
+    memcpy(w8 + b * SC_Q8_0_BLOCK, &h8, 2);
+  }
+}
+
 static void check_ops(const sc_kern_ops *A) {
   const sc_kern_ops *P = &sc_kern_portable;
   static float wf[4 * MAXC], x[MAXC];
@@ -117,18 +135,7 @@ static void check_ops(const sc_kern_ops *A) {
   float xs[NBMAX * 32], xd[NBMAX], xda[NBMAX];
   int8_t xq[NBMAX * 32], xqa[NBMAX * 32];
   for (int i = 0; i < NBMAX * 32; i++) xs[i] = i % 7 == 0 ? (i & 1 ? -2.0f : 2.0f) : frand();
-  for (int i = 0; i < 4 * RB8; i++) w8[i] = (unsigned char)(i % 5 == 0 ? 0x80 : i % 5 == 1 ? 0x81 : (int)(frand() * 127));
-  /* q4_0 rows are read as groups or GGML blocks depending on nb (kernels.h):
-   * no byte may make an f16 Inf or NaN, wherever a scale is read */
-  for (int i = 0; i < 4 * RB4; i++) {
-    unsigned char v;
-    do v = (unsigned char)((frand() + 1) * 128); while ((v & 0x7c) == 0x7c);
-    w4[i] = v;
-  }
-  for (int b = 0; b < 4 * NBMAX; b++) { /* scales: +-2^-4 .. 2^-1, sane f16 */
-    uint16_t h8 = (uint16_t)(0x2c00 + (b % 4) * 0x400 + (b & 1 ? 0x8000 : 0));
-    memcpy(w8 + b * SC_Q8_0_BLOCK, &h8, 2);
-  }
+  make_qweights(w8, w4, NBMAX);
   P->quantize_q8(xs, NBMAX, xq, xd, xp);
   if (sc_kern_ops_isa("avx2")) { /* the AVX-512 table quantizes with AVX2's code */
     A->quantize_q8(xs, NBMAX, xqa, xda, xpa);
@@ -158,14 +165,110 @@ static void check_ops(const sc_kern_ops *A) {
     }
 }
 
+/* The GEMM hooks: every element out[t * GLDO + r] has the bits of A's own
+ * dot1 for row r and token t (so T = 1 and T > 1 agree), for nr = 1..4
+ * and nt = 1..GT; nothing else in out is written.  Float columns cross
+ * the 64-float blocks, the 16-float blocks, the scalar tail and the tile's
+ * 512-column segments; block counts odd and even, q4_0 with no, one, two
+ * and four whole groups, with and without a tail.  Tokens are GLDX
+ * floats apart, an odd stride, and GLDO > 4 catches a wrong row stride. */
+enum { GT = 13, GLDO = 5, GC = 1093, GLDX = GC + 3, GNB = 35 };
+static const char *gband_name[] = {"f32", "bf16", "q8_0", "q4_0"};
+
+static int untouched(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u == 0xffffffffu; /* the memset below */
+}
+
+static void check_gemm_out(const sc_kern_ops *A, int band, int size, int nr, int nt, const float *out,
+                           const float *ref /* [GT][4]: dot1 */) {
+  for (int t = 0; t < GT; t++)
+    for (int r = 0; r < GLDO; r++) {
+      const float o = out[t * GLDO + r];
+      if (t < nt && r < nr)
+        CHECK_MSG(same_bits(o, ref[t * 4 + r]), "%s gemm_%s size %d nr %d nt %d t %d r %d: %.9g, dot1 %.9g",
+                  A->name, gband_name[band], size, nr, nt, t, r, o, ref[t * 4 + r]);
+      else
+        CHECK_MSG(untouched(o), "%s gemm_%s size %d nr %d nt %d wrote t %d r %d", A->name, gband_name[band],
+                  size, nr, nt, t, r);
+    }
+}
+
+static void check_gemm(const sc_kern_ops *A) {
+  const sc_kern_ops *P = &sc_kern_portable;
+  CHECK_MSG(A->gemm_f32 && A->gemm_bf16 && A->gemm_q8_0 && A->gemm_q4_0, "%s lacks a gemm hook", A->name);
+  if (!(A->gemm_f32 && A->gemm_bf16 && A->gemm_q8_0 && A->gemm_q4_0)) return;
+  static float wf[4 * GC], x[GT * GLDX], out[GT * GLDO], ref[GT * 4];
+  static uint16_t wb[4 * GC];
+  for (int i = 0; i < 4 * GC; i++) {
+    wf[i] = frand();
+    uint32_t u;
+    memcpy(&u, &wf[i], 4);
+    wb[i] = (uint16_t)(u >> 16);
+  }
+  for (int i = 0; i < GT * GLDX; i++) x[i] = frand();
+  static const int colss[] = {1, 15, 16, 17, 32, 63, 64, 65, 100, 300, 577, 1093};
+  for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++)
+    for (int band = 0; band < 2; band++) {
+      const int cols = colss[ci];
+      for (int t = 0; t < GT; t++)
+        for (int r = 0; r < 4; r++) {
+          if (band) A->dot1_bf16(wb + r * cols, x + t * GLDX, cols, &ref[t * 4 + r]);
+          else A->dot1_f32(wf + r * cols, x + t * GLDX, cols, &ref[t * 4 + r]);
+        }
+      for (int nr = 1; nr <= 4; nr++)
+        for (int nt = 1; nt <= GT; nt++) {
+          memset(out, 0xff, sizeof out);
+          if (band) A->gemm_bf16(wb, nr, x, GLDX, nt, cols, out, GLDO);
+          else A->gemm_f32(wf, nr, x, GLDX, nt, cols, out, GLDO);
+          check_gemm_out(A, band, cols, nr, nt, out, ref);
+        }
+    }
+
+  enum { RB8 = GNB * SC_Q8_0_BLOCK, RB4 = GNB * SC_Q4_0_BLOCK };
+  static unsigned char w8[4 * RB8], w4[4 * RB4], xp[GT * GNB * 64];
+  static float xs[GT * GNB * 32], xd[GT * GNB];
+  static int8_t xq[GT * GNB * 32];
+  make_qweights(w8, w4, GNB);
+  for (int i = 0; i < GT * GNB * 32; i++) xs[i] = i % 7 == 0 ? (i & 1 ? -2.0f : 2.0f) : frand();
+  static const int nbs[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 19, 35};
+  for (size_t ni = 0; ni < sizeof nbs / sizeof *nbs; ni++) {
+    const int nb = nbs[ni];
+    for (int t = 0; t < GT; t++) /* token t's activations where the hooks look for them */
+      P->quantize_q8(xs + t * 32 * nb, nb, xq + t * 32 * nb, xd + t * nb, xp + (size_t)t * 64 * nb);
+    for (int band = 2; band < 4; band++) {
+      const unsigned char *w = band == 3 ? w4 : w8;
+      const size_t rb = band == 3 ? RB4 : RB8;
+      for (int t = 0; t < GT; t++)
+        for (int r = 0; r < 4; r++) {
+          const int8_t *q = xq + t * 32 * nb;
+          const float *d = xd + t * nb;
+          const unsigned char *v = xp + (size_t)t * 64 * nb;
+          if (band == 3) A->dot1_q4_0(w + r * rb, rb, q, d, v, nb, &ref[t * 4 + r]);
+          else A->dot1_q8_0(w + r * rb, rb, q, d, v, nb, &ref[t * 4 + r]);
+        }
+      for (int nr = 1; nr <= 4; nr++)
+        for (int nt = 1; nt <= GT; nt++) {
+          memset(out, 0xff, sizeof out);
+          if (band == 3) A->gemm_q4_0(w, rb, nr, xq, xd, xp, nb, nt, out, GLDO);
+          else A->gemm_q8_0(w, rb, nr, xq, xd, xp, nb, nt, out, GLDO);
+          check_gemm_out(A, band, nb, nr, nt, out, ref);
+        }
+    }
+  }
+}
+
 int main(void) {
   sc_kernels K;
   sc_kernels_init_portable(&K, NULL); /* fills sc_f16_table */
   check_ops(&sc_kern_avx512_simde);
+  check_gemm(&sc_kern_avx512_simde);
   printf("avx512 (SIMDe model) agrees with portable\n");
   const sc_kern_ops *native = sc_kern_ops_isa("avx512");
   if (native) {
     check_ops(native);
+    check_gemm(native);
     printf("avx512 (this CPU) agrees with portable\n");
   }
   CHECK_DONE();
