@@ -7,6 +7,11 @@
 # the artifacts and GGUF files this reuses).
 #
 #   ROUNDS=5 THREADS=2 bench/side_by_side.sh
+#   DEPTH=256 BANDS=q4_0 bench/side_by_side.sh   # decode after DEPTH tokens
+#                                                 # of context (attention)
+#   PREFILL=64 bench/side_by_side.sh              # prompt processing instead:
+#       speechc bench --prompt 64 (its second, warm prefill) against
+#       llama-bench -p 64 -n 0 (after its warm-up run); tok/s = prompt tokens/s
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,16 +24,28 @@ ROUNDS=${ROUNDS:-5}
 THREADS=${THREADS:-2}
 STEPS=${STEPS:-32}
 BANDS=${BANDS:-"bf16 q8_0 q4_0"}
+DEPTH=${DEPTH:-0} # 0: speechc prefills its default 16 tokens, llama-bench none
+PREFILL=${PREFILL:-0}
+if [ "$PREFILL" -gt 0 ]; then
+  sc_args="--prompt $PREFILL --steps 4" llama_args="-p $PREFILL -n 0"
+  # report the prompt's tokens/s in the tok_s column
+  sc_fix() { sed -E 's/tok_s=[0-9.]+ (.*)prefill_tok_s=([0-9.]+)/tok_s=\2 \1/'; }
+else
+  sc_args=$([ "$DEPTH" -gt 0 ] && echo --prompt "$DEPTH") llama_args="-p 0 -n 64 -d $DEPTH"
+  sc_fix() { cat; }
+fi
 LOG=$OUT/side_by_side.log
 
 : >"$LOG"
 for round in $(seq "$ROUNDS"); do
   for band in $BANDS; do
     for cc in gcc tcc; do
-      "$SPEECHC" bench "$OUT/${cc}_${band}.so" --steps "$STEPS" --threads "$THREADS" --probe-mb 512 |
-        sed -n "s/^bench: /speechc-$cc: round=$round /p" | tee -a "$LOG"
+      # shellcheck disable=SC2086
+      "$SPEECHC" bench "$OUT/${cc}_${band}.so" --steps "$STEPS" --threads "$THREADS" --probe-mb 512 $sc_args |
+        sed -n "s/^bench: /speechc-$cc: round=$round /p" | sc_fix | tee -a "$LOG"
     done
-    "$LLAMA_BENCH" -m "$PEERS/gguf/qwen3-0.6b-$band.gguf" -p 0 -n 64 -t "$THREADS" -r 1 -o json 2>/dev/null |
+    # shellcheck disable=SC2086
+    "$LLAMA_BENCH" -m "$PEERS/gguf/qwen3-0.6b-$band.gguf" $llama_args -t "$THREADS" -r 1 -o json 2>/dev/null |
       "$PY" -c 'import json, sys; r = json.load(sys.stdin)[0]; print("llamacpp: round=%s band=%s tok_s=%.3f" % (sys.argv[1], sys.argv[2], r["avg_ts"]))' \
         "$round" "$band" | tee -a "$LOG"
   done
@@ -36,8 +53,9 @@ done
 
 # medians; llama.cpp's GB/s counts the same bytes per step as speechc's
 # bench (same shapes, same band) against the probe medians of that band
-"$PY" - "$LOG" <<'EOF'
-import re, statistics, sys
+PREFILL=$PREFILL "$PY" - "$LOG" <<'EOF'
+import os, re, statistics, sys
+prefill = os.environ.get("PREFILL", "0") != "0"
 rows = {}
 for line in open(sys.argv[1]):
     eng, rest = line.split(":", 1)
@@ -57,5 +75,8 @@ for band in dict.fromkeys(b for b, _ in rows):
             continue
         tok = med(r["tok_s"] for r in rs)
         gbs = tok * step_bytes / 1e9
-        print(f"{band:5} {eng:12} {tok:7.2f} {gbs:6.2f} {100 * gbs / probe:6.1f}% {tok / ref:11.2f}x")
+        if prefill:  # prompt tokens/s: no bandwidth to speak of
+            print(f"{band:5} {eng:12} {tok:7.2f} {'-':>6} {'-':>7} {tok / ref:11.2f}x")
+        else:
+            print(f"{band:5} {eng:12} {tok:7.2f} {gbs:6.2f} {100 * gbs / probe:6.1f}% {tok / ref:11.2f}x")
 EOF

@@ -4,13 +4,15 @@
  * wrappers and the error slot.
  *
  * The drivers are ISA-neutral: they walk rows in blocks of four and call an
- * sc_kern_ops (portable here, AVX2 in kernels_avx2.c) for the dot products,
+ * sc_kern_ops (portable here; kernels_avx2.c, kernels_avx512.c,
+ * kernels_neon.c) for the dot products, GEMM tiles and attention rows,
  * then add bias / accumulate / apply SwiGLU in plain C.  Each call is one
  * job on the context's thread pool: the blocks of rows (attention: the
  * (token, head) pairs) are cut into four chunks per thread, which the
- * threads claim.  For T > 1 each
- * block of rows is reused across all T inputs while it is still in cache;
- * the arithmetic per output is the T = 1 arithmetic (see kernels.h).
+ * threads claim.  For T > 1 each block of rows is reused across all T
+ * inputs while it is still in cache (the ops' GEMM tiles, or their dots
+ * once per token); the arithmetic per output is the T = 1 arithmetic (see
+ * kernels.h).
  */
 #include "kernels.h"
 

@@ -99,6 +99,19 @@ expect build-dump-ir-nonsense 1 "--dump-ir expects" "'nonsense'" -- \
   "$BIN" build "$QWEN" -o "$FO/m.so" --dump-ir=nonsense
 expect build-help 0 "out:usage: speechc build MODEL_DIR" "out:--max-context" -- "$BIN" build --help
 
+# ---------------------------------------------------------------- bench
+# the q8_0 build above: a short run prints its table and the one-line
+# summary (prefill timed warm, the cold first pass reported beside it)
+expect bench-q8_0 0 "out:prefill       4 tokens in" "out:the first, mapping the weights" \
+  "out:bench: band=q8_0 tok_s=" "out:prompt=4 prefill_tok_s=" -- \
+  "$BIN" bench "$W/q8/m.so" --prompt 4 --steps 2 --threads 1 --probe-mb 16
+expect bench-unknown-flag 1 "unknown option '--bogus'" -- "$BIN" bench "$W/q8/m.so" --bogus
+expect bench-no-model 1 "missing model.so" -- "$BIN" bench
+expect bench-probe-mb-8 1 "--probe-mb expects an integer in [16, 65536]" "'8'" -- \
+  "$BIN" bench "$W/q8/m.so" --probe-mb 8
+expect bench-too-long 1 "exceed the model's max context" "--max-context" -- \
+  "$BIN" bench "$W/q8/m.so" --prompt 100000 --steps 2 --probe-mb 16
+
 # ------------------------------------------------------------ bad checkpoints
 expect build-nonexistent-dir 2 "$W/nonexistent" "No such file or directory" -- \
   "$BIN" build "$W/nonexistent" -o "$FO/m.so"
