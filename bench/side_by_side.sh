@@ -31,7 +31,8 @@ if [ "$PREFILL" -gt 0 ]; then
   # report the prompt's tokens/s in the tok_s column
   sc_fix() { sed -E 's/tok_s=[0-9.]+ (.*)prefill_tok_s=([0-9.]+)/tok_s=\2 \1/'; }
 else
-  sc_args=$([ "$DEPTH" -gt 0 ] && echo --prompt "$DEPTH") llama_args="-p 0 -n 64 -d $DEPTH"
+  sc_args="" llama_args="-p 0 -n 64 -d $DEPTH"
+  if [ "$DEPTH" -gt 0 ]; then sc_args="--prompt $DEPTH"; fi
   sc_fix() { cat; }
 fi
 LOG=$OUT/side_by_side.log

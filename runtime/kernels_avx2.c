@@ -16,12 +16,14 @@
  * time into two 8-float accumulators, then acc0 + acc1 and the same
  * horizontal sum.  q8_0: block b goes to acc(b % 2): its 8 int32 partial
  * sums (lane k: products 4k..4k+3), converted, times d_x, then fused-
- * multiply-added by d_w.  q4_0: blocks go in pairs (2p, 2p+1) to
- * acc(p % 2): lanes 0-3 from block 2p, 4-7 from 2p+1, each lane the sum
- * of two products from each half of its block, converted, times d_x, fma
- * by d_w; an odd last block goes alone into acc1.  The integer dots use
- * llama.cpp's tricks: q8_0 |w| x sign(x, w) through maddubs; q4_0 nibbles
- * 0..15 through maddubs, minus 8 * (the x they meet) per pair.
+ * multiply-added by d_w.  q4_0: whole groups of eight blocks (kernels.h)
+ * go to acc(g % 2): lane j the exact integer dot of block 8g+j,
+ * converted, fma by d_w * d_x (eight scales from one F16C conversion);
+ * the last nb % 8 blocks one by one into acc1 (lane k: the products of
+ * four consecutive elements, converted, times d_x, fma by d_w).  The
+ * integer dots use llama.cpp's tricks: q8_0 |w| x sign(x, w) through
+ * maddubs; q4_0 nibbles 0..15 through maddubs, minus 8 * (the x they
+ * meet).
  *
  * GEMM (T > 1): tiles of rows x tokens that give every element exactly the
  * dot's operations in the dot's order (see the gemm_* section).

@@ -37,6 +37,7 @@
 #include "kernels.h"
 
 #if (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
+     defined(__F16C__) && \
      defined(__AVX2__)) || defined(SC_AVX512_SIMDE)
 #ifndef SC_AVX512_SIMDE
 #include <immintrin.h>
