@@ -44,6 +44,13 @@
  * machine that doubles the GEMV's DRAM throughput. */
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
+/* The quantized one-row dots prefetch their own stream this many bytes
+ * ahead (rows are contiguous, so past a row's end is the next row; past
+ * the matrix, a prefetch is harmless).  Measured on the q4_0 Qwen3-0.6B
+ * shapes: decode 54.6 -> 60.6 tokens/s (medians of 6 alternated runs);
+ * 2048 bytes did the same as 1024. */
+#define QPF_AHEAD 1024
+
 ALWAYS_INLINE __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
 
 /* 8 bf16 -> 8 f32: widen to 32 bits, move into the high half. */
@@ -243,6 +250,8 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   int b = 0;
   for (; b + 2 <= nb; b += 2) {
+    PREFETCH(w + (size_t)b * 34 + QPF_AHEAD); /* 68 bytes a step: two lines */
+    PREFETCH(w + (size_t)b * 34 + QPF_AHEAD + 64);
     a0 = q8_0_block(w + (size_t)b * 34, xq + 32 * b, xd + b, a0);
     a1 = q8_0_block(w + (size_t)(b + 1) * 34, xq + 32 * (b + 1), xd + b + 1, a1);
   }
@@ -261,6 +270,8 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
   const int ng = nb / 8;
   int g = 0;
   for (; g + 2 <= ng; g += 2) {
+    const uint8_t *ahead = w + (size_t)g * SC_Q4_GROUP_BYTES + QPF_AHEAD; /* 288 bytes a step */
+    for (int l = 0; l < 5; l++) PREFETCH(ahead + 64 * l);
     a0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a0);
     a1 = q4_0_group(w + (size_t)(g + 1) * SC_Q4_GROUP_BYTES, xp + (size_t)(g + 1) * SC_Q4_VIEW_GROUP, a1);
   }
