@@ -1,7 +1,10 @@
 /*
  * test_golden.c — generated code is a product under regression:
  *   - the C emitted for each tiny checkpoint (fused and --no-fuse) equals
- *     the committed tests/golden/<model>.<fuse>.cpu.c byte for byte
+ *     the committed tests/golden/<model>.<fuse>.cpu.c byte for byte, and
+ *     so does one quantized build (qwen3_gqa2_hd32_tied, --weights q4_0:
+ *     the block-decoding embedding gather; its rows of 64 are shorter than
+ *     a q4_0 group, whose decoding test_quant checks end to end)
  *     (regenerate with scripts/regen_golden.sh and review the diff);
  *   - two builds of the same checkpoint give identical source and weight
  *     files (determinism).
@@ -18,7 +21,8 @@
 
 static char tmpdir[64];
 
-static char *build_src(const char *model, int fuse, const char *tag, long *size, char **weights, long *wsize) {
+static char *build_src(const char *model, int fuse, DType band, const char *tag, long *size, char **weights,
+                       long *wsize) {
   char dir[256], out[512], emit[512], path[600];
   snprintf(dir, sizeof dir, "tests/data/llm/%s", model);
   /* the output is always model.so: its weight file's name is in the code */
@@ -34,6 +38,7 @@ static char *build_src(const char *model, int fuse, const char *tag, long *size,
   o.max_context = 64;
   o.prefill_chunk = 16;
   o.fuse = fuse;
+  o.band = band;
   o.quiet = 1;
   sc_error err = {0};
   CHECK_MSG(sc_build(&o, &err) == 0, "%s: %s", model, err.msg);
@@ -57,17 +62,28 @@ int main(void) {
       long gsize = 0, size = 0;
       char *want = slurp(golden, &gsize);
       CHECK_MSG(want != NULL, "missing %s (run scripts/regen_golden.sh)", golden);
-      char *got = build_src(models[i], fuse, "a", &size, NULL, NULL);
+      char *got = build_src(models[i], fuse, DT_F32, "a", &size, NULL, NULL);
       CHECK_MSG(got && want && size == gsize && !memcmp(got, want, (size_t)size),
                 "%s: generated code differs from the golden file (review, then scripts/regen_golden.sh)", golden);
       free(want);
       free(got);
     }
+  {
+    const char *golden = "tests/golden/qwen3_gqa2_hd32_tied.fused.q4_0.cpu.c";
+    long gsize = 0, size = 0;
+    char *want = slurp(golden, &gsize);
+    CHECK_MSG(want != NULL, "missing %s (run scripts/regen_golden.sh)", golden);
+    char *got = build_src("qwen3_gqa2_hd32_tied", 1, DT_Q4_0, "q", &size, NULL, NULL);
+    CHECK_MSG(got && want && size == gsize && !memcmp(got, want, (size_t)size),
+              "%s: generated code differs from the golden file (review, then scripts/regen_golden.sh)", golden);
+    free(want);
+    free(got);
+  }
   /* determinism: same input, same bytes */
   long s1, s2, w1, w2;
   char *wa, *wb;
-  char *a = build_src("qwen3_gqa4_hd16_bf16", 1, "d1", &s1, &wa, &w1);
-  char *b = build_src("qwen3_gqa4_hd16_bf16", 1, "d2", &s2, &wb, &w2);
+  char *a = build_src("qwen3_gqa4_hd16_bf16", 1, DT_F32, "d1", &s1, &wa, &w1);
+  char *b = build_src("qwen3_gqa4_hd16_bf16", 1, DT_F32, "d2", &s2, &wb, &w2);
   CHECK(a && b && s1 == s2 && !memcmp(a, b, (size_t)s1));
   CHECK(wa && wb && w1 == w2 && w1 > 4096 && !memcmp(wa, wb, (size_t)w1));
   free(a); free(b); free(wa); free(wb);
