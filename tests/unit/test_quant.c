@@ -128,7 +128,12 @@ static void test_q4_0_groups(void) {
 
 /* ---- 3. kernels --------------------------------------------------------- */
 
-static uint64_t rng_state = 0x243f6a8885a308d3ull;
+/* Every consumer of frand() seeds it first (rng_seed), so what it draws
+ * never depends on how many ISAs the CPU ran before it: the random
+ * checkpoint of section 4 was once a different checkpoint on AVX-512
+ * machines (three ISAs' kernel tests before it) than on AVX2 ones (two). */
+static uint64_t rng_state;
+static void rng_seed(uint64_t seed) { rng_state = 0x243f6a8885a308d3ull ^ (seed * 0x9e3779b97f4a7c15ull); }
 static float frand(void) { /* uniform in [-1, 1) */
   rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
   return (float)((rng_state >> 40) / (double)(1 << 24)) * 2.0f - 1.0f;
@@ -138,6 +143,7 @@ static float frand(void) { /* uniform in [-1, 1) */
 enum { ROWS = 11, COLS = 608, T3 = 3, LDX = COLS + 7, LDY = 2 * ROWS + 1 };
 
 static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtype) {
+  rng_seed(1);
   static float wf[2 * ROWS * COLS], x[T3 * LDX], bias[ROWS];
   static unsigned char w[2 * ROWS * COLS * 2];
   size_t rb = sc_band_row_bytes(wtype, COLS);
@@ -260,7 +266,7 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
  * committed HF checkpoints use std 0.2 at hidden 64 (gain ~1.6 per matmul),
  * which makes them chaotic: there any weight error is amplified layer by
  * layer, so their gates below are the measured floors, not the issue's. */
-static int write_random_ckpt(const char *dir) {
+static int write_random_ckpt(const char *dir, uint64_t seed) {
   /* H = 288: q4_0 rows of nine blocks, one whole group and a GGML block
    * (kernels.h), in the embedding table and the GEMVs alike */
   enum { H = 288, I = 384, HD = 32, NH = 4, NKV = 2, L = 2, V = 512 };
@@ -288,6 +294,7 @@ static int write_random_ckpt(const char *dir) {
   snprintf(names[n], 80, "model.norm.weight"), rows[n] = 0, cols[n++] = H;
   snprintf(names[n], 80, "lm_head.weight"), rows[n] = V, cols[n++] = H;
   char path[512], hdr[8192];
+  rng_seed(seed);
   snprintf(path, sizeof path, "%s/config.json", dir);
   FILE *f = fopen(path, "w");
   if (!f) return 1;
@@ -392,32 +399,69 @@ static double worst_cosine(const float *got, const float *ref, int n, int V) {
 
 static const DType bands[] = {DT_BF16, DT_Q8_0, DT_Q4_0};
 
-/* The issue's gates (bf16, q8_0 >= 0.999) on the well-conditioned random
- * checkpoint.  q4_0 does not reach 0.99 on random Gaussian weights (its
+/* The issue's gates (bf16, q8_0 >= 0.999) on well-conditioned random
+ * checkpoints.  q4_0 does not reach 0.99 on random Gaussian weights (its
  * per-weight error is ~8% of the weights' std, and nothing in random
- * logits dominates that noise): measured 0.957 (hidden 288, 2026-11-30),
- * gated at 0.95. */
-static void test_accuracy_random(void) {
-  static const double gate[] = {0.999, 0.999, 0.95};
-  char dir[128];
-  snprintf(dir, sizeof dir, "%s/random", tmpdir);
-  if (mkdir(dir, 0755) || write_random_ckpt(dir)) {
-    CHECK_MSG(0, "cannot write %s", dir);
-    return;
-  }
+ * logits dominates that noise), so its gate is a margin derived from many
+ * seeds, not one machine's reading:
+ *
+ *   SPEECHC_QUANT_SEEDS=1-200 build/test_quant  (2026-12-01, Intel Xeon
+ *   with AVX-512, default ISA avx2; 18 s)
+ *   worst row over seeds 1..200: bf16 0.999964, q8_0 0.999539, q4_0 0.922819
+ *
+ * The test runs seeds 1..3 (each checkpoint is a function of its seed
+ * alone, the same on every machine, and every ISA that runs gives the same
+ * figure: checked below) and gates q4_0 at 0.92, under the worst of all 200
+ * seeds, so no seed's draw decides it; seeds 1..3 sit 0.0165 above it
+ * (0.943, 0.941, 0.9365).  bf16 and q8_0 keep the issue's 0.999, which all
+ * 200 seeds clear by 5e-4 or more. */
+static void test_accuracy_random(int seed_lo, int seed_hi) {
+  static const double gate[] = {0.999, 0.999, 0.92};
   enum { N = 48, V = 512 };
   int32_t toks[N];
   for (int i = 0; i < N; i++) toks[i] = (int32_t)((i * 7919 + 13) % V);
   float *ref = calloc((size_t)N * V, 4), *got = calloc((size_t)N * V, 4);
-  run_band(dir, "random", DT_F32, toks, N, ref, 0, NULL, 0);
-  for (size_t bi = 0; bi < sizeof bands / sizeof *bands; bi++) {
-    if (run_band(dir, "random", bands[bi], toks, N, got, 0, NULL, 0)) continue;
-    double worst = worst_cosine(got, ref, N, V);
-    printf("%-22s %-5s worst logits cosine vs f32 over %d rows: %.6f (gate %.3f)\n", "random std 0.02",
-           ir_dtype_name(bands[bi]), N, worst, gate[bi]);
-    CHECK_MSG(worst >= gate[bi], "random checkpoint %s: logits cosine %.6f < %.3f", ir_dtype_name(bands[bi]),
-              worst, gate[bi]);
+  double worst_of[3] = {1, 1, 1};
+  for (int seed = seed_lo; seed <= seed_hi; seed++) {
+    char dir[128], tag[32];
+    snprintf(dir, sizeof dir, "%s/random%d", tmpdir, seed);
+    snprintf(tag, sizeof tag, "random%d", seed);
+    if (mkdir(dir, 0755) || write_random_ckpt(dir, (uint64_t)seed)) {
+      CHECK_MSG(0, "cannot write %s", dir);
+      break;
+    }
+    run_band(dir, tag, DT_F32, toks, N, ref, 0, NULL, 0);
+    for (size_t bi = 0; bi < sizeof bands / sizeof *bands; bi++) {
+      if (run_band(dir, tag, bands[bi], toks, N, got, 0, NULL, 0)) continue;
+      double worst = worst_cosine(got, ref, N, V);
+      printf("random std 0.02 seed %-3d %-5s worst logits cosine vs f32 over %d rows: %.6f (gate %.3f)\n",
+             seed, ir_dtype_name(bands[bi]), N, worst, gate[bi]);
+      CHECK_MSG(worst >= gate[bi], "random checkpoint seed %d %s: logits cosine %.6f < %.3f", seed,
+                ir_dtype_name(bands[bi]), worst, gate[bi]);
+      if (!(worst >= worst_of[bi])) worst_of[bi] = worst;
+      /* the figure is the machine's only through the kernels, and every
+       * ISA that runs here gives it (to rounding: f32 sums in another
+       * order) */
+      if (seed != seed_lo) continue;
+      char isas[] = SC_KERNEL_ISAS;
+      float *alt = calloc((size_t)N * V, 4), *alt_ref = calloc((size_t)N * V, 4);
+      for (char *isa = strtok(isas, ","); isa; isa = strtok(NULL, ",")) {
+        if (!sc_kern_ops_isa(isa)) continue;
+        setenv("SPEECHC_ISA", isa, 1);
+        run_band(dir, tag, DT_F32, toks, N, alt_ref, 0, NULL, 0);
+        run_band(dir, tag, bands[bi], toks, N, alt, 0, NULL, 0);
+        unsetenv("SPEECHC_ISA");
+        double w = worst_cosine(alt, alt_ref, N, V);
+        printf("  with SPEECHC_ISA=%-12s %.6f\n", isa, w);
+        CHECK_MSG(fabs(w - worst) < 1e-4, "seed %d %s: SPEECHC_ISA=%s gives cosine %.6f, the default %.6f",
+                  seed, ir_dtype_name(bands[bi]), isa, w, worst);
+      }
+      free(alt);
+      free(alt_ref);
+    }
   }
+  printf("random std 0.02 seeds %d..%d worst: bf16 %.6f  q8_0 %.6f  q4_0 %.6f\n", seed_lo, seed_hi,
+         worst_of[0], worst_of[1], worst_of[2]);
   free(ref);
   free(got);
 }
@@ -430,7 +474,9 @@ static void test_accuracy_random(void) {
  * logits dominates the weight noise, so they are held at their measured
  * floors as regression guards: q8_0 0.9978..0.9984, q4_0 0.74..0.79, the
  * same as quantizing the weights and running in f32.  bf16 greedy tokens
- * equal the trace's everywhere. */
+ * equal the trace's everywhere.  These floors are not a machine's reading:
+ * the checkpoints are committed files and every ISA gives the same figures
+ * (the cross-ISA check above), so they move only when the code does. */
 static void test_accuracy_traces(void) {
   static const double gate_trained[] = {0.999, 0.999, 0.99}, gate_random[] = {0.999, 0.997, 0.70};
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++) {
@@ -478,6 +524,8 @@ static void test_neon_variants(void) {
   float x[NT * NB * 32], xd[NT * NB], oa[4 * NT], ob[4 * NT];
   int8_t xq[NT * NB * 32];
   static unsigned char xp[NT * NB * 64];
+  rng_seed(2);
+  srand(2);
   for (int i = 0; i < NT * NB * 32; i++) x[i] = i % 5 == 0 ? (i & 1 ? -3.0f : 3.0f) : frand();
   for (size_t i = 0; i < sizeof w8; i++) w8[i] = (unsigned char)(i % 3 ? 0x80 + i % 2 : rand());
   /* q4_0 rows read as groups or GGML blocks depending on nb (kernels.h):
@@ -548,7 +596,12 @@ int main(void) {
 #ifndef SC_KERNELS_ONLY
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-quant-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
-  test_accuracy_random();
+  /* SPEECHC_QUANT_SEEDS=LO-HI: the random checkpoints of those seeds
+   * instead of 1..3 (how the q4_0 gate above was derived) */
+  int lo = 1, hi = 3;
+  const char *seeds = getenv("SPEECHC_QUANT_SEEDS");
+  if (seeds && sscanf(seeds, "%d-%d", &lo, &hi) != 2) lo = hi = atoi(seeds);
+  test_accuracy_random(lo, hi);
   test_accuracy_traces();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
