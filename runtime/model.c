@@ -223,6 +223,7 @@ static void *alloc64(size_t n) {
 
 int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
   *out = NULL;
+  if (!m) return sc_fail(err, SC_EUSAGE, "sc_session_open: no model (sc_model_open failed?)");
   sc_session *s = calloc(1, sizeof *s);
   if (!s) return sc_fail(err, SC_ERUNTIME, "out of memory");
   s->m = m;

@@ -64,10 +64,15 @@ static void run_model(const char *name, const char *cc) {
   o.max_context = 128;
   o.prefill_chunk = 7; /* prompts span several chunks */
   sc_error err = {0};
-  CHECK_MSG(sc_build(&o, &err) == 0, "build %s: %s", name, err.msg);
+  int built = sc_build(&o, &err) == 0;
+  CHECK_MSG(built, "build %s: %s", name, err.msg);
   sc_model *m = NULL;
   sc_session *s = NULL;
-  CHECK_MSG(sc_model_open(out, NULL, &m, &err) == 0, "%s", err.msg);
+  if (built) CHECK_MSG(sc_model_open(out, NULL, &m, &err) == 0, "%s", err.msg);
+  if (!m) {
+    cJSON_Delete(tr);
+    return;
+  }
   CHECK_MSG(sc_session_open(m, &s, &err) == 0, "%s", err.msg);
   TtsConfig c;
   CHECK_MSG(tts_config(m, &c, &err) == 0, "%s", err.msg);
