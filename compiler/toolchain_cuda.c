@@ -94,6 +94,17 @@ static int nvrtc_open(Nvrtc *n, sc_error *err) {
                      "build with --target cpu", n->path, sym[i].name);
     }
   if (n->Version(&n->major, &n->minor)) n->major = n->minor = 0;
+  /* NVRTC opens libnvrtc-builtins.so.MAJOR.MINOR by its bare name at
+   * compile time, which finds it only on the loader's path.  Beside an
+   * NVRTC opened by path (a toolkit outside ld.so.conf, NVIDIA's pip wheel)
+   * load it first, so that the bare name resolves to the loaded copy. */
+  const char *slash = strrchr(n->path, '/');
+  if (slash && n->major > 0) {
+    char builtins[sizeof n->path + 40];
+    snprintf(builtins, sizeof builtins, "%.*s/libnvrtc-builtins.so.%d.%d", (int)(slash - n->path), n->path,
+             n->major, n->minor);
+    if (access(builtins, R_OK) == 0) dlopen(builtins, RTLD_NOW | RTLD_GLOBAL);
+  }
   return SC_OK;
 }
 
