@@ -3,7 +3,7 @@
 # libtcc toolchain, inspect it and generate 16 tokens greedily.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/deps.sh
+scripts/deps.sh --no-cuda-tools
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)" >/dev/null
 mkdir -p out

@@ -10,10 +10,30 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   target_link_options(sc_cuda_emu PRIVATE -fno-sanitize=all)
   target_link_libraries(sc_cuda_emu PRIVATE dl m)
   # The parity tests again, on --target cuda builds run by the emulator.
+  # No kernel cache: NVRTC runs every time, as on a fresh machine.
   foreach(t test_parity test_tts)
     add_test(NAME ${t}_cuda_emu COMMAND ${t} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(${t}_cuda_emu PROPERTIES ENVIRONMENT
-      "SPEECHC_TEST_TARGET=cuda;SPEECHC_LIBCUDA=$<TARGET_FILE:sc_cuda_emu>;SPEECHC_BIN=$<TARGET_FILE:speechc>")
+      "SPEECHC_TEST_TARGET=cuda;SPEECHC_LIBCUDA=$<TARGET_FILE:sc_cuda_emu>;SPEECHC_BIN=$<TARGET_FILE:speechc>;SPEECHC_KERNEL_CACHE=off")
   endforeach()
   set_property(TEST test_cuda APPEND PROPERTY ENVIRONMENT "SPEECHC_CUDA_EMU=$<TARGET_FILE:sc_cuda_emu>")
+endif()
+
+# NVRTC and ptxas for the tests that build --target cuda: the machine's CUDA
+# toolkit, or else the copies scripts/cuda_tools.sh fetched (scripts/deps.sh
+# runs it), named to the tests through SPEECHC_NVRTC and SPEECHC_PTXAS.
+# Asked at every configure, never cached: hiding the toolkit changes it.
+execute_process(COMMAND ${CMAKE_SOURCE_DIR}/scripts/cuda_tools.sh --env
+                RESULT_VARIABLE sc_cuda_tools_rc OUTPUT_VARIABLE sc_cuda_tools_env
+                OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT sc_cuda_tools_rc EQUAL 0)
+  message(WARNING "no NVRTC and ptxas: the CUDA target's tests will fail "
+                  "(hint: scripts/cuda_tools.sh fetches them)")
+elseif(sc_cuda_tools_env)
+  message(STATUS "CUDA tests: NVRTC and ptxas of scripts/cuda_tools.sh (${sc_cuda_tools_env})")
+  foreach(t test_cuda test_parity_cuda_emu test_tts_cuda_emu)
+    if(TEST ${t})
+      set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${sc_cuda_tools_env})
+    endif()
+  endforeach()
 endif()
