@@ -4,3 +4,12 @@
 add_test(NAME cli
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_cli.sh $<TARGET_FILE:speechc>
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+
+# The hostile corpus (issue 12): one ctest case per tests/cli/hostile/*.sh,
+# each a script over tests/cli/lib.sh like test_cli.sh.
+file(GLOB HOSTILE_SCRIPTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/cli/hostile/*.sh)
+foreach(script ${HOSTILE_SCRIPTS})
+  get_filename_component(name ${script} NAME_WE)
+  add_test(NAME hostile_${name} COMMAND bash ${script} $<TARGET_FILE:speechc>
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+endforeach()

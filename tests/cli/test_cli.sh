@@ -10,73 +10,7 @@
 # coreutils, sed, dd and a C compiler (cc) for the foreign-ABI artifact;
 # no Python.
 set -u
-
-if [ $# -ne 1 ] || [ ! -x "$1" ]; then
-  echo "usage: $0 path/to/speechc (run from the repository root)" >&2
-  exit 2
-fi
-BIN=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-DATA=tests/data/llm
-QWEN=$DATA/qwen3_gqa2_hd32_tied
-SHARDED=$DATA/llama_gqa4_sharded
-if [ ! -f "$QWEN/config.json" ]; then
-  echo "$0: $QWEN not found; run from the repository root" >&2
-  exit 2
-fi
-W=$(mktemp -d "${TMPDIR:-/tmp}/speechc-cli.XXXXXX") || exit 2
-trap 'rm -rf "$W"' EXIT
-
-n_pass=0
-n_fail=0
-
-fail_case() {
-  n_fail=$((n_fail + 1))
-  echo "FAIL $1: $2"
-  if [ -s "$W/err" ]; then sed -n '1,6s/^/     | /p' "$W/err"; fi
-}
-
-# expect NAME RC [PATTERN...] -- CMD [ARG...]
-# Runs CMD; passes when it exits with RC, did not crash, and every PATTERN
-# occurs (as a fixed string) in its stderr, or in its stdout for "out:TEXT".
-expect() {
-  local name=$1 want=$2 p why=""
-  shift 2
-  local pats=()
-  while [ $# -gt 0 ] && [ "$1" != "--" ]; do pats+=("$1"); shift; done
-  shift
-  "$@" >"$W/out" 2>"$W/err"
-  local rc=$?
-  if [ "$rc" -ge 128 ]; then
-    why="crashed (exit $rc)"
-  elif grep -qE 'AddressSanitizer|LeakSanitizer|runtime error' "$W/err"; then
-    why="sanitizer report"
-  elif [ "$rc" -ne "$want" ]; then
-    why="exit $rc, expected $want"
-  else
-    for p in ${pats[@]+"${pats[@]}"}; do
-      case $p in
-        out:*) grep -qF -- "${p#out:}" "$W/out" || { why="stdout lacks '${p#out:}'"; break; } ;;
-        *) grep -qF -- "$p" "$W/err" || { why="stderr lacks '$p'"; break; } ;;
-      esac
-    done
-  fi
-  if [ -n "$why" ]; then fail_case "$name" "$why"; return 1; fi
-  n_pass=$((n_pass + 1))
-  return 0
-}
-
-# A setup step that must work for the cases after it to mean anything.
-setup() {
-  local name=$1
-  shift
-  if ! "$@" >"$W/out" 2>"$W/err"; then fail_case "$name" "setup failed: $*"; return 1; fi
-  return 0
-}
-
-# ck NAME: a copy of the qwen3 checkpoint in $W/NAME, to be damaged.
-ck() {
-  mkdir -p "$W/$1" && cp "$QWEN/config.json" "$QWEN/model.safetensors" "$W/$1/"
-}
+. "$(dirname "$0")/lib.sh"
 
 # ---------------------------------------------------------------- build flags
 FO=$W/failed_out          # every failing build writes here; must stay empty
@@ -448,8 +382,6 @@ mkdir -p "$W/ttsctx"
 expect tts-short-context 0 -- "$BIN" build -q tests/data/tts/tts_tiny_06b_layout -o "$W/ttsctx/m.so" --max-context 4
 
 # ---------------------------------------------------------------- Qwen3-TTS
-TTS6=tests/data/tts/tts_tiny_06b_layout
-TTS17=tests/data/tts/tts_tiny_17b_layout
 # tensors renamed in the header (same length): a predictor head, and the
 # 1.7B layout's projection
 ttsck() {
@@ -485,5 +417,4 @@ if setup tts-build "$BIN" build -q "$TTS6" -o "$W/tts/m.so"; then
   expect tts-help 0 "out:usage: speechc tts" "out:--non-streaming" -- "$BIN" tts --help
 fi
 
-echo "$n_pass passed, $n_fail failed"
-[ "$n_fail" -eq 0 ]
+finish
