@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# configs.sh — config.json values that change the math or index a table
+# (issue 12, items 7, 10, 11, 13 and parts of 14), and the messages around
+# them.  Each case damages a copy of a test checkpoint with sed and checks
+# that the build either honours the value (same greedy trace) or refuses it
+# naming the key, the value and the limit.
+#
+#   usage: tests/cli/hostile/configs.sh path/to/speechc   (cwd: the repository root)
+set -u
+. "$(dirname "$0")/../lib.sh"
+
+# cfg NAME RC 'sed expression' [PATTERN...] [-- EXTRA BUILD ARGS]: the qwen3
+# checkpoint with its config edited, built into $W/out-NAME.
+cfg() {
+  local name=$1 rc=$2 expr=$3
+  shift 3
+  local pats=() extra=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do pats+=("$1"); shift; done
+  [ $# -gt 0 ] && shift && extra=("$@")
+  ck "c-$name" && sed -i "$expr" "$W/c-$name/config.json"
+  if cmp -s "$QWEN/config.json" "$W/c-$name/config.json"; then
+    : >"$W/err"
+    fail_case "$name" "setup: the config edit did not apply"
+    return 1
+  fi
+  mkdir -p "$W/out-$name"
+  expect "$name" "$rc" ${pats[@]+"${pats[@]}"} -- \
+    "$BIN" build -q "$W/c-$name" -o "$W/out-$name/m.so" ${extra[@]+"${extra[@]}"}
+}
+
+# tts NAME RC 'sed expression' [PATTERN...]: the same over the 0.6B-layout
+# Qwen3-TTS checkpoint.
+tts() {
+  local name=$1 rc=$2 expr=$3
+  shift 3
+  mkdir -p "$W/t-$name" "$W/tout-$name" && cp "$TTS6/config.json" "$TTS6/model.safetensors" "$W/t-$name/" &&
+    sed -i "$expr" "$W/t-$name/config.json"
+  if cmp -s "$TTS6/config.json" "$W/t-$name/config.json"; then
+    : >"$W/err"
+    fail_case "$name" "setup: the config edit did not apply"
+    return 1
+  fi
+  expect "$name" "$rc" "$@" -- "$BIN" build -q "$W/t-$name" -o "$W/tout-$name/m.so"
+}
+
+# The greedy trace of the qwen3 checkpoint: a value that is honoured must
+# give the same tokens.
+trace=$(tr -d ' \n\t\r' <"$QWEN/trace.json")
+prompt=$(echo "$trace" | grep -o '"prompt":\[[0-9,]*\]' | grep -o '[0-9,]*\]' | tr -d ']')
+greedy=$(echo "$trace" | grep -o '"greedy":\[[0-9,]*\]' | grep -o '[0-9,]*\]' | tr -d ']' | tr ',' ' ')
+same_trace() {  # NAME: the artifact $W/out-NAME/m.so gives the greedy trace
+  expect "$1-trace" 0 "out:$greedy" -- "$BIN" run "$W/out-$1/m.so" --ids "$prompt" -n 16 --greedy
+}
+
+# ------------------------------------------------ item 7: head_dim and memory
+# head_dim is read before any tensor: the checkpoint's shapes never matter.
+cfg head-dim-2e20 2 's/"head_dim": 32/"head_dim": 1048576/' "head_dim 1048576" "at most 512"
+cfg head-dim-262144 2 's/"head_dim": 32/"head_dim": 262144/' "head_dim 262144" "at most 512"
+cfg head-dim-1024 2 's/"head_dim": 32/"head_dim": 1024/' "head_dim 1024" "at most 512"
+
+# -------------------------------------- item 10: rope_scaling, rope_parameters
+cfg rope-type-linear 2 's/"rope_scaling": null/"rope_scaling": {"type": "linear", "factor": 4}/' \
+  "rope_scaling" "'linear'" "not supported"
+cfg rope-type-dynamic 2 's/"rope_scaling": null/"rope_scaling": {"type": "dynamic", "factor": 4}/' \
+  "rope_scaling" "'dynamic'"
+cfg rope-type-yarn 2 's/"rope_scaling": null/"rope_scaling": {"type": "yarn", "factor": 4}/' \
+  "rope_scaling" "'yarn'"
+cfg rope-rope-type-llama3 2 's/"rope_scaling": null/"rope_scaling": {"rope_type": "llama3", "factor": 8}/' \
+  "rope_scaling" "'llama3'"
+cfg rope-type-disagree 2 's/"rope_scaling": null/"rope_scaling": {"rope_type": "default", "type": "linear"}/' \
+  "rope_scaling" "'default'" "'linear'"
+cfg rope-no-type 2 's/"rope_scaling": null/"rope_scaling": {"factor": 4}/' "rope_scaling" "rope_type"
+cfg rope-scaling-string 2 's/"rope_scaling": null/"rope_scaling": "linear"/' "rope_scaling" "must be an object"
+if cfg rope-type-default 0 's/"rope_scaling": null/"rope_scaling": {"type": "default"}/'; then
+  same_trace rope-type-default
+fi
+# transformers 5.x: rope_parameters holds the type and theta
+cfg rope-params-linear 2 's/"rope_scaling": null/"rope_parameters": {"rope_type": "linear", "factor": 4, "rope_theta": 1000000.0}/' \
+  "rope_parameters" "'linear'"
+if cfg rope-params-theta 0 's/"rope_theta": 1000000.0,//; s/"rope_scaling": null/"rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}/'; then
+  same_trace rope-params-theta
+fi
+cfg rope-params-theta-differs 2 's/"rope_scaling": null/"rope_parameters": {"rope_theta": 10000.0}/' \
+  "rope_theta" "1e+06" "10000"
+cfg rope-params-per-layer 2 's/"rope_scaling": null/"rope_parameters": {"full_attention": {"rope_theta": 1000000.0}}/' \
+  "rope_parameters" "full_attention"
+cfg partial-rotary 2 's/"rope_scaling": null/"partial_rotary_factor": 0.5/' "partial_rotary_factor" "0.5"
+cfg partial-rotary-params 2 's/"rope_scaling": null/"rope_parameters": {"partial_rotary_factor": 0.5}/' \
+  "partial_rotary_factor" "0.5"
+if cfg partial-rotary-one 0 's/"rope_scaling": null/"partial_rotary_factor": 1.0/'; then
+  same_trace partial-rotary-one
+fi
+# the TTS talker reads rope_scaling through the same code
+tts tts-rope-linear 2 's/"rope_type": "default",/"rope_type": "linear", "factor": 2,/; s/"type": "default"/"type": "linear"/' \
+  "talker_config" "rope_scaling" "'linear'"
+
+# ------------------------------------- item 11: biases and other math keys
+cfg mlp-bias 2 's/"attention_bias": false/"attention_bias": false, "mlp_bias": true/' "mlp_bias" "not supported"
+if cfg mlp-bias-false 0 's/"attention_bias": false/"attention_bias": false, "mlp_bias": false/'; then
+  same_trace mlp-bias-false
+fi
+cfg mlp-bias-string 2 's/"attention_bias": false/"attention_bias": false, "mlp_bias": "yes"/' \
+  "mlp_bias" "must be true or false"
+cfg attention-bias 2 's/"attention_bias": false/"attention_bias": true/' "attention_bias" "not supported"
+cfg layer-types-sliding 2 '0,/"full_attention"/s/"full_attention"/"sliding_attention"/' \
+  "layer_types[0]" "sliding_attention"
+cfg layer-types-short 2 '0,/"full_attention",/s/"full_attention",//' "layer_types" "1 entries" "num_hidden_layers 2"
+cfg hidden-act-gelu 2 's/"hidden_act": "silu"/"hidden_act": "gelu"/' "hidden_act 'gelu'"
+cfg sliding-window 2 's/"use_sliding_window": false/"use_sliding_window": true/' "use_sliding_window"
+
+finish
