@@ -26,6 +26,7 @@ typedef struct BuildOpts {
   const char *dump_ir;       /* NULL, "" (all passes) or a pass name */
   int quiet;
   int check_numerics;        /* --check-numerics: entry points check their outputs */
+  int64_t max_session_mb;    /* --max-session-mb: refuse a build whose session needs more */
 } BuildOpts;
 
 typedef int (*FrontendFn)(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);

@@ -58,6 +58,8 @@ static const char *const usage_build =
     "  --dump-ir[=PASS]       print the IR after every pass, or after PASS only\n"
     "                         (frontend, specialize, fuse, plan)\n"
     "  --no-fuse              skip the fusion pass (same numbers, slower)\n"
+    "  --max-session-mb N     refuse a build whose session (KV caches, scratch, logits)\n"
+    "                         needs more than N MB (default 65536 = 64 GiB)\n"
     "  --check-numerics       every entry point checks its outputs and fails (exit 3)\n"
     "                         naming the entry and the first NaN/inf index\n"
     "  -q, --quiet            no progress lines\n";
@@ -120,6 +122,10 @@ static int cmd_build(int argc, char **argv) {
     } else if (is_flag(a, "--prefill-chunk")) {
       if (parse_int("--prefill-chunk", flag_value(argc, argv, &i, "--prefill-chunk"), 1, 4096, &v)) return SC_EUSAGE;
       o.prefill_chunk = (int)v;
+    } else if (is_flag(a, "--max-session-mb")) {
+      if (parse_int("--max-session-mb", flag_value(argc, argv, &i, "--max-session-mb"), 1, 1L << 40, &v))
+        return SC_EUSAGE;
+      o.max_session_mb = v;
     } else if (is_flag(a, "--emit-dir")) {
       if (!(o.emit_dir = flag_value(argc, argv, &i, "--emit-dir")))
         return usage_error(usage_build, "%s needs a directory", a);

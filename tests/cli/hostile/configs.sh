@@ -58,6 +58,19 @@ cfg head-dim-2e20 2 's/"head_dim": 32/"head_dim": 1048576/' "head_dim 1048576" "
 cfg head-dim-262144 2 's/"head_dim": 32/"head_dim": 262144/' "head_dim 262144" "at most 512"
 cfg head-dim-1024 2 's/"head_dim": 32/"head_dim": 1024/' "head_dim 1024" "at most 512"
 
+# per-session memory: state (the KV caches) + scratch + logits, against
+# --max-session-mb (default 65536); 1024 positions of this model need 1 MiB
+# of KV cache alone.
+mkdir -p "$W/mem1" "$W/mem2" "$W/mem3"
+expect session-over-cap 2 "per-session memory" "MB of state" "MB of scratch" "--max-session-mb 1" \
+  "hint:" -- "$BIN" build -q "$QWEN" -o "$W/mem1/m.so" --max-context 1024 --max-session-mb 1
+[ -e "$W/mem1/m.so" ] || [ -e "$W/mem1/m.weights" ] &&
+  { : >"$W/err"; fail_case session-over-cap-no-output "a refused build left output behind"; }
+expect session-under-cap 0 -- "$BIN" build -q "$QWEN" -o "$W/mem2/m.so" --max-context 1024 --max-session-mb 4
+expect session-cap-0 1 "--max-session-mb expects an integer" "'0'" -- \
+  "$BIN" build -q "$QWEN" -o "$W/mem3/m.so" --max-session-mb 0
+expect session-cap-help 0 "out:--max-session-mb" -- "$BIN" help build
+
 # -------------------------------------- item 10: rope_scaling, rope_parameters
 cfg rope-type-linear 2 's/"rope_scaling": null/"rope_scaling": {"type": "linear", "factor": 4}/' \
   "rope_scaling" "'linear'" "not supported"
