@@ -121,4 +121,34 @@ cfg layer-types-short 2 '0,/"full_attention",/s/"full_attention",//' "layer_type
 cfg hidden-act-gelu 2 's/"hidden_act": "silu"/"hidden_act": "gelu"/' "hidden_act 'gelu'"
 cfg sliding-window 2 's/"use_sliding_window": false/"use_sliding_window": true/' "use_sliding_window"
 
+# --------------------------------------- item 13: Qwen3-TTS ids at build time
+# codec vocabulary 3072, text vocabulary 512 in this checkpoint
+tts tts-eos-99999 2 's/"codec_eos_token_id": 2150/"codec_eos_token_id": 99999/' \
+  "codec_eos_token_id" "99999" "codec vocabulary [0, 3072)"
+tts tts-eos-neg 2 's/"codec_eos_token_id": 2150/"codec_eos_token_id": -1/' "codec_eos_token_id" "-1"
+tts tts-lang-neg 2 's/"english": 2050/"english": -7/' "codec_language_id.english" "-7"
+tts tts-pad-frac 2 's/"tts_pad_token_id": 491/"tts_pad_token_id": 491.7/' "tts_pad_token_id" "491.7" "an integer"
+tts tts-pad-1e20 2 's/"tts_pad_token_id": 491/"tts_pad_token_id": 1e20/' "tts_pad_token_id" "1e+20"
+tts tts-pad-vocab 2 's/"tts_pad_token_id": 491/"tts_pad_token_id": 512/' \
+  "tts_pad_token_id" "512" "text vocabulary [0, 512)"
+tts tts-bos-codec 2 's/"codec_bos_id": 2149/"codec_bos_id": 5000/' "codec_bos_id" "5000" "codec vocabulary"
+tts tts-think-missing 2 's/"codec_think_id": 2154,//' "codec_think_id" "missing"
+tts tts-spk-vocab 2 's/"tiny_speaker": 3000/"tiny_speaker": 3072/' "spk_id.tiny_speaker" "3072"
+tts tts-dialect-unknown 2 's/"tiny_dialect": "sichuan_dialect"/"tiny_dialect": "klingon_dialect"/' \
+  "spk_is_dialect.tiny_dialect" "klingon_dialect" "codec_language_id"
+# ----------------------------------------------- item 14: messages for types
+tts tts-pad-string 2 's/"tts_pad_token_id": 491/"tts_pad_token_id": "491"/' \
+  "tts_pad_token_id" "must be an integer, found string"
+tts tts-lang-array 2 's/"codec_language_id": {/"codec_language_id": [1, 2], "x": {/' \
+  "codec_language_id" "must be an object of language -> id"
+tts tts-spk-two 2 's/"tiny_speaker": 3000/"tiny_speaker": [3000, 1]/' \
+  "spk_id.tiny_speaker" "one-element list"
+# a one-element list is what the official code accepts: same frames as 3000
+ids=480,300,198,118,14,98,93,149,124,481,198,480,300,198
+if tts tts-spk-list 0 's/"tiny_speaker": 3000/"tiny_speaker": [3000]/'; then
+  expect tts-spk-list-frames 0 'out:[897, 25, 1, 47, 41, 37, 51, 51, 3, 13, 43, 31, 5, 4, 45, 46]' -- \
+    "$BIN" tts "$W/tout-tts-spk-list/m.so" --text-ids "$ids" --speaker tiny_speaker --language english \
+    --greedy --max-frames 2 -q -o -
+fi
+
 finish
