@@ -16,7 +16,7 @@
 const sc_model_desc *sc_model_desc_of(const sc_model *m);
 int cmd_bench(int argc, char **argv); /* cmd_bench.c */
 int cmd_tts(int argc, char **argv);
-extern const char *const usage_tts;
+extern const char *const usage_tts, *const usage_bench;
 
 static const char *const usage_main =
     "usage: speechc <command> [options]\n"
@@ -259,6 +259,7 @@ static int cmd_run(int argc, char **argv) {
   out = malloc(((size_t)n_new + 1) * sizeof *out);
   if (!out) { free(ids); return SC_ERUNTIME; }
   rc = sc_model_open(path, &opts, &m, &err);
+  if (!rc) rc = check_family(m, path, "llm", &err);
   if (!rc) rc = sc_session_open(m, &s, &err);
   if (!rc) rc = sc_generate(s, ids, n_ids, (int)n_new, &sp, (int32_t)eos, out, &n_out, NULL, NULL, &err);
   if (!rc) {
@@ -281,10 +282,17 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) { fputs(usage_main, stdout); return 0; }
   if (!strcmp(cmd, "--version")) { printf("speechc %s (artifact ABI %d)\n", SPEECHC_VERSION, SC_ABI_VERSION); return 0; }
   if (!strcmp(cmd, "help")) {
-    const char *what = argc > 2 ? argv[2] : "";
-    fputs(!strcmp(what, "build") ? usage_build : !strcmp(what, "inspect") ? usage_inspect
-          : !strcmp(what, "run") ? usage_run : !strcmp(what, "tts") ? usage_tts : usage_main, stdout);
-    return 0;
+    static const struct { const char *name; const char *const *usage; } help[] = {
+        {"build", &usage_build}, {"inspect", &usage_inspect}, {"run", &usage_run},
+        {"bench", &usage_bench}, {"tts", &usage_tts}, {"help", &usage_main}};
+    const char *what = argc > 2 ? argv[2] : "help";
+    for (size_t i = 0; i < sizeof help / sizeof help[0]; i++)
+      if (!strcmp(what, help[i].name)) {
+        fputs(*help[i].usage, stdout);
+        return 0;
+      }
+    fprintf(stderr, "speechc: help: unknown command '%s'\n\n%s", what, usage_main);
+    return SC_EUSAGE;
   }
   if (!strcmp(cmd, "build")) return cmd_build(argc - 2, argv + 2);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);

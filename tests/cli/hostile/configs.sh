@@ -151,4 +151,26 @@ if tts tts-spk-list 0 's/"tiny_speaker": 3000/"tiny_speaker": [3000]/'; then
     --greedy --max-frames 2 -q -o -
 fi
 
+mkdir -p "$W/tts" "$W/llm"
+if setup tts-build "$BIN" build -q "$TTS6" -o "$W/tts/m.so" && setup llm-build "$BIN" build -q "$QWEN" -o "$W/llm/m.so"; then
+  # one error line, not the message and then an empty "error:" line
+  if expect tts-out-unwritable 2 "/nonexistent/x.json" "cannot write" -- \
+       "$BIN" tts "$W/tts/m.so" --text-ids "$ids" --max-frames 2 -q -o /nonexistent/x.json; then
+    if [ "$(wc -l <"$W/err")" -ne 1 ]; then
+      fail_case tts-out-one-line "stderr has $(wc -l <"$W/err") lines"
+    else
+      n_pass=$((n_pass + 1))
+    fi
+  fi
+  expect run-on-tts 1 "is a Qwen3-TTS model" "speechc tts" -- "$BIN" run "$W/tts/m.so" --ids 1,2,3
+  expect tts-on-llm 1 "is a llm model, not a Qwen3-TTS model" "speechc run" -- \
+    "$BIN" tts "$W/llm/m.so" --text-ids "$ids" -o -
+fi
+
+# every command's help, and only its own
+for c in build inspect run bench tts; do
+  expect "help-$c" 0 "out:usage: speechc $c" -- "$BIN" help "$c"
+done
+expect help-unknown 1 "unknown command 'nonsense'" -- "$BIN" help nonsense
+
 finish
