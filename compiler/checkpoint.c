@@ -429,6 +429,9 @@ static int wrong_type(const char *where, const char *key, const char *want,
     }
     return sc_fail(err, SC_EINPUT, "%s: key '%s' must be %s, found %s", where, key, want, num);
   }
+  if (cJSON_IsString(v))
+    return sc_fail(err, SC_EINPUT, "%s: key '%s' must be %s, found string \"%.40s\"", where, key, want,
+                   v->valuestring);
   return sc_fail(err, SC_EINPUT, "%s: key '%s' must be %s, found %s", where,
                  key, want, json_type_name(v));
 }

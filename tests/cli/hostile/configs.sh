@@ -138,7 +138,7 @@ tts tts-dialect-unknown 2 's/"tiny_dialect": "sichuan_dialect"/"tiny_dialect": "
   "spk_is_dialect.tiny_dialect" "klingon_dialect" "codec_language_id"
 # ----------------------------------------------- item 14: messages for types
 tts tts-pad-string 2 's/"tts_pad_token_id": 491/"tts_pad_token_id": "491"/' \
-  "tts_pad_token_id" "must be an integer, found string"
+  "tts_pad_token_id" 'must be an integer, found string "491"'
 tts tts-lang-array 2 's/"codec_language_id": {/"codec_language_id": [1, 2], "x": {/' \
   "codec_language_id" "must be an object of language -> id"
 tts tts-spk-two 2 's/"tiny_speaker": 3000/"tiny_speaker": [3000, 1]/' \
