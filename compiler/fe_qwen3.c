@@ -60,16 +60,17 @@ static int read_rope(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error
   if (!cJSON_IsObject(rp)) rp = NULL;
   char w[160];
   snprintf(w, sizeof w, "%s: rope_parameters", where);
-  double theta = 0, ptheta = 0, prf = 1, pprf = 1;
-  if (cfg_num_opt(obj, where, "rope_theta", 0, &theta, err) ||
-      (rp && cfg_num_opt(rp, w, "rope_theta", 0, &ptheta, err)) ||
+  /* NAN: absent (a present value is finite; 0 or less is refused later) */
+  double theta = NAN, ptheta = NAN, prf = 1, pprf = 1;
+  if (cfg_num_opt(obj, where, "rope_theta", NAN, &theta, err) ||
+      (rp && cfg_num_opt(rp, w, "rope_theta", NAN, &ptheta, err)) ||
       cfg_num_opt(obj, where, "partial_rotary_factor", 1, &prf, err) ||
       (rp && cfg_num_opt(rp, w, "partial_rotary_factor", 1, &pprf, err)))
     return err->code;
-  if (theta && ptheta && theta != ptheta)
+  if (!isnan(theta) && !isnan(ptheta) && theta != ptheta)
     return sc_fail(err, SC_EINPUT, "%s: rope_theta %g and rope_parameters.rope_theta %g disagree", where,
                    theta, ptheta);
-  d->theta = theta ? theta : ptheta ? ptheta : 10000.0;
+  d->theta = !isnan(theta) ? theta : !isnan(ptheta) ? ptheta : 10000.0;
   if (prf != 1 || pprf != 1)
     return sc_fail(err, SC_EINPUT, "%s: %spartial_rotary_factor %g is not supported (RoPE over the whole "
                    "head only: 1.0)", where, prf != 1 ? "" : "rope_parameters.", prf != 1 ? prf : pprf);

@@ -97,6 +97,9 @@ cfg rope-params-theta-differs 2 's/"rope_scaling": null/"rope_parameters": {"rop
   "rope_theta" "1e+06" "10000"
 cfg rope-params-per-layer 2 's/"rope_scaling": null/"rope_parameters": {"full_attention": {"rope_theta": 1000000.0}}/' \
   "rope_parameters" "full_attention"
+cfg rope-theta-zero 2 's/"rope_theta": 1000000.0/"rope_theta": 0/' "rope_theta must be positive"
+cfg rope-params-theta-zero 2 's/"rope_theta": 1000000.0,//; s/"rope_scaling": null/"rope_parameters": {"rope_theta": 0}/' \
+  "rope_theta must be positive"
 cfg partial-rotary 2 's/"rope_scaling": null/"partial_rotary_factor": 0.5/' "partial_rotary_factor" "0.5"
 cfg partial-rotary-params 2 's/"rope_scaling": null/"rope_parameters": {"partial_rotary_factor": 0.5}/' \
   "partial_rotary_factor" "0.5"
