@@ -893,6 +893,11 @@ static int emit_attention(Cu *cu, int i) {
   const int gate = !fresh && n->nsrc > 3, vec = HD % 4 == 0 && LDKV % 4 == 0;
   const int NT = fresh ? (int)n->rows : 0; /* new rows, all in shared memory */
   IR_ASSERT(!fresh || (NT >= 1 && NT + 2 <= NW));
+  /* qs, ks, vs, hb and sm_o below: all static shared memory */
+  const long long shared = 4LL * HD * (1 + (fresh ? 3 * NT + 1 : 0) + NW) + 8LL * NW;
+  if (shared > 48 * 1024)
+    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: head_dim %d needs %lld bytes of shared memory per "
+                   "attention block, above the 48 KiB a kernel may declare", n->name, HD, shared);
   const char *guard = HD % 32 ? "if (c < HD) " : "";
   kernel_begin(cu);
   karg(cu, "const float *", "q", ref(cg, qi));

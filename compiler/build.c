@@ -35,6 +35,7 @@ BuildOpts build_defaults(void) {
   o.band = DT_F32;
   o.prefill_chunk = 128;
   o.fuse = 1;
+  o.max_session_mb = SC_SESSION_MB_DEFAULT;
   return o;
 }
 
@@ -137,6 +138,7 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   pass_mark_used(&m);
   pass_plan(&m);
   if ((rc = verify_all(&m, "plan", o, err))) goto done;
+  if ((rc = pass_plan_check_session(&m, o->max_session_mb, err))) goto done;
 
   /* weights */
   char wname[256];

@@ -419,9 +419,19 @@ static int missing(const char *where, const char *key, sc_error *err) {
 
 static int wrong_type(const char *where, const char *key, const char *want,
                       const cJSON *v, sc_error *err) {
-  if (cJSON_IsNumber(v))
-    return sc_fail(err, SC_EINPUT, "%s: key '%s' must be %s, found %.17g",
-                   where, key, want, v->valuedouble);
+  if (cJSON_IsNumber(v)) {
+    /* the shortest form that reads back as the same double: 491.7, not
+     * 491.69999999999999 */
+    char num[32];
+    for (int prec = 15; prec <= 17; prec++) {
+      snprintf(num, sizeof num, "%.*g", prec, v->valuedouble);
+      if (strtod(num, NULL) == v->valuedouble) break;
+    }
+    return sc_fail(err, SC_EINPUT, "%s: key '%s' must be %s, found %s", where, key, want, num);
+  }
+  if (cJSON_IsString(v))
+    return sc_fail(err, SC_EINPUT, "%s: key '%s' must be %s, found string \"%.40s\"", where, key, want,
+                   v->valuestring);
   return sc_fail(err, SC_EINPUT, "%s: key '%s' must be %s, found %s", where,
                  key, want, json_type_name(v));
 }
@@ -449,6 +459,10 @@ int cfg_int_req(const cJSON *obj, const char *where, const char *key,
                 int64_t *out, sc_error *err) {
   const cJSON *v = cfg_get(obj, key);
   return v ? get_int(v, where, key, out, err) : missing(where, key, err);
+}
+
+int cfg_int_val(const cJSON *v, const char *where, const char *key, int64_t *out, sc_error *err) {
+  return get_int(v, where, key, out, err);
 }
 
 int cfg_int_opt(const cJSON *obj, const char *where, const char *key,

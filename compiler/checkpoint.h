@@ -43,6 +43,9 @@ const StTensor *ckpt_tensor(const Checkpoint *c, const char *name, int ndim,
  * forms fail when the key is absent; all fail on a wrong JSON type. */
 int cfg_int_req(const cJSON *obj, const char *where, const char *key,
                 int64_t *out, sc_error *err);
+/* A value already in hand (a list element, a map entry) as cfg_int_req
+ * reads one: key names it in messages. */
+int cfg_int_val(const cJSON *v, const char *where, const char *key, int64_t *out, sc_error *err);
 int cfg_int_opt(const cJSON *obj, const char *where, const char *key,
                 int64_t dflt, int64_t *out, sc_error *err);
 int cfg_num_req(const cJSON *obj, const char *where, const char *key,

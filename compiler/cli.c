@@ -55,6 +55,18 @@ int report(int rc, const sc_error *err) {
   return rc;
 }
 
+int check_family(const sc_model *m, const char *path, const char *family, sc_error *err) {
+  sc_model_info info;
+  sc_model_get_info(m, &info);
+  if (!strcmp(info.family, family)) return SC_OK;
+  if (!strcmp(info.family, "qwen3_tts"))
+    return sc_fail(err, SC_EUSAGE, "%s is a Qwen3-TTS model; use speechc tts", path);
+  if (!strcmp(family, "qwen3_tts"))
+    return sc_fail(err, SC_EUSAGE, "%s is a %s model, not a Qwen3-TTS model (hint: speechc run drives plain "
+                   "LMs)", path, info.family);
+  return sc_fail(err, SC_EUSAGE, "%s is a %s model; this command drives %s models", path, info.family, family);
+}
+
 int parse_ids(const char *flag, const char *s, int32_t **out, int *n) {
   int cap = 16, k = 0;
   int32_t *ids = malloc((size_t)cap * sizeof *ids);

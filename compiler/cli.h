@@ -19,6 +19,10 @@ const char *flag_value(int argc, char **argv, int *i, const char *flag);
 int is_flag(const char *arg, const char *flag);
 /* Print "speechc: error: <msg>" when rc != 0; returns rc. */
 int report(int rc, const sc_error *err);
+/* The artifact m (opened from path) must be of `family` ("llm" for run and
+ * bench, "qwen3_tts" for tts); otherwise an SC_EUSAGE error naming its
+ * family and the command that drives it. */
+int check_family(const sc_model *m, const char *path, const char *family, sc_error *err);
 /* Comma-separated integers; *out is malloc'ed. */
 int parse_ids(const char *flag, const char *s, int32_t **out, int *n);
 

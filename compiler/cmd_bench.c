@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli.h"
 #include "kernels.h"
 #include "pool.h"
 #include "sc_abi.h"
@@ -25,8 +26,9 @@
 
 const sc_model_desc *sc_model_desc_of(const sc_model *m);
 int cmd_bench(int argc, char **argv);
+extern const char *const usage_bench;
 
-static const char *const usage_bench =
+const char *const usage_bench =
     "usage: speechc bench model.so [options]\n"
     "\n"
     "Prefills a prompt twice (the first also maps the weights in; the second is\n"
@@ -216,6 +218,7 @@ int cmd_bench(int argc, char **argv) {
   sc_model *m = NULL;
   sc_session *s = NULL;
   int rc = sc_model_open(path, &opts, &m, &err);
+  if (!rc) rc = check_family(m, path, "llm", &err);
   const sc_model_desc *d = rc ? NULL : sc_model_desc_of(m);
   if (!rc && prompt + 3 + steps > d->max_context)
     rc = sc_fail(&err, SC_EUSAGE, "--prompt %ld + --steps %ld (+3 warm-up) exceed the model's max context %d "

@@ -79,13 +79,11 @@ static int on_frame(void *user, const int32_t *codes, int g, int frame) {
   return 0;
 }
 
-static int write_codes(const char *path, const int32_t *codes, int frames, int g) {
+/* Errors go through err, like every other failure: report() prints one line. */
+static int write_codes(const char *path, const int32_t *codes, int frames, int g, sc_error *err) {
   int bin = strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".bin");
   FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
-  if (!f) {
-    fprintf(stderr, "speechc: error: %s: cannot write: %s\n", path, strerror(errno));
-    return SC_EINPUT;
-  }
+  if (!f) return sc_fail(err, SC_EINPUT, "%s: cannot write: %s", path, strerror(errno));
   if (bin) {
     fwrite(codes, sizeof *codes, (size_t)frames * g, f);
   } else {
@@ -99,10 +97,7 @@ static int write_codes(const char *path, const int32_t *codes, int frames, int g
   }
   int bad = ferror(f);
   if (f != stdout && fclose(f)) bad = 1;
-  if (bad) {
-    fprintf(stderr, "speechc: error: %s: write failed\n", path);
-    return SC_EINPUT;
-  }
+  if (bad) return sc_fail(err, SC_EINPUT, "%s: write failed", path);
   return SC_OK;
 }
 
@@ -182,8 +177,10 @@ int cmd_tts(int argc, char **argv) {
   sc_session *s = NULL;
   int frames = 0, g = 0;
   rc = sc_model_open(path, &opts, &m, &err);
+  if (!rc) rc = check_family(m, path, "qwen3_tts", &err);
   if (!rc && !(g = sc_tts_codebooks(m)))
-    rc = sc_fail(&err, SC_EUSAGE, "%s is not a Qwen3-TTS model (hint: speechc run drives plain LMs)", path);
+    rc = sc_fail(&err, SC_EINPUT, "%s: its embedded Qwen3-TTS config is not usable (hint: rebuild it with this "
+                 "speechc, which checks the config at build time)", path);
   if (!rc) rc = sc_session_open(m, &s, &err);
   if (!rc && !(codes = malloc((size_t)p.max_frames * g * sizeof *codes)))
     rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
@@ -201,7 +198,7 @@ int cmd_tts(int argc, char **argv) {
     else /* a device runs a whole frame as one graph */
       fprintf(stderr, "(talker + predictor in one device graph: %.1f ms/frame)\n", 1e3 * st.predictor_s / frames);
   }
-  if (!rc) rc = write_codes(out, codes, frames, g);
+  if (!rc) rc = write_codes(out, codes, frames, g, &err);
   free(codes);
   free(text_ids);
   free(instruct_ids);

@@ -26,15 +26,6 @@ static int read_config(const Checkpoint *c, int qwen3, Qwen3Dims *d, int64_t *vo
   if (*max_pos < 1)
     return sc_fail(err, SC_EINPUT, "%s: max_position_embeddings must be positive, found %lld",
                    c->config_path, (long long)*max_pos);
-  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(j, "rope_scaling");
-  if (rs && !cJSON_IsNull(rs)) {
-    const char *type = NULL;
-    if (cfg_str_opt(rs, "config.json: rope_scaling", "rope_type", "default", &type, err))
-      return err->code;
-    if (strcmp(type, "default"))
-      return sc_fail(err, SC_EINPUT, "%s: rope_scaling type '%s' is not supported yet "
-                     "(supported: none, default)", c->config_path, type);
-  }
   d->qk_norm = qwen3;
   return SC_OK;
 }

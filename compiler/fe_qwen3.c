@@ -13,6 +13,86 @@
 
 #include "frontend.h"
 
+/* RoPE as transformers computes it, from three places a config may hold it:
+ * top-level rope_theta, rope_scaling (4.x; its type under "rope_type" or
+ * the legacy "type", which transformers still honours) and rope_parameters
+ * (5.x: type and theta together).  speechc computes plain RoPE over the
+ * whole head: type "default" (or none), one theta, partial_rotary_factor 1.
+ * Every other type (linear, dynamic, yarn, llama3, longrope, ...) scales
+ * the frequencies and is refused by name, never computed as plain RoPE. */
+static int rope_type_of(const cJSON *obj, const char *where, const char *key, const char *dflt,
+                        const char **type, sc_error *err) {
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(obj, key);
+  *type = NULL;
+  if (!rs || cJSON_IsNull(rs)) return SC_OK;
+  if (!cJSON_IsObject(rs))
+    return sc_fail(err, SC_EINPUT, "%s: key '%s' must be an object or null, found %s", where, key,
+                   cJSON_IsString(rs) ? "a string" : cJSON_IsNumber(rs) ? "a number" : "another JSON type");
+  char w[160];
+  snprintf(w, sizeof w, "%s: %s", where, key);
+  /* rope_parameters keyed by layer type (Gemma-style hybrids) */
+  for (const cJSON *e = rs->child; e; e = e->next)
+    if (cJSON_IsObject(e))
+      return sc_fail(err, SC_EINPUT, "%s: per-layer-type RoPE ('%s') is not supported", w, e->string);
+  const char *a = NULL, *b = NULL;
+  if (cfg_str_opt(rs, w, "rope_type", "", &a, err) || cfg_str_opt(rs, w, "type", "", &b, err)) return err->code;
+  if (*a && *b && strcmp(a, b))
+    return sc_fail(err, SC_EINPUT, "%s: rope_type '%s' and type '%s' disagree (transformers reads one or the "
+                   "other depending on its version)", w, a, b);
+  *type = *a ? a : *b ? b : dflt;
+  if (!*type)
+    return sc_fail(err, SC_EINPUT, "%s: no 'rope_type' (or legacy 'type'): transformers cannot tell which "
+                   "RoPE it means", w);
+  if (strcmp(*type, "default"))
+    return sc_fail(err, SC_EINPUT, "%s: RoPE type '%s' is not supported (supported: default); speechc "
+                   "would compute plain RoPE where transformers scales it", w, *type);
+  return SC_OK;
+}
+
+static int read_rope(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err) {
+  const char *t1, *t2;
+  /* rope_scaling without a type makes transformers 4.x fail; rope_parameters
+   * without one is 5.x's "default" */
+  if (rope_type_of(obj, where, "rope_scaling", NULL, &t1, err) ||
+      rope_type_of(obj, where, "rope_parameters", "default", &t2, err))
+    return err->code;
+  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(obj, "rope_parameters");
+  if (!cJSON_IsObject(rp)) rp = NULL;
+  char w[160];
+  snprintf(w, sizeof w, "%s: rope_parameters", where);
+  /* NAN: absent (a present value is finite; 0 or less is refused later) */
+  double theta = NAN, ptheta = NAN, prf = 1, pprf = 1;
+  if (cfg_num_opt(obj, where, "rope_theta", NAN, &theta, err) ||
+      (rp && cfg_num_opt(rp, w, "rope_theta", NAN, &ptheta, err)) ||
+      cfg_num_opt(obj, where, "partial_rotary_factor", 1, &prf, err) ||
+      (rp && cfg_num_opt(rp, w, "partial_rotary_factor", 1, &pprf, err)))
+    return err->code;
+  if (!isnan(theta) && !isnan(ptheta) && theta != ptheta)
+    return sc_fail(err, SC_EINPUT, "%s: rope_theta %g and rope_parameters.rope_theta %g disagree", where,
+                   theta, ptheta);
+  d->theta = !isnan(theta) ? theta : !isnan(ptheta) ? ptheta : 10000.0;
+  if (prf != 1 || pprf != 1)
+    return sc_fail(err, SC_EINPUT, "%s: %spartial_rotary_factor %g is not supported (RoPE over the whole "
+                   "head only: 1.0)", where, prf != 1 ? "" : "rope_parameters.", prf != 1 ? prf : pprf);
+  return SC_OK;
+}
+
+/* The block's config, as HF LlamaConfig / Qwen3Config define it.  Every key
+ * that changes the math is honoured or refused by name:
+ *   hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
+ *   intermediate_size, head_dim (default hidden/heads), rms_norm_eps  read;
+ *   rope_theta, rope_scaling, rope_parameters, partial_rotary_factor  read_rope;
+ *   hidden_act          silu only;
+ *   attention_bias      false only (q/k/v/o biases are not in the IR's block);
+ *   mlp_bias            false only (gate/up/down biases, likewise);
+ *   use_sliding_window  false only (Qwen3 ignores sliding_window then);
+ *   layer_types         every entry "full_attention";
+ *   pretraining_tp      ignored: transformers' forward no longer reads it,
+ *                       and its sliced matmuls were the same product;
+ *   attention_dropout, initializer_range, use_cache, token ids: no effect
+ *                       on inference.
+ * vocab_size, tie_word_embeddings and max_position_embeddings are the
+ * callers' (fe_llm.c, fe_tts.c). */
 int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err) {
   memset(d, 0, sizeof *d);
   if (cfg_int_req(obj, where, "hidden_size", &d->hidden, err) ||
@@ -21,7 +101,7 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
       cfg_int_req(obj, where, "intermediate_size", &d->inter, err) ||
       cfg_int_opt(obj, where, "num_key_value_heads", d->heads, &d->kv_heads, err) ||
       cfg_num_opt(obj, where, "rms_norm_eps", 1e-6, &d->eps, err) ||
-      cfg_num_opt(obj, where, "rope_theta", 10000.0, &d->theta, err))
+      read_rope(obj, where, d, err))
     return err->code;
   if (d->hidden < 1 || d->layers < 1 || d->heads < 1 || d->inter < 1)
     return sc_fail(err, SC_EINPUT, "%s: hidden_size, num_hidden_layers, num_attention_heads "
@@ -43,19 +123,36 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
   if (d->kv_heads < 1 || d->heads % d->kv_heads)
     return sc_fail(err, SC_EINPUT, "%s: num_attention_heads (%lld) must be a multiple of "
                    "num_key_value_heads (%lld)", where, (long long)d->heads, (long long)d->kv_heads);
-  if (d->head_dim < 2 || d->head_dim % 2 || d->head_dim > FE_DIM_MAX)
-    return sc_fail(err, SC_EINPUT, "%s: head_dim %lld must be even, positive and at most %d", where,
-                   (long long)d->head_dim, FE_DIM_MAX);
+  if (d->head_dim < 2 || d->head_dim % 2 || d->head_dim > FE_HEAD_DIM_MAX)
+    return sc_fail(err, SC_EINPUT, "%s: head_dim %lld must be even, positive and at most %d (published "
+                   "models use 64..256; the kernels keep one head on the stack or in shared memory)",
+                   where, (long long)d->head_dim, FE_HEAD_DIM_MAX);
   if (!(d->eps > 0) || !(d->theta > 0))
     return sc_fail(err, SC_EINPUT, "%s: rms_norm_eps and rope_theta must be positive", where);
   /* the norms compute in f32: an eps that is 0 or inf there has no meaning */
   if (!((float)d->eps > 0) || isinf((float)d->eps))
     return sc_fail(err, SC_EINPUT, "%s: rms_norm_eps %g is outside the f32 range", where, d->eps);
-  int flag = 0;
-  if (cfg_bool_opt(obj, where, "attention_bias", 0, &flag, err)) return err->code;
-  if (flag) return sc_fail(err, SC_EINPUT, "%s: attention_bias true is not supported yet", where);
-  if (cfg_bool_opt(obj, where, "use_sliding_window", 0, &flag, err)) return err->code;
-  if (flag) return sc_fail(err, SC_EINPUT, "%s: use_sliding_window true is not supported yet", where);
+  static const char *const no_bias[] = {"attention_bias", "mlp_bias", "use_sliding_window"};
+  static const char *const why[] = {"(the q/k/v/o biases would be dropped)",
+                                    "(the gate/up/down biases would be dropped)",
+                                    "(attention would see every earlier token)"};
+  for (int i = 0; i < 3; i++) {
+    int flag = 0;
+    if (cfg_bool_opt(obj, where, no_bias[i], 0, &flag, err)) return err->code;
+    if (flag) return sc_fail(err, SC_EINPUT, "%s: %s true is not supported yet %s", where, no_bias[i], why[i]);
+  }
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(obj, "layer_types");
+  if (lt && !cJSON_IsNull(lt)) {
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != d->layers)
+      return sc_fail(err, SC_EINPUT, "%s: layer_types must be a list of num_hidden_layers %lld entries, "
+                     "found %s%d entries", where, (long long)d->layers, cJSON_IsArray(lt) ? "" : "a non-list: ",
+                     cJSON_IsArray(lt) ? cJSON_GetArraySize(lt) : 0);
+    int i = 0;
+    for (const cJSON *e = lt->child; e; e = e->next, i++)
+      if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
+        return sc_fail(err, SC_EINPUT, "%s: layer_types[%d] is '%.40s': only full_attention layers are "
+                       "supported", where, i, cJSON_IsString(e) ? e->valuestring : "(not a string)");
+  }
   const char *act = NULL;
   if (cfg_str_opt(obj, where, "hidden_act", "silu", &act, err)) return err->code;
   if (strcmp(act, "silu"))

@@ -56,6 +56,86 @@ static void predictor_stack(Module *m, Graph *g, const TtsW *w, int x) {
   ir_output(g, logits, OUT_LOGITS);
 }
 
+/* id `v` of `key` within [0, n) of the table `table`; where names the object */
+static int id_in(const char *where, const char *key, int64_t v, int64_t n, const char *table, sc_error *err) {
+  if (v < 0 || v >= n)
+    return sc_fail(err, SC_EINPUT, "%s: %s %lld is outside the %s [0, %lld)", where, key, (long long)v, table,
+                   (long long)n);
+  return SC_OK;
+}
+
+/* A map of name -> codec id (codec_language_id, spk_id), or absent.  A
+ * speaker's value may be an id or a one-element list of one: the official
+ * generate embeds it as one prompt position (a longer list fails there). */
+static int id_map(const cJSON *t, const char *tw, const char *key, const char *what, int lists, int64_t vocab,
+                  sc_error *err) {
+  const cJSON *m = cJSON_GetObjectItemCaseSensitive(t, key);
+  if (!m || cJSON_IsNull(m)) return SC_OK;
+  if (!cJSON_IsObject(m))
+    return sc_fail(err, SC_EINPUT, "%s: %s must be an object of %s -> id, found %s", tw, key, what,
+                   cJSON_IsArray(m) ? "a list" : cJSON_IsString(m) ? "a string" : "a non-object");
+  char name[200], where[160];
+  snprintf(where, sizeof where, "%s: %s", tw, key);
+  for (const cJSON *e = m->child; e; e = e->next) {
+    snprintf(name, sizeof name, "%s.%.100s", key, e->string);
+    const cJSON *v = e;
+    if (lists && cJSON_IsArray(v)) {
+      if (cJSON_GetArraySize(v) != 1)
+        return sc_fail(err, SC_EINPUT, "%s: %s is a list of %d ids; a speaker id must be an integer or a "
+                       "one-element list (the official code embeds it as one prompt position)", tw, name,
+                       cJSON_GetArraySize(v));
+      v = v->child;
+    }
+    int64_t id;
+    if (cfg_int_val(v, where, e->string, &id, err) || id_in(tw, name, id, vocab, "codec vocabulary", err))
+      return err->code;
+  }
+  return SC_OK;
+}
+
+/* Every id the driver (runtime/tts.c) feeds to an embedding or compares
+ * with a sampled code, checked here so that a bad config fails the build
+ * naming its key rather than a `tts` run: integers (no fractions, strings
+ * or out-of-range doubles), text ids within text_vocab_size, codec ids
+ * within the talker's vocab_size. */
+static int read_ids(const Checkpoint *c, const cJSON *t, const TtsW *w, sc_error *err) {
+  const char *top = c->config_path, *tw = "config.json: talker_config";
+  static const char *const text_ids[] = {"tts_pad_token_id", "tts_bos_token_id", "tts_eos_token_id"};
+  static const char *const opt_text_ids[] = {"im_start_token_id", "im_end_token_id", "assistant_token_id"};
+  static const char *const codec_ids[] = {"codec_pad_id", "codec_bos_id", "codec_eos_token_id", "codec_think_id",
+                                          "codec_nothink_id", "codec_think_bos_id", "codec_think_eos_id"};
+  int64_t id;
+  for (size_t i = 0; i < sizeof text_ids / sizeof *text_ids; i++)
+    if (cfg_int_req(c->config, top, text_ids[i], &id, err) ||
+        id_in(top, text_ids[i], id, w->text_vocab, "text vocabulary", err))
+      return err->code;
+  for (size_t i = 0; i < sizeof opt_text_ids / sizeof *opt_text_ids; i++)
+    if (cfg_int_opt(c->config, top, opt_text_ids[i], 0, &id, err) ||
+        id_in(top, opt_text_ids[i], id, w->text_vocab, "text vocabulary", err))
+      return err->code;
+  for (size_t i = 0; i < sizeof codec_ids / sizeof *codec_ids; i++)
+    if (cfg_int_req(t, tw, codec_ids[i], &id, err) || id_in(tw, codec_ids[i], id, w->vocab, "codec vocabulary", err))
+      return err->code;
+  if (id_map(t, tw, "codec_language_id", "language", 0, w->vocab, err) ||
+      id_map(t, tw, "spk_id", "speaker", 1, w->vocab, err))
+    return err->code;
+  /* a dialect speaker's language replaces the requested one: it must exist */
+  const cJSON *dia = cJSON_GetObjectItemCaseSensitive(t, "spk_is_dialect");
+  const cJSON *langs = cJSON_GetObjectItemCaseSensitive(t, "codec_language_id");
+  if (!dia || cJSON_IsNull(dia)) return SC_OK;
+  if (!cJSON_IsObject(dia))
+    return sc_fail(err, SC_EINPUT, "%s: spk_is_dialect must be an object of speaker -> dialect name or false", tw);
+  for (const cJSON *e = dia->child; e; e = e->next) {
+    if (cJSON_IsFalse(e)) continue;
+    if (!cJSON_IsString(e))
+      return sc_fail(err, SC_EINPUT, "%s: spk_is_dialect.%.100s must be a dialect name or false", tw, e->string);
+    if (!cJSON_IsObject(langs) || !cJSON_GetObjectItemCaseSensitive(langs, e->valuestring))
+      return sc_fail(err, SC_EINPUT, "%s: spk_is_dialect.%.100s names '%.100s', which is not a key of "
+                     "codec_language_id", tw, e->string, e->valuestring);
+  }
+  return SC_OK;
+}
+
 static int read_config(const Checkpoint *c, TtsW *w, const cJSON **talker, sc_error *err) {
   const char *top = c->config_path;
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(c->config, "talker_config");
@@ -83,7 +163,7 @@ static int read_config(const Checkpoint *c, TtsW *w, const cJSON **talker, sc_er
     return sc_fail(err, SC_EINPUT, "%s: vocab_size, text_vocab_size, text_hidden_size must be positive", tw);
   w->groups = (int)groups;
   *talker = t;
-  return SC_OK;
+  return read_ids(c, t, w, err);
 }
 
 int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {

@@ -26,6 +26,7 @@ typedef struct BuildOpts {
   const char *dump_ir;       /* NULL, "" (all passes) or a pass name */
   int quiet;
   int check_numerics;        /* --check-numerics: entry points check their outputs */
+  int64_t max_session_mb;    /* --max-session-mb: refuse a build whose session needs more */
 } BuildOpts;
 
 typedef int (*FrontendFn)(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
@@ -59,6 +60,11 @@ int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3La
 /* Bounds on config dimensions, far above any published model. */
 #define FE_DIM_MAX (1 << 20)
 #define FE_LAYERS_MAX (1 << 12)
+/* head_dim: 2x the largest published (256).  The C target normalises one
+ * head in a stack array (2 KiB at 512) and the CUDA kernels stage a few
+ * heads per block in shared memory (cg_cuda.c refuses a graph whose block
+ * would need more than the 48 KiB a kernel may declare). */
+#define FE_HEAD_DIM_MAX 512
 
 /* Shared helpers. */
 /* Declare weight `name` from checkpoint tensor `tensor` of shape

@@ -16,7 +16,7 @@
 const sc_model_desc *sc_model_desc_of(const sc_model *m);
 int cmd_bench(int argc, char **argv); /* cmd_bench.c */
 int cmd_tts(int argc, char **argv);
-extern const char *const usage_tts;
+extern const char *const usage_tts, *const usage_bench;
 
 static const char *const usage_main =
     "usage: speechc <command> [options]\n"
@@ -58,6 +58,8 @@ static const char *const usage_build =
     "  --dump-ir[=PASS]       print the IR after every pass, or after PASS only\n"
     "                         (frontend, specialize, fuse, plan)\n"
     "  --no-fuse              skip the fusion pass (same numbers, slower)\n"
+    "  --max-session-mb N     refuse a build whose session (KV caches, scratch, logits)\n"
+    "                         needs more than N MB (default 65536 = 64 GiB)\n"
     "  --check-numerics       every entry point checks its outputs and fails (exit 3)\n"
     "                         naming the entry and the first NaN/inf index\n"
     "  -q, --quiet            no progress lines\n";
@@ -120,6 +122,10 @@ static int cmd_build(int argc, char **argv) {
     } else if (is_flag(a, "--prefill-chunk")) {
       if (parse_int("--prefill-chunk", flag_value(argc, argv, &i, "--prefill-chunk"), 1, 4096, &v)) return SC_EUSAGE;
       o.prefill_chunk = (int)v;
+    } else if (is_flag(a, "--max-session-mb")) {
+      if (parse_int("--max-session-mb", flag_value(argc, argv, &i, "--max-session-mb"), 1, 1L << 40, &v))
+        return SC_EUSAGE;
+      o.max_session_mb = v;
     } else if (is_flag(a, "--emit-dir")) {
       if (!(o.emit_dir = flag_value(argc, argv, &i, "--emit-dir")))
         return usage_error(usage_build, "%s needs a directory", a);
@@ -253,6 +259,7 @@ static int cmd_run(int argc, char **argv) {
   out = malloc(((size_t)n_new + 1) * sizeof *out);
   if (!out) { free(ids); return SC_ERUNTIME; }
   rc = sc_model_open(path, &opts, &m, &err);
+  if (!rc) rc = check_family(m, path, "llm", &err);
   if (!rc) rc = sc_session_open(m, &s, &err);
   if (!rc) rc = sc_generate(s, ids, n_ids, (int)n_new, &sp, (int32_t)eos, out, &n_out, NULL, NULL, &err);
   if (!rc) {
@@ -275,10 +282,17 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) { fputs(usage_main, stdout); return 0; }
   if (!strcmp(cmd, "--version")) { printf("speechc %s (artifact ABI %d)\n", SPEECHC_VERSION, SC_ABI_VERSION); return 0; }
   if (!strcmp(cmd, "help")) {
-    const char *what = argc > 2 ? argv[2] : "";
-    fputs(!strcmp(what, "build") ? usage_build : !strcmp(what, "inspect") ? usage_inspect
-          : !strcmp(what, "run") ? usage_run : !strcmp(what, "tts") ? usage_tts : usage_main, stdout);
-    return 0;
+    static const struct { const char *name; const char *const *usage; } help[] = {
+        {"build", &usage_build}, {"inspect", &usage_inspect}, {"run", &usage_run},
+        {"bench", &usage_bench}, {"tts", &usage_tts}, {"help", &usage_main}};
+    const char *what = argc > 2 ? argv[2] : "help";
+    for (size_t i = 0; i < sizeof help / sizeof help[0]; i++)
+      if (!strcmp(what, help[i].name)) {
+        fputs(*help[i].usage, stdout);
+        return 0;
+      }
+    fprintf(stderr, "speechc: help: unknown command '%s'\n\n%s", what, usage_main);
+    return SC_EUSAGE;
   }
   if (!strcmp(cmd, "build")) return cmd_build(argc - 2, argv + 2);
   if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 2, argv + 2);

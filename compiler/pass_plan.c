@@ -17,6 +17,7 @@
  * ([T, q cols + k cols]), alive only during the node (the C target's
  * temporaries; a device kernel may not need them).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -122,11 +123,33 @@ static void plan_graph(Graph *g) {
 }
 
 void pass_plan(Module *m) {
+  /* every state is at most 2^20 rows of 2^29 floats (max context, kv_heads
+   * * head_dim); their sum saturates, and pass_plan_check_session refuses
+   * it long before */
   int64_t off = 0;
   for (int s = 0; s < m->n_states; s++) {
     m->states[s].offset = off;
-    off += ALIGN(m->states[s].rows * m->states[s].cols * 4);
+    int64_t sz = ALIGN(m->states[s].rows * m->states[s].cols * 4);
+    off = off > INT64_MAX / 2 - sz ? INT64_MAX / 2 : off + sz;
   }
   m->state_bytes = off;
   for (int gi = 0; gi < m->n_graphs; gi++) plan_graph(&m->graphs[gi]);
+}
+
+int pass_plan_check_session(const Module *m, int64_t cap_mb, sc_error *err) {
+  int64_t scratch = 0;
+  const char *widest = "";
+  for (int gi = 0; gi < m->n_graphs; gi++)
+    if (m->graphs[gi].scratch_bytes > scratch) {
+      scratch = m->graphs[gi].scratch_bytes;
+      widest = m->graphs[gi].name;
+    }
+  const double mb = 1048576.0, state = (double)m->state_bytes, logits = 4.0 * m->vocab;
+  const double total = state + (double)scratch + logits;
+  if (total <= (double)cap_mb * mb) return SC_OK;
+  return sc_fail(err, SC_EINPUT, "per-session memory %.1f MB exceeds --max-session-mb %lld: %.1f MB of state "
+                 "(KV caches of %d positions), %.1f MB of scratch (entry '%s'), %.1f MB of logits (hint: lower "
+                 "--max-context or --prefill-chunk, or raise --max-session-mb if the machine holds it)",
+                 total / mb, (long long)cap_mb, state / mb, m->max_context, (double)scratch / mb, widest,
+                 logits / mb);
 }

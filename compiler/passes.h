@@ -19,6 +19,10 @@ void pass_mark_used(Module *m);
 /* Plan one static scratch arena per graph (liveness, first-fit reuse,
  * in-place residual updates) and the session state layout. */
 void pass_plan(Module *m);
+/* After pass_plan: what one session allocates (state, the largest scratch
+ * arena, the logits row) against cap_mb megabytes (2^20 bytes); an error
+ * names the numbers and the flag that raises the cap. */
+int pass_plan_check_session(const Module *m, int64_t cap_mb, sc_error *err);
 /* Lay out and write the packed weight file (aligned, in band layout,
  * checksummed).  path: the weight file.  Returns SC_OK or an error. */
 int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_bytes,

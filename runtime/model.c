@@ -298,7 +298,9 @@ static int check_tokens(sc_session *s, const int32_t *ids, int n, sc_error *err)
 }
 
 int sc_prefill(sc_session *s, const int32_t *ids, int n, sc_error *err) {
-  if (!s->m->prefill) return sc_fail(err, SC_EUSAGE, "this model has no prefill entry point");
+  if (!s->m->prefill)
+    return sc_fail(err, SC_EUSAGE, "%s: a %s model has no prefill entry point%s", s->m->path, s->m->d->family,
+                   strcmp(s->m->d->family, "qwen3_tts") ? "" : " (hint: speechc tts drives Qwen3-TTS models)");
   if (check_tokens(s, ids, n, err)) return err->code;
   const sc_entry *e = s->m->prefill;
   for (int done = 0; done < n;) {
@@ -312,7 +314,9 @@ int sc_prefill(sc_session *s, const int32_t *ids, int n, sc_error *err) {
 }
 
 int sc_decode(sc_session *s, int32_t id, sc_error *err) {
-  if (!s->m->decode) return sc_fail(err, SC_EUSAGE, "this model has no decode entry point");
+  if (!s->m->decode)
+    return sc_fail(err, SC_EUSAGE, "%s: a %s model has no decode entry point%s", s->m->path, s->m->d->family,
+                   strcmp(s->m->d->family, "qwen3_tts") ? "" : " (hint: speechc tts drives Qwen3-TTS models)");
   if (check_tokens(s, &id, 1, err)) return err->code;
   sc_io io = {.ids = &id, .n = 1, .pos = s->pos, .out = s->logits};
   if (rt_call(s, s->m->decode, &io, err)) return err->code;

@@ -75,6 +75,7 @@ static void list_keys(const cJSON *obj, char *out, size_t size) {
   out[0] = 0;
   const cJSON *it;
   cJSON_ArrayForEach(it, obj) {
+    if (!it->string) continue; /* not an object: fe_tts refuses such configs at build */
     int n = snprintf(out + len, size - len, "%s%s", len ? ", " : "", it->string);
     if (n < 0 || (size_t)n >= size - len) break;
     len += (size_t)n;

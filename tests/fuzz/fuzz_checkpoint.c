@@ -15,7 +15,9 @@
  * five models (or anything else).  Then, as `speechc build` does:
  * ckpt_open; every config key through every typed reader (cfg_*); every
  * indexed tensor through ckpt_tensor; the frontend of the config's
- * model_type, ir_verify, and the passes up to planning.  Packing and code
+ * model_type, ir_verify, the passes up to planning and the per-session
+ * memory check; for Qwen3-TTS, that every id the runtime driver reads from
+ * an accepted config is a whole number inside its table.  Packing and code
  * generation are left out (they read no input the loader has not checked).
  */
 #include "fuzz_util.h"
@@ -78,6 +80,34 @@ static void read_all(const cJSON *obj, const char *where, int depth) {
   }
 }
 
+/* A Qwen3-TTS config the frontend accepts hands the runtime driver (which
+ * reads ids with cJSON's valueint) only whole ids inside their tables. */
+static void id_ok(const cJSON *v, double n, const char *key) {
+  if (cJSON_IsArray(v) && cJSON_GetArraySize(v) == 1) v = v->child;
+  FUZZ_CHECK(cJSON_IsNumber(v), "accepted a non-number id for '%s'", key);
+  double d = v->valuedouble;
+  FUZZ_CHECK(d >= 0 && d < n && d == (double)(int)d, "accepted id %g for '%s' (table of %g)", d, key, n);
+}
+
+static void tts_ids_in_range(const cJSON *cfg) {
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(cfg, "talker_config");
+  const double V = cJSON_GetObjectItemCaseSensitive(t, "vocab_size")->valuedouble;
+  const double TV = cJSON_GetObjectItemCaseSensitive(t, "text_vocab_size")->valuedouble;
+  static const char *const text[] = {"tts_pad_token_id", "tts_bos_token_id", "tts_eos_token_id"};
+  static const char *const codec[] = {"codec_pad_id", "codec_bos_id", "codec_eos_token_id", "codec_think_id",
+                                      "codec_nothink_id", "codec_think_bos_id", "codec_think_eos_id"};
+  for (size_t i = 0; i < sizeof text / sizeof *text; i++)
+    id_ok(cJSON_GetObjectItemCaseSensitive(cfg, text[i]), TV, text[i]);
+  for (size_t i = 0; i < sizeof codec / sizeof *codec; i++)
+    id_ok(cJSON_GetObjectItemCaseSensitive(t, codec[i]), V, codec[i]);
+  static const char *const maps[] = {"codec_language_id", "spk_id"};
+  for (int k = 0; k < 2; k++) {
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(t, maps[k]);
+    FUZZ_CHECK(!m || cJSON_IsNull(m) || cJSON_IsObject(m), "accepted a non-object '%s'", maps[k]);
+    for (const cJSON *e = m ? m->child : NULL; e && cJSON_IsObject(m); e = e->next) id_ok(e, V, maps[k]);
+  }
+}
+
 static void run_frontend(const Checkpoint *c) {
   sc_error err = {0};
   const char *model_type = NULL, *family = NULL;
@@ -106,6 +136,8 @@ static void run_frontend(const Checkpoint *c) {
     pass_plan(&m);
     for (int gi = 0; gi < m.n_graphs; gi++)
       FUZZ_CHECK(ir_verify(&m, &m.graphs[gi], &err) == SC_OK, "after the passes: %s", err.msg);
+    if ((rc = pass_plan_check_session(&m, o.max_session_mb, &err))) check_err(rc, &err, "session memory");
+    if (!strcmp(family, "qwen3_tts")) tts_ids_in_range(c->config);
   }
   ir_module_free(&m);
 }
