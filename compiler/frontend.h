@@ -26,6 +26,7 @@ typedef struct BuildOpts {
   const char *dump_ir;       /* NULL, "" (all passes) or a pass name */
   int quiet;
   int check_numerics;        /* --check-numerics: entry points check their outputs */
+  int signals;               /* the CLI: SIGINT/SIGTERM/SIGHUP remove the temporaries */
 } BuildOpts;
 
 typedef int (*FrontendFn)(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);

@@ -6,6 +6,8 @@
 #ifndef SC_PASSES_H
 #define SC_PASSES_H
 
+#include <stdio.h>
+
 #include "frontend.h"
 #include "ir.h"
 
@@ -20,8 +22,9 @@ void pass_mark_used(Module *m);
  * in-place residual updates) and the session state layout. */
 void pass_plan(Module *m);
 /* Lay out and write the packed weight file (aligned, in band layout,
- * checksummed).  path: the weight file.  Returns SC_OK or an error. */
-int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_bytes,
+ * checksummed).  f: the weight file, empty and open for writing; pass_pack
+ * closes it.  path names it in messages.  Returns SC_OK or an error. */
+int pass_pack(Module *m, FILE *f, const char *path, uint64_t *checksum, uint64_t *data_bytes,
               uint64_t build_id, int quiet, sc_error *err);
 
 #endif
