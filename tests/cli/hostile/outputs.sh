@@ -7,9 +7,10 @@
 #      and nothing is written (the checkpoint compares equal afterwards);
 #   2. symlinks planted at the temporary names the old code used are never
 #      followed;
-#   3. concurrent builds to one -o leave a pair that loads; a refused or
-#      interrupted build (SIGINT, SIGTERM) leaves nothing behind, in the
-#      output directory nor in $TMPDIR;
+#   3. concurrent builds to one -o leave a pair that loads, and a reader
+#      meanwhile loads the old or the new pair; a refused or interrupted build
+#      (SIGINT, SIGTERM) leaves nothing behind, in the output directory nor
+#      in $TMPDIR;
 #   4. file names with quotes, backslashes, control bytes and non-UTF-8 bytes
 #      build and run (they never reach the generated C unescaped).
 # Every hostile file is made under $W; no case writes outside it.
@@ -159,6 +160,28 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
     : >"$W/err"; fail_case "concurrent-$i-files" "left '$(ls -A "$W/cc" | tr '\n' ' ')'"; break
   fi
 done
+
+# A reader that loaded the model just before a rebuild installed another
+# one and removed the old weight file (the model here is the generated
+# source with a constructor that sleeps 1 s, built by the system compiler:
+# the rebuild happens while the reader is inside dlopen): it opens the new
+# model instead, and never fails on the missing file nor loads a mix.
+mkdir -p "$W/rd"
+if setup reader-emit "$BIN" build -q "$QWEN" -o "$W/rd/m.so" --emit-dir "$W/rdsrc"; then
+  printf '%s\n' 'extern unsigned int sleep(unsigned int);' \
+    '__attribute__((constructor)) static void slow_load(void) { sleep(1); }' >>"$W/rdsrc/model.c"
+  if setup reader-slow-so "${CC:-cc}" -shared -fPIC -I "$W/rdsrc" -o "$W/rd/slow.so" "$W/rdsrc/model.c"; then
+    mv "$W/rd/slow.so" "$W/rd/m.so"
+    "$BIN" inspect "$W/rd/m.so" >"$W/rd_out" 2>"$W/rd_err" & reader=$!
+    sleep 0.3
+    expect reader-rebuild 0 -- "$BIN" build -q "$SHARDED" -o "$W/rd/m.so"
+    wait $reader; rc=$?
+    cp "$W/rd_err" "$W/err"
+    if [ $rc -ne 0 ]; then fail_case reader-during-rebuild "exit $rc"
+    elif ! grep -q "model_type llama" "$W/rd_out"; then fail_case reader-during-rebuild "did not load the new model"
+    else pass; fi
+  fi
+fi
 
 # Interrupted builds: the TTS model with gcc takes long enough to be caught
 # at several points; each must end with 128+signal and leave nothing in the
