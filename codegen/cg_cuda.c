@@ -1524,7 +1524,11 @@ int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *ho
     OUT("#include \"sc_abi.h\"\n\n");
     cg_emit_layout(cg);
     OUT("\nstatic const char *const kernel_names[] = {\n");
-    for (int k = 0; k < cu->n_k; k++) OUT("  \"%s\",\n", cu->k[k].name);
+    for (int k = 0; k < cu->n_k; k++) {
+      OUT("  ");
+      sb_cquote(host, cu->k[k].name);
+      OUT(",\n");
+    }
     OUT("};\n");
     sb_puts(host, cu->launch.s ? cu->launch.s : "");
     sb_puts(host, entries.s ? entries.s : "");
@@ -1585,12 +1589,14 @@ int cg_emit_cuda_tail(const Module *m, const CgInfo *info, const CgDevice *dev, 
   cg->err = err;
   emit_text(host, "device_code", dev->code, dev->code_bytes);
   emit_text(host, "device_source", dev->source, strlen(dev->source));
-  char extra[256];
-  snprintf(extra, sizeof extra,
-           "  device_code, %lluULL, device_source, \"%s\",\n"
-           "  (int)(sizeof kernel_names / sizeof kernel_names[0]), kernel_names,\n",
-           (unsigned long long)dev->code_bytes, dev->arch);
-  cg_emit_descriptor_ext(cg, info, "cuda", extra);
+  StrBuf extra;
+  sb_init(&extra);
+  sb_printf(&extra, "  device_code, %lluULL, device_source, ", (unsigned long long)dev->code_bytes);
+  sb_cquote(&extra, dev->arch);
+  sb_puts(&extra, ",\n  (int)(sizeof kernel_names / sizeof kernel_names[0]), kernel_names,\n");
+  if (extra.failed) host->failed = 1;
+  cg_emit_descriptor_ext(cg, info, "cuda", extra.s ? extra.s : "");
+  sb_free(&extra);
   if (host->failed) return sc_fail(err, SC_ERUNTIME, "out of memory while generating code");
   return SC_OK;
 }

@@ -111,7 +111,9 @@ void cg_emit_layout(Cg *cg) {
     c_ident(wt->name, id, sizeof id);
     OUT("#define W_%s (W + %lldLL) /* %s [", id, (long long)wt->offset, ir_dtype_name(wt->band));
     if (wt->sets > 1) OUT("%lld, ", (long long)wt->sets);
-    OUT("%lld, %lld] %s */\n", (long long)wt->rows, (long long)wt->cols, wt->source);
+    OUT("%lld, %lld] ", (long long)wt->rows, (long long)wt->cols);
+    sb_comment(cg->o, wt->source);
+    OUT(" */\n");
   }
   OUT("\n/* Session state: byte offsets in the state block. */\n");
   for (int s = 0; s < m->n_states; s++) {
@@ -123,7 +125,9 @@ void cg_emit_layout(Cg *cg) {
 }
 
 /* The entry table, tensor table, config text and the exported descriptor
- * (sc_abi.h) that every target's host code ends with. */
+ * (sc_abi.h) that every target's host code ends with.  Every string in them
+ * is printed by sb_cquote / sb_cstring: names come from the checkpoint and
+ * from -o. */
 void cg_emit_descriptor(Cg *cg, const CgInfo *info, const char *target) {
   cg_emit_descriptor_ext(cg, info, target, NULL);
 }
@@ -134,7 +138,9 @@ void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, cons
   OUT("\nstatic const sc_entry entries[] = {\n");
   for (int gi = 0; gi < m->n_graphs; gi++) {
     const Graph *g = &m->graphs[gi];
-    OUT("  {\"%s\", entry_%s, %s, %d, %d, %d, %d, %lldULL},\n", g->name, g->name,
+    OUT("  {");
+    sb_cquote(o, g->name);
+    OUT(", entry_%s, %s, %d, %d, %d, %d, %lldULL},\n", g->name,
         g->input == SC_IN_IDS ? "SC_IN_IDS" : "SC_IN_EMBEDS", g->max_tokens, g->out_cols,
         g->out_all_rows, g->hidden_cols, (long long)g->scratch_bytes);
   }
@@ -143,9 +149,11 @@ void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, cons
   for (int w = 0; w < m->n_weights; w++) {
     const IrWeight *wt = &m->weights[w];
     if (!wt->used) continue;
-    OUT("  {\"%s\", \"", wt->name);
-    sb_cstring(o, wt->source);
-    OUT("\", %s, %lld, %lld, %lld, %lldULL, %lldULL},\n", wtype_name(wt->band),
+    OUT("  {");
+    sb_cquote(o, wt->name);
+    OUT(", ");
+    sb_cquote(o, wt->source);
+    OUT(", %s, %lld, %lld, %lld, %lldULL, %lldULL},\n", wtype_name(wt->band),
         (long long)wt->sets, (long long)wt->rows, (long long)wt->cols, (long long)wt->offset,
         (long long)wt->bytes);
     n_tensors++;
@@ -163,14 +171,23 @@ void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, cons
   if (!len) OUT("  \"\"\n");
   OUT("  ;\n\nstatic const sc_model_desc desc = {\n");
   OUT("  SC_DESC_MAGIC, SC_ABI_VERSION,\n");
-  OUT("  \"%s\", \"%s\", config_json, 0x%016llxULL,\n", m->family, m->model_type,
-      (unsigned long long)m->config_hash);
-  OUT("  \"%s\", \"%s\", \"%s\",\n", SPEECHC_VERSION, target, info->cpu_features);
+  OUT("  ");
+  sb_cquote(o, m->family);
+  OUT(", ");
+  sb_cquote(o, m->model_type);
+  OUT(", config_json, 0x%016llxULL,\n  ", (unsigned long long)m->config_hash);
+  sb_cquote(o, SPEECHC_VERSION);
+  OUT(", ");
+  sb_cquote(o, target);
+  OUT(", ");
+  sb_cquote(o, info->cpu_features);
+  OUT(",\n");
   OUT("  %d, %d, %d, %d, /* vocab, hidden, layers, max_context */\n", m->vocab, m->hidden,
       m->n_layers, m->max_context);
-  OUT("  \"%s\", %lluULL, 0x%016llxULL, 0x%016llxULL,\n", info->weight_file,
-      (unsigned long long)info->weight_bytes, (unsigned long long)info->weight_checksum,
-      (unsigned long long)info->build_id);
+  OUT("  ");
+  sb_cquote(o, info->weight_file);
+  OUT(", %lluULL, 0x%016llxULL, 0x%016llxULL,\n", (unsigned long long)info->weight_bytes,
+      (unsigned long long)info->weight_checksum, (unsigned long long)info->build_id);
   OUT("  %lldULL, /* state bytes */\n", (long long)m->state_bytes);
   OUT("  %d, entries, %d, tensors,\n", m->n_graphs, n_tensors);
   if (extra) OUT("%s", extra);

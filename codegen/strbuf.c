@@ -47,12 +47,33 @@ void sb_puts(StrBuf *b, const char *s) {
   b->len += n;
 }
 
+/* The one way a string from outside (a file name, a tensor name, config
+ * text) enters generated code: every byte outside printable ASCII as a
+ * three-digit octal escape (so a following digit never extends it), and
+ * '?' too (no trigraphs, whatever the compiler's dialect). */
 void sb_cstring(StrBuf *b, const char *s) {
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
     if (c == '"' || c == '\\') sb_printf(b, "\\%c", c);
     else if (c == '\n') sb_puts(b, "\\n");
-    else if (c < 32 || c >= 127) sb_printf(b, "\\%03o", c);
+    else if (c < 32 || c >= 127 || c == '?') sb_printf(b, "\\%03o", c);
+    else sb_printf(b, "%c", c);
+  }
+}
+
+void sb_cquote(StrBuf *b, const char *s) {
+  sb_puts(b, "\"");
+  sb_cstring(b, s);
+  sb_puts(b, "\"");
+}
+
+/* Text inside a C comment: printable ASCII, except that "*\/" is broken
+ * up; other bytes become '?'. */
+void sb_comment(StrBuf *b, const char *s) {
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '*' && s[1] == '/') sb_puts(b, "* ");
+    else if (c < 32 || c >= 127) sb_puts(b, "?");
     else sb_printf(b, "%c", c);
   }
 }

@@ -2,12 +2,16 @@
  * build.c — the whole compiler on one screen:
  *
  *   checkpoint -> frontend -> specialize -> fuse -> plan -> pack weights
- *              -> C source -> toolchain -> model.so (+ model.weights)
+ *              -> C source -> toolchain -> OUT.so (+ OUT.<id>.weights)
  *
  * The graphs are verified after every pass and can be printed after any of
- * them (--dump-ir[=PASS]).  Outputs are written under temporary names and
- * renamed into place only when everything succeeded, so a failed build
- * never leaves a half-written artifact behind.
+ * them (--dump-ir[=PASS]).  The outputs (output.c) are checked before any
+ * work (-o is never an input of the build, nor anything but a regular file
+ * or a symlink), written as new temporaries beside -o and renamed into place
+ * only when everything succeeded: the weight file first, under a name that
+ * changes with its content, then the model that names it, so that a reader
+ * never sees a mismatched pair.  A failed or interrupted build leaves
+ * nothing behind.
  */
 #include "build.h"
 
@@ -22,6 +26,7 @@
 
 #include "cg.h"
 #include "checksum.h"
+#include "output.h"
 #include "passes.h"
 #include "sc_abi_text.h"
 #include "toolchain.h"
@@ -61,15 +66,6 @@ static int write_file(const char *path, const void *data, size_t n, sc_error *er
   return SC_OK;
 }
 
-/* "out/model.so" -> "model.weights" (basename, .so replaced) */
-static void weight_name(const char *out, char *name, size_t size) {
-  const char *base = strrchr(out, '/');
-  base = base ? base + 1 : out;
-  size_t len = strlen(base);
-  if (len > 3 && !strcmp(base + len - 3, ".so")) len -= 3;
-  snprintf(name, size, "%.*s.weights", (int)len, base);
-}
-
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -101,11 +97,14 @@ int sc_build(const BuildOpts *o, sc_error *err) {
                    ir_dtype_name(o->band));
   Checkpoint c;
   if (ckpt_open(&c, o->model_dir, err)) return err->code;
+  OutPair out;
+  if (out_open(&out, o->out_path, &c, o->signals, err)) {
+    ckpt_close(&c);
+    return err->code;
+  }
   Module m;
   ir_module_init(&m);
-  char *minified = NULL, *src_path = NULL, *so_tmp = NULL, *w_tmp = NULL, *w_path = NULL;
-  char tmpdir[] = "/tmp/speechc-XXXXXX";
-  int made_tmp = 0;
+  char *minified = NULL;
   StrBuf src, cu;
   sb_init(&src);
   sb_init(&cu);
@@ -140,19 +139,7 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   if ((rc = verify_all(&m, "plan", o, err))) goto done;
   if ((rc = pass_plan_check_session(&m, o->max_session_mb, err))) goto done;
 
-  /* weights */
-  char wname[256];
-  weight_name(o->out_path, wname, sizeof wname);
-  size_t olen = strlen(o->out_path);
-  w_path = malloc(olen + sizeof wname + 8);
-  w_tmp = malloc(olen + sizeof wname + 16);
-  so_tmp = malloc(olen + 16);
-  if (!w_path || !w_tmp || !so_tmp) { rc = sc_fail(err, SC_ERUNTIME, "out of memory"); goto done; }
-  const char *slash = strrchr(o->out_path, '/');
-  int dirlen = slash ? (int)(slash - o->out_path + 1) : 0;
-  sprintf(w_path, "%.*s%s", dirlen, o->out_path, wname);
-  sprintf(w_tmp, "%s.tmp", w_path);
-  sprintf(so_tmp, "%s.tmp", o->out_path);
+  /* weights; the file's name carries a hash of the build id and checksum */
   char idtext[512];
   snprintf(idtext, sizeof idtext, "%016llx %s %s %d %d %d%s%s", (unsigned long long)m.config_hash,
            SPEECHC_VERSION, ir_dtype_name(o->band), m.max_context, o->fuse, o->prefill_chunk,
@@ -160,7 +147,12 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   uint64_t build_id = sc_fnv1a(idtext, strlen(idtext));
   uint64_t checksum = 0, data_bytes = 0;
   m.q4_0_ggml = cuda; /* the CUDA kernels read GGML's q4_0 blocks */
-  if ((rc = pass_pack(&m, w_tmp, &checksum, &data_bytes, build_id, o->quiet, err))) goto done;
+  FILE *wf;
+  const char *wtmp;
+  if ((rc = out_weights(&out, &wf, &wtmp, err))) goto done;
+  if ((rc = pass_pack(&m, wf, wtmp, &checksum, &data_bytes, build_id, o->quiet, err))) goto done;
+  const uint64_t pair[2] = {build_id, checksum};
+  const char *wname = out_weight_name(&out, sc_fnv1a(pair, sizeof pair));
 
   /* code */
   char features[128];
@@ -170,63 +162,39 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   if (cuda) rc = emit_cuda(&m, &info, arch, &src, &cu, &ptx, err);
   else rc = cg_emit_c(&m, &info, &src, err);
   if (rc) goto done;
-  const char *dir = o->emit_dir;
-  if (dir) {
-    if (mkdir(dir, 0755) && errno != EEXIST) {
-      rc = sc_fail(err, SC_EUSAGE, "--emit-dir %s: cannot create: %s", dir, strerror(errno));
+  if ((rc = out_scratch(&out, err))) goto done;
+  char src_path[PATH_MAX + 16], abi_path[PATH_MAX + 16];
+  snprintf(src_path, sizeof src_path, "%s", out.scratch_file[0]);
+  snprintf(abi_path, sizeof abi_path, "%s", out.scratch_file[1]);
+  if (o->emit_dir) { /* sources for humans; the compiler's output stays private */
+    if (mkdir(o->emit_dir, 0755) && errno != EEXIST) {
+      rc = sc_fail(err, SC_EUSAGE, "--emit-dir %s: cannot create: %s", o->emit_dir, strerror(errno));
       goto done;
     }
-  } else {
-    if (!mkdtemp(tmpdir)) { rc = sc_fail(err, SC_ERUNTIME, "cannot create a temporary directory"); goto done; }
-    made_tmp = 1;
-    dir = tmpdir;
+    snprintf(src_path, sizeof src_path, "%s/model.c", o->emit_dir);
+    snprintf(abi_path, sizeof abi_path, "%s/sc_abi.h", o->emit_dir);
   }
-  src_path = malloc(strlen(dir) + 32);
-  char *abi_path = malloc(strlen(dir) + 32);
-  if (!src_path || !abi_path) {
-    free(abi_path);
-    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
-    goto done;
-  }
-  sprintf(src_path, "%s/model.c", dir);
-  sprintf(abi_path, "%s/sc_abi.h", dir);
   rc = write_file(abi_path, sc_abi_text, strlen((const char *)sc_abi_text), err);
   if (!rc) rc = write_file(src_path, src.s, src.len, err);
   if (!rc && cuda && o->emit_dir) {
     /* the device source and its PTX, for humans and for ptxas */
-    sprintf(abi_path, "%s/model.cu", dir);
-    rc = write_file(abi_path, cu.s, cu.len, err);
-    sprintf(abi_path, "%s/model.ptx", dir);
-    if (!rc) rc = write_file(abi_path, ptx, strlen(ptx), err);
-    sprintf(abi_path, "%s/sc_abi.h", dir);
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof path, "%s/model.cu", o->emit_dir);
+    rc = write_file(path, cu.s, cu.len, err);
+    snprintf(path, sizeof path, "%s/model.ptx", o->emit_dir);
+    if (!rc) rc = write_file(path, ptx, strlen(ptx), err);
   }
   if (!rc) {
     if (!o->quiet && now() - t0 > 1.0) fprintf(stderr, "speechc: compiling with %s\n", o->cc);
-    rc = tc_compile(o->cc, src_path, so_tmp, err);
+    rc = tc_compile(o->cc, src_path, out.scratch_file[2], o->signals ? &out.compiler : NULL, err);
   }
-  if (made_tmp) {
-    unlink(src_path);
-    unlink(abi_path);
-    rmdir(tmpdir);
-  }
-  free(abi_path);
   if (rc) goto done;
-  if (rename(w_tmp, w_path) || rename(so_tmp, o->out_path)) {
-    rc = sc_fail(err, SC_EINPUT, "%s: cannot move the outputs into place: %s", o->out_path, strerror(errno));
-    goto done;
-  }
+  if ((rc = out_install(&out, err))) goto done;
   if (!o->quiet && now() - t0 > 1.0)
     fprintf(stderr, "speechc: built %s (+ %s, %llu MB) in %.1f s\n", o->out_path, wname,
             (unsigned long long)(data_bytes >> 20), now() - t0);
 done:
-  if (rc) {
-    if (w_tmp) unlink(w_tmp);
-    if (so_tmp) unlink(so_tmp);
-  }
-  free(w_tmp);
-  free(w_path);
-  free(so_tmp);
-  free(src_path);
+  out_close(&out);
   sb_free(&src);
   sb_free(&cu);
   free(ptx);

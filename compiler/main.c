@@ -38,7 +38,9 @@ static const char *const usage_build =
     "usage: speechc build MODEL_DIR -o OUT.so [options]\n"
     "\n"
     "Compiles the checkpoint in MODEL_DIR (config.json plus model.safetensors, or shards\n"
-    "listed by model.safetensors.index.json) into OUT.so and OUT.weights beside it.\n"
+    "listed by model.safetensors.index.json) into OUT.so and, beside it, the weight file\n"
+    "OUT.<id>.weights that OUT.so names (<id>: 16 hex digits that change with the weights).\n"
+    "OUT may replace a previous build, never an input of the build nor a non-regular file.\n"
     "\n"
     "  -o, --output PATH      the shared object to write (required)\n"
     "  --cc tcc|gcc|clang     toolchain: tcc = embedded libtcc (default, needs no C\n"
@@ -152,6 +154,7 @@ static int cmd_build(int argc, char **argv) {
   }
   if (!o.model_dir) return usage_error(usage_build, "%s", "missing MODEL_DIR");
   if (!o.out_path) return usage_error(usage_build, "%s", "missing -o OUT.so");
+  o.signals = 1;
   sc_error err = {0};
   return report(sc_build(&o, &err), &err);
 }

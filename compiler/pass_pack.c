@@ -203,7 +203,7 @@ static void write_rope(Writer *w, const IrWeight *wt, float *row) {
   }
 }
 
-int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_bytes,
+int pass_pack(Module *m, FILE *f, const char *path, uint64_t *checksum, uint64_t *data_bytes,
               uint64_t build_id, int quiet, sc_error *err) {
   int64_t off = 0, max_cols = 0;
   settle_bands(m);
@@ -217,8 +217,7 @@ int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_by
   }
   int64_t total = ALIGN(off);
   Writer w = {0};
-  w.f = fopen(path, "wb");
-  if (!w.f) return sc_fail(err, SC_EINPUT, "%s: cannot create the weight file: %s", path, strerror(errno));
+  w.f = f;
   sc_hash_init(&w.hash);
   w.total = total;
   w.quiet = quiet;

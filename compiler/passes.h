@@ -6,6 +6,8 @@
 #ifndef SC_PASSES_H
 #define SC_PASSES_H
 
+#include <stdio.h>
+
 #include "frontend.h"
 #include "ir.h"
 
@@ -24,8 +26,9 @@ void pass_plan(Module *m);
  * names the numbers and the flag that raises the cap. */
 int pass_plan_check_session(const Module *m, int64_t cap_mb, sc_error *err);
 /* Lay out and write the packed weight file (aligned, in band layout,
- * checksummed).  path: the weight file.  Returns SC_OK or an error. */
-int pass_pack(Module *m, const char *path, uint64_t *checksum, uint64_t *data_bytes,
+ * checksummed).  f: the weight file, empty and open for writing; pass_pack
+ * closes it.  path names it in messages.  Returns SC_OK or an error. */
+int pass_pack(Module *m, FILE *f, const char *path, uint64_t *checksum, uint64_t *data_bytes,
               uint64_t build_id, int quiet, sc_error *err);
 
 #endif

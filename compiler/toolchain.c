@@ -2,6 +2,8 @@
 #include "toolchain.h"
 
 #include <libtcc.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,12 +60,30 @@ void tc_host_features(char *out, size_t size) {
   }
 }
 
-static int compile_system(const char *cc, const char *src, const char *out, sc_error *err) {
+/* With `child`, the compiler runs in its own process group, recorded in
+ * *child with every signal blocked, so that a signal handler that sees no
+ * pid has no compiler to stop. */
+static int compile_system(const char *cc, const char *src, const char *out, volatile pid_t *child,
+                          sc_error *err) {
   int pipefd[2];
   if (pipe(pipefd)) return sc_fail(err, SC_ERUNTIME, "pipe failed");
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &old);
   pid_t pid = fork();
-  if (pid < 0) return sc_fail(err, SC_ERUNTIME, "fork failed");
+  if (pid > 0 && child) {
+    setpgid(pid, pid);
+    *child = pid;
+  }
+  if (pid != 0) pthread_sigmask(SIG_SETMASK, &old, NULL);
+  if (pid < 0) {
+    close(pipefd[0]);
+    close(pipefd[1]);
+    return sc_fail(err, SC_ERUNTIME, "fork failed");
+  }
   if (pid == 0) {
+    if (child) setpgid(0, 0);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     dup2(pipefd[1], 2);
     dup2(pipefd[1], 1);
     close(pipefd[0]);
@@ -84,6 +104,11 @@ static int compile_system(const char *cc, const char *src, const char *out, sc_e
   close(pipefd[0]);
   int status = 0;
   waitpid(pid, &status, 0);
+  if (child) {
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    *child = 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+  }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
       return sc_fail(err, SC_EUSAGE, "--cc %s: compiler not found (hint: install it, or use --cc tcc)", cc);
@@ -97,9 +122,9 @@ void tc_features(const char *cc, char *out, size_t size) {
   else tc_host_features(out, size);
 }
 
-int tc_compile(const char *cc, const char *src, const char *out, sc_error *err) {
+int tc_compile(const char *cc, const char *src, const char *out, volatile pid_t *child, sc_error *err) {
   if (!strcmp(cc, "tcc")) return compile_tcc(src, out, err);
   if (strcmp(cc, "gcc") && strcmp(cc, "clang"))
     return sc_fail(err, SC_EUSAGE, "--cc: unknown compiler '%s' (accepted: tcc, gcc, clang)", cc);
-  return compile_system(cc, src, out, err);
+  return compile_system(cc, src, out, child, err);
 }

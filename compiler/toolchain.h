@@ -9,12 +9,15 @@
 #ifndef SC_TOOLCHAIN_H
 #define SC_TOOLCHAIN_H
 #include <stddef.h>
+#include <sys/types.h>
 
 #include "speechc.h"
 
 /* Compile src (which includes "sc_abi.h" from its own directory) into the
- * shared object out. */
-int tc_compile(const char *cc, const char *src, const char *out, sc_error *err);
+ * shared object out.  child (may be NULL): the system compiler's pid while
+ * it runs, else 0; the compiler then leads its own process group, which a
+ * signal handler may stop (output.c). */
+int tc_compile(const char *cc, const char *src, const char *out, volatile pid_t *child, sc_error *err);
 /* CPU features the code of this compiler assumes ("" for tcc). */
 void tc_features(const char *cc, char *out, size_t size);
 

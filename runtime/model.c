@@ -60,7 +60,8 @@ const sc_entry *rt_entry(const sc_model *m, const char *name) {
   return NULL;
 }
 
-static int open_weights(sc_model *m, int verify, sc_error *err) {
+/* *missing: set when the weight file does not exist. */
+static int open_weights(sc_model *m, int verify, int *missing, sc_error *err) {
   const sc_model_desc *d = m->d;
   const char *slash = strrchr(m->path, '/');
   int dirlen = slash ? (int)(slash - m->path + 1) : 0;
@@ -68,6 +69,7 @@ static int open_weights(sc_model *m, int verify, sc_error *err) {
   if (!m->wpath) return sc_fail(err, SC_ERUNTIME, "out of memory");
   sprintf(m->wpath, "%.*s%s", dirlen, m->path, d->weight_file);
   int fd = open(m->wpath, O_RDONLY | O_CLOEXEC);
+  *missing = fd < 0 && errno == ENOENT;
   if (fd < 0)
     return sc_fail(err, SC_EINPUT, "%s: weight file of %s is missing: %s (hint: it is written next "
                    "to model.so by speechc build; keep the two together)", m->wpath, m->path, strerror(errno));
@@ -125,8 +127,12 @@ static int open_weights(sc_model *m, int verify, sc_error *err) {
   return SC_OK;
 }
 
-int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc_error *err) {
+/* One attempt of sc_model_open.  *replaced: the weight file was missing
+ * because the model at path was replaced since it was loaded. */
+static int open_once(const char *path, const sc_open_opts *opts, sc_model **out, int *replaced,
+                     sc_error *err) {
   *out = NULL;
+  *replaced = 0;
   if (!path) return sc_fail(err, SC_EUSAGE, "no model path given");
   sc_model *m = calloc(1, sizeof *m);
   if (!m) return sc_fail(err, SC_ERUNTIME, "out of memory");
@@ -161,7 +167,12 @@ int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc
     goto fail;
   }
   if ((rc = check_features(path, m->d->cpu_features, err))) goto fail;
-  if ((rc = open_weights(m, opts ? opts->verify_weights : 1, err))) goto fail;
+  int missing = 0;
+  if ((rc = open_weights(m, opts ? opts->verify_weights : 1, &missing, err))) {
+    struct stat now;
+    *replaced = missing && !stat(m->path, &now) && (now.st_dev != st.st_dev || now.st_ino != st.st_ino);
+    goto fail;
+  }
   if (strcmp(m->d->target, "cpu") && strcmp(m->d->target, "cuda")) {
     rc = sc_fail(err, SC_EINPUT, "%s: built for target '%s'; this runtime runs cpu and cuda models",
                  path, m->d->target);
@@ -182,6 +193,18 @@ int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc
   return SC_OK;
 fail:
   sc_model_close(m);
+  return rc;
+}
+
+/* A build that replaces the model while it is being opened renames the new
+ * pair into place and then removes the old weight file (compiler/output.c),
+ * which can happen between this process's dlopen and its open of the
+ * weights: then the model now at path is opened instead, a few times at
+ * most.  A mismatched pair is never loaded either way. */
+int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc_error *err) {
+  int rc = SC_OK, replaced = 0;
+  for (int tries = 0; tries < 4; tries++)
+    if (!(rc = open_once(path, opts, out, &replaced, err)) || !replaced) break;
   return rc;
 }
 

@@ -71,8 +71,8 @@ artifact)
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
   $B/speechc build -q $D/qwen3_gqa2_hd32_tied -o "$tmp/m.so" --max-context 16 --check-numerics
-  { printf '\x00'; cat "$tmp/m.weights"; } >"$SEEDS/raw_valid"
-  { printf '\x02'; cat "$tmp/m.weights"; } >"$SEEDS/raw_valid_nocheck"
+  { printf '\x00'; cat "$tmp"/m.*.weights; } >"$SEEDS/raw_valid"
+  { printf '\x02'; cat "$tmp"/m.*.weights; } >"$SEEDS/raw_valid_nocheck"
   p() { printf "$1"; u32le "$2"; u32le "$3"; printf "$4"; }   # flags offset delta bytes
   p '\x01' 0 0 '' >"$SEEDS/patch_same"
   p '\x01' 0 0 'SCWGHT02' >"$SEEDS/patch_magic"

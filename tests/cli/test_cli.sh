@@ -121,7 +121,7 @@ fi
 expect build-emit-dir-is-file 2 "$W/not_a_dir/" "Not a directory" -- \
   "$BIN" build "$QWEN" -o "$FO/m.so" --emit-dir "$W/not_a_dir"
 
-expect build-output-dir-missing 2 "$W/no_such_dir/m.weights" "cannot create" -- \
+expect build-output-dir-missing 2 "$W/no_such_dir" "cannot open the directory" -- \
   "$BIN" build "$QWEN" -o "$W/no_such_dir/m.so"
 
 left=$(ls -A "$FO")
@@ -137,9 +137,12 @@ mkdir -p "$W/a" "$W/b" "$W/p" "$W/dump"
 expect build-ok 0 -- "$BIN" build -q "$QWEN" -o "$W/a/m.so"
 expect build-ok-max-context 0 -- "$BIN" build -q "$QWEN" -o "$W/b/m.so" --max-context 256
 expect build-ok-prefill-chunk 0 -- "$BIN" build -q "$QWEN" -o "$W/p/m.so" --prefill-chunk 16
-for f in a/m.so a/m.weights b/m.weights p/m.weights; do
-  [ -f "$W/$f" ] || { : >"$W/err"; fail_case build-outputs "$W/$f was not written"; }
+# each model names its weight file, m.<id>.weights beside it
+for d in a b p; do
+  [ -f "$W/$d/m.so" ] && [ "$(ls "$W/$d" | grep -c '^m\.[0-9a-f]\{16\}\.weights$')" -eq 1 ] ||
+    { : >"$W/err"; fail_case build-outputs "$W/$d: not m.so and one m.<id>.weights: $(ls "$W/$d")"; }
 done
+WA=$(cd "$W/a" && echo m.*.weights)   # a/m.so's weight file, by name
 
 expect inspect-ok 0 "out:family       llm (model_type qwen3)" "out:(verified)" "out:layer0.qkv" -- \
   "$BIN" inspect "$W/a/m.so"
@@ -167,34 +170,35 @@ expect build-dump-ir-fuse 0 "out:NORM_LINEAR" "out:LINEAR_SWIGLU" "out:; after f
 # -------------------------------------------------------- damaged artifacts
 mkdir -p "$W/c"
 cp "$W/a/m.so" "$W/c/"
-expect weights-missing 2 "$W/c/m.weights: weight file of $W/c/m.so is missing" -- "$BIN" inspect "$W/c/m.so"
+expect weights-missing 2 "$W/c/$WA: weight file of $W/c/m.so is missing" -- "$BIN" inspect "$W/c/m.so"
 
-: >"$W/c/m.weights"
-expect weights-empty 2 "$W/c/m.weights: truncated: 0 bytes" -- "$BIN" inspect "$W/c/m.so"
-head -c "$(wc -c <"$W/a/m.weights")" /dev/zero >"$W/c/m.weights"
-expect weights-bad-magic 2 "$W/c/m.weights: not a speechc weight file" -- "$BIN" inspect "$W/c/m.so"
+: >"$W/c/$WA"
+expect weights-empty 2 "$W/c/$WA: truncated: 0 bytes" -- "$BIN" inspect "$W/c/m.so"
+head -c "$(wc -c <"$W/a/$WA")" /dev/zero >"$W/c/$WA"
+expect weights-bad-magic 2 "$W/c/$WA: not a speechc weight file" -- "$BIN" inspect "$W/c/m.so"
 
-cp "$W/a/m.weights" "$W/c/"
-truncate -s -100 "$W/c/m.weights"
-expect weights-truncated 2 "$W/c/m.weights" "expected" "truncated" -- "$BIN" inspect "$W/c/m.so"
+cp "$W/a/$WA" "$W/c/"
+truncate -s -100 "$W/c/$WA"
+expect weights-truncated 2 "$W/c/$WA" "expected" "truncated" -- "$BIN" inspect "$W/c/m.so"
 
-cp "$W/a/m.weights" "$W/c/"
+cp "$W/a/$WA" "$W/c/"
 # one byte of the data section (the header is 4096 bytes), inverted
-orig=$(od -An -tu1 -j 5000 -N 1 "$W/c/m.weights" | tr -d ' ')
-printf "\\$(printf '%03o' $((255 - orig)))" | dd of="$W/c/m.weights" bs=1 seek=5000 conv=notrunc 2>/dev/null
-if cmp -s "$W/a/m.weights" "$W/c/m.weights"; then
+orig=$(od -An -tu1 -j 5000 -N 1 "$W/c/$WA" | tr -d ' ')
+printf "\\$(printf '%03o' $((255 - orig)))" | dd of="$W/c/$WA" bs=1 seek=5000 conv=notrunc 2>/dev/null
+if cmp -s "$W/a/$WA" "$W/c/$WA"; then
   : >"$W/err"
   fail_case weights-modified "setup: the byte flip did not change the file"
 else
-  expect weights-modified-inspect 2 "$W/c/m.weights" "modified" "checksum" -- "$BIN" inspect "$W/c/m.so"
-  expect weights-modified-run 2 "$W/c/m.weights" "modified" "checksum" -- "$BIN" run "$W/c/m.so" --ids 1 -n 1
+  expect weights-modified-inspect 2 "$W/c/$WA" "modified" "checksum" -- "$BIN" inspect "$W/c/m.so"
+  expect weights-modified-run 2 "$W/c/$WA" "modified" "checksum" -- "$BIN" run "$W/c/m.so" --ids 1 -n 1
 fi
 
-cp "$W/b/m.weights" "$W/c/m.weights"
-expect weights-other-build-max-context 2 "$W/c/m.weights" "$W/c/m.so" "from another build" -- \
+# another build's weight file under this model's weight file name
+cp "$W"/b/m.*.weights "$W/c/$WA"
+expect weights-other-build-max-context 2 "$W/c/$WA" "$W/c/m.so" "from another build" -- \
   "$BIN" inspect "$W/c/m.so"
-cp "$W/p/m.weights" "$W/c/m.weights"
-expect weights-other-build-prefill-chunk 2 "$W/c/m.weights" "$W/c/m.so" "from another build: build" -- \
+cp "$W"/p/m.*.weights "$W/c/$WA"
+expect weights-other-build-prefill-chunk 2 "$W/c/$WA" "$W/c/m.so" "from another build: build" -- \
   "$BIN" run "$W/c/m.so" --ids 1 -n 1
 
 # An artifact from another ABI version: the generated source with the
@@ -207,7 +211,6 @@ if setup abi-emit "$BIN" build -q "$QWEN" -o "$W/abi/m.so" --emit-dir "$W/emit";
     : >"$W/err"
     fail_case abi-other-version "setup: no ABI version from --version, or the descriptor edit did not apply"
   elif setup abi-compile "${CC:-cc}" -shared -fPIC -I "$W/emit" -o "$W/abi/other.so" "$W/emit/model.c"; then
-    cp "$W/abi/m.weights" "$W/abi/other.weights"
     expect abi-other-version-inspect 2 "$W/abi/other.so" "ABI version 999" "reads version $abi" -- \
       "$BIN" inspect "$W/abi/other.so"
     expect abi-other-version-run 2 "$W/abi/other.so" "ABI version 999" "reads version $abi" -- \

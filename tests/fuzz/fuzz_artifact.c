@@ -5,7 +5,8 @@
  * Set-up, once: build the bundled tiny Qwen3 with the build API (libtcc,
  * --max-context 16, --check-numerics) into a scratch directory, keep a
  * dlopen reference on its m.so (so that each run's dlopen is a lookup),
- * and record the valid m.weights and the logits it gives.
+ * and record the valid weight file (m.<id>.weights, called m.weights
+ * below) and the logits it gives.
  *
  * Input: byte 0 holds flags; bit 0 selects the mode, bit 1 skips the
  * checksum (sc_open_opts.verify_weights = 0).
@@ -26,6 +27,7 @@
 #include "fuzz_util.h"
 
 #include <dlfcn.h>
+#include <glob.h>
 
 #include "build.h"
 #include "sc_abi.h"
@@ -51,7 +53,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   fuzz_tmpdir(dir, sizeof dir, "artifact");
   atexit(cleanup);
   snprintf(so, sizeof so, "%s/m.so", dir);
-  snprintf(wpath, sizeof wpath, "%s/m.weights", dir);
   BuildOpts o = build_defaults();
   o.model_dir = SPEECHC_SOURCE_DIR "/tests/data/llm/qwen3_gqa2_hd32_tied";
   o.out_path = so;
@@ -63,6 +64,14 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     fprintf(stderr, "fuzz_artifact: cannot build the tiny model: %s\n", err.msg);
     abort();
   }
+  glob_t g;
+  snprintf(wpath, sizeof wpath, "%s/m.*.weights", dir);
+  if (glob(wpath, 0, NULL, &g) || g.gl_pathc != 1) {
+    fprintf(stderr, "fuzz_artifact: %s: expected one weight file\n", wpath);
+    abort();
+  }
+  snprintf(wpath, sizeof wpath, "%s", g.gl_pathv[0]);
+  globfree(&g);
   if (!(valid = fuzz_slurp(wpath, &valid_size)) || !(keep = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
     fprintf(stderr, "fuzz_artifact: %s: cannot read the build's outputs\n", dir);
     abort();
@@ -145,7 +154,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "fuzz_artifact: open: rc %d %s\n", rc, rc ? err.msg : "");
   if (rc) {
     FUZZ_CHECK(rc == SC_EINPUT && err.code == SC_EINPUT, "rc %d: %s", rc, err.msg);
-    FUZZ_CHECK(strstr(err.msg, "m.weights") != NULL, "message lacks the weight file: %s", err.msg);
+    FUZZ_CHECK(strstr(err.msg, strrchr(wpath, '/') + 1) != NULL, "message lacks the weight file: %s", err.msg);
     FUZZ_CHECK(m == NULL, "a refused model was returned");
     return 0;
   }

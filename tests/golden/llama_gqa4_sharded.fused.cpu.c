@@ -545,7 +545,7 @@ static const sc_model_desc desc = {
   "llm", "llama", config_json, 0x0eb155df4b36adadULL,
   "0.1.0", "cpu", "",
   200, 64, 2, 64, /* vocab, hidden, layers, max_context */
-  "model.weights", 337152ULL, 0x0f2dd91b21825b07ULL, 0x870a93238b8ccebcULL,
+  "model.46222873be25f7b8.weights", 337152ULL, 0x0f2dd91b21825b07ULL, 0x870a93238b8ccebcULL,
   16384ULL, /* state bytes */
   2, entries, 16, tensors,
 };

@@ -743,7 +743,7 @@ static const sc_model_desc desc = {
   "llm", "llama", config_json, 0x0eb155df4b36adadULL,
   "0.1.0", "cpu", "",
   200, 64, 2, 64, /* vocab, hidden, layers, max_context */
-  "model.weights", 337152ULL, 0x565f569a0517510eULL, 0xbc4b0f19fb008b71ULL,
+  "model.6c73a11d352597a3.weights", 337152ULL, 0x565f569a0517510eULL, 0xbc4b0f19fb008b71ULL,
   16384ULL, /* state bytes */
   2, entries, 22, tensors,
 };

@@ -608,7 +608,7 @@ static const sc_model_desc desc = {
   "llm", "qwen3", config_json, 0xecbc502b3c6d529dULL,
   "0.1.0", "cpu", "",
   256, 64, 2, 64, /* vocab, hidden, layers, max_context */
-  "model.weights", 468736ULL, 0x64445d02ba8a6551ULL, 0xa46d204d69ba9ee9ULL,
+  "model.2b43f1c548a457f4.weights", 468736ULL, 0x64445d02ba8a6551ULL, 0xa46d204d69ba9ee9ULL,
   65536ULL, /* state bytes */
   2, entries, 19, tensors,
 };

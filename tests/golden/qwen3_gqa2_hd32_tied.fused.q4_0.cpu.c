@@ -636,7 +636,7 @@ static const sc_model_desc desc = {
   "llm", "qwen3", config_json, 0xecbc502b3c6d529dULL,
   "0.1.0", "cpu", "",
   256, 64, 2, 64, /* vocab, hidden, layers, max_context */
-  "model.weights", 74496ULL, 0x9284db446a638ddeULL, 0x83be45fc64543a84ULL,
+  "model.1bbfe146ad5f32f4.weights", 74496ULL, 0x9284db446a638ddeULL, 0x83be45fc64543a84ULL,
   65536ULL, /* state bytes */
   2, entries, 19, tensors,
 };

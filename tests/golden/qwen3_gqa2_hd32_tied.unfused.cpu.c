@@ -862,7 +862,7 @@ static const sc_model_desc desc = {
   "llm", "qwen3", config_json, 0xecbc502b3c6d529dULL,
   "0.1.0", "cpu", "",
   256, 64, 2, 64, /* vocab, hidden, layers, max_context */
-  "model.weights", 468736ULL, 0xd1b6f55988f93bcbULL, 0x43878455bf31d1b4ULL,
+  "model.e8a3efd542dae6f9.weights", 468736ULL, 0xd1b6f55988f93bcbULL, 0x43878455bf31d1b4ULL,
   65536ULL, /* state bytes */
   2, entries, 25, tensors,
 };

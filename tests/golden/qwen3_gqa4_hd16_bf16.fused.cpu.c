@@ -835,7 +835,7 @@ static const sc_model_desc desc = {
   "llm", "qwen3", config_json, 0x537a3ef1690f084eULL,
   "0.1.0", "cpu", "",
   300, 96, 3, 64, /* vocab, hidden, layers, max_context */
-  "model.weights", 1159168ULL, 0xc138a0625c55787bULL, 0x8909c3df9e0b87b0ULL,
+  "model.42faf777914f2676.weights", 1159168ULL, 0xc138a0625c55787bULL, 0x8909c3df9e0b87b0ULL,
   49152ULL, /* state bytes */
   2, entries, 28, tensors,
 };

@@ -1214,7 +1214,7 @@ static const sc_model_desc desc = {
   "llm", "qwen3", config_json, 0x537a3ef1690f084eULL,
   "0.1.0", "cpu", "",
   300, 96, 3, 64, /* vocab, hidden, layers, max_context */
-  "model.weights", 1159168ULL, 0x3ec8987b553d45bfULL, 0xea5c6fd748f141f5ULL,
+  "model.7d3bafc74b7d3279.weights", 1159168ULL, 0x3ec8987b553d45bfULL, 0xea5c6fd748f141f5ULL,
   49152ULL, /* state bytes */
   2, entries, 37, tensors,
 };

@@ -9,6 +9,7 @@
  *   - two builds of the same checkpoint give identical source and weight
  *     files (determinism).
  */
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,9 +45,13 @@ static char *build_src(const char *model, int fuse, DType band, const char *tag,
   CHECK_MSG(sc_build(&o, &err) == 0, "%s: %s", model, err.msg);
   snprintf(path, sizeof path, "%s/model.c", emit);
   char *src = slurp(path, size);
-  if (weights) {
-    snprintf(path, sizeof path, "%s/%s/model.weights", tmpdir, tag);
-    *weights = slurp(path, wsize);
+  if (weights) { /* the one weight file beside it, model.<id>.weights */
+    glob_t g;
+    snprintf(path, sizeof path, "%s/%s/model.*.weights", tmpdir, tag);
+    int found = glob(path, 0, NULL, &g) == 0 && g.gl_pathc == 1;
+    CHECK_MSG(found, "%s: expected one weight file", path);
+    *weights = found ? slurp(g.gl_pathv[0], wsize) : NULL;
+    globfree(&g);
   }
   return src;
 }

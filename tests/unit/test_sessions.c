@@ -14,6 +14,7 @@
  * test under ThreadSanitizer, which must report nothing.
  */
 #include <pthread.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,8 +165,11 @@ int main(void) {
       }
       unlink(so);
       char wts[520];
-      snprintf(wts, sizeof wts, "%.*s.weights", (int)(strlen(so) - 3), so);
-      unlink(wts);
+      glob_t g;
+      snprintf(wts, sizeof wts, "%.*s.*.weights", (int)(strlen(so) - 3), so);
+      if (glob(wts, 0, NULL, &g) == 0)
+        for (size_t k = 0; k < g.gl_pathc; k++) unlink(g.gl_pathv[k]);
+      globfree(&g);
     }
     free(t.logits);
   }
