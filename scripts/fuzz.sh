@@ -84,6 +84,8 @@ artifact)
   p '\x03' 5000 0 '\x00\x00\xc0\x7f' >"$SEEDS/patch_nan_nocheck"
   p '\x01' 0 $(((1 << 32) - 100)) '' >"$SEEDS/patch_truncated"
   p '\x01' 0 1 '' >"$SEEDS/patch_longer"
+  # issue 12: model.so less its last K bytes (0: whole), refused before dlopen
+  for k in 0 1 100 10000 28000 1000000 4294967295; do { printf '\x04'; u32le $k; } >"$SEEDS/cut_less_$k"; done
   ;;
 esac
 

