@@ -710,6 +710,46 @@ static void test_bad_checkpoints(void) {
   expect_ckpt_fail(dir, "shard ''", "not a file name inside");
 }
 
+/* Messages longer than sc_error.msg keep their end (the reason, the hint):
+ * the longest words, the paths, are cut in the middle instead. */
+static void test_long_messages(void) {
+  char a[3000], b[1500];
+  memset(a, 'a', sizeof a - 1);
+  a[sizeof a - 1] = '\0';
+  memset(b, 'b', sizeof b - 1);
+  b[sizeof b - 1] = '\0';
+  a[0] = '/', b[0] = '/';
+  sc_error err = {0};
+  CHECK(sc_fail(&err, SC_EINPUT, "%s: weight file of %s is missing: No such file (hint: keep "
+                "the two together)", a, b) == SC_EINPUT);
+  CHECK(err.code == SC_EINPUT && strlen(err.msg) <= sizeof err.msg - 1);
+  CHECK_CONTAINS(err.msg, "aaa...aaa");
+  CHECK_CONTAINS(err.msg, "aaa: weight file of /bbb");
+  CHECK_CONTAINS(err.msg, "bbb...bbb");
+  CHECK_CONTAINS(err.msg, "bbb is missing: No such file (hint: keep the two together)");
+  CHECK(!strncmp(err.msg, "/aaa", 4));
+  /* short messages are untouched, one just at the limit too */
+  sc_fail(&err, SC_EINPUT, "%s", "short");
+  CHECK(!strcmp(err.msg, "short"));
+  a[sizeof err.msg - 1] = '\0';
+  sc_fail(&err, SC_EINPUT, "%s", a);
+  CHECK(!strcmp(err.msg, a));
+  /* no long word to cut: the end goes, as snprintf would cut it */
+  char words[2000] = "";
+  for (int i = 0; i < 300; i++) strcat(words, "word ");
+  sc_fail(&err, SC_EINPUT, "%s", words);
+  CHECK(strlen(err.msg) == sizeof err.msg - 1 && !strncmp(err.msg, words, sizeof err.msg - 1));
+
+  /* through the loader: a 2000-character checkpoint path */
+  char dir[2100];
+  snprintf(dir, sizeof dir, "%s/", root);
+  while (strlen(dir) < 2000) strcat(dir, "dddddddddddddddddddddddddddddddddddddddd/");
+  strcat(dir, "x");
+  Checkpoint c;
+  expect_ckpt_fail(dir, "No such file or directory (hint: pass the checkpoint directory", "...");
+  (void)c;
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag,
                     struct FTW *ftw) {
   return remove(path);
@@ -726,6 +766,7 @@ int main(void) {
   test_malformed_files();
   test_sharded_checkpoint();
   test_bad_checkpoints();
+  test_long_messages();
   nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   CHECK_DONE();
 }

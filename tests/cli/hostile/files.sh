@@ -59,6 +59,15 @@ expect weights-is-directory 2 "$W/wd/m.weights: is a directory, expected the wei
 mkdir -p "$W/wdev" && cp "$W/a/m.so" "$W/wdev/" && ln -s /dev/zero "$W/wdev/m.weights"
 CASE_TIMEOUT=20 expect weights-dev-zero 2 "$W/wdev/m.weights: is a character device" -- "$BIN" inspect "$W/wdev/m.so"
 
+# -------------------------------- item 14: paths longer than a message
+long=$W
+for i in 1 2 3 4 5 6 7 8; do long=$long/$(printf 'd%.0s' $(seq 250)); done
+mkdir -p "$long"
+expect long-path-reason-kept 2 "No such file or directory" "hint: pass the checkpoint directory" -- \
+  "$BIN" build "$long/nonexistent" -o "$FO/m.so"
+cp "$W/a/m.so" "$long/"
+expect long-path-weights-missing 2 "is missing" "hint: it is written next to model.so" -- "$BIN" inspect "$long/m.so"
+
 left=$(ls -A "$FO")
 if [ -n "$left" ]; then
   : >"$W/err"
