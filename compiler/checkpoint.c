@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "file.h"
 
 #define INDEX_NAME "model.safetensors.index.json"
 #define HINT_DIR   "hint: pass the checkpoint directory that holds config.json " \
@@ -31,9 +32,12 @@ static char *path_join(const char *a, const char *b) {
   return p;
 }
 
-static int is_file(const char *path) {
+/* Whether a directory entry of this name exists (a dangling link does):
+ * the file is then opened, and a FIFO, a directory or a broken link is
+ * refused by name rather than taken for absent. */
+static int exists(const char *path) {
   struct stat sb;
-  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+  return lstat(path, &sb) == 0;
 }
 
 static int is_safetensors_name(const char *name) {
@@ -46,41 +50,22 @@ static int oom(sc_error *err, const char *what) {
   return sc_fail(err, SC_ERUNTIME, "%s: out of memory", what);
 }
 
-/* Read a small JSON file whole and parse it; trailing garbage is an error.
+/* Read a JSON file of the checkpoint (a regular file of at most
+ * SC_JSON_MAX bytes) and parse it; trailing garbage is an error.
  * Ownership of *text and *json passes to the caller. */
 static int read_json(const char *path, const char *missing_hint, char **text,
                      cJSON **json, sc_error *err) {
   *text = NULL;
   *json = NULL;
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
+  char *buf;
+  size_t len;
+  if (sc_read_regular(path, "a regular JSON file", SC_JSON_MAX, &buf, &len, err)) {
     if (errno == ENOENT)
       return sc_fail(err, SC_EINPUT, "%s: not found%s%s%s", path,
                      missing_hint ? " (" : "", missing_hint ? missing_hint : "",
                      missing_hint ? ")" : "");
-    return sc_fail(err, SC_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+    return err->code;
   }
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
-  for (;;) {
-    if (!buf) {
-      fclose(fp);
-      return oom(err, path);
-    }
-    len += fread(buf + len, 1, cap - len, fp);
-    if (len < cap) break;
-    char *nb = realloc(buf, cap *= 2);
-    if (!nb) free(buf);
-    buf = nb;
-  }
-  int bad = ferror(fp);
-  fclose(fp);
-  if (bad) {
-    free(buf);
-    return sc_fail(err, SC_EINPUT, "%s: read error", path);
-  }
-  buf[len] = '\0'; /* len < cap */
-
   const char *end = NULL;
   cJSON *j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
   if (!j || end != buf + len) {
@@ -216,7 +201,7 @@ static int open_index(Checkpoint *c, const char *index_path, sc_error *err) {
       goto done;
     }
     n++;
-    if (!is_file(shard_path)) {
+    if (!exists(shard_path)) {
       rc = sc_fail(err, SC_EINPUT, "%s: shard '%s' named for tensor '%s' is "
                    "missing (expected at %s)", index_path, e->valuestring,
                    e->string, shard_path);
@@ -248,7 +233,7 @@ done:
 static int open_single(Checkpoint *c, sc_error *err) {
   char *path = path_join(c->dir, "model.safetensors");
   if (!path) return oom(err, c->dir);
-  if (is_file(path)) {
+  if (exists(path)) {
     int rc = open_files(c, &path, 1, err);
     free(path);
     return rc;
@@ -271,7 +256,7 @@ static int open_single(Checkpoint *c, sc_error *err) {
       free(path);
       return oom(err, c->dir);
     }
-    if (!is_file(p)) {
+    if (!exists(p)) {
       free(p);
       continue;
     }
@@ -333,7 +318,7 @@ static int ckpt_open_impl(Checkpoint *c, const char *dir, sc_error *err) {
 
   char *index_path = path_join(c->dir, INDEX_NAME);
   if (!index_path) return oom(err, dir);
-  if (is_file(index_path)) rc = open_index(c, index_path, err);
+  if (exists(index_path)) rc = open_index(c, index_path, err);
   else if (named_file) {
     char *p = strdup(named_file);
     rc = p ? open_files(c, &p, 1, err) : oom(err, dir);

@@ -19,6 +19,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "file.h"
 #include "safetensors.h"
 
 #define ST_MAX_HEADER (100u * 1000 * 1000) /* bytes; real headers are < 10 MB */
@@ -252,27 +253,23 @@ static int load_header(StFile *f, const cJSON *hdr, size_t data_start,
 /* Map the file, then parse a NUL-terminated copy of the header: cJSON must
  * not be trusted to stop at a length when the header ends the mapping. */
 static int st_open_impl(StFile *f, const char *path, sc_error *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return sc_fail(err, SC_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return sc_fail(err, SC_EINPUT, "%s: not a regular file", path);
-  }
-  if (sb.st_size < 8) {
+  int fd;
+  uint64_t size;
+  if (sc_open_regular(path, "a regular safetensors file", 0, &fd, &size, err))
+    return err->code;
+  if (size < 8) {
     close(fd);
     return sc_fail(err, SC_EINPUT, "%s: truncated: %lld bytes, expected at "
-                   "least 8", path, (long long)sb.st_size);
+                   "least 8", path, (long long)size);
   }
-  void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
   int map_errno = errno;
   close(fd);
   if (map == MAP_FAILED)
     return sc_fail(err, SC_EINPUT, "%s: mmap failed: %s", path,
                    strerror(map_errno));
   f->map = map;
-  f->size = (size_t)sb.st_size;
+  f->size = (size_t)size;
 
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i];

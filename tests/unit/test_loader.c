@@ -274,7 +274,10 @@ static void test_malformed_files(void) {
   }
 
   expect_st_fail(P("does-not-exist.safetensors"), "cannot open");
-  expect_st_fail(root, "not a regular file");
+  expect_st_fail(root, "is a directory, expected a regular safetensors file");
+  CHECK(mkfifo(P("fifo.safetensors"), 0600) == 0); /* open() must not wait for a writer */
+  expect_st_fail(P("fifo.safetensors"), "is a FIFO, expected a regular safetensors file");
+  expect_st_fail("/dev/zero", "is a character device");
 
   expect_hdr_fail("notjson.safetensors", "{\"a\": {\"dtype\": ", 0,
                   "header is not valid JSON");
@@ -710,6 +713,37 @@ static void test_bad_checkpoints(void) {
   expect_ckpt_fail(dir, "shard ''", "not a file name inside");
 }
 
+/* Issue 12, item 5 and 8: config.json, the index and the shards are regular
+ * files, and JSON is read up to SC_JSON_MAX bytes; a FIFO would block the
+ * open, /dev/zero would be read until memory runs out. */
+static void test_not_regular(void) {
+  char p[600];
+  const char *dir;
+  dir = P("fifocfg");
+  mkdir_p(dir);
+  write_u8(dir, "model.safetensors", "w");
+  snprintf(p, sizeof p, "%s/config.json", dir);
+  CHECK(mkfifo(p, 0600) == 0);
+  expect_ckpt_fail(dir, "config.json: is a FIFO, expected a regular JSON file", NULL);
+  unlink(p);
+  CHECK(symlink("/dev/zero", p) == 0);
+  expect_ckpt_fail(dir, "config.json: is a character device", NULL);
+  unlink(p);
+  write_in(dir, "config.json", "{}");
+  CHECK(truncate(p, (16 << 20) + 1) == 0); /* sparse */
+  expect_ckpt_fail(dir, "config.json: 16777217 bytes, larger than the 16 MiB limit", NULL);
+  write_in(dir, "config.json", "{}");
+  snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+  CHECK(mkfifo(p, 0600) == 0); /* a FIFO index is not "no index" */
+  expect_ckpt_fail(dir, "model.safetensors.index.json: is a FIFO", NULL);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  unlink(p);
+  CHECK(mkdir(p, 0700) == 0); /* nor is a directory "no model.safetensors" */
+  expect_ckpt_fail(dir, "model.safetensors: is a directory", NULL);
+
+}
+
 /* Messages longer than sc_error.msg keep their end (the reason, the hint):
  * the longest words, the paths, are cut in the middle instead. */
 static void test_long_messages(void) {
@@ -756,6 +790,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag,
 }
 
 int main(void) {
+  alarm(120); /* a blocking open (a FIFO, issue 12) fails the test instead of stalling it */
   snprintf(root, sizeof root, "/tmp/test_loader.XXXXXX");
   if (!mkdtemp(root)) {
     perror("mkdtemp");
@@ -766,6 +801,7 @@ int main(void) {
   test_malformed_files();
   test_sharded_checkpoint();
   test_bad_checkpoints();
+  test_not_regular();
   test_long_messages();
   nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   CHECK_DONE();

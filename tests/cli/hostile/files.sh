@@ -68,6 +68,40 @@ expect long-path-reason-kept 2 "No such file or directory" "hint: pass the check
 cp "$W/a/m.so" "$long/"
 expect long-path-weights-missing 2 "is missing" "hint: it is written next to model.so" -- "$BIN" inspect "$long/m.so"
 
+# ---------------------- items 5 and 8: checkpoint files, regular and bounded
+# A FIFO blocked the open forever; a FIFO index or shard was taken for
+# absent; /dev/zero and a 30 MB config were read whole.
+if setup fifo-config ck fcfg; then
+  rm "$W/fcfg/config.json" && mkfifo "$W/fcfg/config.json"
+  CASE_TIMEOUT=10 expect fifo-config 2 "$W/fcfg/config.json: is a FIFO, expected a regular" -- \
+    "$BIN" build "$W/fcfg" -o "$FO/m.so"
+fi
+if setup fifo-shard ck fst; then
+  rm "$W/fst/model.safetensors" && mkfifo "$W/fst/model.safetensors"
+  CASE_TIMEOUT=10 expect fifo-shard 2 "$W/fst/model.safetensors: is a FIFO, expected a regular" -- \
+    "$BIN" build "$W/fst" -o "$FO/m.so"
+fi
+if setup fifo-index cp -r "$SHARDED" "$W/fidx"; then
+  rm "$W/fidx/model.safetensors.index.json" && mkfifo "$W/fidx/model.safetensors.index.json"
+  CASE_TIMEOUT=10 expect fifo-index 2 "$W/fidx/model.safetensors.index.json: is a FIFO, expected a regular" -- \
+    "$BIN" build "$W/fidx" -o "$FO/m.so"
+fi
+if setup config-dev-zero ck zero; then
+  rm "$W/zero/config.json" && ln -s /dev/zero "$W/zero/config.json"
+  CASE_TIMEOUT=20 expect config-dev-zero 2 "$W/zero/config.json: is a character device, expected a regular" -- \
+    "$BIN" build "$W/zero" -o "$FO/m.so"
+fi
+if setup config-30mb ck big; then
+  # a valid config followed by 30 MB of spaces: valid JSON, refused by size
+  { cat "$QWEN/config.json"; head -c 30000000 /dev/zero | tr '\0' ' '; } >"$W/big/config.json"
+  expect config-30mb 2 "$W/big/config.json" "larger than the 16 MiB limit" -- "$BIN" build "$W/big" -o "$FO/m.so"
+fi
+if setup index-30mb cp -r "$SHARDED" "$W/bigidx"; then
+  truncate -s 30000000 "$W/bigidx/model.safetensors.index.json"
+  expect index-30mb 2 "$W/bigidx/model.safetensors.index.json" "larger than the 16 MiB limit" -- \
+    "$BIN" build "$W/bigidx" -o "$FO/m.so"
+fi
+
 left=$(ls -A "$FO")
 if [ -n "$left" ]; then
   : >"$W/err"
