@@ -19,6 +19,7 @@
 
 #include "checkpoint.h"
 #include "file.h"
+#include "json.h"
 
 #define INDEX_NAME "model.safetensors.index.json"
 #define HINT_DIR   "hint: pass the checkpoint directory that holds config.json " \
@@ -50,9 +51,10 @@ static int oom(sc_error *err, const char *what) {
   return sc_fail(err, SC_ERUNTIME, "%s: out of memory", what);
 }
 
-/* Read a JSON file of the checkpoint (a regular file of at most
- * SC_JSON_MAX bytes) and parse it; trailing garbage is an error.
- * Ownership of *text and *json passes to the caller. */
+/* Read a JSON file of the checkpoint (at most SC_JSON_MAX bytes) and parse
+ * it as Python's json would (json.h): UTF-8, no NUL in a string, the last
+ * of a repeated key wins; trailing garbage is an error.  Ownership of
+ * *text and *json passes to the caller. */
 static int read_json(const char *path, const char *missing_hint, char **text,
                      cJSON **json, sc_error *err) {
   *text = NULL;
@@ -66,6 +68,10 @@ static int read_json(const char *path, const char *missing_hint, char **text,
                      missing_hint ? ")" : "");
     return err->code;
   }
+  if (json_check_text(buf, len, path, "key", err)) {
+    free(buf);
+    return err->code;
+  }
   const char *end = NULL;
   cJSON *j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
   if (!j || end != buf + len) {
@@ -76,6 +82,11 @@ static int read_json(const char *path, const char *missing_hint, char **text,
     free(buf);
     return sc_fail(err, SC_EINPUT, "%s: not valid JSON (error near line %d, "
                    "byte %zu)", path, line, at);
+  }
+  if (json_last_wins(j, err)) {
+    cJSON_Delete(j);
+    free(buf);
+    return err->code;
   }
   *text = buf;
   *json = j;

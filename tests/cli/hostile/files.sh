@@ -102,6 +102,68 @@ if setup index-30mb cp -r "$SHARDED" "$W/bigidx"; then
     "$BIN" build "$W/bigidx" -o "$FO/m.so"
 fi
 
+# --------------------------------- item 9: duplicate JSON keys, last wins
+# Python's json (and so Hugging Face) keeps the last value of a repeated
+# key; cJSON kept the first.  The tokens must be those of rope_theta 10.
+if setup dup-key ck dup && setup dup-key-ten ck ten; then
+  sed -i 's/"rope_theta": 1000000.0,/"rope_theta": 1000000.0, "rope_theta": 10.0,/' "$W/dup/config.json"
+  sed -i 's/"rope_theta": 1000000.0,/"rope_theta": 10.0,/' "$W/ten/config.json"
+  mkdir -p "$W/dupo" "$W/teno"
+  if [ "$(grep -c rope_theta "$W/dup/config.json")" -ne 1 ] || ! grep -q '"rope_theta": 10.0' "$W/dup/config.json" ||
+     ! grep -q '"rope_theta": 10.0' "$W/ten/config.json"; then
+    : >"$W/err"
+    fail_case dup-key "setup: the config edits did not apply"
+  elif setup dup-key-build "$BIN" build -q "$W/dup" -o "$W/dupo/m.so" --emit-dir "$W/dupe" &&
+       setup dup-key-build-ten "$BIN" build -q "$W/ten" -o "$W/teno/m.so"; then
+    # the embedded config holds one rope_theta, the last
+    if grep -q 'rope_theta\\":10' "$W/dupe/model.c" && ! grep -q 'rope_theta\\":1000000' "$W/dupe/model.c"; then
+      n_pass=$((n_pass + 1))
+    else
+      : >"$W/err"
+      fail_case dup-key-embedded "the embedded config is not rope_theta 10: $(grep -o 'rope_theta[^,]*' "$W/dupe/model.c" | head -2 | tr '\n' ' ')"
+    fi
+    orig=$("$BIN" run "$W/a/m.so" --ids 1,2,3,4 -n 16 --greedy)
+    ten=$("$BIN" run "$W/teno/m.so" --ids 1,2,3,4 -n 16 --greedy)
+    if [ "$orig" = "$ten" ]; then
+      : >"$W/err"
+      fail_case dup-key-tokens "setup: rope_theta 10 and 1e6 give the same tokens; the case proves nothing"
+    else
+      expect dup-key-tokens 0 "out:$ten" -- "$BIN" run "$W/dupo/m.so" --ids 1,2,3,4 -n 16 --greedy
+    fi
+  fi
+fi
+# nested objects too, and the index's weight_map
+if setup dup-nested ck dupn; then
+  sed -i 's/"rope_scaling": null,/"rope_scaling": {"rope_type": "bogus"}, "rope_scaling": null,/' "$W/dupn/config.json"
+  mkdir -p "$W/dupno"
+  expect dup-key-null-wins 0 -- "$BIN" build -q "$W/dupn" -o "$W/dupno/m.so"
+fi
+# a key that differs only by an escaped NUL must not become a duplicate
+if setup nul-key ck nulkey; then
+  sed -i 's/"rope_theta": 1000000.0,/"rope_theta": 1000000.0, "rope_theta\\u0000": 10.0,/' "$W/nulkey/config.json"
+  expect config-nul-in-key 2 "$W/nulkey/config.json" '"rope_theta\u0000"' "NUL" -- \
+    "$BIN" build "$W/nulkey" -o "$FO/m.so"
+fi
+
+# ------------------------------------- item 12: NUL in a tensor name
+# model.norm.weight renamed to "model.norm.weight\u0000evil" in the header
+# (10 bytes longer; the data and its offsets are unchanged).  cJSON cut the
+# name at the NUL and the build used it as model.norm.weight.
+if setup nul-name ck nul; then
+  f=$QWEN/model.safetensors
+  hlen=$(od -An -tu8 -N8 "$f" | tr -d ' ')
+  hdr=$(head -c $((8 + hlen)) "$f" | tail -c "$hlen")
+  new=${hdr/\"model.norm.weight\"/\"model.norm.weight\\u0000evil\"}
+  if [ "$new" = "$hdr" ]; then
+    : >"$W/err"
+    fail_case nul-tensor-name "setup: model.norm.weight not in the header"
+  else
+    { u64le ${#new}; printf '%s' "$new"; tail -c +$((8 + hlen + 1)) "$f"; } >"$W/nul/model.safetensors"
+    expect nul-tensor-name 2 "$W/nul/model.safetensors" 'tensor name "model.norm.weight\u0000evil"' "NUL" -- \
+      "$BIN" build "$W/nul" -o "$FO/m.so"
+  fi
+fi
+
 left=$(ls -A "$FO")
 if [ -n "$left" ]; then
   : >"$W/err"
