@@ -41,6 +41,48 @@ static int exists(const char *path) {
   return lstat(path, &sb) == 0;
 }
 
+/* Whether real (a resolved path) is .../models--ORG--NAME/blobs/SHA: a
+ * file of a Hugging Face hub cache. */
+static int is_hf_blob(const char *real) {
+  const char *end = strrchr(real, '/'); /* before SHA */
+  if (!end || end == real) return 0;
+  const char *p = end;
+  while (p > real && p[-1] != '/') p--;
+  if ((size_t)(end - p) != 5 || strncmp(p, "blobs", 5)) return 0;
+  const char *repo_end = p - 1;
+  if (repo_end <= real) return 0;
+  const char *q = repo_end;
+  while (q > real && q[-1] != '/') q--;
+  return repo_end - q > 8 && !strncmp(q, "models--", 8);
+}
+
+/* A file of the checkpoint must be a file of its directory: config.json,
+ * the index and every shard resolve (realpath) inside the checkpoint
+ * directory, or to a blob of a Hugging Face hub cache
+ * (.../models--ORG--NAME/blobs/SHA), where the hub's snapshot directories
+ * and older `--local-dir` downloads link their files.  A link to any other
+ * file is refused, as a '..' in the index is: either would read a file
+ * from elsewhere on this machine and pack it into the model.  The
+ * directory itself may be a link. */
+static int check_inside(const Checkpoint *c, const char *path, sc_error *err) {
+  char *real = realpath(path, NULL);
+  struct stat sb;
+  if (!real || stat(real, &sb) || !S_ISREG(sb.st_mode)) {
+    free(real);
+    return SC_OK; /* missing, dangling, a FIFO, /dev/zero: opening it says so */
+  }
+  size_t n = strlen(c->real_dir);
+  int ok = !strncmp(real, c->real_dir, n) && (real[n] == '/' || !strcmp(c->real_dir, "/"));
+  if (!ok) ok = is_hf_blob(real);
+  int rc = ok ? SC_OK : sc_fail(err, SC_EINPUT, "%s: resolves to %s, outside the checkpoint "
+                                "directory %s (the files of a checkpoint must be in its "
+                                "directory, or links into a Hugging Face cache's "
+                                "models--*/blobs/; hint: copy the file in instead of linking "
+                                "to it)", path, real, c->real_dir);
+  free(real);
+  return rc;
+}
+
 static int is_safetensors_name(const char *name) {
   static const char ext[] = ".safetensors";
   size_t n = strlen(name), e = sizeof ext - 1;
@@ -128,7 +170,8 @@ static int open_files(Checkpoint *c, char **paths, int n, sc_error *err) {
   c->n_files = n;
   int total = 0;
   for (int i = 0; i < n; i++) {
-    int rc = st_open(&c->files[i], paths[i], err);
+    int rc = check_inside(c, paths[i], err);
+    if (!rc) rc = st_open(&c->files[i], paths[i], err);
     if (rc) return rc;
     for (int k = 0; k < c->files[i].n_tensors; k++) c->files[i].tensors[k].file = i;
     total += c->files[i].n_tensors;
@@ -319,9 +362,15 @@ static int ckpt_open_impl(Checkpoint *c, const char *dir, sc_error *err) {
   size_t len = strlen(c->dir);
   while (len > 1 && c->dir[len - 1] == '/') c->dir[--len] = '\0';
 
+  c->real_dir = realpath(c->dir, NULL);
+  if (!c->real_dir)
+    return sc_fail(err, SC_EINPUT, "%s: cannot resolve the directory: %s", c->dir,
+                   strerror(errno));
   c->config_path = path_join(c->dir, "config.json");
   if (!c->config_path) return oom(err, dir);
-  int rc = read_json(c->config_path, HINT_DIR, &c->config_text, &c->config, err);
+  int rc = check_inside(c, c->config_path, err);
+  if (rc) return rc;
+  rc = read_json(c->config_path, HINT_DIR, &c->config_text, &c->config, err);
   if (rc) return rc;
   if (!cJSON_IsObject(c->config))
     return sc_fail(err, SC_EINPUT, "%s: top level is a JSON %s, expected an "
@@ -329,8 +378,10 @@ static int ckpt_open_impl(Checkpoint *c, const char *dir, sc_error *err) {
 
   char *index_path = path_join(c->dir, INDEX_NAME);
   if (!index_path) return oom(err, dir);
-  if (exists(index_path)) rc = open_index(c, index_path, err);
-  else if (named_file) {
+  if (exists(index_path)) {
+    rc = check_inside(c, index_path, err);
+    if (!rc) rc = open_index(c, index_path, err);
+  } else if (named_file) {
     char *p = strdup(named_file);
     rc = p ? open_files(c, &p, 1, err) : oom(err, dir);
     free(p);
@@ -356,6 +407,7 @@ void ckpt_close(Checkpoint *c) {
   free(c->config_text);
   free(c->config_path);
   free(c->dir);
+  free(c->real_dir);
   memset(c, 0, sizeof *c);
 }
 

@@ -831,6 +831,64 @@ static void test_json_like_python(void) {
 
 }
 
+/* Issue 12, item 14: links out of the checkpoint directory. */
+static void test_links(void) {
+  char p[600], q[600];
+  sc_error err = {0};
+  Checkpoint c;
+  const char *dir;
+  /* links out of the checkpoint directory; ck2/ is a valid checkpoint */
+  dir = P("linkout");
+  mkdir_p(dir);
+  write_in(dir, "config.json", "{}");
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  snprintf(q, sizeof q, "%s/model-00002-of-00002.safetensors", P("ck2"));
+  CHECK(symlink(q, p) == 0);
+  expect_ckpt_fail(dir, "linkout/model.safetensors: resolves to", "outside the checkpoint directory");
+  unlink(p);
+  CHECK(symlink("../ck2/model-00002-of-00002.safetensors", p) == 0);
+  expect_ckpt_fail(dir, "outside the checkpoint directory", "hint: copy the file in");
+  unlink(p);
+  write_u8(dir, "model.safetensors", "w");
+  snprintf(p, sizeof p, "%s/config.json", dir);
+  unlink(p);
+  snprintf(q, sizeof q, "%s/config.json", P("ck2"));
+  CHECK(symlink(q, p) == 0);
+  expect_ckpt_fail(dir, "linkout/config.json: resolves to", "outside the checkpoint directory");
+  /* a link inside the directory is fine */
+  unlink(p);
+  write_in(dir, "real.json", "{}");
+  CHECK(symlink("real.json", p) == 0);
+  CHECK_MSG(ckpt_open(&c, dir, &err) == SC_OK, "%s", err.msg);
+  if (!err.code) ckpt_close(&c);
+
+  /* the Hugging Face hub cache: snapshots/REV/... -> ../../blobs/SHA */
+  mkdir_p(P("models--org--tiny"));
+  mkdir_p(P("models--org--tiny/blobs"));
+  mkdir_p(P("models--org--tiny/snapshots"));
+  dir = P("models--org--tiny/snapshots/abc123");
+  mkdir_p(dir);
+  write_in(P("models--org--tiny/blobs"), "c0ffee", "{\"model_type\": \"x\"}");
+  write_u8(P("models--org--tiny/blobs"), "beef", "w");
+  snprintf(p, sizeof p, "%s/config.json", dir);
+  CHECK(symlink("../../blobs/c0ffee", p) == 0);
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  CHECK(symlink("../../blobs/beef", p) == 0);
+  CHECK_MSG(ckpt_open(&c, dir, &err) == SC_OK, "%s", err.msg);
+  if (!err.code) {
+    CHECK(ckpt_find(&c, "w") != NULL);
+    ckpt_close(&c);
+  }
+  /* ... but not a blobs/ directory of just any name */
+  mkdir_p(P("other"));
+  mkdir_p(P("other/blobs"));
+  write_u8(P("other/blobs"), "beef", "w");
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  unlink(p);
+  CHECK(symlink("../../../other/blobs/beef", p) == 0);
+  expect_ckpt_fail(dir, "model.safetensors: resolves to", "outside the checkpoint directory");
+}
+
 /* Messages longer than sc_error.msg keep their end (the reason, the hint):
  * the longest words, the paths, are cut in the middle instead. */
 static void test_long_messages(void) {
@@ -890,6 +948,7 @@ int main(void) {
   test_bad_checkpoints();
   test_not_regular();
   test_json_like_python();
+  test_links();
   test_long_messages();
   nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   CHECK_DONE();

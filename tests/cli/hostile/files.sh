@@ -164,6 +164,47 @@ if setup nul-name ck nul; then
   fi
 fi
 
+# ------------------------- item 14: symlinks out of the checkpoint directory
+# A shard that is a link to a file elsewhere was followed, bypassing the
+# index's '..' check.  Hugging Face's cache layout (snapshots/REV/* ->
+# ../../blobs/SHA) and a linked checkpoint directory keep working.
+mkdir -p "$W/elsewhere"
+cp "$QWEN/model.safetensors" "$W/elsewhere/other.safetensors"
+if setup link-out ck linkout; then
+  rm "$W/linkout/model.safetensors" && ln -s "$W/elsewhere/other.safetensors" "$W/linkout/model.safetensors"
+  expect shard-symlink-outside 2 "$W/linkout/model.safetensors" "outside the checkpoint directory" -- \
+    "$BIN" build "$W/linkout" -o "$FO/m.so"
+fi
+if setup link-out-shard cp -r "$SHARDED" "$W/linkidx"; then
+  mv "$W/linkidx/model-00002-of-00002.safetensors" "$W/elsewhere/"
+  ln -s ../elsewhere/model-00002-of-00002.safetensors "$W/linkidx/model-00002-of-00002.safetensors"
+  expect index-shard-symlink-outside 2 "model-00002-of-00002.safetensors" "outside the checkpoint directory" -- \
+    "$BIN" build "$W/linkidx" -o "$FO/m.so"
+fi
+if setup link-out-config ck linkcfg; then
+  cp "$QWEN/config.json" "$W/elsewhere/config.json"
+  rm "$W/linkcfg/config.json" && ln -s "$W/elsewhere/config.json" "$W/linkcfg/config.json"
+  expect config-symlink-outside 2 "$W/linkcfg/config.json" "outside the checkpoint directory" -- \
+    "$BIN" build "$W/linkcfg" -o "$FO/m.so"
+fi
+# the Hugging Face hub cache
+hf=$W/hub/models--Qwen--tiny
+mkdir -p "$hf/blobs" "$hf/snapshots/0123abcd" "$W/hfo"
+cp "$QWEN/config.json" "$hf/blobs/1111"
+cp "$QWEN/model.safetensors" "$hf/blobs/2222"
+ln -s ../../blobs/1111 "$hf/snapshots/0123abcd/config.json"
+ln -s ../../blobs/2222 "$hf/snapshots/0123abcd/model.safetensors"
+expect hf-cache-layout 0 -- "$BIN" build -q "$hf/snapshots/0123abcd" -o "$W/hfo/m.so"
+# a --local-dir download of older huggingface_hub: links into the cache
+mkdir -p "$W/local" "$W/localo"
+ln -s "$hf/blobs/1111" "$W/local/config.json"
+ln -s "$hf/blobs/2222" "$W/local/model.safetensors"
+expect hf-local-dir-links 0 -- "$BIN" build -q "$W/local" -o "$W/localo/m.so"
+# a linked checkpoint directory
+mkdir -p "$W/linkdo"
+ln -s "$(cd "$QWEN" && pwd)" "$W/linked-ckpt"
+expect linked-checkpoint-dir 0 -- "$BIN" build -q "$W/linked-ckpt" -o "$W/linkdo/m.so"
+
 left=$(ls -A "$FO")
 if [ -n "$left" ]; then
   : >"$W/err"
