@@ -205,6 +205,44 @@ mkdir -p "$W/linkdo"
 ln -s "$(cd "$QWEN" && pwd)" "$W/linked-ckpt"
 expect linked-checkpoint-dir 0 -- "$BIN" build -q "$W/linked-ckpt" -o "$W/linkdo/m.so"
 
+# ----------------------------------------- items 5 and 14: --text-ids
+# --text-ids may be a pipe (see below), but a FIFO nobody writes to is
+# refused at once instead of waited on
+mkfifo "$W/ids.fifo"
+CASE_TIMEOUT=10 expect fifo-text-ids-no-writer 2 "$W/ids.fifo" "no process is writing to it" -- \
+  "$BIN" tts "$W/tts/m.so" --text-ids "$W/ids.fifo" -o -
+# a FIFO with a writer is read like a pipe
+CASE_TIMEOUT=30 expect fifo-text-ids-writer 0 'out:"frames": 1' -- bash -c \
+  'echo "$2" >"$1" & w=$!; "$0" tts "$3" --text-ids "$1" --max-frames 1 -q -o -; rc=$?; kill $w 2>/dev/null; exit $rc' \
+  "$BIN" "$W/ids.fifo" "$ids" "$W/tts/m.so"
+
+# a pipe: read to its end (was "empty": sized by st_size, which is 0)
+expect text-ids-stdin-pipe 0 'out:"frames": 1' -- bash -c \
+  'echo "$2" | "$0" tts "$1" --text-ids /dev/stdin --max-frames 1 -q -o -' "$BIN" "$W/tts/m.so" "$ids"
+expect text-ids-process-substitution 0 'out:"frames": 1' -- bash -c \
+  'exec "$0" tts "$1" --text-ids <(echo "$2") --max-frames 1 -q -o -' "$BIN" "$W/tts/m.so" "$ids"
+# stdin of expect is /dev/null: a device, not a file of ids
+expect text-ids-dev-null 2 "/dev/stdin" "is a character device" -- \
+  "$BIN" tts "$W/tts/m.so" --text-ids /dev/stdin -o -
+# a NUL byte cut the file short; now it is an error naming the offset
+printf '480,300,198\0,118,14,98,93,149,124,481,198,480,300,198\n' >"$W/ids-nul.txt"
+expect text-ids-nul 2 "$W/ids-nul.txt" "NUL byte at offset 11" -- \
+  "$BIN" tts "$W/tts/m.so" --text-ids "$W/ids-nul.txt" -o -
+# a directory
+expect text-ids-dir 2 "$W: is a directory" -- "$BIN" tts "$W/tts/m.so" --text-ids "$W" -o -
+# a file named 5 in the working directory: "5" is still the list [5] ...
+mkdir -p "$W/cwd" && echo "$ids" >"$W/cwd/5"
+expect text-ids-digits-are-a-list 1 "text ids: 1 tokens" -- \
+  env -C "$W/cwd" "$BIN" tts "$W/tts/m.so" --text-ids 5 -o -
+# ... and ./5 the file; a space-separated list works as the help says
+expect text-ids-dot-slash-file 0 'out:"frames": 1' -- \
+  env -C "$W/cwd" "$BIN" tts "$W/tts/m.so" --text-ids ./5 --max-frames 1 -q -o -
+expect text-ids-space-list 0 'out:"frames": 1' -- \
+  "$BIN" tts "$W/tts/m.so" --text-ids "${ids//,/ }" --max-frames 1 -q -o -
+expect text-ids-missing-file 2 "$W/no-such-ids.txt: cannot open" -- \
+  "$BIN" tts "$W/tts/m.so" --text-ids "$W/no-such-ids.txt" -o -
+expect tts-help-ids-rule 0 "out:only digits" -- "$BIN" tts --help
+
 left=$(ls -A "$FO")
 if [ -n "$left" ]; then
   : >"$W/err"
