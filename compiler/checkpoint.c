@@ -18,6 +18,8 @@
 #include <sys/stat.h>
 
 #include "checkpoint.h"
+#include "file.h"
+#include "json.h"
 
 #define INDEX_NAME "model.safetensors.index.json"
 #define HINT_DIR   "hint: pass the checkpoint directory that holds config.json " \
@@ -31,9 +33,54 @@ static char *path_join(const char *a, const char *b) {
   return p;
 }
 
-static int is_file(const char *path) {
+/* Whether a directory entry of this name exists (a dangling link does):
+ * the file is then opened, and a FIFO, a directory or a broken link is
+ * refused by name rather than taken for absent. */
+static int exists(const char *path) {
   struct stat sb;
-  return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+  return lstat(path, &sb) == 0;
+}
+
+/* Whether real (a resolved path) is .../models--ORG--NAME/blobs/SHA: a
+ * file of a Hugging Face hub cache. */
+static int is_hf_blob(const char *real) {
+  const char *end = strrchr(real, '/'); /* before SHA */
+  if (!end || end == real) return 0;
+  const char *p = end;
+  while (p > real && p[-1] != '/') p--;
+  if ((size_t)(end - p) != 5 || strncmp(p, "blobs", 5)) return 0;
+  const char *repo_end = p - 1;
+  if (repo_end <= real) return 0;
+  const char *q = repo_end;
+  while (q > real && q[-1] != '/') q--;
+  return repo_end - q > 8 && !strncmp(q, "models--", 8);
+}
+
+/* A file of the checkpoint must be a file of its directory: config.json,
+ * the index and every shard resolve (realpath) inside the checkpoint
+ * directory, or to a blob of a Hugging Face hub cache
+ * (.../models--ORG--NAME/blobs/SHA), where the hub's snapshot directories
+ * and older `--local-dir` downloads link their files.  A link to any other
+ * file is refused, as a '..' in the index is: either would read a file
+ * from elsewhere on this machine and pack it into the model.  The
+ * directory itself may be a link. */
+static int check_inside(const Checkpoint *c, const char *path, sc_error *err) {
+  char *real = realpath(path, NULL);
+  struct stat sb;
+  if (!real || stat(real, &sb) || !S_ISREG(sb.st_mode)) {
+    free(real);
+    return SC_OK; /* missing, dangling, a FIFO, /dev/zero: opening it says so */
+  }
+  size_t n = strlen(c->real_dir);
+  int ok = !strncmp(real, c->real_dir, n) && (real[n] == '/' || !strcmp(c->real_dir, "/"));
+  if (!ok) ok = is_hf_blob(real);
+  int rc = ok ? SC_OK : sc_fail(err, SC_EINPUT, "%s: resolves to %s, outside the checkpoint "
+                                "directory %s (the files of a checkpoint must be in its "
+                                "directory, or links into a Hugging Face cache's "
+                                "models--*/blobs/; hint: copy the file in instead of linking "
+                                "to it)", path, real, c->real_dir);
+  free(real);
+  return rc;
 }
 
 static int is_safetensors_name(const char *name) {
@@ -46,41 +93,27 @@ static int oom(sc_error *err, const char *what) {
   return sc_fail(err, SC_ERUNTIME, "%s: out of memory", what);
 }
 
-/* Read a small JSON file whole and parse it; trailing garbage is an error.
- * Ownership of *text and *json passes to the caller. */
+/* Read a JSON file of the checkpoint (at most SC_JSON_MAX bytes) and parse
+ * it as Python's json would (json.h): UTF-8, no NUL in a string, the last
+ * of a repeated key wins; trailing garbage is an error.  Ownership of
+ * *text and *json passes to the caller. */
 static int read_json(const char *path, const char *missing_hint, char **text,
                      cJSON **json, sc_error *err) {
   *text = NULL;
   *json = NULL;
-  FILE *fp = fopen(path, "rb");
-  if (!fp) {
+  char *buf;
+  size_t len;
+  if (sc_read_regular(path, "a regular JSON file", SC_JSON_MAX, &buf, &len, err)) {
     if (errno == ENOENT)
       return sc_fail(err, SC_EINPUT, "%s: not found%s%s%s", path,
                      missing_hint ? " (" : "", missing_hint ? missing_hint : "",
                      missing_hint ? ")" : "");
-    return sc_fail(err, SC_EINPUT, "%s: cannot open: %s", path, strerror(errno));
+    return err->code;
   }
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
-  for (;;) {
-    if (!buf) {
-      fclose(fp);
-      return oom(err, path);
-    }
-    len += fread(buf + len, 1, cap - len, fp);
-    if (len < cap) break;
-    char *nb = realloc(buf, cap *= 2);
-    if (!nb) free(buf);
-    buf = nb;
-  }
-  int bad = ferror(fp);
-  fclose(fp);
-  if (bad) {
+  if (json_check_text(buf, len, path, "key", err)) {
     free(buf);
-    return sc_fail(err, SC_EINPUT, "%s: read error", path);
+    return err->code;
   }
-  buf[len] = '\0'; /* len < cap */
-
   const char *end = NULL;
   cJSON *j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
   if (!j || end != buf + len) {
@@ -91,6 +124,11 @@ static int read_json(const char *path, const char *missing_hint, char **text,
     free(buf);
     return sc_fail(err, SC_EINPUT, "%s: not valid JSON (error near line %d, "
                    "byte %zu)", path, line, at);
+  }
+  if (json_last_wins(j, err)) {
+    cJSON_Delete(j);
+    free(buf);
+    return err->code;
   }
   *text = buf;
   *json = j;
@@ -132,7 +170,8 @@ static int open_files(Checkpoint *c, char **paths, int n, sc_error *err) {
   c->n_files = n;
   int total = 0;
   for (int i = 0; i < n; i++) {
-    int rc = st_open(&c->files[i], paths[i], err);
+    int rc = check_inside(c, paths[i], err);
+    if (!rc) rc = st_open(&c->files[i], paths[i], err);
     if (rc) return rc;
     for (int k = 0; k < c->files[i].n_tensors; k++) c->files[i].tensors[k].file = i;
     total += c->files[i].n_tensors;
@@ -216,7 +255,7 @@ static int open_index(Checkpoint *c, const char *index_path, sc_error *err) {
       goto done;
     }
     n++;
-    if (!is_file(shard_path)) {
+    if (!exists(shard_path)) {
       rc = sc_fail(err, SC_EINPUT, "%s: shard '%s' named for tensor '%s' is "
                    "missing (expected at %s)", index_path, e->valuestring,
                    e->string, shard_path);
@@ -248,7 +287,7 @@ done:
 static int open_single(Checkpoint *c, sc_error *err) {
   char *path = path_join(c->dir, "model.safetensors");
   if (!path) return oom(err, c->dir);
-  if (is_file(path)) {
+  if (exists(path)) {
     int rc = open_files(c, &path, 1, err);
     free(path);
     return rc;
@@ -271,7 +310,7 @@ static int open_single(Checkpoint *c, sc_error *err) {
       free(path);
       return oom(err, c->dir);
     }
-    if (!is_file(p)) {
+    if (!exists(p)) {
       free(p);
       continue;
     }
@@ -323,9 +362,15 @@ static int ckpt_open_impl(Checkpoint *c, const char *dir, sc_error *err) {
   size_t len = strlen(c->dir);
   while (len > 1 && c->dir[len - 1] == '/') c->dir[--len] = '\0';
 
+  c->real_dir = realpath(c->dir, NULL);
+  if (!c->real_dir)
+    return sc_fail(err, SC_EINPUT, "%s: cannot resolve the directory: %s", c->dir,
+                   strerror(errno));
   c->config_path = path_join(c->dir, "config.json");
   if (!c->config_path) return oom(err, dir);
-  int rc = read_json(c->config_path, HINT_DIR, &c->config_text, &c->config, err);
+  int rc = check_inside(c, c->config_path, err);
+  if (rc) return rc;
+  rc = read_json(c->config_path, HINT_DIR, &c->config_text, &c->config, err);
   if (rc) return rc;
   if (!cJSON_IsObject(c->config))
     return sc_fail(err, SC_EINPUT, "%s: top level is a JSON %s, expected an "
@@ -333,8 +378,10 @@ static int ckpt_open_impl(Checkpoint *c, const char *dir, sc_error *err) {
 
   char *index_path = path_join(c->dir, INDEX_NAME);
   if (!index_path) return oom(err, dir);
-  if (is_file(index_path)) rc = open_index(c, index_path, err);
-  else if (named_file) {
+  if (exists(index_path)) {
+    rc = check_inside(c, index_path, err);
+    if (!rc) rc = open_index(c, index_path, err);
+  } else if (named_file) {
     char *p = strdup(named_file);
     rc = p ? open_files(c, &p, 1, err) : oom(err, dir);
     free(p);
@@ -360,6 +407,7 @@ void ckpt_close(Checkpoint *c) {
   free(c->config_text);
   free(c->config_path);
   free(c->dir);
+  free(c->real_dir);
   memset(c, 0, sizeof *c);
 }
 

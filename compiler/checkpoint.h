@@ -16,6 +16,7 @@
 
 typedef struct Checkpoint {
   char *dir;
+  char *real_dir;          /* realpath(dir): the files must resolve inside */
   char *config_path;       /* DIR/config.json */
   char *config_text;       /* file contents */
   cJSON *config;           /* parsed */

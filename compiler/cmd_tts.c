@@ -2,25 +2,33 @@
  * cmd_tts.c — `speechc tts`: Qwen3-TTS codec frames from text token ids.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "file.h"
 #include "speechc.h"
 
 const char *const usage_tts =
-    "usage: speechc tts model.so --text-ids FILE|LIST -o codes.json|codes.bin|- [options]\n"
+    "usage: speechc tts model.so --text-ids LIST|FILE -o codes.json|codes.bin|- [options]\n"
     "\n"
     "Runs the Qwen3-TTS talker and code predictor as the official qwen-tts package does\n"
     "and writes the [frames x 16] matrix of codec ids.  Text tokenization and audio\n"
     "decoding are not part of speechc yet: pass token ids, get codec codes.\n"
     "\n"
-    "  --text-ids FILE|LIST    ids of '<|im_start|>assistant\\n{text}<|im_end|>\\n<|im_start|>\n"
-    "                          assistant\\n' (comma/space-separated list, or a file of them)\n"
-    "  --instruct-ids FILE|LIST  ids of '<|im_start|>user\\n{instruct}<|im_end|>\\n'\n"
+    "  --text-ids LIST|FILE    ids of '<|im_start|>assistant\\n{text}<|im_end|>\\n<|im_start|>\n"
+    "                          assistant\\n': a value of only digits, commas and spaces is\n"
+    "                          the list itself (\"1,2,3\", \"1 2 3\"); anything else names a\n"
+    "                          file of ids separated by commas, spaces or newlines (\"./5\" for\n"
+    "                          a file named 5), or a pipe: /dev/stdin, <(...), read to its end\n"
+    "  --instruct-ids LIST|FILE  ids of '<|im_start|>user\\n{instruct}<|im_end|>\\n' (the same\n"
+    "                          forms)\n"
     "  --speaker NAME          a speaker of the model's config (custom-voice models)\n"
     "  --language NAME|auto    a language of the model's config (default auto)\n"
     "  --non-streaming         all text in the prompt (the official custom-voice and\n"
@@ -38,20 +46,93 @@ const char *const usage_tts =
     "  --threads N             kernel threads (default 0 = one per physical core)\n"
     "  -q                      no per-frame progress on stderr\n";
 
-/* A list, or the name of a file holding one (commas, spaces or newlines). */
-static int read_ids(const char *flag, const char *arg, int32_t **ids, int *n) {
-  struct stat st;
-  if (strchr(arg, ',') || stat(arg, &st) != 0) return parse_ids(flag, arg, ids, n);
-  FILE *f = fopen(arg, "rb");
-  if (!f) {
-    fprintf(stderr, "speechc: %s %s: cannot open: %s\n", flag, arg, strerror(errno));
+#define IDS_MAX ((size_t)1 << 20) /* bytes of an ids file: ~150k ids */
+
+/* A value made only of digits, '-', commas, brackets and whitespace is a
+ * list, always: "--text-ids 5" is the id 5 even when a file named 5 is in
+ * the working directory.  Anything else names a file ("./5" is the file). */
+static int is_list(const char *arg) {
+  return arg[strspn(arg, "0123456789-,[] \t\r\n")] == '\0';
+}
+
+/* The ids file's text, NUL-terminated, in *text (malloc'd).  A regular
+ * file or a pipe (a FIFO, /dev/stdin, bash's <(...)) is read to its end,
+ * at most IDS_MAX bytes; the size is never taken from st_size, which is 0
+ * for a pipe.  The open does not block, and a FIFO with no writer is
+ * refused at once instead of waited on; one with a writer is waited on as
+ * `cat` would.  A NUL byte is an error naming its offset. */
+static int slurp_ids(const char *flag, const char *path, char **text) {
+  *text = NULL;
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    fprintf(stderr, "speechc: error: %s %s: cannot open: %s\n", flag, path, strerror(errno));
     return SC_EINPUT;
   }
-  char *text = malloc((size_t)st.st_size + 1);
-  size_t len = text ? fread(text, 1, (size_t)st.st_size, f) : 0;
-  fclose(f);
-  if (!text) return SC_ERUNTIME;
-  text[len] = 0;
+  struct stat st;
+  if (fstat(fd, &st)) {
+    fprintf(stderr, "speechc: error: %s %s: cannot stat: %s\n", flag, path, strerror(errno));
+    close(fd);
+    return SC_EINPUT;
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    fprintf(stderr, "speechc: error: %s %s: is a %s, expected a file of ids or a pipe\n", flag,
+            path, sc_file_kind(st.st_mode));
+    close(fd);
+    return SC_EINPUT;
+  }
+  char *buf = malloc(IDS_MAX + 1);
+  size_t n = 0;
+  int rc = buf ? SC_OK : SC_ERUNTIME;
+  while (!rc) {
+    ssize_t r = read(fd, buf + n, IDS_MAX + 1 - n);
+    if (r > 0) {
+      n += (size_t)r;
+      if (n > IDS_MAX) {
+        fprintf(stderr, "speechc: error: %s %s: more than %zu bytes of ids\n", flag, path, IDS_MAX);
+        rc = SC_EINPUT;
+      }
+    } else if (r == 0) {
+      if (n == 0 && S_ISFIFO(st.st_mode)) {
+        fprintf(stderr, "speechc: error: %s %s: a FIFO or pipe with no data: no process is "
+                "writing to it\n", flag, path);
+        rc = SC_EINPUT;
+      }
+      break;
+    } else if (errno == EAGAIN) { /* a writer, no data yet */
+      struct pollfd p = {.fd = fd, .events = POLLIN};
+      poll(&p, 1, -1);
+    } else if (errno != EINTR) {
+      fprintf(stderr, "speechc: error: %s %s: read error: %s\n", flag, path, strerror(errno));
+      rc = SC_EINPUT;
+    }
+  }
+  close(fd);
+  const char *nul = rc ? NULL : memchr(buf, '\0', n);
+  if (nul) {
+    fprintf(stderr, "speechc: error: %s %s: NUL byte at offset %zu (expected text: integers "
+            "separated by commas, spaces or newlines)\n", flag, path, (size_t)(nul - buf));
+    rc = SC_EINPUT;
+  }
+  if (rc) {
+    free(buf);
+    return rc;
+  }
+  buf[n] = '\0';
+  *text = buf;
+  return SC_OK;
+}
+
+/* A list (is_list), or the name of a file holding one: ids separated by
+ * commas, spaces or newlines, optionally in [brackets]. */
+static int read_ids(const char *flag, const char *arg, int32_t **ids, int *n) {
+  char *text = NULL;
+  if (is_list(arg)) {
+    text = strdup(arg);
+    if (!text) return SC_ERUNTIME;
+  } else {
+    int rc = slurp_ids(flag, arg, &text);
+    if (rc) return rc;
+  }
   /* normalise separators to commas */
   char *w = text;
   int sep = 0;

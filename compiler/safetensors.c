@@ -19,6 +19,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "file.h"
+#include "json.h"
 #include "safetensors.h"
 
 #define ST_MAX_HEADER (100u * 1000 * 1000) /* bytes; real headers are < 10 MB */
@@ -206,6 +208,26 @@ static int check_tensors(const StFile *f, Span *spans, sc_error *err) {
   return rc;
 }
 
+/* A tensor name is printable: a control character (escaped in the JSON:
+ * "\n", "\u001b") has no place in a PyTorch parameter name, and would be
+ * printed raw by every message and by `speechc inspect`.  (\u0000 was
+ * refused before parsing: json_check_text.) */
+static int check_name(const char *name, const char *path, sc_error *err) {
+  const unsigned char *p = (const unsigned char *)name;
+  while (*p && *p >= 0x20 && *p != 0x7f) p++;
+  if (!*p) return SC_OK;
+  char esc[160];
+  size_t n = 0;
+  const unsigned char *q = (const unsigned char *)name;
+  for (; *q && n + 8 < sizeof esc; q++) {
+    if (*q < 0x20 || *q == 0x7f) n += (size_t)snprintf(esc + n, sizeof esc - n, "\\u%04x", *q);
+    else esc[n++] = (char)*q;
+  }
+  esc[n] = '\0';
+  return sc_fail(err, SC_EINPUT, "%s: tensor name \"%s%s\" holds a control character "
+                 "(\\u%04x)", path, esc, *q ? "..." : "", *p);
+}
+
 /* Build f->tensors from the parsed header.  The data section is
  * map[data_start, size). */
 static int load_header(StFile *f, const cJSON *hdr, size_t data_start,
@@ -214,6 +236,7 @@ static int load_header(StFile *f, const cJSON *hdr, size_t data_start,
   size_t strbytes = 0;
   for (const cJSON *e = hdr->child; e; e = e->next) {
     if (strcmp(e->string, "__metadata__") == 0) continue;
+    if (check_name(e->string, f->path, err)) return err->code;
     n++;
     strbytes += strlen(e->string) + 1;
   }
@@ -252,27 +275,23 @@ static int load_header(StFile *f, const cJSON *hdr, size_t data_start,
 /* Map the file, then parse a NUL-terminated copy of the header: cJSON must
  * not be trusted to stop at a length when the header ends the mapping. */
 static int st_open_impl(StFile *f, const char *path, sc_error *err) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return sc_fail(err, SC_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return sc_fail(err, SC_EINPUT, "%s: not a regular file", path);
-  }
-  if (sb.st_size < 8) {
+  int fd;
+  uint64_t size;
+  if (sc_open_regular(path, "a regular safetensors file", 0, &fd, &size, err))
+    return err->code;
+  if (size < 8) {
     close(fd);
     return sc_fail(err, SC_EINPUT, "%s: truncated: %lld bytes, expected at "
-                   "least 8", path, (long long)sb.st_size);
+                   "least 8", path, (long long)size);
   }
-  void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+  void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
   int map_errno = errno;
   close(fd);
   if (map == MAP_FAILED)
     return sc_fail(err, SC_EINPUT, "%s: mmap failed: %s", path,
                    strerror(map_errno));
   f->map = map;
-  f->size = (size_t)sb.st_size;
+  f->size = (size_t)size;
 
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = hlen << 8 | f->map[i];
@@ -289,6 +308,12 @@ static int st_open_impl(StFile *f, const char *path, sc_error *err) {
   if (!text) return sc_fail(err, SC_ERUNTIME, "%s: out of memory", path);
   memcpy(text, f->map + 8, (size_t)hlen);
   text[hlen] = '\0';
+  /* UTF-8 (as the safetensors crate requires) and no \u0000: cJSON would
+   * end the name at the NUL, and "w\u0000x" would be read as "w" */
+  if (json_check_text(text, (size_t)hlen, path, "tensor name", err)) {
+    free(text);
+    return err->code;
+  }
   const char *end = NULL;
   cJSON *hdr = cJSON_ParseWithLengthOpts(text, (size_t)hlen + 1, &end, 1);
   if (!hdr || end != text + hlen) {

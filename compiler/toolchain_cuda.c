@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "file.h"
 
 /* The slice of the NVRTC API speechc calls (nvrtc.h; stable since 9.0). */
 typedef int nvrtcResult;
@@ -123,22 +124,15 @@ static int cache_dir(char *out, size_t size) {
   return 1;
 }
 
+/* A cached file's contents, or NULL (missing, unreadable, or not a regular
+ * file: a FIFO in the cache must not block the build). */
 static char *read_all(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  char *s = NULL;
-  long len = -1;
-  if (!fseek(f, 0, SEEK_END)) len = ftell(f);
-  if (len > 0 && !fseek(f, 0, SEEK_SET) && (s = malloc((size_t)len + 1))) {
-    if (fread(s, 1, (size_t)len, f) != (size_t)len) {
-      free(s);
-      s = NULL;
-    } else {
-      s[len] = 0;
-      *n = (size_t)len;
-    }
+  char *s;
+  sc_error err;
+  if (sc_read_regular(path, NULL, 0, &s, n, &err) || !*n) {
+    free(s);
+    return NULL;
   }
-  fclose(f);
   return s;
 }
 

@@ -1,7 +1,8 @@
 /*
  * model.c — open a compiled model and run sessions on it.
  *
- * sc_model_open loads model.so with dlopen, checks its descriptor (magic,
+ * sc_model_open checks that model.so is a regular file holding a whole ELF
+ * shared object (file.h), loads it with dlopen, checks its descriptor (magic,
  * ABI version, CPU features), then maps the weight file it names from the
  * same directory and checks that file against the descriptor (magic,
  * version, size, build id, checksum).  Weights stay mmapped read-only; each
@@ -21,6 +22,7 @@
 
 #include "checksum.h"
 #include "cpu.h"
+#include "file.h"
 #include "kernels.h"
 #include "model_internal.h"
 #include "pool.h"
@@ -68,27 +70,27 @@ static int open_weights(sc_model *m, int verify, int *missing, sc_error *err) {
   m->wpath = malloc((size_t)dirlen + strlen(d->weight_file) + 1);
   if (!m->wpath) return sc_fail(err, SC_ERUNTIME, "out of memory");
   sprintf(m->wpath, "%.*s%s", dirlen, m->path, d->weight_file);
-  int fd = open(m->wpath, O_RDONLY | O_CLOEXEC);
-  *missing = fd < 0 && errno == ENOENT;
-  if (fd < 0)
-    return sc_fail(err, SC_EINPUT, "%s: weight file of %s is missing: %s (hint: it is written next "
-                   "to model.so by speechc build; keep the two together)", m->wpath, m->path, strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st)) {
-    close(fd);
-    return sc_fail(err, SC_EINPUT, "%s: cannot stat: %s", m->wpath, strerror(errno));
+  int fd;
+  uint64_t fsize;
+  if (sc_open_regular(m->wpath, "the weight file written by speechc build", 0, &fd, &fsize, err)) {
+    *missing = errno == ENOENT;
+    if (errno == ENOENT)
+      return sc_fail(err, SC_EINPUT, "%s: weight file of %s is missing: %s (hint: it is written next "
+                     "to model.so by speechc build; keep the two together)", m->wpath, m->path,
+                     strerror(ENOENT));
+    return err->code;
   }
   uint64_t want = SC_WFILE_HEADER + d->weight_bytes;
-  if ((uint64_t)st.st_size < sizeof(sc_wfile_header)) {
+  if (fsize < sizeof(sc_wfile_header)) {
     close(fd);
     return sc_fail(err, SC_EINPUT, "%s: truncated: %lld bytes, expected %llu for %s", m->wpath,
-                   (long long)st.st_size, (unsigned long long)want, m->path);
+                   (long long)fsize, (unsigned long long)want, m->path);
   }
-  void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  void *map = mmap(NULL, (size_t)fsize, PROT_READ, MAP_SHARED, fd, 0);
   close(fd);
   if (map == MAP_FAILED) return sc_fail(err, SC_EINPUT, "%s: mmap failed: %s", m->wpath, strerror(errno));
   m->wmap = map;
-  m->wsize = (size_t)st.st_size;
+  m->wsize = (size_t)fsize;
   sc_wfile_header h;
   memcpy(&h, map, sizeof h);
   if (memcmp(h.magic, SC_WFILE_MAGIC, 8))
@@ -103,10 +105,10 @@ static int open_weights(sc_model *m, int verify, int *missing, sc_error *err) {
     return sc_fail(err, SC_EINPUT, "%s: holds %llu bytes of weights, but %s expects %llu (from another "
                    "build; hint: rebuild, or copy the matching pair)", m->wpath,
                    (unsigned long long)h.data_bytes, m->path, (unsigned long long)d->weight_bytes);
-  if ((uint64_t)st.st_size != want)
+  if (fsize != want)
     return sc_fail(err, SC_EINPUT, "%s: %lld bytes, expected %llu for %s (%s)", m->wpath,
-                   (long long)st.st_size, (unsigned long long)want, m->path,
-                   (uint64_t)st.st_size < want ? "truncated" : "bytes after the end of the data");
+                   (long long)fsize, (unsigned long long)want, m->path,
+                   fsize < want ? "truncated" : "bytes after the end of the data");
   if (h.build_id != d->build_id || h.checksum != d->weight_checksum)
     return sc_fail(err, SC_EINPUT, "%s: from another build: build %016llx checksum %016llx, but %s "
                    "expects build %016llx checksum %016llx (hint: rebuild, or copy the matching pair)",
@@ -141,11 +143,16 @@ static int open_once(const char *path, const sc_open_opts *opts, sc_model **out,
   if (!m->path) { free(m); return sc_fail(err, SC_ERUNTIME, "out of memory"); }
   sprintf(m->path, "%s%s", strchr(path, '/') ? "" : "./", path);
   int rc = SC_OK;
-  struct stat st;
-  if (stat(m->path, &st)) {
-    rc = sc_fail(err, SC_EINPUT, "%s: cannot open: %s", path, strerror(errno));
-    goto fail;
-  }
+  /* a regular file whose ELF headers fit in it: dlopen would block on a
+   * FIFO and die of SIGBUS on a truncated file */
+  int fd;
+  uint64_t size;
+  if ((rc = sc_open_regular(path, NULL, 0, &fd, &size, err))) goto fail;
+  struct stat st; /* the file loaded, to tell a rebuild that replaced it (open_weights) */
+  if (fstat(fd, &st)) memset(&st, 0, sizeof st);
+  rc = sc_elf_check(fd, size, path, err);
+  close(fd);
+  if (rc) goto fail;
   m->dl = dlopen(m->path, RTLD_NOW | RTLD_LOCAL);
   if (!m->dl) {
     rc = sc_fail(err, SC_EINPUT, "%s: not a loadable model: %s", path, dlerror());

@@ -52,6 +52,11 @@ safetensors)
   st '{"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]},"b":{"dtype":"BF16","shape":[3],"data_offsets":[16,22]},"__metadata__":{"format":"pt"}}' 22 >"$SEEDS/small"
   st '{"h":{"dtype":"F16","shape":[4],"data_offsets":[0,8]},"e":{"dtype":"I64","shape":[0,7],"data_offsets":[8,8]},"s":{"dtype":"U8","shape":[],"data_offsets":[8,9]}}' 9 >"$SEEDS/dtypes"
   st '{}' 0 >"$SEEDS/empty"
+  # issue 12: a NUL that would cut a name short, a control character, bad UTF-8
+  st '{"w\u0000evil":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' 1 >"$SEEDS/nul_name"
+  st '{"w\\u0000":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' 1 >"$SEEDS/escaped_backslash"
+  st '{"w\nx":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' 1 >"$SEEDS/ctl_name"
+  st $'{"w\xc3(":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}' 1 >"$SEEDS/bad_utf8"
   ;;
 checkpoint)
   SEP=$'\n=====\n'
@@ -60,6 +65,16 @@ checkpoint)
   { cat $D/qwen3_gqa4_hd16_bf16/config.json; printf '%s' "$SEP"; printf '{"weight_map": {'
     st_names $D/qwen3_gqa4_hd16_bf16/model.safetensors | sed 's/$/: "bf16.safetensors"/' | paste -sd, -
     printf '}}\n'; } >"$SEEDS/qwen3_bf16_indexed"
+  # issue 12: repeated keys (the last wins), at the top, nested and in the
+  # index; a key that differs by a NUL; NUL bytes after the JSON
+  q=$D/qwen3_gqa2_hd32_tied/config.json
+  sed 's/"rope_theta": 1000000.0,/"rope_theta": 1000000.0, "rope_theta": 10.0,/' $q >"$SEEDS/dup_rope_theta"
+  sed 's/"rope_scaling": null,/"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "factor": 2.0}, "rope_scaling": null,/' $q >"$SEEDS/dup_nested"
+  sed 's/"rope_theta": 1000000.0,/"rope_theta": 1000000.0, "rope_theta\\u0000": 10.0,/' $q >"$SEEDS/nul_key"
+  { cat $q; head -c 16 /dev/zero; } >"$SEEDS/nul_padding"
+  { cat $D/llama_gqa4_sharded/config.json; printf '%s' "$SEP"
+    sed 's/"weight_map": {/"weight_map": {"lm_head.weight": "model-00001-of-00002.safetensors", /' \
+      $D/llama_gqa4_sharded/model.safetensors.index.json; } >"$SEEDS/dup_weight_map"
   for l in 06b 17b; do  # Qwen3-TTS: nested talker / code predictor configs
     { cat tests/data/tts/tts_tiny_${l}_layout/config.json; printf '%s' "$SEP"; printf '{"weight_map": {'
       st_names tests/data/tts/tts_tiny_${l}_layout/model.safetensors | sed "s/\$/: \"tts${l%b}.safetensors\"/" | paste -sd, -
@@ -84,6 +99,8 @@ artifact)
   p '\x03' 5000 0 '\x00\x00\xc0\x7f' >"$SEEDS/patch_nan_nocheck"
   p '\x01' 0 $(((1 << 32) - 100)) '' >"$SEEDS/patch_truncated"
   p '\x01' 0 1 '' >"$SEEDS/patch_longer"
+  # issue 12: model.so less its last K bytes (0: whole), refused before dlopen
+  for k in 0 1 100 10000 28000 1000000 4294967295; do { printf '\x04'; u32le $k; } >"$SEEDS/cut_less_$k"; done
   ;;
 esac
 

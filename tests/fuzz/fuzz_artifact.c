@@ -16,6 +16,15 @@
  *                        input written at the offset in bytes 1..4;
  * so both wholly foreign files and near misses (one header field, one
  * data byte, a few bytes short) are reached.
+ *   cut   (bit 2 set):   the other bits are ignored; cut/m.so is the valid
+ *                        m.so less its last K bytes, K the number in bytes
+ *                        1..4 modulo its size + 1, next to the valid
+ *                        weights (0: the whole file): every proper
+ *                        prefix must be refused before dlopen (issue 12: a
+ *                        truncated model.so died of SIGBUS inside dlopen),
+ *                        the whole file must load.  Only cut, never
+ *                        patched: a model.so is code, and a patched one is
+ *                        free to do anything once loaded.
  * The contract checked beyond the sanitizers:
  *   - a refused file: SC_EINPUT, and the message names m.weights;
  *   - a file accepted with the checksum on holds exactly the valid data,
@@ -28,14 +37,17 @@
 
 #include <dlfcn.h>
 #include <glob.h>
+#include <sys/stat.h>
 
 #include "build.h"
 #include "sc_abi.h"
 #include "speechc.h"
 
-static char dir[512], so[600], wpath[600];
+static char dir[512], so[600], wpath[600], cut_dir[600], cut_so[700];
 static unsigned char *valid; /* the valid weight file */
 static size_t valid_size;
+static unsigned char *so_bytes; /* the valid m.so */
+static size_t so_size;
 static float *ref_logits;    /* [vocab] after prefilling `prompt` */
 static int vocab;
 static void *keep;           /* dlopen reference held for the whole run */
@@ -44,6 +56,7 @@ static const int32_t prompt[] = {1, 2, 3};
 static void cleanup(void) {
   if (keep) dlclose(keep);
   free(valid);
+  free(so_bytes);
   free(ref_logits);
   fuzz_rm_tree(dir);
 }
@@ -72,8 +85,17 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   }
   snprintf(wpath, sizeof wpath, "%s", g.gl_pathv[0]);
   globfree(&g);
-  if (!(valid = fuzz_slurp(wpath, &valid_size)) || !(keep = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
+  if (!(valid = fuzz_slurp(wpath, &valid_size)) || !(so_bytes = fuzz_slurp(so, &so_size)) ||
+      !(keep = dlopen(so, RTLD_NOW | RTLD_LOCAL))) {
     fprintf(stderr, "fuzz_artifact: %s: cannot read the build's outputs\n", dir);
+    abort();
+  }
+  snprintf(cut_dir, sizeof cut_dir, "%s/cut", dir);
+  snprintf(cut_so, sizeof cut_so, "%s/m.so", cut_dir);
+  char cut_w[1400]; /* the weight file's own name: the model names it */
+  snprintf(cut_w, sizeof cut_w, "%s/%s", cut_dir, strrchr(wpath, '/') + 1);
+  if (mkdir(cut_dir, 0700) || fuzz_write(cut_w, valid, valid_size)) {
+    fprintf(stderr, "fuzz_artifact: %s: cannot set up\n", cut_dir);
     abort();
   }
   sc_open_opts opts = {.verify_weights = 1, .threads = 1};
@@ -143,8 +165,35 @@ static void run_model(sc_model *m, int verified) {
   sc_session_close(s);
 }
 
+/* cut mode: a prefix of the valid m.so, opened as a model. */
+static void run_cut(const uint8_t *data, size_t size) {
+  if (size < 5) return;
+  size_t n = so_size - le32(data + 1) % (so_size + 1);
+  unlink(cut_so); /* a new inode: the last one may still be mapped */
+  if (fuzz_write(cut_so, so_bytes, n)) abort();
+  sc_open_opts opts = {.verify_weights = 0, .threads = 1};
+  sc_model *m = NULL;
+  sc_error err = {0};
+  int rc = sc_model_open(cut_so, &opts, &m, &err);
+  if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "fuzz_artifact: cut %zu of %zu: rc %d %s\n", n, so_size, rc, rc ? err.msg : "");
+  if (n < so_size) {
+    FUZZ_CHECK(rc == SC_EINPUT && err.code == SC_EINPUT, "a model.so cut to %zu of %zu bytes: rc %d: %s",
+               n, so_size, rc, err.msg);
+    FUZZ_CHECK(strstr(err.msg, cut_so) && strstr(err.msg, "truncated or not an ELF shared object"),
+               "message: %s", err.msg);
+    FUZZ_CHECK(m == NULL, "a refused model was returned");
+  } else {
+    FUZZ_CHECK(rc == SC_OK, "the whole model.so was refused: %s", err.msg);
+    sc_model_close(m);
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!dir[0]) LLVMFuzzerInitialize(NULL, NULL);
+  if (size >= 1 && (data[0] & 4)) {
+    run_cut(data, size);
+    return 0;
+  }
   if (!make_weights(data, size)) return 0;
   int verify = !(data[0] & 2);
   sc_open_opts opts = {.verify_weights = verify, .threads = 1};

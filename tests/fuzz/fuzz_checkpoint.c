@@ -13,7 +13,9 @@
  *   tts06.safetensors, tts17.safetensors  tts/tts_tiny_{06b,17b}_layout
  * so an index may name any of them, and a config may describe any of the
  * five models (or anything else).  Then, as `speechc build` does:
- * ckpt_open; every config key through every typed reader (cfg_*); every
+ * ckpt_open; no object of the parsed config holds a key twice (the last
+ * of a repeated key wins, as in Python's json: issue 12); every config key
+ * through every typed reader (cfg_*); every
  * indexed tensor through ckpt_tensor; the frontend of the config's
  * model_type, ir_verify, the passes up to planning and the per-session
  * memory check; for Qwen3-TTS, that every id the runtime driver reads from
@@ -108,6 +110,16 @@ static void tts_ids_in_range(const cJSON *cfg) {
   }
 }
 
+/* No object in j (recursively) has two members of the same key. */
+static void check_unique_keys(const cJSON *j) {
+  if (cJSON_IsObject(j))
+    for (const cJSON *a = j->child; a; a = a->next)
+      for (const cJSON *b = a->next; b; b = b->next)
+        FUZZ_CHECK(strcmp(a->string, b->string) != 0, "key '%s' twice after ckpt_open", a->string);
+  if (cJSON_IsObject(j) || cJSON_IsArray(j))
+    for (const cJSON *c = j->child; c; c = c->next) check_unique_keys(c);
+}
+
 static void run_frontend(const Checkpoint *c) {
   sc_error err = {0};
   const char *model_type = NULL, *family = NULL;
@@ -167,6 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_CHECK(c.files == NULL && c.config == NULL, "a refused checkpoint left state behind");
     return 0;
   }
+  check_unique_keys(c.config);
   read_all(c.config, "config.json", 0);
   for (int i = 0; i < c.n_tensors; i++) {
     const StTensor *t = c.by_name[i];

@@ -7,8 +7,10 @@
  * checkpoint (open, fstat, mmap) without touching the disk.  An accepted
  * file must keep safetensors.h's promise — every tensor's bytes lie inside
  * the mapping, nbytes = numel * dtype size, no two non-empty tensors
- * overlap — and every byte of every tensor is read (floats through
- * st_read_f32), so ASan sees any pointer that escapes.  A refused file must
+ * overlap, every name is free of control characters (a "\u0000" must
+ * not cut a name short: issue 12) — and every byte of every tensor is
+ * read (floats through st_read_f32), so ASan sees any pointer that
+ * escapes.  A refused file must
  * be refused with SC_EINPUT and a message that starts with its path.
  */
 #include "fuzz_util.h"
@@ -36,6 +38,8 @@ static void check_tensors(const StFile *f) {
   for (int i = 0; i < f->n_tensors; i++) {
     const StTensor *t = &f->tensors[i];
     FUZZ_CHECK(t->name && t->ndim >= 0 && t->ndim <= ST_MAX_DIMS, "tensor %d", i);
+    for (const unsigned char *c = (const unsigned char *)t->name; *c; c++)
+      FUZZ_CHECK(*c >= 0x20 && *c != 0x7f, "tensor %d: a control character 0x%02x in its name", i, *c);
     int64_t numel = 1;
     for (int d = 0; d < t->ndim; d++) {
       FUZZ_CHECK(t->shape[d] >= 0, "'%s': shape[%d] = %lld", t->name, d, (long long)t->shape[d]);
@@ -79,6 +83,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   FUZZ_CHECK(f.size == size, "size %zu, file has %zu", f.size, size);
+  /* an accepted header has no "\u0000" escape (an odd number of
+   * backslashes before "u0000"): it would have cut a string short */
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | data[i];
+  for (uint64_t i = 8; i + 6 <= 8 + hlen; i++) {
+    if (memcmp(data + i, "\\u0000", 6)) continue;
+    uint64_t k = i;
+    while (k > 8 && data[k - 1] == '\\') k--;
+    FUZZ_CHECK((i - k) % 2 == 1, "accepted a header with \\u0000 at byte %llu", (unsigned long long)i);
+  }
   check_tensors(&f);
   st_close(&f);
   return 0;

@@ -274,7 +274,10 @@ static void test_malformed_files(void) {
   }
 
   expect_st_fail(P("does-not-exist.safetensors"), "cannot open");
-  expect_st_fail(root, "not a regular file");
+  expect_st_fail(root, "is a directory, expected a regular safetensors file");
+  CHECK(mkfifo(P("fifo.safetensors"), 0600) == 0); /* open() must not wait for a writer */
+  expect_st_fail(P("fifo.safetensors"), "is a FIFO, expected a regular safetensors file");
+  expect_st_fail("/dev/zero", "is a character device");
 
   expect_hdr_fail("notjson.safetensors", "{\"a\": {\"dtype\": ", 0,
                   "header is not valid JSON");
@@ -347,6 +350,36 @@ static void test_malformed_files(void) {
   expect_hdr_fail("fracoff.safetensors",
                   "{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4.5]}}",
                   8, "\"data_offsets\" is malformed");
+  /* a NUL in a name: cJSON would end the string there and use "w" */
+  expect_hdr_fail("nul.safetensors",
+                  "{\"w\\u0000evil\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+                  1, "tensor name \"w\\u0000evil\" at line 1 holds a NUL character");
+  expect_hdr_fail("nulval.safetensors",
+                  "{\"w\":{\"dtype\":\"F32\\u0000\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                  4, "string \"F32\\u0000\" at line 1 holds a NUL character");
+  expect_hdr_fail("ctl.safetensors",
+                  "{\"a\\nb\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+                  1, "tensor name \"a\\u000ab\" holds a control character (\\u000a)");
+  expect_hdr_fail("rawctl.safetensors",
+                  "{\"a\tb\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+                  1, "a raw control character (0x09) inside a string at line 1");
+  expect_hdr_fail("utf8.safetensors",
+                  "{\"\xc3\x28\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",
+                  1, "not valid UTF-8: byte 0xc3 at line 1 (byte 2)");
+  {
+    /* escapes that are not NUL, and UTF-8 names, are fine */
+    const char *path = P("names.safetensors");
+    write_st(path,
+             "{\"caf\xc3\xa9\\u00e9\\\\u0000\":{\"dtype\":\"U8\",\"shape\":[1],"
+             "\"data_offsets\":[0,1]}}", "\x01", 1);
+    StFile f;
+    sc_error err = {0};
+    CHECK_MSG(st_open(&f, path, &err) == SC_OK, "%s", err.msg);
+    if (!err.code) {
+      CHECK(f.n_tensors == 1 && !strcmp(f.tensors[0].name, "caf\xc3\xa9\xc3\xa9\\u0000"));
+      st_close(&f);
+    }
+  }
   expect_hdr_fail("dup.safetensors",
                   "{\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
                   "\"w\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
@@ -710,12 +743,199 @@ static void test_bad_checkpoints(void) {
   expect_ckpt_fail(dir, "shard ''", "not a file name inside");
 }
 
+/* Issue 12, item 5 and 8: config.json, the index and the shards are regular
+ * files, and JSON is read up to SC_JSON_MAX bytes; a FIFO would block the
+ * open, /dev/zero would be read until memory runs out. */
+static void test_not_regular(void) {
+  char p[600];
+  const char *dir;
+  dir = P("fifocfg");
+  mkdir_p(dir);
+  write_u8(dir, "model.safetensors", "w");
+  snprintf(p, sizeof p, "%s/config.json", dir);
+  CHECK(mkfifo(p, 0600) == 0);
+  expect_ckpt_fail(dir, "config.json: is a FIFO, expected a regular JSON file", NULL);
+  unlink(p);
+  CHECK(symlink("/dev/zero", p) == 0);
+  expect_ckpt_fail(dir, "config.json: is a character device", NULL);
+  unlink(p);
+  write_in(dir, "config.json", "{}");
+  CHECK(truncate(p, (16 << 20) + 1) == 0); /* sparse */
+  expect_ckpt_fail(dir, "config.json: 16777217 bytes, larger than the 16 MiB limit", NULL);
+  CHECK(truncate(p, 16 << 20) == 0); /* at the limit: read, then refused for its NULs */
+  expect_ckpt_fail(dir, "config.json: a control character (0x00) at line 1 (byte 2)", NULL);
+  write_in(dir, "config.json", "{}");
+  snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+  CHECK(mkfifo(p, 0600) == 0); /* a FIFO index is not "no index" */
+  expect_ckpt_fail(dir, "model.safetensors.index.json: is a FIFO", NULL);
+  unlink(p);
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  unlink(p);
+  CHECK(mkdir(p, 0700) == 0); /* nor is a directory "no model.safetensors" */
+  expect_ckpt_fail(dir, "model.safetensors: is a directory", NULL);
+
+}
+
+/* Issue 12, items 9 and 12: JSON read as Python reads it. */
+static void test_json_like_python(void) {
+  char p[600], q[600];
+  sc_error err = {0};
+  Checkpoint c;
+  const char *dir;
+  (void)p, (void)q;
+  /* duplicate keys: the last wins, at the first one's place, in nested
+   * objects and in objects inside arrays too (Python's json.load) */
+  dir = P("dupkeys");
+  mkdir_p(dir);
+  write_u8(dir, "model.safetensors", "w");
+  write_in(dir, "config.json",
+           "{\"rope_theta\": 1000000.0, \"model_type\": \"qwen3\",\n"
+           " \"rope_theta\": 10.0, \"n\": {\"a\": 1, \"b\": 2, \"a\": 3, \"a\": 4},\n"
+           " \"l\": [{\"x\": 1, \"x\": null}], \"rope_theta\": 20.0}");
+  CHECK_MSG(ckpt_open(&c, dir, &err) == SC_OK, "%s", err.msg);
+  if (!err.code) {
+    double d = 0;
+    int64_t i = 0;
+    CHECK(cfg_num_req(c.config, "config.json", "rope_theta", &d, &err) == SC_OK && d == 20.0);
+    CHECK(!strcmp(c.config->child->string, "rope_theta")); /* the first one's place */
+    CHECK(cJSON_GetArraySize(c.config) == 4);
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(c.config, "n");
+    CHECK(cJSON_GetArraySize(n) == 2 && !strcmp(n->child->string, "a"));
+    CHECK(cfg_int_req(n, "n", "a", &i, &err) == SC_OK && i == 4);
+    const cJSON *l = cJSON_GetObjectItemCaseSensitive(c.config, "l");
+    CHECK(cJSON_GetArraySize(l->child) == 1 && cJSON_IsNull(l->child->child));
+    char *min = cJSON_PrintUnformatted(c.config);
+    CHECK_MSG(min && !strcmp(min, "{\"rope_theta\":20,\"model_type\":\"qwen3\",\"n\":{\"a\":4,"
+              "\"b\":2},\"l\":[{\"x\":null}]}"), "%s", min ? min : "(null)");
+    free(min);
+    ckpt_close(&c);
+  }
+  /* a key that differs by a NUL is not the same key: refused */
+  write_in(dir, "config.json", "{\"rope_theta\": 1e6,\n \"rope_theta\\u0000\": 10}");
+  expect_ckpt_fail(dir, "config.json: key \"rope_theta\\u0000\" at line 2 holds a NUL character",
+                   "cut it short to \"rope_theta\"");
+  write_in(dir, "config.json", "{\"a\": \"\xff\"}");
+  expect_ckpt_fail(dir, "config.json: not valid UTF-8: byte 0xff at line 1 (byte 7)", NULL);
+
+  /* duplicate tensors of the index's weight_map: the last shard named wins */
+  dir = P("dupindex");
+  mkdir_p(dir);
+  write_in(dir, "config.json", "{}");
+  write_u8(dir, "s1.safetensors", "a");
+  write_u8(dir, "s2.safetensors", "b");
+  write_in(dir, "model.safetensors.index.json",
+           "{\"weight_map\": {\"a\": \"s2.safetensors\", \"b\": \"s2.safetensors\","
+           " \"a\": \"s1.safetensors\"}}");
+  CHECK_MSG(ckpt_open(&c, dir, &err) == SC_OK, "%s", err.msg);
+  if (!err.code) ckpt_close(&c);
+
+}
+
+/* Issue 12, item 14: links out of the checkpoint directory. */
+static void test_links(void) {
+  char p[600], q[600];
+  sc_error err = {0};
+  Checkpoint c;
+  const char *dir;
+  /* links out of the checkpoint directory; ck2/ is a valid checkpoint */
+  dir = P("linkout");
+  mkdir_p(dir);
+  write_in(dir, "config.json", "{}");
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  snprintf(q, sizeof q, "%s/model-00002-of-00002.safetensors", P("ck2"));
+  CHECK(symlink(q, p) == 0);
+  expect_ckpt_fail(dir, "linkout/model.safetensors: resolves to", "outside the checkpoint directory");
+  unlink(p);
+  CHECK(symlink("../ck2/model-00002-of-00002.safetensors", p) == 0);
+  expect_ckpt_fail(dir, "outside the checkpoint directory", "hint: copy the file in");
+  unlink(p);
+  write_u8(dir, "model.safetensors", "w");
+  snprintf(p, sizeof p, "%s/config.json", dir);
+  unlink(p);
+  snprintf(q, sizeof q, "%s/config.json", P("ck2"));
+  CHECK(symlink(q, p) == 0);
+  expect_ckpt_fail(dir, "linkout/config.json: resolves to", "outside the checkpoint directory");
+  /* a link inside the directory is fine */
+  unlink(p);
+  write_in(dir, "real.json", "{}");
+  CHECK(symlink("real.json", p) == 0);
+  CHECK_MSG(ckpt_open(&c, dir, &err) == SC_OK, "%s", err.msg);
+  if (!err.code) ckpt_close(&c);
+
+  /* the Hugging Face hub cache: snapshots/REV/... -> ../../blobs/SHA */
+  mkdir_p(P("models--org--tiny"));
+  mkdir_p(P("models--org--tiny/blobs"));
+  mkdir_p(P("models--org--tiny/snapshots"));
+  dir = P("models--org--tiny/snapshots/abc123");
+  mkdir_p(dir);
+  write_in(P("models--org--tiny/blobs"), "c0ffee", "{\"model_type\": \"x\"}");
+  write_u8(P("models--org--tiny/blobs"), "beef", "w");
+  snprintf(p, sizeof p, "%s/config.json", dir);
+  CHECK(symlink("../../blobs/c0ffee", p) == 0);
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  CHECK(symlink("../../blobs/beef", p) == 0);
+  CHECK_MSG(ckpt_open(&c, dir, &err) == SC_OK, "%s", err.msg);
+  if (!err.code) {
+    CHECK(ckpt_find(&c, "w") != NULL);
+    ckpt_close(&c);
+  }
+  /* ... but not a blobs/ directory of just any name */
+  mkdir_p(P("other"));
+  mkdir_p(P("other/blobs"));
+  write_u8(P("other/blobs"), "beef", "w");
+  snprintf(p, sizeof p, "%s/model.safetensors", dir);
+  unlink(p);
+  CHECK(symlink("../../../other/blobs/beef", p) == 0);
+  expect_ckpt_fail(dir, "model.safetensors: resolves to", "outside the checkpoint directory");
+}
+
+/* Messages longer than sc_error.msg keep their end (the reason, the hint):
+ * the longest words, the paths, are cut in the middle instead. */
+static void test_long_messages(void) {
+  char a[3000], b[1500];
+  memset(a, 'a', sizeof a - 1);
+  a[sizeof a - 1] = '\0';
+  memset(b, 'b', sizeof b - 1);
+  b[sizeof b - 1] = '\0';
+  a[0] = '/', b[0] = '/';
+  sc_error err = {0};
+  CHECK(sc_fail(&err, SC_EINPUT, "%s: weight file of %s is missing: No such file (hint: keep "
+                "the two together)", a, b) == SC_EINPUT);
+  CHECK(err.code == SC_EINPUT && strlen(err.msg) <= sizeof err.msg - 1);
+  CHECK_CONTAINS(err.msg, "aaa...aaa");
+  CHECK_CONTAINS(err.msg, "aaa: weight file of /bbb");
+  CHECK_CONTAINS(err.msg, "bbb...bbb");
+  CHECK_CONTAINS(err.msg, "bbb is missing: No such file (hint: keep the two together)");
+  CHECK(!strncmp(err.msg, "/aaa", 4));
+  /* short messages are untouched, one just at the limit too */
+  sc_fail(&err, SC_EINPUT, "%s", "short");
+  CHECK(!strcmp(err.msg, "short"));
+  a[sizeof err.msg - 1] = '\0';
+  sc_fail(&err, SC_EINPUT, "%s", a);
+  CHECK(!strcmp(err.msg, a));
+  /* no long word to cut: the end goes, as snprintf would cut it */
+  char words[2000] = "";
+  for (int i = 0; i < 300; i++) strcat(words, "word ");
+  sc_fail(&err, SC_EINPUT, "%s", words);
+  CHECK(strlen(err.msg) == sizeof err.msg - 1 && !strncmp(err.msg, words, sizeof err.msg - 1));
+
+  /* through the loader: a 2000-character checkpoint path */
+  char dir[2100];
+  snprintf(dir, sizeof dir, "%s/", root);
+  while (strlen(dir) < 2000) strcat(dir, "dddddddddddddddddddddddddddddddddddddddd/");
+  strcat(dir, "x");
+  Checkpoint c;
+  expect_ckpt_fail(dir, "No such file or directory (hint: pass the checkpoint directory", "...");
+  (void)c;
+}
+
 static int rm_entry(const char *path, const struct stat *sb, int flag,
                     struct FTW *ftw) {
   return remove(path);
 }
 
 int main(void) {
+  alarm(120); /* a blocking open (a FIFO, issue 12) fails the test instead of stalling it */
   snprintf(root, sizeof root, "/tmp/test_loader.XXXXXX");
   if (!mkdtemp(root)) {
     perror("mkdtemp");
@@ -726,6 +946,10 @@ int main(void) {
   test_malformed_files();
   test_sharded_checkpoint();
   test_bad_checkpoints();
+  test_not_regular();
+  test_json_like_python();
+  test_links();
+  test_long_messages();
   nftw(root, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
   CHECK_DONE();
 }
