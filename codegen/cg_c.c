@@ -182,24 +182,32 @@ static int emit_node(Cg *cg, int i) {
       OUT("    const unsigned short *row = (const unsigned short *)%s + (long)id * %lld;\n",
           cg->var[n->src[0]], (long long)w->cols);
       OUT("    for (int c = 0; c < %lld; c++) y[c] = bf16_to_f32(row[c]);\n", (long long)w->cols);
-    } else if (w->band == DT_Q8_0 || w->band == DT_Q4_0) {
+    } else if (sc_band_quantized(ir_wtype(w->band))) {
       /* one row of blocks: f16 scale (decoded exactly, subnormals
        * included), then 32 int8 or 16 bytes of nibbles (low: element k,
        * high: element k + 16).  q8_0: GGML's blocks; q4_0: the CPU's
        * groups of eight (runtime/kernels.h), byte k of a grouped block
        * (k / 4) * 32 + k % 4 bytes after its first, the last nb % 8 blocks
        * GGML's. */
-      const int q8 = w->band == DT_Q8_0, q4g = !q8 && !cg->m->q4_0_ggml;
-      const long long nb = (long long)(w->cols / 32), whole = q4g ? nb / 8 * 8 : 0;
+      const sc_band_traits *bt = sc_band(ir_wtype(w->band));
+      const int q8 = w->band == DT_Q8_0, G = cg->m->q4_0_ggml ? 0 : bt->cpu_group;
+      const long long nb = (long long)(w->cols / bt->block), whole = G ? nb / G * G : 0;
       OUT("    const unsigned char *row = %s + (long)id * %lldLL; /* %s */\n", cg->var[n->src[0]],
           (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
       OUT("    for (int b = 0; b < %lld; b++) {\n", nb);
       if (whole) {
-        OUT("      const int grouped = b < %lld, step = grouped ? 32 : 4;\n", whole);
-        OUT("      const unsigned char *blk = grouped ? row + (b >> 3) * 144 + 2 * (b & 7) : row + b * 18;\n");
-        OUT("      const unsigned char *q = grouped ? row + (b >> 3) * 144 + 16 + 4 * (b & 7) : blk + 2;\n");
+        /* group b / G: G scales (2 bytes each), then chunks of 4 bytes per
+         * block (G of them a chunk) */
+        int shift = 0;
+        while (1 << shift < G) shift++;
+        IR_ASSERT(1 << shift == G);
+        OUT("      const int grouped = b < %lld, step = grouped ? %d : 4;\n", whole, 4 * G);
+        OUT("      const unsigned char *blk = grouped ? row + (b >> %d) * %d + 2 * (b & %d) : row + b * %d;\n",
+            shift, bt->cpu_group_bytes, G - 1, bt->block_bytes);
+        OUT("      const unsigned char *q = grouped ? row + (b >> %d) * %d + %d + 4 * (b & %d) : blk + 2;\n",
+            shift, bt->cpu_group_bytes, 2 * G, G - 1);
       } else {
-        OUT("      const unsigned char *blk = row + b * %d;\n", q8 ? 34 : 18);
+        OUT("      const unsigned char *blk = row + b * %d;\n", bt->block_bytes);
         if (!q8) OUT("      const unsigned char *q = blk + 2;\n      const int step = 4;\n");
       }
       OUT("      const unsigned h = blk[0] | (unsigned)blk[1] << 8, e = h >> 10 & 31, mant = h & 1023;\n");

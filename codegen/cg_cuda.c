@@ -321,7 +321,7 @@ static int emit_gemv(Cu *cu, int i) {
   const IrNode *w = node(cg, wi);
   const DType band = band_of(cu, wi);
   const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
-  const int quant = band == DT_Q8_0 || band == DT_Q4_0;
+  const int quant = sc_band_quantized(ir_wtype(band));
   if (band != DT_F32 && band != DT_BF16 && !quant)
     return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: weight band %s is not supported yet "
                    "(accepted: f32, bf16, q8_0, q4_0)", n->name, ir_dtype_name(band));
@@ -439,7 +439,7 @@ static int emit_gemv(Cu *cu, int i) {
     /* GGML blocks of 32: lane j takes element j of each block (its byte,
      * or nibble, and the block's f16 scale), so a warp reads a block's
      * bytes together; the activations stay f32 */
-    const int q8 = band == DT_Q8_0, bb = q8 ? 34 : 18;
+    const int q8 = band == DT_Q8_0, bb = sc_band(ir_wtype(band))->block_bytes;
     KB("#pragma unroll 4\n  for (int b = 0; b < %lld; b++) {\n", C / 32);
     KB("    const int c = b * 32 + lane;\n");
     for (int j = 0; j < nw; j++) {
@@ -720,13 +720,13 @@ static int emit_embed(Cu *cu, int i) {
   } else if (w->band == DT_BF16) {
     KB("  const unsigned short *row = (const unsigned short *)%s + (long long)id * %lld;\n", tp, C);
     KB("  for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = sc_bf16(row[c]);\n", C);
-  } else if (w->band == DT_Q8_0 || w->band == DT_Q4_0) {
+  } else if (sc_band_quantized(ir_wtype(w->band))) {
     /* GGML blocks, as the C target decodes them */
     int q8 = w->band == DT_Q8_0;
     KB("  const unsigned char *row = %s + (long long)id * %lldLL; /* %s */\n", tp,
        (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
     KB("  for (int c = threadIdx.x; c < %lld; c += 256) {\n", C);
-    KB("    const unsigned char *blk = row + (c >> 5) * %d;\n", q8 ? 34 : 18);
+    KB("    const unsigned char *blk = row + (c >> 5) * %d;\n", sc_band(ir_wtype(w->band))->block_bytes);
     KB("    const float d = sc_f16(blk[0] | (unsigned)blk[1] << 8);\n");
     if (q8) KB("    yr[c] = d * (float)(signed char)blk[2 + (c & 31)];\n");
     else KB("    const int j = c & 31;\n    yr[c] = d * (float)((j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8);\n");

@@ -29,19 +29,11 @@ void c_ident(const char *in, char *out, size_t size) {
   out[k] = 0;
 }
 
-int wtype_of(DType d) {
-  switch (d) {
-  case DT_BF16: return SC_W_BF16;
-  case DT_F16: return SC_W_F16;
-  case DT_Q8_0: return SC_W_Q8_0;
-  case DT_Q4_0: return SC_W_Q4_0;
-  default: return SC_W_F32;
-  }
-}
-
+/* The SC_W_* constant of a weight's band, as C text (a dtype that is no
+ * band reads as f32). */
 const char *wtype_name(DType d) {
-  const char *const n[] = {"SC_W_F32", "SC_W_BF16", "SC_W_F16", "SC_W_Q8_0", "SC_W_Q4_0"};
-  return n[wtype_of(d)];
+  const int w = ir_wtype(d);
+  return sc_band(w < 0 ? SC_W_F32 : w)->abi_name;
 }
 
 const IrNode *node(const Cg *cg, int i) { return &cg->g->nodes[i]; }

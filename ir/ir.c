@@ -33,19 +33,29 @@ _Noreturn void ir_assert_fail(const char *file, int line, const char *expr) {
   abort();
 }
 
+/* The band of each DType that can store a weight (the rest: -1). */
+static const int dtype_wtype[DT_COUNT] = {
+    [DT_F32] = SC_W_F32, [DT_I32] = -1,          [DT_BF16] = SC_W_BF16,
+    [DT_F16] = SC_W_F16, [DT_Q8_0] = SC_W_Q8_0, [DT_Q4_0] = SC_W_Q4_0,
+};
+
+int ir_wtype(DType d) { return d >= 0 && d < DT_COUNT ? dtype_wtype[d] : -1; }
+
+DType ir_dtype_of_wtype(int wtype) {
+  for (int d = 0; d < DT_COUNT; d++)
+    if (dtype_wtype[d] == wtype && wtype >= 0) return (DType)d;
+  return DT_COUNT;
+}
+
 const char *ir_dtype_name(DType d) {
-  static const char *const names[DT_COUNT] = {"f32", "i32", "bf16", "f16", "q8_0", "q4_0"};
-  return d >= 0 && d < DT_COUNT ? names[d] : "?";
+  if (d == DT_I32) return "i32";
+  const sc_band_traits *t = sc_band(ir_wtype(d));
+  return t ? t->name : "?";
 }
 
 int64_t ir_band_row_bytes(DType band, int64_t cols) {
-  switch (band) {
-  case DT_F32: case DT_I32: return cols * 4;
-  case DT_BF16: case DT_F16: return cols * 2;
-  case DT_Q8_0: return (cols / 32) * 34;
-  case DT_Q4_0: return (cols / 32) * 18;
-  default: return 0;
-  }
+  if (band == DT_I32) return cols * 4;
+  return (int64_t)sc_band_row_bytes(ir_wtype(band), cols);
 }
 
 static void *grow(void *p, int *cap, int need, size_t elem) {

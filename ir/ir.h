@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sc_bands.h"
 #include "speechc.h"
 
 typedef enum OpKind {
@@ -137,6 +138,12 @@ extern const int ir_op_nsrc[OP_COUNT];
 extern const int ir_op_flags[OP_COUNT];
 extern const char *const ir_op_docs[OP_COUNT];
 const char *ir_dtype_name(DType d);
+/* Weight bands are the SC_W_* of runtime/sc_bands.h, whose traits (block,
+ * bytes, names, CPU layout) every layer reads.  ir_wtype: the SC_W_* band
+ * of a DType, -1 for one that is not a band (i32); ir_dtype_of_wtype: the
+ * reverse, DT_COUNT for no band. */
+int ir_wtype(DType d);
+DType ir_dtype_of_wtype(int wtype);
 int64_t ir_band_row_bytes(DType band, int64_t cols); /* bytes of one row */
 
 void ir_module_init(Module *m);

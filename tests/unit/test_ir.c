@@ -1,0 +1,50 @@
+/*
+ * test_ir.c — the tables the layers share:
+ *   - band traits (runtime/sc_bands.h): every band's row size is what its
+ *     quantizer writes, the IR and the runtime agree on it, names and the
+ *     DType <-> SC_W_* mapping round-trip.
+ */
+#include <string.h>
+
+#include "check.h"
+#include "ir.h"
+#include "kernels.h"
+
+static void test_bands(void) {
+  for (int w = 0; w < SC_W_COUNT; w++) {
+    const sc_band_traits *t = sc_band(w);
+    CHECK(t && t->block >= 1 && t->block_bytes >= 1);
+    CHECK(sc_band_find(t->name) == w);
+    const DType d = ir_dtype_of_wtype(w);
+    CHECK_MSG(d != DT_COUNT && ir_wtype(d) == w, "band %s", t->name);
+    CHECK(!strcmp(ir_dtype_name(d), t->name));
+    for (int cols = 32; cols <= 1024; cols += 32)
+      CHECK(ir_band_row_bytes(d, cols) == (int64_t)sc_band_row_bytes(w, cols));
+    CHECK(t->cpu_group == 0 || t->cpu_group_bytes == t->cpu_group * t->block_bytes);
+  }
+  CHECK(ir_wtype(DT_I32) == -1 && !sc_band(-1) && !sc_band(SC_W_COUNT) && sc_band_find("i32") == -1);
+  CHECK(sc_band_row_bytes(SC_W_COUNT, 64) == 0);
+  /* the quantizers write exactly one row of the table's size */
+  float x[256];
+  unsigned char a[2 * SC_Q8_0_BLOCK * 8], b[sizeof a];
+  for (int i = 0; i < 256; i++) x[i] = (float)(i % 17) - 8.0f;
+  void (*quant[])(const float *, int, void *) = {sc_quantize_row_q8_0, sc_quantize_row_q4_0};
+  const int wtype[] = {SC_W_Q8_0, SC_W_Q4_0};
+  for (int k = 0; k < 2; k++) {
+    /* written bytes are the same over two fills; the first one left is at rb */
+    memset(a, 0xa5, sizeof a);
+    memset(b, 0x5a, sizeof b);
+    quant[k](x, 256, a);
+    quant[k](x, 256, b);
+    size_t n = 0;
+    while (n < sizeof a && a[n] == b[n]) n++;
+    CHECK_MSG(n == sc_band_row_bytes(wtype[k], 256), "%s: a row of 256 is %zu bytes, the table says %zu",
+              sc_band(wtype[k])->name, n, sc_band_row_bytes(wtype[k], 256));
+  }
+  CHECK(sc_band_quantized(SC_W_Q8_0) && sc_band_quantized(SC_W_Q4_0) && !sc_band_quantized(SC_W_BF16));
+}
+
+int main(void) {
+  test_bands();
+  CHECK_DONE();
+}
