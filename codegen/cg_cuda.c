@@ -1221,9 +1221,9 @@ static int emit_node(Cu *cu, int i) {
       return SC_OK;
     }
     return emit_copy(cu, i, n->src[0], p->slot == OUT_LOGITS ? "io->out" : "io->hidden_out", (long long)n->cols);
-  default:
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: op %s (%s) has no CUDA lowering yet",
-                   ir_op_names[n->op], n->name);
+  default: /* ops.def says the CUDA target lowers it (ir_check_target) */
+    return sc_fail(cg->err, SC_EINPUT, "internal error: CUDA target: op %s (%s) is marked T_CUDA in ops.def "
+                   "but has no case here", ir_op_names[n->op], n->name);
   }
 }
 
@@ -1483,6 +1483,7 @@ static int emit_sampler(Cu *cu) {
 }
 
 int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *host, sc_error *err) {
+  if (ir_check_target(m, IR_TARGET_CUDA, err)) return err->code;
   Cu cus;
   memset(&cus, 0, sizeof cus);
   Cu *cu = &cus;

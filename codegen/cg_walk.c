@@ -38,16 +38,22 @@ const char *wtype_name(DType d) {
 
 const IrNode *node(const Cg *cg, int i) { return &cg->g->nodes[i]; }
 
-/* The C expression of a value as a float pointer (or W_/S_ macro). */
+/* The C expression of a value as a float pointer (or W_/S_ macro).  A
+ * view that writes state (KV_STORE) is the state it wrote: it has no
+ * variable of its own. */
+static int state_view(const IrNode *n) {
+  return (ir_op_flags[n->op] & (F_VIEW | F_STATE)) == (F_VIEW | F_STATE);
+}
+
 const char *ref(const Cg *cg, int i) {
   const IrNode *n = node(cg, i);
-  if (n->op == OP_KV_STORE) return ref(cg, n->src[0]);
+  if (state_view(n)) return ref(cg, n->src[0]);
   return cg->var[i];
 }
 
 long long ld(const Cg *cg, int i) {
   const IrNode *n = node(cg, i);
-  if (n->op == OP_KV_STORE || n->op == OP_STATE) return (long long)n->cols;
+  if (state_view(n) || n->op == OP_STATE) return (long long)n->cols;
   return (long long)n->ld;
 }
 

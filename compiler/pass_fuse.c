@@ -123,11 +123,11 @@ static void merge_siblings(Module *m, Graph *g) {
 }
 
 /* Drop dead nodes, keeping order; nodes nobody reads die too, except the
- * ones with effects (OUTPUT, KV_STORE). */
+ * ones with effects (OUTPUT, and the F_STATE ops that write state). */
 static void compact(Graph *g) {
   for (int i = g->n_nodes - 1; i >= 0; i--) {
     IrNode *n = &g->nodes[i];
-    if (!n->dead && n->op != OP_OUTPUT && n->op != OP_KV_STORE && ir_uses(g, i) == 0) n->dead = 1;
+    if (!n->dead && n->op != OP_OUTPUT && !(ir_op_flags[n->op] & F_STATE) && ir_uses(g, i) == 0) n->dead = 1;
   }
   int *map = malloc((size_t)g->n_nodes * sizeof *map);
   IR_ASSERT(map);

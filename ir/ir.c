@@ -8,25 +8,36 @@
 #include <string.h>
 
 const char *const ir_op_names[OP_COUNT] = {
-#define OP(name, nsrc, flags, doc) #name,
+#define OP(name, nsrc, flags, inplace, targets, doc) #name,
 #include "ops.def"
 #undef OP
 };
 const int ir_op_nsrc[OP_COUNT] = {
-#define OP(name, nsrc, flags, doc) nsrc,
+#define OP(name, nsrc, flags, inplace, targets, doc) nsrc,
 #include "ops.def"
 #undef OP
 };
 const int ir_op_flags[OP_COUNT] = {
-#define OP(name, nsrc, flags, doc) flags,
+#define OP(name, nsrc, flags, inplace, targets, doc) flags,
+#include "ops.def"
+#undef OP
+};
+const int ir_op_inplace[OP_COUNT] = {
+#define OP(name, nsrc, flags, inplace, targets, doc) inplace,
+#include "ops.def"
+#undef OP
+};
+const unsigned ir_op_targets[OP_COUNT] = {
+#define OP(name, nsrc, flags, inplace, targets, doc) targets,
 #include "ops.def"
 #undef OP
 };
 const char *const ir_op_docs[OP_COUNT] = {
-#define OP(name, nsrc, flags, doc) doc,
+#define OP(name, nsrc, flags, inplace, targets, doc) doc,
 #include "ops.def"
 #undef OP
 };
+const char *const ir_target_names[IR_TARGET_COUNT] = {"cpu", "cuda"};
 
 _Noreturn void ir_assert_fail(const char *file, int line, const char *expr) {
   fprintf(stderr, "%s:%d: internal error: assertion failed: %s\n", file, line, expr);
@@ -288,8 +299,7 @@ int ir_output(Graph *g, int x, int slot) {
 }
 
 int ir_root(const Graph *g, int n) {
-  while (g->nodes[n].op == OP_SLICE || g->nodes[n].op == OP_ROW || g->nodes[n].op == OP_KV_STORE)
-    n = g->nodes[n].src[0];
+  while (ir_op_flags[g->nodes[n].op] & F_VIEW) n = g->nodes[n].src[0];
   return n;
 }
 
@@ -407,6 +417,20 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
     int ids_view = (n->op == OP_ROW || n->op == OP_SLICE) && a && a->dtype == DT_I32 && n->dtype == DT_I32;
     if (n->op != OP_WEIGHT && n->op != OP_STATE && n->op != OP_INPUT_IDS && !ids_view && n->dtype != DT_F32)
       VFAIL("activations are f32, found %s", ir_dtype_name(n->dtype));
+  }
+  return SC_OK;
+}
+
+int ir_check_target(const Module *m, IrTarget target, sc_error *err) {
+  for (int gi = 0; gi < m->n_graphs; gi++) {
+    const Graph *g = &m->graphs[gi];
+    for (int i = 0; i < g->n_nodes; i++) {
+      const IrNode *n = &g->nodes[i];
+      if (!n->dead && !(ir_op_targets[n->op] & (1u << target)))
+        return sc_fail(err, SC_EINPUT, "%s target: op %s (%s, graph %s node %d) has no %s lowering yet",
+                       ir_target_names[target], ir_op_names[n->op], n->name, g->name, i,
+                       ir_target_names[target]);
+    }
   }
   return SC_OK;
 }

@@ -22,13 +22,16 @@
 #include "speechc.h"
 
 typedef enum OpKind {
-#define OP(name, nsrc, flags, doc) OP_##name,
+#define OP(name, nsrc, flags, inplace, targets, doc) OP_##name,
 #include "ops.def"
 #undef OP
   OP_COUNT
 } OpKind;
 
-enum { F_FUSED = 1, F_VIEW = 2, F_LEAF = 4 };
+/* ops.def's flags and targets columns. */
+enum { F_FUSED = 1, F_VIEW = 2, F_LEAF = 4, F_STATE = 8 };
+typedef enum IrTarget { IR_TARGET_CPU, IR_TARGET_CUDA, IR_TARGET_COUNT } IrTarget;
+enum { T_CPU = 1 << IR_TARGET_CPU, T_CUDA = 1 << IR_TARGET_CUDA };
 
 typedef enum DType { DT_F32, DT_I32, DT_BF16, DT_F16, DT_Q8_0, DT_Q4_0, DT_COUNT } DType;
 
@@ -136,6 +139,9 @@ typedef struct Module {
 extern const char *const ir_op_names[OP_COUNT];
 extern const int ir_op_nsrc[OP_COUNT];
 extern const int ir_op_flags[OP_COUNT];
+extern const int ir_op_inplace[OP_COUNT];  /* input the result may overwrite, -1 */
+extern const unsigned ir_op_targets[OP_COUNT]; /* T_* of the targets lowering it */
+extern const char *const ir_target_names[IR_TARGET_COUNT]; /* "cpu", "cuda" */
 extern const char *const ir_op_docs[OP_COUNT];
 const char *ir_dtype_name(DType d);
 /* Weight bands are the SC_W_* of runtime/sc_bands.h, whose traits (block,
@@ -183,8 +189,12 @@ int ir_output(Graph *g, int x, int slot);
 /* Checks every node: arity, source order, shapes, dtypes.  Returns SC_OK or
  * SC_EINPUT with "graph NAME: node N (op): problem" (a compiler bug). */
 int ir_verify(const Module *m, const Graph *g, sc_error *err);
-/* Node whose buffer a value lives in: follows views (SLICE, ROW) and
- * KV_STORE (which returns its cache). */
+/* Every live node of m is lowered by `target` (ops.def's targets column):
+ * SC_OK, or SC_EINPUT naming the first op that is not, its node and graph.
+ * Codegen asks this before it prints anything. */
+int ir_check_target(const Module *m, IrTarget target, sc_error *err);
+/* Node whose buffer a value lives in: follows F_VIEW ops (SLICE, ROW, and
+ * KV_STORE, which returns its cache). */
 int ir_root(const Graph *g, int n);
 /* Number of live nodes reading n. */
 int ir_uses(const Graph *g, int n);

@@ -2,10 +2,13 @@
  * test_ir.c — the tables the layers share:
  *   - band traits (runtime/sc_bands.h): every band's row size is what its
  *     quantizer writes, the IR and the runtime agree on it, names and the
- *     DType <-> SC_W_* mapping round-trip.
+ *     DType <-> SC_W_* mapping round-trip;
+ *   - ops.def's columns: an op a target does not lower is refused by name
+ *     before either emitter prints anything.
  */
 #include <string.h>
 
+#include "cg.h"
 #include "check.h"
 #include "ir.h"
 #include "kernels.h"
@@ -44,7 +47,47 @@ static void test_bands(void) {
   CHECK(sc_band_quantized(SC_W_Q8_0) && sc_band_quantized(SC_W_Q4_0) && !sc_band_quantized(SC_W_BF16));
 }
 
+/* ids -> embed -> OP(embed, embed) -> output, op chosen by the caller. */
+static void tiny_module(Module *m, OpKind op) {
+  ir_module_init(m);
+  Graph *g = ir_graph_exact(m, "decode", SC_IN_IDS, 1);
+  int w = ir_weight_add(m, "embed", DT_F32, 1, 16, 8);
+  int e = ir_embed(g, ir_weight(m, g, w), ir_input_ids(g), "embed");
+  ir_output(g, ir_binary(g, op, e, e, "layer0.mix"), OUT_LOGITS);
+}
+
+static void test_targets(void) {
+  Module m;
+  sc_error err = {0};
+  tiny_module(&m, OP_ADD);
+  for (int t = 0; t < IR_TARGET_COUNT; t++) CHECK(ir_check_target(&m, (IrTarget)t, &err) == SC_OK);
+  ir_module_free(&m);
+  /* SCALE_ADD has a builder (ir_binary) but no lowering */
+  tiny_module(&m, OP_SCALE_ADD);
+  CHECK(ir_verify(&m, &m.graphs[0], &err) == SC_OK);
+  for (int t = 0; t < IR_TARGET_COUNT; t++) {
+    memset(&err, 0, sizeof err);
+    CHECK(ir_check_target(&m, (IrTarget)t, &err) == SC_EINPUT);
+    CHECK_CONTAINS(err.msg, "op SCALE_ADD (layer0.mix, graph decode node 3)");
+    CHECK_CONTAINS(err.msg, ir_target_names[t]);
+  }
+  StrBuf a, b;
+  sb_init(&a);
+  sb_init(&b);
+  CgInfo info = {.weight_file = "m.weights", .band = "f32", .cpu_features = ""};
+  memset(&err, 0, sizeof err);
+  CHECK(cg_emit_c(&m, &info, &a, &err) == SC_EINPUT && a.len == 0);
+  CHECK_CONTAINS(err.msg, "cpu target: op SCALE_ADD");
+  memset(&err, 0, sizeof err);
+  CHECK(cg_emit_cuda(&m, &info, &a, &b, &err) == SC_EINPUT && a.len == 0 && b.len == 0);
+  CHECK_CONTAINS(err.msg, "cuda target: op SCALE_ADD");
+  sb_free(&a);
+  sb_free(&b);
+  ir_module_free(&m);
+}
+
 int main(void) {
   test_bands();
+  test_targets();
   CHECK_DONE();
 }
