@@ -171,6 +171,10 @@ int ir_input_embeds(Graph *g, int64_t cols) {
   return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T, cols, NULL, 0, "embeds");
 }
 
+int ir_input_hidden(Graph *g, int64_t cols) {
+  return ir_node(g, OP_INPUT_HIDDEN, DT_F32, 1, cols, NULL, 0, "hidden_in");
+}
+
 int ir_weight_set(Module *m, Graph *g, int w, int mode, int value) {
   IrWeight *wt = &m->weights[w];
   IR_ASSERT(mode == SET_STEP || (value >= 0 && value < wt->sets));

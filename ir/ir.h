@@ -51,13 +51,12 @@ typedef struct IrParams {
   int group;            /* norms: columns per normalisation group */
   int norm_mode;        /* NORM_* */
   float eps;
-  float scale;          /* attention scale, L2NORM post-scale, SCALE_ADD */
+  float scale;          /* attention scale */
   int heads, kv_heads, head_dim;
   int rot_dims, rope_mode;
   int window;           /* ATTENTION/KV_STORE: 0 = whole cache */
   int off;              /* SLICE: first column */
   int slot;             /* OUTPUT: OUT_* */
-  int k, norm, act;     /* TOPK_ROUTE, CONV1D_CAUSAL */
   int set_mode;         /* WEIGHT with sets: SET_FIXED / SET_STEP (with p.off) */
 } IrParams;
 
@@ -167,6 +166,8 @@ int ir_node(Graph *g, OpKind op, DType dt, int64_t rows, int64_t cols,
             const int *src, int nsrc, const char *name);
 int ir_input_ids(Graph *g);
 int ir_input_embeds(Graph *g, int64_t cols);
+/* The entry's extra input vector io->hidden_in [1, cols]. */
+int ir_input_hidden(Graph *g, int64_t cols);
 int ir_weight(Module *m, Graph *g, int w);
 int ir_state(Module *m, Graph *g, int s);
 int ir_embed(Graph *g, int table, int ids, const char *name);
