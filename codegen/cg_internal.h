@@ -18,6 +18,8 @@ typedef struct Cg {
 } Cg;
 
 #define OUT(...) sb_printf(cg->o, __VA_ARGS__)
+/* The input of node n in slot NAME of op OP (ops.def's operand slots). */
+#define SRC(n, OP, NAME) ((n)->src[S_##OP##_##NAME])
 
 void c_ident(const char *in, char *out, size_t size);
 const char *cg_float(char buf[32], float v); /* a C float literal: "1e-06f", "1.0f" */

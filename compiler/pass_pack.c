@@ -162,17 +162,13 @@ static void settle_bands(Module *m) {
       if (n->dead) continue;
       /* which source, if any, is read as a matrix by a kernel or gather */
       int mat = -1;
-      switch (n->op) {
-      case OP_LINEAR: case OP_LINEAR_ADD: case OP_LINEAR_SWIGLU: mat = 1; break;
-      case OP_NORM_LINEAR: mat = 2; break;
-      case OP_EMBED: mat = 0; break;
-      default: break;
-      }
+      if (ir_is_linear(n->op)) mat = ir_lin_operands(n).w;
+      else if (n->op == OP_EMBED) mat = n->src[S_EMBED_TABLE];
       for (int k = 0; k < n->nsrc; k++) {
         const IrNode *src = &g->nodes[n->src[k]];
         if (src->op != OP_WEIGHT) continue;
         IrWeight *wt = &m->weights[src->weight];
-        if (quantized(wt->band) && k != mat) wt->band = DT_F32;
+        if (quantized(wt->band) && n->src[k] != mat) wt->band = DT_F32;
       }
     }
   }

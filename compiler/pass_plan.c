@@ -110,11 +110,12 @@ static void plan_graph(Graph *g) {
     } else {
       x->ld = x->cols;
     }
-    if (x->op == OP_NORM_LINEAR || (x->op == OP_LINEAR_SWIGLU && x->nsrc == 3))
-      x->aux = place(live, &n_live, ALIGN(rows * g->nodes[x->src[0]].cols * 4), i, &high);
+    if (ir_is_linear(x->op) && ir_lin_operands(x).nw >= 0)
+      x->aux = place(live, &n_live, ALIGN(rows * g->nodes[ir_lin_operands(x).x].cols * 4), i, &high);
     if (x->op == OP_ROPE_ATTENTION)
-      x->aux = place(live, &n_live, ALIGN(rows * (g->nodes[x->src[0]].cols + g->nodes[x->src[1]].cols) * 4), i,
-                     &high);
+      x->aux = place(live, &n_live,
+                     ALIGN(rows * (g->nodes[x->src[S_ROPE_ATTENTION_Q]].cols + g->nodes[x->src[S_ROPE_ATTENTION_K]].cols) * 4),
+                     i, &high);
   }
   free(live);
   g->scratch_bytes = high;

@@ -302,6 +302,35 @@ int ir_output(Graph *g, int x, int slot) {
   return n;
 }
 
+int ir_is_linear(OpKind op) {
+  return op == OP_LINEAR || op == OP_NORM_LINEAR || op == OP_LINEAR_ADD || op == OP_LINEAR_SWIGLU;
+}
+
+IrLinOperands ir_lin_operands(const IrNode *n) {
+  IrLinOperands o = {-1, -1, -1, -1, -1};
+  const int *s = n->src, k = n->nsrc;
+  switch (n->op) {
+  case OP_LINEAR:
+    o.x = s[S_LINEAR_X], o.w = s[S_LINEAR_W];
+    if (k > S_LINEAR_B) o.bias = s[S_LINEAR_B];
+    break;
+  case OP_NORM_LINEAR:
+    o.x = s[S_NORM_LINEAR_X], o.w = s[S_NORM_LINEAR_W], o.nw = s[S_NORM_LINEAR_NW];
+    if (k > S_NORM_LINEAR_B) o.bias = s[S_NORM_LINEAR_B];
+    break;
+  case OP_LINEAR_ADD:
+    o.x = s[S_LINEAR_ADD_X], o.w = s[S_LINEAR_ADD_W], o.res = s[S_LINEAR_ADD_R];
+    break;
+  case OP_LINEAR_SWIGLU:
+    o.x = s[S_LINEAR_SWIGLU_X], o.w = s[S_LINEAR_SWIGLU_W];
+    if (k > S_LINEAR_SWIGLU_NW) o.nw = s[S_LINEAR_SWIGLU_NW];
+    break;
+  default:
+    IR_ASSERT(!"not a linear");
+  }
+  return o;
+}
+
 int ir_root(const Graph *g, int n) {
   while (ir_op_flags[g->nodes[n].op] & F_VIEW) n = g->nodes[n].src[0];
   return n;
@@ -328,6 +357,9 @@ int ir_uses(const Graph *g, int n) {
 
 static int rows_match(int64_t a, int64_t b) { return a == b; }
 
+/* Input slot NAME of op OP (ops.def) of node n, in the verifier loop. */
+#define S(OP, NAME) (&g->nodes[n->src[S_##OP##_##NAME]])
+
 int ir_verify(const Module *m, const Graph *g, sc_error *err) {
   for (int i = 0; i < g->n_nodes; i++) {
     const IrNode *n = &g->nodes[i];
@@ -352,58 +384,72 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
     case OP_STATE:
       if (n->state < 0 || n->state >= m->n_states) VFAIL("no state");
       break;
-    case OP_EMBED:
-      if (a->op != OP_WEIGHT || b->dtype != DT_I32) VFAIL("expects (weight, ids)");
-      if (n->cols != a->cols || !rows_match(n->rows, b->rows)) VFAIL("shape");
+    case OP_EMBED: {
+      const IrNode *tab = S(EMBED, TABLE), *ids = S(EMBED, IDS);
+      if (tab->op != OP_WEIGHT || ids->dtype != DT_I32) VFAIL("expects (weight, ids)");
+      if (n->cols != tab->cols || !rows_match(n->rows, ids->rows)) VFAIL("shape");
       break;
+    }
     case OP_LINEAR: case OP_NORM_LINEAR: case OP_LINEAR_ADD: case OP_LINEAR_SWIGLU: {
-      const IrNode *w = &g->nodes[n->src[n->op == OP_NORM_LINEAR ? 2 : 1]];
+      /* required inputs: x, W, and the norm weight or residual; one more optional */
+      const int need = n->op == OP_NORM_LINEAR || n->op == OP_LINEAR_ADD ? 3 : 2;
+      const int most = n->op == OP_LINEAR_ADD ? 3 : need + 1;
+      if (n->nsrc < need || n->nsrc > most) VFAIL("has %d inputs, expected %d to %d", n->nsrc, need, most);
+      const IrLinOperands o = ir_lin_operands(n);
+      const IrNode *x = &g->nodes[o.x], *w = &g->nodes[o.w];
       if (w->op != OP_WEIGHT) VFAIL("weight input is %s", ir_op_names[w->op]);
-      if (w->cols != a->cols) VFAIL("x has %lld cols, weight %s has %lld", (long long)a->cols, w->name, (long long)w->cols);
+      if (w->cols != x->cols) VFAIL("x has %lld cols, weight %s has %lld", (long long)x->cols, w->name, (long long)w->cols);
       int64_t out = n->op == OP_LINEAR_SWIGLU ? w->rows / 2 : w->rows;
-      if (n->cols != out || !rows_match(n->rows, a->rows)) VFAIL("output shape");
-      if (n->op == OP_NORM_LINEAR && b->cols != a->cols) VFAIL("norm weight width");
-      if (n->op == OP_LINEAR_ADD && g->nodes[n->src[2]].cols != n->cols) VFAIL("residual width");
-      if (n->op == OP_LINEAR_SWIGLU && (n->nsrc < 2 || n->nsrc > 3)) VFAIL("has %d inputs, expected 2 or 3", n->nsrc);
-      if (n->op == OP_LINEAR_SWIGLU && n->nsrc == 3 &&
-          (n->p.group < 1 || a->cols % n->p.group || g->nodes[n->src[2]].cols != n->p.group))
+      if (n->cols != out || !rows_match(n->rows, x->rows)) VFAIL("output shape");
+      if (n->op == OP_NORM_LINEAR && g->nodes[o.nw].cols != x->cols) VFAIL("norm weight width");
+      if (o.res >= 0 && g->nodes[o.res].cols != n->cols) VFAIL("residual width");
+      if (n->op == OP_LINEAR_SWIGLU && o.nw >= 0 &&
+          (n->p.group < 1 || x->cols % n->p.group || g->nodes[o.nw].cols != n->p.group))
         VFAIL("norm group %d", n->p.group);
       break;
     }
     case OP_ROPE_ATTENTION: {
-      if (n->nsrc != 6 && n->nsrc != 8) VFAIL("has %d inputs, expected 6 or 8", n->nsrc);
+      /* q, k, v, kc, vc, table, and the head norms qn, kn or neither */
+      if (n->nsrc != S_ROPE_ATTENTION_QN && n->nsrc != S_ROPE_ATTENTION_KN + 1)
+        VFAIL("has %d inputs, expected %d or %d", n->nsrc, S_ROPE_ATTENTION_QN, S_ROPE_ATTENTION_KN + 1);
       const IrParams *p = &n->p;
       const int64_t qd = (int64_t)p->heads * p->head_dim, kd = (int64_t)p->kv_heads * p->head_dim;
-      const IrNode *k = b, *v = &g->nodes[n->src[2]], *kc = &g->nodes[n->src[3]], *vc = &g->nodes[n->src[4]];
-      const IrNode *tab = &g->nodes[n->src[5]];
-      if (n->rows == IR_T || n->rows > 4 || a->rows != n->rows || k->rows != n->rows || v->rows != n->rows)
+      const IrNode *q = S(ROPE_ATTENTION, Q), *k = S(ROPE_ATTENTION, K), *v = S(ROPE_ATTENTION, V);
+      const IrNode *kc = S(ROPE_ATTENTION, KC), *vc = S(ROPE_ATTENTION, VC), *tab = S(ROPE_ATTENTION, TABLE);
+      if (n->rows == IR_T || n->rows > 4 || q->rows != n->rows || k->rows != n->rows || v->rows != n->rows)
         VFAIL("formed for a fixed count of at most 4 tokens");
       if (p->kv_heads < 1 || p->heads % p->kv_heads) VFAIL("GQA ratio");
-      if (a->cols != qd || n->cols != qd) VFAIL("q width");
+      if (q->cols != qd || n->cols != qd) VFAIL("q width");
       if (k->cols != kd || v->cols != kd) VFAIL("k/v width");
       if (kc->op != OP_STATE || vc->op != OP_STATE || kc->cols != kd || vc->cols != kd) VFAIL("caches");
       if (tab->op != OP_WEIGHT || tab->cols != p->rot_dims || p->rot_dims > p->head_dim) VFAIL("rope table");
-      if (n->nsrc == 8 && (p->group != p->head_dim || g->nodes[n->src[6]].cols != p->head_dim ||
-                           g->nodes[n->src[7]].cols != p->head_dim))
+      if (n->nsrc > S_ROPE_ATTENTION_QN && (p->group != p->head_dim || S(ROPE_ATTENTION, QN)->cols != p->head_dim ||
+                           S(ROPE_ATTENTION, KN)->cols != p->head_dim))
         VFAIL("head norm weights");
       break;
     }
-    case OP_RMSNORM: case OP_NORM_ROPE:
-      if (n->op == OP_NORM_ROPE && (n->p.group != n->p.head_dim || g->nodes[n->src[2]].op != OP_WEIGHT))
+    case OP_RMSNORM: case OP_NORM_ROPE: {
+      const int norm_rope = n->op == OP_NORM_ROPE;
+      const IrNode *x = norm_rope ? S(NORM_ROPE, X) : S(RMSNORM, X), *nw = norm_rope ? S(NORM_ROPE, NW) : S(RMSNORM, NW);
+      if (norm_rope && (n->p.group != n->p.head_dim || S(NORM_ROPE, TABLE)->op != OP_WEIGHT))
         VFAIL("norm group must be the head");
-      if (n->p.group < 1 || a->cols % n->p.group || b->cols != n->p.group) VFAIL("group %d", n->p.group);
-      if (n->cols != a->cols) VFAIL("shape");
+      if (n->p.group < 1 || x->cols % n->p.group || nw->cols != n->p.group) VFAIL("group %d", n->p.group);
+      if (n->cols != x->cols) VFAIL("shape");
       break;
+    }
     case OP_ROPE:
-      if (b->op != OP_WEIGHT || b->cols != n->p.rot_dims) VFAIL("rope table");
-      if (a->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("heads x head_dim");
+      if (S(ROPE, TABLE)->op != OP_WEIGHT || S(ROPE, TABLE)->cols != n->p.rot_dims) VFAIL("rope table");
+      if (S(ROPE, X)->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("heads x head_dim");
       break;
     case OP_KV_STORE:
-      if (a->op != OP_STATE || a->cols != b->cols) VFAIL("cache/x width");
+      if (S(KV_STORE, CACHE)->op != OP_STATE || S(KV_STORE, CACHE)->cols != S(KV_STORE, X)->cols)
+        VFAIL("cache/x width");
       break;
     case OP_ATTENTION:
-      if (a->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("q width");
-      if (b->cols != (int64_t)n->p.kv_heads * n->p.head_dim) VFAIL("kv width");
+      if (n->nsrc < S_ATTENTION_GATE || n->nsrc > S_ATTENTION_GATE + 1)
+        VFAIL("has %d inputs, expected %d or %d", n->nsrc, S_ATTENTION_GATE, S_ATTENTION_GATE + 1);
+      if (S(ATTENTION, Q)->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("q width");
+      if (S(ATTENTION, KC)->cols != (int64_t)n->p.kv_heads * n->p.head_dim) VFAIL("kv width");
       if (n->p.kv_heads < 1 || n->p.heads % n->p.kv_heads) VFAIL("GQA ratio");
       break;
     case OP_ADD: case OP_MUL:
@@ -466,7 +512,7 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     }
     case OP_ROW: fprintf(out, " row=%d", p->off); break;
     case OP_RMSNORM: case OP_NORM_LINEAR: case OP_NORM_ROPE: case OP_LINEAR_SWIGLU:
-      if (n->op == OP_LINEAR_SWIGLU && n->nsrc < 3) break;
+      if (n->op == OP_LINEAR_SWIGLU && n->nsrc <= S_LINEAR_SWIGLU_NW) break; /* no norm */
       fprintf(out, " group=%d eps=%g mode=%s", p->group, p->eps,
               p->norm_mode == NORM_PLAIN ? "w" : p->norm_mode == NORM_ONE_PLUS ? "1+w" : "alpha");
       if (n->op == OP_NORM_ROPE) fprintf(out, " heads=%d rot=%d", p->heads, p->rot_dims);
@@ -474,7 +520,7 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     case OP_ROPE_ATTENTION:
       fprintf(out, " heads=%d kv_heads=%d head_dim=%d rot=%d %s scale=%g window=%d", p->heads, p->kv_heads,
               p->head_dim, p->rot_dims, p->rope_mode == ROPE_NEOX ? "neox" : "interleaved", p->scale, p->window);
-      if (n->nsrc == 8)
+      if (n->nsrc > S_ROPE_ATTENTION_QN)
         fprintf(out, " group=%d eps=%g mode=%s", p->group, p->eps,
                 p->norm_mode == NORM_PLAIN ? "w" : p->norm_mode == NORM_ONE_PLUS ? "1+w" : "alpha");
       break;

@@ -28,6 +28,13 @@ typedef enum OpKind {
   OP_COUNT
 } OpKind;
 
+/* ops.def's operand slots: S_<OP>_<NAME> is the index of that input. */
+enum {
+#define SLOT(op, name, index) S_##op##_##name = index,
+#include "ops.def"
+#undef SLOT
+};
+
 /* ops.def's flags and targets columns. */
 enum { F_FUSED = 1, F_VIEW = 2, F_LEAF = 4, F_STATE = 8 };
 typedef enum IrTarget { IR_TARGET_CPU, IR_TARGET_CUDA, IR_TARGET_COUNT } IrTarget;
@@ -190,6 +197,14 @@ int ir_output(Graph *g, int x, int slot);
 /* Checks every node: arity, source order, shapes, dtypes.  Returns SC_OK or
  * SC_EINPUT with "graph NAME: node N (op): problem" (a compiler bug). */
 int ir_verify(const Module *m, const Graph *g, sc_error *err);
+/* The inputs of LINEAR and its fused forms (NORM_LINEAR, LINEAR_ADD,
+ * LINEAR_SWIGLU) by name, read through their slots: node indices, -1 where
+ * the node has none.  ir_is_linear: op is one of them. */
+typedef struct IrLinOperands {
+  int x, w, nw, bias, res; /* input, matrix, norm weight, bias, residual */
+} IrLinOperands;
+int ir_is_linear(OpKind op);
+IrLinOperands ir_lin_operands(const IrNode *n);
 /* Every live node of m is lowered by `target` (ops.def's targets column):
  * SC_OK, or SC_EINPUT naming the first op that is not, its node and graph.
  * Codegen asks this before it prints anything. */

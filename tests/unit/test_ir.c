@@ -4,7 +4,9 @@
  *     quantizer writes, the IR and the runtime agree on it, names and the
  *     DType <-> SC_W_* mapping round-trip;
  *   - ops.def's targets column: a graph of ops both targets lower passes
- *     ir_check_target and both emitters print it (INPUT_HIDDEN's builder).
+ *     ir_check_target and both emitters print it (INPUT_HIDDEN's builder);
+ *   - ops.def's operand slots: each op's named slots are 0..k-1 without a
+ *     hole or a repeat, within its arity.
  */
 #include <string.h>
 
@@ -78,8 +80,39 @@ static void test_targets(void) {
   ir_module_free(&m);
 }
 
+static const struct {
+  OpKind op;
+  const char *name;
+  int index;
+} slots[] = {
+#define SLOT(op, name, index) {OP_##op, #name, index},
+#include "ops.def"
+#undef SLOT
+};
+
+static void test_slots(void) {
+  const int n = (int)(sizeof slots / sizeof slots[0]);
+  CHECK(n > 0);
+  for (int op = 0; op < OP_COUNT; op++) {
+    int seen = 0, count = 0;
+    for (int i = 0; i < n; i++) {
+      if (slots[i].op != op) continue;
+      const int k = slots[i].index;
+      CHECK_MSG(k >= 0 && k < IR_MAX_SRC && !(seen >> k & 1), "%s.%s = %d", ir_op_names[op], slots[i].name, k);
+      CHECK_MSG(ir_op_nsrc[op] < 0 || k < ir_op_nsrc[op], "%s.%s beyond its arity", ir_op_names[op], slots[i].name);
+      for (int j = 0; j < i; j++)
+        CHECK(slots[j].op != op || strcmp(slots[j].name, slots[i].name));
+      seen |= 1 << (k & 31);
+      count++;
+    }
+    CHECK_MSG(seen == (1 << count) - 1, "%s: slots are not 0..%d", ir_op_names[op], count - 1);
+    CHECK_MSG(!(ir_op_flags[op] & F_FUSED) || count > 0, "fused op %s has no named slots", ir_op_names[op]);
+  }
+}
+
 int main(void) {
   test_bands();
   test_targets();
+  test_slots();
   CHECK_DONE();
 }
