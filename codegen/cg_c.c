@@ -176,7 +176,8 @@ static int emit_node(Cg *cg, int i) {
     OUT("      K->error(K->ctx, \"%s: token id out of range [0, %lld)\", id);\n", n->name, (long long)w->rows);
     OUT("      return 1;\n    }\n");
     if (w->band == DT_F32) {
-      OUT("    const float *row = (const float *)%s + (long)id * %lld;\n", cg->var[SRC(n, EMBED, TABLE)], (long long)w->cols);
+      OUT("    const float *row = (const float *)%s + (long)id * %lld;\n", cg->var[SRC(n, EMBED, TABLE)],
+          (long long)w->cols);
       OUT("    for (int c = 0; c < %lld; c++) y[c] = row[c];\n", (long long)w->cols);
     } else if (w->band == DT_BF16) {
       OUT("    const unsigned short *row = (const unsigned short *)%s + (long)id * %lld;\n",
@@ -288,7 +289,10 @@ static int emit_node(Cg *cg, int i) {
     /* the definition, step by step: rotated q and k into the aux buffer,
      * both cache stores, then attention over the caches */
     const int norm = n->nsrc > S_ROPE_ATTENTION_QN;
-    const long long QD = (long long)node(cg, SRC(n, ROPE_ATTENTION, Q))->cols, KD = (long long)node(cg, SRC(n, ROPE_ATTENTION, K))->cols;
+    const int qi = SRC(n, ROPE_ATTENTION, Q), ki = SRC(n, ROPE_ATTENTION, K), vi = SRC(n, ROPE_ATTENTION, V);
+    const char *kcache = ref(cg, SRC(n, ROPE_ATTENTION, KC)), *vcache = ref(cg, SRC(n, ROPE_ATTENTION, VC));
+    const char *table = ref(cg, SRC(n, ROPE_ATTENTION, TABLE));
+    const long long QD = (long long)node(cg, qi)->cols, KD = (long long)node(cg, ki)->cols;
     const IrNode *kc = node(cg, SRC(n, ROPE_ATTENTION, KC));
     char T[24];
     snprintf(T, sizeof T, "%s", rows(n));
@@ -298,25 +302,21 @@ static int emit_node(Cg *cg, int i) {
     snprintf(qb, sizeof qb, "%s_q", v);
     snprintf(kb, sizeof kb, "%s_k", v);
     IrParams rp = *p;
-    emit_rope_body(cg, &rp, ref(cg, SRC(n, ROPE_ATTENTION, TABLE)), ref(cg, SRC(n, ROPE_ATTENTION, Q)),
-                   ld(cg, SRC(n, ROPE_ATTENTION, Q)), qb, QD, T,
+    emit_rope_body(cg, &rp, table, ref(cg, qi), ld(cg, qi), qb, QD, T,
                    norm ? ref(cg, SRC(n, ROPE_ATTENTION, QN)) : NULL, p->eps);
     rp.heads = p->kv_heads;
-    emit_rope_body(cg, &rp, ref(cg, SRC(n, ROPE_ATTENTION, TABLE)), ref(cg, SRC(n, ROPE_ATTENTION, K)),
-                   ld(cg, SRC(n, ROPE_ATTENTION, K)), kb, KD, T,
+    emit_rope_body(cg, &rp, table, ref(cg, ki), ld(cg, ki), kb, KD, T,
                    norm ? ref(cg, SRC(n, ROPE_ATTENTION, KN)) : NULL, p->eps);
     OUT("  /* the new k and v rows into the caches */\n");
     for (int s = 0; s < 2; s++) {
       OUT("  for (int t = 0; t < %s; t++) {\n", T);
-      OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", ref(cg, s ? SRC(n, ROPE_ATTENTION, VC) : SRC(n, ROPE_ATTENTION, KC)),
-          (long long)kc->rows, KD);
-      OUT("    const float *src = %s + t * %lld;\n", s ? ref(cg, SRC(n, ROPE_ATTENTION, V)) : kb,
-        s ? ld(cg, SRC(n, ROPE_ATTENTION, V)) : KD);
+      OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", s ? vcache : kcache, (long long)kc->rows, KD);
+      OUT("    const float *src = %s + t * %lld;\n", s ? ref(cg, vi) : kb, s ? ld(cg, vi) : KD);
       OUT("    for (int c = 0; c < %lld; c++) dst[c] = src[c];\n  }\n", KD);
     }
     char scale[32];
     OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, %d, %d, %d, %s, %d);\n",
-        qb, QD, ref(cg, SRC(n, ROPE_ATTENTION, KC)), ref(cg, SRC(n, ROPE_ATTENTION, VC)), KD, (long long)kc->rows, v, (long long)n->ld,
+        qb, QD, kcache, vcache, KD, (long long)kc->rows, v, (long long)n->ld,
         rows(n), p->heads, p->kv_heads, p->head_dim, cg_float(scale, p->scale), p->window);
     return SC_OK;
   }
@@ -354,7 +354,8 @@ static int emit_node(Cg *cg, int i) {
     if (n->nsrc > S_ATTENTION_GATE) {
       OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
       OUT("    for (int c = 0; c < %lld; c++) {\n", (long long)n->cols);
-      OUT("      const float gt = %s[t * %lld + c];\n", ref(cg, SRC(n, ATTENTION, GATE)), ld(cg, SRC(n, ATTENTION, GATE)));
+      const int gi = SRC(n, ATTENTION, GATE);
+      OUT("      const float gt = %s[t * %lld + c];\n", ref(cg, gi), ld(cg, gi));
       OUT("      %s[t * %lld + c] *= 1.0f / (1.0f + K->expf(-gt));\n", v, (long long)n->ld);
       OUT("    }\n");
     }

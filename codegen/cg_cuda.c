@@ -976,7 +976,8 @@ static int emit_attention(Cu *cu, int i) {
   KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) {\n");
   KB("    float v = 0.0f;\n    for (int w = 0; w < NW; w++) v += sm_o[w * HD + c] * f[w];\n    v /= L;\n");
   if (gate)
-    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)t * %lld + h * HD + c]));\n", ld(cg, SRC(n, ATTENTION, GATE)));
+    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)t * %lld + h * HD + c]));\n",
+       ld(cg, SRC(n, ATTENTION, GATE)));
   KB("    y[(long long)t * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
   char gx[16], gy[16];
   snprintf(gx, sizeof gx, "%d", p->heads);

@@ -72,7 +72,8 @@ static int mergeable(const Module *m, const Graph *g, int a, int b) {
   const IrNode *x = N(a), *y = N(b);
   if (x->op != OP_LINEAR || y->op != OP_LINEAR || x->dead || y->dead) return 0;
   if (x->nsrc > S_LINEAR_B || y->nsrc > S_LINEAR_B || x->src[S_LINEAR_X] != y->src[S_LINEAR_X]) return 0;
-  const IrWeight *wx = &m->weights[N(x->src[S_LINEAR_W])->weight], *wy = &m->weights[N(y->src[S_LINEAR_W])->weight];
+  const IrWeight *wx = &m->weights[N(x->src[S_LINEAR_W])->weight];
+  const IrWeight *wy = &m->weights[N(y->src[S_LINEAR_W])->weight];
   return wx->band == wy->band && wx->sets == 1 && wy->sets == 1 && wx->cols == wy->cols;
 }
 
@@ -265,8 +266,8 @@ static void fuse_in_place(Module *m, Graph *g) {
       continue;
     }
     /* 4b. the MLP norm as the SwiGLU GEMV's prologue */
-    if (n->op == OP_LINEAR_SWIGLU && n->nsrc == S_LINEAR_SWIGLU_NW && N(n->src[S_LINEAR_SWIGLU_X])->op == OP_RMSNORM &&
-        ir_uses(g, n->src[S_LINEAR_SWIGLU_X]) == 1) {
+    if (n->op == OP_LINEAR_SWIGLU && n->nsrc == S_LINEAR_SWIGLU_NW &&
+        N(n->src[S_LINEAR_SWIGLU_X])->op == OP_RMSNORM && ir_uses(g, n->src[S_LINEAR_SWIGLU_X]) == 1) {
       int nrm = n->src[S_LINEAR_SWIGLU_X];
       n->src[S_LINEAR_SWIGLU_X] = N(nrm)->src[S_RMSNORM_X];
       n->src[S_LINEAR_SWIGLU_NW] = N(nrm)->src[S_RMSNORM_NW];

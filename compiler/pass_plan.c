@@ -112,10 +112,10 @@ static void plan_graph(Graph *g) {
     }
     if (ir_is_linear(x->op) && ir_lin_operands(x).nw >= 0)
       x->aux = place(live, &n_live, ALIGN(rows * g->nodes[ir_lin_operands(x).x].cols * 4), i, &high);
-    if (x->op == OP_ROPE_ATTENTION)
-      x->aux = place(live, &n_live,
-                     ALIGN(rows * (g->nodes[x->src[S_ROPE_ATTENTION_Q]].cols + g->nodes[x->src[S_ROPE_ATTENTION_K]].cols) * 4),
-                     i, &high);
+    if (x->op == OP_ROPE_ATTENTION) {
+      const int64_t qk = g->nodes[x->src[S_ROPE_ATTENTION_Q]].cols + g->nodes[x->src[S_ROPE_ATTENTION_K]].cols;
+      x->aux = place(live, &n_live, ALIGN(rows * qk * 4), i, &high);
+    }
   }
   free(live);
   g->scratch_bytes = high;
