@@ -165,10 +165,10 @@ static int emit_node(Cg *cg, int i) {
         IR_BUF_SLOT(n->buf) == OUT_LOGITS ? "out" : "hidden_out", rows(n), (long long)n->cols);
   switch (n->op) {
   case OP_EMBED: {
-    const IrNode *tab = node(cg, n->src[0]);
+    const IrNode *tab = node(cg, SRC(n, EMBED, TABLE));
     const IrWeight *w = &m->weights[tab->weight];
     OUT("  for (int t = 0; t < %s; t++) {\n", rows(n));
-    OUT("    const int id = %s[t];\n", ref(cg, n->src[1]));
+    OUT("    const int id = %s[t];\n", ref(cg, SRC(n, EMBED, IDS)));
     OUT("    float *y = %s + t * %lld;\n", v, (long long)n->ld);
     OUT("    if (id == -1) {\n      for (int c = 0; c < %lld; c++) y[c] = 0.0f;\n      continue;\n    }\n",
         (long long)n->cols);
@@ -176,30 +176,39 @@ static int emit_node(Cg *cg, int i) {
     OUT("      K->error(K->ctx, \"%s: token id out of range [0, %lld)\", id);\n", n->name, (long long)w->rows);
     OUT("      return 1;\n    }\n");
     if (w->band == DT_F32) {
-      OUT("    const float *row = (const float *)%s + (long)id * %lld;\n", cg->var[n->src[0]], (long long)w->cols);
+      OUT("    const float *row = (const float *)%s + (long)id * %lld;\n", cg->var[SRC(n, EMBED, TABLE)],
+          (long long)w->cols);
       OUT("    for (int c = 0; c < %lld; c++) y[c] = row[c];\n", (long long)w->cols);
     } else if (w->band == DT_BF16) {
       OUT("    const unsigned short *row = (const unsigned short *)%s + (long)id * %lld;\n",
-          cg->var[n->src[0]], (long long)w->cols);
+          cg->var[SRC(n, EMBED, TABLE)], (long long)w->cols);
       OUT("    for (int c = 0; c < %lld; c++) y[c] = bf16_to_f32(row[c]);\n", (long long)w->cols);
-    } else if (w->band == DT_Q8_0 || w->band == DT_Q4_0) {
+    } else if (sc_band_quantized(ir_wtype(w->band))) {
       /* one row of blocks: f16 scale (decoded exactly, subnormals
        * included), then 32 int8 or 16 bytes of nibbles (low: element k,
        * high: element k + 16).  q8_0: GGML's blocks; q4_0: the CPU's
        * groups of eight (runtime/kernels.h), byte k of a grouped block
        * (k / 4) * 32 + k % 4 bytes after its first, the last nb % 8 blocks
        * GGML's. */
-      const int q8 = w->band == DT_Q8_0, q4g = !q8 && !cg->m->q4_0_ggml;
-      const long long nb = (long long)(w->cols / 32), whole = q4g ? nb / 8 * 8 : 0;
-      OUT("    const unsigned char *row = %s + (long)id * %lldLL; /* %s */\n", cg->var[n->src[0]],
+      const sc_band_traits *bt = sc_band(ir_wtype(w->band));
+      const int q8 = w->band == DT_Q8_0, G = cg->m->q4_0_ggml ? 0 : bt->cpu_group;
+      const long long nb = (long long)(w->cols / bt->block), whole = G ? nb / G * G : 0;
+      OUT("    const unsigned char *row = %s + (long)id * %lldLL; /* %s */\n", cg->var[SRC(n, EMBED, TABLE)],
           (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
       OUT("    for (int b = 0; b < %lld; b++) {\n", nb);
       if (whole) {
-        OUT("      const int grouped = b < %lld, step = grouped ? 32 : 4;\n", whole);
-        OUT("      const unsigned char *blk = grouped ? row + (b >> 3) * 144 + 2 * (b & 7) : row + b * 18;\n");
-        OUT("      const unsigned char *q = grouped ? row + (b >> 3) * 144 + 16 + 4 * (b & 7) : blk + 2;\n");
+        /* group b / G: G scales (2 bytes each), then chunks of 4 bytes per
+         * block (G of them a chunk) */
+        int shift = 0;
+        while (1 << shift < G) shift++;
+        IR_ASSERT(1 << shift == G);
+        OUT("      const int grouped = b < %lld, step = grouped ? %d : 4;\n", whole, 4 * G);
+        OUT("      const unsigned char *blk = grouped ? row + (b >> %d) * %d + 2 * (b & %d) : row + b * %d;\n",
+            shift, bt->cpu_group_bytes, G - 1, bt->block_bytes);
+        OUT("      const unsigned char *q = grouped ? row + (b >> %d) * %d + %d + 4 * (b & %d) : blk + 2;\n",
+            shift, bt->cpu_group_bytes, 2 * G, G - 1);
       } else {
-        OUT("      const unsigned char *blk = row + b * %d;\n", q8 ? 34 : 18);
+        OUT("      const unsigned char *blk = row + b * %d;\n", bt->block_bytes);
         if (!q8) OUT("      const unsigned char *q = blk + 2;\n      const int step = 4;\n");
       }
       OUT("      const unsigned h = blk[0] | (unsigned)blk[1] << 8, e = h >> 10 & 31, mant = h & 1023;\n");
@@ -227,8 +236,8 @@ static int emit_node(Cg *cg, int i) {
   case OP_LINEAR:
   case OP_LINEAR_ADD:
   case OP_NORM_LINEAR: {
-    int xi = n->src[0], wi = n->src[n->op == OP_NORM_LINEAR ? 2 : 1];
-    int bi = n->op == OP_NORM_LINEAR ? (n->nsrc > 3 ? n->src[3] : -1) : (n->op == OP_LINEAR && n->nsrc > 2 ? n->src[2] : -1);
+    const IrLinOperands o = ir_lin_operands(n);
+    const int xi = o.x, wi = o.w, bi = o.bias;
     const IrNode *w = node(cg, wi);
     const char *x = ref(cg, xi);
     long long ldx = ld(cg, xi);
@@ -237,14 +246,14 @@ static int emit_node(Cg *cg, int i) {
       snprintf(xbuf, sizeof xbuf, "%s_in", v);
       OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] normalised input */\n", xbuf,
           (long long)n->aux, rows(n), (long long)node(cg, xi)->cols);
-      emit_rmsnorm_body(cg, p, node(cg, xi)->cols, x, ldx, ref(cg, n->src[1]), xbuf,
+      emit_rmsnorm_body(cg, p, node(cg, xi)->cols, x, ldx, ref(cg, o.nw), xbuf,
                         (long long)node(cg, xi)->cols, rows(n));
       x = xbuf;
       ldx = (long long)node(cg, xi)->cols;
     }
     int acc = 0;
     if (n->op == OP_LINEAR_ADD) {
-      int r = n->src[2];
+      int r = o.res;
       if (node(cg, r)->buf != n->buf || node(cg, r)->op == OP_SLICE)
         emit_copy_rows(cg, rows(n), ref(cg, r), ld(cg, r), v, (long long)n->ld, n->cols);
       acc = 1;
@@ -257,30 +266,34 @@ static int emit_node(Cg *cg, int i) {
     return SC_OK;
   }
   case OP_LINEAR_SWIGLU: {
-    const IrNode *w = node(cg, n->src[1]);
-    const char *x = ref(cg, n->src[0]);
-    long long ldx = ld(cg, n->src[0]);
+    const IrLinOperands o = ir_lin_operands(n);
+    const IrNode *w = node(cg, o.w);
+    const char *x = ref(cg, o.x);
+    long long ldx = ld(cg, o.x);
     char xbuf[IR_NAME + 16];
-    if (n->nsrc > 2) { /* the norm first, into the aux buffer */
-      const long long C = (long long)node(cg, n->src[0])->cols;
+    if (o.nw >= 0) { /* the norm first, into the aux buffer */
+      const long long C = (long long)node(cg, o.x)->cols;
       snprintf(xbuf, sizeof xbuf, "%s_in", v);
       OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] normalised input */\n", xbuf, (long long)n->aux,
           rows(n), C);
-      emit_rmsnorm_body(cg, p, C, x, ldx, ref(cg, n->src[2]), xbuf, C, rows(n));
+      emit_rmsnorm_body(cg, p, C, x, ldx, ref(cg, o.nw), xbuf, C, rows(n));
       x = xbuf;
       ldx = C;
     }
     OUT("  K->linear_swiglu(K->ctx, %s, %s, %s, %lld, %s, %lld, %s, %lld, %lld);\n",
-        wtype_name(w->dtype), cg->var[n->src[1]], x, ldx, v,
+        wtype_name(w->dtype), cg->var[o.w], x, ldx, v,
         (long long)n->ld, rows(n), (long long)w->rows / 2, (long long)w->cols);
     return SC_OK;
   }
   case OP_ROPE_ATTENTION: {
     /* the definition, step by step: rotated q and k into the aux buffer,
      * both cache stores, then attention over the caches */
-    const int norm = n->nsrc > 6;
-    const long long QD = (long long)node(cg, n->src[0])->cols, KD = (long long)node(cg, n->src[1])->cols;
-    const IrNode *kc = node(cg, n->src[3]);
+    const int norm = n->nsrc > S_ROPE_ATTENTION_QN;
+    const int qi = SRC(n, ROPE_ATTENTION, Q), ki = SRC(n, ROPE_ATTENTION, K), vi = SRC(n, ROPE_ATTENTION, V);
+    const char *kcache = ref(cg, SRC(n, ROPE_ATTENTION, KC)), *vcache = ref(cg, SRC(n, ROPE_ATTENTION, VC));
+    const char *table = ref(cg, SRC(n, ROPE_ATTENTION, TABLE));
+    const long long QD = (long long)node(cg, qi)->cols, KD = (long long)node(cg, ki)->cols;
+    const IrNode *kc = node(cg, SRC(n, ROPE_ATTENTION, KC));
     char T[24];
     snprintf(T, sizeof T, "%s", rows(n));
     OUT("  float *%s_q = (float *)(X + %lld); /* [%s, %lld] rotated q */\n", v, (long long)n->aux, T, QD);
@@ -289,58 +302,60 @@ static int emit_node(Cg *cg, int i) {
     snprintf(qb, sizeof qb, "%s_q", v);
     snprintf(kb, sizeof kb, "%s_k", v);
     IrParams rp = *p;
-    emit_rope_body(cg, &rp, ref(cg, n->src[5]), ref(cg, n->src[0]), ld(cg, n->src[0]), qb, QD, T,
-                   norm ? ref(cg, n->src[6]) : NULL, p->eps);
+    emit_rope_body(cg, &rp, table, ref(cg, qi), ld(cg, qi), qb, QD, T,
+                   norm ? ref(cg, SRC(n, ROPE_ATTENTION, QN)) : NULL, p->eps);
     rp.heads = p->kv_heads;
-    emit_rope_body(cg, &rp, ref(cg, n->src[5]), ref(cg, n->src[1]), ld(cg, n->src[1]), kb, KD, T,
-                   norm ? ref(cg, n->src[7]) : NULL, p->eps);
+    emit_rope_body(cg, &rp, table, ref(cg, ki), ld(cg, ki), kb, KD, T,
+                   norm ? ref(cg, SRC(n, ROPE_ATTENTION, KN)) : NULL, p->eps);
     OUT("  /* the new k and v rows into the caches */\n");
     for (int s = 0; s < 2; s++) {
       OUT("  for (int t = 0; t < %s; t++) {\n", T);
-      OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", ref(cg, n->src[3 + s]),
-          (long long)kc->rows, KD);
-      OUT("    const float *src = %s + t * %lld;\n", s ? ref(cg, n->src[2]) : kb, s ? ld(cg, n->src[2]) : KD);
+      OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", s ? vcache : kcache, (long long)kc->rows, KD);
+      OUT("    const float *src = %s + t * %lld;\n", s ? ref(cg, vi) : kb, s ? ld(cg, vi) : KD);
       OUT("    for (int c = 0; c < %lld; c++) dst[c] = src[c];\n  }\n", KD);
     }
     char scale[32];
     OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, %d, %d, %d, %s, %d);\n",
-        qb, QD, ref(cg, n->src[3]), ref(cg, n->src[4]), KD, (long long)kc->rows, v, (long long)n->ld,
+        qb, QD, kcache, vcache, KD, (long long)kc->rows, v, (long long)n->ld,
         rows(n), p->heads, p->kv_heads, p->head_dim, cg_float(scale, p->scale), p->window);
     return SC_OK;
   }
   case OP_RMSNORM:
-    emit_rmsnorm_body(cg, p, n->cols, ref(cg, n->src[0]), ld(cg, n->src[0]),
-                      ref(cg, n->src[1]), v, (long long)n->ld, rows(n));
+    emit_rmsnorm_body(cg, p, n->cols, ref(cg, SRC(n, RMSNORM, X)), ld(cg, SRC(n, RMSNORM, X)),
+                      ref(cg, SRC(n, RMSNORM, NW)), v, (long long)n->ld, rows(n));
     return SC_OK;
   case OP_ROPE:
-    emit_rope_body(cg, p, ref(cg, n->src[1]), ref(cg, n->src[0]), ld(cg, n->src[0]), v,
+    emit_rope_body(cg, p, ref(cg, SRC(n, ROPE, TABLE)), ref(cg, SRC(n, ROPE, X)), ld(cg, SRC(n, ROPE, X)), v,
                    (long long)n->ld, rows(n), NULL, 0);
     return SC_OK;
   case OP_NORM_ROPE:
-    emit_rope_body(cg, p, ref(cg, n->src[2]), ref(cg, n->src[0]), ld(cg, n->src[0]), v,
-                   (long long)n->ld, rows(n), ref(cg, n->src[1]), p->eps);
+    emit_rope_body(cg, p, ref(cg, SRC(n, NORM_ROPE, TABLE)), ref(cg, SRC(n, NORM_ROPE, X)),
+                   ld(cg, SRC(n, NORM_ROPE, X)), v,
+                   (long long)n->ld, rows(n), ref(cg, SRC(n, NORM_ROPE, NW)), p->eps);
     return SC_OK;
   case OP_KV_STORE: {
-    const IrNode *c = node(cg, n->src[0]);
-    OUT("  for (int t = 0; t < %s; t++) {\n", rows(node(cg, n->src[1])));
-    OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", ref(cg, n->src[0]),
+    const IrNode *c = node(cg, SRC(n, KV_STORE, CACHE));
+    OUT("  for (int t = 0; t < %s; t++) {\n", rows(node(cg, SRC(n, KV_STORE, X))));
+    OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", ref(cg, SRC(n, KV_STORE, CACHE)),
         (long long)c->rows, (long long)c->cols);
-    OUT("    const float *src = %s + t * %lld;\n", ref(cg, n->src[1]), ld(cg, n->src[1]));
+    OUT("    const float *src = %s + t * %lld;\n", ref(cg, SRC(n, KV_STORE, X)), ld(cg, SRC(n, KV_STORE, X)));
     OUT("    for (int c = 0; c < %lld; c++) dst[c] = src[c];\n", (long long)c->cols);
     OUT("  }\n");
     return SC_OK;
   }
   case OP_ATTENTION: {
-    const IrNode *c = node(cg, n->src[1]);
+    const IrNode *c = node(cg, SRC(n, ATTENTION, KC));
     char scale[32];
     OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, %d, %d, %d, %s, %d);\n",
-        ref(cg, n->src[0]), ld(cg, n->src[0]), ref(cg, n->src[1]), ref(cg, n->src[2]),
+        ref(cg, SRC(n, ATTENTION, Q)), ld(cg, SRC(n, ATTENTION, Q)), ref(cg, SRC(n, ATTENTION, KC)),
+        ref(cg, SRC(n, ATTENTION, VC)),
         (long long)c->cols, (long long)c->rows, v, (long long)n->ld, rows(n), p->heads,
         p->kv_heads, p->head_dim, cg_float(scale, p->scale), p->window);
-    if (n->nsrc > 3) {
+    if (n->nsrc > S_ATTENTION_GATE) {
       OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
       OUT("    for (int c = 0; c < %lld; c++) {\n", (long long)n->cols);
-      OUT("      const float gt = %s[t * %lld + c];\n", ref(cg, n->src[3]), ld(cg, n->src[3]));
+      const int gi = SRC(n, ATTENTION, GATE);
+      OUT("      const float gt = %s[t * %lld + c];\n", ref(cg, gi), ld(cg, gi));
       OUT("      %s[t * %lld + c] *= 1.0f / (1.0f + K->expf(-gt));\n", v, (long long)n->ld);
       OUT("    }\n");
     }
@@ -369,9 +384,9 @@ static int emit_node(Cg *cg, int i) {
     if (cg->check_numerics) emit_check_finite(cg, n, dst, p->slot == OUT_LOGITS ? "logits" : "hidden output");
     return SC_OK;
   }
-  default:
-    return sc_fail(cg->err, SC_EINPUT, "C target: op %s (%s) has no C lowering yet",
-                   ir_op_names[n->op], n->name);
+  default: /* ops.def says the C target lowers it (ir_check_target) */
+    return sc_fail(cg->err, SC_EINPUT, "internal error: C target: op %s (%s) is marked T_CPU in ops.def "
+                   "but has no case here", ir_op_names[n->op], n->name);
   }
 }
 
@@ -393,6 +408,7 @@ static int emit_graph(Cg *cg, const Graph *g) {
 
 int cg_emit_c(const Module *m, const CgInfo *info, StrBuf *o, sc_error *err) {
   Cg cgs = {.m = m, .o = o, .err = err, .check_numerics = info->check_numerics}, *cg = &cgs;
+  if (ir_check_target(m, IR_TARGET_CPU, err)) return err->code;
   OUT("/*\n * Generated by speechc %s for the CPU; do not edit.\n", SPEECHC_VERSION);
   OUT(" * model: %s (family %s), config hash %016llx\n", m->model_type, m->family,
       (unsigned long long)m->config_hash);

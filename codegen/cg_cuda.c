@@ -278,31 +278,8 @@ static void indent_from(StrBuf *b, size_t from) {
  * each, 4 registers): beyond this the loads stay in the dot loop. */
 #define CU_PREFETCH_VECS 16
 
-/* The operands of a GEMV-like node (LINEAR, NORM_LINEAR, LINEAR_ADD,
- * LINEAR_SWIGLU with its optional norm weight): node indices, -1 where
- * the node has none. */
-typedef struct LinOperands {
-  int x, nw, w, bias, res;
-} LinOperands;
-
-static LinOperands lin_operands(const IrNode *n) {
-  const int op = n->op;
-  LinOperands o = {.x = n->src[0], .nw = -1, .w = n->src[op == OP_NORM_LINEAR ? 2 : 1], .bias = -1, .res = -1};
-  if (op == OP_NORM_LINEAR) {
-    o.nw = n->src[1];
-    if (n->nsrc > 3) o.bias = n->src[3];
-  } else if (op == OP_LINEAR_SWIGLU && n->nsrc > 2) {
-    o.nw = n->src[2];
-  } else if (op == OP_LINEAR && n->nsrc > 2) {
-    o.bias = n->src[2];
-  } else if (op == OP_LINEAR_ADD) {
-    o.res = n->src[2];
-  }
-  return o;
-}
-
 /* Their kernel arguments, in this order: x, nw, w, bias, r. */
-static void lin_kargs(Cu *cu, const LinOperands *o) {
+static void lin_kargs(Cu *cu, const IrLinOperands *o) {
   Cg *cg = &cu->cg;
   karg(cu, "const float *", "x", ref(cg, o->x));
   if (o->nw >= 0) karg(cu, "const float *", "nw", ref(cg, o->nw));
@@ -316,12 +293,12 @@ static int emit_gemv(Cu *cu, int i) {
   const IrNode *n = node(cg, i);
   const int op = n->op;
   const int swiglu = op == OP_LINEAR_SWIGLU;
-  const LinOperands o = lin_operands(n);
+  const IrLinOperands o = ir_lin_operands(n);
   const int xi = o.x, nwi = o.nw, wi = o.w, bi = o.bias, ri = o.res;
   const IrNode *w = node(cg, wi);
   const DType band = band_of(cu, wi);
   const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
-  const int quant = band == DT_Q8_0 || band == DT_Q4_0;
+  const int quant = sc_band_quantized(ir_wtype(band));
   if (band != DT_F32 && band != DT_BF16 && !quant)
     return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: weight band %s is not supported yet "
                    "(accepted: f32, bf16, q8_0, q4_0)", n->name, ir_dtype_name(band));
@@ -439,7 +416,7 @@ static int emit_gemv(Cu *cu, int i) {
     /* GGML blocks of 32: lane j takes element j of each block (its byte,
      * or nibble, and the block's f16 scale), so a warp reads a block's
      * bytes together; the activations stay f32 */
-    const int q8 = band == DT_Q8_0, bb = q8 ? 34 : 18;
+    const int q8 = band == DT_Q8_0, bb = sc_band(ir_wtype(band))->block_bytes;
     KB("#pragma unroll 4\n  for (int b = 0; b < %lld; b++) {\n", C / 32);
     KB("    const int c = b * 32 + lane;\n");
     for (int j = 0; j < nw; j++) {
@@ -513,7 +490,7 @@ static int gemm_tiled(const Cu *cu, int i) {
   const Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
   if (n->rows != IR_T) return 0;
-  const LinOperands o = lin_operands(n);
+  const IrLinOperands o = ir_lin_operands(n);
   const int wi = o.w, nwi = o.nw;
   const DType band = band_of(cu, wi);
   const long long C = node(cg, wi)->cols;
@@ -535,7 +512,7 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   const IrNode *n = node(cg, i);
   const int op = n->op;
   const int swiglu = op == OP_LINEAR_SWIGLU;
-  const LinOperands o = lin_operands(n);
+  const IrLinOperands o = ir_lin_operands(n);
   const int xi = o.x, nwi = o.nw, wi = o.w, bi = o.bias, ri = o.res;
   const IrNode *w = node(cg, wi);
   const DType band = band_of(cu, wi);
@@ -700,12 +677,12 @@ static int emit_copy(Cu *cu, int i, int xi, const char *dst, long long ldy) {
 static int emit_embed(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
-  const IrNode *tab = node(cg, n->src[0]);
+  const IrNode *tab = node(cg, SRC(n, EMBED, TABLE));
   const IrWeight *w = &cg->m->weights[tab->weight];
   const long long C = (long long)w->cols;
   kernel_begin(cu);
-  karg(cu, "const int *", "ids", ref(cg, n->src[1]));
-  karg(cu, "const unsigned char *__restrict__ ", "tab", cg->var[n->src[0]]);
+  karg(cu, "const int *", "ids", ref(cg, SRC(n, EMBED, IDS)));
+  karg(cu, "const unsigned char *__restrict__ ", "tab", cg->var[SRC(n, EMBED, TABLE)]);
   karg(cu, "float *", "y", cg->var[i]);
   KB("  const int t = blockIdx.x, id = ids[t];\n");
   KB("  float *yr = y + (long long)t * %lld;\n", (long long)n->ld);
@@ -713,20 +690,20 @@ static int emit_embed(Cu *cu, int i) {
   KB("  if (id < 0 || id >= %lld) { /* %s: token id out of range [0, %lld) */\n", (long long)w->rows, n->name,
      (long long)w->rows);
   KB("    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);\n    return;\n  }\n");
-  const char *tp = wptr(cu, n->src[0], "tab");
+  const char *tp = wptr(cu, SRC(n, EMBED, TABLE), "tab");
   if (w->band == DT_F32) {
     KB("  const float *row = (const float *)%s + (long long)id * %lld;\n", tp, C);
     KB("  for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = row[c];\n", C);
   } else if (w->band == DT_BF16) {
     KB("  const unsigned short *row = (const unsigned short *)%s + (long long)id * %lld;\n", tp, C);
     KB("  for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = sc_bf16(row[c]);\n", C);
-  } else if (w->band == DT_Q8_0 || w->band == DT_Q4_0) {
+  } else if (sc_band_quantized(ir_wtype(w->band))) {
     /* GGML blocks, as the C target decodes them */
     int q8 = w->band == DT_Q8_0;
     KB("  const unsigned char *row = %s + (long long)id * %lldLL; /* %s */\n", tp,
        (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
     KB("  for (int c = threadIdx.x; c < %lld; c += 256) {\n", C);
-    KB("    const unsigned char *blk = row + (c >> 5) * %d;\n", q8 ? 34 : 18);
+    KB("    const unsigned char *blk = row + (c >> 5) * %d;\n", sc_band(ir_wtype(w->band))->block_bytes);
     KB("    const float d = sc_f16(blk[0] | (unsigned)blk[1] << 8);\n");
     if (q8) KB("    yr[c] = d * (float)(signed char)blk[2 + (c & 31)];\n");
     else KB("    const int j = c & 31;\n    yr[c] = d * (float)((j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8);\n");
@@ -748,12 +725,12 @@ static int emit_rmsnorm(Cu *cu, int i) {
   char wf[64];
   norm_w(wf, sizeof wf, p->norm_mode, "w", "c");
   kernel_begin(cu);
-  karg(cu, "const float *", "x", ref(cg, n->src[0]));
-  karg(cu, "const float *", "w", ref(cg, n->src[1]));
+  karg(cu, "const float *", "x", ref(cg, SRC(n, RMSNORM, X)));
+  karg(cu, "const float *", "w", ref(cg, SRC(n, RMSNORM, NW)));
   karg(cu, "float *", "y", cg->var[i]);
   KB("  __shared__ float part[%d];\n  __shared__ float rr;\n", nt / 32);
   KB("  const long long t = blockIdx.y;\n");
-  KB("  const float *xr = x + t * %lld + blockIdx.x * %d;\n", ld(cg, n->src[0]), p->group);
+  KB("  const float *xr = x + t * %lld + blockIdx.x * %d;\n", ld(cg, SRC(n, RMSNORM, X)), p->group);
   KB("  float *yr = y + t * %lld + blockIdx.x * %d;\n", (long long)n->ld, p->group);
   KB("  float ss = 0.0f;\n");
   KB("  for (int c = threadIdx.x; c < %d; c += %d) ss += xr[c] * xr[c];\n", p->group, nt);
@@ -778,15 +755,16 @@ static int emit_rope(Cu *cu, int i) {
   const int HD = p->head_dim, R = p->rot_dims, half = R / 2;
   char wf[64];
   kernel_begin(cu);
-  karg(cu, "const float *", "x", ref(cg, n->src[0]));
-  if (norm) karg(cu, "const float *", "nw", ref(cg, n->src[1]));
-  karg(cu, "const float *", "tab", ref(cg, n->src[norm ? 2 : 1]));
+  const int xi = norm ? SRC(n, NORM_ROPE, X) : SRC(n, ROPE, X);
+  karg(cu, "const float *", "x", ref(cg, xi));
+  if (norm) karg(cu, "const float *", "nw", ref(cg, SRC(n, NORM_ROPE, NW)));
+  karg(cu, "const float *", "tab", ref(cg, norm ? SRC(n, NORM_ROPE, TABLE) : SRC(n, ROPE, TABLE)));
   karg(cu, "float *", "y", cg->var[i]);
   KB("  __shared__ float hb[%d];\n", 4 * HD);
   KB("  const int lane = threadIdx.x & 31, u = blockIdx.x * 4 + (threadIdx.x >> 5);\n");
   KB("  if (u >= %s * %d) return;\n", rows(n), p->heads);
   KB("  const int t = u / %d, h = u - t * %d;\n", p->heads, p->heads);
-  KB("  const float *a = x + (long long)t * %lld + h * %d;\n", ld(cg, n->src[0]), HD);
+  KB("  const float *a = x + (long long)t * %lld + h * %d;\n", ld(cg, xi), HD);
   KB("  float *b = y + (long long)t * %lld + h * %d;\n", (long long)n->ld, HD);
   KB("  float *s = hb + (threadIdx.x >> 5) * %d;\n", HD);
   if (norm) {
@@ -820,16 +798,16 @@ static int emit_rope(Cu *cu, int i) {
 static int emit_kv_store(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
-  const IrNode *c = node(cg, n->src[0]), *x = node(cg, n->src[1]);
+  const IrNode *c = node(cg, SRC(n, KV_STORE, CACHE)), *x = node(cg, SRC(n, KV_STORE, X));
   const long long C = (long long)c->cols;
   kernel_begin(cu);
-  karg(cu, "const float *", "x", ref(cg, n->src[1]));
-  karg(cu, "float *", "cache", ref(cg, n->src[0]));
+  karg(cu, "const float *", "x", ref(cg, SRC(n, KV_STORE, X)));
+  karg(cu, "float *", "cache", ref(cg, SRC(n, KV_STORE, CACHE)));
   KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
   KB("  if (i >= %s * %lld) return;\n", rows(x), C);
   KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
   KB("  cache[(long long)((io->pos + t) %% %lld) * %lld + c] = x[(long long)t * %lld + c];\n",
-     (long long)c->rows, C, ld(cg, n->src[1]));
+     (long long)c->rows, C, ld(cg, SRC(n, KV_STORE, X)));
   char gx[64];
   grid_items(x, C, 256, gx, sizeof gx);
   return kernel_end(cu, i, 256, gx, "1");
@@ -885,12 +863,15 @@ static int emit_attention(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
   const IrParams *p = &n->p;
-  const int fresh = n->op == OP_ROPE_ATTENTION, norm = fresh && n->nsrc > 6;
-  const int qi = n->src[0], kci = n->src[fresh ? 3 : 1], vci = n->src[fresh ? 4 : 2];
+  const int fresh = n->op == OP_ROPE_ATTENTION, norm = fresh && n->nsrc > S_ROPE_ATTENTION_QN;
+  const int qi = fresh ? SRC(n, ROPE_ATTENTION, Q) : SRC(n, ATTENTION, Q);
+  const int kci = fresh ? SRC(n, ROPE_ATTENTION, KC) : SRC(n, ATTENTION, KC);
+  const int vci = fresh ? SRC(n, ROPE_ATTENTION, VC) : SRC(n, ATTENTION, VC);
+  const int kxi = fresh ? SRC(n, ROPE_ATTENTION, K) : -1, vxi = fresh ? SRC(n, ROPE_ATTENTION, V) : -1;
   const IrNode *c = node(cg, kci);
   const int HD = p->head_dim, EPL = (HD + 31) / 32, group = p->heads / p->kv_heads, NW = 8;
   const long long CAP = (long long)c->rows, LDKV = (long long)c->cols;
-  const int gate = !fresh && n->nsrc > 3, vec = HD % 4 == 0 && LDKV % 4 == 0;
+  const int gate = !fresh && n->nsrc > S_ATTENTION_GATE, vec = HD % 4 == 0 && LDKV % 4 == 0;
   const int NT = fresh ? (int)n->rows : 0; /* new rows, all in shared memory */
   IR_ASSERT(!fresh || (NT >= 1 && NT + 2 <= NW));
   /* qs, ks, vs, hb and sm_o below: all static shared memory */
@@ -902,20 +883,20 @@ static int emit_attention(Cu *cu, int i) {
   kernel_begin(cu);
   karg(cu, "const float *", "q", ref(cg, qi));
   if (fresh) {
-    karg(cu, "const float *", "kx", ref(cg, n->src[1]));
-    karg(cu, "const float *", "vx", ref(cg, n->src[2]));
+    karg(cu, "const float *", "kx", ref(cg, kxi));
+    karg(cu, "const float *", "vx", ref(cg, vxi));
     karg(cu, "float *", "kc", ref(cg, kci));
     karg(cu, "float *", "vc", ref(cg, vci));
-    karg(cu, "const float *", "tab", ref(cg, n->src[5]));
+    karg(cu, "const float *", "tab", ref(cg, SRC(n, ROPE_ATTENTION, TABLE)));
     if (norm) {
-      karg(cu, "const float *", "qn", ref(cg, n->src[6]));
-      karg(cu, "const float *", "kn", ref(cg, n->src[7]));
+      karg(cu, "const float *", "qn", ref(cg, SRC(n, ROPE_ATTENTION, QN)));
+      karg(cu, "const float *", "kn", ref(cg, SRC(n, ROPE_ATTENTION, KN)));
     }
   } else {
     karg(cu, "const float *", "kc", ref(cg, kci));
     karg(cu, "const float *", "vc", ref(cg, vci));
   }
-  if (gate) karg(cu, "const float *", "gate", ref(cg, n->src[3]));
+  if (gate) karg(cu, "const float *", "gate", ref(cg, SRC(n, ATTENTION, GATE)));
   karg(cu, "float *", "y", cg->var[i]);
   KB("  enum { HD = %d, NW = %d };\n", HD, NW);
   KB("  __shared__ __align__(16) float qs[HD];\n");
@@ -936,12 +917,12 @@ static int emit_attention(Cu *cu, int i) {
     rope_head_warp(cu, p, norm, "qh", "qn", "st", "qs", "p", "    ");
     KB("  } else if (wid <= %d) { /* new key row wid - 1 of this head's kv head */\n", NT);
     KB("    const int j = wid - 1;\n");
-    KB("    const float *kh = kx + (long long)j * %lld + kvo;\n", ld(cg, n->src[1]));
+    KB("    const float *kh = kx + (long long)j * %lld + kvo;\n", ld(cg, kxi));
     KB("    float *st = hb + wid * HD, *kj = ks + j * HD;\n");
     rope_head_warp(cu, p, norm, "kh", "kn", "st", "kj", "io->pos + j", "    ");
     KB("  } else if (wid == %d) { /* the new value rows */\n", NT + 1);
     KB("    for (int i = lane; i < %d * HD; i += 32) vs[i] = vx[(long long)(i / HD) * %lld + kvo + i %% HD];\n",
-       NT, ld(cg, n->src[2]));
+       NT, ld(cg, vxi));
     KB("  }\n  __syncthreads();\n");
     KB("  if (h %% %d == 0) /* the kv head's first query head stores its token's new rows */\n", group);
     KB("    for (int c = threadIdx.x; c < HD; c += NW * 32) {\n");
@@ -995,7 +976,8 @@ static int emit_attention(Cu *cu, int i) {
   KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) {\n");
   KB("    float v = 0.0f;\n    for (int w = 0; w < NW; w++) v += sm_o[w * HD + c] * f[w];\n    v /= L;\n");
   if (gate)
-    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)t * %lld + h * HD + c]));\n", ld(cg, n->src[3]));
+    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)t * %lld + h * HD + c]));\n",
+       ld(cg, SRC(n, ATTENTION, GATE)));
   KB("    y[(long long)t * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
   char gx[16], gy[16];
   snprintf(gx, sizeof gx, "%d", p->heads);
@@ -1017,18 +999,18 @@ static int emit_attention_tiled(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
   const IrParams *p = &n->p;
-  const int qi = n->src[0], kci = n->src[1], vci = n->src[2];
+  const int qi = SRC(n, ATTENTION, Q), kci = SRC(n, ATTENTION, KC), vci = SRC(n, ATTENTION, VC);
   const IrNode *c = node(cg, kci);
   const int HD = p->head_dim, EPL = (HD + 31) / 32, group = p->heads / p->kv_heads, NW = 8, QT = CU_QT;
   const long long CAP = (long long)c->rows, LDKV = (long long)c->cols;
-  const int gate = n->nsrc > 3, vec = HD % 4 == 0 && LDKV % 4 == 0;
+  const int gate = n->nsrc > S_ATTENTION_GATE, vec = HD % 4 == 0 && LDKV % 4 == 0;
   const char *guard = HD % 32 ? "if (c < HD) " : "";
   char scale[32];
   kernel_begin(cu);
   karg(cu, "const float *", "q", ref(cg, qi));
   karg(cu, "const float *", "kc", ref(cg, kci));
   karg(cu, "const float *", "vc", ref(cg, vci));
-  if (gate) karg(cu, "const float *", "gate", ref(cg, n->src[3]));
+  if (gate) karg(cu, "const float *", "gate", ref(cg, SRC(n, ATTENTION, GATE)));
   karg(cu, "float *", "y", cg->var[i]);
   KB("  enum { HD = %d, NW = %d, QT = %d };\n", HD, NW, QT);
   KB("  __shared__ __align__(16) float qs[QT * HD];\n");
@@ -1103,7 +1085,8 @@ static int emit_attention_tiled(Cu *cu, int i) {
   KB("      L += sm_l[w * QT + j] * f;\n      v += sm_o[(w * QT + j) * HD + c] * f;\n    }\n");
   KB("    v /= L;\n");
   if (gate)
-    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)(t0 + j) * %lld + h * HD + c]));\n", ld(cg, n->src[3]));
+    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)(t0 + j) * %lld + h * HD + c]));\n",
+       ld(cg, SRC(n, ATTENTION, GATE)));
   KB("    y[(long long)(t0 + j) * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
   char gx[16], gy[48];
   snprintf(gx, sizeof gx, "%d", p->heads);
@@ -1178,7 +1161,7 @@ static int emit_node(Cu *cu, int i) {
   case OP_KV_STORE: return emit_kv_store(cu, i);
   case OP_ATTENTION:
   case OP_ROPE_ATTENTION: {
-    const IrNode *c = node(cg, n->src[n->op == OP_ROPE_ATTENTION ? 3 : 1]);
+    const IrNode *c = node(cg, n->op == OP_ROPE_ATTENTION ? SRC(n, ROPE_ATTENTION, KC) : SRC(n, ATTENTION, KC));
     if (n->p.window > 0 || c->rows < m->max_context) {
       /* a ring: the rows the first query sees must all still be there */
       OUT("  {\n    const int first = %d > 0 && pos - %d + 1 > 0 ? pos - %d + 1 : 0;\n", p->window,
@@ -1221,9 +1204,9 @@ static int emit_node(Cu *cu, int i) {
       return SC_OK;
     }
     return emit_copy(cu, i, n->src[0], p->slot == OUT_LOGITS ? "io->out" : "io->hidden_out", (long long)n->cols);
-  default:
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: op %s (%s) has no CUDA lowering yet",
-                   ir_op_names[n->op], n->name);
+  default: /* ops.def says the CUDA target lowers it (ir_check_target) */
+    return sc_fail(cg->err, SC_EINPUT, "internal error: CUDA target: op %s (%s) is marked T_CUDA in ops.def "
+                   "but has no case here", ir_op_names[n->op], n->name);
   }
 }
 
@@ -1483,6 +1466,7 @@ static int emit_sampler(Cu *cu) {
 }
 
 int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *host, sc_error *err) {
+  if (ir_check_target(m, IR_TARGET_CUDA, err)) return err->code;
   Cu cus;
   memset(&cus, 0, sizeof cus);
   Cu *cu = &cus;

@@ -18,10 +18,11 @@ typedef struct Cg {
 } Cg;
 
 #define OUT(...) sb_printf(cg->o, __VA_ARGS__)
+/* The input of node n in slot NAME of op OP (ops.def's operand slots). */
+#define SRC(n, OP, NAME) ((n)->src[S_##OP##_##NAME])
 
 void c_ident(const char *in, char *out, size_t size);
 const char *cg_float(char buf[32], float v); /* a C float literal: "1e-06f", "1.0f" */
-int wtype_of(DType d);
 const char *wtype_name(DType d);      /* "SC_W_F32", ... */
 const IrNode *node(const Cg *cg, int i);
 const char *ref(const Cg *cg, int i); /* a value as a C expression */

@@ -29,33 +29,31 @@ void c_ident(const char *in, char *out, size_t size) {
   out[k] = 0;
 }
 
-int wtype_of(DType d) {
-  switch (d) {
-  case DT_BF16: return SC_W_BF16;
-  case DT_F16: return SC_W_F16;
-  case DT_Q8_0: return SC_W_Q8_0;
-  case DT_Q4_0: return SC_W_Q4_0;
-  default: return SC_W_F32;
-  }
-}
-
+/* The SC_W_* constant of a weight's band, as C text (a dtype that is no
+ * band reads as f32). */
 const char *wtype_name(DType d) {
-  const char *const n[] = {"SC_W_F32", "SC_W_BF16", "SC_W_F16", "SC_W_Q8_0", "SC_W_Q4_0"};
-  return n[wtype_of(d)];
+  const int w = ir_wtype(d);
+  return sc_band(w < 0 ? SC_W_F32 : w)->abi_name;
 }
 
 const IrNode *node(const Cg *cg, int i) { return &cg->g->nodes[i]; }
 
-/* The C expression of a value as a float pointer (or W_/S_ macro). */
+/* The C expression of a value as a float pointer (or W_/S_ macro).  A
+ * view that writes state (KV_STORE) is the state it wrote: it has no
+ * variable of its own. */
+static int state_view(const IrNode *n) {
+  return (ir_op_flags[n->op] & (F_VIEW | F_STATE)) == (F_VIEW | F_STATE);
+}
+
 const char *ref(const Cg *cg, int i) {
   const IrNode *n = node(cg, i);
-  if (n->op == OP_KV_STORE) return ref(cg, n->src[0]);
+  if (state_view(n)) return ref(cg, n->src[0]);
   return cg->var[i];
 }
 
 long long ld(const Cg *cg, int i) {
   const IrNode *n = node(cg, i);
-  if (n->op == OP_KV_STORE || n->op == OP_STATE) return (long long)n->cols;
+  if (state_view(n) || n->op == OP_STATE) return (long long)n->cols;
   return (long long)n->ld;
 }
 

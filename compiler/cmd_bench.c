@@ -100,20 +100,20 @@ static unsigned long long step_bytes(const sc_model_desc *d, unsigned long long 
 /* The band holding most of the bytes; `others` lists the rest with their
  * sizes ("" when there are none), e.g. " (+ f32 0.4 MB)". */
 static const char *main_band(const sc_model_desc *d, char *others, size_t size) {
-  static const char *const names[] = {"f32", "bf16", "f16", "q8_0", "q4_0"};
-  unsigned long long by[5] = {0};
+  unsigned long long by[SC_W_COUNT] = {0};
   for (int i = 0; i < d->n_tensors; i++)
-    if (d->tensors[i].wtype >= 0 && d->tensors[i].wtype < 5) by[d->tensors[i].wtype] += d->tensors[i].bytes;
+    if (sc_band(d->tensors[i].wtype)) by[d->tensors[i].wtype] += d->tensors[i].bytes;
   int best = 0;
-  for (int k = 1; k < 5; k++)
+  for (int k = 1; k < SC_W_COUNT; k++)
     if (by[k] > by[best]) best = k;
   size_t len = 0;
   others[0] = '\0';
-  for (int k = 0; k < 5 && len < size; k++)
+  for (int k = 0; k < SC_W_COUNT && len < size; k++)
     if (k != best && by[k])
-      len += (size_t)snprintf(others + len, size - len, "%s%s %.1f MB", len ? ", " : " (+ ", names[k], by[k] / 1e6);
+      len += (size_t)snprintf(others + len, size - len, "%s%s %.1f MB", len ? ", " : " (+ ", sc_band(k)->name,
+                              by[k] / 1e6);
   if (len && len < size) snprintf(others + len, size - len, ")");
-  return names[best];
+  return sc_band(best)->name;
 }
 
 /* ---- the read probe ------------------------------------------------------ */

@@ -11,6 +11,7 @@
 #include "build.h"
 #include "cli.h"
 #include "sc_abi.h"
+#include "sc_bands.h"
 #include "speechc.h"
 
 const sc_model_desc *sc_model_desc_of(const sc_model *m);
@@ -113,11 +114,10 @@ static int cmd_build(int argc, char **argv) {
         return usage_error(usage_build, "%s needs an architecture (sm_80, sm_90, compute_80, ...)", a);
     } else if (is_flag(a, "--weights")) {
       val = flag_value(argc, argv, &i, "--weights");
-      if (val && !strcmp(val, "f32")) o.band = DT_F32;
-      else if (val && !strcmp(val, "bf16")) o.band = DT_BF16;
-      else if (val && !strcmp(val, "q8_0")) o.band = DT_Q8_0;
-      else if (val && !strcmp(val, "q4_0")) o.band = DT_Q4_0;
-      else return usage_error(usage_build, "--weights expects f32, bf16, q8_0 or q4_0, got '%s'", val ? val : "");
+      const int band = sc_band_find(val);
+      if (band < 0 || !sc_band(band)->linear)
+        return usage_error(usage_build, "--weights expects f32, bf16, q8_0 or q4_0, got '%s'", val ? val : "");
+      o.band = ir_dtype_of_wtype(band);
     } else if (is_flag(a, "--max-context")) {
       if (parse_int("--max-context", flag_value(argc, argv, &i, "--max-context"), 1, 1 << 20, &v)) return SC_EUSAGE;
       o.max_context = (int)v;
@@ -159,10 +159,7 @@ static int cmd_build(int argc, char **argv) {
   return report(sc_build(&o, &err), &err);
 }
 
-static const char *wtype_name(int w) {
-  static const char *const n[] = {"f32", "bf16", "f16", "q8_0", "q4_0"};
-  return w >= 0 && w < 5 ? n[w] : "?";
-}
+static const char *wtype_name(int w) { return sc_band(w) ? sc_band(w)->name : "?"; }
 
 static int cmd_inspect(int argc, char **argv) {
   const char *path = NULL;

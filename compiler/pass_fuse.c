@@ -71,8 +71,9 @@ static int merged_weight(Module *m, const int *w, int n) {
 static int mergeable(const Module *m, const Graph *g, int a, int b) {
   const IrNode *x = N(a), *y = N(b);
   if (x->op != OP_LINEAR || y->op != OP_LINEAR || x->dead || y->dead) return 0;
-  if (x->nsrc != 2 || y->nsrc != 2 || x->src[0] != y->src[0]) return 0;
-  const IrWeight *wx = &m->weights[N(x->src[1])->weight], *wy = &m->weights[N(y->src[1])->weight];
+  if (x->nsrc > S_LINEAR_B || y->nsrc > S_LINEAR_B || x->src[S_LINEAR_X] != y->src[S_LINEAR_X]) return 0;
+  const IrWeight *wx = &m->weights[N(x->src[S_LINEAR_W])->weight];
+  const IrWeight *wy = &m->weights[N(y->src[S_LINEAR_W])->weight];
   return wx->band == wy->band && wx->sets == 1 && wy->sets == 1 && wx->cols == wy->cols;
 }
 
@@ -93,11 +94,11 @@ static void merge_siblings(Module *m, Graph *g) {
         if (mergeable(m, &old, i, j)) group[count++] = j;
     if (count > 1) {
       int w[8];
-      for (int k = 0; k < count; k++) w[k] = old.nodes[old.nodes[group[k]].src[1]].weight;
+      for (int k = 0; k < count; k++) w[k] = old.nodes[old.nodes[group[k]].src[S_LINEAR_W]].weight;
       int mw = merged_weight(m, w, count);
       char name[IR_NAME];
       snprintf(name, sizeof name, "%s", m->weights[mw].name);
-      int lin = ir_linear(g, map[n->src[0]], ir_weight(m, g, mw), -1, name);
+      int lin = ir_linear(g, map[n->src[S_LINEAR_X]], ir_weight(m, g, mw), -1, name);
       int64_t off = 0;
       for (int k = 0; k < count; k++) {
         const IrNode *mk = &old.nodes[group[k]];
@@ -123,11 +124,11 @@ static void merge_siblings(Module *m, Graph *g) {
 }
 
 /* Drop dead nodes, keeping order; nodes nobody reads die too, except the
- * ones with effects (OUTPUT, KV_STORE). */
+ * ones with effects (OUTPUT, and the F_STATE ops that write state). */
 static void compact(Graph *g) {
   for (int i = g->n_nodes - 1; i >= 0; i--) {
     IrNode *n = &g->nodes[i];
-    if (!n->dead && n->op != OP_OUTPUT && n->op != OP_KV_STORE && ir_uses(g, i) == 0) n->dead = 1;
+    if (!n->dead && n->op != OP_OUTPUT && !(ir_op_flags[n->op] & F_STATE) && ir_uses(g, i) == 0) n->dead = 1;
   }
   int *map = malloc((size_t)g->n_nodes * sizeof *map);
   IR_ASSERT(map);
@@ -146,18 +147,26 @@ static void compact(Graph *g) {
   free(map);
 }
 
-/* The table source of a ROPE / NORM_ROPE node. */
-static int rope_table(const IrNode *r) { return r->src[r->op == OP_NORM_ROPE ? 2 : 1]; }
+/* The input and table of a ROPE / NORM_ROPE node. */
+static int rope_x(const IrNode *r) { return r->src[r->op == OP_NORM_ROPE ? S_NORM_ROPE_X : S_ROPE_X]; }
+static int rope_table(const IrNode *r) { return r->src[r->op == OP_NORM_ROPE ? S_NORM_ROPE_TABLE : S_ROPE_TABLE]; }
+
+/* Node n becomes op over src (indexed by op's slots), its first nsrc. */
+static void become(IrNode *n, OpKind op, const int *src, int nsrc) {
+  n->op = op;
+  n->nsrc = nsrc;
+  memcpy(n->src, src, sizeof n->src);
+}
 
 /* Rule 6 at attention node i: rewrite it when its inputs have the shape of
  * the definition; returns 1 if it did. */
 static int rope_attention(Graph *g, int i) {
   IrNode *n = N(i);
-  if (n->nsrc != 3 || n->rows == IR_T || n->rows > 4) return 0;
-  int q = n->src[0], ks = n->src[1], vs = n->src[2];
+  if (n->nsrc != S_ATTENTION_GATE || n->rows == IR_T || n->rows > 4) return 0; /* no gate */
+  int q = n->src[S_ATTENTION_Q], ks = n->src[S_ATTENTION_KC], vs = n->src[S_ATTENTION_VC];
   if (N(ks)->op != OP_KV_STORE || N(vs)->op != OP_KV_STORE || ir_uses(g, ks) != 1 || ir_uses(g, vs) != 1)
     return 0;
-  int k = N(ks)->src[1], v = N(vs)->src[1];
+  int k = N(ks)->src[S_KV_STORE_X], v = N(vs)->src[S_KV_STORE_X];
   const IrNode *qr = N(q), *kr = N(k);
   if ((qr->op != OP_ROPE && qr->op != OP_NORM_ROPE) || kr->op != qr->op) return 0;
   if (ir_uses(g, q) != 1 || ir_uses(g, k) != 1 || qr->rows != n->rows || kr->rows != n->rows ||
@@ -170,8 +179,17 @@ static int rope_attention(Graph *g, int i) {
     return 0;
   int norm = qr->op == OP_NORM_ROPE;
   if (norm && (qp->group != kp->group || qp->eps != kp->eps || qp->norm_mode != kp->norm_mode)) return 0;
-  int src[IR_MAX_SRC] = {qr->src[0], kr->src[0], v, N(ks)->src[0], N(vs)->src[0], rope_table(qr),
-                         norm ? qr->src[1] : -1, norm ? kr->src[1] : -1};
+  int src[IR_MAX_SRC] = {0};
+  src[S_ROPE_ATTENTION_Q] = rope_x(qr);
+  src[S_ROPE_ATTENTION_K] = rope_x(kr);
+  src[S_ROPE_ATTENTION_V] = v;
+  src[S_ROPE_ATTENTION_KC] = N(ks)->src[S_KV_STORE_CACHE];
+  src[S_ROPE_ATTENTION_VC] = N(vs)->src[S_KV_STORE_CACHE];
+  src[S_ROPE_ATTENTION_TABLE] = rope_table(qr);
+  if (norm) {
+    src[S_ROPE_ATTENTION_QN] = qr->src[S_NORM_ROPE_NW];
+    src[S_ROPE_ATTENTION_KN] = kr->src[S_NORM_ROPE_NW];
+  }
   IrParams p = *ap;
   p.rot_dims = qp->rot_dims;
   p.rope_mode = qp->rope_mode;
@@ -181,9 +199,7 @@ static int rope_attention(Graph *g, int i) {
     p.norm_mode = qp->norm_mode;
   }
   N(q)->dead = N(k)->dead = N(ks)->dead = N(vs)->dead = 1;
-  n->op = OP_ROPE_ATTENTION;
-  n->nsrc = norm ? 8 : 6;
-  memcpy(n->src, src, sizeof src);
+  become(n, OP_ROPE_ATTENTION, src, norm ? S_ROPE_ATTENTION_KN + 1 : S_ROPE_ATTENTION_TABLE + 1);
   n->p = p;
   return 1;
 }
@@ -202,13 +218,13 @@ static void fuse_in_place(Module *m, Graph *g) {
       if (N(sa)->op == OP_SLICE && N(sb)->op == OP_SLICE && N(sa)->src[0] == N(sb)->src[0]) {
         int lin = N(sa)->src[0];
         int64_t half = N(sa)->cols;
-        if (N(lin)->op == OP_LINEAR && N(lin)->nsrc == 2 && N(lin)->cols == 2 * half &&
+        if (N(lin)->op == OP_LINEAR && N(lin)->nsrc == S_LINEAR_B && N(lin)->cols == 2 * half &&
             N(sa)->p.off == 0 && N(sb)->p.off == half && ir_uses(g, silu) == 1 &&
             ir_uses(g, sa) == 1 && ir_uses(g, sb) == 1 && ir_uses(g, lin) == 2) {
-          n->op = OP_LINEAR_SWIGLU;
-          n->src[0] = N(lin)->src[0];
-          n->src[1] = N(lin)->src[1];
-          n->nsrc = 2;
+          int src[IR_MAX_SRC] = {0};
+          src[S_LINEAR_SWIGLU_X] = N(lin)->src[S_LINEAR_X];
+          src[S_LINEAR_SWIGLU_W] = N(lin)->src[S_LINEAR_W];
+          become(n, OP_LINEAR_SWIGLU, src, S_LINEAR_SWIGLU_NW); /* no norm yet: rule 4b */
           N(silu)->dead = N(sa)->dead = N(sb)->dead = N(lin)->dead = 1;
           continue;
         }
@@ -216,30 +232,33 @@ static void fuse_in_place(Module *m, Graph *g) {
     }
     if (sweep == 0) continue;
     /* 3. QK-norm + RoPE */
-    if (n->op == OP_ROPE && N(n->src[0])->op == OP_RMSNORM) {
-      int nrm = n->src[0];
+    if (n->op == OP_ROPE && N(n->src[S_ROPE_X])->op == OP_RMSNORM) {
+      int nrm = n->src[S_ROPE_X];
       if (N(nrm)->p.group == n->p.head_dim && ir_uses(g, nrm) == 1) {
         IrParams p = n->p;
         p.group = N(nrm)->p.group;
         p.norm_mode = N(nrm)->p.norm_mode;
         p.eps = N(nrm)->p.eps;
-        n->op = OP_NORM_ROPE;
-        n->src[2] = n->src[1];
-        n->src[0] = N(nrm)->src[0];
-        n->src[1] = N(nrm)->src[1];
-        n->nsrc = 3;
+        int src[IR_MAX_SRC] = {0};
+        src[S_NORM_ROPE_X] = N(nrm)->src[S_RMSNORM_X];
+        src[S_NORM_ROPE_NW] = N(nrm)->src[S_RMSNORM_NW];
+        src[S_NORM_ROPE_TABLE] = n->src[S_ROPE_TABLE];
+        become(n, OP_NORM_ROPE, src, 3);
         n->p = p;
         N(nrm)->dead = 1;
         continue;
       }
     }
     /* 4. norm as the GEMV's prologue */
-    if (n->op == OP_LINEAR && N(n->src[0])->op == OP_RMSNORM && ir_uses(g, n->src[0]) == 1) {
-      int nrm = n->src[0];
-      int src[4] = {N(nrm)->src[0], N(nrm)->src[1], n->src[1], n->nsrc > 2 ? n->src[2] : -1};
-      n->op = OP_NORM_LINEAR;
-      n->nsrc = n->nsrc > 2 ? 4 : 3;
-      memcpy(n->src, src, sizeof src);
+    if (n->op == OP_LINEAR && N(n->src[S_LINEAR_X])->op == OP_RMSNORM && ir_uses(g, n->src[S_LINEAR_X]) == 1) {
+      int nrm = n->src[S_LINEAR_X];
+      const int bias = n->nsrc > S_LINEAR_B;
+      int src[IR_MAX_SRC] = {0};
+      src[S_NORM_LINEAR_X] = N(nrm)->src[S_RMSNORM_X];
+      src[S_NORM_LINEAR_NW] = N(nrm)->src[S_RMSNORM_NW];
+      src[S_NORM_LINEAR_W] = n->src[S_LINEAR_W];
+      if (bias) src[S_NORM_LINEAR_B] = n->src[S_LINEAR_B];
+      become(n, OP_NORM_LINEAR, src, bias ? S_NORM_LINEAR_B + 1 : S_NORM_LINEAR_B);
       n->p.group = N(nrm)->p.group;
       n->p.norm_mode = N(nrm)->p.norm_mode;
       n->p.eps = N(nrm)->p.eps;
@@ -247,12 +266,12 @@ static void fuse_in_place(Module *m, Graph *g) {
       continue;
     }
     /* 4b. the MLP norm as the SwiGLU GEMV's prologue */
-    if (n->op == OP_LINEAR_SWIGLU && n->nsrc == 2 && N(n->src[0])->op == OP_RMSNORM &&
-        ir_uses(g, n->src[0]) == 1) {
-      int nrm = n->src[0];
-      n->src[0] = N(nrm)->src[0];
-      n->src[2] = N(nrm)->src[1];
-      n->nsrc = 3;
+    if (n->op == OP_LINEAR_SWIGLU && n->nsrc == S_LINEAR_SWIGLU_NW &&
+        N(n->src[S_LINEAR_SWIGLU_X])->op == OP_RMSNORM && ir_uses(g, n->src[S_LINEAR_SWIGLU_X]) == 1) {
+      int nrm = n->src[S_LINEAR_SWIGLU_X];
+      n->src[S_LINEAR_SWIGLU_X] = N(nrm)->src[S_RMSNORM_X];
+      n->src[S_LINEAR_SWIGLU_NW] = N(nrm)->src[S_RMSNORM_NW];
+      n->nsrc = S_LINEAR_SWIGLU_NW + 1;
       n->p.group = N(nrm)->p.group;
       n->p.norm_mode = N(nrm)->p.norm_mode;
       n->p.eps = N(nrm)->p.eps;
@@ -265,12 +284,12 @@ static void fuse_in_place(Module *m, Graph *g) {
     if (n->op == OP_ADD) {
       int lin = n->src[1], r = n->src[0];
       if (N(lin)->op != OP_LINEAR) { lin = n->src[0]; r = n->src[1]; }
-      if (N(lin)->op == OP_LINEAR && N(lin)->nsrc == 2 && ir_uses(g, lin) == 1) {
-        n->op = OP_LINEAR_ADD;
-        n->src[0] = N(lin)->src[0];
-        n->src[1] = N(lin)->src[1];
-        n->src[2] = r;
-        n->nsrc = 3;
+      if (N(lin)->op == OP_LINEAR && N(lin)->nsrc == S_LINEAR_B && ir_uses(g, lin) == 1) {
+        int src[IR_MAX_SRC] = {0};
+        src[S_LINEAR_ADD_X] = N(lin)->src[S_LINEAR_X];
+        src[S_LINEAR_ADD_W] = N(lin)->src[S_LINEAR_W];
+        src[S_LINEAR_ADD_R] = r;
+        become(n, OP_LINEAR_ADD, src, 3);
         N(lin)->dead = 1;
         continue;
       }

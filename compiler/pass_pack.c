@@ -125,11 +125,13 @@ static void write_rows(Writer *w, const IrWeight *wt, float *row) {
   }
 }
 
-/* The quantized weights: f32 rows through the GGML quantizers; q4_0 then
- * in the CPU's order unless the module keeps GGML's (ir.h). */
+/* The quantized weights: f32 rows through the GGML quantizers; a band
+ * with a CPU group layout (q4_0, sc_bands.h) then rearranged into it
+ * unless the module keeps GGML's order (ir.h). */
 static void write_quantized(Writer *w, const Module *m, const IrWeight *wt, float *row, unsigned char *q) {
   int64_t cols = wt->cols;
   size_t qbytes = (size_t)ir_band_row_bytes(wt->band, cols);
+  const int grouped = sc_band(ir_wtype(wt->band))->cpu_group && !m->q4_0_ggml;
   for (int s = 0; s < wt->n_src; s++) {
     const StTensor *t = wt->src[s].tensor;
     for (int64_t r = 0; r < wt->src[s].rows; r++) {
@@ -137,7 +139,7 @@ static void write_quantized(Writer *w, const Module *m, const IrWeight *wt, floa
       if (wt->band == DT_Q8_0) {
         sc_quantize_row_q8_0(row, (int)cols, q);
         put(w, q, qbytes);
-      } else if (m->q4_0_ggml) {
+      } else if (!grouped) {
         sc_quantize_row_q4_0(row, (int)cols, q);
         put(w, q, qbytes);
       } else {
@@ -149,7 +151,7 @@ static void write_quantized(Writer *w, const Module *m, const IrWeight *wt, floa
   }
 }
 
-static int quantized(DType d) { return d == DT_Q8_0 || d == DT_Q4_0; }
+static int quantized(DType d) { return sc_band_quantized(ir_wtype(d)); }
 
 /* Settle the band of every quantized weight (see the file comment). */
 static void settle_bands(Module *m) {
@@ -160,23 +162,20 @@ static void settle_bands(Module *m) {
       if (n->dead) continue;
       /* which source, if any, is read as a matrix by a kernel or gather */
       int mat = -1;
-      switch (n->op) {
-      case OP_LINEAR: case OP_LINEAR_ADD: case OP_LINEAR_SWIGLU: mat = 1; break;
-      case OP_NORM_LINEAR: mat = 2; break;
-      case OP_EMBED: mat = 0; break;
-      default: break;
-      }
+      if (ir_is_linear(n->op)) mat = ir_lin_operands(n).w;
+      else if (n->op == OP_EMBED) mat = n->src[S_EMBED_TABLE];
       for (int k = 0; k < n->nsrc; k++) {
         const IrNode *src = &g->nodes[n->src[k]];
         if (src->op != OP_WEIGHT) continue;
         IrWeight *wt = &m->weights[src->weight];
-        if (quantized(wt->band) && k != mat) wt->band = DT_F32;
+        if (quantized(wt->band) && n->src[k] != mat) wt->band = DT_F32;
       }
     }
   }
   for (int i = 0; i < m->n_weights; i++) {
     IrWeight *wt = &m->weights[i];
-    if (quantized(wt->band) && (wt->cols % SC_QK || wt->gen != WGEN_NONE)) wt->band = DT_BF16;
+    if (quantized(wt->band) && (wt->cols % sc_band(ir_wtype(wt->band))->block || wt->gen != WGEN_NONE))
+      wt->band = DT_BF16;
   }
   for (int gi = 0; gi < m->n_graphs; gi++)
     for (int i = 0; i < m->graphs[gi].n_nodes; i++) {

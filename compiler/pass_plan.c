@@ -4,12 +4,12 @@
  * Session state: every IrState gets a 64-byte-aligned slice of one state
  * block (KV caches, conv and recurrent states), shared by all entries.
  *
- * Scratch: every value that owns a buffer (not a leaf, view, KV_STORE or
+ * Scratch: every value that owns a buffer (not a leaf, an F_VIEW op, or
  * OUTPUT) gets an offset in one arena per graph, sized for max_tokens rows.
  * A value lives from its definition to its last reader (views extend the
  * life of what they view).  Buffers are placed first-fit among those alive;
- * an elementwise op or residual update whose first operand dies at that
- * node writes in place.  A value whose only reader is an OUTPUT (the
+ * an op whose ops.def `inplace` input dies at that node (elementwise
+ * ops, a residual update) writes in place.  A value whose only reader is an OUTPUT (the
  * logits head, the last embedding) is placed in the output slot itself
  * (IR_BUF_OUT): its kernel writes there and the OUTPUT copies nothing.
  * NORM_LINEAR and a LINEAR_SWIGLU with a norm get an aux buffer for the
@@ -26,7 +26,7 @@
 #define ALIGN(x) (((x) + 63) & ~(int64_t)63)
 
 static int owns_buffer(const IrNode *n) {
-  return !(ir_op_flags[n->op] & (F_LEAF | F_VIEW)) && n->op != OP_KV_STORE && n->op != OP_OUTPUT;
+  return !(ir_op_flags[n->op] & (F_LEAF | F_VIEW)) && n->op != OP_OUTPUT;
 }
 
 typedef struct Block { int64_t off, size; int until; } Block;
@@ -60,7 +60,7 @@ static void plan_graph(Graph *g) {
       /* a view keeps its whole chain alive */
       for (;;) {
         if (g->nodes[r].last_use < i) g->nodes[r].last_use = i;
-        if (!(ir_op_flags[g->nodes[r].op] & F_VIEW) && g->nodes[r].op != OP_KV_STORE) break;
+        if (!(ir_op_flags[g->nodes[r].op] & F_VIEW)) break;
         r = g->nodes[r].src[0];
       }
     }
@@ -88,11 +88,9 @@ static void plan_graph(Graph *g) {
       x->ld = x->cols;
     } else if (owns_buffer(x)) {
       x->ld = x->cols;
-      /* in place: elementwise ops over their first operand, residual adds */
-      int inplace = -1;
-      if (x->op == OP_ADD || x->op == OP_MUL || x->op == OP_SILU || x->op == OP_SIGMOID)
-        inplace = x->src[0];
-      if (x->op == OP_LINEAR_ADD) inplace = x->src[2];
+      /* in place: over the input ops.def names (elementwise ops' first
+       * operand, a residual add's residual) */
+      int inplace = ir_op_inplace[x->op] >= 0 ? x->src[ir_op_inplace[x->op]] : -1;
       if (inplace >= 0) {
         IrNode *r = &g->nodes[inplace];
         if (!owns_buffer(r) || r->last_use != i || r->ld != x->cols || r->rows != x->rows) inplace = -1;
@@ -112,11 +110,12 @@ static void plan_graph(Graph *g) {
     } else {
       x->ld = x->cols;
     }
-    if (x->op == OP_NORM_LINEAR || (x->op == OP_LINEAR_SWIGLU && x->nsrc == 3))
-      x->aux = place(live, &n_live, ALIGN(rows * g->nodes[x->src[0]].cols * 4), i, &high);
-    if (x->op == OP_ROPE_ATTENTION)
-      x->aux = place(live, &n_live, ALIGN(rows * (g->nodes[x->src[0]].cols + g->nodes[x->src[1]].cols) * 4), i,
-                     &high);
+    if (ir_is_linear(x->op) && ir_lin_operands(x).nw >= 0)
+      x->aux = place(live, &n_live, ALIGN(rows * g->nodes[ir_lin_operands(x).x].cols * 4), i, &high);
+    if (x->op == OP_ROPE_ATTENTION) {
+      const int64_t qk = g->nodes[x->src[S_ROPE_ATTENTION_Q]].cols + g->nodes[x->src[S_ROPE_ATTENTION_K]].cols;
+      x->aux = place(live, &n_live, ALIGN(rows * qk * 4), i, &high);
+    }
   }
   free(live);
   g->scratch_bytes = high;

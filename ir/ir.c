@@ -8,44 +8,65 @@
 #include <string.h>
 
 const char *const ir_op_names[OP_COUNT] = {
-#define OP(name, nsrc, flags, doc) #name,
+#define OP(name, nsrc, flags, inplace, targets, doc) #name,
 #include "ops.def"
 #undef OP
 };
 const int ir_op_nsrc[OP_COUNT] = {
-#define OP(name, nsrc, flags, doc) nsrc,
+#define OP(name, nsrc, flags, inplace, targets, doc) nsrc,
 #include "ops.def"
 #undef OP
 };
 const int ir_op_flags[OP_COUNT] = {
-#define OP(name, nsrc, flags, doc) flags,
+#define OP(name, nsrc, flags, inplace, targets, doc) flags,
+#include "ops.def"
+#undef OP
+};
+const int ir_op_inplace[OP_COUNT] = {
+#define OP(name, nsrc, flags, inplace, targets, doc) inplace,
+#include "ops.def"
+#undef OP
+};
+const unsigned ir_op_targets[OP_COUNT] = {
+#define OP(name, nsrc, flags, inplace, targets, doc) targets,
 #include "ops.def"
 #undef OP
 };
 const char *const ir_op_docs[OP_COUNT] = {
-#define OP(name, nsrc, flags, doc) doc,
+#define OP(name, nsrc, flags, inplace, targets, doc) doc,
 #include "ops.def"
 #undef OP
 };
+const char *const ir_target_names[IR_TARGET_COUNT] = {"cpu", "cuda"};
 
 _Noreturn void ir_assert_fail(const char *file, int line, const char *expr) {
   fprintf(stderr, "%s:%d: internal error: assertion failed: %s\n", file, line, expr);
   abort();
 }
 
+/* The band of each DType that can store a weight (the rest: -1). */
+static const int dtype_wtype[DT_COUNT] = {
+    [DT_F32] = SC_W_F32, [DT_I32] = -1,          [DT_BF16] = SC_W_BF16,
+    [DT_F16] = SC_W_F16, [DT_Q8_0] = SC_W_Q8_0, [DT_Q4_0] = SC_W_Q4_0,
+};
+
+int ir_wtype(DType d) { return d >= 0 && d < DT_COUNT ? dtype_wtype[d] : -1; }
+
+DType ir_dtype_of_wtype(int wtype) {
+  for (int d = 0; d < DT_COUNT; d++)
+    if (dtype_wtype[d] == wtype && wtype >= 0) return (DType)d;
+  return DT_COUNT;
+}
+
 const char *ir_dtype_name(DType d) {
-  static const char *const names[DT_COUNT] = {"f32", "i32", "bf16", "f16", "q8_0", "q4_0"};
-  return d >= 0 && d < DT_COUNT ? names[d] : "?";
+  if (d == DT_I32) return "i32";
+  const sc_band_traits *t = sc_band(ir_wtype(d));
+  return t ? t->name : "?";
 }
 
 int64_t ir_band_row_bytes(DType band, int64_t cols) {
-  switch (band) {
-  case DT_F32: case DT_I32: return cols * 4;
-  case DT_BF16: case DT_F16: return cols * 2;
-  case DT_Q8_0: return (cols / 32) * 34;
-  case DT_Q4_0: return (cols / 32) * 18;
-  default: return 0;
-  }
+  if (band == DT_I32) return cols * 4;
+  return (int64_t)sc_band_row_bytes(ir_wtype(band), cols);
 }
 
 static void *grow(void *p, int *cap, int need, size_t elem) {
@@ -148,6 +169,10 @@ int ir_input_ids(Graph *g) { return ir_node(g, OP_INPUT_IDS, DT_I32, IR_T, 1, NU
 
 int ir_input_embeds(Graph *g, int64_t cols) {
   return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T, cols, NULL, 0, "embeds");
+}
+
+int ir_input_hidden(Graph *g, int64_t cols) {
+  return ir_node(g, OP_INPUT_HIDDEN, DT_F32, 1, cols, NULL, 0, "hidden_in");
 }
 
 int ir_weight_set(Module *m, Graph *g, int w, int mode, int value) {
@@ -277,9 +302,37 @@ int ir_output(Graph *g, int x, int slot) {
   return n;
 }
 
+int ir_is_linear(OpKind op) {
+  return op == OP_LINEAR || op == OP_NORM_LINEAR || op == OP_LINEAR_ADD || op == OP_LINEAR_SWIGLU;
+}
+
+IrLinOperands ir_lin_operands(const IrNode *n) {
+  IrLinOperands o = {-1, -1, -1, -1, -1};
+  const int *s = n->src, k = n->nsrc;
+  switch (n->op) {
+  case OP_LINEAR:
+    o.x = s[S_LINEAR_X], o.w = s[S_LINEAR_W];
+    if (k > S_LINEAR_B) o.bias = s[S_LINEAR_B];
+    break;
+  case OP_NORM_LINEAR:
+    o.x = s[S_NORM_LINEAR_X], o.w = s[S_NORM_LINEAR_W], o.nw = s[S_NORM_LINEAR_NW];
+    if (k > S_NORM_LINEAR_B) o.bias = s[S_NORM_LINEAR_B];
+    break;
+  case OP_LINEAR_ADD:
+    o.x = s[S_LINEAR_ADD_X], o.w = s[S_LINEAR_ADD_W], o.res = s[S_LINEAR_ADD_R];
+    break;
+  case OP_LINEAR_SWIGLU:
+    o.x = s[S_LINEAR_SWIGLU_X], o.w = s[S_LINEAR_SWIGLU_W];
+    if (k > S_LINEAR_SWIGLU_NW) o.nw = s[S_LINEAR_SWIGLU_NW];
+    break;
+  default:
+    IR_ASSERT(!"not a linear");
+  }
+  return o;
+}
+
 int ir_root(const Graph *g, int n) {
-  while (g->nodes[n].op == OP_SLICE || g->nodes[n].op == OP_ROW || g->nodes[n].op == OP_KV_STORE)
-    n = g->nodes[n].src[0];
+  while (ir_op_flags[g->nodes[n].op] & F_VIEW) n = g->nodes[n].src[0];
   return n;
 }
 
@@ -303,6 +356,9 @@ int ir_uses(const Graph *g, int n) {
   } while (0)
 
 static int rows_match(int64_t a, int64_t b) { return a == b; }
+
+/* Input slot NAME of op OP (ops.def) of node n, in the verifier loop. */
+#define S(OP, NAME) (&g->nodes[n->src[S_##OP##_##NAME]])
 
 int ir_verify(const Module *m, const Graph *g, sc_error *err) {
   for (int i = 0; i < g->n_nodes; i++) {
@@ -328,58 +384,72 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
     case OP_STATE:
       if (n->state < 0 || n->state >= m->n_states) VFAIL("no state");
       break;
-    case OP_EMBED:
-      if (a->op != OP_WEIGHT || b->dtype != DT_I32) VFAIL("expects (weight, ids)");
-      if (n->cols != a->cols || !rows_match(n->rows, b->rows)) VFAIL("shape");
+    case OP_EMBED: {
+      const IrNode *tab = S(EMBED, TABLE), *ids = S(EMBED, IDS);
+      if (tab->op != OP_WEIGHT || ids->dtype != DT_I32) VFAIL("expects (weight, ids)");
+      if (n->cols != tab->cols || !rows_match(n->rows, ids->rows)) VFAIL("shape");
       break;
+    }
     case OP_LINEAR: case OP_NORM_LINEAR: case OP_LINEAR_ADD: case OP_LINEAR_SWIGLU: {
-      const IrNode *w = &g->nodes[n->src[n->op == OP_NORM_LINEAR ? 2 : 1]];
+      /* required inputs: x, W, and the norm weight or residual; one more optional */
+      const int need = n->op == OP_NORM_LINEAR || n->op == OP_LINEAR_ADD ? 3 : 2;
+      const int most = n->op == OP_LINEAR_ADD ? 3 : need + 1;
+      if (n->nsrc < need || n->nsrc > most) VFAIL("has %d inputs, expected %d to %d", n->nsrc, need, most);
+      const IrLinOperands o = ir_lin_operands(n);
+      const IrNode *x = &g->nodes[o.x], *w = &g->nodes[o.w];
       if (w->op != OP_WEIGHT) VFAIL("weight input is %s", ir_op_names[w->op]);
-      if (w->cols != a->cols) VFAIL("x has %lld cols, weight %s has %lld", (long long)a->cols, w->name, (long long)w->cols);
+      if (w->cols != x->cols) VFAIL("x has %lld cols, weight %s has %lld", (long long)x->cols, w->name, (long long)w->cols);
       int64_t out = n->op == OP_LINEAR_SWIGLU ? w->rows / 2 : w->rows;
-      if (n->cols != out || !rows_match(n->rows, a->rows)) VFAIL("output shape");
-      if (n->op == OP_NORM_LINEAR && b->cols != a->cols) VFAIL("norm weight width");
-      if (n->op == OP_LINEAR_ADD && g->nodes[n->src[2]].cols != n->cols) VFAIL("residual width");
-      if (n->op == OP_LINEAR_SWIGLU && (n->nsrc < 2 || n->nsrc > 3)) VFAIL("has %d inputs, expected 2 or 3", n->nsrc);
-      if (n->op == OP_LINEAR_SWIGLU && n->nsrc == 3 &&
-          (n->p.group < 1 || a->cols % n->p.group || g->nodes[n->src[2]].cols != n->p.group))
+      if (n->cols != out || !rows_match(n->rows, x->rows)) VFAIL("output shape");
+      if (n->op == OP_NORM_LINEAR && g->nodes[o.nw].cols != x->cols) VFAIL("norm weight width");
+      if (o.res >= 0 && g->nodes[o.res].cols != n->cols) VFAIL("residual width");
+      if (n->op == OP_LINEAR_SWIGLU && o.nw >= 0 &&
+          (n->p.group < 1 || x->cols % n->p.group || g->nodes[o.nw].cols != n->p.group))
         VFAIL("norm group %d", n->p.group);
       break;
     }
     case OP_ROPE_ATTENTION: {
-      if (n->nsrc != 6 && n->nsrc != 8) VFAIL("has %d inputs, expected 6 or 8", n->nsrc);
+      /* q, k, v, kc, vc, table, and the head norms qn, kn or neither */
+      if (n->nsrc != S_ROPE_ATTENTION_QN && n->nsrc != S_ROPE_ATTENTION_KN + 1)
+        VFAIL("has %d inputs, expected %d or %d", n->nsrc, S_ROPE_ATTENTION_QN, S_ROPE_ATTENTION_KN + 1);
       const IrParams *p = &n->p;
       const int64_t qd = (int64_t)p->heads * p->head_dim, kd = (int64_t)p->kv_heads * p->head_dim;
-      const IrNode *k = b, *v = &g->nodes[n->src[2]], *kc = &g->nodes[n->src[3]], *vc = &g->nodes[n->src[4]];
-      const IrNode *tab = &g->nodes[n->src[5]];
-      if (n->rows == IR_T || n->rows > 4 || a->rows != n->rows || k->rows != n->rows || v->rows != n->rows)
+      const IrNode *q = S(ROPE_ATTENTION, Q), *k = S(ROPE_ATTENTION, K), *v = S(ROPE_ATTENTION, V);
+      const IrNode *kc = S(ROPE_ATTENTION, KC), *vc = S(ROPE_ATTENTION, VC), *tab = S(ROPE_ATTENTION, TABLE);
+      if (n->rows == IR_T || n->rows > 4 || q->rows != n->rows || k->rows != n->rows || v->rows != n->rows)
         VFAIL("formed for a fixed count of at most 4 tokens");
       if (p->kv_heads < 1 || p->heads % p->kv_heads) VFAIL("GQA ratio");
-      if (a->cols != qd || n->cols != qd) VFAIL("q width");
+      if (q->cols != qd || n->cols != qd) VFAIL("q width");
       if (k->cols != kd || v->cols != kd) VFAIL("k/v width");
       if (kc->op != OP_STATE || vc->op != OP_STATE || kc->cols != kd || vc->cols != kd) VFAIL("caches");
       if (tab->op != OP_WEIGHT || tab->cols != p->rot_dims || p->rot_dims > p->head_dim) VFAIL("rope table");
-      if (n->nsrc == 8 && (p->group != p->head_dim || g->nodes[n->src[6]].cols != p->head_dim ||
-                           g->nodes[n->src[7]].cols != p->head_dim))
+      if (n->nsrc > S_ROPE_ATTENTION_QN && (p->group != p->head_dim || S(ROPE_ATTENTION, QN)->cols != p->head_dim ||
+                           S(ROPE_ATTENTION, KN)->cols != p->head_dim))
         VFAIL("head norm weights");
       break;
     }
-    case OP_RMSNORM: case OP_NORM_ROPE:
-      if (n->op == OP_NORM_ROPE && (n->p.group != n->p.head_dim || g->nodes[n->src[2]].op != OP_WEIGHT))
+    case OP_RMSNORM: case OP_NORM_ROPE: {
+      const int norm_rope = n->op == OP_NORM_ROPE;
+      const IrNode *x = norm_rope ? S(NORM_ROPE, X) : S(RMSNORM, X), *nw = norm_rope ? S(NORM_ROPE, NW) : S(RMSNORM, NW);
+      if (norm_rope && (n->p.group != n->p.head_dim || S(NORM_ROPE, TABLE)->op != OP_WEIGHT))
         VFAIL("norm group must be the head");
-      if (n->p.group < 1 || a->cols % n->p.group || b->cols != n->p.group) VFAIL("group %d", n->p.group);
-      if (n->cols != a->cols) VFAIL("shape");
+      if (n->p.group < 1 || x->cols % n->p.group || nw->cols != n->p.group) VFAIL("group %d", n->p.group);
+      if (n->cols != x->cols) VFAIL("shape");
       break;
+    }
     case OP_ROPE:
-      if (b->op != OP_WEIGHT || b->cols != n->p.rot_dims) VFAIL("rope table");
-      if (a->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("heads x head_dim");
+      if (S(ROPE, TABLE)->op != OP_WEIGHT || S(ROPE, TABLE)->cols != n->p.rot_dims) VFAIL("rope table");
+      if (S(ROPE, X)->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("heads x head_dim");
       break;
     case OP_KV_STORE:
-      if (a->op != OP_STATE || a->cols != b->cols) VFAIL("cache/x width");
+      if (S(KV_STORE, CACHE)->op != OP_STATE || S(KV_STORE, CACHE)->cols != S(KV_STORE, X)->cols)
+        VFAIL("cache/x width");
       break;
     case OP_ATTENTION:
-      if (a->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("q width");
-      if (b->cols != (int64_t)n->p.kv_heads * n->p.head_dim) VFAIL("kv width");
+      if (n->nsrc < S_ATTENTION_GATE || n->nsrc > S_ATTENTION_GATE + 1)
+        VFAIL("has %d inputs, expected %d or %d", n->nsrc, S_ATTENTION_GATE, S_ATTENTION_GATE + 1);
+      if (S(ATTENTION, Q)->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("q width");
+      if (S(ATTENTION, KC)->cols != (int64_t)n->p.kv_heads * n->p.head_dim) VFAIL("kv width");
       if (n->p.kv_heads < 1 || n->p.heads % n->p.kv_heads) VFAIL("GQA ratio");
       break;
     case OP_ADD: case OP_MUL:
@@ -397,6 +467,20 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
     int ids_view = (n->op == OP_ROW || n->op == OP_SLICE) && a && a->dtype == DT_I32 && n->dtype == DT_I32;
     if (n->op != OP_WEIGHT && n->op != OP_STATE && n->op != OP_INPUT_IDS && !ids_view && n->dtype != DT_F32)
       VFAIL("activations are f32, found %s", ir_dtype_name(n->dtype));
+  }
+  return SC_OK;
+}
+
+int ir_check_target(const Module *m, IrTarget target, sc_error *err) {
+  for (int gi = 0; gi < m->n_graphs; gi++) {
+    const Graph *g = &m->graphs[gi];
+    for (int i = 0; i < g->n_nodes; i++) {
+      const IrNode *n = &g->nodes[i];
+      if (!n->dead && !(ir_op_targets[n->op] & (1u << target)))
+        return sc_fail(err, SC_EINPUT, "%s target: op %s (%s, graph %s node %d) has no %s lowering yet",
+                       ir_target_names[target], ir_op_names[n->op], n->name, g->name, i,
+                       ir_target_names[target]);
+    }
   }
   return SC_OK;
 }
@@ -428,7 +512,7 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     }
     case OP_ROW: fprintf(out, " row=%d", p->off); break;
     case OP_RMSNORM: case OP_NORM_LINEAR: case OP_NORM_ROPE: case OP_LINEAR_SWIGLU:
-      if (n->op == OP_LINEAR_SWIGLU && n->nsrc < 3) break;
+      if (n->op == OP_LINEAR_SWIGLU && n->nsrc <= S_LINEAR_SWIGLU_NW) break; /* no norm */
       fprintf(out, " group=%d eps=%g mode=%s", p->group, p->eps,
               p->norm_mode == NORM_PLAIN ? "w" : p->norm_mode == NORM_ONE_PLUS ? "1+w" : "alpha");
       if (n->op == OP_NORM_ROPE) fprintf(out, " heads=%d rot=%d", p->heads, p->rot_dims);
@@ -436,7 +520,7 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     case OP_ROPE_ATTENTION:
       fprintf(out, " heads=%d kv_heads=%d head_dim=%d rot=%d %s scale=%g window=%d", p->heads, p->kv_heads,
               p->head_dim, p->rot_dims, p->rope_mode == ROPE_NEOX ? "neox" : "interleaved", p->scale, p->window);
-      if (n->nsrc == 8)
+      if (n->nsrc > S_ROPE_ATTENTION_QN)
         fprintf(out, " group=%d eps=%g mode=%s", p->group, p->eps,
                 p->norm_mode == NORM_PLAIN ? "w" : p->norm_mode == NORM_ONE_PLUS ? "1+w" : "alpha");
       break;

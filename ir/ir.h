@@ -18,16 +18,27 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "sc_bands.h"
 #include "speechc.h"
 
 typedef enum OpKind {
-#define OP(name, nsrc, flags, doc) OP_##name,
+#define OP(name, nsrc, flags, inplace, targets, doc) OP_##name,
 #include "ops.def"
 #undef OP
   OP_COUNT
 } OpKind;
 
-enum { F_FUSED = 1, F_VIEW = 2, F_LEAF = 4 };
+/* ops.def's operand slots: S_<OP>_<NAME> is the index of that input. */
+enum {
+#define SLOT(op, name, index) S_##op##_##name = index,
+#include "ops.def"
+#undef SLOT
+};
+
+/* ops.def's flags and targets columns. */
+enum { F_FUSED = 1, F_VIEW = 2, F_LEAF = 4, F_STATE = 8 };
+typedef enum IrTarget { IR_TARGET_CPU, IR_TARGET_CUDA, IR_TARGET_COUNT } IrTarget;
+enum { T_CPU = 1 << IR_TARGET_CPU, T_CUDA = 1 << IR_TARGET_CUDA };
 
 typedef enum DType { DT_F32, DT_I32, DT_BF16, DT_F16, DT_Q8_0, DT_Q4_0, DT_COUNT } DType;
 
@@ -47,13 +58,12 @@ typedef struct IrParams {
   int group;            /* norms: columns per normalisation group */
   int norm_mode;        /* NORM_* */
   float eps;
-  float scale;          /* attention scale, L2NORM post-scale, SCALE_ADD */
+  float scale;          /* attention scale */
   int heads, kv_heads, head_dim;
   int rot_dims, rope_mode;
   int window;           /* ATTENTION/KV_STORE: 0 = whole cache */
   int off;              /* SLICE: first column */
   int slot;             /* OUTPUT: OUT_* */
-  int k, norm, act;     /* TOPK_ROUTE, CONV1D_CAUSAL */
   int set_mode;         /* WEIGHT with sets: SET_FIXED / SET_STEP (with p.off) */
 } IrParams;
 
@@ -135,8 +145,17 @@ typedef struct Module {
 extern const char *const ir_op_names[OP_COUNT];
 extern const int ir_op_nsrc[OP_COUNT];
 extern const int ir_op_flags[OP_COUNT];
+extern const int ir_op_inplace[OP_COUNT];  /* input the result may overwrite, -1 */
+extern const unsigned ir_op_targets[OP_COUNT]; /* T_* of the targets lowering it */
+extern const char *const ir_target_names[IR_TARGET_COUNT]; /* "cpu", "cuda" */
 extern const char *const ir_op_docs[OP_COUNT];
 const char *ir_dtype_name(DType d);
+/* Weight bands are the SC_W_* of runtime/sc_bands.h, whose traits (block,
+ * bytes, names, CPU layout) every layer reads.  ir_wtype: the SC_W_* band
+ * of a DType, -1 for one that is not a band (i32); ir_dtype_of_wtype: the
+ * reverse, DT_COUNT for no band. */
+int ir_wtype(DType d);
+DType ir_dtype_of_wtype(int wtype);
 int64_t ir_band_row_bytes(DType band, int64_t cols); /* bytes of one row */
 
 void ir_module_init(Module *m);
@@ -154,6 +173,8 @@ int ir_node(Graph *g, OpKind op, DType dt, int64_t rows, int64_t cols,
             const int *src, int nsrc, const char *name);
 int ir_input_ids(Graph *g);
 int ir_input_embeds(Graph *g, int64_t cols);
+/* The entry's extra input vector io->hidden_in [1, cols]. */
+int ir_input_hidden(Graph *g, int64_t cols);
 int ir_weight(Module *m, Graph *g, int w);
 int ir_state(Module *m, Graph *g, int s);
 int ir_embed(Graph *g, int table, int ids, const char *name);
@@ -176,8 +197,20 @@ int ir_output(Graph *g, int x, int slot);
 /* Checks every node: arity, source order, shapes, dtypes.  Returns SC_OK or
  * SC_EINPUT with "graph NAME: node N (op): problem" (a compiler bug). */
 int ir_verify(const Module *m, const Graph *g, sc_error *err);
-/* Node whose buffer a value lives in: follows views (SLICE, ROW) and
- * KV_STORE (which returns its cache). */
+/* The inputs of LINEAR and its fused forms (NORM_LINEAR, LINEAR_ADD,
+ * LINEAR_SWIGLU) by name, read through their slots: node indices, -1 where
+ * the node has none.  ir_is_linear: op is one of them. */
+typedef struct IrLinOperands {
+  int x, w, nw, bias, res; /* input, matrix, norm weight, bias, residual */
+} IrLinOperands;
+int ir_is_linear(OpKind op);
+IrLinOperands ir_lin_operands(const IrNode *n);
+/* Every live node of m is lowered by `target` (ops.def's targets column):
+ * SC_OK, or SC_EINPUT naming the first op that is not, its node and graph.
+ * Codegen asks this before it prints anything. */
+int ir_check_target(const Module *m, IrTarget target, sc_error *err);
+/* Node whose buffer a value lives in: follows F_VIEW ops (SLICE, ROW, and
+ * KV_STORE, which returns its cache). */
 int ir_root(const Graph *g, int n);
 /* Number of live nodes reading n. */
 int ir_uses(const Graph *g, int n);

@@ -237,16 +237,6 @@ void sc_quantize_row_q4_0(const float *x, int cols, void *out) {
   }
 }
 
-size_t sc_band_row_bytes(int wtype, int cols) {
-  switch (wtype) {
-  case SC_W_F32: return (size_t)cols * 4;
-  case SC_W_BF16: case SC_W_F16: return (size_t)cols * 2;
-  case SC_W_Q8_0: return (size_t)(cols / SC_QK) * SC_Q8_0_BLOCK;
-  case SC_W_Q4_0: return (size_t)(cols / SC_QK) * SC_Q4_0_BLOCK;
-  default: return 0;
-  }
-}
-
 /* Where block b of a CPU q4_0 row (kernels.h) keeps its scale and its 16
  * GGML bytes: *d, then byte k at q + (k / 4) * qstep + k % 4. */
 static const uint8_t *q4_block(const uint8_t *row, int nb, int b, const uint8_t **d, size_t *qstep) {
@@ -410,19 +400,17 @@ const sc_kern_ops sc_kern_portable = {
 
 /* ---- drivers ------------------------------------------------------------ */
 
+/* The bands the drivers multiply (sc_bands.h), the quantized ones
+ * against 8-bit activations. */
 static int band_supported(int wtype) {
-  return wtype == SC_W_F32 || wtype == SC_W_BF16 || wtype == SC_W_Q8_0 ||
-         wtype == SC_W_Q4_0;
-}
-
-static int band_quantized(int wtype) {
-  return wtype == SC_W_Q8_0 || wtype == SC_W_Q4_0;
+  return sc_band(wtype) && sc_band(wtype)->linear;
 }
 
 /* One linear or linear_swiglu call, as every thread's share sees it. */
 typedef struct LinJob {
   const sc_kern_ops *ops;
   int wtype, T, rows, cols, acc, swiglu;
+  size_t rb;             /* bytes of one weight row (sc_band_row_bytes) */
   const void *w;
   const float *bias, *x; /* x [T, ldx] */
   int ldx, ldy;
@@ -452,7 +440,7 @@ static void job_dot(const LinJob *j, size_t r0, int n, int t, float *out) {
     return;
   }
   const int nb = cols / SC_QK;
-  const size_t rb = sc_band_row_bytes(j->wtype, cols);
+  const size_t rb = j->rb;
   const uint8_t *wr = (const uint8_t *)j->w + r0 * rb;
   const int8_t *xq = j->xq + (size_t)t * cols;
   const float *xd = j->xd + (size_t)t * nb;
@@ -489,7 +477,7 @@ static int job_gemm(const LinJob *j, size_t r0, int n, int t0, int nt, float *ou
               int, int, float *, int) = j->wtype == SC_W_Q8_0 ? ops->gemm_q8_0 : ops->gemm_q4_0;
     if (!g) return 0;
     const int nb = cols / SC_QK;
-    const size_t rb = sc_band_row_bytes(j->wtype, cols);
+    const size_t rb = j->rb;
     g((const uint8_t *)j->w + r0 * rb, rb, n, j->xq + (size_t)t0 * cols, j->xd + (size_t)t0 * nb,
       j->xp + (size_t)t0 * cols * 2, nb, nt, out, 4);
     return 1;
@@ -606,6 +594,7 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
     kern_error(ctx, msg, j->wtype);
     return;
   }
+  j->rb = sc_band_row_bytes(j->wtype, j->cols);
 #if SC_HAVE_OPENBLAS
   if (j->wtype == SC_W_F32 && j->T >= BLAS_MIN_T && j->ops != &sc_kern_portable) {
     blas_run(j, ctx);
@@ -613,7 +602,7 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
   }
 #endif
   void *owned = NULL;
-  if (band_quantized(j->wtype)) {
+  if (sc_band_quantized(j->wtype)) {
     if (j->cols % SC_QK) {
       char msg[96];
       snprintf(msg, sizeof msg, "%s: q8_0/q4_0 rows need cols a multiple of 32", what);

@@ -51,6 +51,7 @@
 #include <stdint.h>
 
 #include "sc_abi.h"
+#include "sc_bands.h"
 
 /* What K->ctx points to.  The runtime owns one per session (kernels run on
  * the session's thread) and should clear it (sc_kernel_ctx_clear) before
@@ -101,18 +102,15 @@ void sc_kernel_ctx_free(sc_kernel_ctx *c);
  * in groups of eight blocks (the same bytes, rearranged; the CUDA target
  * keeps GGML's order), so that one 32-byte load feeds eight blocks and one
  * F16C conversion gives eight scales:
- *   each whole group g of blocks 8g..8g+7 is 144 bytes: the eight f16
- *   scales d[8] (block 8g+j's at j), then four chunks c = 0..3 of 32
+ *   each whole group g of blocks 8g..8g+7 is SC_Q4_GROUP_BYTES: the eight
+ *   f16 scales d[8] (block 8g+j's at j), then four chunks c = 0..3 of 32
  *   bytes, chunk byte 4j + i = GGML byte 4c + i of block 8g+j (so its low
  *   nibble is element 4c+i, its high one element 16+4c+i);
- *   the last cols/32 % 8 blocks follow as plain GGML blocks (18 bytes).
- * A row has the same size as in GGML, cols/32 * 18 bytes.
+ *   the last cols/32 % 8 blocks follow as plain GGML blocks (SC_Q4_0_BLOCK
+ *   bytes each).
+ * A row has the same size as in GGML, cols/32 blocks.  The sizes and the
+ * per-band table (row bytes, names) are in sc_bands.h.
  */
-#define SC_QK 32
-#define SC_Q8_0_BLOCK 34
-#define SC_Q4_0_BLOCK 18
-#define SC_Q4_GROUP 8          /* blocks per q4_0 group */
-#define SC_Q4_GROUP_BYTES 144  /* bytes of a whole q4_0 group */
 #define SC_Q4_VIEW_GROUP 320   /* bytes of the activation view per group */
 uint16_t sc_f32_to_f16(float f);
 float sc_f16_to_f32(uint16_t h);
@@ -129,8 +127,6 @@ void sc_pack_row_q4_0(const void *ggml, int cols, void *out);
 /* Dequantize one row of band wtype (any SC_W_*; q4_0 in the CPU's grouped
  * order) into y[cols]. */
 void sc_dequantize_row(int wtype, const void *row, int cols, float *y);
-/* Bytes of one row of `cols` in band wtype (0 for an unknown band). */
-size_t sc_band_row_bytes(int wtype, int cols);
 
 /*
  * Internal: the per-ISA inner loops that kernels.c's drivers call.  Each

@@ -250,12 +250,12 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
   int b = 0;
   for (; b + 2 <= nb; b += 2) {
-    PREFETCH(w + (size_t)b * 34 + QPF_AHEAD); /* 68 bytes a step: two lines */
-    PREFETCH(w + (size_t)b * 34 + QPF_AHEAD + 64);
-    a0 = q8_0_block(w + (size_t)b * 34, xq + 32 * b, xd + b, a0);
-    a1 = q8_0_block(w + (size_t)(b + 1) * 34, xq + 32 * (b + 1), xd + b + 1, a1);
+    PREFETCH(w + (size_t)b * SC_Q8_0_BLOCK + QPF_AHEAD); /* 68 bytes a step: two lines */
+    PREFETCH(w + (size_t)b * SC_Q8_0_BLOCK + QPF_AHEAD + 64);
+    a0 = q8_0_block(w + (size_t)b * SC_Q8_0_BLOCK, xq + 32 * b, xd + b, a0);
+    a1 = q8_0_block(w + (size_t)(b + 1) * SC_Q8_0_BLOCK, xq + 32 * (b + 1), xd + b + 1, a1);
   }
-  if (b < nb) a0 = q8_0_block(w + (size_t)b * 34, xq + 32 * b, xd + b, a0);
+  if (b < nb) a0 = q8_0_block(w + (size_t)b * SC_Q8_0_BLOCK, xq + 32 * b, xd + b, a0);
   return hsum8(_mm256_add_ps(a0, a1));
 }
 
@@ -276,7 +276,7 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
     a1 = q4_0_group(w + (size_t)(g + 1) * SC_Q4_GROUP_BYTES, xp + (size_t)(g + 1) * SC_Q4_VIEW_GROUP, a1);
   }
   if (g < ng) a0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a0);
-  for (int b = 8 * ng; b < nb; b++) a1 = q4_0_block(w + (size_t)b * 18, xq + 32 * b, xd + b, a1);
+  for (int b = 8 * ng; b < nb; b++) a1 = q4_0_block(w + (size_t)b * SC_Q4_0_BLOCK, xq + 32 * b, xd + b, a1);
   return hsum8(_mm256_add_ps(a0, a1));
 }
 
@@ -481,7 +481,7 @@ ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
       __m256i q[2], aq[2];
       __m256 dw[2];
       for (int r = 0; r < R; r++) {
-        const uint8_t *blk = w + r * rb + (size_t)b * 34;
+        const uint8_t *blk = w + r * rb + (size_t)b * SC_Q8_0_BLOCK;
         q[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
         aq[r] = _mm256_sign_epi8(q[r], q[r]);
         dw[r] = blk_scale8(blk);
@@ -540,7 +540,7 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
       for (int b = 8 * ng; b < nb; b++)
         for (int r = 0; r < R; r++)
           for (int t = 0; t < NT; t++)
-            a[r][t] = q4_0_block(w + r * rb + (size_t)b * 18, xq + (size_t)t * 32 * nb + 32 * b,
+            a[r][t] = q4_0_block(w + r * rb + (size_t)b * SC_Q4_0_BLOCK, xq + (size_t)t * 32 * nb + 32 * b,
                                  xd + (size_t)t * nb + b, a[r][t]);
     for (int r = 0; r < R; r++)
       for (int t = 0; t < NT; t++) part[par][r][t] = a[r][t];

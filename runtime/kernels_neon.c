@@ -186,7 +186,7 @@ ALWAYS_INLINE float blk_scale(const uint8_t *blk) { return sc_f16_table[blk[0] |
  * nibble), made q - 8. */
 ALWAYS_INLINE void q8_0_w(const uint8_t *blk, int8x16_t w[2]) {
   w[0] = vld1q_s8((const int8_t *)blk + 2);
-  w[1] = vld1q_s8((const int8_t *)blk + 18);
+  w[1] = vld1q_s8((const int8_t *)blk + 2 + SC_QK / 2);
 }
 ALWAYS_INLINE void q4_0_w(const uint8_t *blk, int8x16_t w[2]) {
   const uint8x16_t v = vld1q_u8(blk + 2);

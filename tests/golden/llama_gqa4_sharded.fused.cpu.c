@@ -72,7 +72,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     for (int c = 0; c < 64; c++) y[c] = row[c];
   }
 
-  /* layer0.qkv = NORM_LINEAR(embed, layer0.attn_norm, layer0.qkv) */
+  /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 4096); /* [T, 96] */
   float *layer0_qkv_in = (float *)(X + 10240); /* [T, 64] normalised input */
   for (int t = 0; t < T; t++) {
@@ -165,7 +165,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer0_mlp_res = (float *)(X + 0); /* [T, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 96, layer0_mlp_res, 64, T, 64, 96, 1);
 
-  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
+  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 4096); /* [T, 96] */
   float *layer1_qkv_in = (float *)(X + 10240); /* [T, 64] normalised input */
   for (int t = 0; t < T; t++) {
@@ -261,7 +261,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* last = ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (T - 1) * 64; /* [1, 64] last token */
 
-  /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
+  /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 200] the entry's output itself */
   float *lm_head_in = (float *)(X + 4096); /* [1, 64] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -311,7 +311,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     for (int c = 0; c < 64; c++) y[c] = row[c];
   }
 
-  /* layer0.qkv = NORM_LINEAR(embed, layer0.attn_norm, layer0.qkv) */
+  /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 256); /* [1, 96] */
   float *layer0_qkv_in = (float *)(X + 640); /* [1, 64] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -397,7 +397,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_mlp_res = (float *)(X + 0); /* [1, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 96, layer0_mlp_res, 64, 1, 64, 96, 1);
 
-  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
+  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 256); /* [1, 96] */
   float *layer1_qkv_in = (float *)(X + 640); /* [1, 64] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -486,7 +486,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* last = ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (1 - 1) * 64; /* [1, 64] last token */
 
-  /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
+  /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 200] the entry's output itself */
   float *lm_head_in = (float *)(X + 256); /* [1, 64] normalised input */
   for (int t = 0; t < 1; t++) {

@@ -75,7 +75,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     for (int c = 0; c < 64; c++) y[c] = row[c];
   }
 
-  /* layer0.qkv = NORM_LINEAR(embed, layer0.attn_norm, layer0.qkv) */
+  /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 4096); /* [T, 256] */
   float *layer0_qkv_in = (float *)(X + 20480); /* [T, 64] normalised input */
   for (int t = 0; t < T; t++) {
@@ -98,7 +98,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.v = SLICE(layer0.qkv) */
   float *layer0_v = layer0_qkv + 192; /* [T, 64] view, row stride 256 */
 
-  /* layer0.q_rope = NORM_ROPE(layer0.q, layer0.q_norm, rope.r32.t1e+06) */
+  /* layer0.q_rope = NORM_ROPE(layer0.q, rope.r32.t1e+06, layer0.q_norm) */
   float *layer0_q_rope = (float *)(X + 20480); /* [T, 128] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
@@ -120,7 +120,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     }
   }
 
-  /* layer0.k_rope = NORM_ROPE(layer0.k, layer0.k_norm, rope.r32.t1e+06) */
+  /* layer0.k_rope = NORM_ROPE(layer0.k, rope.r32.t1e+06, layer0.k_norm) */
   float *layer0_k_rope = (float *)(X + 28672); /* [T, 64] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
@@ -182,7 +182,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer0_mlp_res = (float *)(X + 0); /* [T, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 128, layer0_mlp_res, 64, T, 64, 128, 1);
 
-  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
+  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 4096); /* [T, 256] */
   float *layer1_qkv_in = (float *)(X + 20480); /* [T, 64] normalised input */
   for (int t = 0; t < T; t++) {
@@ -205,7 +205,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.v = SLICE(layer1.qkv) */
   float *layer1_v = layer1_qkv + 192; /* [T, 64] view, row stride 256 */
 
-  /* layer1.q_rope = NORM_ROPE(layer1.q, layer1.q_norm, rope.r32.t1e+06) */
+  /* layer1.q_rope = NORM_ROPE(layer1.q, rope.r32.t1e+06, layer1.q_norm) */
   float *layer1_q_rope = (float *)(X + 20480); /* [T, 128] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
@@ -227,7 +227,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     }
   }
 
-  /* layer1.k_rope = NORM_ROPE(layer1.k, layer1.k_norm, rope.r32.t1e+06) */
+  /* layer1.k_rope = NORM_ROPE(layer1.k, rope.r32.t1e+06, layer1.k_norm) */
   float *layer1_k_rope = (float *)(X + 28672); /* [T, 64] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
@@ -292,7 +292,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* last = ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (T - 1) * 64; /* [1, 64] last token */
 
-  /* lm_head = NORM_LINEAR(last, final_norm, embed_tokens) */
+  /* lm_head = NORM_LINEAR(last, embed_tokens, final_norm) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
   float *lm_head_in = (float *)(X + 4096); /* [1, 64] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -342,7 +342,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     for (int c = 0; c < 64; c++) y[c] = row[c];
   }
 
-  /* layer0.qkv = NORM_LINEAR(embed, layer0.attn_norm, layer0.qkv) */
+  /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 256); /* [1, 256] */
   float *layer0_qkv_in = (float *)(X + 1280); /* [1, 64] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -442,7 +442,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_mlp_res = (float *)(X + 0); /* [1, 64] */
   K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 128, layer0_mlp_res, 64, 1, 64, 128, 1);
 
-  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
+  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 256); /* [1, 256] */
   float *layer1_qkv_in = (float *)(X + 1280); /* [1, 64] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -545,7 +545,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* last = ROW(layer1.mlp_res) */
   float *last = layer1_mlp_res + (1 - 1) * 64; /* [1, 64] last token */
 
-  /* lm_head = NORM_LINEAR(last, final_norm, embed_tokens) */
+  /* lm_head = NORM_LINEAR(last, embed_tokens, final_norm) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
   float *lm_head_in = (float *)(X + 256); /* [1, 64] normalised input */
   for (int t = 0; t < 1; t++) {

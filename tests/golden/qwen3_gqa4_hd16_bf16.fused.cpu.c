@@ -86,7 +86,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     for (int c = 0; c < 96; c++) y[c] = row[c];
   }
 
-  /* layer0.qkv = NORM_LINEAR(embed, layer0.attn_norm, layer0.qkv) */
+  /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 6144); /* [T, 192] */
   float *layer0_qkv_in = (float *)(X + 18432); /* [T, 96] normalised input */
   for (int t = 0; t < T; t++) {
@@ -109,7 +109,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.v = SLICE(layer0.qkv) */
   float *layer0_v = layer0_qkv + 160; /* [T, 32] view, row stride 192 */
 
-  /* layer0.q_rope = NORM_ROPE(layer0.q, layer0.q_norm, rope.r16.t10000) */
+  /* layer0.q_rope = NORM_ROPE(layer0.q, rope.r16.t10000, layer0.q_norm) */
   float *layer0_q_rope = (float *)(X + 18432); /* [T, 128] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
@@ -131,7 +131,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     }
   }
 
-  /* layer0.k_rope = NORM_ROPE(layer0.k, layer0.k_norm, rope.r16.t10000) */
+  /* layer0.k_rope = NORM_ROPE(layer0.k, rope.r16.t10000, layer0.k_norm) */
   float *layer0_k_rope = (float *)(X + 26624); /* [T, 32] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
@@ -193,7 +193,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer0_mlp_res = (float *)(X + 0); /* [T, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 160, layer0_mlp_res, 96, T, 96, 160, 1);
 
-  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
+  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 6144); /* [T, 192] */
   float *layer1_qkv_in = (float *)(X + 18432); /* [T, 96] normalised input */
   for (int t = 0; t < T; t++) {
@@ -216,7 +216,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.v = SLICE(layer1.qkv) */
   float *layer1_v = layer1_qkv + 160; /* [T, 32] view, row stride 192 */
 
-  /* layer1.q_rope = NORM_ROPE(layer1.q, layer1.q_norm, rope.r16.t10000) */
+  /* layer1.q_rope = NORM_ROPE(layer1.q, rope.r16.t10000, layer1.q_norm) */
   float *layer1_q_rope = (float *)(X + 18432); /* [T, 128] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
@@ -238,7 +238,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     }
   }
 
-  /* layer1.k_rope = NORM_ROPE(layer1.k, layer1.k_norm, rope.r16.t10000) */
+  /* layer1.k_rope = NORM_ROPE(layer1.k, rope.r16.t10000, layer1.k_norm) */
   float *layer1_k_rope = (float *)(X + 26624); /* [T, 32] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
@@ -300,7 +300,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   float *layer1_mlp_res = (float *)(X + 0); /* [T, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 160, layer1_mlp_res, 96, T, 96, 160, 1);
 
-  /* layer2.qkv = NORM_LINEAR(layer1.mlp_res, layer2.attn_norm, layer2.qkv) */
+  /* layer2.qkv = NORM_LINEAR(layer1.mlp_res, layer2.qkv, layer2.attn_norm) */
   float *layer2_qkv = (float *)(X + 6144); /* [T, 192] */
   float *layer2_qkv_in = (float *)(X + 18432); /* [T, 96] normalised input */
   for (int t = 0; t < T; t++) {
@@ -323,7 +323,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.v = SLICE(layer2.qkv) */
   float *layer2_v = layer2_qkv + 160; /* [T, 32] view, row stride 192 */
 
-  /* layer2.q_rope = NORM_ROPE(layer2.q, layer2.q_norm, rope.r16.t10000) */
+  /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r16.t10000, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 18432); /* [T, 128] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
@@ -345,7 +345,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     }
   }
 
-  /* layer2.k_rope = NORM_ROPE(layer2.k, layer2.k_norm, rope.r16.t10000) */
+  /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r16.t10000, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 26624); /* [T, 32] */
   for (int t = 0; t < T; t++) {
     const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
@@ -410,7 +410,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* last = ROW(layer2.mlp_res) */
   float *last = layer2_mlp_res + (T - 1) * 96; /* [1, 96] last token */
 
-  /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
+  /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 300] the entry's output itself */
   float *lm_head_in = (float *)(X + 6144); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -460,7 +460,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     for (int c = 0; c < 96; c++) y[c] = row[c];
   }
 
-  /* layer0.qkv = NORM_LINEAR(embed, layer0.attn_norm, layer0.qkv) */
+  /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 384); /* [1, 192] */
   float *layer0_qkv_in = (float *)(X + 1152); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -560,7 +560,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_mlp_res = (float *)(X + 0); /* [1, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer0_down_proj, 0, layer0_swiglu, 160, layer0_mlp_res, 96, 1, 96, 160, 1);
 
-  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.attn_norm, layer1.qkv) */
+  /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 384); /* [1, 192] */
   float *layer1_qkv_in = (float *)(X + 1152); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -660,7 +660,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_mlp_res = (float *)(X + 0); /* [1, 96] */
   K->linear(K->ctx, SC_W_F32, W_layer1_down_proj, 0, layer1_swiglu, 160, layer1_mlp_res, 96, 1, 96, 160, 1);
 
-  /* layer2.qkv = NORM_LINEAR(layer1.mlp_res, layer2.attn_norm, layer2.qkv) */
+  /* layer2.qkv = NORM_LINEAR(layer1.mlp_res, layer2.qkv, layer2.attn_norm) */
   float *layer2_qkv = (float *)(X + 384); /* [1, 192] */
   float *layer2_qkv_in = (float *)(X + 1152); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {
@@ -763,7 +763,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* last = ROW(layer2.mlp_res) */
   float *last = layer2_mlp_res + (1 - 1) * 96; /* [1, 96] last token */
 
-  /* lm_head = NORM_LINEAR(last, final_norm, lm_head) */
+  /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 300] the entry's output itself */
   float *lm_head_in = (float *)(X + 384); /* [1, 96] normalised input */
   for (int t = 0; t < 1; t++) {

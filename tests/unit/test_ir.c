@@ -1,0 +1,118 @@
+/*
+ * test_ir.c — the tables the layers share:
+ *   - band traits (runtime/sc_bands.h): every band's row size is what its
+ *     quantizer writes, the IR and the runtime agree on it, names and the
+ *     DType <-> SC_W_* mapping round-trip;
+ *   - ops.def's targets column: a graph of ops both targets lower passes
+ *     ir_check_target and both emitters print it (INPUT_HIDDEN's builder);
+ *   - ops.def's operand slots: each op's named slots are 0..k-1 without a
+ *     hole or a repeat, within its arity.
+ */
+#include <string.h>
+
+#include "cg.h"
+#include "check.h"
+#include "ir.h"
+#include "kernels.h"
+#include "passes.h"
+
+static void test_bands(void) {
+  for (int w = 0; w < SC_W_COUNT; w++) {
+    const sc_band_traits *t = sc_band(w);
+    CHECK(t && t->block >= 1 && t->block_bytes >= 1);
+    CHECK(sc_band_find(t->name) == w);
+    const DType d = ir_dtype_of_wtype(w);
+    CHECK_MSG(d != DT_COUNT && ir_wtype(d) == w, "band %s", t->name);
+    CHECK(!strcmp(ir_dtype_name(d), t->name));
+    for (int cols = 32; cols <= 1024; cols += 32)
+      CHECK(ir_band_row_bytes(d, cols) == (int64_t)sc_band_row_bytes(w, cols));
+    CHECK(t->cpu_group == 0 || t->cpu_group_bytes == t->cpu_group * t->block_bytes);
+  }
+  CHECK(ir_wtype(DT_I32) == -1 && !sc_band(-1) && !sc_band(SC_W_COUNT) && sc_band_find("i32") == -1);
+  CHECK(sc_band_row_bytes(SC_W_COUNT, 64) == 0);
+  /* the quantizers write exactly one row of the table's size */
+  float x[256];
+  unsigned char a[2 * SC_Q8_0_BLOCK * 8], b[sizeof a];
+  for (int i = 0; i < 256; i++) x[i] = (float)(i % 17) - 8.0f;
+  void (*quant[])(const float *, int, void *) = {sc_quantize_row_q8_0, sc_quantize_row_q4_0};
+  const int wtype[] = {SC_W_Q8_0, SC_W_Q4_0};
+  for (int k = 0; k < 2; k++) {
+    /* written bytes are the same over two fills; the first one left is at rb */
+    memset(a, 0xa5, sizeof a);
+    memset(b, 0x5a, sizeof b);
+    quant[k](x, 256, a);
+    quant[k](x, 256, b);
+    size_t n = 0;
+    while (n < sizeof a && a[n] == b[n]) n++;
+    CHECK_MSG(n == sc_band_row_bytes(wtype[k], 256), "%s: a row of 256 is %zu bytes, the table says %zu",
+              sc_band(wtype[k])->name, n, sc_band_row_bytes(wtype[k], 256));
+  }
+  CHECK(sc_band_quantized(SC_W_Q8_0) && sc_band_quantized(SC_W_Q4_0) && !sc_band_quantized(SC_W_BF16));
+}
+
+/* ids -> embed, + hidden_in -> output: every op of it lowered by both
+ * targets, which print the extra input. */
+static void test_targets(void) {
+  Module m;
+  ir_module_init(&m);
+  Graph *g = ir_graph_exact(&m, "step", SC_IN_IDS, 1);
+  int w = ir_weight_add(&m, "embed", DT_F32, 1, 16, 8);
+  int e = ir_embed(g, ir_weight(&m, g, w), ir_input_ids(g), "embed");
+  ir_output(g, ir_binary(g, OP_ADD, e, ir_input_hidden(g, 8), "mix"), OUT_HIDDEN);
+  sc_error err = {0};
+  pass_specialize(&m); /* T = 1: embed rows meet hidden_in's one row */
+  CHECK_MSG(ir_verify(&m, g, &err) == SC_OK, "%s", err.msg);
+  pass_mark_used(&m);
+  pass_plan(&m);
+  for (int t = 0; t < IR_TARGET_COUNT; t++) CHECK(ir_check_target(&m, (IrTarget)t, &err) == SC_OK);
+  StrBuf a, b;
+  sb_init(&a);
+  sb_init(&b);
+  CgInfo info = {.weight_file = "m.weights", .band = "f32", .cpu_features = ""};
+  CHECK_MSG(cg_emit_c(&m, &info, &a, &err) == SC_OK, "%s", err.msg);
+  CHECK(a.s && strstr(a.s, "= io->hidden_in;"));
+  sb_free(&a);
+  sb_init(&a);
+  CHECK_MSG(cg_emit_cuda(&m, &info, &a, &b, &err) == SC_OK, "%s", err.msg);
+  CHECK(b.s && strstr(b.s, "= io->hidden_in;"));
+  sb_free(&a);
+  sb_free(&b);
+  ir_module_free(&m);
+}
+
+static const struct {
+  OpKind op;
+  const char *name;
+  int index;
+} slots[] = {
+#define SLOT(op, name, index) {OP_##op, #name, index},
+#include "ops.def"
+#undef SLOT
+};
+
+static void test_slots(void) {
+  const int n = (int)(sizeof slots / sizeof slots[0]);
+  CHECK(n > 0);
+  for (int op = 0; op < OP_COUNT; op++) {
+    int seen = 0, count = 0;
+    for (int i = 0; i < n; i++) {
+      if (slots[i].op != op) continue;
+      const int k = slots[i].index;
+      CHECK_MSG(k >= 0 && k < IR_MAX_SRC && !(seen >> k & 1), "%s.%s = %d", ir_op_names[op], slots[i].name, k);
+      CHECK_MSG(ir_op_nsrc[op] < 0 || k < ir_op_nsrc[op], "%s.%s beyond its arity", ir_op_names[op], slots[i].name);
+      for (int j = 0; j < i; j++)
+        CHECK(slots[j].op != op || strcmp(slots[j].name, slots[i].name));
+      seen |= 1 << (k & 31);
+      count++;
+    }
+    CHECK_MSG(seen == (1 << count) - 1, "%s: slots are not 0..%d", ir_op_names[op], count - 1);
+    CHECK_MSG(!(ir_op_flags[op] & F_FUSED) || count > 0, "fused op %s has no named slots", ir_op_names[op]);
+  }
+}
+
+int main(void) {
+  test_bands();
+  test_targets();
+  test_slots();
+  CHECK_DONE();
+}
