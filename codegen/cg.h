@@ -15,6 +15,7 @@
 #include "ir.h"
 #include "strbuf.h"
 
+struct Target;
 typedef struct CgInfo {
   const char *weight_file;   /* basename stored in the descriptor */
   uint64_t weight_bytes, weight_checksum, build_id;
@@ -22,6 +23,7 @@ typedef struct CgInfo {
   int fused;
   const char *cpu_features;  /* "" for portable code */
   int check_numerics;        /* entry points fail on a NaN/inf output */
+  const struct Target *target; /* the target printed for: its weight layouts (target.h) */
 } CgInfo;
 
 /* Emit the C source of m into out.  Returns SC_OK, or SC_EINPUT when the

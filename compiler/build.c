@@ -147,11 +147,10 @@ int sc_build(const BuildOpts *o, sc_error *err) {
            t->id_text, arch);
   uint64_t build_id = sc_fnv1a(idtext, strlen(idtext));
   uint64_t checksum = 0, data_bytes = 0;
-  m.q4_0_ggml = !strcmp(t->name, "cuda"); /* (moves to the target table next) */
   FILE *wf;
   const char *wtmp;
   if ((rc = out_weights(&out, &wf, &wtmp, err))) goto done;
-  if ((rc = pass_pack(&m, wf, wtmp, &checksum, &data_bytes, build_id, o->quiet, err))) goto done;
+  if ((rc = pass_pack(&m, t, wf, wtmp, &checksum, &data_bytes, build_id, o->quiet, err))) goto done;
   const uint64_t pair[2] = {build_id, checksum};
   const char *wname = out_weight_name(&out, sc_fnv1a(pair, sizeof pair));
 
@@ -159,7 +158,7 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   char features[128];
   tc_features(o->cc, features, sizeof features);
   CgInfo info = {wname, data_bytes, checksum, build_id, ir_dtype_name(o->band), o->fuse, features,
-                 o->check_numerics};
+                 o->check_numerics, t};
   if ((rc = target_emit(t, &m, &info, arch, &code, err))) goto done;
   if ((rc = out_scratch(&out, err))) goto done;
   char src_path[PATH_MAX + 16], abi_path[PATH_MAX + 16];

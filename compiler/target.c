@@ -21,6 +21,8 @@ static int emit_cpu(const Module *m, const CgInfo *info, StrBuf *host, StrBuf *d
 static const Target target_cpu = {
     .name = "cpu",
     .ir = IR_TARGET_CPU,
+    /* q4_0 in the groups of eight blocks the SIMD kernels read whole */
+    .layout = {[SC_W_Q4_0] = LAYOUT_CPU_GROUPS},
     .arch = NULL,
     .id_text = "",
     .host_name = "model.c",
@@ -44,6 +46,7 @@ static const TargetDevice device_nvrtc = {
 static const Target target_cuda = {
     .name = "cuda",
     .ir = IR_TARGET_CUDA,
+    .layout = {0}, /* every band in its own order: the kernels read GGML's blocks */
     .arch = tc_cuda_arch,
     .id_text = " cuda ",
     .host_name = "model.c",
@@ -65,6 +68,11 @@ const Target *target_find(const char *name, sc_error *err) {
   sc_fail(err, SC_EUSAGE, "--target %s: not implemented yet (accepted today: %s; metal is planned)",
           name ? name : "", names);
   return NULL;
+}
+
+int target_group(const Target *t, DType band) {
+  const int w = ir_wtype(band);
+  return w >= 0 && t->layout[w] == LAYOUT_CPU_GROUPS ? sc_band(w)->cpu_group : 0;
 }
 
 int target_emit(const Target *t, const Module *m, const CgInfo *info, const char *arch, TargetCode *c,

@@ -5,6 +5,8 @@
  * it is.
  *
  *   name, ir       --target's name; its bit in ops.def's targets column
+ *   layout[]       how it lays out each weight band's rows in the weight file
+ *                  (read by pass_pack, and by the emitter through CgInfo)
  *   arch, id_text  its architecture option, and what both add to the build id
  *   emit, device   its emitter, and the device compiler that turns the
  *                  emitter's device source into code embedded in the host C
@@ -24,7 +26,15 @@
 
 #include "cg.h"
 #include "ir.h"
+#include "sc_bands.h"
 #include "strbuf.h"
+
+/* How a target stores one band's rows in the weight file. */
+typedef enum TargetLayout {
+  LAYOUT_BLOCKS,     /* the band's own order: elements, or GGML's blocks one after another */
+  LAYOUT_CPU_GROUPS, /* the CPU kernels' groups of sc_band_traits.cpu_group blocks
+                      * (runtime/kernels.h); the band's own order where it has none */
+} TargetLayout;
 
 /* A file a target adds to --emit-dir: name, and text of len bytes. */
 typedef struct TargetFile {
@@ -63,6 +73,7 @@ typedef struct TargetDevice {
 typedef struct Target {
   const char *name;            /* --target: "cpu", "cuda" */
   IrTarget ir;                 /* its bit in ops.def's targets column (ir_check_target) */
+  TargetLayout layout[SC_W_COUNT]; /* per SC_W_* band: what its kernels read */
   /* --cuda-arch and the like: in (NULL = the default) to the canonical
    * architecture in out, or SC_EUSAGE; NULL for a target without one (its
    * architecture is then ""). */
@@ -78,6 +89,11 @@ typedef struct Target {
 /* The target named name, or NULL with SC_EUSAGE in err naming the
  * accepted ones. */
 const Target *target_find(const char *name, sc_error *err);
+
+/* Blocks per rearranged group of band's rows on target t: the CPU kernels'
+ * group size where t lays the band out in groups, 0 for the band's own
+ * (GGML) block order. */
+int target_group(const Target *t, DType band);
 
 /* Generate m's code for target t (architecture arch, from t->arch): the
  * emitter, then the device compiler and the emitter's tail where t has a
