@@ -26,6 +26,12 @@ typedef struct CgInfo {
   const struct Target *target; /* the target printed for: its weight layouts (target.h) */
 } CgInfo;
 
+/* The temporary the C emitter needs for node n of g at rows rows, in
+ * bytes (pass_plan places it at n->aux), 0 for none: the normalised input
+ * of a linear with a norm ([rows, x cols]), the rotated q and k rows of
+ * ROPE_ATTENTION ([rows, q cols + k cols]). */
+int64_t cg_c_temp_bytes(const Graph *g, const IrNode *n, int64_t rows);
+
 /* Emit the C source of m into out.  Returns SC_OK, or SC_EINPUT when the
  * module uses an op the C target cannot lower yet (message names it). */
 int cg_emit_c(const Module *m, const CgInfo *info, StrBuf *out, sc_error *err);

@@ -408,6 +408,13 @@ static int emit_graph(Cg *cg, const Graph *g) {
   return rc;
 }
 
+int64_t cg_c_temp_bytes(const Graph *g, const IrNode *n, int64_t rows) {
+  if (ir_is_linear(n->op) && ir_lin_operands(n).nw >= 0) return rows * g->nodes[ir_lin_operands(n).x].cols * 4;
+  if (n->op == OP_ROPE_ATTENTION)
+    return rows * (g->nodes[SRC(n, ROPE_ATTENTION, Q)].cols + g->nodes[SRC(n, ROPE_ATTENTION, K)].cols) * 4;
+  return 0;
+}
+
 int cg_emit_c(const Module *m, const CgInfo *info, StrBuf *o, sc_error *err) {
   Cg cgs = {.m = m, .o = o, .err = err, .check_numerics = info->check_numerics, .target = info->target},
      *cg = &cgs;

@@ -134,7 +134,7 @@ int sc_build(const BuildOpts *o, sc_error *err) {
     if ((rc = verify_all(&m, "fuse", o, err))) goto done;
   }
   pass_mark_used(&m);
-  pass_plan(&m);
+  pass_plan(&m, t);
   if ((rc = verify_all(&m, "plan", o, err))) goto done;
   if ((rc = pass_plan_check_session(&m, o->max_session_mb, err))) goto done;
   /* an op the target cannot lower is refused by name before any packing */

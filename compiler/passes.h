@@ -20,8 +20,9 @@ void pass_fuse(Module *m);
 /* Mark the weights any graph still reads (pack writes only those). */
 void pass_mark_used(Module *m);
 /* Plan one static scratch arena per graph (liveness, first-fit reuse,
- * in-place residual updates) and the session state layout. */
-void pass_plan(Module *m);
+ * in-place residual updates, the temporaries target t's emitter needs) and
+ * the session state layout. */
+void pass_plan(Module *m, const Target *t);
 /* After pass_plan: what one session allocates (state, the largest scratch
  * arena, the logits row) against cap_mb megabytes (2^20 bytes); an error
  * names the numbers and the flag that raises the cap. */

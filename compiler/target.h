@@ -7,6 +7,7 @@
  *   name, ir       --target's name; its bit in ops.def's targets column
  *   layout[]       how it lays out each weight band's rows in the weight file
  *                  (read by pass_pack, and by the emitter through CgInfo)
+ *   plan_temp      the per-node temporaries its emitter needs (pass_plan)
  *   arch, id_text  its architecture option, and what both add to the build id
  *   emit, device   its emitter, and the device compiler that turns the
  *                  emitter's device source into code embedded in the host C
@@ -74,6 +75,9 @@ typedef struct Target {
   const char *name;            /* --target: "cpu", "cuda" */
   IrTarget ir;                 /* its bit in ops.def's targets column (ir_check_target) */
   TargetLayout layout[SC_W_COUNT]; /* per SC_W_* band: what its kernels read */
+  /* Bytes of the temporary node n of g needs while it runs, for rows rows
+   * (pass_plan places it at n->aux); 0 for none.  NULL: no temporaries. */
+  int64_t (*plan_temp)(const Graph *g, const IrNode *n, int64_t rows);
   /* --cuda-arch and the like: in (NULL = the default) to the canonical
    * architecture in out, or SC_EUSAGE; NULL for a target without one (its
    * architecture is then ""). */

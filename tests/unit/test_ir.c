@@ -67,7 +67,7 @@ static void test_targets(void) {
   pass_specialize(&m); /* T = 1: embed rows meet hidden_in's one row */
   CHECK_MSG(ir_verify(&m, g, &err) == SC_OK, "%s", err.msg);
   pass_mark_used(&m);
-  pass_plan(&m);
+  pass_plan(&m, target_find("cpu", &err));
   for (int t = 0; t < IR_TARGET_COUNT; t++) CHECK(ir_check_target(&m, (IrTarget)t, &err) == SC_OK);
   StrBuf a, b;
   sb_init(&a);
