@@ -82,7 +82,10 @@ typedef struct Target {
    * architecture in out, or SC_EUSAGE; NULL for a target without one (its
    * architecture is then ""). */
   int (*arch)(const char *in, char *out, size_t size, sc_error *err);
-  const char *id_text;         /* added to the build id text, before the architecture */
+  /* Added to the build id text, before the architecture: "" (cpu), " cuda "
+   * (cuda).  The build id is embedded in the code and the weight file, and
+   * names it: changing this text changes every artifact and golden file. */
+  const char *id_text;
   const char *host_name;       /* --emit-dir name of the host source: "model.c" */
   /* The host C into host and, for a target with a device, the device
    * source into device.  SC_EINPUT names what it cannot lower. */
