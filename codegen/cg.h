@@ -15,6 +15,7 @@
 #include "ir.h"
 #include "strbuf.h"
 
+struct Target;
 typedef struct CgInfo {
   const char *weight_file;   /* basename stored in the descriptor */
   uint64_t weight_bytes, weight_checksum, build_id;
@@ -22,7 +23,14 @@ typedef struct CgInfo {
   int fused;
   const char *cpu_features;  /* "" for portable code */
   int check_numerics;        /* entry points fail on a NaN/inf output */
+  const struct Target *target; /* the target printed for: its weight layouts (target.h) */
 } CgInfo;
+
+/* The temporary the C emitter needs for node n of g at rows rows, in
+ * bytes (pass_plan places it at n->aux), 0 for none: the normalised input
+ * of a linear with a norm ([rows, x cols]), the rotated q and k rows of
+ * ROPE_ATTENTION ([rows, q cols + k cols]). */
+int64_t cg_c_temp_bytes(const Graph *g, const IrNode *n, int64_t rows);
 
 /* Emit the C source of m into out.  Returns SC_OK, or SC_EINPUT when the
  * module uses an op the C target cannot lower yet (message names it). */

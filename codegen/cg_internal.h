@@ -15,6 +15,7 @@ typedef struct Cg {
   char (*var)[IR_NAME + 8]; /* C identifier of each node of g */
   sc_error *err;
   int check_numerics;       /* CgInfo.check_numerics */
+  const struct Target *target; /* CgInfo.target */
 } Cg;
 
 #define OUT(...) sb_printf(cg->o, __VA_ARGS__)

@@ -2,8 +2,11 @@
  * build.c — the whole compiler on one screen:
  *
  *   checkpoint -> frontend -> specialize -> fuse -> plan -> pack weights
- *              -> C source -> toolchain -> OUT.so (+ OUT.<id>.weights)
+ *              -> the target's code -> toolchain -> OUT.so (+ OUT.<id>.weights)
  *
+ * The target (--target) is looked up once in the target table (target.h)
+ * and asked for everything that differs between targets: its architecture,
+ * its part of the build id, its code and the files it adds to --emit-dir.
  * The graphs are verified after every pass and can be printed after any of
  * them (--dump-ir[=PASS]).  The outputs (output.c) are checked before any
  * work (-o is never an input of the build, nor anything but a regular file
@@ -29,8 +32,8 @@
 #include "output.h"
 #include "passes.h"
 #include "sc_abi_text.h"
+#include "target.h"
 #include "toolchain.h"
-#include "toolchain_cuda.h"
 
 BuildOpts build_defaults(void) {
   BuildOpts o;
@@ -72,29 +75,27 @@ static double now(void) {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* The CUDA target: device source, NVRTC (or the kernel cache), then the
- * host C with the PTX embedded.  *ptx: malloc'd, the caller frees it. */
-static int emit_cuda(const Module *m, const CgInfo *info, const char *arch, StrBuf *host, StrBuf *cu,
-                     char **ptx, sc_error *err) {
-  if (cg_emit_cuda(m, info, cu, host, err)) return err->code;
-  size_t ptx_bytes = 0;
-  int from_cache = 0;
-  if (tc_cuda_compile(cu->s, "model.cu", arch, ptx, &ptx_bytes, &from_cache, err)) return err->code;
-  CgDevice dev = {*ptx, ptx_bytes, cu->s, arch};
-  return cg_emit_cuda_tail(m, info, &dev, host, err);
+/* --weights: a band the linear kernels multiply (sc_bands.h). */
+static int check_band(DType band, sc_error *err) {
+  const sc_band_traits *bt = sc_band(ir_wtype(band));
+  if (bt && bt->linear) return SC_OK;
+  char names[128] = "";
+  for (int w = 0; w < SC_W_COUNT; w++)
+    if (sc_band_table[w].linear) {
+      size_t len = strlen(names);
+      snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", sc_band_table[w].name);
+    }
+  return sc_fail(err, SC_EUSAGE, "--weights %s: not a weight band (accepted: %s)", ir_dtype_name(band), names);
 }
 
 int sc_build(const BuildOpts *o, sc_error *err) {
   double t0 = now();
-  const int cuda = !strcmp(o->target, "cuda");
-  if (strcmp(o->target, "cpu") && !cuda)
-    return sc_fail(err, SC_EUSAGE, "--target %s: not implemented yet (accepted today: cpu, cuda; "
-                   "metal is planned)", o->target);
+  int rc;
+  const Target *t = target_find(o->target, err);
+  if (!t) return err->code;
   char arch[32] = "";
-  if (cuda && tc_cuda_arch(o->cuda_arch, arch, sizeof arch, err)) return err->code;
-  if (o->band != DT_F32 && o->band != DT_BF16 && o->band != DT_Q8_0 && o->band != DT_Q4_0)
-    return sc_fail(err, SC_EUSAGE, "--weights %s: not a weight band (accepted: f32, bf16, q8_0, q4_0)",
-                   ir_dtype_name(o->band));
+  if (t->arch && t->arch(o->arch, arch, sizeof arch, err)) return err->code;
+  if ((rc = check_band(o->band, err))) return rc;
   Checkpoint c;
   if (ckpt_open(&c, o->model_dir, err)) return err->code;
   OutPair out;
@@ -105,11 +106,9 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   Module m;
   ir_module_init(&m);
   char *minified = NULL;
-  StrBuf src, cu;
-  sb_init(&src);
-  sb_init(&cu);
-  char *ptx = NULL;
-  int rc = SC_OK;
+  TargetCode code;
+  memset(&code, 0, sizeof code);
+  rc = SC_OK;
 
   const char *model_type = NULL, *family = NULL;
   if ((rc = cfg_str_opt(c.config, "config.json", "model_type", NULL, &model_type, err))) goto done;
@@ -135,22 +134,23 @@ int sc_build(const BuildOpts *o, sc_error *err) {
     if ((rc = verify_all(&m, "fuse", o, err))) goto done;
   }
   pass_mark_used(&m);
-  pass_plan(&m);
+  pass_plan(&m, t);
   if ((rc = verify_all(&m, "plan", o, err))) goto done;
   if ((rc = pass_plan_check_session(&m, o->max_session_mb, err))) goto done;
+  /* an op the target cannot lower is refused by name before any packing */
+  if ((rc = ir_check_target(&m, t->ir, err))) goto done;
 
   /* weights; the file's name carries a hash of the build id and checksum */
   char idtext[512];
   snprintf(idtext, sizeof idtext, "%016llx %s %s %d %d %d%s%s", (unsigned long long)m.config_hash,
            SPEECHC_VERSION, ir_dtype_name(o->band), m.max_context, o->fuse, o->prefill_chunk,
-           cuda ? " cuda " : "", arch);
+           t->id_text, arch);
   uint64_t build_id = sc_fnv1a(idtext, strlen(idtext));
   uint64_t checksum = 0, data_bytes = 0;
-  m.q4_0_ggml = cuda; /* the CUDA kernels read GGML's q4_0 blocks */
   FILE *wf;
   const char *wtmp;
   if ((rc = out_weights(&out, &wf, &wtmp, err))) goto done;
-  if ((rc = pass_pack(&m, wf, wtmp, &checksum, &data_bytes, build_id, o->quiet, err))) goto done;
+  if ((rc = pass_pack(&m, t, wf, wtmp, &checksum, &data_bytes, build_id, o->quiet, err))) goto done;
   const uint64_t pair[2] = {build_id, checksum};
   const char *wname = out_weight_name(&out, sc_fnv1a(pair, sizeof pair));
 
@@ -158,10 +158,8 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   char features[128];
   tc_features(o->cc, features, sizeof features);
   CgInfo info = {wname, data_bytes, checksum, build_id, ir_dtype_name(o->band), o->fuse, features,
-                 o->check_numerics};
-  if (cuda) rc = emit_cuda(&m, &info, arch, &src, &cu, &ptx, err);
-  else rc = cg_emit_c(&m, &info, &src, err);
-  if (rc) goto done;
+                 o->check_numerics, t};
+  if ((rc = target_emit(t, &m, &info, arch, &code, err))) goto done;
   if ((rc = out_scratch(&out, err))) goto done;
   char src_path[PATH_MAX + 16], abi_path[PATH_MAX + 16];
   snprintf(src_path, sizeof src_path, "%s", out.scratch_file[0]);
@@ -171,18 +169,17 @@ int sc_build(const BuildOpts *o, sc_error *err) {
       rc = sc_fail(err, SC_EUSAGE, "--emit-dir %s: cannot create: %s", o->emit_dir, strerror(errno));
       goto done;
     }
-    snprintf(src_path, sizeof src_path, "%s/model.c", o->emit_dir);
+    snprintf(src_path, sizeof src_path, "%s/%s", o->emit_dir, t->host_name);
     snprintf(abi_path, sizeof abi_path, "%s/sc_abi.h", o->emit_dir);
   }
   rc = write_file(abi_path, sc_abi_text, strlen((const char *)sc_abi_text), err);
-  if (!rc) rc = write_file(src_path, src.s, src.len, err);
-  if (!rc && cuda && o->emit_dir) {
-    /* the device source and its PTX, for humans and for ptxas */
+  if (!rc) rc = write_file(src_path, code.host.s, code.host.len, err);
+  for (int k = 0; !rc && o->emit_dir && k < code.n_files; k++) {
+    /* a device source and its code (model.cu, model.ptx), for humans and
+     * for the device's own tools (ptxas) */
     char path[PATH_MAX + 16];
-    snprintf(path, sizeof path, "%s/model.cu", o->emit_dir);
-    rc = write_file(path, cu.s, cu.len, err);
-    snprintf(path, sizeof path, "%s/model.ptx", o->emit_dir);
-    if (!rc) rc = write_file(path, ptx, strlen(ptx), err);
+    snprintf(path, sizeof path, "%s/%s", o->emit_dir, code.files[k].name);
+    rc = write_file(path, code.files[k].text, code.files[k].len, err);
   }
   if (!rc) {
     if (!o->quiet && now() - t0 > 1.0) fprintf(stderr, "speechc: compiling with %s\n", o->cc);
@@ -195,9 +192,7 @@ int sc_build(const BuildOpts *o, sc_error *err) {
             (unsigned long long)(data_bytes >> 20), now() - t0);
 done:
   out_close(&out);
-  sb_free(&src);
-  sb_free(&cu);
-  free(ptx);
+  target_code_free(&code);
   ir_module_free(&m);
   cJSON_free(minified);
   ckpt_close(&c);

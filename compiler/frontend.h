@@ -22,7 +22,7 @@ typedef struct BuildOpts {
   int prefill_chunk;         /* tokens per prefill call */
   int fuse;                  /* 0 with --no-fuse */
   const char *emit_dir;      /* keep generated sources here */
-  const char *cuda_arch;     /* --cuda-arch (target cuda): NULL = compute_80 */
+  const char *arch;          /* --cuda-arch: the target's architecture (cuda: NULL = compute_80) */
   const char *dump_ir;       /* NULL, "" (all passes) or a pass name */
   int quiet;
   int check_numerics;        /* --check-numerics: entry points check their outputs */

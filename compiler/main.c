@@ -110,7 +110,7 @@ static int cmd_build(int argc, char **argv) {
         return usage_error(usage_build, "--target expects cpu, cuda or metal, got '%s'", val ? val : "");
       o.target = val;
     } else if (is_flag(a, "--cuda-arch")) {
-      if (!(o.cuda_arch = flag_value(argc, argv, &i, "--cuda-arch")))
+      if (!(o.arch = flag_value(argc, argv, &i, "--cuda-arch")))
         return usage_error(usage_build, "%s needs an architecture (sm_80, sm_90, compute_80, ...)", a);
     } else if (is_flag(a, "--weights")) {
       val = flag_value(argc, argv, &i, "--weights");

@@ -5,8 +5,8 @@
  * f32 as is; bf16 copied bit for bit from a bf16 checkpoint or rounded to
  * nearest-even from f32/f16; q8_0 / q4_0 quantized row by row with GGML's
  * reference quantizers (runtime/kernels.h) from the f32 values, q4_0 then
- * rearranged into the CPU kernels' groups of eight blocks unless the module
- * keeps GGML's order (the CUDA target).  Merged
+ * rearranged into the CPU kernels' groups of eight blocks where the
+ * target's layout says so (target.h; CUDA keeps GGML's order).  Merged
  * weights are their sources' rows concatenated.
  *
  * Before the layout, each weight's band is settled: a quantized band is
@@ -126,12 +126,12 @@ static void write_rows(Writer *w, const IrWeight *wt, float *row) {
 }
 
 /* The quantized weights: f32 rows through the GGML quantizers; a band
- * with a CPU group layout (q4_0, sc_bands.h) then rearranged into it
- * unless the module keeps GGML's order (ir.h). */
-static void write_quantized(Writer *w, const Module *m, const IrWeight *wt, float *row, unsigned char *q) {
+ * the target lays out in the CPU's groups (q4_0 on cpu, target.h) then
+ * rearranged into them. */
+static void write_quantized(Writer *w, const Target *t, const IrWeight *wt, float *row, unsigned char *q) {
   int64_t cols = wt->cols;
   size_t qbytes = (size_t)ir_band_row_bytes(wt->band, cols);
-  const int grouped = sc_band(ir_wtype(wt->band))->cpu_group && !m->q4_0_ggml;
+  const int grouped = target_group(t, wt->band) != 0;
   for (int s = 0; s < wt->n_src; s++) {
     const StTensor *t = wt->src[s].tensor;
     for (int64_t r = 0; r < wt->src[s].rows; r++) {
@@ -202,7 +202,7 @@ static void write_rope(Writer *w, const IrWeight *wt, float *row) {
   }
 }
 
-int pass_pack(Module *m, FILE *f, const char *path, uint64_t *checksum, uint64_t *data_bytes,
+int pass_pack(Module *m, const Target *t, FILE *f, const char *path, uint64_t *checksum, uint64_t *data_bytes,
               uint64_t build_id, int quiet, sc_error *err) {
   int64_t off = 0, max_cols = 0;
   settle_bands(m);
@@ -233,7 +233,7 @@ int pass_pack(Module *m, FILE *f, const char *path, uint64_t *checksum, uint64_t
     if (!wt->used) continue;
     pad_to(&w, pos, wt->offset);
     if (wt->gen == WGEN_ROPE) write_rope(&w, wt, row);
-    else if (quantized(wt->band)) write_quantized(&w, m, wt, row, qrow);
+    else if (quantized(wt->band)) write_quantized(&w, t, wt, row, qrow);
     else write_rows(&w, wt, row);
     pos = wt->offset + wt->bytes;
   }

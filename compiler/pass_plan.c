@@ -12,10 +12,9 @@
  * ops, a residual update) writes in place.  A value whose only reader is an OUTPUT (the
  * logits head, the last embedding) is placed in the output slot itself
  * (IR_BUF_OUT): its kernel writes there and the OUTPUT copies nothing.
- * NORM_LINEAR and a LINEAR_SWIGLU with a norm get an aux buffer for the
- * normalised input, ROPE_ATTENTION one for its rotated q and k rows
- * ([T, q cols + k cols]), alive only during the node (the C target's
- * temporaries; a device kernel may not need them).
+ * A node whose emitter needs a temporary (the target's plan_temp, target.h:
+ * the C target's normalised input of a linear with a norm, rotated q and k
+ * rows of ROPE_ATTENTION) gets an aux buffer, alive only during the node.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -46,7 +45,7 @@ static int64_t place(Block *live, int *n_live, int64_t size, int until, int64_t 
   return at;
 }
 
-static void plan_graph(Graph *g) {
+static void plan_graph(Graph *g, const Target *t) {
   int n = g->n_nodes;
   for (int i = 0; i < n; i++) {
     g->nodes[i].last_use = i;
@@ -110,18 +109,14 @@ static void plan_graph(Graph *g) {
     } else {
       x->ld = x->cols;
     }
-    if (ir_is_linear(x->op) && ir_lin_operands(x).nw >= 0)
-      x->aux = place(live, &n_live, ALIGN(rows * g->nodes[ir_lin_operands(x).x].cols * 4), i, &high);
-    if (x->op == OP_ROPE_ATTENTION) {
-      const int64_t qk = g->nodes[x->src[S_ROPE_ATTENTION_Q]].cols + g->nodes[x->src[S_ROPE_ATTENTION_K]].cols;
-      x->aux = place(live, &n_live, ALIGN(rows * qk * 4), i, &high);
-    }
+    const int64_t temp = t->plan_temp ? t->plan_temp(g, x, rows) : 0;
+    if (temp > 0) x->aux = place(live, &n_live, ALIGN(temp), i, &high);
   }
   free(live);
   g->scratch_bytes = high;
 }
 
-void pass_plan(Module *m) {
+void pass_plan(Module *m, const Target *t) {
   /* every state is at most 2^20 rows of 2^29 floats (max context, kv_heads
    * * head_dim); their sum saturates, and pass_plan_check_session refuses
    * it long before */
@@ -132,7 +127,7 @@ void pass_plan(Module *m) {
     off = off > INT64_MAX / 2 - sz ? INT64_MAX / 2 : off + sz;
   }
   m->state_bytes = off;
-  for (int gi = 0; gi < m->n_graphs; gi++) plan_graph(&m->graphs[gi]);
+  for (int gi = 0; gi < m->n_graphs; gi++) plan_graph(&m->graphs[gi], t);
 }
 
 int pass_plan_check_session(const Module *m, int64_t cap_mb, sc_error *err) {

@@ -138,8 +138,6 @@ typedef struct Module {
   IrState *states; int n_states, cap_states;
   int64_t state_bytes;
   Graph *graphs; int n_graphs;
-  int q4_0_ggml; /* q4_0 rows in GGML's block order (the CUDA target); else
-                  * the CPU's groups of eight blocks (runtime/kernels.h) */
 } Module;
 
 extern const char *const ir_op_names[OP_COUNT];

@@ -145,7 +145,7 @@ static void run_frontend(const Checkpoint *c) {
     pass_specialize(&m);
     pass_fuse(&m);
     pass_mark_used(&m);
-    pass_plan(&m);
+    pass_plan(&m, target_find(o.target, &err));
     for (int gi = 0; gi < m.n_graphs; gi++)
       FUZZ_CHECK(ir_verify(&m, &m.graphs[gi], &err) == SC_OK, "after the passes: %s", err.msg);
     if ((rc = pass_plan_check_session(&m, o.max_session_mb, &err))) check_err(rc, &err, "session memory");

@@ -5,6 +5,9 @@
  *     DType <-> SC_W_* mapping round-trip;
  *   - ops.def's targets column: a graph of ops both targets lower passes
  *     ir_check_target and both emitters print it (INPUT_HIDDEN's builder);
+ *   - the target table (compiler/target.h): lookup by name, each target's
+ *     ops.def bit, and its weight layout per band (q4_0 grouped on cpu
+ *     only);
  *   - ops.def's operand slots: each op's named slots are 0..k-1 without a
  *     hole or a repeat, within its arity.
  */
@@ -15,6 +18,7 @@
 #include "ir.h"
 #include "kernels.h"
 #include "passes.h"
+#include "target.h"
 
 static void test_bands(void) {
   for (int w = 0; w < SC_W_COUNT; w++) {
@@ -63,12 +67,13 @@ static void test_targets(void) {
   pass_specialize(&m); /* T = 1: embed rows meet hidden_in's one row */
   CHECK_MSG(ir_verify(&m, g, &err) == SC_OK, "%s", err.msg);
   pass_mark_used(&m);
-  pass_plan(&m);
+  pass_plan(&m, target_find("cpu", &err));
   for (int t = 0; t < IR_TARGET_COUNT; t++) CHECK(ir_check_target(&m, (IrTarget)t, &err) == SC_OK);
   StrBuf a, b;
   sb_init(&a);
   sb_init(&b);
-  CgInfo info = {.weight_file = "m.weights", .band = "f32", .cpu_features = ""};
+  CgInfo info = {.weight_file = "m.weights", .band = "f32", .cpu_features = "",
+                 .target = target_find("cpu", &err)};
   CHECK_MSG(cg_emit_c(&m, &info, &a, &err) == SC_OK, "%s", err.msg);
   CHECK(a.s && strstr(a.s, "= io->hidden_in;"));
   sb_free(&a);
@@ -78,6 +83,21 @@ static void test_targets(void) {
   sb_free(&a);
   sb_free(&b);
   ir_module_free(&m);
+}
+
+static void test_target_table(void) {
+  sc_error err = {0};
+  const Target *cpu = target_find("cpu", &err), *cuda = target_find("cuda", &err);
+  CHECK(cpu && cuda && cpu->ir == IR_TARGET_CPU && cuda->ir == IR_TARGET_CUDA);
+  if (!cpu || !cuda) return;
+  CHECK(!strcmp(ir_target_names[cpu->ir], cpu->name) && !strcmp(ir_target_names[cuda->ir], cuda->name));
+  /* q4_0: the CPU kernels' groups of eight on cpu, GGML's order on cuda */
+  CHECK(target_group(cpu, DT_Q4_0) == SC_Q4_GROUP && target_group(cuda, DT_Q4_0) == 0);
+  const DType plain[] = {DT_F32, DT_BF16, DT_Q8_0};
+  for (int k = 0; k < 3; k++) CHECK(target_group(cpu, plain[k]) == 0 && target_group(cuda, plain[k]) == 0);
+  CHECK(!cpu->device && cuda->device && cuda->arch);
+  CHECK(target_find("metal", &err) == NULL && err.code == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "--target metal: not implemented yet (accepted today: cpu, cuda; metal is planned)");
 }
 
 static const struct {
@@ -113,6 +133,7 @@ static void test_slots(void) {
 int main(void) {
   test_bands();
   test_targets();
+  test_target_table();
   test_slots();
   CHECK_DONE();
 }
