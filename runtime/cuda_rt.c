@@ -53,7 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_internal.h"
+#include "backend.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -159,7 +159,7 @@ typedef struct CuSession {
   CuGraph graphs[CU_MAX_GRAPHS];
   int n_graphs, use_graphs, mode;
   CuFrame frame;
-  CUdeviceptr seen;          /* [vocab] bytes: rt_cuda_sample_history's mask */
+  CUdeviceptr seen;          /* [vocab] bytes: cu_sample_history's mask */
   int seen_ok;               /* set since the last reset */
   size_t pending_out;        /* bytes of logits left on the device by a sampled call */
   float *pending_dst;        /* where sc_logits wants them */
@@ -196,8 +196,8 @@ static int driver_open(CuDriver *drv, const char *model, sc_error *err) {
   return SC_OK;
 }
 
-void rt_cuda_model_close(sc_model *m) {
-  CuModel *cm = m->cuda;
+static void cu_model_close(sc_model *m) {
+  CuModel *cm = m->be_data;
   if (!cm) return;
   CuDriver *drv = &cm->drv;
   if (cm->have_ctx) {
@@ -209,10 +209,10 @@ void rt_cuda_model_close(sc_model *m) {
   /* libcuda stays loaded: unloading a driver library is not supported */
   free(cm->fn);
   free(cm);
-  m->cuda = NULL;
+  m->be_data = NULL;
 }
 
-int rt_cuda_model_open(sc_model *m, sc_error *err) {
+static int cu_model_open(sc_model *m, sc_error *err) {
   const sc_model_desc *d = m->d;
   if (!d->device_code || !d->kernel_names || d->n_kernels < 1)
     return sc_fail(err, SC_EINPUT, "%s: a cuda model without device code (hint: rebuild)", m->path);
@@ -221,7 +221,7 @@ int rt_cuda_model_open(sc_model *m, sc_error *err) {
     free(cm);
     return sc_fail(err, SC_ERUNTIME, "out of memory");
   }
-  m->cuda = cm;
+  m->be_data = cm;
   CuDriver *drv = &cm->drv;
   if (driver_open(drv, m->path, err)) return err->code;
   CUresult r = drv->cuInit(0);
@@ -313,8 +313,8 @@ static int cu_launch(void *ctx, int kernel, unsigned gx, unsigned gy, unsigned g
   return 0;
 }
 
-void rt_cuda_session_close(sc_session *s) {
-  CuSession *c = s->cuda;
+static void cu_session_close(sc_session *s) {
+  CuSession *c = s->be_data;
   if (!c) return;
   CuDriver *drv = &c->cm->drv;
   drv->cuCtxSetCurrent(c->cm->ctx);
@@ -333,11 +333,11 @@ void rt_cuda_session_close(sc_session *s) {
   if (c->stream) drv->cuStreamDestroy_v2(c->stream);
   sc_kernel_ctx_free(&c->kctx);
   free(c);
-  s->cuda = NULL;
+  s->be_data = NULL;
 }
 
-void rt_cuda_session_reset(sc_session *s) {
-  CuSession *c = s->cuda;
+static void cu_session_reset(sc_session *s) {
+  CuSession *c = s->be_data;
   CuDriver *drv = &c->cm->drv;
   drv->cuCtxSetCurrent(c->cm->ctx);
   drv->cuMemsetD8Async(c->state, 0, (size_t)c->d->state_bytes ? (size_t)c->d->state_bytes : 256, c->stream);
@@ -345,19 +345,15 @@ void rt_cuda_session_reset(sc_session *s) {
   c->seen_ok = 0;
 }
 
-int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err) {
+/* On failure what was made stays in s->be_data for cu_session_close. */
+static int cu_session_open(sc_session *s, sc_error *err) {
   sc_model *m = s->m;
-  CuModel *cm = m->cuda;
+  CuModel *cm = m->be_data;
   CuDriver *drv = &cm->drv;
   const sc_model_desc *d = m->d;
   CuSession *c = calloc(1, sizeof *c);
-  s->logits = calloc((size_t)(d->vocab > 0 ? d->vocab : 1), sizeof(float));
-  if (!c || !s->logits) {
-    free(c);
-    sc_session_close(s);
-    return sc_fail(err, SC_ERUNTIME, "out of memory");
-  }
-  s->cuda = c;
+  if (!c) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  s->be_data = c;
   c->cm = cm;
   c->d = d;
   const char *g = getenv("SPEECHC_CUDA_GRAPHS");
@@ -378,22 +374,15 @@ int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err) {
   if (!r) what = "the scratch", r = drv->cuMemAlloc_v2(&c->scratch, m->scratch_max ? m->scratch_max : 256);
   if (!r) what = "the io block", r = drv->cuMemAlloc_v2(&c->io, c->io_bytes);
   if (!r) what = "the pinned io mirror", r = drv->cuMemAllocHost_v2((void **)&c->host_io, c->io_bytes);
-  if (r) {
-    sc_fail(err, SC_ERUNTIME, "%s: cannot allocate %s of a session on %s (%llu bytes of state): %s", m->path,
-            what, cm->device_name, (unsigned long long)d->state_bytes, cu_err(drv, r));
-    sc_session_close(s);
-    return err->code;
-  }
+  if (r)
+    return sc_fail(err, SC_ERUNTIME, "%s: cannot allocate %s of a session on %s (%llu bytes of state): %s", m->path,
+                   what, cm->device_name, (unsigned long long)d->state_bytes, cu_err(drv, r));
   memset(c->host_io, 0, c->io_bytes);
-  if (sc_kernels_init(&s->K, &c->kctx)) { /* SPEECHC_ISA names kernels that cannot run */
-    sc_fail(err, SC_ERUNTIME, "%s", c->kctx.err);
-    sc_session_close(s);
-    return err->code;
-  }
+  if (sc_kernels_init(&s->K, &c->kctx)) /* SPEECHC_ISA names kernels that cannot run */
+    return sc_fail(err, SC_ERUNTIME, "%s", c->kctx.err);
   s->K.launch = cu_launch;
   s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
-  rt_cuda_session_reset(s);
-  *out = s;
+  cu_session_reset(s);
   return SC_OK;
 }
 
@@ -416,7 +405,7 @@ static CuGraph *graph_slot(CuSession *c, const sc_entry *e, int n, int kind) {
  * `what`. */
 typedef int (*LaunchFn)(sc_session *s, void *arg);
 static int run_launches(sc_session *s, CuGraph *g, LaunchFn launch, void *arg, const char *what, sc_error *err) {
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   CuDriver *drv = &c->cm->drv;
   CUresult r = 0;
   c->mode = g && g->exec ? MODE_REPLAY : g && g->seen > 0 ? MODE_CAPTURE : MODE_DIRECT;
@@ -460,7 +449,7 @@ static int run_launches(sc_session *s, CuGraph *g, LaunchFn launch, void *arg, c
 /* The sampler kernel on n logits: header hdr (errors), token into tok. */
 static int launch_sampler(sc_session *s, CUdeviceptr hdr, CUdeviceptr logits, CUdeviceptr smp, CUdeviceptr tok,
                           int n) {
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   void *args[] = {&hdr, &logits, &smp, &tok, &n};
   return cu_launch(c, c->cm->sample_kernel, 1, 1, 1, 1024, 1, 1, 0, args);
 }
@@ -513,8 +502,8 @@ static int device_sampler(const sc_sampler *smp, int n, sc_device_sampler *ds) {
   return p.greedy || p.temperature <= 0 || n <= SC_SAMPLE_MAX;
 }
 
-int rt_cuda_can_sample(const sc_session *s, const sc_sampler *smp, int n) {
-  const CuSession *c = s->cuda;
+static int cu_can_sample(const sc_session *s, const sc_sampler *smp, int n) {
+  const CuSession *c = s->be_data;
   sc_device_sampler ds;
   return c && c->cm->sample_kernel >= 0 && device_sampler(smp, n, &ds);
 }
@@ -527,7 +516,7 @@ typedef struct CallArgs {
 
 static int call_launches(sc_session *s, void *arg) {
   const CallArgs *a = arg;
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   unsigned char *W = (unsigned char *)(uintptr_t)c->cm->W;
   int rc = a->e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, a->dio);
   if (!rc && a->sample)
@@ -538,10 +527,10 @@ static int call_launches(sc_session *s, void *arg) {
 
 /* One call of e; with smp, the sampler picks *token from its logits on the
  * device (smp's generator advanced as on the host) and the logits stay
- * there until rt_cuda_fetch_logits. */
+ * there until cu_fetch_logits. */
 static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
                      sc_error *err) {
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   CuModel *cm = c->cm;
   CuDriver *drv = &cm->drv;
   const int H = c->d->hidden;
@@ -570,7 +559,7 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
     if (sp.repetition_penalty != 1.0f) {
       if (!c->seen_ok || e->out_cols > c->d->vocab)
         return sc_fail(err, SC_EUSAGE, "%s: a repetition penalty on the device needs the history first "
-                       "(rt_cuda_sample_history)", e->name);
+                       "(sample_history)", e->name);
       ds->penalty = sp.repetition_penalty;
       ds->mask = c->seen;
     }
@@ -634,19 +623,19 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
   return SC_OK;
 }
 
-int rt_cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+static int cu_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
   return cuda_call(s, e, io, NULL, NULL, err);
 }
 
-int rt_cuda_call_sampled(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
+static int cu_call_sampled(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
                          sc_error *err) {
-  if (!rt_cuda_can_sample(s, smp, e->out_cols))
+  if (!cu_can_sample(s, smp, e->out_cols))
     return sc_fail(err, SC_EUSAGE, "%s: this artifact or sampler cannot sample on the device", e->name);
   return cuda_call(s, e, io, smp, token, err);
 }
 
-int rt_cuda_sample_history(sc_session *s, const int32_t *ids, int n, sc_error *err) {
-  CuSession *c = s->cuda;
+static int cu_sample_history(sc_session *s, const int32_t *ids, int n, sc_error *err) {
+  CuSession *c = s->be_data;
   CuDriver *drv = &c->cm->drv;
   const int V = c->d->vocab > 0 ? c->d->vocab : 1;
   unsigned char *mask = calloc((size_t)V, 1);
@@ -665,8 +654,8 @@ int rt_cuda_sample_history(sc_session *s, const int32_t *ids, int n, sc_error *e
   return SC_OK;
 }
 
-void rt_cuda_fetch_logits(const sc_session *s) {
-  CuSession *c = s->cuda;
+static void cu_fetch_logits(const sc_session *s) {
+  CuSession *c = s->be_data;
   if (!c || !c->pending_out) return;
   CuDriver *drv = &c->cm->drv;
   drv->cuCtxSetCurrent(c->cm->ctx);
@@ -737,7 +726,7 @@ static int frame_alloc(CuSession *c, const RtTtsFrame *f, int tvocab, sc_error *
 
 /* Call e with device header number `hdr` of the frame block. */
 static int frame_call(sc_session *s, const sc_entry *e, int hdr, const sc_io *io) {
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   s->K.device_io = (void *)(uintptr_t)(c->frame.dev + c->frame.off_hdr + (size_t)hdr * sizeof(sc_device_io));
   unsigned char *W = (unsigned char *)(uintptr_t)c->cm->W;
   return e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, io);
@@ -752,7 +741,7 @@ static int frame_launches(sc_session *s, void *arg) {
   const FrameArgs *a = arg;
   const RtTtsFrame *f = a->f;
   const RtTtsTalker *tk = a->tk;
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   const CuFrame *fr = &c->frame;
   const CUdeviceptr D = fr->dev, tok = D + fr->off_tok, logits = D + fr->off_logits, smp = D + fr->off_smp;
   const int G = f->groups;
@@ -791,9 +780,9 @@ static int frame_launches(sc_session *s, void *arg) {
 }
 
 int rt_cuda_tts_can_step(const sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const sc_sampler *smp) {
-  const CuSession *c = s->cuda;
-  return c && f->groups >= 2 && f->hidden == c->d->hidden && rt_cuda_can_sample(s, smp, f->vocab) &&
-         (!tk || (tk->vocab >= 1 && tk->vocab <= c->d->vocab && rt_cuda_can_sample(s, tk->ts, tk->vocab)));
+  const CuSession *c = s->be_data;
+  return c && f->groups >= 2 && f->hidden == c->d->hidden && cu_can_sample(s, smp, f->vocab) &&
+         (!tk || (tk->vocab >= 1 && tk->vocab <= c->d->vocab && cu_can_sample(s, tk->ts, tk->vocab)));
 }
 
 /* rt_cuda_tts_frame (tk NULL) and rt_cuda_tts_step: one copy up, the
@@ -801,7 +790,7 @@ int rt_cuda_tts_can_step(const sc_session *s, const RtTtsFrame *f, const RtTtsTa
  * synchronisation. */
 static int frame_run(sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const float *hidden, int32_t *codes,
                      sc_sampler *smp, float *sum, sc_error *err) {
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   CuModel *cm = c->cm;
   CuDriver *drv = &cm->drv;
   const int G = f->groups, H = f->hidden;
@@ -895,16 +884,32 @@ int rt_cuda_tts_step(sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, 
 }
 
 long long rt_cuda_launches(const sc_session *s) {
-  const CuSession *c = s->cuda;
+  const CuSession *c = s->be_data;
   return c ? c->launches : -1;
 }
 
 long long rt_cuda_round_trips(const sc_session *s) {
-  const CuSession *c = s->cuda;
+  const CuSession *c = s->be_data;
   return c ? c->syncs : -1;
 }
 
-const char *rt_cuda_device_name(const sc_model *m) {
-  const CuModel *cm = m->cuda;
+static const char *cu_device_name(const sc_model *m) {
+  const CuModel *cm = m->be_data;
   return cm ? cm->device_name : NULL;
 }
+
+const sc_backend_i rt_backend_cuda = {
+    .version = SC_BACKEND_VERSION,
+    .target = "cuda",
+    .model_open = cu_model_open,
+    .model_close = cu_model_close,
+    .session_open = cu_session_open,
+    .session_close = cu_session_close,
+    .session_reset = cu_session_reset,
+    .call = cu_call,
+    .can_sample = cu_can_sample,
+    .call_sampled = cu_call_sampled,
+    .sample_history = cu_sample_history,
+    .fetch_logits = cu_fetch_logits,
+    .device_name = cu_device_name,
+};

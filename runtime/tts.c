@@ -324,7 +324,7 @@ int tts_predictor_step(sc_session *s, const TtsConfig *c, int step, const float 
 int tts_predictor_frame(sc_session *s, const TtsConfig *c, const float *hidden, int32_t *codes, sc_sampler *ps,
                         float *sum, sc_error *err) {
   const int H = c->hidden, G = c->groups;
-  if (s->cuda) {
+  if (s->be_data) {
     RtTtsFrame f = {c->codec_embed, c->pred_prefill, c->pred_decode, c->codec_sum, G, H, c->pvocab};
     int rc = rt_cuda_tts_frame(s, &f, hidden, codes, ps, sum, err);
     if (rc != RT_ON_HOST) return rc;
@@ -381,7 +381,7 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   sc_tts_stats st = {0};
   RtTtsFrame fr = {c.codec_embed, c.pred_prefill, c.pred_decode, c.codec_sum, G, H, c.pvocab};
   RtTtsTalker tk = {c.talker_decode, V, NULL, 0, suppress, n_sup, -1, ts};
-  const int dev = s->cuda && rt_cuda_tts_can_step(s, &fr, &tk, ps);
+  const int dev = s->be_data && rt_cuda_tts_can_step(s, &fr, &tk, ps);
   double t0 = now(), t1;
   if ((rc = tts_build_prompt(s, &c, p, &pr, err))) goto done;
   if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, h, err))) goto done;
