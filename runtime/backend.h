@@ -17,6 +17,72 @@
 /* Bumped when a hook is added, removed or changes its contract. */
 #define SC_BACKEND_VERSION 1
 
+/*
+ * A step program: the calls of one unit of a family driver's work (a
+ * Qwen3-TTS frame: talker step, c0 drawn, the predictor's steps each
+ * drawn, the codec sum), written as data so that each backend runs it its
+ * own way: the host as a loop of calls and sc_sample draws
+ * (rt_steps_host), CUDA as one graph with one copy up and one down, Metal
+ * as one command buffer.  The driver builds it; the program names only
+ * entry points, its own buffers and token slots, never a device address.
+ *
+ * Buffers are host memory the driver owns.  Their kind says what a device
+ * must move: IN is read by the steps (sent before), OUT written by them
+ * (returned after), TMP lives between steps only (its host copy is used
+ * by the host loop alone).  Token slots hold drawn tokens, which later
+ * steps read as ids; all of them come back, and any the driver set before
+ * the run go in.
+ */
+#define SC_NONE (-1)
+enum { SC_BUF_IN, SC_BUF_OUT, SC_BUF_TMP };
+
+typedef struct sc_step_buf {
+  float *host;              /* [floats] */
+  int floats;
+  int kind;                 /* SC_BUF_* */
+} sc_step_buf;
+
+typedef struct sc_step_ref {
+  int buf, off;             /* buffer index (SC_NONE: none), offset in floats */
+} sc_step_ref;
+
+typedef struct sc_step {
+  const sc_entry *entry;    /* NULL: a draw alone */
+  int n, pos, step;         /* as in sc_io */
+  int ids;                  /* first of the n token slots read as ids, or SC_NONE */
+  sc_step_ref embeds;       /* input rows */
+  sc_step_ref out, hidden;  /* where out and hidden_out go */
+  int sample;               /* sampler drawing from out's first `vocab` floats, or SC_NONE */
+  int vocab;
+  int token;                /* the slot the draw writes */
+  int stop;                 /* a draw of this id may end the program (the host loop stops;
+                             * a device runs the rest, whose results then mean nothing);
+                             * SC_NONE: never */
+} sc_step;
+
+typedef struct sc_step_sampler {
+  sc_sampler *smp;
+  const char *name;         /* for errors of a draw alone */
+  const int32_t *history;   /* penalised as sc_sample's history, or NULL */
+  int n_history;
+  const int32_t *suppress;  /* never drawn */
+  int n_suppress;
+} sc_step_sampler;
+
+typedef struct sc_step_prog {
+  const sc_step *steps;
+  int n_steps;
+  sc_step_buf *bufs;
+  int n_bufs;
+  sc_step_sampler *samplers;
+  int n_samplers;
+  int32_t *tokens;          /* [n_tokens] slots */
+  int n_tokens;
+  int mark;                 /* a step after which the host loop reads the clock, or SC_NONE */
+  double mark_s;            /* out: that time (CLOCK_MONOTONIC seconds); 0 when the backend
+                             * ran the program as one unit */
+} sc_step_prog;
+
 typedef struct sc_backend_i {
   int version;              /* SC_BACKEND_VERSION of the table */
   const char *target;       /* the descriptor target it runs: "cpu", "cuda" */
@@ -50,9 +116,19 @@ typedef struct sc_backend_i {
   /* Copy logits a sampled call left behind into s->logits (NULL: none). */
   void (*fetch_logits)(const sc_session *s);
 
+  /* Run a step program: every draw as sc_sample makes it from the same
+   * logits, each sampler's generator advanced as on the host. */
+  int (*run_steps)(sc_session *s, sc_step_prog *p, sc_error *err);
+
   /* The device's name, or NULL for the host. */
   const char *(*device_name)(const sc_model *m);
 } sc_backend_i;
+
+/* Run p through the session's backend (backend.c). */
+int rt_run_steps(sc_session *s, sc_step_prog *p, sc_error *err);
+/* Run p on the host, one rt_call and one sc_sample at a time: the CPU
+ * backend's run_steps, and a device's when it cannot run p itself. */
+int rt_steps_host(sc_session *s, sc_step_prog *p, sc_error *err);
 
 /* The backend that runs models built for `target`, or NULL. */
 const sc_backend_i *rt_backend_for(const char *target);

@@ -2,7 +2,8 @@
  * backend_cpu.c — the host backend: entry points run in this process on
  * the session's state block (KV caches), scratch arena and kernel threads,
  * all in host memory; the weights are read where model.c mapped them.
- * It samples nowhere but on the host, so its sampling hooks are NULL.
+ * It samples nowhere but on the host, so its sampling hooks are NULL, and
+ * runs a step program as a loop of calls and draws (rt_steps_host).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -66,4 +67,5 @@ const sc_backend_i rt_backend_cpu = {
     .session_close = cpu_session_close,
     .session_reset = cpu_session_reset,
     .call = cpu_call,
+    .run_steps = rt_steps_host,
 };
