@@ -27,6 +27,7 @@ static float *ref(const sc_step_prog *p, sc_step_ref r) {
 
 int rt_steps_host(sc_session *s, sc_step_prog *p, sc_error *err) {
   p->mark_s = 0;
+  p->ran = p->n_steps;
   for (int i = 0; i < p->n_steps; i++) {
     const sc_step *st = &p->steps[i];
     float *out = ref(p, st->out);
@@ -42,7 +43,10 @@ int rt_steps_host(sc_session *s, sc_step_prog *p, sc_error *err) {
         return err->code;
     }
     if (i == p->mark) p->mark_s = now();
-    if (tok && st->stop != SC_NONE && *tok == st->stop) break;
+    if (tok && st->stop != SC_NONE && *tok == st->stop) {
+      p->ran = i + 1;
+      break;
+    }
   }
   return SC_OK;
 }

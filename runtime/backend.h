@@ -80,7 +80,8 @@ typedef struct sc_step_prog {
   int n_tokens;
   int mark;                 /* a step after which the host loop reads the clock, or SC_NONE */
   double mark_s;            /* out: that time (CLOCK_MONOTONIC seconds); 0 when the backend
-                             * ran the program as one unit */
+                             * ran that step as part of one unit */
+  int ran;                  /* out: steps run, fewer than n_steps when a draw hit its stop */
 } sc_step_prog;
 
 typedef struct sc_backend_i {

@@ -32,8 +32,9 @@
  *            graph from its second run on: one copy up (the samplers'
  *            masks, the IN buffers, headers, samplers, token slots), one
  *            copy down (headers, samplers, tokens, OUT buffers) and one
- *            synchronisation.  A program the device cannot run (a draw
- *            it cannot make) runs on the host, call by call.
+ *            synchronisation.  Steps up to the last one the device
+ *            cannot run (a draw it cannot make) run on the host first,
+ *            call by call, the rest on the device as above.
  *
  * Input embeddings (and hidden_in) are rows of the descriptor's `hidden`
  * floats: the width every embedding entry point of today's families takes.
@@ -734,21 +735,35 @@ static void prog_layout(const sc_step_prog *p, ProgLayout *L) {
   L->key = mix(mix(mix(h, (uint64_t)p->n_steps), (uint64_t)p->n_samplers), (uint64_t)p->n_tokens);
 }
 
-/* Whether the device can run p: every draw is one the sampler kernel
- * makes, every call fits its entry and has its outputs somewhere. */
-static int prog_fits(const sc_session *s, const sc_step_prog *p) {
+/* Whether the device can run step st: a call that fits its entry and has
+ * its outputs somewhere, a draw the sampler kernel makes. */
+static int step_fits(const sc_session *s, const sc_step_prog *p, const sc_step *st) {
+  const sc_entry *e = st->entry;
+  if (e && (st->n < 1 || st->n > e->max_tokens || st->out.buf == SC_NONE ||
+            (e->hidden_cols && st->hidden.buf == SC_NONE)))
+    return 0;
+  return st->sample == SC_NONE ||
+         (st->out.buf != SC_NONE && cu_can_sample(s, p->samplers[st->sample].smp, st->vocab));
+}
+
+/* How many leading steps of p the host runs: 0 when the device runs it
+ * all; up to the last step the device cannot run otherwise, the rest then
+ * running on the device; n_steps when that split cannot be made (a
+ * leading step writes an OUT buffer, whose copy down would overwrite it). */
+static int host_prefix(const sc_session *s, const sc_step_prog *p) {
   const CuSession *c = s->be_data;
-  if (c->cm->sample_kernel < 0 || p->n_bufs > PROG_MAX_BUFS || p->n_samplers > PROG_MAX_SAMPLERS) return 0;
-  for (int i = 0; i < p->n_steps; i++) {
+  if (c->cm->sample_kernel < 0 || p->n_bufs > PROG_MAX_BUFS || p->n_samplers > PROG_MAX_SAMPLERS)
+    return p->n_steps;
+  int k = 0;
+  for (int i = 0; i < p->n_steps; i++)
+    if (!step_fits(s, p, &p->steps[i])) k = i + 1;
+  for (int i = 0; i < k && k < p->n_steps; i++) {
     const sc_step *st = &p->steps[i];
-    const sc_entry *e = st->entry;
-    if (e && (st->n < 1 || st->n > e->max_tokens || st->out.buf == SC_NONE ||
-              (e->hidden_cols && st->hidden.buf == SC_NONE)))
-      return 0;
-    if (st->sample != SC_NONE && (st->out.buf == SC_NONE || !cu_can_sample(s, p->samplers[st->sample].smp, st->vocab)))
-      return 0;
+    if ((st->out.buf != SC_NONE && p->bufs[st->out.buf].kind == SC_BUF_OUT) ||
+        (st->hidden.buf != SC_NONE && p->bufs[st->hidden.buf].kind == SC_BUF_OUT))
+      return p->n_steps;
   }
-  return 1;
+  return k;
 }
 
 static int prog_alloc(CuSession *c, size_t bytes, sc_error *err) {
@@ -811,15 +826,16 @@ static int prog_launches(sc_session *s, void *arg) {
   return rc;
 }
 
-/* One copy up, the launches (one graph from the second run of a program
- * of this shape on), one copy down, one synchronisation. */
-static int cu_run_steps(sc_session *s, sc_step_prog *p, sc_error *err) {
-  if (!prog_fits(s, p)) return rt_steps_host(s, p, err);
+/* The whole of p on the device: one copy up, the launches (one graph from
+ * the second run of a program of this shape on), one copy down, one
+ * synchronisation. */
+static int run_on_device(sc_session *s, sc_step_prog *p, sc_error *err) {
   CuSession *c = s->be_data;
   CuModel *cm = c->cm;
   CuDriver *drv = &cm->drv;
   const char *what = "step program";
   p->mark_s = 0;
+  p->ran = p->n_steps;
   sc_kernel_ctx_clear(&c->kctx);
   c->pending_out = 0;
   CUresult r = drv->cuCtxSetCurrent(cm->ctx);
@@ -885,6 +901,44 @@ static int cu_run_steps(sc_session *s, sc_step_prog *p, sc_error *err) {
     if (p->bufs[i].kind == SC_BUF_OUT && p->bufs[i].floats)
       memcpy(p->bufs[i].host, host + L.buf[i], (size_t)p->bufs[i].floats * 4);
   return SC_OK;
+}
+
+/* p on the device where it can run there; a head of draws the device
+ * cannot make (a sampled draw over more than SC_SAMPLE_MAX logits) runs on
+ * the host first, its TMP buffers then going up as IN. */
+static int cu_run_steps(sc_session *s, sc_step_prog *p, sc_error *err) {
+  const int k = host_prefix(s, p);
+  if (k == p->n_steps) return rt_steps_host(s, p, err);
+  if (!k) return run_on_device(s, p, err);
+  sc_step_prog head = *p, tail = *p;
+  head.n_steps = k;
+  if (rt_steps_host(s, &head, err)) return err->code;
+  if (head.ran < k) { /* a draw hit its stop */
+    p->mark_s = head.mark_s;
+    p->ran = head.ran;
+    return SC_OK;
+  }
+  /* the tail's buffers: what the head wrote goes up, what the tail does
+   * not touch is left out */
+  sc_step_buf bufs[PROG_MAX_BUFS];
+  unsigned char used[PROG_MAX_BUFS] = {0};
+  memcpy(bufs, p->bufs, (size_t)p->n_bufs * sizeof *bufs);
+  for (int i = 0; i < p->n_steps; i++) {
+    const sc_step *st = &p->steps[i];
+    const int b[3] = {st->embeds.buf, st->out.buf, st->hidden.buf};
+    for (int j = 0; j < 3; j++)
+      if (b[j] != SC_NONE && i >= k) used[b[j]] = 1;
+      else if (b[j] != SC_NONE && j && bufs[b[j]].kind == SC_BUF_TMP) bufs[b[j]].kind = SC_BUF_IN;
+  }
+  for (int i = 0; i < p->n_bufs; i++)
+    if (!used[i]) bufs[i].floats = 0;
+  tail.steps += k;
+  tail.n_steps -= k;
+  tail.bufs = bufs;
+  int rc = run_on_device(s, &tail, err);
+  p->mark_s = head.mark_s;
+  p->ran = k + tail.ran;
+  return rc;
 }
 
 long long rt_cuda_launches(const sc_session *s) {
