@@ -25,19 +25,16 @@
  *            SC_SAMPLE_KERNEL) on its logits: only the token (and the
  *            sampler's generator state) comes back; the logits stay on the
  *            device until sc_logits asks for them.
- *   frame    the Qwen3-TTS code predictor's whole frame (rt_cuda_tts_frame):
- *            codec embedding of c0, predictor prefill, G-2 decode steps,
- *            a sampler after each, the codec sum; every call has its own
- *            device header in a frame block, the samplers write the token
- *            slots the next step reads as its ids, and the whole chain is
- *            one CUDA graph from the second frame on: one copy up, one
- *            copy down and one synchronisation per frame.
- *   step     a whole Qwen3-TTS frame (rt_cuda_tts_step): the talker's
- *            decode step and its sampler (suppression and repetition
- *            penalty from a mask kept in the frame block, which each draw
- *            updates) in front of the predictor frame, in the same graph:
- *            only the talker's input row goes up, and the codes and the
- *            codec sum come down.
+ *   steps    a step program (backend.h), e.g. a whole Qwen3-TTS frame:
+ *            every step has its own device header in a program block,
+ *            the sampler kernel draws each token into a token slot that
+ *            later steps read as ids, and the whole program is one CUDA
+ *            graph from its second run on: one copy up (the samplers'
+ *            masks, the IN buffers, headers, samplers, token slots), one
+ *            copy down (headers, samplers, tokens, OUT buffers) and one
+ *            synchronisation.  Steps up to the last one the device
+ *            cannot run (a draw it cannot make) run on the host first,
+ *            call by call, the rest on the device as above.
  *
  * Input embeddings (and hidden_in) are rows of the descriptor's `hidden`
  * floats: the width every embedding entry point of today's families takes.
@@ -53,7 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model_internal.h"
+#include "backend.h"
 
 typedef int CUresult;
 typedef int CUdevice;
@@ -124,27 +121,22 @@ typedef struct CuModel {
 } CuModel;
 
 #define CU_MAX_GRAPHS 64
-enum { GRAPH_CALL, GRAPH_SAMPLED, GRAPH_FRAME, GRAPH_STEP_FIRST, GRAPH_STEP };
+enum { GRAPH_CALL, GRAPH_SAMPLED, GRAPH_PROG };
 typedef struct CuGraph {
   const sc_entry *e;
   int n, kind, seen;         /* kind: GRAPH_* */
+  uint64_t key;              /* GRAPH_PROG: the program's shape (prog_layout) */
   CUgraph graph;
   CUgraphExec exec;
 } CuGraph;
 
-/* The device frame block of rt_cuda_tts_frame / _step, in this order: the
- * talker's mask [tvocab] bytes, the predictor prefill input [h; E(c0)],
- * the talker input x, one sc_device_io per call (0 embed, 1 prefill, 2..G-1
- * decode, G sum, G+1 talker), the predictor's and the talker's samplers,
- * the token slots (c0..c_{G-1}), the codec sum, the predictor's logits.
- * What goes up is one range ending at c0's slot, what comes down one range
- * from the headers to the codec sum. */
-typedef struct CuFrame {
-  int groups, hidden, vocab, tvocab; /* what it was sized for */
-  size_t bytes, off_emb, off_x, off_hdr, off_smp, off_tsmp, off_tok, off_sum, off_logits;
+/* The device block of step programs (cu_run_steps), grown as needed; its
+ * layout is computed per program (ProgLayout). */
+typedef struct CuProg {
+  size_t bytes;
   CUdeviceptr dev;
   unsigned char *host;       /* pinned mirror */
-} CuFrame;
+} CuProg;
 
 enum { MODE_DIRECT, MODE_CAPTURE, MODE_REPLAY };
 
@@ -158,8 +150,8 @@ typedef struct CuSession {
   size_t io_bytes, off_out, off_hidden, off_hdr, off_smp, off_tok, off_ids, off_embeds, off_hin;
   CuGraph graphs[CU_MAX_GRAPHS];
   int n_graphs, use_graphs, mode;
-  CuFrame frame;
-  CUdeviceptr seen;          /* [vocab] bytes: rt_cuda_sample_history's mask */
+  CuProg prog;
+  CUdeviceptr seen;          /* [vocab] bytes: cu_sample_history's mask */
   int seen_ok;               /* set since the last reset */
   size_t pending_out;        /* bytes of logits left on the device by a sampled call */
   float *pending_dst;        /* where sc_logits wants them */
@@ -196,8 +188,8 @@ static int driver_open(CuDriver *drv, const char *model, sc_error *err) {
   return SC_OK;
 }
 
-void rt_cuda_model_close(sc_model *m) {
-  CuModel *cm = m->cuda;
+static void cu_model_close(sc_model *m) {
+  CuModel *cm = m->be_data;
   if (!cm) return;
   CuDriver *drv = &cm->drv;
   if (cm->have_ctx) {
@@ -209,10 +201,10 @@ void rt_cuda_model_close(sc_model *m) {
   /* libcuda stays loaded: unloading a driver library is not supported */
   free(cm->fn);
   free(cm);
-  m->cuda = NULL;
+  m->be_data = NULL;
 }
 
-int rt_cuda_model_open(sc_model *m, sc_error *err) {
+static int cu_model_open(sc_model *m, sc_error *err) {
   const sc_model_desc *d = m->d;
   if (!d->device_code || !d->kernel_names || d->n_kernels < 1)
     return sc_fail(err, SC_EINPUT, "%s: a cuda model without device code (hint: rebuild)", m->path);
@@ -221,7 +213,7 @@ int rt_cuda_model_open(sc_model *m, sc_error *err) {
     free(cm);
     return sc_fail(err, SC_ERUNTIME, "out of memory");
   }
-  m->cuda = cm;
+  m->be_data = cm;
   CuDriver *drv = &cm->drv;
   if (driver_open(drv, m->path, err)) return err->code;
   CUresult r = drv->cuInit(0);
@@ -313,8 +305,8 @@ static int cu_launch(void *ctx, int kernel, unsigned gx, unsigned gy, unsigned g
   return 0;
 }
 
-void rt_cuda_session_close(sc_session *s) {
-  CuSession *c = s->cuda;
+static void cu_session_close(sc_session *s) {
+  CuSession *c = s->be_data;
   if (!c) return;
   CuDriver *drv = &c->cm->drv;
   drv->cuCtxSetCurrent(c->cm->ctx);
@@ -327,17 +319,17 @@ void rt_cuda_session_close(sc_session *s) {
   if (c->scratch) drv->cuMemFree_v2(c->scratch);
   if (c->io) drv->cuMemFree_v2(c->io);
   if (c->host_io) drv->cuMemFreeHost(c->host_io);
-  if (c->frame.dev) drv->cuMemFree_v2(c->frame.dev);
-  if (c->frame.host) drv->cuMemFreeHost(c->frame.host);
+  if (c->prog.dev) drv->cuMemFree_v2(c->prog.dev);
+  if (c->prog.host) drv->cuMemFreeHost(c->prog.host);
   if (c->seen) drv->cuMemFree_v2(c->seen);
   if (c->stream) drv->cuStreamDestroy_v2(c->stream);
   sc_kernel_ctx_free(&c->kctx);
   free(c);
-  s->cuda = NULL;
+  s->be_data = NULL;
 }
 
-void rt_cuda_session_reset(sc_session *s) {
-  CuSession *c = s->cuda;
+static void cu_session_reset(sc_session *s) {
+  CuSession *c = s->be_data;
   CuDriver *drv = &c->cm->drv;
   drv->cuCtxSetCurrent(c->cm->ctx);
   drv->cuMemsetD8Async(c->state, 0, (size_t)c->d->state_bytes ? (size_t)c->d->state_bytes : 256, c->stream);
@@ -345,19 +337,15 @@ void rt_cuda_session_reset(sc_session *s) {
   c->seen_ok = 0;
 }
 
-int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err) {
+/* On failure what was made stays in s->be_data for cu_session_close. */
+static int cu_session_open(sc_session *s, sc_error *err) {
   sc_model *m = s->m;
-  CuModel *cm = m->cuda;
+  CuModel *cm = m->be_data;
   CuDriver *drv = &cm->drv;
   const sc_model_desc *d = m->d;
   CuSession *c = calloc(1, sizeof *c);
-  s->logits = calloc((size_t)(d->vocab > 0 ? d->vocab : 1), sizeof(float));
-  if (!c || !s->logits) {
-    free(c);
-    sc_session_close(s);
-    return sc_fail(err, SC_ERUNTIME, "out of memory");
-  }
-  s->cuda = c;
+  if (!c) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  s->be_data = c;
   c->cm = cm;
   c->d = d;
   const char *g = getenv("SPEECHC_CUDA_GRAPHS");
@@ -378,34 +366,29 @@ int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err) {
   if (!r) what = "the scratch", r = drv->cuMemAlloc_v2(&c->scratch, m->scratch_max ? m->scratch_max : 256);
   if (!r) what = "the io block", r = drv->cuMemAlloc_v2(&c->io, c->io_bytes);
   if (!r) what = "the pinned io mirror", r = drv->cuMemAllocHost_v2((void **)&c->host_io, c->io_bytes);
-  if (r) {
-    sc_fail(err, SC_ERUNTIME, "%s: cannot allocate %s of a session on %s (%llu bytes of state): %s", m->path,
-            what, cm->device_name, (unsigned long long)d->state_bytes, cu_err(drv, r));
-    sc_session_close(s);
-    return err->code;
-  }
+  if (r)
+    return sc_fail(err, SC_ERUNTIME, "%s: cannot allocate %s of a session on %s (%llu bytes of state): %s", m->path,
+                   what, cm->device_name, (unsigned long long)d->state_bytes, cu_err(drv, r));
   memset(c->host_io, 0, c->io_bytes);
-  if (sc_kernels_init(&s->K, &c->kctx)) { /* SPEECHC_ISA names kernels that cannot run */
-    sc_fail(err, SC_ERUNTIME, "%s", c->kctx.err);
-    sc_session_close(s);
-    return err->code;
-  }
+  if (sc_kernels_init(&s->K, &c->kctx)) /* SPEECHC_ISA names kernels that cannot run */
+    return sc_fail(err, SC_ERUNTIME, "%s", c->kctx.err);
   s->K.launch = cu_launch;
   s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
-  rt_cuda_session_reset(s);
-  *out = s;
+  cu_session_reset(s);
   return SC_OK;
 }
 
-static CuGraph *graph_slot(CuSession *c, const sc_entry *e, int n, int kind) {
+static CuGraph *graph_slot(CuSession *c, const sc_entry *e, int n, int kind, uint64_t key) {
   for (int i = 0; i < c->n_graphs; i++)
-    if (c->graphs[i].e == e && c->graphs[i].n == n && c->graphs[i].kind == kind) return &c->graphs[i];
+    if (c->graphs[i].e == e && c->graphs[i].n == n && c->graphs[i].kind == kind && c->graphs[i].key == key)
+      return &c->graphs[i];
   if (c->n_graphs == CU_MAX_GRAPHS) return NULL;
   CuGraph *g = &c->graphs[c->n_graphs++];
   memset(g, 0, sizeof *g);
   g->e = e;
   g->n = n;
   g->kind = kind;
+  g->key = key;
   return g;
 }
 
@@ -416,7 +399,7 @@ static CuGraph *graph_slot(CuSession *c, const sc_entry *e, int n, int kind) {
  * `what`. */
 typedef int (*LaunchFn)(sc_session *s, void *arg);
 static int run_launches(sc_session *s, CuGraph *g, LaunchFn launch, void *arg, const char *what, sc_error *err) {
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   CuDriver *drv = &c->cm->drv;
   CUresult r = 0;
   c->mode = g && g->exec ? MODE_REPLAY : g && g->seen > 0 ? MODE_CAPTURE : MODE_DIRECT;
@@ -460,7 +443,7 @@ static int run_launches(sc_session *s, CuGraph *g, LaunchFn launch, void *arg, c
 /* The sampler kernel on n logits: header hdr (errors), token into tok. */
 static int launch_sampler(sc_session *s, CUdeviceptr hdr, CUdeviceptr logits, CUdeviceptr smp, CUdeviceptr tok,
                           int n) {
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   void *args[] = {&hdr, &logits, &smp, &tok, &n};
   return cu_launch(c, c->cm->sample_kernel, 1, 1, 1, 1024, 1, 1, 0, args);
 }
@@ -513,8 +496,8 @@ static int device_sampler(const sc_sampler *smp, int n, sc_device_sampler *ds) {
   return p.greedy || p.temperature <= 0 || n <= SC_SAMPLE_MAX;
 }
 
-int rt_cuda_can_sample(const sc_session *s, const sc_sampler *smp, int n) {
-  const CuSession *c = s->cuda;
+static int cu_can_sample(const sc_session *s, const sc_sampler *smp, int n) {
+  const CuSession *c = s->be_data;
   sc_device_sampler ds;
   return c && c->cm->sample_kernel >= 0 && device_sampler(smp, n, &ds);
 }
@@ -527,7 +510,7 @@ typedef struct CallArgs {
 
 static int call_launches(sc_session *s, void *arg) {
   const CallArgs *a = arg;
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   unsigned char *W = (unsigned char *)(uintptr_t)c->cm->W;
   int rc = a->e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, a->dio);
   if (!rc && a->sample)
@@ -538,10 +521,10 @@ static int call_launches(sc_session *s, void *arg) {
 
 /* One call of e; with smp, the sampler picks *token from its logits on the
  * device (smp's generator advanced as on the host) and the logits stay
- * there until rt_cuda_fetch_logits. */
+ * there until cu_fetch_logits. */
 static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
                      sc_error *err) {
-  CuSession *c = s->cuda;
+  CuSession *c = s->be_data;
   CuModel *cm = c->cm;
   CuDriver *drv = &cm->drv;
   const int H = c->d->hidden;
@@ -570,7 +553,7 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
     if (sp.repetition_penalty != 1.0f) {
       if (!c->seen_ok || e->out_cols > c->d->vocab)
         return sc_fail(err, SC_EUSAGE, "%s: a repetition penalty on the device needs the history first "
-                       "(rt_cuda_sample_history)", e->name);
+                       "(sample_history)", e->name);
       ds->penalty = sp.repetition_penalty;
       ds->mask = c->seen;
     }
@@ -601,7 +584,7 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
       .hidden_out = (float *)(uintptr_t)(c->io + c->off_hidden),
   };
   s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
-  CuGraph *g = fits && c->use_graphs ? graph_slot(c, e, n, smp ? GRAPH_SAMPLED : GRAPH_CALL) : NULL;
+  CuGraph *g = fits && c->use_graphs ? graph_slot(c, e, n, smp ? GRAPH_SAMPLED : GRAPH_CALL, 0) : NULL;
   CallArgs a = {e, &dio, smp != NULL};
   if (run_launches(s, g, call_launches, &a, e->name, err)) return err->code;
 
@@ -634,19 +617,19 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
   return SC_OK;
 }
 
-int rt_cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+static int cu_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
   return cuda_call(s, e, io, NULL, NULL, err);
 }
 
-int rt_cuda_call_sampled(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
+static int cu_call_sampled(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
                          sc_error *err) {
-  if (!rt_cuda_can_sample(s, smp, e->out_cols))
+  if (!cu_can_sample(s, smp, e->out_cols))
     return sc_fail(err, SC_EUSAGE, "%s: this artifact or sampler cannot sample on the device", e->name);
   return cuda_call(s, e, io, smp, token, err);
 }
 
-int rt_cuda_sample_history(sc_session *s, const int32_t *ids, int n, sc_error *err) {
-  CuSession *c = s->cuda;
+static int cu_sample_history(sc_session *s, const int32_t *ids, int n, sc_error *err) {
+  CuSession *c = s->be_data;
   CuDriver *drv = &c->cm->drv;
   const int V = c->d->vocab > 0 ? c->d->vocab : 1;
   unsigned char *mask = calloc((size_t)V, 1);
@@ -665,8 +648,8 @@ int rt_cuda_sample_history(sc_session *s, const int32_t *ids, int n, sc_error *e
   return SC_OK;
 }
 
-void rt_cuda_fetch_logits(const sc_session *s) {
-  CuSession *c = s->cuda;
+static void cu_fetch_logits(const sc_session *s) {
+  CuSession *c = s->be_data;
   if (!c || !c->pending_out) return;
   CuDriver *drv = &c->cm->drv;
   drv->cuCtxSetCurrent(c->cm->ctx);
@@ -677,7 +660,7 @@ void rt_cuda_fetch_logits(const sc_session *s) {
   c->pending_out = 0;
 }
 
-/* ---- the Qwen3-TTS predictor frame ------------------------------------- */
+/* ---- step programs ----------------------------------------------------- */
 
 /* Drop the recorded graphs of one kind (their pointers into a block that
  * is about to move). */
@@ -694,217 +677,298 @@ static void drop_graphs(CuSession *c, int kind) {
   }
 }
 
-static int frame_alloc(CuSession *c, const RtTtsFrame *f, int tvocab, sc_error *err) {
-  CuFrame *fr = &c->frame;
-  if (fr->dev && fr->groups == f->groups && fr->hidden == f->hidden && fr->vocab == f->vocab &&
-      fr->tvocab >= tvocab)
-    return SC_OK;
-  CuDriver *drv = &c->cm->drv;
-  if (fr->dev) {
-    drv->cuStreamSynchronize(c->stream);
-    drv->cuMemFree_v2(fr->dev);
-    drop_graphs(c, GRAPH_FRAME);
-    drop_graphs(c, GRAPH_STEP_FIRST);
-    drop_graphs(c, GRAPH_STEP);
+#define PROG_MAX_BUFS 16
+#define PROG_MAX_SAMPLERS 8
+
+/* Where a program's parts lie in the program block, in this order: a
+ * mask per sampler that has a history or suppressions ([vocab] bytes), the
+ * IN buffers, a header per step, the samplers, the token slots (`up` ends
+ * here), the OUT buffers (`down` ends here), the TMP buffers.  key: a hash
+ * of everything the launches' arguments depend on (positions and steps
+ * are read from the headers), so that one graph serves every run of a
+ * program of the same shape. */
+typedef struct ProgLayout {
+  size_t mask[PROG_MAX_SAMPLERS], mask_n[PROG_MAX_SAMPLERS]; /* mask_n 0: none */
+  size_t buf[PROG_MAX_BUFS];
+  size_t hdr, smp, tok, up, down, bytes;
+  uint64_t key;
+} ProgLayout;
+
+static uint64_t mix(uint64_t h, uint64_t v) { return (h ^ v) * 0x100000001b3ull; }
+
+static void prog_layout(const sc_step_prog *p, ProgLayout *L) {
+  memset(L, 0, sizeof *L);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int i = 0; i < p->n_steps; i++) {
+    const sc_step *st = &p->steps[i];
+    if (st->sample != SC_NONE && st->vocab > (int)L->mask_n[st->sample]) L->mask_n[st->sample] = (size_t)st->vocab;
+    const int f[] = {st->n, st->ids, st->embeds.buf, st->embeds.off, st->out.buf, st->out.off, st->hidden.buf,
+                     st->hidden.off, st->sample, st->vocab, st->token};
+    h = mix(h, (uint64_t)(uintptr_t)st->entry);
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) h = mix(h, (uint64_t)(uint32_t)f[k]);
   }
-  if (fr->host) drv->cuMemFreeHost(fr->host);
-  memset(fr, 0, sizeof *fr);
-  const size_t H4 = (size_t)f->hidden * 4;
-  fr->groups = f->groups;
-  fr->hidden = f->hidden;
-  fr->vocab = f->vocab;
-  fr->tvocab = tvocab;
-  fr->off_emb = ALIGN256((size_t)tvocab);
-  fr->off_x = ALIGN256(fr->off_emb + 2 * H4);
-  fr->off_hdr = ALIGN256(fr->off_x + H4);
-  fr->off_smp = fr->off_hdr + (size_t)(f->groups + 2) * sizeof(sc_device_io);
-  fr->off_tsmp = fr->off_smp + sizeof(sc_device_sampler);
-  fr->off_tok = fr->off_tsmp + sizeof(sc_device_sampler);
-  fr->off_sum = ALIGN256(fr->off_tok + (size_t)f->groups * 4);
-  fr->off_logits = ALIGN256(fr->off_sum + H4);
-  fr->bytes = ALIGN256(fr->off_logits + (size_t)f->vocab * 4);
-  CUresult r = drv->cuMemAlloc_v2(&fr->dev, fr->bytes);
-  if (!r) r = drv->cuMemAllocHost_v2((void **)&fr->host, fr->bytes);
+  size_t off = 0;
+  for (int i = 0; i < p->n_samplers; i++) {
+    const sc_step_sampler *sp = &p->samplers[i];
+    if (!sp->history && !sp->n_suppress) L->mask_n[i] = 0;
+    L->mask[i] = off;
+    off = ALIGN256(off + L->mask_n[i]);
+    h = mix(h, L->mask_n[i]);
+  }
+  for (int kind = SC_BUF_IN; kind <= SC_BUF_TMP; kind++) {
+    if (kind == SC_BUF_OUT) {
+      L->hdr = off;
+      L->smp = L->hdr + (size_t)p->n_steps * sizeof(sc_device_io);
+      L->tok = L->smp + (size_t)p->n_samplers * sizeof(sc_device_sampler);
+      L->up = L->tok + (size_t)p->n_tokens * 4;
+      off = ALIGN256(L->up);
+    }
+    for (int i = 0; i < p->n_bufs; i++)
+      if (p->bufs[i].kind == kind) {
+        L->buf[i] = off;
+        off = ALIGN256(off + (size_t)p->bufs[i].floats * 4);
+        h = mix(mix(h, (uint64_t)kind), (uint64_t)p->bufs[i].floats);
+      }
+    if (kind == SC_BUF_OUT) L->down = off;
+  }
+  L->bytes = off ? off : 256;
+  L->key = mix(mix(mix(h, (uint64_t)p->n_steps), (uint64_t)p->n_samplers), (uint64_t)p->n_tokens);
+}
+
+/* Whether the device can run step st: a call that fits its entry and has
+ * its outputs somewhere, a draw the sampler kernel makes. */
+static int step_fits(const sc_session *s, const sc_step_prog *p, const sc_step *st) {
+  const sc_entry *e = st->entry;
+  if (e && (st->n < 1 || st->n > e->max_tokens || st->out.buf == SC_NONE ||
+            (e->hidden_cols && st->hidden.buf == SC_NONE)))
+    return 0;
+  return st->sample == SC_NONE ||
+         (st->out.buf != SC_NONE && cu_can_sample(s, p->samplers[st->sample].smp, st->vocab));
+}
+
+/* How many leading steps of p the host runs: 0 when the device runs it
+ * all; up to the last step the device cannot run otherwise, the rest then
+ * running on the device; n_steps when that split cannot be made (a
+ * leading step writes an OUT buffer, whose copy down would overwrite it). */
+static int host_prefix(const sc_session *s, const sc_step_prog *p) {
+  const CuSession *c = s->be_data;
+  if (c->cm->sample_kernel < 0 || p->n_bufs > PROG_MAX_BUFS || p->n_samplers > PROG_MAX_SAMPLERS)
+    return p->n_steps;
+  int k = 0;
+  for (int i = 0; i < p->n_steps; i++)
+    if (!step_fits(s, p, &p->steps[i])) k = i + 1;
+  for (int i = 0; i < k && k < p->n_steps; i++) {
+    const sc_step *st = &p->steps[i];
+    if ((st->out.buf != SC_NONE && p->bufs[st->out.buf].kind == SC_BUF_OUT) ||
+        (st->hidden.buf != SC_NONE && p->bufs[st->hidden.buf].kind == SC_BUF_OUT))
+      return p->n_steps;
+  }
+  return k;
+}
+
+static int prog_alloc(CuSession *c, size_t bytes, sc_error *err) {
+  CuProg *pb = &c->prog;
+  if (pb->dev && pb->bytes >= bytes) return SC_OK;
+  CuDriver *drv = &c->cm->drv;
+  if (pb->dev) {
+    drv->cuStreamSynchronize(c->stream);
+    drv->cuMemFree_v2(pb->dev);
+    drop_graphs(c, GRAPH_PROG);
+  }
+  if (pb->host) drv->cuMemFreeHost(pb->host);
+  memset(pb, 0, sizeof *pb);
+  CUresult r = drv->cuMemAlloc_v2(&pb->dev, bytes);
+  if (!r) r = drv->cuMemAllocHost_v2((void **)&pb->host, bytes);
   if (r) {
-    if (fr->dev) drv->cuMemFree_v2(fr->dev);
-    memset(fr, 0, sizeof *fr);
-    return sc_fail(err, SC_ERUNTIME, "predictor frame: cannot allocate %zu bytes on %s: %s", fr->bytes,
+    if (pb->dev) drv->cuMemFree_v2(pb->dev);
+    memset(pb, 0, sizeof *pb);
+    return sc_fail(err, SC_ERUNTIME, "step program: cannot allocate %zu bytes on %s: %s", bytes,
                    c->cm->device_name, cu_err(drv, r));
   }
-  memset(fr->host, 0, fr->bytes);
+  pb->bytes = bytes;
+  memset(pb->host, 0, bytes);
   return SC_OK;
 }
 
-/* Call e with device header number `hdr` of the frame block. */
-static int frame_call(sc_session *s, const sc_entry *e, int hdr, const sc_io *io) {
-  CuSession *c = s->cuda;
-  s->K.device_io = (void *)(uintptr_t)(c->frame.dev + c->frame.off_hdr + (size_t)hdr * sizeof(sc_device_io));
+typedef struct ProgArgs {
+  const sc_step_prog *p;
+  const ProgLayout *L;
+} ProgArgs;
+
+/* The program's launches: each call with its own header, each draw into
+ * its token slot. */
+static int prog_launches(sc_session *s, void *arg) {
+  const ProgArgs *a = arg;
+  const sc_step_prog *p = a->p;
+  const ProgLayout *L = a->L;
+  CuSession *c = s->be_data;
+  const CUdeviceptr D = c->prog.dev;
   unsigned char *W = (unsigned char *)(uintptr_t)c->cm->W;
-  return e->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch, io);
-}
-
-typedef struct FrameArgs {
-  const RtTtsFrame *f;
-  const RtTtsTalker *tk;     /* NULL: the predictor frame alone */
-} FrameArgs;
-
-static int frame_launches(sc_session *s, void *arg) {
-  const FrameArgs *a = arg;
-  const RtTtsFrame *f = a->f;
-  const RtTtsTalker *tk = a->tk;
-  CuSession *c = s->cuda;
-  const CuFrame *fr = &c->frame;
-  const CUdeviceptr D = fr->dev, tok = D + fr->off_tok, logits = D + fr->off_logits, smp = D + fr->off_smp;
-  const int G = f->groups;
+#define REF(t, r) ((r).buf == SC_NONE ? NULL : (t)(uintptr_t)(D + L->buf[(r).buf] + (size_t)(r).off * 4))
   int rc = 0;
-#define HDR(i) (D + fr->off_hdr + (size_t)(i) * sizeof(sc_device_io))
-#define PTR(t, a) ((t)(uintptr_t)(a))
-  sc_io io;
-  if (tk) {
-    /* the talker: its step (logits into the io block, where the prompt's
-     * prefill left them for the first frame; hidden into the predictor's
-     * first row), c0 drawn into the first token slot */
-    const CUdeviceptr tlogits = c->io + c->off_out;
-    if (tk->x) {
-      io = (sc_io){.embeds = PTR(const float *, D + fr->off_x), .n = 1, .pos = tk->pos,
-                   .out = PTR(float *, tlogits), .hidden_out = PTR(float *, D + fr->off_emb)};
-      rc = frame_call(s, tk->decode, G + 1, &io);
+  for (int i = 0; i < p->n_steps && !rc; i++) {
+    const sc_step *st = &p->steps[i];
+    const CUdeviceptr hdr = D + L->hdr + (size_t)i * sizeof(sc_device_io);
+    if (st->entry) {
+      sc_io io = {.ids = st->ids == SC_NONE ? NULL : (const int *)(uintptr_t)(D + L->tok + (size_t)st->ids * 4),
+                  .embeds = REF(const float *, st->embeds), .n = st->n, .pos = st->pos, .step = st->step,
+                  .out = REF(float *, st->out), .hidden_out = REF(float *, st->hidden)};
+      s->K.device_io = (void *)(uintptr_t)hdr;
+      rc = st->entry->fn(&s->K, W, (unsigned char *)(uintptr_t)c->state, (unsigned char *)(uintptr_t)c->scratch,
+                         &io);
     }
-    if (!rc) rc = launch_sampler(s, HDR(G + 1), tlogits, D + fr->off_tsmp, tok, tk->vocab);
+    if (!rc && st->sample != SC_NONE)
+      rc = launch_sampler(s, hdr, (CUdeviceptr)(uintptr_t)REF(float *, st->out),
+                          D + L->smp + (size_t)st->sample * sizeof(sc_device_sampler), D + L->tok + (size_t)st->token * 4,
+                          st->vocab);
   }
-  io = (sc_io){.ids = PTR(const int *, tok), .n = 1, .out = PTR(float *, D + fr->off_emb + (size_t)f->hidden * 4)};
-  if (!rc) rc = frame_call(s, f->embed, 0, &io); /* E(c0) into the prefill's second row */
-  io = (sc_io){.embeds = PTR(const float *, D + fr->off_emb), .n = 2, .out = PTR(float *, logits)};
-  if (!rc) rc = frame_call(s, f->prefill, 1, &io);
-  if (!rc) rc = launch_sampler(s, HDR(1), logits, smp, tok + 4, f->vocab);
-  for (int k = 1; k < G - 1 && !rc; k++) {
-    io = (sc_io){.ids = PTR(const int *, tok + (size_t)k * 4), .n = 1, .pos = k + 1, .step = k,
-                 .out = PTR(float *, logits)};
-    rc = frame_call(s, f->decode, k + 1, &io);
-    if (!rc) rc = launch_sampler(s, HDR(k + 1), logits, smp, tok + (size_t)(k + 1) * 4, f->vocab);
-  }
-  io = (sc_io){.ids = PTR(const int *, tok), .n = G, .out = PTR(float *, D + fr->off_sum)};
-  if (!rc) rc = frame_call(s, f->sum, G, &io);
-#undef HDR
-#undef PTR
+#undef REF
   return rc;
 }
 
-int rt_cuda_tts_can_step(const sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const sc_sampler *smp) {
-  const CuSession *c = s->cuda;
-  return c && f->groups >= 2 && f->hidden == c->d->hidden && rt_cuda_can_sample(s, smp, f->vocab) &&
-         (!tk || (tk->vocab >= 1 && tk->vocab <= c->d->vocab && rt_cuda_can_sample(s, tk->ts, tk->vocab)));
-}
-
-/* rt_cuda_tts_frame (tk NULL) and rt_cuda_tts_step: one copy up, the
- * launches (one graph from the second time on), one copy down, one
+/* The whole of p on the device: one copy up, the launches (one graph from
+ * the second run of a program of this shape on), one copy down, one
  * synchronisation. */
-static int frame_run(sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const float *hidden, int32_t *codes,
-                     sc_sampler *smp, float *sum, sc_error *err) {
-  CuSession *c = s->cuda;
+static int run_on_device(sc_session *s, sc_step_prog *p, sc_error *err) {
+  CuSession *c = s->be_data;
   CuModel *cm = c->cm;
   CuDriver *drv = &cm->drv;
-  const int G = f->groups, H = f->hidden;
-  if (!rt_cuda_tts_can_step(s, f, tk, smp)) return RT_ON_HOST;
-  const char *what = tk ? "tts frame" : "predictor frame";
+  const char *what = "step program";
+  p->mark_s = 0;
+  p->ran = p->n_steps;
   sc_kernel_ctx_clear(&c->kctx);
   c->pending_out = 0;
   CUresult r = drv->cuCtxSetCurrent(cm->ctx);
   if (r) return sc_fail(err, SC_ERUNTIME, "%s: cuCtxSetCurrent: %s", what, cu_err(drv, r));
-  if (frame_alloc(c, f, tk ? tk->vocab : 0, err)) return err->code;
-  CuFrame *fr = &c->frame;
+  ProgLayout L;
+  prog_layout(p, &L);
+  if (prog_alloc(c, L.bytes, err)) return err->code;
+  unsigned char *host = c->prog.host;
 
-  /* up: a header per call (embed, prefill, decode steps 1..G-2 at
-   * positions 2..G-1, sum, talker), the samplers, then by case the mask,
-   * h or the talker's input */
-  sc_device_io *hd = (sc_device_io *)(fr->host + fr->off_hdr);
-  for (int i = 0; i <= G + 1; i++) {
-    memset(&hd[i], 0, sizeof hd[i]);
-    hd[i].n = i == 0 ? 1 : i == 1 ? 2 : i == G ? G : 1;
-    hd[i].pos = i >= 2 && i < G ? i : i == G + 1 && tk ? tk->pos : 0;
-    hd[i].step = i >= 2 && i < G ? i - 1 : 0;
-  }
-  sc_device_sampler *ds = (sc_device_sampler *)(fr->host + fr->off_smp);
-  sc_device_sampler *dts = (sc_device_sampler *)(fr->host + fr->off_tsmp);
-  device_sampler(smp, f->vocab, ds);
-  int32_t *tok = (int32_t *)(fr->host + fr->off_tok);
-  size_t from = fr->off_emb;
-  if (tk) {
-    sc_sample_params tp;
+  /* up: the masks (bit 1 suppressed, bit 0 penalised), IN buffers,
+   * headers, samplers, token slots */
+  sc_device_sampler *ds = (sc_device_sampler *)(host + L.smp);
+  for (int i = 0; i < p->n_samplers; i++) {
+    const sc_step_sampler *sp = &p->samplers[i];
+    device_sampler(sp->smp, 0, &ds[i]);
+    if (!L.mask_n[i]) continue;
+    unsigned char *mask = host + L.mask[i];
+    const int n = (int)L.mask_n[i];
+    memset(mask, 0, (size_t)n);
+    for (int k = 0; k < sp->n_history; k++)
+      if (sp->history[k] >= 0 && sp->history[k] < n) mask[sp->history[k]] |= 1;
+    for (int k = 0; k < sp->n_suppress; k++)
+      if (sp->suppress[k] >= 0 && sp->suppress[k] < n) mask[sp->suppress[k]] |= 2;
+    sc_sample_params sp_params;
     uint64_t rng[4];
-    device_sampler(tk->ts, tk->vocab, dts);
-    rt_sampler_state(tk->ts, &tp, rng);
-    dts->penalty = tp.repetition_penalty;
-    dts->ban = tk->ban;
-    dts->mask = fr->dev; /* the frame block starts with it */
-    if (!tk->x) { /* first frame: a fresh mask, h of the prompt */
-      memset(fr->host, 0, (size_t)tk->vocab);
-      for (int i = 0; i < tk->n_suppress; i++)
-        if (tk->suppress[i] >= 0 && tk->suppress[i] < tk->vocab) fr->host[tk->suppress[i]] = 2;
-      from = 0;
-    } else {
-      memcpy(fr->host + fr->off_x, tk->x, (size_t)H * 4);
-      from = fr->off_x;
-    }
-  } else {
-    tok[0] = codes[0];
+    rt_sampler_state(sp->smp, &sp_params, rng);
+    if (sp->history) ds[i].penalty = sp_params.repetition_penalty;
+    ds[i].mask = c->prog.dev + L.mask[i];
   }
-  if (from <= fr->off_emb) memcpy(fr->host + fr->off_emb, hidden, (size_t)H * 4);
-  if ((r = drv->cuMemcpyHtoDAsync_v2(fr->dev + from, fr->host + from, fr->off_tok + 4 - from, c->stream)))
+  for (int i = 0; i < p->n_bufs; i++)
+    if (p->bufs[i].kind == SC_BUF_IN && p->bufs[i].floats)
+      memcpy(host + L.buf[i], p->bufs[i].host, (size_t)p->bufs[i].floats * 4);
+  sc_device_io *hd = (sc_device_io *)(host + L.hdr);
+  for (int i = 0; i < p->n_steps; i++) {
+    memset(&hd[i], 0, sizeof hd[i]);
+    hd[i].n = p->steps[i].n;
+    hd[i].pos = p->steps[i].pos;
+    hd[i].step = p->steps[i].step;
+  }
+  memcpy(host + L.tok, p->tokens, (size_t)p->n_tokens * 4);
+  if ((r = drv->cuMemcpyHtoDAsync_v2(c->prog.dev, host, L.up, c->stream)))
     return sc_fail(err, SC_ERUNTIME, "%s: copying the inputs to the device: %s", what, cu_err(drv, r));
 
-  const sc_entry *key = tk ? tk->decode : f->prefill;
-  const int kind = !tk ? GRAPH_FRAME : tk->x ? GRAPH_STEP : GRAPH_STEP_FIRST;
-  CuGraph *g = c->use_graphs ? graph_slot(c, key, G, kind) : NULL;
-  FrameArgs fa = {f, tk};
-  int rc = run_launches(s, g, frame_launches, &fa, what, err);
+  CuGraph *g = c->use_graphs ? graph_slot(c, NULL, 0, GRAPH_PROG, L.key) : NULL;
+  ProgArgs pa = {p, &L};
+  int rc = run_launches(s, g, prog_launches, &pa, what, err);
   s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
   if (rc) return rc;
 
-  /* down: headers, samplers, codes (and the codec sum after them) */
-  size_t to = sum ? fr->off_sum + (size_t)H * 4 : fr->off_tok + (size_t)G * 4;
-  r = drv->cuMemcpyDtoHAsync_v2(fr->host + fr->off_hdr, fr->dev + fr->off_hdr, to - fr->off_hdr, c->stream);
+  /* down: headers, samplers, token slots, OUT buffers */
+  r = drv->cuMemcpyDtoHAsync_v2(host + L.hdr, c->prog.dev + L.hdr, L.down - L.hdr, c->stream);
   CUresult rs = drv->cuStreamSynchronize(c->stream);
   c->syncs++;
   if (r || rs)
     return sc_fail(err, SC_ERUNTIME, "%s: running on %s: %s", what, cm->device_name, cu_err(drv, r ? r : rs));
-  if (tk && device_error(c, &hd[G + 1], tk->x ? tk->decode->name : "talker sampler", err)) return err->code;
-  for (int i = 0; i <= G; i++) {
-    const sc_entry *e = i == 0 ? f->embed : i == 1 ? f->prefill : i == G ? f->sum : f->decode;
-    if (device_error(c, &hd[i], e->name, err)) return err->code;
+  for (int i = 0; i < p->n_steps; i++) {
+    const sc_step *st = &p->steps[i];
+    if (device_error(c, &hd[i], st->entry ? st->entry->name : p->samplers[st->sample].name, err)) return err->code;
   }
-  sampler_back(smp, ds);
-  if (tk) {
-    sampler_back(tk->ts, dts);
-    memcpy(codes, tok, (size_t)G * 4);
-  } else {
-    memcpy(codes + 1, tok + 1, (size_t)(G - 1) * 4);
-  }
-  if (sum) memcpy(sum, fr->host + fr->off_sum, (size_t)H * 4);
+  for (int i = 0; i < p->n_samplers; i++) sampler_back(p->samplers[i].smp, &ds[i]);
+  memcpy(p->tokens, host + L.tok, (size_t)p->n_tokens * 4);
+  for (int i = 0; i < p->n_bufs; i++)
+    if (p->bufs[i].kind == SC_BUF_OUT && p->bufs[i].floats)
+      memcpy(p->bufs[i].host, host + L.buf[i], (size_t)p->bufs[i].floats * 4);
   return SC_OK;
 }
 
-int rt_cuda_tts_frame(sc_session *s, const RtTtsFrame *f, const float *hidden, int32_t *codes, sc_sampler *smp,
-                      float *sum, sc_error *err) {
-  return frame_run(s, f, NULL, hidden, codes, smp, sum, err);
-}
-
-int rt_cuda_tts_step(sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const float *hidden, int32_t *codes,
-                     sc_sampler *smp, float *sum, sc_error *err) {
-  return frame_run(s, f, tk, hidden, codes, smp, sum, err);
+/* p on the device where it can run there; a head of draws the device
+ * cannot make (a sampled draw over more than SC_SAMPLE_MAX logits) runs on
+ * the host first, its TMP buffers then going up as IN. */
+static int cu_run_steps(sc_session *s, sc_step_prog *p, sc_error *err) {
+  const int k = host_prefix(s, p);
+  if (k == p->n_steps) return rt_steps_host(s, p, err);
+  if (!k) return run_on_device(s, p, err);
+  sc_step_prog head = *p, tail = *p;
+  head.n_steps = k;
+  if (rt_steps_host(s, &head, err)) return err->code;
+  if (head.ran < k) { /* a draw hit its stop */
+    p->mark_s = head.mark_s;
+    p->ran = head.ran;
+    return SC_OK;
+  }
+  /* the tail's buffers: what the head wrote goes up, what the tail does
+   * not touch is left out */
+  sc_step_buf bufs[PROG_MAX_BUFS];
+  unsigned char used[PROG_MAX_BUFS] = {0};
+  memcpy(bufs, p->bufs, (size_t)p->n_bufs * sizeof *bufs);
+  for (int i = 0; i < p->n_steps; i++) {
+    const sc_step *st = &p->steps[i];
+    const int b[3] = {st->embeds.buf, st->out.buf, st->hidden.buf};
+    for (int j = 0; j < 3; j++)
+      if (b[j] != SC_NONE && i >= k) used[b[j]] = 1;
+      else if (b[j] != SC_NONE && j && bufs[b[j]].kind == SC_BUF_TMP) bufs[b[j]].kind = SC_BUF_IN;
+  }
+  for (int i = 0; i < p->n_bufs; i++)
+    if (!used[i]) bufs[i].floats = 0;
+  tail.steps += k;
+  tail.n_steps -= k;
+  tail.bufs = bufs;
+  int rc = run_on_device(s, &tail, err);
+  p->mark_s = head.mark_s;
+  p->ran = k + tail.ran;
+  return rc;
 }
 
 long long rt_cuda_launches(const sc_session *s) {
-  const CuSession *c = s->cuda;
+  const CuSession *c = s->be_data;
   return c ? c->launches : -1;
 }
 
 long long rt_cuda_round_trips(const sc_session *s) {
-  const CuSession *c = s->cuda;
+  const CuSession *c = s->be_data;
   return c ? c->syncs : -1;
 }
 
-const char *rt_cuda_device_name(const sc_model *m) {
-  const CuModel *cm = m->cuda;
+static const char *cu_device_name(const sc_model *m) {
+  const CuModel *cm = m->be_data;
   return cm ? cm->device_name : NULL;
 }
+
+const sc_backend_i rt_backend_cuda = {
+    .version = SC_BACKEND_VERSION,
+    .target = "cuda",
+    .model_open = cu_model_open,
+    .model_close = cu_model_close,
+    .session_open = cu_session_open,
+    .session_close = cu_session_close,
+    .session_reset = cu_session_reset,
+    .call = cu_call,
+    .can_sample = cu_can_sample,
+    .call_sampled = cu_call_sampled,
+    .sample_history = cu_sample_history,
+    .fetch_logits = cu_fetch_logits,
+    .run_steps = cu_run_steps,
+    .device_name = cu_device_name,
+};

@@ -62,13 +62,6 @@ void sc_kernel_ctx_clear(sc_kernel_ctx *c) {
  * combined as ((s0+s4)+(s1+s5)) + ((s2+s6)+(s3+s7)), then the last cols%8
  * products in index order.  The eight independent lanes let the compiler
  * use SIMD without reassociating anything. */
-ALWAYS_INLINE float bf16_to_f32(uint16_t b) {
-  uint32_t u = (uint32_t)b << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 #define DEFINE_DOT(NAME, WT, CVT)                                            \
   ALWAYS_INLINE void NAME##_n(const WT *w, const float *x, int cols,       \
                               float *out, const int N) {                   \
@@ -94,7 +87,7 @@ ALWAYS_INLINE float bf16_to_f32(uint16_t b) {
 
 #define IDENT(v) (v)
 DEFINE_DOT(pdot_f32_, float, IDENT)
-DEFINE_DOT(pdot_bf16_, uint16_t, bf16_to_f32)
+DEFINE_DOT(pdot_bf16_, uint16_t, sc_bf16_to_f32)
 
 static void paxpy(float *y, float a, const float *x, int n) {
   for (int i = 0; i < n; i++) y[i] += a * x[i];

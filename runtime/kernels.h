@@ -49,6 +49,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "sc_abi.h"
 #include "sc_bands.h"
@@ -114,6 +115,14 @@ void sc_kernel_ctx_free(sc_kernel_ctx *c);
 #define SC_Q4_VIEW_GROUP 320   /* bytes of the activation view per group */
 uint16_t sc_f32_to_f16(float f);
 float sc_f16_to_f32(uint16_t h);
+/* bf16 bits -> f32, exactly (bf16 is the top half of an f32): the one
+ * definition every kernel file's scalar tail uses. */
+static inline __attribute__((always_inline)) float sc_bf16_to_f32(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
 /* f16 bits -> f32 for every bit pattern: the quantized kernels read their
  * block scales through it (a load instead of a conversion).  Process-wide
  * and read-only once sc_kernels_init* has filled it (once, thread-safe). */

@@ -60,12 +60,7 @@ ALWAYS_INLINE __m256 load8_bf16(const uint16_t *p) {
 }
 
 ALWAYS_INLINE float scalar_f32(const float *p) { return *p; }
-ALWAYS_INLINE float scalar_bf16(const uint16_t *p) {
-  uint32_t u = (uint32_t)*p << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
+ALWAYS_INLINE float scalar_bf16(const uint16_t *p) { return sc_bf16_to_f32(*p); }
 
 ALWAYS_INLINE float hsum8(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

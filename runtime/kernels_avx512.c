@@ -61,12 +61,7 @@ ALWAYS_INLINE __m512 load16_bf16(const uint16_t *p) {
 }
 
 ALWAYS_INLINE float scalar_f32(const float *p) { return *p; }
-ALWAYS_INLINE float scalar_bf16(const uint16_t *p) {
-  uint32_t u = (uint32_t)*p << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
+ALWAYS_INLINE float scalar_bf16(const uint16_t *p) { return sc_bf16_to_f32(*p); }
 
 ALWAYS_INLINE float hsum16(__m512 v) {
   __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),

@@ -57,12 +57,7 @@ ALWAYS_INLINE float32x4_t load4_bf16(const uint16_t *p) {
 }
 
 ALWAYS_INLINE float scalar_f32(const float *p) { return *p; }
-ALWAYS_INLINE float scalar_bf16(const uint16_t *p) {
-  uint32_t u = (uint32_t)*p << 16;
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
+ALWAYS_INLINE float scalar_bf16(const uint16_t *p) { return sc_bf16_to_f32(*p); }
 
 /* (v0 + v2) + (v1 + v3) */
 ALWAYS_INLINE float hsum4(float32x4_t v) {

@@ -7,6 +7,8 @@
  * same directory and checks that file against the descriptor (magic,
  * version, size, build id, checksum).  Weights stay mmapped read-only; each
  * session owns its state block (KV caches), scratch arena and logits.
+ * Everything that depends on where the model runs goes through the backend
+ * the descriptor's target picks (backend.h): this file names no device.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -20,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "checksum.h"
 #include "cpu.h"
 #include "file.h"
@@ -180,12 +183,18 @@ static int open_once(const char *path, const sc_open_opts *opts, sc_model **out,
     *replaced = missing && !stat(m->path, &now) && (now.st_dev != st.st_dev || now.st_ino != st.st_ino);
     goto fail;
   }
-  if (strcmp(m->d->target, "cpu") && strcmp(m->d->target, "cuda")) {
+  if (!(m->be = rt_backend_for(m->d->target))) {
     rc = sc_fail(err, SC_EINPUT, "%s: built for target '%s'; this runtime runs cpu and cuda models",
                  path, m->d->target);
     goto fail;
   }
-  if (!strcmp(m->d->target, "cuda") && (rc = rt_cuda_model_open(m, err))) goto fail;
+  if (m->be->version != SC_BACKEND_VERSION) {
+    rc = sc_fail(err, SC_ERUNTIME, "%s: the %s backend has interface version %d, this runtime calls "
+                 "version %d", path, m->be->target, m->be->version, SC_BACKEND_VERSION);
+    m->be = NULL;
+    goto fail;
+  }
+  if ((rc = m->be->model_open(m, err))) goto fail;
   m->threads = opts && opts->threads > 0 ? opts->threads : sc_physical_cores();
   if (opts && (opts->threads < 0 || opts->threads > 1024)) {
     rc = sc_fail(err, SC_EUSAGE, "threads must be 0 (one per physical core) to 1024, got %d",
@@ -217,7 +226,7 @@ int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc
 
 void sc_model_close(sc_model *m) {
   if (!m) return;
-  rt_cuda_model_close(m);
+  if (m->be) m->be->model_close(m);
   if (m->wmap) munmap((void *)m->wmap, m->wsize);
   if (m->dl) dlclose(m->dl);
   free(m->path);
@@ -244,36 +253,17 @@ void sc_model_get_info(const sc_model *m, sc_model_info *i) {
 
 const sc_model_desc *sc_model_desc_of(const sc_model *m) { return m->d; }
 
-static void *alloc64(size_t n) {
-  void *p = NULL;
-  if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
-  memset(p, 0, n ? n : 64);
-  return p;
-}
-
+/* The session's logits are host memory on every backend; the backend adds
+ * its state and scratch, and a failure of its open is closed here. */
 int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
   *out = NULL;
   if (!m) return sc_fail(err, SC_EUSAGE, "sc_session_open: no model (sc_model_open failed?)");
   sc_session *s = calloc(1, sizeof *s);
   if (!s) return sc_fail(err, SC_ERUNTIME, "out of memory");
   s->m = m;
-  if (m->cuda) return rt_cuda_session_open(s, out, err); /* state and scratch on the device */
-  s->state = alloc64((size_t)m->d->state_bytes);
-  s->scratch = alloc64(m->scratch_max);
-  s->logits = alloc64((size_t)(m->d->vocab > 0 ? m->d->vocab : 1) * sizeof(float));
-  if (!s->state || !s->scratch || !s->logits) {
-    sc_session_close(s);
-    return sc_fail(err, SC_ERUNTIME, "out of memory allocating a session (%llu bytes of state)",
-                   (unsigned long long)m->d->state_bytes);
-  }
-  /* the session's kernel threads: created here, once, joined at close */
-  if (m->threads > 1 && !(s->kctx.pool = sc_pool_new(m->threads))) {
-    sc_session_close(s);
-    return sc_fail(err, SC_ERUNTIME, "cannot start %d kernel threads (hint: open the model "
-                   "with fewer threads)", m->threads);
-  }
-  if (sc_kernels_init(&s->K, &s->kctx)) { /* SPEECHC_ISA names kernels that cannot run */
-    int rc = sc_fail(err, SC_ERUNTIME, "%s", s->kctx.err);
+  s->logits = calloc((size_t)(m->d->vocab > 0 ? m->d->vocab : 1), sizeof(float));
+  int rc = s->logits ? m->be->session_open(s, err) : sc_fail(err, SC_ERUNTIME, "out of memory");
+  if (rc) {
     sc_session_close(s);
     return rc;
   }
@@ -283,18 +273,13 @@ int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
 
 void sc_session_close(sc_session *s) {
   if (!s) return;
-  rt_cuda_session_close(s);
-  sc_pool_free(s->kctx.pool);
-  sc_kernel_ctx_free(&s->kctx);
-  free(s->state);
-  free(s->scratch);
+  s->m->be->session_close(s);
   free(s->logits);
   free(s);
 }
 
 void sc_session_reset(sc_session *s) {
-  if (s->cuda) rt_cuda_session_reset(s);
-  else memset(s->state, 0, (size_t)s->m->d->state_bytes);
+  s->m->be->session_reset(s);
   s->pos = 0;
 }
 
@@ -302,17 +287,12 @@ int sc_session_pos(const sc_session *s) { return s->pos; }
 
 const float *sc_logits(const sc_session *s, int *n_vocab) {
   if (n_vocab) *n_vocab = s->m->d->vocab;
-  if (s->cuda) rt_cuda_fetch_logits(s); /* a device-sampled decode left them there */
+  if (s->m->be->fetch_logits) s->m->be->fetch_logits(s); /* a device-sampled decode left them there */
   return s->logits;
 }
 
 int rt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
-  if (s->cuda) return rt_cuda_call(s, e, io, err);
-  sc_kernel_ctx_clear(&s->kctx);
-  int rc = e->fn(&s->K, s->m->W, s->state, s->scratch, io);
-  if (rc || s->kctx.failed)
-    return sc_fail(err, SC_ERUNTIME, "%s: %s", e->name, s->kctx.failed ? s->kctx.err : "failed");
-  return SC_OK;
+  return s->m->be->call(s, e, io, err);
 }
 
 static int check_tokens(sc_session *s, const int32_t *ids, int n, sc_error *err) {
@@ -370,7 +350,8 @@ int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
    * repetition penalty's history goes up once, after the first token, and
    * each draw adds to it there) */
   const int vocab = s->m->d->vocab;
-  const int dev = s->cuda && s->m->decode && rt_cuda_can_sample(s, smp, vocab);
+  const sc_backend_i *be = s->m->be;
+  const int dev = be->can_sample && s->m->decode && be->can_sample(s, smp, vocab);
   const int penalty = p && p->repetition_penalty != 1.0f;
   int32_t next = -1;
   if ((rc = sc_prefill(s, prompt, n_prompt, err))) goto done;
@@ -383,9 +364,9 @@ int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
     if (tok == eos || i + 1 == n_new) break;
     if (dev) {
       if ((rc = check_tokens(s, &tok, 1, err))) goto done;
-      if (i == 0 && penalty && (rc = rt_cuda_sample_history(s, hist, n_hist, err))) goto done;
+      if (i == 0 && penalty && (rc = be->sample_history(s, hist, n_hist, err))) goto done;
       sc_io io = {.ids = &tok, .n = 1, .pos = s->pos, .out = s->logits};
-      if ((rc = rt_cuda_call_sampled(s, s->m->decode, &io, smp, &next, err))) goto done;
+      if ((rc = be->call_sampled(s, s->m->decode, &io, smp, &next, err))) goto done;
       s->pos++;
     } else if ((rc = sc_decode(s, tok, err))) {
       goto done;

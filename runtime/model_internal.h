@@ -22,85 +22,26 @@ struct sc_model {
   const sc_entry *prefill, *decode;
   size_t scratch_max;           /* largest scratch of any entry */
   int threads;                  /* kernel threads per session (sc_open_opts.threads) */
-  void *cuda;                   /* target "cuda": driver, module, device weights (cuda_rt.c) */
+  const struct sc_backend_i *be; /* the backend of the descriptor's target (backend.h) */
+  void *be_data;                /* what it made: driver, module, device weights (cuda_rt.c) */
 };
 
 struct sc_session {
   sc_model *m;
-  unsigned char *state, *scratch;
+  unsigned char *state, *scratch; /* the CPU backend's (backend_cpu.c) */
   float *logits;                /* [vocab] */
   int pos;                      /* tokens in the (main) KV cache */
   sc_kernel_ctx kctx;
   sc_kernels K;
-  void *cuda;                   /* target "cuda": stream, device state, scratch, io (cuda_rt.c) */
+  void *be_data;                /* a device backend's: stream, device state, scratch, io (cuda_rt.c) */
 };
 
 /* The entry point called `name`, or NULL. */
 const sc_entry *rt_entry(const sc_model *m, const char *name);
-/* Run one entry-point call on the session's state and scratch; errors from
+/* Run one entry-point call through the session's backend; errors from
  * generated code or kernels become SC_ERUNTIME with their message. */
 int rt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err);
 
-/* Target "cuda" (cuda_rt.c): the hooks model.c calls when the descriptor's
- * target is "cuda".  Session open takes the half-made session s (m set)
- * and on failure closes it. */
-int rt_cuda_model_open(sc_model *m, sc_error *err);
-void rt_cuda_model_close(sc_model *m);
-int rt_cuda_session_open(sc_session *s, sc_session **out, sc_error *err);
-void rt_cuda_session_close(sc_session *s);
-void rt_cuda_session_reset(sc_session *s);
-int rt_cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err);
-/* The same call followed by the artifact's device sampler on its logits
- * (sc_abi.h): *token as sc_sample would pick it without suppression, smp's
- * generator advanced as on the host; the logits stay on the device until
- * rt_cuda_fetch_logits.  rt_cuda_can_sample says whether the device can
- * draw for smp over n logits.  A sampler with a repetition penalty needs
- * the history first (rt_cuda_sample_history): the ids the next sampled
- * calls penalise, to which each of them adds its token on the device. */
-int rt_cuda_can_sample(const sc_session *s, const sc_sampler *smp, int n);
-int rt_cuda_call_sampled(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampler *smp, int32_t *token,
-                         sc_error *err);
-int rt_cuda_sample_history(sc_session *s, const int32_t *ids, int n, sc_error *err);
-/* Copy logits a sampled call left on the device to where it was asked to
- * put them (sc_logits calls this); nothing when none are pending. */
-void rt_cuda_fetch_logits(const sc_session *s);
-
-/* The Qwen3-TTS code predictor's frame (tts.c): codes[0] = c0 given,
- * codes[1..groups-1] sampled with smp from the predictor's heads, and the
- * next talker input's codec sum of all groups codes into sum (if not
- * NULL).  hidden: the talker's post-norm hidden [hidden]. */
-typedef struct RtTtsFrame {
-  const sc_entry *embed, *prefill, *decode, *sum; /* codec_embed, predictor_prefill/decode, codec_sum */
-  int groups, hidden, vocab;                      /* G, talker hidden, predictor vocab */
-} RtTtsFrame;
-/* rt_cuda_tts_frame's answer when the frame must run step by step on the
- * host instead (the device cannot draw for this sampler). */
-#define RT_ON_HOST (-1)
-int rt_cuda_tts_frame(sc_session *s, const RtTtsFrame *f, const float *hidden, int32_t *codes, sc_sampler *smp,
-                      float *sum, sc_error *err);
-
-/* A whole Qwen3-TTS frame on the device (rt_cuda_tts_step): the talker's
- * decode step on input row x at position pos (x NULL: the frame after the
- * prompt, whose logits the last talker call left on the device and whose
- * post-norm hidden is `hidden`), c0 drawn from the talker's logits with
- * ts, then the predictor frame.  The talker's suppression and repetition
- * history live in a device mask: the first frame of a generation (x NULL)
- * sets it from suppress[n_suppress] and an empty history, every c0 drawn
- * adds itself; ban (-1: none) is suppressed for this draw only. */
-typedef struct RtTtsTalker {
-  const sc_entry *decode;   /* talker_decode */
-  int vocab;                /* V */
-  const float *x;           /* [hidden] talker input, or NULL (first frame) */
-  int pos;
-  const int32_t *suppress;  /* first frame: ids never drawn */
-  int n_suppress;
-  int ban;
-  sc_sampler *ts;           /* the talker's sampler */
-} RtTtsTalker;
-/* RT_ON_HOST when the device cannot draw for ts or smp (nothing ran). */
-int rt_cuda_tts_can_step(const sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const sc_sampler *smp);
-int rt_cuda_tts_step(sc_session *s, const RtTtsFrame *f, const RtTtsTalker *tk, const float *hidden, int32_t *codes,
-                     sc_sampler *smp, float *sum, sc_error *err);
 /* Kernels launched or recorded by the session so far (-1: not cuda). */
 long long rt_cuda_launches(const sc_session *s);
 /* Host round trips (stream synchronisations) so far (-1: not cuda). */
@@ -110,7 +51,5 @@ long long rt_cuda_round_trips(const sc_session *s);
  * state, and the state back after the device drew with it. */
 void rt_sampler_state(const sc_sampler *s, sc_sample_params *p, uint64_t rng[4]);
 void rt_sampler_set_rng(sc_sampler *s, const uint64_t rng[4]);
-/* The GPU's name, or NULL when m is not a cuda model. */
-const char *rt_cuda_device_name(const sc_model *m);
 
 #endif

@@ -13,13 +13,12 @@
  *            P(tts_pad) once the text is used up).
  * P(x) = text_projection(text_embedding(x)), E = the talker's codec table.
  *
- * The frame is the one place the targets differ: a device target runs a
- * whole frame there as one unit, the talker's step, its sampler (the
- * suppression and the repetition history kept in device memory) and the
- * predictor's frame (rt_cuda_tts_step: one host round trip per frame, only
- * the talker's input row up and the codes and codec sum down); the CPU, or
- * a device that cannot draw for these samplers, runs it step by step here.
- * Both give the codes sc_sample gives.
+ * A frame is written once, as a step program (backend.h, frame_program):
+ * the talker's step, c0 drawn, the predictor's steps each drawn, the codec
+ * sum.  The session's backend runs it: the CPU as a loop of calls and
+ * sc_sample draws, CUDA as one graph with one host round trip per frame
+ * (only the talker's input row up, the codes and the codec sum down).
+ * Every backend gives the codes sc_sample gives.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +27,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "backend.h"
 #include "model_internal.h"
 #include "tts_internal.h"
 
@@ -321,31 +321,65 @@ int tts_predictor_step(sc_session *s, const TtsConfig *c, int step, const float 
   return rt_call(s, c->pred_decode, &io, err);
 }
 
-int tts_predictor_frame(sc_session *s, const TtsConfig *c, const float *hidden, int32_t *codes, sc_sampler *ps,
-                        float *sum, sc_error *err) {
+/* A step of a frame program with nothing wired: no ids, rows or outputs, no draw. */
+static sc_step call_step(const sc_entry *e, int n, int pos, int step) {
+  const sc_step_ref none = {SC_NONE, 0};
+  return (sc_step){.entry = e, .n = n, .pos = pos, .step = step, .ids = SC_NONE, .embeds = none, .out = none,
+                   .hidden = none, .sample = SC_NONE, .token = SC_NONE, .stop = SC_NONE};
+}
+
+/* The buffers of a frame program (TtsFrame.bufs). */
+enum { FB_X, FB_TLOGITS, FB_HC0, FB_PLOGITS, FB_SUM, FB_COUNT };
+
+typedef struct TtsFrame {
+  sc_step *steps;             /* [G + 2] */
+  sc_step_buf bufs[FB_COUNT];
+  sc_step_sampler smp[2];     /* the talker's, the predictor's */
+  sc_step_prog prog;
+} TtsFrame;
+
+/* Frame t as a step program: the talker's step on x (for t = 0 the
+ * prompt's, whose logits and hidden h the caller left in tlogits and
+ * hc0[0:H]) with c0 drawn from its logits (suppression, the penalty over
+ * hist[0..t)), the predictor's prefill on [h; E(c0)] and its G-2 decode
+ * steps, each drawing the next code, and the codec sum of the frame's
+ * codes into x.  The codes land in codes[0..G). */
+static void frame_program(TtsFrame *fr, const TtsConfig *c, int t, int pos, float *x, float *tlogits, float *hc0,
+                          float *plogits, int32_t *codes, sc_sampler *ts, const int32_t *hist,
+                          const int32_t *suppress, int n_suppress, sc_sampler *ps) {
   const int H = c->hidden, G = c->groups;
-  if (s->cuda) {
-    RtTtsFrame f = {c->codec_embed, c->pred_prefill, c->pred_decode, c->codec_sum, G, H, c->pvocab};
-    int rc = rt_cuda_tts_frame(s, &f, hidden, codes, ps, sum, err);
-    if (rc != RT_ON_HOST) return rc;
+  fr->bufs[FB_X] = (sc_step_buf){x, t ? H : 0, SC_BUF_IN};
+  fr->bufs[FB_TLOGITS] = (sc_step_buf){tlogits, c->vocab, t ? SC_BUF_TMP : SC_BUF_IN};
+  fr->bufs[FB_HC0] = (sc_step_buf){hc0, 2 * H, t ? SC_BUF_TMP : SC_BUF_IN};
+  fr->bufs[FB_PLOGITS] = (sc_step_buf){plogits, c->pvocab, SC_BUF_TMP};
+  fr->bufs[FB_SUM] = (sc_step_buf){x, H, SC_BUF_OUT};
+  fr->smp[0] = (sc_step_sampler){ts, "talker sampler", hist, t, suppress, n_suppress};
+  fr->smp[1] = (sc_step_sampler){ps, "predictor sampler", NULL, 0, NULL, 0};
+  sc_step *st = fr->steps;
+  int k = 0;
+  st[k] = call_step(t ? c->talker_decode : NULL, 1, pos, 0);
+  if (t) {
+    st[k].embeds = (sc_step_ref){FB_X, 0};
+    st[k].hidden = (sc_step_ref){FB_HC0, 0};
   }
-  float *hc0 = malloc((size_t)2 * H * sizeof(float)), *plogits = malloc((size_t)c->pvocab * sizeof(float));
-  int rc = hc0 && plogits ? SC_OK : sc_fail(err, SC_ERUNTIME, "out of memory");
-  if (!rc) {
-    memcpy(hc0, hidden, (size_t)H * sizeof(float));
-    rc = embed_rows(s, c->codec_embed, &codes[0], 1, hc0 + H, err);
+  st[k].out = (sc_step_ref){FB_TLOGITS, 0};
+  st[k].sample = 0, st[k].vocab = c->vocab, st[k].token = 0, st[k].stop = c->codec_eos;
+  const int mark = k++;
+  st[k] = call_step(c->codec_embed, 1, 0, 0); /* E(c0) */
+  st[k].ids = 0;
+  st[k++].out = (sc_step_ref){FB_HC0, H};
+  for (int j = 0; j < G - 1; j++, k++) {
+    st[k] = j ? call_step(c->pred_decode, 1, j + 1, j) : call_step(c->pred_prefill, 2, 0, 0);
+    if (j) st[k].ids = j;
+    else st[k].embeds = (sc_step_ref){FB_HC0, 0};
+    st[k].out = (sc_step_ref){FB_PLOGITS, 0};
+    st[k].sample = 1, st[k].vocab = c->pvocab, st[k].token = j + 1;
   }
-  for (int k = 0; k < G - 1 && !rc; k++) {
-    rc = tts_predictor_step(s, c, k, hc0, codes[k], plogits, err);
-    if (!rc) rc = sc_sample(ps, plogits, c->pvocab, NULL, 0, NULL, 0, &codes[k + 1], err);
-  }
-  if (!rc && sum) {
-    sc_io io = {.ids = codes, .n = G, .out = sum};
-    rc = rt_call(s, c->codec_sum, &io, err);
-  }
-  free(hc0);
-  free(plogits);
-  return rc;
+  st[k] = call_step(c->codec_sum, G, 0, 0);
+  st[k].ids = 0;
+  st[k++].out = (sc_step_ref){FB_SUM, 0};
+  fr->prog = (sc_step_prog){.steps = st, .n_steps = k, .bufs = fr->bufs, .n_bufs = FB_COUNT, .samplers = fr->smp,
+                            .n_samplers = 2, .tokens = codes, .n_tokens = G, .mark = mark};
 }
 
 int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
@@ -359,11 +393,14 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   sc_sampler *ts = NULL, *ps = NULL;
   TtsPrompt pr = {0};
   float *logits = malloc((size_t)V * sizeof(float)), *h = malloc((size_t)H * sizeof(float));
-  float *x = malloc((size_t)H * sizeof(float));
+  float *x = malloc((size_t)H * sizeof(float)), *hc0 = calloc((size_t)2 * H, sizeof(float));
+  float *plogits = malloc((size_t)c.pvocab * sizeof(float));
+  sc_step *steps = malloc((size_t)(G + 2) * sizeof *steps);
+  TtsFrame fr;
   int32_t *hist = malloc((size_t)(p->max_frames + 1) * sizeof(int32_t));
   int32_t *suppress = malloc((size_t)1025 * sizeof(int32_t));
   int rc = SC_OK;
-  if (!logits || !h || !x || !hist || !suppress) {
+  if (!logits || !h || !x || !hc0 || !plogits || !steps || !hist || !suppress) {
     rc = sc_fail(err, SC_ERUNTIME, "out of memory");
     goto done;
   }
@@ -379,55 +416,37 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
 
   sc_session_reset(s);
   sc_tts_stats st = {0};
-  RtTtsFrame fr = {c.codec_embed, c.pred_prefill, c.pred_decode, c.codec_sum, G, H, c.pvocab};
-  RtTtsTalker tk = {c.talker_decode, V, NULL, 0, suppress, n_sup, -1, ts};
-  const int dev = s->cuda && rt_cuda_tts_can_step(s, &fr, &tk, ps);
   double t0 = now(), t1;
   if ((rc = tts_build_prompt(s, &c, p, &pr, err))) goto done;
   if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, h, err))) goto done;
   st.prompt_rows = pr.rows;
-  st.prompt_s = (t1 = now()) - t0;
-  for (int t = 0; t < p->max_frames && dev; t++) {
-    /* on the device: frame t is the talker's step t (but for t = 0: the
-     * prompt's), c0 and the predictor's codes, in one round trip */
+  st.prompt_s = now() - t0;
+  memcpy(hc0, h, (size_t)H * sizeof(float));
+  fr.steps = steps;
+  for (int t = 0; t < p->max_frames; t++) {
+    /* frame t: the talker's step t (but for t = 0: the prompt's), c0 and
+     * the predictor's codes, run as one program by the backend */
     int32_t *f = codes + (size_t)t * G;
     t0 = now();
-    tk.x = t ? x : NULL;
-    tk.pos = s->pos;
-    tk.ban = t < p->min_frames ? c.codec_eos : -1;
     if (t && s->pos + 1 > s->m->d->max_context) {
       rc = sc_fail(err, SC_ERUNTIME, "context full: talker position %d + 1 exceeds max_context %d (hint: rebuild "
                    "with a larger --max-context, or lower --max-frames)", s->pos, s->m->d->max_context);
       goto done;
     }
-    if ((rc = rt_cuda_tts_step(s, &fr, &tk, h, f, ps, x, err))) goto done;
+    frame_program(&fr, &c, t, s->pos, x, logits, hc0, plogits, f, ts, hist, suppress, n_sup + (t < p->min_frames),
+                  ps);
+    if ((rc = rt_run_steps(s, &fr.prog, err))) goto done;
     if (t) s->pos++;
-    st.predictor_s += now() - t0;
+    t1 = now();
+    /* a backend that ran the program step by step timed the talker's half */
+    st.talker_s += fr.prog.mark_s ? fr.prog.mark_s - t0 : 0;
+    st.predictor_s += t1 - (fr.prog.mark_s ? fr.prog.mark_s : t0);
     if (f[0] == c.codec_eos) break;
-    *n_frames = st.frames = t + 1;
-    if (on_frame && on_frame(user, f, G, t)) break;
-    add_rows(x, t < pr.trail ? pr.trailing + (size_t)t * H : pr.pad, (size_t)H);
-  }
-  for (int t = 0; t < p->max_frames && !dev; t++) {
-    int32_t *f = codes + (size_t)t * G;
-    t0 = now();
-    if ((rc = sc_sample(ts, logits, V, hist, t, suppress, n_sup + (t < p->min_frames), &f[0], err))) goto done;
-    if (f[0] == c.codec_eos) {
-      st.talker_s += now() - t0;
-      break;
-    }
     hist[t] = f[0];
-    st.talker_s += (t1 = now()) - t0;
-    /* the predictor's G-1 codes, and the frame's codes summed (x) */
-    if ((rc = tts_predictor_frame(s, &c, h, f, ps, x, err))) goto done;
     *n_frames = st.frames = t + 1;
-    st.predictor_s += (t0 = now()) - t1;
     if (on_frame && on_frame(user, f, G, t)) break;
-    if (t + 1 == p->max_frames) break;
     /* next talker input: the codec sum plus text row t */
     add_rows(x, t < pr.trail ? pr.trailing + (size_t)t * H : pr.pad, (size_t)H);
-    if ((rc = tts_talker(s, &c, x, 1, logits, h, err))) goto done;
-    st.talker_s += now() - t0;
   }
 done:
   if (p->stats) *p->stats = st;
@@ -438,6 +457,9 @@ done:
   free(logits);
   free(h);
   free(x);
+  free(hc0);
+  free(plogits);
+  free(steps);
   free(hist);
   free(suppress);
   return rc;

@@ -36,12 +36,6 @@ void tts_prompt_free(TtsPrompt *p);
  * hidden of the last row. */
 int tts_talker(sc_session *s, const TtsConfig *c, const float *embeds, int n, float *logits,
                float *hidden, sc_error *err);
-/* One frame of the code predictor: codes[0] = c0 given, codes[1..G-1]
- * sampled with ps; the codec sum of the G codes into sum (if not NULL).
- * hidden: the talker's post-norm hidden.  On a device target the whole
- * frame runs there (samplers included); otherwise step by step. */
-int tts_predictor_frame(sc_session *s, const TtsConfig *c, const float *hidden, int32_t *codes, sc_sampler *ps,
-                        float *sum, sc_error *err);
 /* Predictor step k: k = 0 prefills hc0 = [h, E(c0)]; k >= 1 feeds code c_k. */
 int tts_predictor_step(sc_session *s, const TtsConfig *c, int step, const float *hc0, int32_t code,
                        float *logits, sc_error *err);

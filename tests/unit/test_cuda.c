@@ -41,6 +41,7 @@
 #include "build.h"
 #include "check.h"
 #include "parity_util.h"
+#include "backend.h"
 #include "tts_internal.h"
 
 static char tmpdir[64];
@@ -248,6 +249,72 @@ static void device_sampling(const char *tts_path) {
       printf("  generate %-20s 24 tokens as on the cpu, %lld host round trips\n", what[r], trips);
     }
   }
+  sc_session_close(cs), sc_model_close(cm), sc_session_close(gs), sc_model_close(gm);
+}
+
+/* A step program (runtime/backend.h) whose first draw the device cannot
+ * make (sampled, over more than SC_SAMPLE_MAX logits): the cuda backend
+ * draws it on the host and runs the rest, a codec embedding and two
+ * predictor steps each drawn on the device, in one round trip; tokens and
+ * logits as the CPU backend's loop gives them. */
+static void step_split(const char *tts_path) {
+  sc_model *cm = NULL, *gm = NULL;
+  sc_session *cs = NULL, *gs = NULL;
+  sc_error err = {0};
+  TtsConfig cc, gc; /* the entry points of each build */
+  if (open_built("tts/tts_tiny_06b_layout", "cpu", "tts_cpu_steps", &cm, &cs) ||
+      sc_model_open(tts_path, NULL, &gm, &err) || sc_session_open(gm, &gs, &err) || tts_config(cm, &cc, &err)) {
+    CHECK_MSG(0, "step program: %s", err.msg);
+    sc_session_close(cs), sc_model_close(cm), sc_session_close(gs), sc_model_close(gm);
+    return;
+  }
+  if (tts_config(gm, &gc, &err)) {
+    CHECK_MSG(0, "step program: %s", err.msg);
+    tts_config_free(&cc);
+    sc_session_close(cs), sc_model_close(cm), sc_session_close(gs), sc_model_close(gm);
+    return;
+  }
+  const TtsConfig c = cc;
+  const int H = c.hidden, PV = c.pvocab, NL = SC_SAMPLE_MAX + 100;
+  float *big = malloc((size_t)NL * 4), *hc0 = calloc((size_t)2 * H, 4), *pl = malloc((size_t)PV * 4);
+  float *out[2] = {malloc((size_t)PV * 4), malloc((size_t)PV * 4)};
+  int32_t tok[2][3];
+  long long trips = 0;
+  for (int i = 0; i < NL; i++) big[i] = i < c.vocab ? (float)((i * 37) % 101) / 25.0f : -1e30f;
+  for (int b = 0; b < 2; b++) {
+    sc_session *s = b ? gs : cs;
+    const TtsConfig *e = b ? &gc : &cc;
+    sc_sampler *a = NULL, *q = NULL;
+    sc_sample_params pa = sc_sample_defaults(), pq = sc_sample_defaults();
+    pa.top_k = 50, pa.temperature = 0.9f, pa.seed = 7;
+    pq.top_k = 20, pq.temperature = 0.8f, pq.seed = 9;
+    CHECK(sc_sampler_new(&pa, &a, &err) == 0 && sc_sampler_new(&pq, &q, &err) == 0);
+    for (int i = 0; i < H; i++) hc0[i] = (float)((i * 13) % 29) / 29.0f - 0.5f;
+    sc_session_reset(s);
+    const sc_step_ref none = {SC_NONE, 0};
+    sc_step_buf bufs[] = {{big, NL, SC_BUF_IN}, {hc0, 2 * H, SC_BUF_IN}, {pl, PV, SC_BUF_TMP}, {out[b], PV, SC_BUF_OUT}};
+    sc_step_sampler smp[] = {{a, "a", NULL, 0, NULL, 0}, {q, "q", NULL, 0, NULL, 0}};
+    sc_step st[] = {
+        {NULL, 1, 0, 0, SC_NONE, none, {0, 0}, none, 0, NL, 0, SC_NONE},
+        {e->codec_embed, 1, 0, 0, 0, none, {1, H}, none, SC_NONE, 0, SC_NONE, SC_NONE},
+        {e->pred_prefill, 2, 0, 0, SC_NONE, {1, 0}, {2, 0}, none, 1, PV, 1, SC_NONE},
+        {e->pred_decode, 1, 2, 1, 1, none, {3, 0}, none, 1, PV, 2, SC_NONE}};
+    sc_step_prog prog = {.steps = st, .n_steps = 4, .bufs = bufs, .n_bufs = 4, .samplers = smp, .n_samplers = 2,
+                         .tokens = tok[b], .n_tokens = 3, .mark = SC_NONE};
+    long long t0 = b ? rt_cuda_round_trips(gs) : 0;
+    CHECK_MSG(rt_run_steps(s, &prog, &err) == 0, "step program on %s: %s", b ? "cuda" : "cpu", err.msg);
+    if (b) trips = rt_cuda_round_trips(gs) - t0;
+    CHECK_MSG(prog.ran == 4, "step program: %d of 4 steps ran", prog.ran);
+    sc_sampler_free(a), sc_sampler_free(q);
+  }
+  CHECK_MSG(!memcmp(tok[0], tok[1], sizeof tok[0]), "step program: tokens %d %d %d on the cpu, %d %d %d on cuda",
+            tok[0][0], tok[0][1], tok[0][2], tok[1][0], tok[1][1], tok[1][2]);
+  CHECK_MSG(rel_err(out[1], out[0], PV) <= 1e-4, "step program: logits rel err %g", rel_err(out[1], out[0], PV));
+  CHECK_MSG(trips == 1, "step program: %lld host round trips for a host draw and a device tail", trips);
+  printf("  step program, host draw then device tail: tokens as on the cpu, %lld host round trip\n", trips);
+  free(big), free(hc0), free(pl), free(out[0]), free(out[1]);
+  tts_config_free(&cc);
+  tts_config_free(&gc);
   sc_session_close(cs), sc_model_close(cm), sc_session_close(gs), sc_model_close(gm);
 }
 
@@ -605,6 +672,7 @@ int main(void) {
     sc_session_close(s);
     sc_model_close(m);
     device_sampling(path);
+    step_split(path);
     prompt_gemm();
     unsetenv("SPEECHC_LIBCUDA");
   } else {

@@ -1,0 +1,71 @@
+/*
+ * backend_cpu.c — the host backend: entry points run in this process on
+ * the session's state block (KV caches), scratch arena and kernel threads,
+ * all in host memory; the weights are read where model.c mapped them.
+ * It samples nowhere but on the host, so its sampling hooks are NULL, and
+ * runs a step program as a loop of calls and draws (rt_steps_host).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "pool.h"
+
+static void *alloc64(size_t n) {
+  void *p = NULL;
+  if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
+  memset(p, 0, n ? n : 64);
+  return p;
+}
+
+static int cpu_model_open(sc_model *m, sc_error *err) {
+  (void)m, (void)err;
+  return SC_OK;
+}
+
+static void cpu_model_close(sc_model *m) { (void)m; }
+
+static int cpu_session_open(sc_session *s, sc_error *err) {
+  const sc_model *m = s->m;
+  s->state = alloc64((size_t)m->d->state_bytes);
+  s->scratch = alloc64(m->scratch_max);
+  if (!s->state || !s->scratch)
+    return sc_fail(err, SC_ERUNTIME, "out of memory allocating a session (%llu bytes of state)",
+                   (unsigned long long)m->d->state_bytes);
+  /* the session's kernel threads: created here, once, joined at close */
+  if (m->threads > 1 && !(s->kctx.pool = sc_pool_new(m->threads)))
+    return sc_fail(err, SC_ERUNTIME, "cannot start %d kernel threads (hint: open the model "
+                   "with fewer threads)", m->threads);
+  if (sc_kernels_init(&s->K, &s->kctx)) /* SPEECHC_ISA names kernels that cannot run */
+    return sc_fail(err, SC_ERUNTIME, "%s", s->kctx.err);
+  return SC_OK;
+}
+
+static void cpu_session_close(sc_session *s) {
+  sc_pool_free(s->kctx.pool);
+  sc_kernel_ctx_free(&s->kctx);
+  free(s->state);
+  free(s->scratch);
+}
+
+static void cpu_session_reset(sc_session *s) { memset(s->state, 0, (size_t)s->m->d->state_bytes); }
+
+static int cpu_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+  sc_kernel_ctx_clear(&s->kctx);
+  int rc = e->fn(&s->K, s->m->W, s->state, s->scratch, io);
+  if (rc || s->kctx.failed)
+    return sc_fail(err, SC_ERUNTIME, "%s: %s", e->name, s->kctx.failed ? s->kctx.err : "failed");
+  return SC_OK;
+}
+
+const sc_backend_i rt_backend_cpu = {
+    .version = SC_BACKEND_VERSION,
+    .target = "cpu",
+    .model_open = cpu_model_open,
+    .model_close = cpu_model_close,
+    .session_open = cpu_session_open,
+    .session_close = cpu_session_close,
+    .session_reset = cpu_session_reset,
+    .call = cpu_call,
+    .run_steps = rt_steps_host,
+};
