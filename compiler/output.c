@@ -57,6 +57,7 @@
 #include <unistd.h>
 
 #include "checksum.h"
+#include "file.h"
 
 #define INDEX_NAME "model.safetensors.index.json" /* as checkpoint.c reads it */
 #define ID_HEX 16
@@ -132,15 +133,6 @@ static void catch_signals(OutPair *p) {
   p->signals = 1;
 }
 
-static const char *kind_of(mode_t m) {
-  if (S_ISDIR(m)) return "a directory";
-  if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISCHR(m)) return "a character device";
-  if (S_ISBLK(m)) return "a block device";
-  if (S_ISSOCK(m)) return "a socket";
-  return "not a regular file";
-}
-
 /* The input that st is, or NULL. */
 static const char *input_of(const OutPair *p, const struct stat *st) {
   for (int i = 0; i < p->n_inputs; i++)
@@ -169,8 +161,8 @@ static int check_target(const OutPair *p, const char *name, const char *flag, co
   if (S_ISDIR(st.st_mode))
     return sc_fail(err, SC_EINPUT, "%s%s: is %sa directory (%s)", flag, shown, link, hint);
   if (!S_ISREG(st.st_mode))
-    return sc_fail(err, SC_EINPUT, "%s%s: is %s%s, not a regular file (%s)", flag, shown, link,
-                   kind_of(st.st_mode), hint);
+    return sc_fail(err, SC_EINPUT, "%s%s: is %sa %s, not a regular file (%s)", flag, shown, link,
+                   sc_file_kind(st.st_mode), hint);
   const char *in = input_of(p, &st);
   if (in)
     return sc_fail(err, SC_EINPUT, "%s%s: is %san input of the build, %s (%s)", flag, shown, link, in, hint);
