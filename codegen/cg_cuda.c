@@ -3,7 +3,7 @@
  *
  * From the same planned Module as the C target, two texts:
  *
- *   model.cu  one `extern "C" __global__` kernel per live node that
+ *   model.cu  one kernel (SC_KERNEL) per live node that
  *             computes, named after its graph and node
  *             (`decode_layer0_qkv`), every shape a literal.  Nodes whose
  *             kernels would be identical (the same op and shapes in every
@@ -15,6 +15,11 @@
  *             target and launches the kernels in order through K->launch.
  *             W, S, X and io's pointers are device addresses there: host
  *             code only offsets them.
+ *
+ * Kernel text is written over a dialect (cg_dialect.h): `$tid`,
+ * `$barrier`, `$shared`, `$shfl(v, j)`, ... are the dialect's words,
+ * spelled by dialect_cuda.c when a kernel is finished; the helpers every
+ * kernel uses are the dialect's prelude.
  *
  * Kernels read the call's position and step from the session's
  * sc_device_io (sc_abi.h), never from their arguments, so a recorded
@@ -65,6 +70,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cg_dialect.h"
 #include "cg_internal.h"
 
 /* Shared memory the GEMV kernels stage their input rows in (floats). */
@@ -83,6 +89,7 @@ typedef struct CuKernel {
 
 typedef struct Cu {
   Cg cg;                     /* cg.o: the host entry functions */
+  const CgDialect *d;        /* the kernel dialect the $words of kernel text print in */
   StrBuf *cu;                /* device source */
   StrBuf launch;             /* host launchers */
   StrBuf body;               /* the kernel being built */
@@ -93,6 +100,7 @@ typedef struct Cu {
   int check_numerics;        /* --check-numerics: OUTPUT kernels check what they write */
 } Cu;
 
+/* Kernel text, with the dialect's $words (expanded in kernel_end). */
 #define KB(...) sb_printf(&cu->body, __VA_ARGS__)
 
 static void karg(Cu *cu, const char *type, const char *name, const char *host) {
@@ -121,14 +129,19 @@ static const char *g_tokens(const Graph *g, char *buf, size_t size) {
 static int kernel_end(Cu *cu, int i, int threads, const char *gx, const char *gy) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
-  StrBuf key;
+  StrBuf text, key;
+  sb_init(&text);
   sb_init(&key);
-  sb_printf(&key, "(sc_device_io *io");
-  for (int a = 0; a < cu->n_args; a++) sb_printf(&key, ", %s%s", cu->args[a].type, cu->args[a].name);
-  sb_printf(&key, ", int T) {\n%s}\n", cu->body.s ? cu->body.s : "");
+  cu->d->param(&text, 0, "sc_device_io *", "io");
+  for (int a = 0; a < cu->n_args; a++) cu->d->param(&text, a + 1, cu->args[a].type, cu->args[a].name);
+  cu->d->param(&text, cu->n_args + 1, "int ", "T");
+  sb_printf(&text, ") {\n%s}\n", cu->body.s ? cu->body.s : "");
+  const int failed = text.failed;
+  if (!failed) cg_dialect_expand(cu->d, &key, text.s, text.len);
+  sb_free(&text);
   size_t sig_len = key.len;
   sb_printf(&key, "@%d %s %s", threads, gx, gy);
-  if (key.failed || cu->body.failed) {
+  if (failed || key.failed || cu->body.failed) {
     sb_free(&key);
     return sc_fail(cg->err, SC_ERUNTIME, "out of memory while generating CUDA code");
   }
@@ -152,7 +165,7 @@ static int kernel_end(Cu *cu, int i, int threads, const char *gx, const char *gy
     /* device */
     sb_printf(cu->cu, "\n/* %s: %s [%s, %lld] */\n#define SC_KID %d\n", kk->name, ir_op_names[n->op],
               rows(n), (long long)n->cols, k);
-    sb_printf(cu->cu, "SC_KERNEL(%d) %s", threads, kk->name);
+    cu->d->kernel_head(cu->cu, kk->name, threads);
     sb_printf(cu->cu, "%.*s", (int)sig_len, kk->key);
     sb_printf(cu->cu, "#undef SC_KID\n");
     /* host launcher */
@@ -213,9 +226,9 @@ static void gemv_step(Cu *cu, DType band, int vec, int nw, int TB, long long C, 
     else if (pf)
       KB("%sconst %s wv%d = p%d[%s];\n", ind, band == DT_F32 ? "float4" : "uint4", j, j, pf);
     else if (band == DT_F32)
-      KB("%sconst float4 wv%d = __ldg((const float4 *)(w%d + c));\n", ind, j, j);
+      KB("%sconst float4 wv%d = $ldg((const float4 *)(w%d + c));\n", ind, j, j);
     else
-      KB("%sconst uint4 wv%d = __ldg((const uint4 *)(w%d + c));\n", ind, j, j);
+      KB("%sconst uint4 wv%d = $ldg((const uint4 *)(w%d + c));\n", ind, j, j);
   }
   KB("#pragma unroll\n%sfor (int tt = 0; tt < %d; tt++) {\n", ind, TB);
   if (vec == 1) {
@@ -243,13 +256,13 @@ static void gemv_load_row(Cu *cu, const char *vt, int vec, int nw, long long NV,
   const long long per = 32LL * vec;
   for (int j = 0; j < nw; j++) {
     if (NV > 0)
-      KB("#pragma unroll\n%sfor (int k = 0; k < %lld; k++) p%d[k] = __ldg((const %s *)(w%d + (k * 32 + lane) * %d));\n",
+      KB("#pragma unroll\n%sfor (int k = 0; k < %lld; k++) p%d[k] = $ldg((const %s *)(w%d + (k * 32 + lane) * %d));\n",
          ind, NV, j, vt, j, vec);
     if (REM > 0 && NV > 0)
-      KB("%sif (lane * %d < %lld) p%d[%lld] = __ldg((const %s *)(w%d + %lld + lane * %d));\n", ind, vec, REM, j, NV,
+      KB("%sif (lane * %d < %lld) p%d[%lld] = $ldg((const %s *)(w%d + %lld + lane * %d));\n", ind, vec, REM, j, NV,
          vt, j, NV * per, vec);
     else if (REM > 0)
-      KB("%sif (lane * %d < %lld) p%d[0] = __ldg((const %s *)(w%d + lane * %d));\n", ind, vec, REM, j, vt, j, vec);
+      KB("%sif (lane * %d < %lld) p%d[0] = $ldg((const %s *)(w%d + lane * %d));\n", ind, vec, REM, j, vt, j, vec);
   }
 }
 
@@ -283,7 +296,7 @@ static void lin_kargs(Cu *cu, const IrLinOperands *o) {
   Cg *cg = &cu->cg;
   karg(cu, "const float *", "x", ref(cg, o->x));
   if (o->nw >= 0) karg(cu, "const float *", "nw", ref(cg, o->nw));
-  karg(cu, "const unsigned char *__restrict__ ", "w", cg->var[o->w]);
+  karg(cu, "const unsigned char *$restrict ", "w", cg->var[o->w]);
   if (o->bias >= 0) karg(cu, "const float *", "bias", ref(cg, o->bias));
   if (o->res >= 0) karg(cu, "const float *", "r", ref(cg, o->res));
 }
@@ -340,11 +353,11 @@ static int emit_gemv(Cu *cu, int i) {
   const char *vt = band == DT_F32 ? "float4" : "uint4";
   const long long row_units = quant ? (long long)ir_band_row_bytes(band, C) : C; /* elements or bytes */
 
-  KB("  __shared__ __align__(16) float xs[%lld]; /* [%d tokens, %lld] */\n", (long long)TB * C, TB, C);
-  KB("  const int t0 = blockIdx.y * %d;\n", TB);
+  KB("  $shared $align16 float xs[%lld]; /* [%d tokens, %lld] */\n", (long long)TB * C, TB, C);
+  KB("  const int t0 = $bid_y * %d;\n", TB);
   KB("  const int nt = %s - t0 < %d ? %s - t0 : %d;\n", T, TB, T, TB);
-  KB("  const int lane = threadIdx.x & 31, row0 = blockIdx.x * %lld + (threadIdx.x >> 5);\n", RPB);
-  KB("  const int row_end = blockIdx.x * %lld + %lld < %lld ? blockIdx.x * %lld + %lld : %lld;\n", RPB, RPB, R,
+  KB("  const int lane = $tid & 31, row0 = $bid_x * %lld + ($tid >> 5);\n", RPB);
+  KB("  const int row_end = $bid_x * %lld + %lld < %lld ? $bid_x * %lld + %lld : %lld;\n", RPB, RPB, R,
      RPB, RPB, R);
   if (pf) {
     KB("  %s p0[%lld]", vt, NP);
@@ -361,44 +374,44 @@ static int emit_gemv(Cu *cu, int i) {
      * 1/rms(x) multiplies the dot products in the epilogue */
     const IrParams *p = &n->p;
     norm_w(nwf, sizeof nwf, p->norm_mode, "nw", "c");
-    KB("  __shared__ float ssp[%d]; /* [%d tokens, 8 warps] partial sums of squares */\n", 8 * TB, TB);
+    KB("  $shared float ssp[%d]; /* [%d tokens, 8 warps] partial sums of squares */\n", 8 * TB, TB);
     KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
     KB("    float ss = 0.0f;\n");
-    KB("    for (int c = threadIdx.x; c < %lld; c += 256) {\n", C);
+    KB("    for (int c = $tid; c < %lld; c += 256) {\n", C);
     KB("      const float v = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
     KB("      xs[tt * %lld + c] = v * %s;\n", C, nwf);
     KB("      ss += v * v;\n    }\n");
     KB("    ss = sc_warp_sum(ss);\n");
-    KB("    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;\n  }\n  __syncthreads();\n");
+    KB("    if (lane == 0) ssp[tt * 8 + ($tid >> 5)] = ss;\n  }\n  $barrier;\n");
     char eps[32];
     KB("  float rr[%d]; /* 1 / rms of each staged row */\n", TB);
     KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
     KB("    float s = 0.0f;\n    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];\n");
-    KB("    rr[tt] = 1.0f / sqrtf(s / %lld.0f + %s);\n  }\n", C, cg_float(eps, p->eps));
+    KB("    rr[tt] = 1.0f / $sqrtf(s / %lld.0f + %s);\n  }\n", C, cg_float(eps, p->eps));
   } else {
-    KB("  for (int i = threadIdx.x; i < %lld; i += 256) {\n", (long long)TB * C);
+    KB("  for (int i = $tid; i < %lld; i += 256) {\n", (long long)TB * C);
     KB("    const int tt = i / %lld, c = i - tt * %lld;\n", C, C);
     KB("    xs[i] = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
-    KB("  }\n  __syncthreads();\n");
+    KB("  }\n  $barrier;\n");
   }
   if (nwi >= 0 && !norm1) {
     const IrParams *p = &n->p;
     const long long G = C / p->group;
     KB("  { /* RMSNorm of each staged row, per group of %d */\n", p->group);
-    KB("    __shared__ float rs[%lld];\n", (long long)TB * G);
-    KB("    for (int u = threadIdx.x >> 5; u < %lld; u += 8) {\n", (long long)TB * G);
+    KB("    $shared float rs[%lld];\n", (long long)TB * G);
+    KB("    for (int u = $tid >> 5; u < %lld; u += 8) {\n", (long long)TB * G);
     KB("      const float *xr = xs + u * %d;\n", p->group);
     KB("      float ss = 0.0f;\n");
-    KB("      for (int c = threadIdx.x & 31; c < %d; c += 32) ss += xr[c] * xr[c];\n", p->group);
+    KB("      for (int c = $tid & 31; c < %d; c += 32) ss += xr[c] * xr[c];\n", p->group);
     KB("      ss = sc_warp_sum(ss);\n");
     char eps[32];
-    KB("      if ((threadIdx.x & 31) == 0) rs[u] = 1.0f / sqrtf(ss / %d.0f + %s);\n", p->group, cg_float(eps, p->eps));
-    KB("    }\n    __syncthreads();\n");
-    KB("    for (int i = threadIdx.x; i < %lld; i += 256) {\n", (long long)TB * C);
+    KB("      if (($tid & 31) == 0) rs[u] = 1.0f / $sqrtf(ss / %d.0f + %s);\n", p->group, cg_float(eps, p->eps));
+    KB("    }\n    $barrier;\n");
+    KB("    for (int i = $tid; i < %lld; i += 256) {\n", (long long)TB * C);
     KB("      const int c = i %% %d;\n", p->group);
     norm_w(nwf, sizeof nwf, p->norm_mode, "nw", "c");
     KB("      xs[i] = (xs[i] * rs[i / %d]) * %s;\n", p->group, nwf);
-    KB("    }\n    __syncthreads();\n  }\n");
+    KB("    }\n    $barrier;\n  }\n");
   }
   KB("  for (int row = row0; row < row_end; row += 8) {\n");
   size_t mark = cu->body.len;
@@ -459,7 +472,7 @@ static int emit_gemv(Cu *cu, int i) {
   KB("      const long long t = t0 + tt;\n");
   if (swiglu) {
     KB("      const float g = a0[tt], u = a1[tt];\n");
-    KB("      y[t * %lld + row] = (g / (1.0f + expf(-g))) * u;\n", ldy);
+    KB("      y[t * %lld + row] = (g / (1.0f + $expf(-g))) * u;\n", ldy);
   } else if (ri >= 0) {
     KB("      y[t * %lld + row] = r[t * %lld + row] + a0[tt];\n", ldy, ld(cg, ri));
   } else {
@@ -527,21 +540,21 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   lin_kargs(cu, &o);
   karg(cu, "float *", "y", cg->var[i]);
 
-  KB("  __shared__ __align__(16) float xs[%d]; /* [%d tokens, %d columns] of the input */\n", CU_GT * CU_GK,
+  KB("  $shared $align16 float xs[%d]; /* [%d tokens, %d columns] of the input */\n", CU_GT * CU_GK,
      CU_GT, CU_GK);
-  KB("  const int t0 = blockIdx.y * %d;\n", CU_GT);
+  KB("  const int t0 = $bid_y * %d;\n", CU_GT);
   KB("  const int nt = T - t0 < %d ? T - t0 : %d;\n", CU_GT, CU_GT);
-  KB("  const int lane = threadIdx.x & 31, row0 = blockIdx.x * %d + (threadIdx.x >> 5) * %d;\n", 8 * CU_GR, CU_GR);
+  KB("  const int lane = $tid & 31, row0 = $bid_x * %d + ($tid >> 5) * %d;\n", 8 * CU_GR, CU_GR);
   if (nwi >= 0) {
-    KB("  __shared__ float rr[%d]; /* 1 / rms of each token's row */\n", CU_GT);
-    KB("  for (int tt = threadIdx.x >> 5; tt < %d; tt += 8) {\n", CU_GT);
+    KB("  $shared float rr[%d]; /* 1 / rms of each token's row */\n", CU_GT);
+    KB("  for (int tt = $tid >> 5; tt < %d; tt += 8) {\n", CU_GT);
     KB("    float ss = 0.0f;\n");
     KB("    if (tt < nt)\n");
     KB("      for (int c = lane; c < %lld; c += 32) {\n", C);
     KB("        const float v = x[(long long)(t0 + tt) * %lld + c];\n", ldx);
     KB("        ss += v * v;\n      }\n");
     KB("    ss = sc_warp_sum(ss);\n");
-    KB("    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / %lld.0f + %s);\n  }\n", C, cg_float(eps, n->p.eps));
+    KB("    if (lane == 0) rr[tt] = 1.0f / $sqrtf(ss / %lld.0f + %s);\n  }\n", C, cg_float(eps, n->p.eps));
   }
   /* this warp's rows (clamped: the last block's extra rows compute a
    * copy of row R-1 that is never written) */
@@ -556,20 +569,20 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   KB("#pragma unroll\n  for (int j = 0; j < %d; j++)\n#pragma unroll\n", CU_GR);
   KB("    for (int tt = 0; tt < %d; tt++) a0[j][tt] = %s0.0f;\n", CU_GT, swiglu ? "a1[j][tt] = " : "");
   KB("  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", C, CU_GK);
-  KB("    __syncthreads(); /* the previous columns are used up */\n");
-  KB("    for (int i = threadIdx.x; i < %d; i += 256) {\n", CU_GT * CU_GK);
+  KB("    $barrier; /* the previous columns are used up */\n");
+  KB("    for (int i = $tid; i < %d; i += 256) {\n", CU_GT * CU_GK);
   KB("      const int tt = i / %d, c = k0 + (i & %d);\n", CU_GK, CU_GK - 1);
   if (nwi >= 0) norm_w(nwf, sizeof nwf, n->p.norm_mode, "nw", "c");
   KB("      xs[i] = tt < nt && c < %lld ? x[(long long)(t0 + tt) * %lld + c]%s%s : 0.0f;\n", C, ldx,
      nwi >= 0 ? " * " : "", nwi >= 0 ? nwf : "");
-  KB("    }\n    __syncthreads();\n");
+  KB("    }\n    $barrier;\n");
   for (int s = 0; s < steps; s++) {
     KB("    {\n      const int c = %d + lane * %d; /* in the staged columns */\n", s * 32 * vec, vec);
     if (C % CU_GK) KB("      if (k0 + c < %lld) {\n", C);
     const char *ind = C % CU_GK ? "        " : "      ";
     for (int r = 0; r < CU_GR; r++)
       for (int j = 0; j < nw; j++)
-        KB("%sconst %s wv%d_%d = __ldg((const %s *)(w%d_%d + k0 + c));\n", ind, vt, j, r, vt, j, r);
+        KB("%sconst %s wv%d_%d = $ldg((const %s *)(w%d_%d + k0 + c));\n", ind, vt, j, r, vt, j, r);
     KB("#pragma unroll\n%sfor (int tt = 0; tt < %d; tt++) {\n", ind, CU_GT);
     KB("%s  const float4 xa = *(const float4 *)(xs + tt * %d + c);\n", ind, CU_GK);
     if (band == DT_BF16) KB("%s  const float4 xb = *(const float4 *)(xs + tt * %d + c + 4);\n", ind, CU_GK);
@@ -596,7 +609,7 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   if (swiglu) KB("      const float u = sc_warp_sum(a1[j][tt])%s;\n", nwi >= 0 ? " * rr[tt]" : "");
   KB("      if (lane == 0 && row < %lld && tt < nt) {\n", R);
   KB("        const long long t = t0 + tt;\n");
-  if (swiglu) KB("        y[t * %lld + row] = (g / (1.0f + expf(-g))) * u;\n", ldy);
+  if (swiglu) KB("        y[t * %lld + row] = (g / (1.0f + $expf(-g))) * u;\n", ldy);
   else if (ri >= 0) KB("        y[t * %lld + row] = r[t * %lld + row] + g;\n", ldy, ld(cg, ri));
   else KB("        y[t * %lld + row] = g%s;\n", ldy, bi >= 0 ? " + bias[row]" : "");
   KB("      }\n    }\n  }\n");
@@ -635,7 +648,7 @@ static int emit_map(Cu *cu, int i, const char *expr) {
   karg(cu, "const float *", "a", ref(cg, n->src[0]));
   if (n->nsrc > 1) karg(cu, "const float *", "b", ref(cg, n->src[1]));
   karg(cu, "float *", "y", cg->var[i]);
-  KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
+  KB("  const int i = $bid_x * 256 + $tid;\n");
   KB("  if (i >= %s * %lld) return;\n", rows(n), C);
   KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
   KB("  const float av = a[(long long)t * %lld + c];\n", ld(cg, n->src[0]));
@@ -659,7 +672,7 @@ static int emit_copy(Cu *cu, int i, int xi, const char *dst, long long ldy) {
   kernel_begin(cu);
   karg(cu, "const float *", "x", ref(cg, xi));
   karg(cu, "float *", "y", dst);
-  KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
+  KB("  const int i = $bid_x * 256 + $tid;\n");
   KB("  if (i >= %s * %lld) return;\n", rows(n), C);
   KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
   if (cu->check_numerics) {
@@ -682,27 +695,27 @@ static int emit_embed(Cu *cu, int i) {
   const long long C = (long long)w->cols;
   kernel_begin(cu);
   karg(cu, "const int *", "ids", ref(cg, SRC(n, EMBED, IDS)));
-  karg(cu, "const unsigned char *__restrict__ ", "tab", cg->var[SRC(n, EMBED, TABLE)]);
+  karg(cu, "const unsigned char *$restrict ", "tab", cg->var[SRC(n, EMBED, TABLE)]);
   karg(cu, "float *", "y", cg->var[i]);
-  KB("  const int t = blockIdx.x, id = ids[t];\n");
+  KB("  const int t = $bid_x, id = ids[t];\n");
   KB("  float *yr = y + (long long)t * %lld;\n", (long long)n->ld);
-  KB("  if (id == -1) {\n    for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = 0.0f;\n    return;\n  }\n", C);
+  KB("  if (id == -1) {\n    for (int c = $tid; c < %lld; c += 256) yr[c] = 0.0f;\n    return;\n  }\n", C);
   KB("  if (id < 0 || id >= %lld) { /* %s: token id out of range [0, %lld) */\n", (long long)w->rows, n->name,
      (long long)w->rows);
-  KB("    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);\n    return;\n  }\n");
+  KB("    if ($tid == 0) sc_fail(io, SC_KID, 1, id);\n    return;\n  }\n");
   const char *tp = wptr(cu, SRC(n, EMBED, TABLE), "tab");
   if (w->band == DT_F32) {
     KB("  const float *row = (const float *)%s + (long long)id * %lld;\n", tp, C);
-    KB("  for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = row[c];\n", C);
+    KB("  for (int c = $tid; c < %lld; c += 256) yr[c] = row[c];\n", C);
   } else if (w->band == DT_BF16) {
     KB("  const unsigned short *row = (const unsigned short *)%s + (long long)id * %lld;\n", tp, C);
-    KB("  for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = sc_bf16(row[c]);\n", C);
+    KB("  for (int c = $tid; c < %lld; c += 256) yr[c] = sc_bf16(row[c]);\n", C);
   } else if (sc_band_quantized(ir_wtype(w->band))) {
     /* GGML blocks, as the C target decodes them */
     int q8 = w->band == DT_Q8_0;
     KB("  const unsigned char *row = %s + (long long)id * %lldLL; /* %s */\n", tp,
        (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
-    KB("  for (int c = threadIdx.x; c < %lld; c += 256) {\n", C);
+    KB("  for (int c = $tid; c < %lld; c += 256) {\n", C);
     KB("    const unsigned char *blk = row + (c >> 5) * %d;\n", sc_band(ir_wtype(w->band))->block_bytes);
     KB("    const float d = sc_f16(blk[0] | (unsigned)blk[1] << 8);\n");
     if (q8) KB("    yr[c] = d * (float)(signed char)blk[2 + (c & 31)];\n");
@@ -728,18 +741,18 @@ static int emit_rmsnorm(Cu *cu, int i) {
   karg(cu, "const float *", "x", ref(cg, SRC(n, RMSNORM, X)));
   karg(cu, "const float *", "w", ref(cg, SRC(n, RMSNORM, NW)));
   karg(cu, "float *", "y", cg->var[i]);
-  KB("  __shared__ float part[%d];\n  __shared__ float rr;\n", nt / 32);
-  KB("  const long long t = blockIdx.y;\n");
-  KB("  const float *xr = x + t * %lld + blockIdx.x * %d;\n", ld(cg, SRC(n, RMSNORM, X)), p->group);
-  KB("  float *yr = y + t * %lld + blockIdx.x * %d;\n", (long long)n->ld, p->group);
+  KB("  $shared float part[%d];\n  $shared float rr;\n", nt / 32);
+  KB("  const long long t = $bid_y;\n");
+  KB("  const float *xr = x + t * %lld + $bid_x * %d;\n", ld(cg, SRC(n, RMSNORM, X)), p->group);
+  KB("  float *yr = y + t * %lld + $bid_x * %d;\n", (long long)n->ld, p->group);
   KB("  float ss = 0.0f;\n");
-  KB("  for (int c = threadIdx.x; c < %d; c += %d) ss += xr[c] * xr[c];\n", p->group, nt);
-  KB("  ss = sc_warp_sum(ss);\n  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;\n  __syncthreads();\n");
-  KB("  if (threadIdx.x == 0) {\n    float s = 0.0f;\n");
+  KB("  for (int c = $tid; c < %d; c += %d) ss += xr[c] * xr[c];\n", p->group, nt);
+  KB("  ss = sc_warp_sum(ss);\n  if (($tid & 31) == 0) part[$tid >> 5] = ss;\n  $barrier;\n");
+  KB("  if ($tid == 0) {\n    float s = 0.0f;\n");
   KB("    for (int k = 0; k < %d; k++) s += part[k];\n", nt / 32);
   char eps[32];
-  KB("    rr = 1.0f / sqrtf(s / %d.0f + %s);\n  }\n  __syncthreads();\n", p->group, cg_float(eps, p->eps));
-  KB("  for (int c = threadIdx.x; c < %d; c += %d) yr[c] = (xr[c] * rr) * %s;\n", p->group, nt, wf);
+  KB("    rr = 1.0f / $sqrtf(s / %d.0f + %s);\n  }\n  $barrier;\n", p->group, cg_float(eps, p->eps));
+  KB("  for (int c = $tid; c < %d; c += %d) yr[c] = (xr[c] * rr) * %s;\n", p->group, nt, wf);
   char gx[16], gy[16];
   snprintf(gx, sizeof gx, "%d", G);
   return kernel_end(cu, i, nt, gx, rows_grid(n, gy, sizeof gy));
@@ -760,20 +773,20 @@ static int emit_rope(Cu *cu, int i) {
   if (norm) karg(cu, "const float *", "nw", ref(cg, SRC(n, NORM_ROPE, NW)));
   karg(cu, "const float *", "tab", ref(cg, norm ? SRC(n, NORM_ROPE, TABLE) : SRC(n, ROPE, TABLE)));
   karg(cu, "float *", "y", cg->var[i]);
-  KB("  __shared__ float hb[%d];\n", 4 * HD);
-  KB("  const int lane = threadIdx.x & 31, u = blockIdx.x * 4 + (threadIdx.x >> 5);\n");
+  KB("  $shared float hb[%d];\n", 4 * HD);
+  KB("  const int lane = $tid & 31, u = $bid_x * 4 + ($tid >> 5);\n");
   KB("  if (u >= %s * %d) return;\n", rows(n), p->heads);
   KB("  const int t = u / %d, h = u - t * %d;\n", p->heads, p->heads);
   KB("  const float *a = x + (long long)t * %lld + h * %d;\n", ld(cg, xi), HD);
   KB("  float *b = y + (long long)t * %lld + h * %d;\n", (long long)n->ld, HD);
-  KB("  float *s = hb + (threadIdx.x >> 5) * %d;\n", HD);
+  KB("  float *s = hb + ($tid >> 5) * %d;\n", HD);
   if (norm) {
     norm_w(wf, sizeof wf, p->norm_mode, "nw", "c");
     KB("  float ss = 0.0f;\n");
     KB("  for (int c = lane; c < %d; c += 32) {\n    s[c] = a[c];\n    ss += s[c] * s[c];\n  }\n", HD);
     KB("  ss = sc_warp_sum(ss);\n");
     char eps[32];
-    KB("  const float r = 1.0f / sqrtf(ss / %d.0f + %s);\n", HD, cg_float(eps, p->eps));
+    KB("  const float r = 1.0f / $sqrtf(ss / %d.0f + %s);\n", HD, cg_float(eps, p->eps));
     KB("  for (int c = lane; c < %d; c += 32) s[c] = (s[c] * r) * %s;\n", HD, wf);
   } else {
     KB("  for (int c = lane; c < %d; c += 32) s[c] = a[c];\n", HD);
@@ -803,7 +816,7 @@ static int emit_kv_store(Cu *cu, int i) {
   kernel_begin(cu);
   karg(cu, "const float *", "x", ref(cg, SRC(n, KV_STORE, X)));
   karg(cu, "float *", "cache", ref(cg, SRC(n, KV_STORE, CACHE)));
-  KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
+  KB("  const int i = $bid_x * 256 + $tid;\n");
   KB("  if (i >= %s * %lld) return;\n", rows(x), C);
   KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
   KB("  cache[(long long)((io->pos + t) %% %lld) * %lld + c] = x[(long long)t * %lld + c];\n",
@@ -827,7 +840,7 @@ static void rope_head_warp(Cu *cu, const IrParams *p, int norm, const char *a, c
        a, ind, s, s, ind);
     KB("%sss = sc_warp_sum(ss);\n", ind);
     char eps[32];
-    KB("%sconst float r = 1.0f / sqrtf(ss / %d.0f + %s);\n", ind, HD, cg_float(eps, p->eps));
+    KB("%sconst float r = 1.0f / $sqrtf(ss / %d.0f + %s);\n", ind, HD, cg_float(eps, p->eps));
     KB("%sfor (int c = lane; c < %d; c += 32) %s[c] = (%s[c] * r) * %s;\n", ind, HD, s, s, wf);
   } else {
     KB("%sfor (int c = lane; c < %d; c += 32) %s[c] = %s[c];\n", ind, HD, s, a);
@@ -899,13 +912,13 @@ static int emit_attention(Cu *cu, int i) {
   if (gate) karg(cu, "const float *", "gate", ref(cg, SRC(n, ATTENTION, GATE)));
   karg(cu, "float *", "y", cg->var[i]);
   KB("  enum { HD = %d, NW = %d };\n", HD, NW);
-  KB("  __shared__ __align__(16) float qs[HD];\n");
+  KB("  $shared $align16 float qs[HD];\n");
   if (fresh) {
     KB("  /* the %d new k and v rows; staging of the heads before rotation */\n", NT);
-    KB("  __shared__ __align__(16) float ks[%d * HD], vs[%d * HD], hb[%d * HD];\n", NT, NT, NT + 1);
+    KB("  $shared $align16 float ks[%d * HD], vs[%d * HD], hb[%d * HD];\n", NT, NT, NT + 1);
   }
-  KB("  __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];\n");
-  KB("  const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;\n");
+  KB("  $shared float sm_m[NW], sm_l[NW], sm_o[NW * HD];\n");
+  KB("  const int h = $bid_x, t = $bid_y, wid = $tid >> 5, lane = $tid & 31;\n");
   KB("  const int p = io->pos + t;\n");
   if (p->window > 0) KB("  const int lo = p - %d + 1 > 0 ? p - %d + 1 : 0;\n", p->window, p->window);
   else KB("  const int lo = 0;\n");
@@ -923,14 +936,14 @@ static int emit_attention(Cu *cu, int i) {
     KB("  } else if (wid == %d) { /* the new value rows */\n", NT + 1);
     KB("    for (int i = lane; i < %d * HD; i += 32) vs[i] = vx[(long long)(i / HD) * %lld + kvo + i %% HD];\n",
        NT, ld(cg, vxi));
-    KB("  }\n  __syncthreads();\n");
+    KB("  }\n  $barrier;\n");
     KB("  if (h %% %d == 0) /* the kv head's first query head stores its token's new rows */\n", group);
-    KB("    for (int c = threadIdx.x; c < HD; c += NW * 32) {\n");
+    KB("    for (int c = $tid; c < HD; c += NW * 32) {\n");
     KB("      kc[(long long)(p %% %lld) * %lld + kvo + c] = ks[t * HD + c];\n", CAP, LDKV);
     KB("      vc[(long long)(p %% %lld) * %lld + kvo + c] = vs[t * HD + c];\n    }\n", CAP, LDKV);
   } else {
-    KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) qs[c] = qh[c];\n");
-    KB("  __syncthreads();\n");
+    KB("  for (int c = $tid; c < HD; c += NW * 32) qs[c] = qh[c];\n");
+    KB("  $barrier;\n");
   }
   KB("  float m = -SC_INF, l = 0.0f, o[%d];\n", EPL);
   KB("  for (int e = 0; e < %d; e++) o[e] = 0.0f;\n", EPL);
@@ -952,13 +965,13 @@ static int emit_attention(Cu *cu, int i) {
   }
   char scale[32];
   KB("      s = d * %s;\n    }\n", cg_float(scale, p->scale));
-  KB("    const float mn = fmaxf(m, sc_warp_max(s)); /* finite: lane 0 has a row */\n");
-  KB("    const float sa = expf(m - mn), pk = k <= p ? expf(s - mn) : 0.0f;\n");
+  KB("    const float mn = $fmaxf(m, sc_warp_max(s)); /* finite: lane 0 has a row */\n");
+  KB("    const float sa = $expf(m - mn), pk = k <= p ? $expf(s - mn) : 0.0f;\n");
   KB("    l = l * sa + sc_warp_sum(pk);\n");
   KB("    for (int e = 0; e < %d; e++) o[e] *= sa;\n", EPL);
   KB("    const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;\n");
   KB("    for (int j = 0; j < nk; j++) {\n");
-  KB("      const float pj = __shfl_sync(0xffffffffu, pk, j);\n");
+  KB("      const float pj = $shfl(pk, j);\n");
   if (fresh)
     KB("      const float *vr = k0 + j >= io->pos ? vs + (k0 + j - io->pos) * HD\n"
        "                                          : vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
@@ -969,14 +982,14 @@ static int emit_attention(Cu *cu, int i) {
   KB("  if (lane == 0) {\n    sm_m[wid] = m;\n    sm_l[wid] = l;\n  }\n");
   KB("  for (int e = 0; e < %d; e++) {\n    const int c = lane + 32 * e;\n    %ssm_o[wid * HD + c] = o[e];\n  }\n",
      EPL, guard);
-  KB("  __syncthreads();\n");
+  KB("  $barrier;\n");
   KB("  float M = -SC_INF, f[NW], L = 0.0f;\n");
-  KB("  for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w]);\n");
-  KB("  for (int w = 0; w < NW; w++) {\n    f[w] = sm_m[w] == -SC_INF ? 0.0f : expf(sm_m[w] - M);\n    L += sm_l[w] * f[w];\n  }\n");
-  KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) {\n");
+  KB("  for (int w = 0; w < NW; w++) M = $fmaxf(M, sm_m[w]);\n");
+  KB("  for (int w = 0; w < NW; w++) {\n    f[w] = sm_m[w] == -SC_INF ? 0.0f : $expf(sm_m[w] - M);\n    L += sm_l[w] * f[w];\n  }\n");
+  KB("  for (int c = $tid; c < HD; c += NW * 32) {\n");
   KB("    float v = 0.0f;\n    for (int w = 0; w < NW; w++) v += sm_o[w * HD + c] * f[w];\n    v /= L;\n");
   if (gate)
-    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)t * %lld + h * HD + c]));\n",
+    KB("    v *= 1.0f / (1.0f + $expf(-gate[(long long)t * %lld + h * HD + c]));\n",
        ld(cg, SRC(n, ATTENTION, GATE)));
   KB("    y[(long long)t * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
   char gx[16], gy[16];
@@ -1013,18 +1026,18 @@ static int emit_attention_tiled(Cu *cu, int i) {
   if (gate) karg(cu, "const float *", "gate", ref(cg, SRC(n, ATTENTION, GATE)));
   karg(cu, "float *", "y", cg->var[i]);
   KB("  enum { HD = %d, NW = %d, QT = %d };\n", HD, NW, QT);
-  KB("  __shared__ __align__(16) float qs[QT * HD];\n");
-  KB("  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];\n");
-  KB("  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;\n");
+  KB("  $shared $align16 float qs[QT * HD];\n");
+  KB("  $shared float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];\n");
+  KB("  const int h = $bid_x, t0 = $bid_y * QT, wid = $tid >> 5, lane = $tid & 31;\n");
   KB("  const int nq = T - t0 < QT ? T - t0 : QT;\n");
   KB("  const int p0 = io->pos + t0, pl = p0 + nq - 1; /* the first and last query's positions */\n");
   if (p->window > 0) KB("  const int lo = p0 - %d + 1 > 0 ? p0 - %d + 1 : 0;\n", p->window, p->window);
   else KB("  const int lo = 0;\n");
   KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
-  KB("  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {\n");
+  KB("  for (int i = $tid; i < QT * HD; i += NW * 32) {\n");
   KB("    const int j = i / HD, c = i - j * HD;\n");
   KB("    qs[i] = j < nq ? q[(long long)(t0 + j) * %lld + h * HD + c] : 0.0f;\n  }\n", ld(cg, qi));
-  KB("  __syncthreads();\n");
+  KB("  $barrier;\n");
   KB("  float m[QT], l[QT], o[QT][%d];\n", EPL);
   KB("#pragma unroll\n  for (int j = 0; j < QT; j++) {\n    m[j] = -SC_INF;\n    l[j] = 0.0f;\n");
   KB("#pragma unroll\n    for (int e = 0; e < %d; e++) o[j][e] = 0.0f;\n  }\n", EPL);
@@ -1056,9 +1069,9 @@ static int emit_attention_tiled(Cu *cu, int i) {
   KB("    }\n");
   KB("    float pk[QT];\n");
   KB("#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
-  KB("      const float mn = fmaxf(m[j], sc_warp_max(s[j]));\n");
-  KB("      const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */\n");
-  KB("      pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);\n");
+  KB("      const float mn = $fmaxf(m[j], sc_warp_max(s[j]));\n");
+  KB("      const float sa = m[j] == mn ? 1.0f : $expf(m[j] - mn); /* -inf == -inf: no rows yet */\n");
+  KB("      pk[j] = s[j] == -SC_INF ? 0.0f : $expf(s[j] - mn);\n");
   KB("      l[j] = l[j] * sa + sc_warp_sum(pk[j]);\n");
   KB("#pragma unroll\n      for (int e = 0; e < %d; e++) o[j][e] *= sa;\n", EPL);
   KB("      m[j] = mn;\n    }\n");
@@ -1069,23 +1082,23 @@ static int emit_attention_tiled(Cu *cu, int i) {
   KB("#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n", EPL);
   KB("        vv[e] = 0.0f;\n        %svv[e] = vr[c];\n      }\n", guard);
   KB("#pragma unroll\n      for (int j = 0; j < QT; j++) {\n");
-  KB("        const float pj = __shfl_sync(0xffffffffu, pk[j], r);\n");
+  KB("        const float pj = $shfl(pk[j], r);\n");
   KB("#pragma unroll\n        for (int e = 0; e < %d; e++) o[j][e] += pj * vv[e];\n      }\n    }\n  }\n", EPL);
   KB("  if (lane == 0)\n#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
   KB("      sm_m[wid * QT + j] = m[j];\n      sm_l[wid * QT + j] = l[j];\n    }\n");
   KB("#pragma unroll\n  for (int j = 0; j < QT; j++)\n#pragma unroll\n    for (int e = 0; e < %d; e++) {\n", EPL);
   KB("      const int c = lane + 32 * e;\n      %ssm_o[(wid * QT + j) * HD + c] = o[j][e];\n    }\n", guard);
-  KB("  __syncthreads();\n");
-  KB("  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {\n");
+  KB("  $barrier;\n");
+  KB("  for (int i = $tid; i < nq * HD; i += NW * 32) {\n");
   KB("    const int j = i / HD, c = i - j * HD;\n");
   KB("    float M = -SC_INF, L = 0.0f, v = 0.0f;\n");
-  KB("    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);\n");
+  KB("    for (int w = 0; w < NW; w++) M = $fmaxf(M, sm_m[w * QT + j]);\n");
   KB("    for (int w = 0; w < NW; w++) {\n");
-  KB("      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);\n");
+  KB("      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : $expf(sm_m[w * QT + j] - M);\n");
   KB("      L += sm_l[w * QT + j] * f;\n      v += sm_o[(w * QT + j) * HD + c] * f;\n    }\n");
   KB("    v /= L;\n");
   if (gate)
-    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)(t0 + j) * %lld + h * HD + c]));\n",
+    KB("    v *= 1.0f / (1.0f + $expf(-gate[(long long)(t0 + j) * %lld + h * HD + c]));\n",
        ld(cg, SRC(n, ATTENTION, GATE)));
   KB("    y[(long long)(t0 + j) * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
   char gx[16], gy[48];
@@ -1177,9 +1190,9 @@ static int emit_node(Cu *cu, int i) {
   }
   case OP_ADD: return emit_map(cu, i, "av + bv");
   case OP_MUL: return emit_map(cu, i, "av * bv");
-  case OP_SILU: return emit_map(cu, i, "av / (1.0f + expf(-av))");
-  case OP_SIGMOID: return emit_map(cu, i, "1.0f / (1.0f + expf(-av))");
-  case OP_SOFTPLUS: return emit_map(cu, i, "logf(1.0f + expf(av))");
+  case OP_SILU: return emit_map(cu, i, "av / (1.0f + $expf(-av))");
+  case OP_SIGMOID: return emit_map(cu, i, "1.0f / (1.0f + $expf(-av))");
+  case OP_SOFTPLUS: return emit_map(cu, i, "$logf(1.0f + $expf(av))");
   case OP_GELU: return emit_map(cu, i, "0.5f * av * (1.0f + erff(av * 0.70710678118654752f))");
   case OP_SWIGLU: {
     /* y = silu(a) * b with a, b the two column halves of one value */
@@ -1187,11 +1200,11 @@ static int emit_node(Cu *cu, int i) {
     kernel_begin(cu);
     karg(cu, "const float *", "x", ref(cg, n->src[0]));
     karg(cu, "float *", "y", v);
-    KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
+    KB("  const int i = $bid_x * 256 + $tid;\n");
     KB("  if (i >= %s * %lld) return;\n", rows(n), C);
     KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
     KB("  const float av = x[(long long)t * %lld + c], bv = x[(long long)t * %lld + %lld + c];\n", ldx, ldx, C);
-    KB("  y[(long long)t * %lld + c] = (av / (1.0f + expf(-av))) * bv;\n", (long long)n->ld);
+    KB("  y[(long long)t * %lld + c] = (av / (1.0f + $expf(-av))) * bv;\n", (long long)n->ld);
     char gx[64];
     grid_items(n, C, 256, gx, sizeof gx);
     return kernel_end(cu, i, 256, gx, "1");
@@ -1227,57 +1240,6 @@ static int emit_graph(Cu *cu, const Graph *g) {
   cg->var = NULL;
   return rc;
 }
-
-/* Helpers every kernel uses.  The SC_EMULATE branch lets the same text
- * compile as C11 for the CPU emulator of the tests (tests/emu). */
-static const char cu_prelude[] =
-    "#ifdef SC_EMULATE\n"
-    "#include \"sc_cuda_emu.h\"\n"
-    "#else\n"
-    "#define SC_KERNEL(threads) extern \"C\" __global__ void __launch_bounds__(threads)\n"
-    "#define SC_DEVICE static __device__ __forceinline__\n"
-    "#define SC_INF __int_as_float(0x7f800000)\n"
-    "#endif\n"
-    "\n"
-    "typedef struct sc_device_io { /* sc_abi.h */\n"
-    "  int n, pos, step, err_kernel, err_value, err_what, pad[10];\n"
-    "} sc_device_io;\n"
-    "typedef struct sc_device_sampler { /* sc_abi.h */\n"
-    "  unsigned long long rng[4];\n"
-    "  int greedy;\n"
-    "  float temperature, top_p;\n"
-    "  int top_k;\n"
-    "  float penalty;\n"
-    "  int ban;\n"
-    "  unsigned long long mask;\n"
-    "} sc_device_sampler;\n"
-    "\n"
-    "SC_DEVICE float sc_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }\n"
-    "SC_DEVICE float sc_lo(unsigned u) { return __uint_as_float(u << 16); }   /* bf16 pair: first */\n"
-    "SC_DEVICE float sc_hi(unsigned u) { return __uint_as_float(u & 0xffff0000u); } /* second */\n"
-    "/* IEEE half, exact (subnormals too) */\n"
-    "SC_DEVICE float sc_f16(unsigned h) {\n"
-    "  const unsigned e = h >> 10 & 31, mant = h & 1023;\n"
-    "  float d = e == 31 ? __uint_as_float(0x7f800000u | mant << 13)\n"
-    "          : e ? __uint_as_float((e + 112) << 23 | mant << 13) : (float)mant * 5.9604644775390625e-8f;\n"
-    "  return h & 0x8000 ? -d : d;\n"
-    "}\n"
-    "SC_DEVICE float sc_warp_sum(float v) {\n"
-    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "  return v;\n"
-    "}\n"
-    "SC_DEVICE float sc_warp_max(float v) {\n"
-    "  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
-    "  return v;\n"
-    "}\n"
-    "/* The first failing kernel of a call records itself, what (1: an id\n"
-    " * outside its table, 2: a NaN/inf output) and the value. */\n"
-    "SC_DEVICE void sc_fail(sc_device_io *io, int kernel, int what, int value) {\n"
-    "  if (atomicCAS(&io->err_kernel, 0, kernel + 1) == 0) {\n"
-    "    io->err_value = value;\n"
-    "    io->err_what = what;\n"
-    "  }\n"
-    "}\n";
 
 /* The sampler every artifact carries (sc_abi.h, SC_SAMPLE_KERNEL): the
  * pipeline of runtime/sample.c.  Suppression and the repetition penalty
@@ -1323,12 +1285,12 @@ static const char cu_sampler[] =
     "}\n"
     "SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp, int *token, int n) {\n"
     "  enum { MAX = %d, NT = 1024 };\n"
-    "  __shared__ float key[MAX];\n"
-    "  __shared__ int kid[MAX];\n"
-    "  __shared__ float rv[NT];\n"
-    "  __shared__ int ri[NT], rb[NT];\n"
-    "  __shared__ double zs;\n"
-    "  const int tid = threadIdx.x;\n"
+    "  $shared float key[MAX];\n"
+    "  $shared int kid[MAX];\n"
+    "  $shared float rv[NT];\n"
+    "  $shared int ri[NT], rb[NT];\n"
+    "  $shared double zs;\n"
+    "  const int tid = $tid;\n"
     "  const unsigned char *mask = (const unsigned char *)sp->mask;\n"
     "  const float pen = sp->penalty;\n"
     "  const int ban = sp->ban;\n"
@@ -1346,7 +1308,7 @@ static const char cu_sampler[] =
     "  }\n"
     "  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, mask, pen, ban, &best, &bi, &bad);\n"
     "  rv[tid] = best;\n  ri[tid] = bi;\n  rb[tid] = bad;\n"
-    "  __syncthreads();\n"
+    "  $barrier;\n"
     "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
     "    if (tid < s) {\n"
     "      const float v = rv[tid + s];\n"
@@ -1354,7 +1316,7 @@ static const char cu_sampler[] =
     "      if (v > rv[tid] || (v == rv[tid] && j < ri[tid])) rv[tid] = v, ri[tid] = j;\n"
     "      if (rb[tid + s] < rb[tid]) rb[tid] = rb[tid + s];\n"
     "    }\n"
-    "    __syncthreads();\n"
+    "    $barrier;\n"
     "  }\n"
     "  const int top_id = ri[0], first_bad = rb[0];\n"
     "  const float temp = sp->temperature;\n"
@@ -1376,17 +1338,17 @@ static const char cu_sampler[] =
     "   * temperature, in id order; m of them (for top-k) */\n"
     "  int N2 = 2, m = 0;\n"
     "  while (N2 < n) N2 <<= 1;\n"
-    "  __syncthreads(); /* everyone has read ri[0] */\n"
+    "  $barrier; /* everyone has read ri[0] */\n"
     "  for (int i = tid; i < N2; i += NT) {\n"
     "    key[i] = i < n ? sc_score(logits[i], i, mask, pen, ban) / temp : -SC_INF;\n"
     "    kid[i] = i; /* padding: ids >= n rank after every real id */\n"
     "    m += key[i] != -SC_INF;\n"
     "  }\n"
     "  ri[tid] = m;\n"
-    "  __syncthreads();\n"
+    "  $barrier;\n"
     "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
     "    if (tid < s) ri[tid] += ri[tid + s];\n"
-    "    __syncthreads();\n"
+    "    $barrier;\n"
     "  }\n"
     "  m = ri[0];\n"
     "  const int k = sp->top_k, topk = k > 0 && k < m;\n"
@@ -1408,7 +1370,7 @@ static const char cu_sampler[] =
     "            key[b] = kv, kid[b] = iv;\n"
     "          }\n"
     "        }\n"
-    "        __syncthreads();\n"
+    "        $barrier;\n"
     "      }\n"
     "  }\n"
     "  if (tid != 0) return;\n"
@@ -1459,7 +1421,12 @@ static int emit_sampler(Cu *cu) {
   if (!(kk->key = malloc(sizeof SC_SAMPLE_KERNEL))) return sc_fail(cu->cg.err, SC_ERUNTIME, "out of memory");
   memcpy(kk->key, SC_SAMPLE_KERNEL, sizeof SC_SAMPLE_KERNEL);
   sb_printf(cu->cu, "\n/* %s: one token from device logits (sc_abi.h) */\n#define SC_KID %d\n", kk->name, cu->n_k);
-  sb_printf(cu->cu, cu_sampler, SC_SAMPLE_MAX);
+  StrBuf text;
+  sb_init(&text);
+  sb_printf(&text, cu_sampler, SC_SAMPLE_MAX);
+  if (!text.failed) cg_dialect_expand(cu->d, cu->cu, text.s, text.len);
+  else cu->cu->failed = 1;
+  sb_free(&text);
   sb_printf(cu->cu, "#undef SC_KID\n");
   cu->n_k++;
   return SC_OK;
@@ -1471,6 +1438,7 @@ int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *ho
   memset(&cus, 0, sizeof cus);
   Cu *cu = &cus;
   cu->cu = cu_out;
+  cu->d = &cg_dialect_cuda;
   sb_init(&cu->launch);
   sb_init(&cu->body);
   StrBuf entries;
@@ -1487,7 +1455,7 @@ int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *ho
             m->max_context);
   if (info->check_numerics) sb_printf(cu_out, " * --check-numerics: outputs are checked for NaN and inf\n");
   sb_printf(cu_out, " */\n");
-  sb_puts(cu_out, cu_prelude);
+  sb_puts(cu_out, cus.d->prelude);
 
   int rc = SC_OK;
   for (int gi = 0; gi < m->n_graphs && rc == SC_OK; gi++) rc = emit_graph(cu, &m->graphs[gi]);
