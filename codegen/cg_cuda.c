@@ -334,6 +334,7 @@ int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *ho
   Cu *cu = &cus;
   cu->cu = cu_out;
   cu->d = &cg_dialect_cuda;
+  IR_ASSERT(cu->d->warp == 32); /* cg_kernels.c's lane arithmetic (& 31, >> 5) */
   sb_init(&cu->launch);
   sb_init(&cu->body);
   StrBuf entries;

@@ -17,17 +17,17 @@ static const struct {
     {"bid_x", offsetof(CgDialect, bid_x)},
     {"bid_y", offsetof(CgDialect, bid_y)},
     {"barrier", offsetof(CgDialect, barrier)},
+    {"warp_barrier", offsetof(CgDialect, warp_barrier)},
     {"shared", offsetof(CgDialect, shared)},
     {"align16", offsetof(CgDialect, align16)},
     {"shfl(", offsetof(CgDialect, shfl)},
     {"ldg(", offsetof(CgDialect, ldg)},
     {"restrict", offsetof(CgDialect, restrict_)},
-    {"as_float(", offsetof(CgDialect, as_float)},
-    {"atomic_cas(", offsetof(CgDialect, atomic_cas)},
     {"expf", offsetof(CgDialect, expf)},
     {"sqrtf", offsetof(CgDialect, sqrtf)},
     {"logf", offsetof(CgDialect, logf)},
     {"fmaxf", offsetof(CgDialect, fmaxf)},
+    {"erff", offsetof(CgDialect, erff)},
 };
 
 static const char *word(const CgDialect *d, const char *name, size_t len) {

@@ -1,7 +1,7 @@
 /*
  * cg_dialect.h — a kernel dialect: the strings and hooks in which one GPU
  * language differs from another, so that the device kernels
- * (cg_cuda.c's emitters, the sampler) are written once over it.  In the
+ * (cg_kernels.c, and cg_cuda.c's sampler) are written once over it.  In the
  * spirit of tinygrad's CStyleLanguage: a record of spellings plus a few
  * hooks, one small instance per language (dialect_cuda.c).
  *
@@ -15,17 +15,20 @@
  *
  * What a Metal instance fills in (a later increment):
  *   prelude      SC_KERNEL / SC_DEVICE as `kernel void` / `static inline`,
- *                SC_INF as INFINITY, sc_warp_sum / sc_warp_max over
- *                simd_sum / simd_max, sc_fail over atomic_compare_exchange
+ *                SC_INF as INFINITY, sc_bf16 / sc_f16 over as_type<float>,
+ *                sc_warp_sum / sc_warp_max over simd_sum / simd_max,
+ *                sc_fail over atomic_compare_exchange_weak_explicit
  *   tid, bid_x, bid_y   the [[thread_position_in_threadgroup]] and
- *                [[threadgroup_position_in_grid]] parameters (kernel_head
- *                declares them: `uint3 sc_tid [[...]]`, word "sc_tid.x")
+ *                [[threadgroup_position_in_grid]] parameters (param adds
+ *                them after the last one, `uint3 sc_tid [[...]]`; the
+ *                word is then "sc_tid.x")
  *   barrier      threadgroup_barrier(mem_flags::mem_threadgroup)
+ *   warp_barrier simdgroup_barrier(mem_flags::mem_threadgroup)
  *   shared       threadgroup;  align16: alignas(16)
  *   shfl(        simd_shuffle(  (CUDA's full mask has no Metal counterpart)
  *   ldg(         "(" (Metal has no read-only-cache load; a plain load)
  *   restrict     "" ; expf/sqrtf/logf/fmaxf: exp, sqrt, log, fmax
- *   as_float(    as_type<float>(
+ *   erff         Metal has no erf: a prelude helper (sc_erf) and its name
  *   kernel_head / param: `kernel void name(device sc_device_io *io
  *                [[buffer(0)]], device const float *x [[buffer(1)]], ...,
  *                constant int &T [[buffer(n)]], uint3 sc_tid [[...]])`:
@@ -45,7 +48,8 @@
 
 typedef struct CgDialect {
   const char *name;        /* "cuda" */
-  int warp;                /* threads of a warp / simdgroup the kernels assume: 32 */
+  int warp;                /* threads of a warp / simdgroup: 32, all cg_kernels.c's
+                            * lane arithmetic supports yet (cg_emit_cuda asserts it) */
   /* Printed once before the kernels: kernel and device-function
    * qualifiers (SC_KERNEL, SC_DEVICE), SC_INF, the device ABI structs and
    * the helpers (bf16/f16 decoding, warp reductions, sc_fail). */
@@ -55,14 +59,13 @@ typedef struct CgDialect {
   const char *bid_x;       /* $bid_x, $bid_y: block index in the grid */
   const char *bid_y;
   const char *barrier;     /* $barrier: block-wide barrier (a statement, no ';') */
+  const char *warp_barrier; /* $warp_barrier: the same within a warp */
   const char *shared;      /* $shared: block-shared storage qualifier */
   const char *align16;     /* $align16: 16-byte alignment of a shared array */
   const char *shfl;        /* $shfl(v, lane): read v of another lane; ends in "(" */
   const char *ldg;         /* $ldg(p): read-only load; ends in "(" */
   const char *restrict_;   /* $restrict: no-alias pointer qualifier */
-  const char *as_float;    /* $as_float(u): the float of 32 bits; ends in "(" */
-  const char *atomic_cas;  /* $atomic_cas(p, old, new); ends in "(" */
-  const char *expf, *sqrtf, *logf, *fmaxf; /* float math */
+  const char *expf, *sqrtf, *logf, *fmaxf, *erff; /* float math */
   /* The head of a kernel: qualifier, launch bound and name, up to the
    * parameter list ("SC_KERNEL(256) decode_layer0_qkv"). */
   void (*kernel_head)(StrBuf *o, const char *name, int threads);

@@ -657,7 +657,7 @@ static int emit_rope(Cu *cu, int i) {
   } else {
     KB("  for (int c = lane; c < %d; c += 32) s[c] = a[c];\n", HD);
   }
-  KB("  __syncwarp();\n");
+  KB("  $warp_barrier;\n");
   KB("  const float *cs = tab + (long long)(io->pos + t) * %d; /* cos | sin */\n", R);
   KB("  for (int i = lane; i < %d; i += 32) {\n", half);
   if (p->rope_mode == ROPE_NEOX) {
@@ -711,7 +711,7 @@ static void rope_head_warp(Cu *cu, const IrParams *p, int norm, const char *a, c
   } else {
     KB("%sfor (int c = lane; c < %d; c += 32) %s[c] = %s[c];\n", ind, HD, s, a);
   }
-  KB("%s__syncwarp();\n", ind);
+  KB("%s$warp_barrier;\n", ind);
   KB("%sconst float *cs = tab + (long long)(%s) * %d; /* cos | sin */\n", ind, at, R);
   KB("%sfor (int i = lane; i < %d; i += 32) {\n", ind, half);
   if (p->rope_mode == ROPE_NEOX) {
@@ -1013,7 +1013,7 @@ int cu_emit_node(Cu *cu, int i) {
   case OP_SILU: return emit_map(cu, i, "av / (1.0f + $expf(-av))");
   case OP_SIGMOID: return emit_map(cu, i, "1.0f / (1.0f + $expf(-av))");
   case OP_SOFTPLUS: return emit_map(cu, i, "$logf(1.0f + $expf(av))");
-  case OP_GELU: return emit_map(cu, i, "0.5f * av * (1.0f + erff(av * 0.70710678118654752f))");
+  case OP_GELU: return emit_map(cu, i, "0.5f * av * (1.0f + $erff(av * 0.70710678118654752f))");
   case OP_SWIGLU: {
     /* y = silu(a) * b with a, b the two column halves of one value */
     const long long C = (long long)n->cols, ldx = ld(cg, n->src[0]);

@@ -1,6 +1,6 @@
 /*
  * dialect_cuda.c — the CUDA kernel dialect (cg_dialect.h): the spellings
- * the kernels of cg_cuda.c print, and the prelude of helpers every
+ * the kernels of cg_kernels.c print, and the prelude of helpers every
  * kernel uses.
  */
 #include "cg_dialect.h"
@@ -72,17 +72,17 @@ const CgDialect cg_dialect_cuda = {
     .bid_x = "blockIdx.x",
     .bid_y = "blockIdx.y",
     .barrier = "__syncthreads()",
+    .warp_barrier = "__syncwarp()",
     .shared = "__shared__",
     .align16 = "__align__(16)",
     .shfl = "__shfl_sync(0xffffffffu, ",
     .ldg = "__ldg(",
     .restrict_ = "__restrict__",
-    .as_float = "__uint_as_float(",
-    .atomic_cas = "atomicCAS(",
     .expf = "expf",
     .sqrtf = "sqrtf",
     .logf = "logf",
     .fmaxf = "fmaxf",
+    .erff = "erff",
     .kernel_head = kernel_head,
     .param = param,
 };
