@@ -111,59 +111,11 @@ static void emit_check_finite(Cg *cg, const IrNode *n, const char *dst, const ch
 }
 
 static int emit_node(Cg *cg, int i) {
+  if (cg_emit_value(cg, i, 0)) return SC_OK;
   const IrNode *n = node(cg, i);
   const IrParams *p = &n->p;
   const char *v = cg->var[i];
   const Module *m = cg->m;
-  switch (n->op) {
-  case OP_WEIGHT: {
-    const IrWeight *w = &m->weights[n->weight];
-    if (w->sets == 1) return SC_OK; /* the W_ macro itself */
-    char base[IR_NAME];
-    c_ident(w->name, base, sizeof base);
-    long long set_bytes = (long long)(w->rows * ir_band_row_bytes(w->band, w->cols));
-    if (p->set_mode == SET_FIXED) {
-      OUT("  const unsigned char *%s = W_%s + %d * %lldLL; /* set %d of %lld */\n", v, base,
-          p->off, set_bytes, p->off, (long long)w->sets);
-    } else {
-      OUT("  if (io->step + %d < 0 || io->step + %d >= %lld) {\n", p->off, p->off, (long long)w->sets);
-      OUT("    K->error(K->ctx, \"%s: step out of range\", io->step);\n    return 1;\n  }\n", n->name);
-      OUT("  const unsigned char *%s = W_%s + (long)(io->step + %d) * %lldLL; /* set step%+d */\n",
-          v, base, p->off, set_bytes, p->off);
-    }
-    return SC_OK;
-  }
-  case OP_INPUT_IDS:
-  case OP_STATE:
-    return SC_OK; /* macros and io fields */
-  case OP_INPUT_EMBEDS:
-    OUT("  const float *%s = io->embeds; /* [%s, %lld] */\n", v, rows(n), (long long)n->cols);
-    return SC_OK;
-  case OP_INPUT_HIDDEN:
-    OUT("  const float *%s = io->hidden_in; /* [1, %lld] */\n", v, (long long)n->cols);
-    return SC_OK;
-  case OP_SLICE:
-    OUT("  %s *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", vtype(n), v,
-        ref(cg, n->src[0]), p->off, rows(n), (long long)n->cols, (long long)n->ld);
-    return SC_OK;
-  case OP_ROW:
-    if (p->off < 0)
-      OUT("  %s *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", vtype(n), v,
-          ref(cg, n->src[0]), rows(&cg->g->nodes[n->src[0]]), ld(cg, n->src[0]), (long long)n->cols);
-    else
-      OUT("  %s *%s = %s + %d * %lld; /* [1, %lld] row %d */\n", vtype(n), v, ref(cg, n->src[0]),
-          p->off, ld(cg, n->src[0]), (long long)n->cols, p->off);
-    return SC_OK;
-  default:
-    break;
-  }
-  /* every other value owns a scratch buffer (or writes through io) */
-  if (n->buf >= 0)
-    OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] */\n", v, (long long)n->buf,
-        rows(n), (long long)n->cols);
-  else if (IR_BUF_IS_OUT(n->buf))
-    OUT("  float *%s = io->%s; /* [%s, %lld] the entry's output itself */\n", v,
-        IR_BUF_SLOT(n->buf) == OUT_LOGITS ? "out" : "hidden_out", rows(n), (long long)n->cols);
   switch (n->op) {
   case OP_EMBED: {
     const IrNode *tab = node(cg, SRC(n, EMBED, TABLE));

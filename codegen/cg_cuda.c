@@ -3,7 +3,7 @@
  *
  * From the same planned Module as the C target, two texts:
  *
- *   model.cu  one `extern "C" __global__` kernel per live node that
+ *   model.cu  one kernel (SC_KERNEL) per live node that
  *             computes, named after its graph and node
  *             (`decode_layer0_qkv`), every shape a literal.  Nodes whose
  *             kernels would be identical (the same op and shapes in every
@@ -16,93 +16,34 @@
  *             W, S, X and io's pointers are device addresses there: host
  *             code only offsets them.
  *
+ * Kernel text is written over a dialect (cg_dialect.h): `$tid`,
+ * `$barrier`, `$shared`, `$shfl(v, j)`, ... are the dialect's words,
+ * spelled by dialect_cuda.c when a kernel is finished; the helpers every
+ * kernel uses are the dialect's prelude.
+ *
  * Kernels read the call's position and step from the session's
  * sc_device_io (sc_abi.h), never from their arguments, so a recorded
  * sequence of launches (a CUDA graph) is valid for every position; the
  * arguments depend only on the graph and its token count T.
  *
- * Semantics are those of cg_c.c's emit_node and the CPU kernels, op for
- * op.  Fused ops are one kernel each.  Numbers differ from the CPU by
- * rounding only (warp-order dot products, online softmax), except for the
- * q8_0 / q4_0 bands, whose activations stay f32 here (the CPU quantizes
- * them to 8 bits as GGML does).
- *
- *   Prompt GEMM (the same ops in graphs of T tokens, f32 / bf16 weights,
- *     no norm or one over the whole row): blocks of 8 warps x 2 rows x 16
- *     tokens, the input staged 256 columns at a time, a lane's 2 x 16
- *     partial dot products in registers: each weight byte read once per 16
- *     tokens (emit_gemm_tiled).
- *   GEMV/GEMM (LINEAR, LINEAR_ADD, NORM_LINEAR, LINEAR_SWIGLU): blocks of 8
- *     warps, each warp one output row at a time (1-4 rows per warp, so
- *     that a large matrix amortises the staging and a small one still has
- *     ~512 blocks), TB tokens per block (grid.y covers T).  Each warp
- *     loads its first row's weights into registers (when they fit) while
- *     the block stages its TB input rows in shared memory (for a norm over
- *     the whole row: x times the norm weight and the sums of squares in
- *     the same pass, 1/rms applied to the dot products; other norm groups
- *     normalise the staged rows), then each lane reads 16 bytes of the
- *     weight row per step (f32: 4 values, bf16: 8; q8_0 / q4_0: lane j
- *     takes element j of each 32-block), every weight byte once per block
- *     of tokens; warp-shuffle reduction; bias, residual or SwiGLU in the
- *     epilogue.
- *   Prompt ATTENTION (graphs of T tokens, head_dim <= 128): one block of 8
- *     warps per (head, 8 queries), each key and value row read once for
- *     the 8 (emit_attention_tiled).
- *   ATTENTION, ROPE_ATTENTION: one block of 8 warps per (head, token);
- *     warps take chunks of 32 cache rows in turn (a lane scores a row),
- *     keep an online softmax, and merge their partial results in shared
- *     memory; ROPE_ATTENTION first rotates q and the new k rows and stages
- *     them with the new v rows in shared memory (emit_attention).
- *   RMSNORM: a block per (group, token).  ROPE / NORM_ROPE: a warp per
- *     (token, head).  EMBED: a block per token (id -1: zero row; an id
- *     outside the table records an error in sc_device_io).  KV_STORE,
- *     elementwise ops and OUTPUT: one thread per element; a value the
- *     planner put in the output slot needs no OUTPUT kernel.
- *   sc_sample (sc_abi.h): the sampler every artifact ends with, launched
- *     by the runtime, not by the entry functions.
+ * The kernel of each op is cg_kernels.c's; this file shares identical
+ * kernels, prints their launchers, the entry functions, the sampler and
+ * the artifact's device code.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cg_internal.h"
+#include "cg_kernels.h"
 
-/* Shared memory the GEMV kernels stage their input rows in (floats). */
-#define CU_STAGE_FLOATS 12288
-
-typedef struct CuArg {
-  const char *type;          /* device parameter type */
-  char name[16];
-  char host[IR_NAME + 96];   /* host C expression of its value */
-} CuArg;
-
-typedef struct CuKernel {
-  char name[80];
-  char *key;                 /* signature + body + launch shape: equal keys share */
-} CuKernel;
-
-typedef struct Cu {
-  Cg cg;                     /* cg.o: the host entry functions */
-  StrBuf *cu;                /* device source */
-  StrBuf launch;             /* host launchers */
-  StrBuf body;               /* the kernel being built */
-  CuArg args[IR_MAX_SRC + 4];
-  int n_args;
-  CuKernel *k;
-  int n_k, cap_k;
-  int check_numerics;        /* --check-numerics: OUTPUT kernels check what they write */
-} Cu;
-
-#define KB(...) sb_printf(&cu->body, __VA_ARGS__)
-
-static void karg(Cu *cu, const char *type, const char *name, const char *host) {
+void cu_karg(Cu *cu, const char *type, const char *name, const char *host) {
   CuArg *a = &cu->args[cu->n_args++];
   a->type = type;
   snprintf(a->name, sizeof a->name, "%s", name);
   snprintf(a->host, sizeof a->host, "%s", host);
 }
 
-static void kernel_begin(Cu *cu) {
+void cu_kernel_begin(Cu *cu) {
   cu->n_args = 0;
   cu->body.len = 0;
   if (cu->body.s) cu->body.s[0] = 0;
@@ -118,17 +59,22 @@ static const char *g_tokens(const Graph *g, char *buf, size_t size) {
 /* Finish the kernel of node i: share an identical earlier kernel or add
  * this one (device source + host launcher), then call it from the entry.
  * gx, gy: host C expressions of the grid (may use T). */
-static int kernel_end(Cu *cu, int i, int threads, const char *gx, const char *gy) {
+int cu_kernel_end(Cu *cu, int i, int threads, const char *gx, const char *gy) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
-  StrBuf key;
+  StrBuf text, key;
+  sb_init(&text);
   sb_init(&key);
-  sb_printf(&key, "(sc_device_io *io");
-  for (int a = 0; a < cu->n_args; a++) sb_printf(&key, ", %s%s", cu->args[a].type, cu->args[a].name);
-  sb_printf(&key, ", int T) {\n%s}\n", cu->body.s ? cu->body.s : "");
+  cu->d->param(&text, 0, "sc_device_io *", "io");
+  for (int a = 0; a < cu->n_args; a++) cu->d->param(&text, a + 1, cu->args[a].type, cu->args[a].name);
+  cu->d->param(&text, cu->n_args + 1, "int ", "T");
+  sb_printf(&text, ") {\n%s}\n", cu->body.s ? cu->body.s : "");
+  const int failed = text.failed;
+  if (!failed) cg_dialect_expand(cu->d, &key, text.s, text.len);
+  sb_free(&text);
   size_t sig_len = key.len;
   sb_printf(&key, "@%d %s %s", threads, gx, gy);
-  if (key.failed || cu->body.failed) {
+  if (failed || key.failed || cu->body.failed) {
     sb_free(&key);
     return sc_fail(cg->err, SC_ERUNTIME, "out of memory while generating CUDA code");
   }
@@ -152,7 +98,7 @@ static int kernel_end(Cu *cu, int i, int threads, const char *gx, const char *gy
     /* device */
     sb_printf(cu->cu, "\n/* %s: %s [%s, %lld] */\n#define SC_KID %d\n", kk->name, ir_op_names[n->op],
               rows(n), (long long)n->cols, k);
-    sb_printf(cu->cu, "SC_KERNEL(%d) %s", threads, kk->name);
+    cu->d->kernel_head(cu->cu, kk->name, threads);
     sb_printf(cu->cu, "%.*s", (int)sig_len, kk->key);
     sb_printf(cu->cu, "#undef SC_KID\n");
     /* host launcher */
@@ -172,1044 +118,6 @@ static int kernel_end(Cu *cu, int i, int threads, const char *gx, const char *gy
   return SC_OK;
 }
 
-/* The device expression of a weight argument `name` that node wi feeds:
- * a weight whose set is chosen by io->step is offset on the device (the
- * host passes the base), so that a recorded launch stays valid. */
-static const char *wptr(Cu *cu, int wi, const char *name) {
-  static _Thread_local char buf[160];
-  const IrNode *w = node(&cu->cg, wi);
-  if (w->op == OP_WEIGHT) {
-    const IrWeight *wt = &cu->cg.m->weights[w->weight];
-    if (wt->sets > 1 && w->p.set_mode == SET_STEP) {
-      long long set_bytes = (long long)(wt->rows * ir_band_row_bytes(wt->band, wt->cols));
-      snprintf(buf, sizeof buf, "(%s + (long long)(io->step + %d) * %lldLL)", name, w->p.off, set_bytes);
-      return buf;
-    }
-  }
-  return name;
-}
-
-/* Norm weight factor for column expression c. */
-static void norm_w(char *out, size_t size, int mode, const char *w, const char *c) {
-  if (mode == NORM_ONE_PLUS) snprintf(out, size, "(1.0f + %s[%s])", w, c);
-  else snprintf(out, size, "%s[%s]", w, c);
-}
-
-static DType band_of(const Cu *cu, int wi) {
-  const IrNode *w = node(&cu->cg, wi);
-  return w->op == OP_WEIGHT ? cu->cg.m->weights[w->weight].band : DT_F32;
-}
-
-/* ---- GEMV / GEMM ---------------------------------------------------------- */
-
-/* One step of the dot loop at column expression c for nw weight rows.  The
- * weights are loaded here (pf NULL) or were loaded ahead into the arrays
- * p0/p1, entry pf. */
-static void gemv_step(Cu *cu, DType band, int vec, int nw, int TB, long long C, const char *ind,
-                      const char *pf) {
-  for (int j = 0; j < nw; j++) {
-    if (vec == 1)
-      KB("%sconst float wv%d = %s;\n", ind, j, band == DT_F32 ? (j ? "w1[c]" : "w0[c]") : (j ? "sc_bf16(w1[c])" : "sc_bf16(w0[c])"));
-    else if (pf)
-      KB("%sconst %s wv%d = p%d[%s];\n", ind, band == DT_F32 ? "float4" : "uint4", j, j, pf);
-    else if (band == DT_F32)
-      KB("%sconst float4 wv%d = __ldg((const float4 *)(w%d + c));\n", ind, j, j);
-    else
-      KB("%sconst uint4 wv%d = __ldg((const uint4 *)(w%d + c));\n", ind, j, j);
-  }
-  KB("#pragma unroll\n%sfor (int tt = 0; tt < %d; tt++) {\n", ind, TB);
-  if (vec == 1) {
-    KB("%s  const float xv = xs[tt * %lld + c];\n", ind, C);
-    for (int j = 0; j < nw; j++) KB("%s  a%d[tt] += wv%d * xv;\n", ind, j, j);
-  } else {
-    KB("%s  const float4 xa = *(const float4 *)(xs + tt * %lld + c);\n", ind, C);
-    if (band == DT_BF16) KB("%s  const float4 xb = *(const float4 *)(xs + tt * %lld + c + 4);\n", ind, C);
-    for (int j = 0; j < nw; j++) {
-      if (band == DT_F32)
-        KB("%s  a%d[tt] += wv%d.x * xa.x + wv%d.y * xa.y + wv%d.z * xa.z + wv%d.w * xa.w;\n", ind, j, j, j, j, j);
-      else
-        KB("%s  a%d[tt] += sc_lo(wv%d.x) * xa.x + sc_hi(wv%d.x) * xa.y + sc_lo(wv%d.y) * xa.z + "
-           "sc_hi(wv%d.y) * xa.w +\n%s             sc_lo(wv%d.z) * xb.x + sc_hi(wv%d.z) * xb.y + "
-           "sc_lo(wv%d.w) * xb.z + sc_hi(wv%d.w) * xb.w;\n",
-           ind, j, j, j, j, j, ind, j, j, j, j);
-    }
-  }
-  KB("%s}\n", ind);
-}
-
-/* Loads of one weight row (and its up row) into the registers p0 (p1):
- * NV full steps of 32 lanes x vec elements, then the REM tail. */
-static void gemv_load_row(Cu *cu, const char *vt, int vec, int nw, long long NV, long long REM, const char *ind) {
-  const long long per = 32LL * vec;
-  for (int j = 0; j < nw; j++) {
-    if (NV > 0)
-      KB("#pragma unroll\n%sfor (int k = 0; k < %lld; k++) p%d[k] = __ldg((const %s *)(w%d + (k * 32 + lane) * %d));\n",
-         ind, NV, j, vt, j, vec);
-    if (REM > 0 && NV > 0)
-      KB("%sif (lane * %d < %lld) p%d[%lld] = __ldg((const %s *)(w%d + %lld + lane * %d));\n", ind, vec, REM, j, NV,
-         vt, j, NV * per, vec);
-    else if (REM > 0)
-      KB("%sif (lane * %d < %lld) p%d[0] = __ldg((const %s *)(w%d + lane * %d));\n", ind, vec, REM, j, vt, j, vec);
-  }
-}
-
-/* Indent the text of b after byte `from` by two spaces per line. */
-static void indent_from(StrBuf *b, size_t from) {
-  if (b->failed || from >= b->len) return;
-  char *tail = malloc(b->len - from + 1);
-  if (!tail) {
-    b->failed = 1;
-    return;
-  }
-  memcpy(tail, b->s + from, b->len - from + 1);
-  b->len = from;
-  b->s[from] = 0;
-  for (char *line = tail; *line;) {
-    char *nl = strchr(line, '\n');
-    size_t n = nl ? (size_t)(nl - line + 1) : strlen(line);
-    if (line[0] != '#' && line[0] != '\n') sb_puts(b, "  ");
-    sb_printf(b, "%.*s", (int)n, line);
-    line += n;
-  }
-  free(tail);
-}
-
-/* Weight registers a warp may hold for its prefetched row (uint4/float4
- * each, 4 registers): beyond this the loads stay in the dot loop. */
-#define CU_PREFETCH_VECS 16
-
-/* Their kernel arguments, in this order: x, nw, w, bias, r. */
-static void lin_kargs(Cu *cu, const IrLinOperands *o) {
-  Cg *cg = &cu->cg;
-  karg(cu, "const float *", "x", ref(cg, o->x));
-  if (o->nw >= 0) karg(cu, "const float *", "nw", ref(cg, o->nw));
-  karg(cu, "const unsigned char *__restrict__ ", "w", cg->var[o->w]);
-  if (o->bias >= 0) karg(cu, "const float *", "bias", ref(cg, o->bias));
-  if (o->res >= 0) karg(cu, "const float *", "r", ref(cg, o->res));
-}
-
-static int emit_gemv(Cu *cu, int i) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const int op = n->op;
-  const int swiglu = op == OP_LINEAR_SWIGLU;
-  const IrLinOperands o = ir_lin_operands(n);
-  const int xi = o.x, nwi = o.nw, wi = o.w, bi = o.bias, ri = o.res;
-  const IrNode *w = node(cg, wi);
-  const DType band = band_of(cu, wi);
-  const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
-  const int quant = sc_band_quantized(ir_wtype(band));
-  if (band != DT_F32 && band != DT_BF16 && !quant)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: weight band %s is not supported yet "
-                   "(accepted: f32, bf16, q8_0, q4_0)", n->name, ir_dtype_name(band));
-  if (quant && w->cols % 32)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %s rows of %lld columns (not blocks of 32)",
-                   n->name, ir_dtype_name(band), (long long)w->cols);
-  /* shared floats per staged token: the row, and a norm's per-token sums */
-  const long long per_token = C + (nwi >= 0 ? 8 + C / n->p.group : 0);
-  if (per_token > CU_STAGE_FLOATS)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %lld input columns exceed the %d a "
-                   "block stages in shared memory", n->name, C, CU_STAGE_FLOATS);
-  const int exact = n->rows != IR_T; /* rows known: a ROW view, or an exact graph */
-  int TB = exact ? (n->rows < 4 ? (int)n->rows : 4) : 4;
-  if (TB * per_token > CU_STAGE_FLOATS) TB = (int)(CU_STAGE_FLOATS / per_token);
-  const int vec = band == DT_F32 ? (C % 4 ? 1 : 4) : (C % 8 ? 1 : 8);
-  const long long per = 32LL * vec, NV = vec > 1 ? C / per : 0, REM = vec > 1 ? C - NV * per : 0;
-  const int nw = swiglu ? 2 : 1;
-  /* the first row's weights are loaded before the input is staged, so the
-   * weight stream starts with the kernel (when a row fits in registers) */
-  const int pf = !quant && vec > 1 && (NV + (REM > 0)) * nw <= CU_PREFETCH_VECS;
-  const long long NP = NV + (REM > 0);
-  /* a norm over the whole row: its factor multiplies the dot product */
-  const int norm1 = nwi >= 0 && n->p.group == C;
-  const char *T = rows(n);
-  const long long ldx = ld(cg, xi), ldy = (long long)n->ld;
-  char nwf[64];
-
-  kernel_begin(cu);
-  lin_kargs(cu, &o);
-  karg(cu, "float *", "y", cg->var[i]);
-
-  /* rows per block: 8 warps x RW rows each, so that large matrices
-   * amortise the staging over more rows while small ones keep >= ~512
-   * blocks in flight */
-  long long RW = R / (8 * 512);
-  RW = RW < 1 ? 1 : RW > 4 ? 4 : RW;
-  const long long RPB = 8 * RW;
-  const char *et = band == DT_F32 ? "float" : band == DT_BF16 ? "unsigned short" : "unsigned char";
-  const char *vt = band == DT_F32 ? "float4" : "uint4";
-  const long long row_units = quant ? (long long)ir_band_row_bytes(band, C) : C; /* elements or bytes */
-
-  KB("  __shared__ __align__(16) float xs[%lld]; /* [%d tokens, %lld] */\n", (long long)TB * C, TB, C);
-  KB("  const int t0 = blockIdx.y * %d;\n", TB);
-  KB("  const int nt = %s - t0 < %d ? %s - t0 : %d;\n", T, TB, T, TB);
-  KB("  const int lane = threadIdx.x & 31, row0 = blockIdx.x * %lld + (threadIdx.x >> 5);\n", RPB);
-  KB("  const int row_end = blockIdx.x * %lld + %lld < %lld ? blockIdx.x * %lld + %lld : %lld;\n", RPB, RPB, R,
-     RPB, RPB, R);
-  if (pf) {
-    KB("  %s p0[%lld]", vt, NP);
-    if (swiglu) KB(", p1[%lld]", NP);
-    KB("; /* this warp's first row, loaded while the input is staged */\n");
-    KB("  if (row0 < row_end) {\n");
-    KB("    const %s *w0 = (const %s *)%s + (long long)row0 * %lld;\n", et, et, wptr(cu, wi, "w"), row_units);
-    if (swiglu) KB("    const %s *w1 = w0 + %lldLL; /* the up row */\n", et, R * row_units);
-    gemv_load_row(cu, vt, vec, nw, NV, REM, "    ");
-    KB("  }\n");
-  }
-  if (norm1) {
-    /* one pass: stage x * w' and each row's sum of squares; the factor
-     * 1/rms(x) multiplies the dot products in the epilogue */
-    const IrParams *p = &n->p;
-    norm_w(nwf, sizeof nwf, p->norm_mode, "nw", "c");
-    KB("  __shared__ float ssp[%d]; /* [%d tokens, 8 warps] partial sums of squares */\n", 8 * TB, TB);
-    KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
-    KB("    float ss = 0.0f;\n");
-    KB("    for (int c = threadIdx.x; c < %lld; c += 256) {\n", C);
-    KB("      const float v = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
-    KB("      xs[tt * %lld + c] = v * %s;\n", C, nwf);
-    KB("      ss += v * v;\n    }\n");
-    KB("    ss = sc_warp_sum(ss);\n");
-    KB("    if (lane == 0) ssp[tt * 8 + (threadIdx.x >> 5)] = ss;\n  }\n  __syncthreads();\n");
-    char eps[32];
-    KB("  float rr[%d]; /* 1 / rms of each staged row */\n", TB);
-    KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
-    KB("    float s = 0.0f;\n    for (int k = 0; k < 8; k++) s += ssp[tt * 8 + k];\n");
-    KB("    rr[tt] = 1.0f / sqrtf(s / %lld.0f + %s);\n  }\n", C, cg_float(eps, p->eps));
-  } else {
-    KB("  for (int i = threadIdx.x; i < %lld; i += 256) {\n", (long long)TB * C);
-    KB("    const int tt = i / %lld, c = i - tt * %lld;\n", C, C);
-    KB("    xs[i] = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
-    KB("  }\n  __syncthreads();\n");
-  }
-  if (nwi >= 0 && !norm1) {
-    const IrParams *p = &n->p;
-    const long long G = C / p->group;
-    KB("  { /* RMSNorm of each staged row, per group of %d */\n", p->group);
-    KB("    __shared__ float rs[%lld];\n", (long long)TB * G);
-    KB("    for (int u = threadIdx.x >> 5; u < %lld; u += 8) {\n", (long long)TB * G);
-    KB("      const float *xr = xs + u * %d;\n", p->group);
-    KB("      float ss = 0.0f;\n");
-    KB("      for (int c = threadIdx.x & 31; c < %d; c += 32) ss += xr[c] * xr[c];\n", p->group);
-    KB("      ss = sc_warp_sum(ss);\n");
-    char eps[32];
-    KB("      if ((threadIdx.x & 31) == 0) rs[u] = 1.0f / sqrtf(ss / %d.0f + %s);\n", p->group, cg_float(eps, p->eps));
-    KB("    }\n    __syncthreads();\n");
-    KB("    for (int i = threadIdx.x; i < %lld; i += 256) {\n", (long long)TB * C);
-    KB("      const int c = i %% %d;\n", p->group);
-    norm_w(nwf, sizeof nwf, p->norm_mode, "nw", "c");
-    KB("      xs[i] = (xs[i] * rs[i / %d]) * %s;\n", p->group, nwf);
-    KB("    }\n    __syncthreads();\n  }\n");
-  }
-  KB("  for (int row = row0; row < row_end; row += 8) {\n");
-  size_t mark = cu->body.len;
-  KB("  const %s *w0 = (const %s *)%s + (long long)row * %lld;\n", et, et, wptr(cu, wi, "w"), row_units);
-  if (swiglu) KB("  const %s *w1 = w0 + %lldLL; /* the up row */\n", et, R * row_units);
-  if (pf) {
-    KB("  if (row != row0) {\n");
-    gemv_load_row(cu, vt, vec, nw, NV, REM, "    ");
-    KB("  }\n");
-  }
-  KB("  float a0[%d]", TB);
-  if (swiglu) KB(", a1[%d]", TB);
-  KB(";\n#pragma unroll\n  for (int tt = 0; tt < %d; tt++) a0[tt] = %s0.0f;\n", TB, swiglu ? "a1[tt] = " : "");
-  if (quant) {
-    /* GGML blocks of 32: lane j takes element j of each block (its byte,
-     * or nibble, and the block's f16 scale), so a warp reads a block's
-     * bytes together; the activations stay f32 */
-    const int q8 = band == DT_Q8_0, bb = sc_band(ir_wtype(band))->block_bytes;
-    KB("#pragma unroll 4\n  for (int b = 0; b < %lld; b++) {\n", C / 32);
-    KB("    const int c = b * 32 + lane;\n");
-    for (int j = 0; j < nw; j++) {
-      KB("    const unsigned char *k%d = w%d + b * %d;\n", j, j, bb);
-      KB("    const float d%d = sc_f16(*(const unsigned short *)k%d);\n", j, j);
-      if (q8) KB("    const float q%d = (float)(signed char)k%d[2 + lane];\n", j, j);
-      else KB("    const float q%d = (float)((lane < 16 ? k%d[2 + lane] & 15 : k%d[2 + lane - 16] >> 4) - 8);\n", j, j, j);
-    }
-    KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n", TB);
-    KB("      const float xv = xs[tt * %lld + c];\n", C);
-    KB("      a0[tt] += d0 * (q0 * xv);\n");
-    if (swiglu) KB("      a1[tt] += d1 * (q1 * xv);\n");
-    KB("    }\n  }\n");
-  } else if (vec == 1) {
-    KB("  for (int c = lane; c < %lld; c += 32) {\n", C);
-    gemv_step(cu, band, 1, nw, TB, C, "    ", NULL);
-    KB("  }\n");
-  } else {
-    if (NV > 0) {
-      KB("#pragma unroll\n  for (int k = 0; k < %lld; k++) {\n", NV);
-      KB("    const int c = (k * 32 + lane) * %d;\n", vec);
-      gemv_step(cu, band, vec, nw, TB, C, "    ", pf ? "k" : NULL);
-      KB("  }\n");
-    }
-    if (REM > 0) {
-      char last[24];
-      snprintf(last, sizeof last, "%lld", NV);
-      KB("  if (lane * %d < %lld) {\n", vec, REM);
-      if (NV > 0) KB("    const int c = %lld + lane * %d;\n", NV * per, vec);
-      else KB("    const int c = lane * %d;\n", vec);
-      gemv_step(cu, band, vec, nw, TB, C, "    ", pf ? last : NULL);
-      KB("  }\n");
-    }
-  }
-  KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
-  KB("    a0[tt] = sc_warp_sum(a0[tt])%s;\n", norm1 ? " * rr[tt]" : "");
-  if (swiglu) KB("    a1[tt] = sc_warp_sum(a1[tt])%s;\n", norm1 ? " * rr[tt]" : "");
-  KB("  }\n  if (lane == 0) {\n");
-  KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n      if (tt >= nt) break;\n", TB);
-  KB("      const long long t = t0 + tt;\n");
-  if (swiglu) {
-    KB("      const float g = a0[tt], u = a1[tt];\n");
-    KB("      y[t * %lld + row] = (g / (1.0f + expf(-g))) * u;\n", ldy);
-  } else if (ri >= 0) {
-    KB("      y[t * %lld + row] = r[t * %lld + row] + a0[tt];\n", ldy, ld(cg, ri));
-  } else {
-    KB("      y[t * %lld + row] = a0[tt]%s;\n", ldy, bi >= 0 ? " + bias[row]" : "");
-  }
-  KB("    }\n  }\n");
-  /* the loop body above was written at function depth: indent it */
-  indent_from(&cu->body, mark);
-  KB("  }\n");
-  char gx[32], gy[64];
-  snprintf(gx, sizeof gx, "%lld", (R + RPB - 1) / RPB);
-  if (exact) snprintf(gy, sizeof gy, "%lld", ((long long)n->rows + TB - 1) / TB);
-  else snprintf(gy, sizeof gy, "(T + %d) / %d", TB - 1, TB);
-  return kernel_end(cu, i, 256, gx, gy);
-}
-
-/* ---- prompt GEMM ---------------------------------------------------------- */
-
-/* Tile of the prompt GEMM: tokens per block, rows per warp, columns staged
- * per step (floats). */
-#define CU_GT 16
-#define CU_GR 2
-#define CU_GK 256
-
-/* Graphs of T tokens (prefill) with f32 / bf16 weights and no norm or one
- * over the whole row take the tiled GEMM below; the rest the GEMV kernel. */
-static int gemm_tiled(const Cu *cu, int i) {
-  const Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  if (n->rows != IR_T) return 0;
-  const IrLinOperands o = ir_lin_operands(n);
-  const int wi = o.w, nwi = o.nw;
-  const DType band = band_of(cu, wi);
-  const long long C = node(cg, wi)->cols;
-  if (band == DT_F32) return C % 4 == 0 && (nwi < 0 || n->p.group == C);
-  if (band == DT_BF16) return C % 8 == 0 && (nwi < 0 || n->p.group == C);
-  return 0;
-}
-
-/* The prompt GEMM: a block of 8 warps takes CU_GT tokens and 8 * CU_GR
- * rows.  The input is staged CU_GK columns at a time for all CU_GT tokens
- * (a norm's weight applied as it is staged, 1/rms of each row computed
- * first), and each lane keeps its warp's CU_GR rows x CU_GT tokens of
- * partial dot products in registers, so every weight byte is read once
- * per CU_GT tokens (the GEMV kernel: once per 4) and each 16-byte weight
- * load feeds CU_GT * 8 (bf16) multiply-adds.  Warp-shuffle reductions and
- * the GEMV kernel's epilogues (1/rms, bias, residual, SwiGLU) at the end. */
-static int emit_gemm_tiled(Cu *cu, int i) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const int op = n->op;
-  const int swiglu = op == OP_LINEAR_SWIGLU;
-  const IrLinOperands o = ir_lin_operands(n);
-  const int xi = o.x, nwi = o.nw, wi = o.w, bi = o.bias, ri = o.res;
-  const IrNode *w = node(cg, wi);
-  const DType band = band_of(cu, wi);
-  const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
-  const int vec = band == DT_F32 ? 4 : 8, steps = CU_GK / (32 * vec), nw = swiglu ? 2 : 1;
-  const long long ldx = ld(cg, xi), ldy = (long long)n->ld;
-  const char *et = band == DT_F32 ? "float" : "unsigned short";
-  const char *vt = band == DT_F32 ? "float4" : "uint4";
-  char nwf[64], eps[32];
-
-  kernel_begin(cu);
-  lin_kargs(cu, &o);
-  karg(cu, "float *", "y", cg->var[i]);
-
-  KB("  __shared__ __align__(16) float xs[%d]; /* [%d tokens, %d columns] of the input */\n", CU_GT * CU_GK,
-     CU_GT, CU_GK);
-  KB("  const int t0 = blockIdx.y * %d;\n", CU_GT);
-  KB("  const int nt = T - t0 < %d ? T - t0 : %d;\n", CU_GT, CU_GT);
-  KB("  const int lane = threadIdx.x & 31, row0 = blockIdx.x * %d + (threadIdx.x >> 5) * %d;\n", 8 * CU_GR, CU_GR);
-  if (nwi >= 0) {
-    KB("  __shared__ float rr[%d]; /* 1 / rms of each token's row */\n", CU_GT);
-    KB("  for (int tt = threadIdx.x >> 5; tt < %d; tt += 8) {\n", CU_GT);
-    KB("    float ss = 0.0f;\n");
-    KB("    if (tt < nt)\n");
-    KB("      for (int c = lane; c < %lld; c += 32) {\n", C);
-    KB("        const float v = x[(long long)(t0 + tt) * %lld + c];\n", ldx);
-    KB("        ss += v * v;\n      }\n");
-    KB("    ss = sc_warp_sum(ss);\n");
-    KB("    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / %lld.0f + %s);\n  }\n", C, cg_float(eps, n->p.eps));
-  }
-  /* this warp's rows (clamped: the last block's extra rows compute a
-   * copy of row R-1 that is never written) */
-  for (int r = 0; r < CU_GR; r++) {
-    KB("  const %s *w%d_%d = (const %s *)%s + (long long)(row0 + %d < %lld ? row0 + %d : %lld) * %lld;\n", et, 0, r,
-       et, wptr(cu, wi, "w"), r, R, r, R - 1, C);
-    if (swiglu) KB("  const %s *w1_%d = w0_%d + %lldLL; /* the up row */\n", et, r, r, R * C);
-  }
-  KB("  float a0[%d][%d]", CU_GR, CU_GT);
-  if (swiglu) KB(", a1[%d][%d]", CU_GR, CU_GT);
-  KB(";\n");
-  KB("#pragma unroll\n  for (int j = 0; j < %d; j++)\n#pragma unroll\n", CU_GR);
-  KB("    for (int tt = 0; tt < %d; tt++) a0[j][tt] = %s0.0f;\n", CU_GT, swiglu ? "a1[j][tt] = " : "");
-  KB("  for (int k0 = 0; k0 < %lld; k0 += %d) {\n", C, CU_GK);
-  KB("    __syncthreads(); /* the previous columns are used up */\n");
-  KB("    for (int i = threadIdx.x; i < %d; i += 256) {\n", CU_GT * CU_GK);
-  KB("      const int tt = i / %d, c = k0 + (i & %d);\n", CU_GK, CU_GK - 1);
-  if (nwi >= 0) norm_w(nwf, sizeof nwf, n->p.norm_mode, "nw", "c");
-  KB("      xs[i] = tt < nt && c < %lld ? x[(long long)(t0 + tt) * %lld + c]%s%s : 0.0f;\n", C, ldx,
-     nwi >= 0 ? " * " : "", nwi >= 0 ? nwf : "");
-  KB("    }\n    __syncthreads();\n");
-  for (int s = 0; s < steps; s++) {
-    KB("    {\n      const int c = %d + lane * %d; /* in the staged columns */\n", s * 32 * vec, vec);
-    if (C % CU_GK) KB("      if (k0 + c < %lld) {\n", C);
-    const char *ind = C % CU_GK ? "        " : "      ";
-    for (int r = 0; r < CU_GR; r++)
-      for (int j = 0; j < nw; j++)
-        KB("%sconst %s wv%d_%d = __ldg((const %s *)(w%d_%d + k0 + c));\n", ind, vt, j, r, vt, j, r);
-    KB("#pragma unroll\n%sfor (int tt = 0; tt < %d; tt++) {\n", ind, CU_GT);
-    KB("%s  const float4 xa = *(const float4 *)(xs + tt * %d + c);\n", ind, CU_GK);
-    if (band == DT_BF16) KB("%s  const float4 xb = *(const float4 *)(xs + tt * %d + c + 4);\n", ind, CU_GK);
-    for (int r = 0; r < CU_GR; r++)
-      for (int j = 0; j < nw; j++) {
-        if (band == DT_F32)
-          KB("%s  a%d[%d][tt] += wv%d_%d.x * xa.x + wv%d_%d.y * xa.y + wv%d_%d.z * xa.z + wv%d_%d.w * xa.w;\n", ind,
-             j, r, j, r, j, r, j, r, j, r);
-        else
-          KB("%s  a%d[%d][tt] += sc_lo(wv%d_%d.x) * xa.x + sc_hi(wv%d_%d.x) * xa.y + sc_lo(wv%d_%d.y) * xa.z +\n"
-             "%s               sc_hi(wv%d_%d.y) * xa.w + sc_lo(wv%d_%d.z) * xb.x + sc_hi(wv%d_%d.z) * xb.y +\n"
-             "%s               sc_lo(wv%d_%d.w) * xb.z + sc_hi(wv%d_%d.w) * xb.w;\n",
-             ind, j, r, j, r, j, r, j, r, ind, j, r, j, r, j, r, ind, j, r, j, r);
-      }
-    KB("%s}\n", ind);
-    if (C % CU_GK) KB("      }\n");
-    KB("    }\n");
-  }
-  KB("  }\n");
-  KB("#pragma unroll\n  for (int j = 0; j < %d; j++) {\n", CU_GR);
-  KB("    const int row = row0 + j;\n");
-  KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n", CU_GT);
-  KB("      const float g = sc_warp_sum(a0[j][tt])%s;\n", nwi >= 0 ? " * rr[tt]" : "");
-  if (swiglu) KB("      const float u = sc_warp_sum(a1[j][tt])%s;\n", nwi >= 0 ? " * rr[tt]" : "");
-  KB("      if (lane == 0 && row < %lld && tt < nt) {\n", R);
-  KB("        const long long t = t0 + tt;\n");
-  if (swiglu) KB("        y[t * %lld + row] = (g / (1.0f + expf(-g))) * u;\n", ldy);
-  else if (ri >= 0) KB("        y[t * %lld + row] = r[t * %lld + row] + g;\n", ldy, ld(cg, ri));
-  else KB("        y[t * %lld + row] = g%s;\n", ldy, bi >= 0 ? " + bias[row]" : "");
-  KB("      }\n    }\n  }\n");
-  char gx[32], gy[64];
-  snprintf(gx, sizeof gx, "%lld", (R + 8 * CU_GR - 1) / (8 * CU_GR));
-  snprintf(gy, sizeof gy, "(T + %d) / %d", CU_GT - 1, CU_GT);
-  return kernel_end(cu, i, 256, gx, gy);
-}
-
-/* ---- the other ops ------------------------------------------------------- */
-
-/* Grid of `per_block`-thread blocks covering rows*count items, rows those
- * of value v (a literal, or the launcher's T). */
-static void grid_items(const IrNode *v, long long count, int per_block, char *gx, size_t size) {
-  if (v->rows != IR_T)
-    snprintf(gx, size, "%lld", ((long long)v->rows * count + per_block - 1) / per_block);
-  else
-    snprintf(gx, size, "(T * %lld + %d) / %d", count, per_block - 1, per_block);
-}
-
-/* One block per row of value v. */
-static const char *rows_grid(const IrNode *v, char *buf, size_t size) {
-  if (v->rows != IR_T) {
-    snprintf(buf, size, "%lld", (long long)v->rows);
-    return buf;
-  }
-  return "T";
-}
-
-/* One thread per element of a [T, cols] result: y = expr over a (, b). */
-static int emit_map(Cu *cu, int i, const char *expr) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const long long C = (long long)n->cols;
-  kernel_begin(cu);
-  karg(cu, "const float *", "a", ref(cg, n->src[0]));
-  if (n->nsrc > 1) karg(cu, "const float *", "b", ref(cg, n->src[1]));
-  karg(cu, "float *", "y", cg->var[i]);
-  KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
-  KB("  if (i >= %s * %lld) return;\n", rows(n), C);
-  KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
-  KB("  const float av = a[(long long)t * %lld + c];\n", ld(cg, n->src[0]));
-  if (n->nsrc > 1) {
-    const IrNode *b = node(cg, n->src[1]);
-    int bcast = b->rows == 1 && n->rows != 1;
-    KB("  const float bv = b[%s%lld + c];\n", bcast ? "" : "(long long)t * ", bcast ? 0LL : ld(cg, n->src[1]));
-  }
-  KB("  y[(long long)t * %lld + c] = %s;\n", (long long)n->ld, expr);
-  char gx[64];
-  grid_items(n, C, 256, gx, sizeof gx);
-  return kernel_end(cu, i, 256, gx, "1");
-}
-
-/* OUTPUT: rows of x into io's buffer; with --check-numerics the first
- * NaN/inf is reported (sc_device_io) with its index in the output. */
-static int emit_copy(Cu *cu, int i, int xi, const char *dst, long long ldy) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const long long C = (long long)n->cols;
-  kernel_begin(cu);
-  karg(cu, "const float *", "x", ref(cg, xi));
-  karg(cu, "float *", "y", dst);
-  KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
-  KB("  if (i >= %s * %lld) return;\n", rows(n), C);
-  KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
-  if (cu->check_numerics) {
-    KB("  const float v = x[(long long)t * %lld + c];\n", ld(cg, xi));
-    KB("  if (!isfinite(v)) sc_fail(io, SC_KID, 2, i); /* --check-numerics */\n");
-    KB("  y[(long long)t * %lld + c] = v;\n", ldy);
-  } else {
-    KB("  y[(long long)t * %lld + c] = x[(long long)t * %lld + c];\n", ldy, ld(cg, xi));
-  }
-  char gx[64];
-  grid_items(n, C, 256, gx, sizeof gx);
-  return kernel_end(cu, i, 256, gx, "1");
-}
-
-static int emit_embed(Cu *cu, int i) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const IrNode *tab = node(cg, SRC(n, EMBED, TABLE));
-  const IrWeight *w = &cg->m->weights[tab->weight];
-  const long long C = (long long)w->cols;
-  kernel_begin(cu);
-  karg(cu, "const int *", "ids", ref(cg, SRC(n, EMBED, IDS)));
-  karg(cu, "const unsigned char *__restrict__ ", "tab", cg->var[SRC(n, EMBED, TABLE)]);
-  karg(cu, "float *", "y", cg->var[i]);
-  KB("  const int t = blockIdx.x, id = ids[t];\n");
-  KB("  float *yr = y + (long long)t * %lld;\n", (long long)n->ld);
-  KB("  if (id == -1) {\n    for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = 0.0f;\n    return;\n  }\n", C);
-  KB("  if (id < 0 || id >= %lld) { /* %s: token id out of range [0, %lld) */\n", (long long)w->rows, n->name,
-     (long long)w->rows);
-  KB("    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);\n    return;\n  }\n");
-  const char *tp = wptr(cu, SRC(n, EMBED, TABLE), "tab");
-  if (w->band == DT_F32) {
-    KB("  const float *row = (const float *)%s + (long long)id * %lld;\n", tp, C);
-    KB("  for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = row[c];\n", C);
-  } else if (w->band == DT_BF16) {
-    KB("  const unsigned short *row = (const unsigned short *)%s + (long long)id * %lld;\n", tp, C);
-    KB("  for (int c = threadIdx.x; c < %lld; c += 256) yr[c] = sc_bf16(row[c]);\n", C);
-  } else if (sc_band_quantized(ir_wtype(w->band))) {
-    /* GGML blocks, as the C target decodes them */
-    int q8 = w->band == DT_Q8_0;
-    KB("  const unsigned char *row = %s + (long long)id * %lldLL; /* %s */\n", tp,
-       (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
-    KB("  for (int c = threadIdx.x; c < %lld; c += 256) {\n", C);
-    KB("    const unsigned char *blk = row + (c >> 5) * %d;\n", sc_band(ir_wtype(w->band))->block_bytes);
-    KB("    const float d = sc_f16(blk[0] | (unsigned)blk[1] << 8);\n");
-    if (q8) KB("    yr[c] = d * (float)(signed char)blk[2 + (c & 31)];\n");
-    else KB("    const int j = c & 31;\n    yr[c] = d * (float)((j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8);\n");
-    KB("  }\n");
-  } else {
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: embedding band %s is not supported yet",
-                   ir_dtype_name(w->band));
-  }
-  char gx[16];
-  return kernel_end(cu, i, 256, rows_grid(n, gx, sizeof gx), "1");
-}
-
-static int emit_rmsnorm(Cu *cu, int i) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const IrParams *p = &n->p;
-  const int G = (int)(n->cols / p->group);
-  int nt = p->group >= 256 ? 256 : (p->group + 31) / 32 * 32;
-  char wf[64];
-  norm_w(wf, sizeof wf, p->norm_mode, "w", "c");
-  kernel_begin(cu);
-  karg(cu, "const float *", "x", ref(cg, SRC(n, RMSNORM, X)));
-  karg(cu, "const float *", "w", ref(cg, SRC(n, RMSNORM, NW)));
-  karg(cu, "float *", "y", cg->var[i]);
-  KB("  __shared__ float part[%d];\n  __shared__ float rr;\n", nt / 32);
-  KB("  const long long t = blockIdx.y;\n");
-  KB("  const float *xr = x + t * %lld + blockIdx.x * %d;\n", ld(cg, SRC(n, RMSNORM, X)), p->group);
-  KB("  float *yr = y + t * %lld + blockIdx.x * %d;\n", (long long)n->ld, p->group);
-  KB("  float ss = 0.0f;\n");
-  KB("  for (int c = threadIdx.x; c < %d; c += %d) ss += xr[c] * xr[c];\n", p->group, nt);
-  KB("  ss = sc_warp_sum(ss);\n  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;\n  __syncthreads();\n");
-  KB("  if (threadIdx.x == 0) {\n    float s = 0.0f;\n");
-  KB("    for (int k = 0; k < %d; k++) s += part[k];\n", nt / 32);
-  char eps[32];
-  KB("    rr = 1.0f / sqrtf(s / %d.0f + %s);\n  }\n  __syncthreads();\n", p->group, cg_float(eps, p->eps));
-  KB("  for (int c = threadIdx.x; c < %d; c += %d) yr[c] = (xr[c] * rr) * %s;\n", p->group, nt, wf);
-  char gx[16], gy[16];
-  snprintf(gx, sizeof gx, "%d", G);
-  return kernel_end(cu, i, nt, gx, rows_grid(n, gy, sizeof gy));
-}
-
-/* ROPE and NORM_ROPE: a warp per (token, head), the head staged in shared
- * memory so that any pairing (NeoX halves, interleaved) reads it. */
-static int emit_rope(Cu *cu, int i) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const IrParams *p = &n->p;
-  const int norm = n->op == OP_NORM_ROPE;
-  const int HD = p->head_dim, R = p->rot_dims, half = R / 2;
-  char wf[64];
-  kernel_begin(cu);
-  const int xi = norm ? SRC(n, NORM_ROPE, X) : SRC(n, ROPE, X);
-  karg(cu, "const float *", "x", ref(cg, xi));
-  if (norm) karg(cu, "const float *", "nw", ref(cg, SRC(n, NORM_ROPE, NW)));
-  karg(cu, "const float *", "tab", ref(cg, norm ? SRC(n, NORM_ROPE, TABLE) : SRC(n, ROPE, TABLE)));
-  karg(cu, "float *", "y", cg->var[i]);
-  KB("  __shared__ float hb[%d];\n", 4 * HD);
-  KB("  const int lane = threadIdx.x & 31, u = blockIdx.x * 4 + (threadIdx.x >> 5);\n");
-  KB("  if (u >= %s * %d) return;\n", rows(n), p->heads);
-  KB("  const int t = u / %d, h = u - t * %d;\n", p->heads, p->heads);
-  KB("  const float *a = x + (long long)t * %lld + h * %d;\n", ld(cg, xi), HD);
-  KB("  float *b = y + (long long)t * %lld + h * %d;\n", (long long)n->ld, HD);
-  KB("  float *s = hb + (threadIdx.x >> 5) * %d;\n", HD);
-  if (norm) {
-    norm_w(wf, sizeof wf, p->norm_mode, "nw", "c");
-    KB("  float ss = 0.0f;\n");
-    KB("  for (int c = lane; c < %d; c += 32) {\n    s[c] = a[c];\n    ss += s[c] * s[c];\n  }\n", HD);
-    KB("  ss = sc_warp_sum(ss);\n");
-    char eps[32];
-    KB("  const float r = 1.0f / sqrtf(ss / %d.0f + %s);\n", HD, cg_float(eps, p->eps));
-    KB("  for (int c = lane; c < %d; c += 32) s[c] = (s[c] * r) * %s;\n", HD, wf);
-  } else {
-    KB("  for (int c = lane; c < %d; c += 32) s[c] = a[c];\n", HD);
-  }
-  KB("  __syncwarp();\n");
-  KB("  const float *cs = tab + (long long)(io->pos + t) * %d; /* cos | sin */\n", R);
-  KB("  for (int i = lane; i < %d; i += 32) {\n", half);
-  if (p->rope_mode == ROPE_NEOX) {
-    KB("    const float x0 = s[i], x1 = s[i + %d], c = cs[i], sn = cs[%d + i];\n", half, half);
-    KB("    b[i] = x0 * c - x1 * sn;\n    b[i + %d] = x1 * c + x0 * sn;\n", half);
-  } else {
-    KB("    const float x0 = s[2 * i], x1 = s[2 * i + 1], c = cs[i], sn = cs[%d + i];\n", half);
-    KB("    b[2 * i] = x0 * c - x1 * sn;\n    b[2 * i + 1] = x1 * c + x0 * sn;\n");
-  }
-  KB("  }\n");
-  if (R < HD) KB("  for (int i = %d + lane; i < %d; i += 32) b[i] = s[i];\n", R, HD);
-  char gx[64];
-  grid_items(n, p->heads, 4, gx, sizeof gx);
-  return kernel_end(cu, i, 128, gx, "1");
-}
-
-static int emit_kv_store(Cu *cu, int i) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const IrNode *c = node(cg, SRC(n, KV_STORE, CACHE)), *x = node(cg, SRC(n, KV_STORE, X));
-  const long long C = (long long)c->cols;
-  kernel_begin(cu);
-  karg(cu, "const float *", "x", ref(cg, SRC(n, KV_STORE, X)));
-  karg(cu, "float *", "cache", ref(cg, SRC(n, KV_STORE, CACHE)));
-  KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
-  KB("  if (i >= %s * %lld) return;\n", rows(x), C);
-  KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
-  KB("  cache[(long long)((io->pos + t) %% %lld) * %lld + c] = x[(long long)t * %lld + c];\n",
-     (long long)c->rows, C, ld(cg, SRC(n, KV_STORE, X)));
-  char gx[64];
-  grid_items(x, C, 256, gx, sizeof gx);
-  return kernel_end(cu, i, 256, gx, "1");
-}
-
-/* ROPE_ATTENTION's prologue for one head, by one warp: the raw head a
- * (staged in s), its norm with weight nwv when norm, its rotation at
- * position `at` into b (shared memory), as emit_rope does per head. */
-static void rope_head_warp(Cu *cu, const IrParams *p, int norm, const char *a, const char *nwv, const char *s,
-                           const char *b, const char *at, const char *ind) {
-  const int HD = p->head_dim, R = p->rot_dims, half = R / 2;
-  char wf[64];
-  if (norm) {
-    norm_w(wf, sizeof wf, p->norm_mode, nwv, "c");
-    KB("%sfloat ss = 0.0f;\n", ind);
-    KB("%sfor (int c = lane; c < %d; c += 32) {\n%s  %s[c] = %s[c];\n%s  ss += %s[c] * %s[c];\n%s}\n", ind, HD, ind, s,
-       a, ind, s, s, ind);
-    KB("%sss = sc_warp_sum(ss);\n", ind);
-    char eps[32];
-    KB("%sconst float r = 1.0f / sqrtf(ss / %d.0f + %s);\n", ind, HD, cg_float(eps, p->eps));
-    KB("%sfor (int c = lane; c < %d; c += 32) %s[c] = (%s[c] * r) * %s;\n", ind, HD, s, s, wf);
-  } else {
-    KB("%sfor (int c = lane; c < %d; c += 32) %s[c] = %s[c];\n", ind, HD, s, a);
-  }
-  KB("%s__syncwarp();\n", ind);
-  KB("%sconst float *cs = tab + (long long)(%s) * %d; /* cos | sin */\n", ind, at, R);
-  KB("%sfor (int i = lane; i < %d; i += 32) {\n", ind, half);
-  if (p->rope_mode == ROPE_NEOX) {
-    KB("%s  const float x0 = %s[i], x1 = %s[i + %d], c = cs[i], sn = cs[%d + i];\n", ind, s, s, half, half);
-    KB("%s  %s[i] = x0 * c - x1 * sn;\n%s  %s[i + %d] = x1 * c + x0 * sn;\n", ind, b, ind, b, half);
-  } else {
-    KB("%s  const float x0 = %s[2 * i], x1 = %s[2 * i + 1], c = cs[i], sn = cs[%d + i];\n", ind, s, s, half);
-    KB("%s  %s[2 * i] = x0 * c - x1 * sn;\n%s  %s[2 * i + 1] = x1 * c + x0 * sn;\n", ind, b, ind, b);
-  }
-  KB("%s}\n", ind);
-  if (R < HD) KB("%sfor (int i = %d + lane; i < %d; i += 32) %s[i] = %s[i];\n", ind, R, HD, b, s);
-}
-
-/* ATTENTION and ROPE_ATTENTION.  A block of NW warps per (head, token).
- * Warps take chunks of 32 cache rows in turn: each lane scores one row (q
- * from shared memory, 16-byte loads along the row), the warp updates its
- * online softmax once per chunk, then walks the chunk's value rows
- * (coalesced, one output column per lane and step).  The warps' partial
- * results merge at the end.
- * ROPE_ATTENTION (T <= 4 tokens at positions pos..pos+T-1): warp 0
- * normalises and rotates the block's query head, warps 1..T the T new key
- * rows of its kv head, warp T+1 stages the T new value rows, all in shared
- * memory; the first query head of each kv head stores its token's rows
- * into the caches, and every block reads rows >= pos from its own shared
- * copies (no block waits for another's store; a row a store overwrites in
- * a ring is older than any row a query sees). */
-static int emit_attention(Cu *cu, int i) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const IrParams *p = &n->p;
-  const int fresh = n->op == OP_ROPE_ATTENTION, norm = fresh && n->nsrc > S_ROPE_ATTENTION_QN;
-  const int qi = fresh ? SRC(n, ROPE_ATTENTION, Q) : SRC(n, ATTENTION, Q);
-  const int kci = fresh ? SRC(n, ROPE_ATTENTION, KC) : SRC(n, ATTENTION, KC);
-  const int vci = fresh ? SRC(n, ROPE_ATTENTION, VC) : SRC(n, ATTENTION, VC);
-  const int kxi = fresh ? SRC(n, ROPE_ATTENTION, K) : -1, vxi = fresh ? SRC(n, ROPE_ATTENTION, V) : -1;
-  const IrNode *c = node(cg, kci);
-  const int HD = p->head_dim, EPL = (HD + 31) / 32, group = p->heads / p->kv_heads, NW = 8;
-  const long long CAP = (long long)c->rows, LDKV = (long long)c->cols;
-  const int gate = !fresh && n->nsrc > S_ATTENTION_GATE, vec = HD % 4 == 0 && LDKV % 4 == 0;
-  const int NT = fresh ? (int)n->rows : 0; /* new rows, all in shared memory */
-  IR_ASSERT(!fresh || (NT >= 1 && NT + 2 <= NW));
-  /* qs, ks, vs, hb and sm_o below: all static shared memory */
-  const long long shared = 4LL * HD * (1 + (fresh ? 3 * NT + 1 : 0) + NW) + 8LL * NW;
-  if (shared > 48 * 1024)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: head_dim %d needs %lld bytes of shared memory per "
-                   "attention block, above the 48 KiB a kernel may declare", n->name, HD, shared);
-  const char *guard = HD % 32 ? "if (c < HD) " : "";
-  kernel_begin(cu);
-  karg(cu, "const float *", "q", ref(cg, qi));
-  if (fresh) {
-    karg(cu, "const float *", "kx", ref(cg, kxi));
-    karg(cu, "const float *", "vx", ref(cg, vxi));
-    karg(cu, "float *", "kc", ref(cg, kci));
-    karg(cu, "float *", "vc", ref(cg, vci));
-    karg(cu, "const float *", "tab", ref(cg, SRC(n, ROPE_ATTENTION, TABLE)));
-    if (norm) {
-      karg(cu, "const float *", "qn", ref(cg, SRC(n, ROPE_ATTENTION, QN)));
-      karg(cu, "const float *", "kn", ref(cg, SRC(n, ROPE_ATTENTION, KN)));
-    }
-  } else {
-    karg(cu, "const float *", "kc", ref(cg, kci));
-    karg(cu, "const float *", "vc", ref(cg, vci));
-  }
-  if (gate) karg(cu, "const float *", "gate", ref(cg, SRC(n, ATTENTION, GATE)));
-  karg(cu, "float *", "y", cg->var[i]);
-  KB("  enum { HD = %d, NW = %d };\n", HD, NW);
-  KB("  __shared__ __align__(16) float qs[HD];\n");
-  if (fresh) {
-    KB("  /* the %d new k and v rows; staging of the heads before rotation */\n", NT);
-    KB("  __shared__ __align__(16) float ks[%d * HD], vs[%d * HD], hb[%d * HD];\n", NT, NT, NT + 1);
-  }
-  KB("  __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];\n");
-  KB("  const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;\n");
-  KB("  const int p = io->pos + t;\n");
-  if (p->window > 0) KB("  const int lo = p - %d + 1 > 0 ? p - %d + 1 : 0;\n", p->window, p->window);
-  else KB("  const int lo = 0;\n");
-  KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
-  KB("  const float *qh = q + (long long)t * %lld + h * HD;\n", ld(cg, qi));
-  if (fresh) {
-    KB("  if (wid == 0) { /* the query head */\n");
-    KB("    float *st = hb;\n");
-    rope_head_warp(cu, p, norm, "qh", "qn", "st", "qs", "p", "    ");
-    KB("  } else if (wid <= %d) { /* new key row wid - 1 of this head's kv head */\n", NT);
-    KB("    const int j = wid - 1;\n");
-    KB("    const float *kh = kx + (long long)j * %lld + kvo;\n", ld(cg, kxi));
-    KB("    float *st = hb + wid * HD, *kj = ks + j * HD;\n");
-    rope_head_warp(cu, p, norm, "kh", "kn", "st", "kj", "io->pos + j", "    ");
-    KB("  } else if (wid == %d) { /* the new value rows */\n", NT + 1);
-    KB("    for (int i = lane; i < %d * HD; i += 32) vs[i] = vx[(long long)(i / HD) * %lld + kvo + i %% HD];\n",
-       NT, ld(cg, vxi));
-    KB("  }\n  __syncthreads();\n");
-    KB("  if (h %% %d == 0) /* the kv head's first query head stores its token's new rows */\n", group);
-    KB("    for (int c = threadIdx.x; c < HD; c += NW * 32) {\n");
-    KB("      kc[(long long)(p %% %lld) * %lld + kvo + c] = ks[t * HD + c];\n", CAP, LDKV);
-    KB("      vc[(long long)(p %% %lld) * %lld + kvo + c] = vs[t * HD + c];\n    }\n", CAP, LDKV);
-  } else {
-    KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) qs[c] = qh[c];\n");
-    KB("  __syncthreads();\n");
-  }
-  KB("  float m = -SC_INF, l = 0.0f, o[%d];\n", EPL);
-  KB("  for (int e = 0; e < %d; e++) o[e] = 0.0f;\n", EPL);
-  KB("  for (int k0 = lo + wid * 32; k0 <= p; k0 += NW * 32) {\n");
-  KB("    const int k = k0 + lane;\n");
-  KB("    float s = -SC_INF;\n");
-  KB("    if (k <= p) {\n");
-  if (fresh)
-    KB("      const float *kr = k >= io->pos ? ks + (k - io->pos) * HD : kc + (long long)(k %% %lld) * %lld + kvo;\n",
-       CAP, LDKV);
-  else KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  KB("      float d = 0.0f;\n");
-  if (vec) {
-    KB("#pragma unroll 8\n      for (int c = 0; c < HD; c += 4) {\n");
-    KB("        const float4 kv = *(const float4 *)(kr + c), qv = *(const float4 *)(qs + c);\n");
-    KB("        d += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n      }\n");
-  } else {
-    KB("      for (int c = 0; c < HD; c++) d += kr[c] * qs[c];\n");
-  }
-  char scale[32];
-  KB("      s = d * %s;\n    }\n", cg_float(scale, p->scale));
-  KB("    const float mn = fmaxf(m, sc_warp_max(s)); /* finite: lane 0 has a row */\n");
-  KB("    const float sa = expf(m - mn), pk = k <= p ? expf(s - mn) : 0.0f;\n");
-  KB("    l = l * sa + sc_warp_sum(pk);\n");
-  KB("    for (int e = 0; e < %d; e++) o[e] *= sa;\n", EPL);
-  KB("    const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;\n");
-  KB("    for (int j = 0; j < nk; j++) {\n");
-  KB("      const float pj = __shfl_sync(0xffffffffu, pk, j);\n");
-  if (fresh)
-    KB("      const float *vr = k0 + j >= io->pos ? vs + (k0 + j - io->pos) * HD\n"
-       "                                          : vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  else KB("      const float *vr = vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  KB("      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n        %so[e] += pj * vr[c];\n      }\n",
-     EPL, guard);
-  KB("    }\n    m = mn;\n  }\n");
-  KB("  if (lane == 0) {\n    sm_m[wid] = m;\n    sm_l[wid] = l;\n  }\n");
-  KB("  for (int e = 0; e < %d; e++) {\n    const int c = lane + 32 * e;\n    %ssm_o[wid * HD + c] = o[e];\n  }\n",
-     EPL, guard);
-  KB("  __syncthreads();\n");
-  KB("  float M = -SC_INF, f[NW], L = 0.0f;\n");
-  KB("  for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w]);\n");
-  KB("  for (int w = 0; w < NW; w++) {\n    f[w] = sm_m[w] == -SC_INF ? 0.0f : expf(sm_m[w] - M);\n    L += sm_l[w] * f[w];\n  }\n");
-  KB("  for (int c = threadIdx.x; c < HD; c += NW * 32) {\n");
-  KB("    float v = 0.0f;\n    for (int w = 0; w < NW; w++) v += sm_o[w * HD + c] * f[w];\n    v /= L;\n");
-  if (gate)
-    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)t * %lld + h * HD + c]));\n",
-       ld(cg, SRC(n, ATTENTION, GATE)));
-  KB("    y[(long long)t * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
-  char gx[16], gy[16];
-  snprintf(gx, sizeof gx, "%d", p->heads);
-  return kernel_end(cu, i, 32 * NW, gx, rows_grid(n, gy, sizeof gy));
-}
-
-/* Queries per block of the prompt attention. */
-#define CU_QT 8
-
-/* Prompt attention (ATTENTION in graphs of T tokens, head_dim <= 128): a
- * block of NW warps per (head, CU_QT consecutive queries).  As in
- * emit_attention, warps take chunks of 32 cache rows in turn and a lane
- * scores one row, but against all CU_QT queries of the block (staged in
- * shared memory), each with its own causal limit, window and online
- * softmax; the chunk's value rows are read once for all of them.  Every
- * key and value row is read once per CU_QT queries instead of once per
- * query.  The warps' partial results merge at the end. */
-static int emit_attention_tiled(Cu *cu, int i) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const IrParams *p = &n->p;
-  const int qi = SRC(n, ATTENTION, Q), kci = SRC(n, ATTENTION, KC), vci = SRC(n, ATTENTION, VC);
-  const IrNode *c = node(cg, kci);
-  const int HD = p->head_dim, EPL = (HD + 31) / 32, group = p->heads / p->kv_heads, NW = 8, QT = CU_QT;
-  const long long CAP = (long long)c->rows, LDKV = (long long)c->cols;
-  const int gate = n->nsrc > S_ATTENTION_GATE, vec = HD % 4 == 0 && LDKV % 4 == 0;
-  const char *guard = HD % 32 ? "if (c < HD) " : "";
-  char scale[32];
-  kernel_begin(cu);
-  karg(cu, "const float *", "q", ref(cg, qi));
-  karg(cu, "const float *", "kc", ref(cg, kci));
-  karg(cu, "const float *", "vc", ref(cg, vci));
-  if (gate) karg(cu, "const float *", "gate", ref(cg, SRC(n, ATTENTION, GATE)));
-  karg(cu, "float *", "y", cg->var[i]);
-  KB("  enum { HD = %d, NW = %d, QT = %d };\n", HD, NW, QT);
-  KB("  __shared__ __align__(16) float qs[QT * HD];\n");
-  KB("  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];\n");
-  KB("  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;\n");
-  KB("  const int nq = T - t0 < QT ? T - t0 : QT;\n");
-  KB("  const int p0 = io->pos + t0, pl = p0 + nq - 1; /* the first and last query's positions */\n");
-  if (p->window > 0) KB("  const int lo = p0 - %d + 1 > 0 ? p0 - %d + 1 : 0;\n", p->window, p->window);
-  else KB("  const int lo = 0;\n");
-  KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
-  KB("  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {\n");
-  KB("    const int j = i / HD, c = i - j * HD;\n");
-  KB("    qs[i] = j < nq ? q[(long long)(t0 + j) * %lld + h * HD + c] : 0.0f;\n  }\n", ld(cg, qi));
-  KB("  __syncthreads();\n");
-  KB("  float m[QT], l[QT], o[QT][%d];\n", EPL);
-  KB("#pragma unroll\n  for (int j = 0; j < QT; j++) {\n    m[j] = -SC_INF;\n    l[j] = 0.0f;\n");
-  KB("#pragma unroll\n    for (int e = 0; e < %d; e++) o[j][e] = 0.0f;\n  }\n", EPL);
-  KB("  for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {\n");
-  KB("    const int k = k0 + lane;\n");
-  KB("    float s[QT];\n");
-  KB("#pragma unroll\n    for (int j = 0; j < QT; j++) s[j] = -SC_INF;\n");
-  KB("    if (k <= pl) {\n");
-  KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  KB("      float d[QT];\n");
-  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) d[j] = 0.0f;\n");
-  if (vec) {
-    KB("#pragma unroll 4\n      for (int c = 0; c < HD; c += 4) {\n");
-    KB("        const float4 kv = *(const float4 *)(kr + c);\n");
-    KB("#pragma unroll\n        for (int j = 0; j < QT; j++) {\n");
-    KB("          const float4 qv = *(const float4 *)(qs + j * HD + c);\n");
-    KB("          d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n        }\n      }\n");
-  } else {
-    KB("      for (int c = 0; c < HD; c++) {\n        const float kv = kr[c];\n");
-    KB("#pragma unroll\n        for (int j = 0; j < QT; j++) d[j] += kv * qs[j * HD + c];\n      }\n");
-  }
-  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) /* query j sees rows up to p0 + j%s */\n",
-     p->window > 0 ? " within its window" : "");
-  if (p->window > 0)
-    KB("        if (j < nq && k <= p0 + j && k > p0 + j - %d) s[j] = d[j] * %s;\n", p->window,
-       cg_float(scale, p->scale));
-  else
-    KB("        if (j < nq && k <= p0 + j) s[j] = d[j] * %s;\n", cg_float(scale, p->scale));
-  KB("    }\n");
-  KB("    float pk[QT];\n");
-  KB("#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
-  KB("      const float mn = fmaxf(m[j], sc_warp_max(s[j]));\n");
-  KB("      const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */\n");
-  KB("      pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);\n");
-  KB("      l[j] = l[j] * sa + sc_warp_sum(pk[j]);\n");
-  KB("#pragma unroll\n      for (int e = 0; e < %d; e++) o[j][e] *= sa;\n", EPL);
-  KB("      m[j] = mn;\n    }\n");
-  KB("    const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;\n");
-  KB("    for (int r = 0; r < nk; r++) {\n");
-  KB("      const float *vr = vc + (long long)((k0 + r) %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  KB("      float vv[%d];\n", EPL);
-  KB("#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n", EPL);
-  KB("        vv[e] = 0.0f;\n        %svv[e] = vr[c];\n      }\n", guard);
-  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) {\n");
-  KB("        const float pj = __shfl_sync(0xffffffffu, pk[j], r);\n");
-  KB("#pragma unroll\n        for (int e = 0; e < %d; e++) o[j][e] += pj * vv[e];\n      }\n    }\n  }\n", EPL);
-  KB("  if (lane == 0)\n#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
-  KB("      sm_m[wid * QT + j] = m[j];\n      sm_l[wid * QT + j] = l[j];\n    }\n");
-  KB("#pragma unroll\n  for (int j = 0; j < QT; j++)\n#pragma unroll\n    for (int e = 0; e < %d; e++) {\n", EPL);
-  KB("      const int c = lane + 32 * e;\n      %ssm_o[(wid * QT + j) * HD + c] = o[j][e];\n    }\n", guard);
-  KB("  __syncthreads();\n");
-  KB("  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {\n");
-  KB("    const int j = i / HD, c = i - j * HD;\n");
-  KB("    float M = -SC_INF, L = 0.0f, v = 0.0f;\n");
-  KB("    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);\n");
-  KB("    for (int w = 0; w < NW; w++) {\n");
-  KB("      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);\n");
-  KB("      L += sm_l[w * QT + j] * f;\n      v += sm_o[(w * QT + j) * HD + c] * f;\n    }\n");
-  KB("    v /= L;\n");
-  if (gate)
-    KB("    v *= 1.0f / (1.0f + expf(-gate[(long long)(t0 + j) * %lld + h * HD + c]));\n",
-       ld(cg, SRC(n, ATTENTION, GATE)));
-  KB("    y[(long long)(t0 + j) * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
-  char gx[16], gy[48];
-  snprintf(gx, sizeof gx, "%d", p->heads);
-  snprintf(gy, sizeof gy, "(T + %d) / %d", QT - 1, QT);
-  return kernel_end(cu, i, 32 * NW, gx, gy);
-}
-
-/* ---- the host side -------------------------------------------------------- */
-
-static int emit_node(Cu *cu, int i) {
-  Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const IrParams *p = &n->p;
-  const char *v = cg->var[i];
-  const Module *m = cg->m;
-  switch (n->op) {
-  case OP_WEIGHT: {
-    const IrWeight *w = &m->weights[n->weight];
-    if (w->sets == 1) return SC_OK; /* the W_ macro itself */
-    char base[IR_NAME];
-    c_ident(w->name, base, sizeof base);
-    long long set_bytes = (long long)(w->rows * ir_band_row_bytes(w->band, w->cols));
-    if (p->set_mode == SET_FIXED) {
-      OUT("  const unsigned char *%s = W_%s + %d * %lldLL; /* set %d of %lld */\n", v, base,
-          p->off, set_bytes, p->off, (long long)w->sets);
-    } else {
-      OUT("  if (io->step + %d < 0 || io->step + %d >= %lld) {\n", p->off, p->off, (long long)w->sets);
-      OUT("    K->error(K->ctx, \"%s: step out of range\", io->step);\n    return 1;\n  }\n", n->name);
-      OUT("  const unsigned char *%s = W_%s; /* the kernels add set io->step%+d */\n", v, base, p->off);
-    }
-    return SC_OK;
-  }
-  case OP_INPUT_IDS:
-  case OP_STATE:
-    return SC_OK;
-  case OP_INPUT_EMBEDS:
-    OUT("  const float *%s = io->embeds; /* [%s, %lld] */\n", v, rows(n), (long long)n->cols);
-    return SC_OK;
-  case OP_INPUT_HIDDEN:
-    OUT("  const float *%s = io->hidden_in; /* [1, %lld] */\n", v, (long long)n->cols);
-    return SC_OK;
-  case OP_SLICE:
-    OUT("  %s *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", vtype(n), v,
-        ref(cg, n->src[0]), p->off, rows(n), (long long)n->cols, (long long)n->ld);
-    return SC_OK;
-  case OP_ROW:
-    if (p->off < 0)
-      OUT("  %s *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", vtype(n), v,
-          ref(cg, n->src[0]), rows(node(cg, n->src[0])), ld(cg, n->src[0]), (long long)n->cols);
-    else
-      OUT("  %s *%s = %s + %d * %lld; /* [1, %lld] row %d */\n", vtype(n), v, ref(cg, n->src[0]),
-          p->off, ld(cg, n->src[0]), (long long)n->cols, p->off);
-    return SC_OK;
-  default:
-    break;
-  }
-  if (n->buf >= 0)
-    OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] */\n", v, (long long)n->buf, rows(n),
-        (long long)n->cols);
-  else if (IR_BUF_IS_OUT(n->buf))
-    OUT("  float *%s = io->%s; /* [%s, %lld] the entry's output itself */\n", v,
-        IR_BUF_SLOT(n->buf) == OUT_LOGITS ? "out" : "hidden_out", rows(n), (long long)n->cols);
-  switch (n->op) {
-  case OP_EMBED: return emit_embed(cu, i);
-  case OP_LINEAR:
-  case OP_LINEAR_ADD:
-  case OP_NORM_LINEAR:
-  case OP_LINEAR_SWIGLU: return gemm_tiled(cu, i) ? emit_gemm_tiled(cu, i) : emit_gemv(cu, i);
-  case OP_RMSNORM: return emit_rmsnorm(cu, i);
-  case OP_ROPE:
-  case OP_NORM_ROPE: return emit_rope(cu, i);
-  case OP_KV_STORE: return emit_kv_store(cu, i);
-  case OP_ATTENTION:
-  case OP_ROPE_ATTENTION: {
-    const IrNode *c = node(cg, n->op == OP_ROPE_ATTENTION ? SRC(n, ROPE_ATTENTION, KC) : SRC(n, ATTENTION, KC));
-    if (n->p.window > 0 || c->rows < m->max_context) {
-      /* a ring: the rows the first query sees must all still be there */
-      OUT("  {\n    const int first = %d > 0 && pos - %d + 1 > 0 ? pos - %d + 1 : 0;\n", p->window,
-          p->window, p->window);
-      OUT("    if (pos + %s - first > %lld) {\n", rows(n), (long long)c->rows);
-      OUT("      K->error(K->ctx, \"%s: keys visible to the queries exceed the cache rows\", pos + %s - first);\n",
-          n->name, rows(n));
-      OUT("      return 1;\n    }\n  }\n");
-    }
-    /* prompts: CU_QT queries per block, when their partial sums fit */
-    if (n->op == OP_ATTENTION && n->rows == IR_T && p->head_dim <= 128) return emit_attention_tiled(cu, i);
-    return emit_attention(cu, i);
-  }
-  case OP_ADD: return emit_map(cu, i, "av + bv");
-  case OP_MUL: return emit_map(cu, i, "av * bv");
-  case OP_SILU: return emit_map(cu, i, "av / (1.0f + expf(-av))");
-  case OP_SIGMOID: return emit_map(cu, i, "1.0f / (1.0f + expf(-av))");
-  case OP_SOFTPLUS: return emit_map(cu, i, "logf(1.0f + expf(av))");
-  case OP_GELU: return emit_map(cu, i, "0.5f * av * (1.0f + erff(av * 0.70710678118654752f))");
-  case OP_SWIGLU: {
-    /* y = silu(a) * b with a, b the two column halves of one value */
-    const long long C = (long long)n->cols, ldx = ld(cg, n->src[0]);
-    kernel_begin(cu);
-    karg(cu, "const float *", "x", ref(cg, n->src[0]));
-    karg(cu, "float *", "y", v);
-    KB("  const int i = blockIdx.x * 256 + threadIdx.x;\n");
-    KB("  if (i >= %s * %lld) return;\n", rows(n), C);
-    KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
-    KB("  const float av = x[(long long)t * %lld + c], bv = x[(long long)t * %lld + %lld + c];\n", ldx, ldx, C);
-    KB("  y[(long long)t * %lld + c] = (av / (1.0f + expf(-av))) * bv;\n", (long long)n->ld);
-    char gx[64];
-    grid_items(n, C, 256, gx, sizeof gx);
-    return kernel_end(cu, i, 256, gx, "1");
-  }
-  case OP_OUTPUT:
-    /* a value placed in the slot is there already: with --check-numerics
-     * its check still runs (a copy onto itself) */
-    if (IR_BUF_IS_OUT(node(cg, n->src[0])->buf) && !cu->check_numerics) {
-      OUT("  /* %s was written there: nothing to copy */\n", node(cg, n->src[0])->name);
-      return SC_OK;
-    }
-    return emit_copy(cu, i, n->src[0], p->slot == OUT_LOGITS ? "io->out" : "io->hidden_out", (long long)n->cols);
-  default: /* ops.def says the CUDA target lowers it (ir_check_target) */
-    return sc_fail(cg->err, SC_EINPUT, "internal error: CUDA target: op %s (%s) is marked T_CUDA in ops.def "
-                   "but has no case here", ir_op_names[n->op], n->name);
-  }
-}
-
 static int emit_graph(Cu *cu, const Graph *g) {
   Cg *cg = &cu->cg;
   if (!(cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var)))
@@ -1220,64 +128,13 @@ static int emit_graph(Cu *cu, const Graph *g) {
   for (int i = 0; i < g->n_nodes && rc == SC_OK; i++) {
     if (g->nodes[i].dead) continue;
     comment_node(cg, i);
-    rc = emit_node(cu, i);
+    rc = cu_emit_node(cu, i);
   }
   OUT("  return 0;\n}\n");
   free(cg->var);
   cg->var = NULL;
   return rc;
 }
-
-/* Helpers every kernel uses.  The SC_EMULATE branch lets the same text
- * compile as C11 for the CPU emulator of the tests (tests/emu). */
-static const char cu_prelude[] =
-    "#ifdef SC_EMULATE\n"
-    "#include \"sc_cuda_emu.h\"\n"
-    "#else\n"
-    "#define SC_KERNEL(threads) extern \"C\" __global__ void __launch_bounds__(threads)\n"
-    "#define SC_DEVICE static __device__ __forceinline__\n"
-    "#define SC_INF __int_as_float(0x7f800000)\n"
-    "#endif\n"
-    "\n"
-    "typedef struct sc_device_io { /* sc_abi.h */\n"
-    "  int n, pos, step, err_kernel, err_value, err_what, pad[10];\n"
-    "} sc_device_io;\n"
-    "typedef struct sc_device_sampler { /* sc_abi.h */\n"
-    "  unsigned long long rng[4];\n"
-    "  int greedy;\n"
-    "  float temperature, top_p;\n"
-    "  int top_k;\n"
-    "  float penalty;\n"
-    "  int ban;\n"
-    "  unsigned long long mask;\n"
-    "} sc_device_sampler;\n"
-    "\n"
-    "SC_DEVICE float sc_bf16(unsigned short b) { return __uint_as_float((unsigned)b << 16); }\n"
-    "SC_DEVICE float sc_lo(unsigned u) { return __uint_as_float(u << 16); }   /* bf16 pair: first */\n"
-    "SC_DEVICE float sc_hi(unsigned u) { return __uint_as_float(u & 0xffff0000u); } /* second */\n"
-    "/* IEEE half, exact (subnormals too) */\n"
-    "SC_DEVICE float sc_f16(unsigned h) {\n"
-    "  const unsigned e = h >> 10 & 31, mant = h & 1023;\n"
-    "  float d = e == 31 ? __uint_as_float(0x7f800000u | mant << 13)\n"
-    "          : e ? __uint_as_float((e + 112) << 23 | mant << 13) : (float)mant * 5.9604644775390625e-8f;\n"
-    "  return h & 0x8000 ? -d : d;\n"
-    "}\n"
-    "SC_DEVICE float sc_warp_sum(float v) {\n"
-    "  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);\n"
-    "  return v;\n"
-    "}\n"
-    "SC_DEVICE float sc_warp_max(float v) {\n"
-    "  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
-    "  return v;\n"
-    "}\n"
-    "/* The first failing kernel of a call records itself, what (1: an id\n"
-    " * outside its table, 2: a NaN/inf output) and the value. */\n"
-    "SC_DEVICE void sc_fail(sc_device_io *io, int kernel, int what, int value) {\n"
-    "  if (atomicCAS(&io->err_kernel, 0, kernel + 1) == 0) {\n"
-    "    io->err_value = value;\n"
-    "    io->err_what = what;\n"
-    "  }\n"
-    "}\n";
 
 /* The sampler every artifact carries (sc_abi.h, SC_SAMPLE_KERNEL): the
  * pipeline of runtime/sample.c.  Suppression and the repetition penalty
@@ -1323,12 +180,12 @@ static const char cu_sampler[] =
     "}\n"
     "SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampler *sp, int *token, int n) {\n"
     "  enum { MAX = %d, NT = 1024 };\n"
-    "  __shared__ float key[MAX];\n"
-    "  __shared__ int kid[MAX];\n"
-    "  __shared__ float rv[NT];\n"
-    "  __shared__ int ri[NT], rb[NT];\n"
-    "  __shared__ double zs;\n"
-    "  const int tid = threadIdx.x;\n"
+    "  $shared float key[MAX];\n"
+    "  $shared int kid[MAX];\n"
+    "  $shared float rv[NT];\n"
+    "  $shared int ri[NT], rb[NT];\n"
+    "  $shared double zs;\n"
+    "  const int tid = $tid;\n"
     "  const unsigned char *mask = (const unsigned char *)sp->mask;\n"
     "  const float pen = sp->penalty;\n"
     "  const int ban = sp->ban;\n"
@@ -1346,7 +203,7 @@ static const char cu_sampler[] =
     "  }\n"
     "  for (int i = 4 * n4 + tid; i < n; i += NT) sc_arg_step(logits[i], i, mask, pen, ban, &best, &bi, &bad);\n"
     "  rv[tid] = best;\n  ri[tid] = bi;\n  rb[tid] = bad;\n"
-    "  __syncthreads();\n"
+    "  $barrier;\n"
     "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
     "    if (tid < s) {\n"
     "      const float v = rv[tid + s];\n"
@@ -1354,7 +211,7 @@ static const char cu_sampler[] =
     "      if (v > rv[tid] || (v == rv[tid] && j < ri[tid])) rv[tid] = v, ri[tid] = j;\n"
     "      if (rb[tid + s] < rb[tid]) rb[tid] = rb[tid + s];\n"
     "    }\n"
-    "    __syncthreads();\n"
+    "    $barrier;\n"
     "  }\n"
     "  const int top_id = ri[0], first_bad = rb[0];\n"
     "  const float temp = sp->temperature;\n"
@@ -1376,17 +233,17 @@ static const char cu_sampler[] =
     "   * temperature, in id order; m of them (for top-k) */\n"
     "  int N2 = 2, m = 0;\n"
     "  while (N2 < n) N2 <<= 1;\n"
-    "  __syncthreads(); /* everyone has read ri[0] */\n"
+    "  $barrier; /* everyone has read ri[0] */\n"
     "  for (int i = tid; i < N2; i += NT) {\n"
     "    key[i] = i < n ? sc_score(logits[i], i, mask, pen, ban) / temp : -SC_INF;\n"
     "    kid[i] = i; /* padding: ids >= n rank after every real id */\n"
     "    m += key[i] != -SC_INF;\n"
     "  }\n"
     "  ri[tid] = m;\n"
-    "  __syncthreads();\n"
+    "  $barrier;\n"
     "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
     "    if (tid < s) ri[tid] += ri[tid + s];\n"
-    "    __syncthreads();\n"
+    "    $barrier;\n"
     "  }\n"
     "  m = ri[0];\n"
     "  const int k = sp->top_k, topk = k > 0 && k < m;\n"
@@ -1408,7 +265,7 @@ static const char cu_sampler[] =
     "            key[b] = kv, kid[b] = iv;\n"
     "          }\n"
     "        }\n"
-    "        __syncthreads();\n"
+    "        $barrier;\n"
     "      }\n"
     "  }\n"
     "  if (tid != 0) return;\n"
@@ -1459,7 +316,12 @@ static int emit_sampler(Cu *cu) {
   if (!(kk->key = malloc(sizeof SC_SAMPLE_KERNEL))) return sc_fail(cu->cg.err, SC_ERUNTIME, "out of memory");
   memcpy(kk->key, SC_SAMPLE_KERNEL, sizeof SC_SAMPLE_KERNEL);
   sb_printf(cu->cu, "\n/* %s: one token from device logits (sc_abi.h) */\n#define SC_KID %d\n", kk->name, cu->n_k);
-  sb_printf(cu->cu, cu_sampler, SC_SAMPLE_MAX);
+  StrBuf text;
+  sb_init(&text);
+  sb_printf(&text, cu_sampler, SC_SAMPLE_MAX);
+  if (!text.failed) cg_dialect_expand(cu->d, cu->cu, text.s, text.len);
+  else cu->cu->failed = 1;
+  sb_free(&text);
   sb_printf(cu->cu, "#undef SC_KID\n");
   cu->n_k++;
   return SC_OK;
@@ -1471,6 +333,8 @@ int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *ho
   memset(&cus, 0, sizeof cus);
   Cu *cu = &cus;
   cu->cu = cu_out;
+  cu->d = &cg_dialect_cuda;
+  IR_ASSERT(cu->d->warp == 32); /* cg_kernels.c's lane arithmetic (& 31, >> 5) */
   sb_init(&cu->launch);
   sb_init(&cu->body);
   StrBuf entries;
@@ -1487,7 +351,7 @@ int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu_out, StrBuf *ho
             m->max_context);
   if (info->check_numerics) sb_printf(cu_out, " * --check-numerics: outputs are checked for NaN and inf\n");
   sb_printf(cu_out, " */\n");
-  sb_puts(cu_out, cu_prelude);
+  sb_puts(cu_out, cus.d->prelude);
 
   int rc = SC_OK;
   for (int gi = 0; gi < m->n_graphs && rc == SC_OK; gi++) rc = emit_graph(cu, &m->graphs[gi]);

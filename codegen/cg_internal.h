@@ -36,6 +36,8 @@ void cg_name_values(Cg *cg, const Graph *g);
 void cg_emit_layout(Cg *cg);
 /* Signature and argument checks of an entry function (cg_walk.c). */
 void cg_entry_prologue(Cg *cg, const Graph *g, const char *scratch_note, const char *extra);
+/* Declare node i's value: a leaf or view whole (1), else its buffer (0). */
+int cg_emit_value(Cg *cg, int i, int steps_on_device);
 void cg_emit_descriptor(Cg *cg, const CgInfo *info, const char *target);
 /* The same with `extra` (the device fields of sc_model_desc, as
  * initializer text) after the tensor table; NULL: the CPU's descriptor. */

@@ -219,3 +219,70 @@ void cg_entry_prologue(Cg *cg, const Graph *g, const char *scratch_note, const c
       span, max_ctx, g->name, max_ctx);
   OUT("  (void)W; (void)S; (void)X;%s\n", extra);
 }
+
+/* Node i's value, the half of an entry function every target prints the
+ * same: a weight, input or view is declared whole (returns 1); any other
+ * value gets its buffer pointer declared, scratch or the entry's output,
+ * and returns 0 for the target to compute it.  steps_on_device: a weight
+ * whose set follows io->step is passed at its base and the kernels add
+ * the set (CUDA, so that a recorded launch stays valid); else the host
+ * offsets it. */
+int cg_emit_value(Cg *cg, int i, int steps_on_device) {
+  const IrNode *n = node(cg, i);
+  const IrParams *p = &n->p;
+  const char *v = cg->var[i];
+  const Module *m = cg->m;
+  switch (n->op) {
+  case OP_WEIGHT: {
+    const IrWeight *w = &m->weights[n->weight];
+    if (w->sets == 1) return 1; /* the W_ macro itself */
+    char base[IR_NAME];
+    c_ident(w->name, base, sizeof base);
+    long long set_bytes = (long long)(w->rows * ir_band_row_bytes(w->band, w->cols));
+    if (p->set_mode == SET_FIXED) {
+      OUT("  const unsigned char *%s = W_%s + %d * %lldLL; /* set %d of %lld */\n", v, base,
+          p->off, set_bytes, p->off, (long long)w->sets);
+    } else {
+      OUT("  if (io->step + %d < 0 || io->step + %d >= %lld) {\n", p->off, p->off, (long long)w->sets);
+      OUT("    K->error(K->ctx, \"%s: step out of range\", io->step);\n    return 1;\n  }\n", n->name);
+      if (steps_on_device)
+        OUT("  const unsigned char *%s = W_%s; /* the kernels add set io->step%+d */\n", v, base, p->off);
+      else
+        OUT("  const unsigned char *%s = W_%s + (long)(io->step + %d) * %lldLL; /* set step%+d */\n",
+            v, base, p->off, set_bytes, p->off);
+    }
+    return 1;
+  }
+  case OP_INPUT_IDS:
+  case OP_STATE:
+    return 1; /* macros and io fields */
+  case OP_INPUT_EMBEDS:
+    OUT("  const float *%s = io->embeds; /* [%s, %lld] */\n", v, rows(n), (long long)n->cols);
+    return 1;
+  case OP_INPUT_HIDDEN:
+    OUT("  const float *%s = io->hidden_in; /* [1, %lld] */\n", v, (long long)n->cols);
+    return 1;
+  case OP_SLICE:
+    OUT("  %s *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", vtype(n), v,
+        ref(cg, n->src[0]), p->off, rows(n), (long long)n->cols, (long long)n->ld);
+    return 1;
+  case OP_ROW:
+    if (p->off < 0)
+      OUT("  %s *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", vtype(n), v,
+          ref(cg, n->src[0]), rows(node(cg, n->src[0])), ld(cg, n->src[0]), (long long)n->cols);
+    else
+      OUT("  %s *%s = %s + %d * %lld; /* [1, %lld] row %d */\n", vtype(n), v, ref(cg, n->src[0]),
+          p->off, ld(cg, n->src[0]), (long long)n->cols, p->off);
+    return 1;
+  default:
+    break;
+  }
+  /* every other value owns a scratch buffer (or writes through io) */
+  if (n->buf >= 0)
+    OUT("  float *%s = (float *)(X + %lld); /* [%s, %lld] */\n", v, (long long)n->buf,
+        rows(n), (long long)n->cols);
+  else if (IR_BUF_IS_OUT(n->buf))
+    OUT("  float *%s = io->%s; /* [%s, %lld] the entry's output itself */\n", v,
+        IR_BUF_SLOT(n->buf) == OUT_LOGITS ? "out" : "hidden_out", rows(n), (long long)n->cols);
+  return 0;
+}

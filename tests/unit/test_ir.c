@@ -9,11 +9,16 @@
  *     ops.def bit, and its weight layout per band (q4_0 grouped on cpu
  *     only);
  *   - ops.def's operand slots: each op's named slots are 0..k-1 without a
- *     hole or a repeat, within its arity.
+ *     hole or a repeat, within its arity;
+ *   - the kernel dialect (codegen/cg_dialect.h): every word of the CUDA
+ *     instance is spelled, text without words passes unchanged, and a
+ *     second instance (Metal-like spellings) respells the same kernel
+ *     text: the kernels are not tied to CUDA.
  */
 #include <string.h>
 
 #include "cg.h"
+#include "cg_dialect.h"
 #include "check.h"
 #include "ir.h"
 #include "kernels.h"
@@ -130,10 +135,51 @@ static void test_slots(void) {
   }
 }
 
+static char *expand(const CgDialect *d, const char *text, StrBuf *b) {
+  sb_init(b);
+  cg_dialect_expand(d, b, text, strlen(text));
+  CHECK(!b->failed);
+  return b->s ? b->s : "";
+}
+
+static void test_dialect(void) {
+  const CgDialect *cu = &cg_dialect_cuda;
+  StrBuf b;
+  /* every word: none left unexpanded, none NULL */
+  const char *all = "$tid $bid_x $bid_y $barrier; $warp_barrier; $shared $align16 float s[4]; "
+                    "$shfl(v, 1) $ldg(p) $restrict $expf(x) $sqrtf(x) $logf(x) $fmaxf(a, b) $erff(x)";
+  CHECK_CONTAINS(expand(cu, all, &b), "threadIdx.x blockIdx.x blockIdx.y __syncthreads(); __syncwarp(); "
+                 "__shared__ __align__(16) float s[4]; __shfl_sync(0xffffffffu, v, 1) __ldg(p) __restrict__ "
+                 "expf(x) sqrtf(x) logf(x) fmaxf(a, b) erff(x)");
+  CHECK(!strchr(b.s, '$'));
+  sb_free(&b);
+  CHECK(!strcmp(expand(cu, "  y[i] = 100% * x; /* no words */\n", &b), "  y[i] = 100% * x; /* no words */\n"));
+  sb_free(&b);
+  CHECK(cu->prelude && strstr(cu->prelude, "sc_warp_sum") && cu->kernel_head && cu->param && cu->warp == 32);
+  sb_init(&b);
+  cu->kernel_head(&b, "decode_x", 256);
+  cu->param(&b, 0, "sc_device_io *", "io");
+  cu->param(&b, 1, "const float *", "x");
+  CHECK(!strcmp(b.s, "SC_KERNEL(256) decode_x(sc_device_io *io, const float *x"));
+  sb_free(&b);
+  /* the same kernel text in another dialect */
+  CgDialect metal = *cu;
+  metal.tid = "sc_tid.x";
+  metal.barrier = "threadgroup_barrier(mem_flags::mem_threadgroup)";
+  metal.shared = "threadgroup";
+  metal.shfl = "simd_shuffle(";
+  metal.expf = "exp";
+  const char *k = "  $shared float s[32];\n  s[$tid] = $expf(v);\n  $barrier;\n  v = $shfl(v, 3);\n";
+  CHECK(!strcmp(expand(&metal, k, &b), "  threadgroup float s[32];\n  s[sc_tid.x] = exp(v);\n"
+                "  threadgroup_barrier(mem_flags::mem_threadgroup);\n  v = simd_shuffle(v, 3);\n"));
+  sb_free(&b);
+}
+
 int main(void) {
   test_bands();
   test_targets();
   test_target_table();
   test_slots();
+  test_dialect();
   CHECK_DONE();
 }
