@@ -420,4 +420,22 @@ if setup tts-build "$BIN" build -q "$TTS6" -o "$W/tts/m.so"; then
   expect tts-help 0 "out:usage: speechc tts" "out:--non-streaming" -- "$BIN" tts --help
 fi
 
+# speechc tokenize on the HF-trained tiny BPE (tests/parity/make_tokenizer.py):
+# the ids are HF tokenizers' for the same strings
+TOK=tests/data/tokenizer/tiny_bpe
+expect tok-ids 0 "out:403,401,1054,594,6,50,220,779" -- \
+  "$BIN" tokenize "$TOK" "Hello world<|im_end|> It'S 你好"
+expect tok-decode 0 "out:Hello world<|im_end|> It'S 你好" -- \
+  "$BIN" tokenize "$TOK" --decode 403,401,1054,594,6,50,220,779
+expect tok-dash-text 0 "out:" -- "$BIN" tokenize "$TOK" -- "-x"
+printf 'ab\x80cd' > "$W/bad.txt"
+expect tok-bad-utf8 2 "bad.txt: not valid UTF-8 at byte 2" -- "$BIN" tokenize "$TOK" --file "$W/bad.txt"
+expect tok-bad-id 1 "id 99999 (at position 0) is not in the vocabulary" -- \
+  "$BIN" tokenize "$TOK" --decode 99999
+expect tok-no-dir 2 "tokenizer.json: not found" "hint:" -- "$BIN" tokenize "$W" "hi"
+expect tok-two-inputs 1 "give exactly one of" -- "$BIN" tokenize "$TOK" "hi" --decode 1
+expect tok-unknown-flag 1 "unknown option '--bogus'" -- "$BIN" tokenize "$TOK" --bogus
+expect tok-help 0 "out:usage: speechc tokenize" -- "$BIN" tokenize --help
+expect tok-help-cmd 0 "out:usage: speechc tokenize" -- "$BIN" help tokenize
+
 finish
