@@ -376,7 +376,11 @@ static int add_added(tok_tokenizer *t, const char *path, const cJSON *tok, doubl
   memcpy(s, c->valuestring, n + 1);
   t->added[t->n_added++] = (Added){s, n, id};
   t->added_first[(uint8_t)s[0]] = 1;
-  /* an added token's text is itself, not byte-level */
+  /* an added token's text is itself, not byte-level; an id the vocabulary
+   * gives another string would decode two ways */
+  if (t->piece[id] && (t->piece_len[id] != n || memcmp(t->piece[id], s, n)))
+    return sc_fail(err, SC_EINPUT, "%s: added token \"%.60s\": id %d already stands for "
+                   "another token", path, s, id);
   char *p = malloc(n + 1);
   if (!p) return oom(err);
   memcpy(p, s, n + 1);
