@@ -29,10 +29,19 @@
 #include "tokenizer.h"
 
 /* transformers' Qwen2Tokenizer PRETOKENIZE_REGEX, the "Split" pattern of
- * Qwen2/Qwen3's tokenizer.json. */
+ * Qwen2/Qwen3's tokenizer.json:
+ *   (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|
+ *    ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ * with \s written out as the Unicode White_Space property, which is what
+ * \s means to Oniguruma, HF's regex engine.  PCRE2's \s (with UCP) also
+ * takes U+180E (Mongolian vowel separator, a format character since
+ * Unicode 6.3), so "\u180e'll" would split differently from HF. */
+#define WS "\\t\\n\\x{0B}\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}" \
+           "\\x{202F}\\x{205F}\\x{3000}"
 static const char qwen2_pattern[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}|"
-    " ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+    " ?[^" WS "\\p{L}\\p{N}]+[\\r\\n]*|[" WS "]*[\\r\\n]+|[" WS "]+(?![^" WS "])|[" WS "]+";
+#undef WS
 
 #define TOK_MAX_ID (1 << 22) /* Qwen's ids end near 152,000 */
 

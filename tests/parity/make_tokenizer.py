@@ -97,6 +97,9 @@ CASES = [
     "zero\u200bwidth\u200djoiner\ufeffbom",
     "Ω≈ç√∫˜µ≤≥÷ åß∂ƒ©˙∆˚¬…æ",
     "𝕳𝖊𝖑𝖑𝖔 𝒲ℴ𝓇𝓁𝒹 𠀀𠀁",
+    # White_Space as HF's Oniguruma has it: U+180E is not a space, U+0085 is
+    "\u180e'll a\u180e b \u0085x\u0085 \u2028'S\u000b\u000c\u001c end\u180e",
+    "\u017f's K'K \u212a's \u0130'LL",
     "x" * 300,
     "ab" * 150 + "中文" * 100,
 ]
