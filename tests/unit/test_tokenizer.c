@@ -20,32 +20,11 @@
 #include <cjson/cJSON.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "file.h"
 #include "tokenizer.h"
 
 #define DATA "tests/data/tokenizer/tiny_bpe"
-
-static char root[64];
-
-static const char *P(const char *name) {
-  static char bufs[8][512];
-  static int next;
-  char *b = bufs[next++ % 8];
-  snprintf(b, sizeof bufs[0], "%s/%s", root, name);
-  return b;
-}
-
-static void write_file(const char *path, const void *data, size_t len) {
-  FILE *fp = fopen(path, "wb");
-  if (!fp || fwrite(data, 1, len, fp) != len || fclose(fp) != 0) {
-    fprintf(stderr, "cannot write %s\n", path);
-    exit(1);
-  }
-}
-
-static void write_text(const char *path, const char *text) {
-  write_file(path, text, strlen(text));
-}
 
 static char *slurp(const char *path, size_t *len) {
   char *buf;
