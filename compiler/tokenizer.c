@@ -605,6 +605,7 @@ static void push_pair(tok_tokenizer *t, size_t *hn, int32_t pos) {
 
 /* BPE of one pre-token's bytes w[0, n), appended to o. */
 static int bpe_word(tok_tokenizer *t, const char *w, size_t n, Ids *o) {
+  if (!n) return 0;
   if (n > t->sym_cap) {
     size_t cap = n < 64 ? 64 : n;
     Sym *s = realloc(t->sym, cap * sizeof *s);
@@ -649,7 +650,8 @@ static int encode_word(tok_tokenizer *t, const char *w, size_t n, Ids *o) {
   }
   size_t first = o->n;
   if (bpe_word(t, w, n, o)) return -1;
-  if (n > 256 || t->cache_n >= (1u << 20)) return 0; /* cache short words, bounded */
+  /* cache short words only, and at most 2^18 of them: under 20 MB */
+  if (n > 64 || t->cache_n >= (1u << 18)) return 0;
   size_t k = o->n - first;
   char *key = malloc(n ? n : 1);
   int32_t *val = malloc((k + 1) * sizeof *val);
