@@ -93,46 +93,11 @@ static int oom(sc_error *err, const char *what) {
   return sc_fail(err, SC_ERUNTIME, "%s: out of memory", what);
 }
 
-/* Read a JSON file of the checkpoint (at most SC_JSON_MAX bytes) and parse
- * it as Python's json would (json.h): UTF-8, no NUL in a string, the last
- * of a repeated key wins; trailing garbage is an error.  Ownership of
- * *text and *json passes to the caller. */
+/* Read a JSON file of the checkpoint (at most SC_JSON_MAX bytes):
+ * json_read_file.  Ownership of *text and *json passes to the caller. */
 static int read_json(const char *path, const char *missing_hint, char **text,
                      cJSON **json, sc_error *err) {
-  *text = NULL;
-  *json = NULL;
-  char *buf;
-  size_t len;
-  if (sc_read_regular(path, "a regular JSON file", SC_JSON_MAX, &buf, &len, err)) {
-    if (errno == ENOENT)
-      return sc_fail(err, SC_EINPUT, "%s: not found%s%s%s", path,
-                     missing_hint ? " (" : "", missing_hint ? missing_hint : "",
-                     missing_hint ? ")" : "");
-    return err->code;
-  }
-  if (json_check_text(buf, len, path, "key", err)) {
-    free(buf);
-    return err->code;
-  }
-  const char *end = NULL;
-  cJSON *j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
-  if (!j || end != buf + len) {
-    size_t at = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
-    int line = 1;
-    for (size_t i = 0; i < at; i++) line += buf[i] == '\n';
-    cJSON_Delete(j);
-    free(buf);
-    return sc_fail(err, SC_EINPUT, "%s: not valid JSON (error near line %d, "
-                   "byte %zu)", path, line, at);
-  }
-  if (json_last_wins(j, err)) {
-    cJSON_Delete(j);
-    free(buf);
-    return err->code;
-  }
-  *text = buf;
-  *json = j;
-  return SC_OK;
+  return json_read_file(path, SC_JSON_MAX, missing_hint, text, json, err);
 }
 
 static const char *json_type_name(const cJSON *j) {

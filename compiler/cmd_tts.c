@@ -14,13 +14,16 @@
 #include "cli.h"
 #include "file.h"
 #include "speechc.h"
+#include "tokenizer.h"
 
 const char *const usage_tts =
     "usage: speechc tts model.so --text-ids LIST|FILE -o codes.json|codes.bin|- [options]\n"
+    "       speechc tts model.so --text TEXT --tokenizer DIR -o ... [options]\n"
     "\n"
     "Runs the Qwen3-TTS talker and code predictor as the official qwen-tts package does\n"
     "and writes the [frames x 16] matrix of codec ids.  Text tokenization and audio\n"
-    "decoding are not part of speechc yet: pass token ids, get codec codes.\n"
+    "decoding are not part of speechc yet: pass text (with the checkpoint's tokenizer) or\n"
+    "token ids, get codec codes.\n"
     "\n"
     "  --text-ids LIST|FILE    ids of '<|im_start|>assistant\\n{text}<|im_end|>\\n<|im_start|>\n"
     "                          assistant\\n': a value of only digits, commas and spaces is\n"
@@ -29,6 +32,11 @@ const char *const usage_tts =
     "                          a file named 5), or a pipe: /dev/stdin, <(...), read to its end\n"
     "  --instruct-ids LIST|FILE  ids of '<|im_start|>user\\n{instruct}<|im_end|>\\n' (the same\n"
     "                          forms)\n"
+    "  --text TEXT             the text: tokenized in that template by the tokenizer in\n"
+    "                          --tokenizer DIR (speechc tokenize; instead of --text-ids)\n"
+    "  --instruct TEXT         the instruction, in its template (instead of --instruct-ids)\n"
+    "  --tokenizer DIR         vocab.json + merges.txt (+ tokenizer_config.json) or\n"
+    "                          tokenizer.json: the checkpoint directory\n"
     "  --speaker NAME          a speaker of the model's config (custom-voice models)\n"
     "  --language NAME|auto    a language of the model's config (default auto)\n"
     "  --non-streaming         all text in the prompt (the official custom-voice and\n"
@@ -182,8 +190,30 @@ static int write_codes(const char *path, const int32_t *codes, int frames, int g
   return SC_OK;
 }
 
+/* The ids of prefix + body + suffix (the chat template around --text or
+ * --instruct) by the tokenizer t; *ids malloc'd.  Text that is not UTF-8
+ * is a usage error: it is an argument, not a file. */
+static int template_ids(tok_tokenizer *t, const char *flag, const char *prefix, const char *body,
+                        const char *suffix, int32_t **ids, int *n, sc_error *err) {
+  size_t len = strlen(prefix) + strlen(body) + strlen(suffix), k;
+  /* the body alone first, so that a bad byte's offset is into the text given */
+  int rc = tok_encode(t, body, strlen(body), flag, ids, &k, err);
+  free(*ids);
+  *ids = NULL;
+  if (rc) return rc == SC_EINPUT ? (err->code = SC_EUSAGE) : rc;
+  char *s = malloc(len + 1);
+  if (!s) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  snprintf(s, len + 1, "%s%s%s", prefix, body, suffix);
+  rc = tok_encode(t, s, len, flag, ids, &k, err);
+  free(s);
+  if (!rc && k > INT32_MAX) rc = sc_fail(err, SC_EUSAGE, "%s: too long", flag);
+  if (!rc) *n = (int)k;
+  return rc;
+}
+
 int cmd_tts(int argc, char **argv) {
   const char *path = NULL, *text = NULL, *instruct = NULL, *out = NULL;
+  const char *text_s = NULL, *instruct_s = NULL, *tokdir = NULL;
   sc_tts_params p = sc_tts_defaults();
   Progress prog = {0};
   sc_open_opts opts = {.verify_weights = 1, .threads = 0};
@@ -206,6 +236,12 @@ int cmd_tts(int argc, char **argv) {
       if (!(text = flag_value(argc, argv, &i, "--text-ids"))) return usage_error(usage_tts, "%s needs ids", a);
     } else if (is_flag(a, "--instruct-ids")) {
       if (!(instruct = flag_value(argc, argv, &i, "--instruct-ids"))) return usage_error(usage_tts, "%s needs ids", a);
+    } else if (is_flag(a, "--text")) {
+      if (!(text_s = flag_value(argc, argv, &i, "--text"))) return usage_error(usage_tts, "%s needs a text", a);
+    } else if (is_flag(a, "--instruct")) {
+      if (!(instruct_s = flag_value(argc, argv, &i, "--instruct"))) return usage_error(usage_tts, "%s needs a text", a);
+    } else if (is_flag(a, "--tokenizer")) {
+      if (!(tokdir = flag_value(argc, argv, &i, "--tokenizer"))) return usage_error(usage_tts, "%s needs a directory", a);
     } else if (is_flag(a, "--speaker")) {
       if (!(p.speaker = flag_value(argc, argv, &i, "--speaker"))) return usage_error(usage_tts, "%s needs a name", a);
     } else if (is_flag(a, "--language")) {
@@ -242,13 +278,37 @@ int cmd_tts(int argc, char **argv) {
 #undef INT
   }
   if (!path) return usage_error(usage_tts, "%s", "missing model.so");
-  if (!text) return usage_error(usage_tts, "%s", "missing --text-ids");
+  if (!text && !text_s) return usage_error(usage_tts, "%s", "missing --text-ids or --text");
+  if (text && text_s) return usage_error(usage_tts, "%s", "give one of --text and --text-ids");
+  if (instruct && instruct_s)
+    return usage_error(usage_tts, "%s", "give one of --instruct and --instruct-ids");
+  if ((text_s || instruct_s) && !tokdir)
+    return usage_error(usage_tts, "%s", "--text and --instruct need --tokenizer DIR "
+                       "(hint: the checkpoint directory the model was built from)");
   if (!out) return usage_error(usage_tts, "%s", "missing -o codes.json|codes.bin|-");
   int32_t *text_ids = NULL, *instruct_ids = NULL, *codes = NULL;
-  int rc = read_ids("--text-ids", text, &text_ids, &p.n_text);
+  int rc = SC_OK;
+  if (text_s || instruct_s) {
+    sc_error terr = {0};
+    tok_tokenizer *t = NULL;
+    rc = tok_load(tokdir, &t, &terr);
+    if (!rc && text_s)
+      rc = template_ids(t, "--text", "<|im_start|>assistant\n", text_s,
+                        "<|im_end|>\n<|im_start|>assistant\n", &text_ids, &p.n_text, &terr);
+    if (!rc && instruct_s)
+      rc = template_ids(t, "--instruct", "<|im_start|>user\n", instruct_s, "<|im_end|>\n",
+                        &instruct_ids, &p.n_instruct, &terr);
+    tok_free(t);
+    if (rc) {
+      free(text_ids);
+      return report(rc, &terr);
+    }
+  }
+  if (text) rc = read_ids("--text-ids", text, &text_ids, &p.n_text);
   if (!rc && instruct) rc = read_ids("--instruct-ids", instruct, &instruct_ids, &p.n_instruct);
   if (rc) {
     free(text_ids);
+    free(instruct_ids);
     return rc;
   }
   p.text_ids = text_ids;

@@ -1,11 +1,14 @@
 /*
- * json.c — the text checks and the duplicate-key rule of json.h.
+ * json.c — the text checks, the duplicate-key rule and the file reader of
+ * json.h.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "file.h"
 #include "json.h"
 
 /* Length of the UTF-8 sequence at s (n bytes left), 0 when invalid:
@@ -134,5 +137,43 @@ int json_last_wins(cJSON *j, sc_error *err) {
   if (cJSON_IsObject(j) || cJSON_IsArray(j))
     for (cJSON *c = j->child; c; c = c->next)
       if (json_last_wins(c, err)) return err->code;
+  return SC_OK;
+}
+
+int json_read_file(const char *path, uint64_t max_bytes, const char *missing_hint,
+                   char **text, cJSON **json, sc_error *err) {
+  *text = NULL;
+  *json = NULL;
+  char *buf;
+  size_t len;
+  if (sc_read_regular(path, "a regular JSON file", max_bytes, &buf, &len, err)) {
+    if (errno == ENOENT)
+      return sc_fail(err, SC_EINPUT, "%s: not found%s%s%s", path,
+                     missing_hint ? " (" : "", missing_hint ? missing_hint : "",
+                     missing_hint ? ")" : "");
+    return err->code;
+  }
+  if (json_check_text(buf, len, path, "key", err)) {
+    free(buf);
+    return err->code;
+  }
+  const char *end = NULL;
+  cJSON *j = cJSON_ParseWithLengthOpts(buf, len + 1, &end, 1);
+  if (!j || end != buf + len) {
+    size_t at = end && end >= buf && end <= buf + len ? (size_t)(end - buf) : 0;
+    int line = 1;
+    for (size_t i = 0; i < at; i++) line += buf[i] == '\n';
+    cJSON_Delete(j);
+    free(buf);
+    return sc_fail(err, SC_EINPUT, "%s: not valid JSON (error near line %d, "
+                   "byte %zu)", path, line, at);
+  }
+  if (json_last_wins(j, err)) {
+    cJSON_Delete(j);
+    free(buf);
+    return err->code;
+  }
+  *text = buf;
+  *json = j;
   return SC_OK;
 }

@@ -19,6 +19,7 @@
 #define SC_JSON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
@@ -37,5 +38,13 @@ int json_check_text(const char *text, size_t len, const char *path, const char *
  * SC_ERUNTIME on out of memory (then j is unchanged or partly merged, and
  * still a valid tree). */
 int json_last_wins(cJSON *j, sc_error *err);
+
+/* Read the JSON file path (a regular file of at most max_bytes) and parse
+ * it as Python's json would: json_check_text, no trailing garbage
+ * (errors give the line), json_last_wins.  A missing file is "PATH: not
+ * found (MISSING_HINT)".  Ownership of *text and *json passes to the
+ * caller. */
+int json_read_file(const char *path, uint64_t max_bytes, const char *missing_hint,
+                   char **text, cJSON **json, sc_error *err);
 
 #endif

@@ -14,6 +14,8 @@ case ${1:-} in
   *) echo "usage: $0 [--no-cuda-tools | --list]" >&2; exit 2 ;;
 esac
 pkgs=(build-essential cmake libtcc-dev tcc libcjson-dev libopenblas-dev clang)
+# compiler/tokenizer.c: the Qwen2 pre-tokenizer regex and NFC
+pkgs+=(libpcre2-dev libutf8proc-dev)
 # tests/unit/test_avx512_simde.c: SIMDe's model of the x86 intrinsics
 pkgs+=(libsimde-dev)
 # scripts/neon.sh (the ctest case neon_qemu): the AArch64 kernels under qemu

@@ -2,7 +2,7 @@
 # Run one libFuzzer target for SECONDS seconds.
 #
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   TARGET: safetensors | checkpoint | artifact   (tests/fuzz/fuzz_TARGET.c)
+#   TARGET: safetensors | checkpoint | artifact | tokenizer   (tests/fuzz/fuzz_TARGET.c)
 #
 # Builds build-fuzz/ (clang, -DSPEECHC_FUZZ=ON: libFuzzer + ASan + UBSan)
 # when needed, writes the seed corpus made from tests/data into
@@ -15,11 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: $0 safetensors|checkpoint|artifact SECONDS [libFuzzer flags...]" >&2; exit 1; }
+usage() { echo "usage: $0 safetensors|checkpoint|artifact|tokenizer SECONDS [libFuzzer flags...]" >&2; exit 1; }
 [ $# -ge 2 ] || usage
 t=$1 secs=$2
 shift 2
-case $t in safetensors|checkpoint|artifact) ;; *) usage ;; esac
+case $t in safetensors|checkpoint|artifact|tokenizer) ;; *) usage ;; esac
 case $secs in ''|*[!0-9]*) usage ;; esac
 
 B=build-fuzz
@@ -101,6 +101,13 @@ artifact)
   p '\x01' 0 1 '' >"$SEEDS/patch_longer"
   # issue 12: model.so less its last K bytes (0: whole), refused before dlopen
   for k in 0 1 100 10000 28000 1000000 4294967295; do { printf '\x04'; u32le $k; } >"$SEEDS/cut_less_$k"; done
+  ;;
+tokenizer)
+  # the whole tokenizer.json of the tiny BPE (mode 3) and the test strings
+  # as text (mode 0); tests/fuzz/regress/tokenizer has the other modes
+  T=tests/data/tokenizer/tiny_bpe
+  { printf '\x03'; cat $T/tokenizer.json; printf '\n=====\nHello, 世界 <|im_end|>'; } >"$SEEDS/tokenizer_json"
+  { printf '\x00'; grep -o '"text": "[^"]*"' $T/cases.json | sed 's/^"text": "//; s/"$//'; } >"$SEEDS/cases"
   ;;
 esac
 

@@ -30,7 +30,8 @@ set(CMAKE_SYSTEM_PROCESSOR aarch64)
 set(CMAKE_C_COMPILER $CC)
 EOT
 cmake -S . -B "$out/cmake" -DCMAKE_TOOLCHAIN_FILE="$out/aarch64.cmake" -DCMAKE_BUILD_TYPE=Release \
-  -DTCC_LIB=unused -DCJSON_LIB=unused -DSPEECHC_OPENBLAS=OFF >/dev/null
+  -DTCC_LIB=unused -DCJSON_LIB=unused -DPCRE2_LIB=unused -DUTF8PROC_LIB=unused \
+  -DSPEECHC_OPENBLAS=OFF >/dev/null
 cmake --build "$out/cmake" --target speechc_rt -j"$(nproc)" >/dev/null
 lib=$out/cmake/libspeechc_rt.a
 objs=$out/cmake/CMakeFiles/speechc_rt.dir/runtime

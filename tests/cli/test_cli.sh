@@ -418,6 +418,56 @@ if setup tts-build "$BIN" build -q "$TTS6" -o "$W/tts/m.so"; then
   expect tts-ids-file 0 "frames/s" -- "$BIN" tts "$W/tts/m.so" --text-ids "$W/ids.txt" --max-frames 2 -o "$W/codes.bin"
   [ "$(wc -c <"$W/codes.bin")" -eq 128 ] && n_pass=$((n_pass + 1)) || fail_case tts-bin-size "codes.bin is not 2 x 16 int32"
   expect tts-help 0 "out:usage: speechc tts" "out:--non-streaming" -- "$BIN" tts --help
+  # --text: a tokenizer whose ids fit the tiny model (GPT-2's byte order, so
+  # "\n" is 198 as in Qwen's; "assistant" 300, <|im_start|> 480, <|im_end|>
+  # 481 added) must give the frames of the same ids passed as --text-ids
+  mkdir -p "$W/tok"
+  { printf '{'; id=0; extra=0
+    for b in $(seq 0 255); do
+      if { [ $b -ge 33 ] && [ $b -le 126 ]; } || { [ $b -ge 161 ] && [ $b -le 172 ]; } || [ $b -ge 174 ]; then :; else continue; fi
+      printf '"\\u%04x": %d,' $b $id; id=$((id + 1))
+    done
+    for b in $(seq 0 255); do
+      if { [ $b -ge 33 ] && [ $b -le 126 ]; } || { [ $b -ge 161 ] && [ $b -le 172 ]; } || [ $b -ge 174 ]; then continue; fi
+      printf '"\\u%04x": %d' $((256 + extra)) $id; id=$((id + 1)); extra=$((extra + 1))
+      [ $id -lt 256 ] && printf ','
+    done
+    printf '}\n'; } > "$W/tok/vocab.json"
+  : > "$W/tok/merges.txt"
+  printf '{"added_tokens_decoder": {"300": {"content": "assistant"}, "480": {"content": "<|im_start|>"}, "481": {"content": "<|im_end|>"}}}\n' > "$W/tok/tokenizer_config.json"
+  expect tts-text-tokenized 0 "out:480,300,198,39,72,481,198,480,300,198" -- \
+    "$BIN" tokenize "$W/tok" "<|im_start|>assistant
+Hi<|im_end|>
+<|im_start|>assistant
+"
+  "$BIN" tts "$W/tts/m.so" --text Hi --tokenizer "$W/tok" --greedy --max-frames 2 -q -o "$W/by_text.json" 2>"$W/err" &&
+    "$BIN" tts "$W/tts/m.so" --text-ids 480,300,198,39,72,481,198,480,300,198 --greedy --max-frames 2 -q \
+      -o "$W/by_ids.json" 2>>"$W/err" && cmp -s "$W/by_text.json" "$W/by_ids.json" &&
+    n_pass=$((n_pass + 1)) || fail_case tts-text "--text Hi gives other frames than its ids"
+  expect tts-text-no-tokenizer 1 "--text and --instruct need --tokenizer DIR" -- \
+    "$BIN" tts "$W/tts/m.so" --text Hi -o -
+  expect tts-text-and-ids 1 "give one of --text and --text-ids" -- \
+    "$BIN" tts "$W/tts/m.so" --text Hi --text-ids "$ids" --tokenizer "$W/tok" -o -
+  expect tts-text-bad-utf8 1 "--text: not valid UTF-8 at byte 1" -- \
+    "$BIN" tts "$W/tts/m.so" --text $'H\xffi' --tokenizer "$W/tok" -o -
 fi
+
+# speechc tokenize on the HF-trained tiny BPE (tests/parity/make_tokenizer.py):
+# the ids are HF tokenizers' for the same strings
+TOK=tests/data/tokenizer/tiny_bpe
+expect tok-ids 0 "out:403,401,1054,594,6,50,220,779" -- \
+  "$BIN" tokenize "$TOK" "Hello world<|im_end|> It'S 你好"
+expect tok-decode 0 "out:Hello world<|im_end|> It'S 你好" -- \
+  "$BIN" tokenize "$TOK" --decode 403,401,1054,594,6,50,220,779
+expect tok-dash-text 0 "out:" -- "$BIN" tokenize "$TOK" -- "-x"
+printf 'ab\x80cd' > "$W/bad.txt"
+expect tok-bad-utf8 2 "bad.txt: not valid UTF-8 at byte 2" -- "$BIN" tokenize "$TOK" --file "$W/bad.txt"
+expect tok-bad-id 1 "id 99999 (at position 0) is not in the vocabulary" -- \
+  "$BIN" tokenize "$TOK" --decode 99999
+expect tok-no-dir 2 "tokenizer.json: not found" "hint:" -- "$BIN" tokenize "$W" "hi"
+expect tok-two-inputs 1 "give exactly one of" -- "$BIN" tokenize "$TOK" "hi" --decode 1
+expect tok-unknown-flag 1 "unknown option '--bogus'" -- "$BIN" tokenize "$TOK" --bogus
+expect tok-help 0 "out:usage: speechc tokenize" -- "$BIN" tokenize --help
+expect tok-help-cmd 0 "out:usage: speechc tokenize" -- "$BIN" help tokenize
 
 finish

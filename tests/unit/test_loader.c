@@ -14,31 +14,9 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "scratch.h"
 #include "checkpoint.h"
 #include "safetensors.h"
-
-static char root[64]; /* the mkdtemp directory */
-
-/* root/name in a rotating static buffer: several may be live at once. */
-static const char *P(const char *name) {
-  static char bufs[8][512];
-  static int next;
-  char *b = bufs[next++ % 8];
-  snprintf(b, sizeof bufs[0], "%s/%s", root, name);
-  return b;
-}
-
-static void write_file(const char *path, const void *data, size_t len) {
-  FILE *fp = fopen(path, "wb");
-  if (!fp || fwrite(data, 1, len, fp) != len || fclose(fp) != 0) {
-    fprintf(stderr, "cannot write %s\n", path);
-    exit(1);
-  }
-}
-
-static void write_text(const char *path, const char *text) {
-  write_file(path, text, strlen(text));
-}
 
 /* A safetensors image: u64 LE header length, header, data.  malloc'd. */
 static uint8_t *st_image(const char *hdr, const void *data, size_t dlen,
