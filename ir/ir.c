@@ -211,7 +211,8 @@ int ir_node(Graph *g, OpKind op, DType dt, int64_t rows, int64_t cols,
 
 #define N(i) (&g->nodes[(i)])
 
-int ir_input_ids(Graph *g) { return ir_node(g, OP_INPUT_IDS, DT_I32, IR_T, 1, NULL, 0, "ids"); }
+int ir_input_ids(Graph *g) { return ir_input_codes(g, 1); }
+int ir_input_codes(Graph *g, int64_t cols) { return ir_node(g, OP_INPUT_IDS, DT_I32, IR_T, cols, NULL, 0, "ids"); }
 
 int ir_input_embeds(Graph *g, int64_t cols) {
   return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T, cols, NULL, 0, "embeds");

@@ -117,7 +117,17 @@ typedef struct IrWeightSrc {
   int64_t rows;         /* rows taken from it */
 } IrWeightSrc;
 
-enum { WGEN_NONE, WGEN_ROPE };
+/* Weights computed at build from checkpoint tensors (pass_pack):
+ *   WGEN_ROPE      cos|sin table [max_ctx, rot_dims] (no tensor)
+ *   WGEN_CODEBOOK  src 0 embedding_sum [K, D], src 1 cluster_usage [K]:
+ *                  row r = embedding_sum[r] / max(cluster_usage[r], 1e-5)
+ *   WGEN_CONV      a Conv1d weight [Cout, Cin, k] as the [Cout, k*Cin] matrix
+ *                  IM2COL's rows multiply: W'[o, j*Cin + c] = W[o, c, j]
+ *   WGEN_CONVT     a ConvTranspose1d weight [Cin, Cout, k] as the
+ *                  [k*Cout, Cin] matrix OVERLAP_ADD's input comes from:
+ *                  W''[j*Cout + o, c] = W[c, o, j]
+ * gen_k is the kernel size k of both convs. */
+enum { WGEN_NONE, WGEN_ROPE, WGEN_CODEBOOK, WGEN_CONV, WGEN_CONVT };
 typedef struct IrWeight {
   char name[IR_NAME];
   char source[160];     /* checkpoint names it was made from, for humans */
@@ -125,9 +135,10 @@ typedef struct IrWeight {
   int64_t sets, rows, cols;
   IrWeightSrc src[16];
   int n_src;
-  int gen;              /* WGEN_ROPE: cos|sin table [max_ctx, rot_dims] */
+  int gen;              /* WGEN_* */
   double gen_theta;
   int gen_rot;
+  int gen_k;
   int used;
   int64_t offset, bytes; /* set by pack */
 } IrWeight;
@@ -191,6 +202,8 @@ int ir_state_add(Module *m, const char *name, int64_t rows, int64_t cols);
 int ir_node(Graph *g, OpKind op, DType dt, int64_t rows, int64_t cols,
             const int *src, int nsrc, const char *name);
 int ir_input_ids(Graph *g);
+/* [T, cols] ids: `cols` per token (a codec's codebooks), io->ids row-major. */
+int ir_input_codes(Graph *g, int64_t cols);
 int ir_input_embeds(Graph *g, int64_t cols);
 /* The entry's extra input vector io->hidden_in [1, cols]. */
 int ir_input_hidden(Graph *g, int64_t cols);
