@@ -121,7 +121,9 @@ static int emit_node(Cg *cg, int i) {
     const IrNode *tab = node(cg, SRC(n, EMBED, TABLE));
     const IrWeight *w = &m->weights[tab->weight];
     OUT("  for (int t = 0; t < %s; t++) {\n", rows(n));
-    OUT("    const int id = %s[t];\n", ref(cg, SRC(n, EMBED, IDS)));
+    const long long ids_ld = ld(cg, SRC(n, EMBED, IDS)); /* > 1: one column of a codes input */
+    if (ids_ld == 1) OUT("    const int id = %s[t];\n", ref(cg, SRC(n, EMBED, IDS)));
+    else OUT("    const int id = %s[t * %lld];\n", ref(cg, SRC(n, EMBED, IDS)), ids_ld);
     OUT("    float *y = %s + t * %lld;\n", v, (long long)n->ld);
     OUT("    if (id == -1) {\n      for (int c = 0; c < %lld; c++) y[c] = 0.0f;\n      continue;\n    }\n",
         (long long)n->cols);

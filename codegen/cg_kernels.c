@@ -189,7 +189,7 @@ static int emit_gemv(Cu *cu, int i) {
   if (per_token > CU_STAGE_FLOATS)
     return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %lld input columns exceed the %d a "
                    "block stages in shared memory", n->name, C, CU_STAGE_FLOATS);
-  const int exact = n->rows != IR_T; /* rows known: a ROW view, or an exact graph */
+  const int exact = !IR_ROWS_ON_T(n->rows); /* rows known: a ROW view, or an exact graph */
   int TB = exact ? (n->rows < 4 ? (int)n->rows : 4) : 4;
   if (TB * per_token > CU_STAGE_FLOATS) TB = (int)(CU_STAGE_FLOATS / per_token);
   const int vec = band == DT_F32 ? (C % 4 ? 1 : 4) : (C % 8 ? 1 : 8);
@@ -368,7 +368,7 @@ static int emit_gemv(Cu *cu, int i) {
 static int gemm_tiled(const Cu *cu, int i) {
   const Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
-  if (n->rows != IR_T) return 0;
+  if (n->rows != IR_T) return 0; /* T tokens exactly (not T*m/d: not a prefill) */
   const IrLinOperands o = ir_lin_operands(n);
   const int wi = o.w, nwi = o.nw;
   const DType band = band_of(cu, wi);
@@ -490,19 +490,17 @@ static int emit_gemm_tiled(Cu *cu, int i) {
 /* Grid of `per_block`-thread blocks covering rows*count items, rows those
  * of value v (a literal, or the launcher's T). */
 static void grid_items(const IrNode *v, long long count, int per_block, char *gx, size_t size) {
-  if (v->rows != IR_T)
+  char r[48];
+  if (!IR_ROWS_ON_T(v->rows))
     snprintf(gx, size, "%lld", ((long long)v->rows * count + per_block - 1) / per_block);
   else
-    snprintf(gx, size, "(T * %lld + %d) / %d", count, per_block - 1, per_block);
+    snprintf(gx, size, "(%s * %lld + %d) / %d", ir_rows_text(v->rows, r, sizeof r), count,
+             per_block - 1, per_block);
 }
 
 /* One block per row of value v. */
 static const char *rows_grid(const IrNode *v, char *buf, size_t size) {
-  if (v->rows != IR_T) {
-    snprintf(buf, size, "%lld", (long long)v->rows);
-    return buf;
-  }
-  return "T";
+  return ir_rows_text(v->rows, buf, size);
 }
 
 /* One thread per element of a [T, cols] result: y = expr over a (, b). */
@@ -591,7 +589,7 @@ static int emit_embed(Cu *cu, int i) {
     return sc_fail(cg->err, SC_EINPUT, "CUDA target: embedding band %s is not supported yet",
                    ir_dtype_name(w->band));
   }
-  char gx[16];
+  char gx[48];
   return cu_kernel_end(cu, i, 256, rows_grid(n, gx, sizeof gx), "1");
 }
 
@@ -619,7 +617,7 @@ static int emit_rmsnorm(Cu *cu, int i) {
   char eps[32];
   KB("    rr = 1.0f / $sqrtf(s / %d.0f + %s);\n  }\n  $barrier;\n", p->group, cg_float(eps, p->eps));
   KB("  for (int c = $tid; c < %d; c += %d) yr[c] = (xr[c] * rr) * %s;\n", p->group, nt, wf);
-  char gx[16], gy[16];
+  char gx[16], gy[48];
   snprintf(gx, sizeof gx, "%d", G);
   return cu_kernel_end(cu, i, nt, gx, rows_grid(n, gy, sizeof gy));
 }
@@ -858,7 +856,7 @@ static int emit_attention(Cu *cu, int i) {
     KB("    v *= 1.0f / (1.0f + $expf(-gate[(long long)t * %lld + h * HD + c]));\n",
        ld(cg, SRC(n, ATTENTION, GATE)));
   KB("    y[(long long)t * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
-  char gx[16], gy[16];
+  char gx[16], gy[48];
   snprintf(gx, sizeof gx, "%d", p->heads);
   return cu_kernel_end(cu, i, 32 * NW, gx, rows_grid(n, gy, sizeof gy));
 }

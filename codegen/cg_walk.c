@@ -57,14 +57,12 @@ long long ld(const Cg *cg, int i) {
   return (long long)n->ld;
 }
 
-/* Row count of a value as C text: "T" or a literal. */
+/* Row count of a value as C text: "T", "(T * 4)" or a literal. */
 const char *rows(const IrNode *n) {
-  static _Thread_local char ring[4][24];
+  static _Thread_local char ring[4][48];
   static _Thread_local int k;
-  if (n->rows == IR_T) return "T";
   k = (k + 1) % 4;
-  snprintf(ring[k], sizeof ring[k], "%lld", (long long)n->rows);
-  return ring[k];
+  return ir_rows_text(n->rows, ring[k], sizeof ring[k]);
 }
 
 /* C type of a view's elements: token ids or activations. */
@@ -211,6 +209,10 @@ void cg_entry_prologue(Cg *cg, const Graph *g, const char *scratch_note, const c
     OUT("  const int T = io->n;\n");
     OUT("  if (T < 1 || T > %d) {\n    K->error(K->ctx, \"%s: token count out of range [1, %d]\", T);\n    return 1;\n  }\n",
         g->max_tokens, g->name, g->max_tokens);
+    const int align = ir_graph_t_align(g);
+    if (align > 1)
+      OUT("  if (T %% %d) {\n    K->error(K->ctx, \"%s: token count not a multiple of %d\", T);\n    return 1;\n  }\n",
+          align, g->name, align);
   }
   OUT("  const int pos = io->pos;\n");
   char span[16];

@@ -158,6 +158,7 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
   if (strcmp(act, "silu"))
     return sc_fail(err, SC_EINPUT, "%s: hidden_act '%s' is not supported (expected silu)", where, act);
   d->qk_norm = 1;
+  d->window = d->layer_scale = d->attn_bias = 0;
   return SC_OK;
 }
 
@@ -192,12 +193,32 @@ int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, c
                               spec[i].norm ? DT_F32 : band, err);
     if (*spec[i].slot < 0) return err->code;
   }
+  /* the variants' vectors, f32 like the norms */
+  struct { int *slot; const char *nm, *t; int64_t cols; int on; } vec[] = {
+      {&w->bq, "q_bias", "self_attn.q_proj.bias", qdim, d->attn_bias},
+      {&w->bk, "k_bias", "self_attn.k_proj.bias", kvdim, d->attn_bias},
+      {&w->bv, "v_bias", "self_attn.v_proj.bias", kvdim, d->attn_bias},
+      {&w->bo, "o_bias", "self_attn.o_proj.bias", H, d->attn_bias},
+      {&w->attn_scale, "attn_scale", "self_attn_layer_scale.scale", H, d->layer_scale},
+      {&w->mlp_scale, "mlp_scale", "mlp_layer_scale.scale", H, d->layer_scale},
+  };
+  for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++) {
+    *vec[i].slot = -1;
+    if (!vec[i].on) continue;
+    snprintf(name, sizeof name, "%slayer%d.%s", name_prefix, L, vec[i].nm);
+    snprintf(tensor, sizeof tensor, "%s%d.%s", tensor_prefix, L, vec[i].t);
+    *vec[i].slot = fe_weight(m, c, name, tensor, 0, vec[i].cols, DT_F32, err);
+    if (*vec[i].slot < 0) return err->code;
+  }
   snprintf(name, sizeof name, "%slayer%d.k_cache", name_prefix, L);
   w->kcache = ir_state_add(m, name, max_ctx, kvdim);
   snprintf(name, sizeof name, "%slayer%d.v_cache", name_prefix, L);
   w->vcache = ir_state_add(m, name, max_ctx, kvdim);
   return SC_OK;
 }
+
+/* The leaf of weight w, or -1 when the layer has none. */
+static int opt_weight(Module *m, Graph *g, int w) { return w >= 0 ? ir_weight(m, g, w) : -1; }
 
 int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w,
                    int rope, const char *name_prefix, int L) {
@@ -208,9 +229,9 @@ int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3La
   /* one NAME() per call: it reuses nm */
 #define NAME(s) (snprintf(nm, sizeof nm, "%slayer%d.%s", name_prefix, L, s), nm)
   int h = ir_rmsnorm(g, x, ir_weight(m, g, w->attn_norm), H, NORM_PLAIN, eps, NAME("attn_norm"));
-  int q = ir_linear(g, h, ir_weight(m, g, w->wq), -1, NAME("q"));
-  int k = ir_linear(g, h, ir_weight(m, g, w->wk), -1, NAME("k"));
-  int v = ir_linear(g, h, ir_weight(m, g, w->wv), -1, NAME("v"));
+  int q = ir_linear(g, h, ir_weight(m, g, w->wq), opt_weight(m, g, w->bq), NAME("q"));
+  int k = ir_linear(g, h, ir_weight(m, g, w->wk), opt_weight(m, g, w->bk), NAME("k"));
+  int v = ir_linear(g, h, ir_weight(m, g, w->wv), opt_weight(m, g, w->bv), NAME("v"));
   if (d->qk_norm) {
     q = ir_rmsnorm(g, q, ir_weight(m, g, w->q_norm), hd, NORM_PLAIN, eps, NAME("q_norm"));
     k = ir_rmsnorm(g, k, ir_weight(m, g, w->k_norm), hd, NORM_PLAIN, eps, NAME("k_norm"));
@@ -219,8 +240,10 @@ int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3La
   k = ir_rope(g, k, nkv, hd, hd, ROPE_NEOX, rope, NAME("k_rope"));
   int kc = ir_kv_store(g, ir_state(m, g, w->kcache), k, NAME("k_store"));
   int vc = ir_kv_store(g, ir_state(m, g, w->vcache), v, NAME("v_store"));
-  int a = ir_attention(g, q, kc, vc, -1, nh, nkv, hd, (float)(1.0 / sqrt((double)hd)), 0, NAME("attn"));
-  int o = ir_linear(g, a, ir_weight(m, g, w->wo), -1, NAME("o"));
+  int a = ir_attention(g, q, kc, vc, -1, nh, nkv, hd, (float)(1.0 / sqrt((double)hd)), d->window,
+                       NAME("attn"));
+  int o = ir_linear(g, a, ir_weight(m, g, w->wo), opt_weight(m, g, w->bo), NAME("o"));
+  if (w->attn_scale >= 0) o = ir_binary(g, OP_MUL, o, ir_weight(m, g, w->attn_scale), NAME("attn_scaled"));
   x = ir_binary(g, OP_ADD, x, o, NAME("attn_res"));
   h = ir_rmsnorm(g, x, ir_weight(m, g, w->mlp_norm), H, NORM_PLAIN, eps, NAME("mlp_norm"));
   int gate = ir_linear(g, h, ir_weight(m, g, w->wg), -1, NAME("gate"));
@@ -228,6 +251,7 @@ int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3La
   int silu = ir_unary(g, OP_SILU, gate, NAME("gate_silu"));
   int act = ir_binary(g, OP_MUL, silu, up, NAME("swiglu"));
   int dn = ir_linear(g, act, ir_weight(m, g, w->wd), -1, NAME("down"));
+  if (w->mlp_scale >= 0) dn = ir_binary(g, OP_MUL, dn, ir_weight(m, g, w->mlp_scale), NAME("mlp_scaled"));
   x = ir_binary(g, OP_ADD, x, dn, NAME("mlp_res"));
 #undef NAME
   return x;

@@ -43,14 +43,20 @@ typedef struct Qwen3Dims {
   int64_t hidden, layers, heads, kv_heads, head_dim, inter;
   double eps, theta;
   int qk_norm;
+  /* variants of the block outside the LMs (0 from fe_qwen3_dims): */
+  int window;       /* sliding-window attention over this many positions */
+  int layer_scale;  /* both residual branches times a per-channel scale */
+  int attn_bias;    /* q/k/v/o projections carry biases */
 } Qwen3Dims;
-typedef struct Qwen3Layer {  /* indices into Module.weights / .states */
+typedef struct Qwen3Layer {  /* indices into Module.weights / .states; -1: absent */
   int attn_norm, wq, wk, wv, wo, q_norm, k_norm, mlp_norm, wg, wu, wd, kcache, vcache;
+  int bq, bk, bv, bo, attn_scale, mlp_scale;
 } Qwen3Layer;
 /* Read the block's dimensions from a config object (qk_norm set to 1). */
 int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err);
 /* Declare layer L's weights (tensors "<tensor_prefix>L.self_attn.q_proj.weight",
- * ...; names "<name_prefix>layerL.q_proj") and its KV caches of max_ctx rows. */
+ * ...; names "<name_prefix>layerL.q_proj") and its KV caches of max_ctx rows
+ * (a ring: positions p and p + max_ctx share a row). */
 int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d,
                            const char *tensor_prefix, const char *name_prefix, int L,
                            int max_ctx, DType band, Qwen3Layer *w, sc_error *err);

@@ -202,6 +202,57 @@ static void write_rope(Writer *w, const IrWeight *wt, float *row) {
   }
 }
 
+/* One f32 row in the weight's band (f32 or bf16: a derived weight is never
+ * quantized, settle_bands sees to that). */
+static void put_row(Writer *w, const IrWeight *wt, const float *row) {
+  if (wt->band == DT_F32) {
+    put(w, row, (size_t)wt->cols * 4);
+    return;
+  }
+  IR_ASSERT(wt->band == DT_BF16);
+  for (int64_t c = 0; c < wt->cols; c++) {
+    uint16_t b = f32_to_bf16(row[c]);
+    put(w, &b, 2);
+  }
+}
+
+/* The whole of a source tensor as f32 (a conv weight: at most a few
+ * hundred MB in published models); NULL when memory runs out. */
+static float *read_all(const IrWeight *wt, int s) {
+  const StTensor *t = wt->src[s].tensor;
+  float *a = malloc((size_t)t->numel * sizeof *a);
+  if (a) st_read_f32(t, 0, t->numel, a);
+  return a;
+}
+
+/* The WGEN_CODEBOOK / _CONV / _CONVT weights (ir.h). */
+static int write_derived(Writer *w, const IrWeight *wt, float *row) {
+  float *a = read_all(wt, 0), *b = wt->gen == WGEN_CODEBOOK ? read_all(wt, 1) : NULL;
+  if (!a || (wt->gen == WGEN_CODEBOOK && !b)) {
+    free(a);
+    free(b);
+    return -1;
+  }
+  const int64_t R = wt->rows, C = wt->cols, k = wt->gen_k;
+  for (int64_t r = 0; r < R; r++) {
+    if (wt->gen == WGEN_CODEBOOK) {
+      const float u = b[r] > 1e-5f ? b[r] : 1e-5f; /* clamp(min=epsilon) */
+      for (int64_t c = 0; c < C; c++) row[c] = a[r * C + c] / u;
+    } else if (wt->gen == WGEN_CONV) { /* [Cout, Cin, k] -> [Cout, k*Cin] */
+      const int64_t cin = C / k;
+      for (int64_t j = 0; j < k; j++)
+        for (int64_t c = 0; c < cin; c++) row[j * cin + c] = a[(r * cin + c) * k + j];
+    } else { /* WGEN_CONVT: [Cin, Cout, k] -> [k*Cout, Cin] */
+      const int64_t cout = R / k, j = r / cout, o = r % cout;
+      for (int64_t c = 0; c < C; c++) row[c] = a[(c * cout + o) * k + j];
+    }
+    put_row(w, wt, row);
+  }
+  free(a);
+  free(b);
+  return 0;
+}
+
 int pass_pack(Module *m, const Target *t, FILE *f, const char *path, uint64_t *checksum, uint64_t *data_bytes,
               uint64_t build_id, int quiet, sc_error *err) {
   int64_t off = 0, max_cols = 0;
@@ -233,7 +284,15 @@ int pass_pack(Module *m, const Target *t, FILE *f, const char *path, uint64_t *c
     if (!wt->used) continue;
     pad_to(&w, pos, wt->offset);
     if (wt->gen == WGEN_ROPE) write_rope(&w, wt, row);
-    else if (quantized(wt->band)) write_quantized(&w, t, wt, row, qrow);
+    else if (wt->gen != WGEN_NONE) {
+      if (write_derived(&w, wt, row)) {
+        free(row);
+        free(qrow);
+        free(w.buf);
+        fclose(w.f);
+        return sc_fail(err, SC_ERUNTIME, "%s: out of memory deriving weight %s", path, wt->name);
+      }
+    } else if (quantized(wt->band)) write_quantized(&w, t, wt, row, qrow);
     else write_rows(&w, wt, row);
     pos = wt->offset + wt->bytes;
   }

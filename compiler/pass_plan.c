@@ -82,7 +82,7 @@ static void plan_graph(Graph *g, const Target *t) {
     for (int k = 0; k < n_live;)
       if (live[k].until < i) memmove(&live[k], &live[k + 1], (size_t)(--n_live - k) * sizeof *live);
       else k++;
-    int64_t rows = x->rows == IR_T ? g->max_tokens : x->rows;
+    const int64_t rows = ir_rows_eval(x->rows, g->max_tokens);
     if (owns_buffer(x) && IR_BUF_IS_OUT(x->buf)) {
       x->ld = x->cols;
     } else if (owns_buffer(x)) {

@@ -14,6 +14,6 @@ void pass_specialize(Module *m) {
     if (g->max_tokens != 1 && !g->exact) continue;
     g->exact = 1;
     for (int i = 0; i < g->n_nodes; i++)
-      if (g->nodes[i].rows == IR_T) g->nodes[i].rows = g->max_tokens;
+      g->nodes[i].rows = ir_rows_eval(g->nodes[i].rows, g->max_tokens);
   }
 }

@@ -69,6 +69,52 @@ int64_t ir_band_row_bytes(DType band, int64_t cols) {
   return (int64_t)sc_band_row_bytes(ir_wtype(band), cols);
 }
 
+/* ---- rows as an affine function of T ------------------------------------ */
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+int64_t ir_rows_scale(int64_t r, int m, int d) {
+  if (m < 1 || d < 1) return 0;
+  if (!IR_ROWS_ON_T(r)) return r * m % d ? 0 : r * m / d;
+  int64_t num = (int64_t)IR_ROWS_MUL(r) * m, den = (int64_t)IR_ROWS_DIV(r) * d;
+  const int64_t g = gcd64(num, den);
+  num /= g;
+  den /= g;
+  if (num > IR_ROWS_MAX_FACTOR || den > IR_ROWS_MAX_FACTOR) return 0;
+  return IR_T_SCALED(num, den);
+}
+
+int64_t ir_rows_eval(int64_t r, int64_t T) {
+  return IR_ROWS_ON_T(r) ? T * IR_ROWS_MUL(r) / IR_ROWS_DIV(r) : r;
+}
+
+const char *ir_rows_text(int64_t r, char *buf, size_t size) {
+  if (!IR_ROWS_ON_T(r)) snprintf(buf, size, "%lld", (long long)r);
+  else if (IR_ROWS_MUL(r) == 1 && IR_ROWS_DIV(r) == 1) snprintf(buf, size, "T");
+  else if (IR_ROWS_DIV(r) == 1) snprintf(buf, size, "(T * %d)", IR_ROWS_MUL(r));
+  else if (IR_ROWS_MUL(r) == 1) snprintf(buf, size, "(T / %d)", IR_ROWS_DIV(r));
+  else snprintf(buf, size, "(T * %d / %d)", IR_ROWS_MUL(r), IR_ROWS_DIV(r));
+  return buf;
+}
+
+int ir_graph_t_align(const Graph *g) {
+  int64_t align = 1;
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->dead || !IR_ROWS_ON_T(n->rows)) continue;
+    const int64_t d = IR_ROWS_DIV(n->rows);
+    align = align / gcd64(align, d) * d;
+  }
+  return align > IR_ROWS_MAX_FACTOR ? 0 : (int)align;
+}
+
 static void *grow(void *p, int *cap, int need, size_t elem) {
   if (need <= *cap) return p;
   int n = *cap ? *cap * 2 : 64;
@@ -165,7 +211,8 @@ int ir_node(Graph *g, OpKind op, DType dt, int64_t rows, int64_t cols,
 
 #define N(i) (&g->nodes[(i)])
 
-int ir_input_ids(Graph *g) { return ir_node(g, OP_INPUT_IDS, DT_I32, IR_T, 1, NULL, 0, "ids"); }
+int ir_input_ids(Graph *g) { return ir_input_codes(g, 1); }
+int ir_input_codes(Graph *g, int64_t cols) { return ir_node(g, OP_INPUT_IDS, DT_I32, IR_T, cols, NULL, 0, "ids"); }
 
 int ir_input_embeds(Graph *g, int64_t cols) {
   return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T, cols, NULL, 0, "embeds");
@@ -284,7 +331,7 @@ int ir_slice(Graph *g, int x, int off, int64_t cols, const char *name) {
 }
 
 int ir_row(Graph *g, int x, int row, const char *name) {
-  IR_ASSERT(row >= -1 && (N(x)->rows == IR_T || row < N(x)->rows));
+  IR_ASSERT(row >= -1 && (IR_ROWS_ON_T(N(x)->rows) || row < N(x)->rows));
   int n = ir_node(g, OP_ROW, N(x)->dtype, 1, N(x)->cols, &x, 1, name);
   N(n)->p.off = row;
   return n;
@@ -373,7 +420,9 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
     }
     const IrNode *a = n->nsrc > 0 ? &g->nodes[n->src[0]] : NULL;
     const IrNode *b = n->nsrc > 1 ? &g->nodes[n->src[1]] : NULL;
-    if (n->rows != IR_T && n->rows < 1) VFAIL("rows %lld", (long long)n->rows);
+    if (!IR_ROWS_ON_T(n->rows) && n->rows < 1) VFAIL("rows %lld", (long long)n->rows);
+    if (IR_ROWS_ON_T(n->rows) && g->max_tokens % IR_ROWS_DIV(n->rows))
+      VFAIL("rows T/%d with max_tokens %d (not a multiple)", IR_ROWS_DIV(n->rows), g->max_tokens);
     if (n->cols < 1) VFAIL("cols %lld", (long long)n->cols);
     switch (n->op) {
     case OP_WEIGHT:
@@ -416,7 +465,7 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       const int64_t qd = (int64_t)p->heads * p->head_dim, kd = (int64_t)p->kv_heads * p->head_dim;
       const IrNode *q = S(ROPE_ATTENTION, Q), *k = S(ROPE_ATTENTION, K), *v = S(ROPE_ATTENTION, V);
       const IrNode *kc = S(ROPE_ATTENTION, KC), *vc = S(ROPE_ATTENTION, VC), *tab = S(ROPE_ATTENTION, TABLE);
-      if (n->rows == IR_T || n->rows > 4 || q->rows != n->rows || k->rows != n->rows || v->rows != n->rows)
+      if (IR_ROWS_ON_T(n->rows) || n->rows > 4 || q->rows != n->rows || k->rows != n->rows || v->rows != n->rows)
         VFAIL("formed for a fixed count of at most 4 tokens");
       if (p->kv_heads < 1 || p->heads % p->kv_heads) VFAIL("GQA ratio");
       if (q->cols != qd || n->cols != qd) VFAIL("q width");
@@ -488,8 +537,8 @@ int ir_check_target(const Module *m, IrTarget target, sc_error *err) {
 /* ---- printer ------------------------------------------------------------ */
 
 static void print_rows(FILE *out, int64_t r) {
-  if (r == IR_T) fputs("T", out);
-  else fprintf(out, "%lld", (long long)r);
+  char buf[48];
+  fputs(ir_rows_text(r, buf, sizeof buf), out);
 }
 
 void ir_print(const Module *m, const Graph *g, FILE *out) {

@@ -4,8 +4,10 @@
  * A Module is one compiled model: its weight table, its persistent state
  * table and one Graph per entry point (prefill, decode, ...).  A Graph is a
  * topologically ordered array of nodes; a node is {op, dtype, shape, srcs,
- * params}.  Every value is 2-D [rows, cols]; rows == IR_T means "the token
- * count of the call", bound to a constant by pass_specialize where it can be.
+ * params}.  Every value is 2-D [rows, cols]; rows is a literal, or an affine
+ * function of the call's token count T: IR_T is T itself, IR_T_SCALED(m, d)
+ * is T*m/d (a transposed conv's output, T*stride; a strided conv's, T/stride).
+ * pass_specialize binds T to a constant where it can.
  * Heads, groups and positions are parameters of the ops that need them.
  *
  * Ownership: a Module owns everything reachable from it; ir_module_free()
@@ -47,7 +49,15 @@ enum { ROPE_NEOX, ROPE_INTERLEAVED };
 enum { OUT_LOGITS, OUT_HIDDEN };
 enum { SET_FIXED, SET_STEP };
 
+/* Rows that depend on T are negative: -1 - ((m-1) << 20 | (d-1)) is T*m/d,
+ * so IR_T (m = d = 1) is -1 and equal row counts compare equal as integers.
+ * ir_rows_scale() composes them, ir_rows_eval() binds T. */
 #define IR_T (-1)       /* rows: the call's token count */
+#define IR_T_SCALED(m, d) (-1 - ((((int64_t)(m) - 1) << 20) | ((int64_t)(d) - 1)))
+#define IR_ROWS_ON_T(r) ((r) < 0)                                  /* depends on T */
+#define IR_ROWS_MUL(r) ((int)(((-1 - (r)) >> 20) + 1))             /* m of T*m/d */
+#define IR_ROWS_DIV(r) ((int)(((-1 - (r)) & ((1 << 20) - 1)) + 1)) /* d of T*m/d */
+#define IR_ROWS_MAX_FACTOR (1 << 20)
 #define IR_BUF_OUT(slot) (-2 - (int64_t)(slot)) /* IrNode.buf of a value placed in output slot OUT_* */
 #define IR_BUF_IS_OUT(b) ((b) <= -2)
 #define IR_BUF_SLOT(b) ((int)(-2 - (b)))
@@ -107,7 +117,17 @@ typedef struct IrWeightSrc {
   int64_t rows;         /* rows taken from it */
 } IrWeightSrc;
 
-enum { WGEN_NONE, WGEN_ROPE };
+/* Weights computed at build from checkpoint tensors (pass_pack):
+ *   WGEN_ROPE      cos|sin table [max_ctx, rot_dims] (no tensor)
+ *   WGEN_CODEBOOK  src 0 embedding_sum [K, D], src 1 cluster_usage [K]:
+ *                  row r = embedding_sum[r] / max(cluster_usage[r], 1e-5)
+ *   WGEN_CONV      a Conv1d weight [Cout, Cin, k] as the [Cout, k*Cin] matrix
+ *                  IM2COL's rows multiply: W'[o, j*Cin + c] = W[o, c, j]
+ *   WGEN_CONVT     a ConvTranspose1d weight [Cin, Cout, k] as the
+ *                  [k*Cout, Cin] matrix OVERLAP_ADD's input comes from:
+ *                  W''[j*Cout + o, c] = W[c, o, j]
+ * gen_k is the kernel size k of both convs. */
+enum { WGEN_NONE, WGEN_ROPE, WGEN_CODEBOOK, WGEN_CONV, WGEN_CONVT };
 typedef struct IrWeight {
   char name[IR_NAME];
   char source[160];     /* checkpoint names it was made from, for humans */
@@ -115,9 +135,10 @@ typedef struct IrWeight {
   int64_t sets, rows, cols;
   IrWeightSrc src[16];
   int n_src;
-  int gen;              /* WGEN_ROPE: cos|sin table [max_ctx, rot_dims] */
+  int gen;              /* WGEN_* */
   double gen_theta;
   int gen_rot;
+  int gen_k;
   int used;
   int64_t offset, bytes; /* set by pack */
 } IrWeight;
@@ -155,6 +176,17 @@ const char *ir_dtype_name(DType d);
 int ir_wtype(DType d);
 DType ir_dtype_of_wtype(int wtype);
 int64_t ir_band_row_bytes(DType band, int64_t cols); /* bytes of one row */
+/* Rows r times m/d (r a literal or T-relative, see IR_T_SCALED); 0 when a
+ * literal is not divisible or a factor leaves the encodable range. */
+int64_t ir_rows_scale(int64_t r, int m, int d);
+/* Rows r for a call of T tokens (T a multiple of IR_ROWS_DIV(r)). */
+int64_t ir_rows_eval(int64_t r, int64_t T);
+/* Rows r as C text over the variable T: "T", "(T * 4)", "(T / 2)", "12".
+ * Writes into buf and returns it. */
+const char *ir_rows_text(int64_t r, char *buf, size_t size);
+/* The multiple every call's T must be for g's rows to be whole (the lcm of
+ * their divisors; 1 for graphs without strided rows). */
+int ir_graph_t_align(const Graph *g);
 
 void ir_module_init(Module *m);
 void ir_module_free(Module *m);
@@ -170,6 +202,8 @@ int ir_state_add(Module *m, const char *name, int64_t rows, int64_t cols);
 int ir_node(Graph *g, OpKind op, DType dt, int64_t rows, int64_t cols,
             const int *src, int nsrc, const char *name);
 int ir_input_ids(Graph *g);
+/* [T, cols] ids: `cols` per token (a codec's codebooks), io->ids row-major. */
+int ir_input_codes(Graph *g, int64_t cols);
 int ir_input_embeds(Graph *g, int64_t cols);
 /* The entry's extra input vector io->hidden_in [1, cols]. */
 int ir_input_hidden(Graph *g, int64_t cols);

@@ -143,6 +143,23 @@ typedef int (*sc_frame_cb)(void *user, const int32_t *codes, int n_codebooks, in
 int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                     sc_frame_cb on_frame, void *user, sc_error *err);
 
+/* ---- codec decoders: codes to PCM -----------------------------------------
+ * An artifact built from a Qwen3-TTS checkpoint's speech_tokenizer/ (the
+ * 12 Hz tokenizer's decoder).  A session is one audio stream: each call
+ * continues it, so frames may come one at a time as a talker makes them. */
+typedef struct sc_codec_info {
+  int n_codebooks;          /* codes per frame (16) */
+  int codebook_size;        /* each code in [0, codebook_size) */
+  int samples_per_frame;    /* PCM samples per frame (1920) */
+  int sample_rate;          /* Hz (24000) */
+  int max_frames;           /* frames per entry call (sc_codec_decode loops) */
+} sc_codec_info;
+int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err);
+/* Decode n_frames frames of n_codebooks codes (frame-major) into
+ * pcm[n_frames * samples_per_frame], floats in [-1, 1]; the stream's
+ * position advances by n_frames.  sc_session_reset starts a new stream. */
+int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pcm, sc_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -13,7 +13,9 @@
  *   - the kernel dialect (codegen/cg_dialect.h): every word of the CUDA
  *     instance is spelled, text without words passes unchanged, and a
  *     second instance (Metal-like spellings) respells the same kernel
- *     text: the kernels are not tied to CUDA.
+ *     text: the kernels are not tied to CUDA;
+ *   - rows as an affine function of T (IR_T_SCALED): composition, binding,
+ *     C text, the verifier's max_tokens rule and the generated T check.
  */
 #include <string.h>
 
@@ -175,8 +177,57 @@ static void test_dialect(void) {
   sb_free(&b);
 }
 
+/* Rows T*m/d: scale composes and reduces, literals stay literals, equal
+ * factors give equal integers (the verifier compares rows as integers). */
+static void test_affine_rows(void) {
+  char buf[48];
+  CHECK(IR_ROWS_MUL(IR_T) == 1 && IR_ROWS_DIV(IR_T) == 1);
+  CHECK(ir_rows_scale(IR_T, 1, 1) == IR_T);
+  const int64_t t8 = ir_rows_scale(ir_rows_scale(IR_T, 2, 1), 4, 1);
+  CHECK(t8 == IR_T_SCALED(8, 1) && IR_ROWS_ON_T(t8));
+  CHECK(ir_rows_scale(t8, 3, 8) == IR_T_SCALED(3, 1)); /* 8T*3/8 = 3T */
+  CHECK(ir_rows_scale(ir_rows_scale(IR_T, 1, 2), 2, 1) == IR_T);
+  CHECK(ir_rows_scale(12, 5, 3) == 20 && ir_rows_scale(7, 1, 2) == 0);
+  CHECK(ir_rows_scale(IR_T_SCALED(1 << 19, 1), 4, 1) == 0); /* past the encoding */
+  CHECK(ir_rows_eval(IR_T_SCALED(1920, 1), 3) == 5760 && ir_rows_eval(IR_T_SCALED(1, 4), 8) == 2);
+  CHECK(ir_rows_eval(17, 3) == 17);
+  CHECK(!strcmp(ir_rows_text(IR_T, buf, sizeof buf), "T"));
+  CHECK(!strcmp(ir_rows_text(IR_T_SCALED(4, 1), buf, sizeof buf), "(T * 4)"));
+  CHECK(!strcmp(ir_rows_text(IR_T_SCALED(1, 2), buf, sizeof buf), "(T / 2)"));
+  CHECK(!strcmp(ir_rows_text(IR_T_SCALED(3, 2), buf, sizeof buf), "(T * 3 / 2)"));
+  CHECK(!strcmp(ir_rows_text(9, buf, sizeof buf), "9"));
+
+  /* a value of T/2 rows: max_tokens must be even, and the entry checks T */
+  for (int max = 7; max <= 8; max++) {
+    Module m;
+    ir_module_init(&m);
+    Graph *g = ir_graph_new(&m, "half", SC_IN_EMBEDS, max);
+    int x = ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T_SCALED(1, 2), 8, NULL, 0, "embeds");
+    ir_output(g, ir_unary(g, OP_SILU, x, "act"), OUT_HIDDEN);
+    sc_error err = {0};
+    const int rc = ir_verify(&m, g, &err);
+    if (max == 7) {
+      CHECK(rc != SC_OK && strstr(err.msg, "T/2") && strstr(err.msg, "max_tokens 7"));
+    } else {
+      CHECK_MSG(rc == SC_OK, "%s", err.msg);
+      CHECK(ir_graph_t_align(g) == 2);
+      pass_mark_used(&m);
+      pass_plan(&m, target_find("cpu", &err));
+      StrBuf a;
+      sb_init(&a);
+      CgInfo info = {.weight_file = "m.weights", .band = "f32", .cpu_features = "",
+                     .target = target_find("cpu", &err)};
+      CHECK_MSG(cg_emit_c(&m, &info, &a, &err) == SC_OK, "%s", err.msg);
+      CHECK(a.s && strstr(a.s, "if (T % 2)") && strstr(a.s, "(T / 2)"));
+      sb_free(&a);
+    }
+    ir_module_free(&m);
+  }
+}
+
 int main(void) {
   test_bands();
+  test_affine_rows();
   test_targets();
   test_target_table();
   test_slots();

@@ -1,0 +1,67 @@
+/*
+ * codec.c — drive a codec decoder artifact (family "codec": the
+ * Qwen3-TTS-Tokenizer-12Hz decoder, compiler/fe_codec.c): frames of codes
+ * in, PCM out.  The artifact's one entry point "audio" takes up to
+ * max_tokens frames and keeps every conv's left context, the transposed
+ * convs' carried sums and the attention ring in the session, so decoding an
+ * utterance in one call or frame by frame gives the same samples.
+ */
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+/* A decoder_config value, or the official default when the key is absent. */
+static int cfg_int(const cJSON *obj, const char *key, int dflt, int *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (!v) {
+    *out = dflt;
+    return 1;
+  }
+  if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9) return 0;
+  *out = v->valueint;
+  return 1;
+}
+
+int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err) {
+  memset(info, 0, sizeof *info);
+  if (strcmp(m->d->family, "codec"))
+    return sc_fail(err, SC_EUSAGE, "%s is a %s model, not a codec decoder (hint: build the checkpoint's "
+                   "speech_tokenizer/ directory)", m->path, m->d->family);
+  const sc_entry *e = rt_entry(m, "audio");
+  cJSON *j = cJSON_Parse(m->d->config_json);
+  const cJSON *dc = cJSON_GetObjectItemCaseSensitive(j, "decoder_config");
+  int ok = e && j && cJSON_IsObject(dc) && cfg_int(dc, "num_quantizers", 16, &info->n_codebooks) &&
+           cfg_int(dc, "codebook_size", 2048, &info->codebook_size) &&
+           cfg_int(j, "output_sample_rate", 24000, &info->sample_rate) &&
+           cfg_int(j, "decode_upsample_rate", 1920, &info->samples_per_frame);
+  cJSON_Delete(j);
+  if (!ok) return sc_fail(err, SC_EINPUT, "%s: the embedded codec config or its entry point is damaged", m->path);
+  info->max_frames = e->max_tokens;
+  return SC_OK;
+}
+
+int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pcm, sc_error *err) {
+  sc_codec_info ci;
+  if (sc_codec_get_info(s->m, &ci, err)) return err->code;
+  if (n_frames < 0) return sc_fail(err, SC_EUSAGE, "negative frame count %d", n_frames);
+  if (s->pos + (int64_t)n_frames > s->m->d->max_context)
+    return sc_fail(err, SC_ERUNTIME, "the stream is full: frame %d + %d exceeds max_context %d frames "
+                   "(hint: rebuild with a larger --max-context, or reset the session)", s->pos, n_frames,
+                   s->m->d->max_context);
+  for (int64_t i = 0; i < (int64_t)n_frames * ci.n_codebooks; i++)
+    if (codes[i] < 0 || codes[i] >= ci.codebook_size)
+      return sc_fail(err, SC_EUSAGE, "code %d (frame %lld, codebook %lld) is outside [0, %d)", codes[i],
+                     (long long)(i / ci.n_codebooks), (long long)(i % ci.n_codebooks), ci.codebook_size);
+  const sc_entry *e = rt_entry(s->m, "audio");
+  for (int done = 0; done < n_frames;) {
+    const int chunk = n_frames - done < e->max_tokens ? n_frames - done : e->max_tokens;
+    sc_io io = {.ids = codes + (size_t)done * ci.n_codebooks, .n = chunk, .pos = s->pos,
+                .out = pcm + (size_t)done * ci.samples_per_frame};
+    if (rt_call(s, e, &io, err)) return err->code;
+    s->pos += chunk;
+    done += chunk;
+  }
+  return SC_OK;
+}
