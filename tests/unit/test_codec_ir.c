@@ -8,6 +8,8 @@
  *     (state rows, bands, k < 2, k < s, a missing or extra state, bounds);
  *   - the targets column: the CPU target lowers a graph of them, the CUDA
  *     target refuses it naming the op;
+ *   - pass_pack writes WGEN_CONV / WGEN_CONVT weights in the layouts of
+ *     sc_conv_weight_im2col / sc_convt_weight_linear;
  *   - end to end: a small decoder-shaped graph (SnakeBeta, causal dilated
  *     Conv1d as LINEAR(IM2COL), LayerNorm, depthwise conv, LayerScale,
  *     residual, ConvTranspose1d as OVERLAP_ADD(LINEAR), clamp) is planned,
@@ -27,6 +29,7 @@
 #include "ir.h"
 #include "kernels.h"
 #include "passes.h"
+#include "safetensors.h"
 #include "sc_abi_text.h"
 #include "scratch.h"
 #include "target.h"
@@ -273,6 +276,47 @@ static void test_builders_and_verifier(void) {
   ir_module_free(&m);
 }
 
+/* pass_pack's derived conv weights (WGEN_CONV, WGEN_CONVT) are written in
+ * the layouts of sc_conv_weight_im2col / sc_convt_weight_linear, the ones
+ * the kernels are tested with. */
+static void test_derived_weights(void) {
+  enum { A = 7, B = 5, KK = 3 };
+  static float src[A * B * KK], want[2][A * B * KK];
+  for (int i = 0; i < A * B * KK; i++) src[i] = frand();
+  sc_conv_weight_im2col(src, A, B, KK, want[0]);  /* Conv1d [A, B, k] -> [A, k*B] */
+  sc_convt_weight_linear(src, A, B, KK, want[1]); /* ConvTranspose1d [A, B, k] -> [k*B, A] */
+  StTensor t = {.name = "w", .dtype = ST_F32, .ndim = 3, .shape = {A, B, KK}, .numel = A * B * KK,
+                .data = (const uint8_t *)src, .nbytes = sizeof src};
+  Module m;
+  ir_module_init(&m);
+  const int wc = ir_weight_add(&m, "conv", DT_F32, 1, A, KK * B);
+  const int wt = ir_weight_add(&m, "convt", DT_F32, 1, KK * B, A);
+  const int gens[2] = {WGEN_CONV, WGEN_CONVT}, ids[2] = {wc, wt};
+  for (int k = 0; k < 2; k++) {
+    IrWeight *w = &m.weights[ids[k]];
+    w->gen = gens[k];
+    w->gen_k = KK;
+    w->src[0] = (IrWeightSrc){&t, A};
+    w->n_src = 1;
+    w->used = 1;
+  }
+  sc_error err = {0};
+  FILE *f = fopen(P("derived.weights"), "wb");
+  uint64_t sum = 0, bytes = 0;
+  CHECK_MSG(f && pass_pack(&m, target_find("cpu", &err), f, P("derived.weights"), &sum, &bytes, 1, 1, &err) == SC_OK,
+            "%s", err.msg);
+  FILE *r = fopen(P("derived.weights"), "rb");
+  for (int k = 0; r && k < 2; k++) {
+    float got[A * B * KK];
+    const IrWeight *w = &m.weights[ids[k]];
+    CHECK(w->bytes == (int64_t)sizeof got);
+    CHECK(!fseek(r, SC_WFILE_HEADER + (long)w->offset, SEEK_SET) && fread(got, sizeof got, 1, r) == 1);
+    CHECK_MSG(!memcmp(got, want[k], sizeof got), "%s: packed rows differ from the kernels' layout", w->name);
+  }
+  if (r) fclose(r);
+  ir_module_free(&m);
+}
+
 /* ---- end to end ---------------------------------------------------------- */
 
 typedef const sc_model_desc *(*desc_fn)(void);
@@ -375,6 +419,7 @@ int main(void) {
   snprintf(root, sizeof root, "/tmp/sc_codec_ir.XXXXXX");
   if (!mkdtemp(root)) return 1;
   test_builders_and_verifier();
+  test_derived_weights();
   run_compiled("tcc");
   if (!system("command -v gcc >/dev/null 2>&1")) run_compiled("gcc");
   char cmd[128];
