@@ -17,14 +17,12 @@
  *   - streaming gives the whole call's bits for the ops themselves; the
  *     thread count changes no bit; bad shapes are reported, not computed;
  *   - the weight layouts: sc_conv_weight_src agrees with both permutations.
- * Also prints GFLOP/s of IM2COL + LINEAR on published shapes when
- * SPEECHC_BENCH_CONV=1 (no timed assertion).
+ * (bench/conv_micro.c times them on the published decoder's shapes.)
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "check.h"
 #include "kernels.h"
@@ -489,44 +487,6 @@ static void test_layouts(void) {
   free(w), free(o1), free(o2);
 }
 
-/* ---- GFLOP/s of IM2COL + LINEAR (SPEECHC_BENCH_CONV=1) ------------------ */
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static void bench_conv(const char *isa, int threads) {
-  sc_kernel_ctx c = {0};
-  c.pool = threads > 1 ? sc_pool_new(threads) : NULL;
-  sc_kernels K;
-  if (sc_kernels_init_isa(&K, &c, isa)) return;
-  static const int shapes[][3] = {{96, 4800, 1}, {192, 4800, 1}, {384, 1600, 1}, {768, 640, 1}, {1536, 160, 1},
-                                  {96, 4800, 9}};
-  for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
-    const int C = shapes[si][0], R = shapes[si][1], d = shapes[si][2], k = 7, kc = k * C, S = (k - 1) * d;
-    float *x = rnd((size_t)R * C, 1), *W = rnd((size_t)C * kc, 0.1f), *st = zeros((size_t)S * C),
-          *col = zeros((size_t)R * kc), *y = zeros((size_t)R * C);
-    double best = 1e30, best_i = 1e30;
-    for (int rep = 0; rep < 5; rep++) {
-      const double t0 = now();
-      K.im2col(K.ctx, x, C, st, col, kc, R, C, k, d);
-      const double t1 = now();
-      K.linear(K.ctx, SC_W_F32, W, NULL, col, kc, y, C, R, C, kc, 0);
-      const double t2 = now();
-      if (t2 - t0 < best) best = t2 - t0;
-      if (t1 - t0 < best_i) best_i = t1 - t0;
-    }
-    const double flop = 2.0 * R * C * kc;
-    printf("bench %-8s threads %d: conv C %4d -> %4d k 7 d %d R %4d: %6.1f GFLOP/s (%.2f ms, im2col %.2f ms)\n",
-           isa, threads, C, C, d, R, flop / best * 1e-9, best * 1e3, best_i * 1e3);
-    free(x), free(W), free(st), free(col), free(y);
-  }
-  sc_kernel_ctx_free(&c);
-  sc_pool_free(c.pool);
-}
-
 static void run_all(const sc_kernels *K, sc_kernel_ctx *ctx) {
   test_im2col(K, ctx);
   test_conv(K, ctx);
@@ -550,13 +510,6 @@ int main(void) {
     printf("codec kernels: %s\n", n);
     run_all(&K, &c);
     sc_kernel_ctx_free(&c);
-  }
-  const char *bench = getenv("SPEECHC_BENCH_CONV");
-  if (bench && *bench == '1') {
-    char isas[] = SC_KERNEL_ISAS;
-    for (char *n = strtok(isas, ","); n; n = strtok(NULL, ","))
-      if (sc_kern_ops_isa(n))
-        for (int th = 1; th <= 2; th++) bench_conv(n, th);
   }
   CHECK_DONE();
 }
