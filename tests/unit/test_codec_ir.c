@@ -276,6 +276,35 @@ static void test_builders_and_verifier(void) {
   ir_module_free(&m);
 }
 
+/* MUL by a [1,C] row is lowered by both targets (MUL is T_CPU | T_CUDA):
+ * the C map reads the row for every t, CUDA's broadcasts it too. */
+static void test_mul_broadcast(void) {
+  Module m;
+  ir_module_init(&m);
+  Graph *g = ir_graph_new(&m, "scale", SC_IN_EMBEDS, 4);
+  const int x = ir_input_embeds(g, 8);
+  const int gm = ir_weight(&m, g, ir_weight_add(&m, "gamma", DT_F32, 1, 1, 8));
+  ir_output(g, ir_binary(g, OP_MUL, x, gm, "scaled"), OUT_LOGITS);
+  sc_error err = {0};
+  CHECK_MSG(ir_verify(&m, g, &err) == SC_OK, "%s", err.msg);
+  pass_mark_used(&m);
+  pass_plan(&m, target_find("cpu", &err));
+  StrBuf c, cu, host;
+  sb_init(&c), sb_init(&cu), sb_init(&host);
+  CgInfo info = {.weight_file = "m.weights", .band = "f32", .cpu_features = "", .target = target_find("cpu", &err)};
+  CHECK_MSG(cg_emit_c(&m, &info, &c, &err) == SC_OK, "%s", err.msg);
+  CHECK(c.s && strstr(c.s, "const float b = ((const float *)W_gamma)[c]; /* one row for every t */"));
+  info.target = target_find("cuda", &err);
+  CHECK_MSG(cg_emit_cuda(&m, &info, &cu, &host, &err) == SC_OK, "%s", err.msg);
+  CHECK(cu.s && strstr(cu.s, "const float bv = b[0 + c];"));
+  sb_free(&c), sb_free(&cu), sb_free(&host);
+  /* rows that differ other than by one broadcast row are still refused */
+  g->nodes[gm].rows = 2;
+  m.weights[0].rows = 2;
+  CHECK(ir_verify(&m, g, &err) != SC_OK && strstr(err.msg, "operand shapes differ"));
+  ir_module_free(&m);
+}
+
 /* pass_pack's derived conv weights (WGEN_CONV, WGEN_CONVT) are written in
  * the layouts of sc_conv_weight_im2col / sc_convt_weight_linear, the ones
  * the kernels are tested with. */
@@ -420,6 +449,7 @@ int main(void) {
   if (!mkdtemp(root)) return 1;
   test_builders_and_verifier();
   test_derived_weights();
+  test_mul_broadcast();
   run_compiled("tcc");
   if (!system("command -v gcc >/dev/null 2>&1")) run_compiled("gcc");
   char cmd[128];
