@@ -2,7 +2,7 @@
 # Run one libFuzzer target for SECONDS seconds.
 #
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   TARGET: safetensors | checkpoint | artifact | tokenizer   (tests/fuzz/fuzz_TARGET.c)
+#   TARGET: safetensors | checkpoint | artifact | tokenizer | codes   (tests/fuzz/fuzz_TARGET.c)
 #
 # Builds build-fuzz/ (clang, -DSPEECHC_FUZZ=ON: libFuzzer + ASan + UBSan)
 # when needed, writes the seed corpus made from tests/data into
@@ -15,11 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: $0 safetensors|checkpoint|artifact|tokenizer SECONDS [libFuzzer flags...]" >&2; exit 1; }
+usage() { echo "usage: $0 safetensors|checkpoint|artifact|tokenizer|codes SECONDS [libFuzzer flags...]" >&2; exit 1; }
 [ $# -ge 2 ] || usage
 t=$1 secs=$2
 shift 2
-case $t in safetensors|checkpoint|artifact|tokenizer) ;; *) usage ;; esac
+case $t in safetensors|checkpoint|artifact|tokenizer|codes) ;; *) usage ;; esac
 case $secs in ''|*[!0-9]*) usage ;; esac
 
 B=build-fuzz
@@ -108,6 +108,15 @@ tokenizer)
   T=tests/data/tokenizer/tiny_bpe
   { printf '\x03'; cat $T/tokenizer.json; printf '\n=====\nHello, 世界 <|im_end|>'; } >"$SEEDS/tokenizer_json"
   { printf '\x00'; grep -o '"text": "[^"]*"' $T/cases.json | sed 's/^"text": "//; s/"$//'; } >"$SEEDS/cases"
+  ;;
+codes)
+  # the codec fixture's codes as raw int32 (mode 1) and as the JSON object
+  # speechc tts writes (mode 0); tests/fuzz/regress/codes has the rest
+  C=tests/data/codec/codec_tiny/codes.i32
+  { printf '\x01'; cat $C; } >"$SEEDS/raw_tiny"
+  { printf '\x00{"frames": 12, "codebooks": 16, "codes": ['
+    od -An -v -td4 -w64 $C | sed 's/^ *//; s/  */, /g; s/^/[/; s/$/]/' | paste -sd, -
+    printf ']}'; } >"$SEEDS/json_tiny"
   ;;
 esac
 

@@ -1,0 +1,304 @@
+/* test_wav.c — runtime/wav.c against WAV files written by Python.
+ *
+ * tests/data/wav/ was made by tests/parity/make_wav.py: signal.f32 (the
+ * input, special values first: ±inf, NaN, ±1.5, values that rounding and
+ * truncation map differently) and the files Python's `wave` module writes
+ * for it (16-bit mono 24 kHz, stereo 16 kHz, empty), plus float32 files with
+ * the header the WAVE spec gives non-PCM data (read back by libsndfile).
+ * Every file written here, in uneven pieces, must equal those byte for byte;
+ * raw output must equal their data chunks; a pipe and an O_APPEND file keep
+ * the "unknown" sizes; stdout after other output is patched at the right
+ * offset.  Then the failures: a full disk (/dev/full), a partial write
+ * (RLIMIT_FSIZE), a closed pipe, a directory, bad options — each returned
+ * with a message naming the output, never fatal, and repeated by later
+ * calls. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "scratch.h"
+#include "file.h"
+#include "wav.h"
+
+#define DATA "tests/data/wav/"
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  char *buf;
+  sc_error err = {0};
+  if (sc_read_regular(path, NULL, 0, &buf, len, &err)) {
+    fprintf(stderr, "%s\n", err.msg);
+    exit(1);
+  }
+  return (unsigned char *)buf;
+}
+
+static float *signal_;
+static size_t n_signal;
+
+/* Write frames [0, n) of pcm in pieces of 1, 7, 1000, then the rest. */
+static int write_pieces(sc_wav *w, const float *pcm, size_t n, int ch, sc_error *err) {
+  static const size_t piece[] = {1, 7, 1000};
+  size_t at = 0;
+  for (int i = 0; at < n; i++) {
+    size_t k = i < 3 ? piece[i] : n - at;
+    if (k > n - at) k = n - at;
+    int rc = sc_wav_write(w, pcm + at * ch, k, err);
+    if (rc) return rc;
+    at += k;
+  }
+  return SC_OK;
+}
+
+static void check_bytes(const char *what, const unsigned char *got, size_t n_got,
+                        const unsigned char *want, size_t n_want) {
+  CHECK_MSG(n_got == n_want, "%s: %zu bytes, want %zu", what, n_got, n_want);
+  if (n_got != n_want) return;
+  for (size_t i = 0; i < n_got; i++)
+    if (got[i] != want[i]) {
+      CHECK_MSG(0, "%s: byte %zu is 0x%02x, want 0x%02x", what, i, got[i], want[i]);
+      return;
+    }
+}
+
+/* Our file for (opts, frames) vs the fixture. */
+static void file_case(const char *fixture, sc_wav_opts o, size_t frames) {
+  sc_error err = {0};
+  sc_wav *w;
+  const char *out = P("out.wav");
+  int rc = sc_wav_open(out, &o, &w, &err);
+  CHECK_MSG(rc == 0, "%s: %s", fixture, err.msg);
+  if (rc) return;
+  CHECK_MSG(write_pieces(w, signal_, frames, o.channels, &err) == 0, "%s", err.msg);
+  CHECK(sc_wav_frames(w) == frames);
+  CHECK_MSG(sc_wav_close(w, &err) == 0, "%s", err.msg);
+  size_t n_got, n_want;
+  unsigned char *got = slurp(out, &n_got), *want = slurp(fixture, &n_want);
+  check_bytes(fixture, got, n_got, want, n_want);
+  free(got);
+  free(want);
+}
+
+/* Raw output must be the fixture's data chunk (header_bytes skipped). */
+static void raw_case(const char *fixture, sc_wav_format fmt, unsigned header_bytes) {
+  sc_error err = {0};
+  sc_wav *w;
+  const char *out = P("out.raw");
+  sc_wav_opts o = sc_wav_opts_for(out);
+  CHECK(o.raw == 1 && o.format == SC_WAV_S16 && o.sample_rate == 24000 && o.channels == 1);
+  o.format = fmt;
+  CHECK_MSG(sc_wav_open(out, &o, &w, &err) == 0, "%s", err.msg);
+  CHECK_MSG(write_pieces(w, signal_, n_signal, 1, &err) == 0, "%s", err.msg);
+  CHECK_MSG(sc_wav_close(w, &err) == 0, "%s", err.msg);
+  size_t n_got, n_want;
+  unsigned char *got = slurp(out, &n_got), *want = slurp(fixture, &n_want);
+  check_bytes("raw", got, n_got, want + header_bytes, n_want - header_bytes);
+  free(got);
+  free(want);
+}
+
+static uint32_t get32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* A header that cannot be patched keeps 0xFFFFFFFF sizes; all else equal. */
+static void check_unpatched(const char *what, unsigned char *got, size_t n_got,
+                            const char *fixture, int f32) {
+  size_t n_want;
+  unsigned char *want = slurp(fixture, &n_want);
+  CHECK_MSG(n_got == n_want, "%s: %zu bytes, want %zu", what, n_got, n_want);
+  if (n_got == n_want) {
+    unsigned offs[3] = {4, f32 ? 54u : 40u, 46}; /* RIFF, data, fact (f32 only) */
+    for (int i = 0; i < (f32 ? 3 : 2); i++) {
+      CHECK_MSG(get32(got + offs[i]) == 0xFFFFFFFFu, "%s: size at %u is %u", what, offs[i],
+                get32(got + offs[i]));
+      memcpy(got + offs[i], want + offs[i], 4);
+    }
+    check_bytes(what, got, n_got, want, n_want);
+  }
+  free(want);
+}
+
+static void test_pipe(void) {
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  sc_error err = {0};
+  sc_wav *w;
+  sc_wav_opts o = sc_wav_opts_for("x.wav");
+  CHECK(o.raw == 0 && o.format == SC_WAV_S16);
+  CHECK_MSG(sc_wav_open_fd(fds[1], "the pipe", &o, &w, &err) == 0, "%s", err.msg);
+  /* 4844 bytes: within the pipe's buffer, so no reader is needed yet */
+  CHECK_MSG(write_pieces(w, signal_, n_signal, 1, &err) == 0, "%s", err.msg);
+  CHECK_MSG(sc_wav_close(w, &err) == 0, "%s", err.msg);
+  CHECK(fcntl(fds[1], F_GETFD) != -1); /* not closed by the writer */
+  close(fds[1]);
+  unsigned char buf[8192];
+  size_t n = 0;
+  ssize_t k;
+  while ((k = read(fds[0], buf + n, sizeof buf - n)) > 0) n += (size_t)k;
+  close(fds[0]);
+  check_unpatched("pipe", buf, n, DATA "s16_mono_24k.wav", 0);
+}
+
+static void test_append(void) {
+  const char *out = P("append.wav");
+  int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+  CHECK(fd >= 0);
+  sc_error err = {0};
+  sc_wav *w;
+  sc_wav_opts o = {24000, 1, SC_WAV_F32, 0};
+  CHECK_MSG(sc_wav_open_fd(fd, out, &o, &w, &err) == 0, "%s", err.msg);
+  CHECK_MSG(write_pieces(w, signal_, n_signal, 1, &err) == 0, "%s", err.msg);
+  CHECK_MSG(sc_wav_close(w, &err) == 0, "%s", err.msg);
+  close(fd);
+  size_t n;
+  unsigned char *got = slurp(out, &n);
+  check_unpatched("O_APPEND", got, n, DATA "f32_mono_24k.wav", 1);
+  free(got);
+}
+
+/* "-" with stdout on a regular file that already holds printf'd text: the
+ * text is flushed first and the header patched where it began. */
+static void test_stdout(void) {
+  const char *out = P("stdout.wav");
+  fflush(stdout);
+  int saved = dup(STDOUT_FILENO);
+  int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  CHECK(saved >= 0 && fd >= 0 && dup2(fd, STDOUT_FILENO) == STDOUT_FILENO);
+  close(fd);
+  printf("before");
+  sc_error err = {0};
+  sc_wav *w;
+  sc_wav_opts o = {16000, 2, SC_WAV_S16, 0};
+  int rc = sc_wav_open("-", &o, &w, &err);
+  if (!rc) rc = write_pieces(w, signal_, n_signal / 2, 2, &err);
+  if (!rc) rc = sc_wav_close(w, &err);
+  fflush(stdout);
+  dup2(saved, STDOUT_FILENO);
+  close(saved);
+  CHECK_MSG(rc == 0, "%s", err.msg);
+  size_t n_got, n_want;
+  unsigned char *got = slurp(out, &n_got), *want = slurp(DATA "s16_stereo_16k.wav", &n_want);
+  CHECK(n_got >= 6 && !memcmp(got, "before", 6));
+  if (n_got >= 6) check_bytes("stdout", got + 6, n_got - 6, want, n_want);
+  free(got);
+  free(want);
+  sc_wav_opts d = sc_wav_opts_for("-");
+  CHECK(d.raw == 1 && d.format == SC_WAV_S16 && d.sample_rate == 24000 && d.channels == 1);
+}
+
+static void test_errors(void) {
+  sc_error err = {0};
+  sc_wav *w = (sc_wav *)1;
+  /* a full disk at the header */
+  CHECK(sc_wav_open("/dev/full", NULL, &w, &err) == SC_EINPUT && w == NULL);
+  CHECK_CONTAINS(err.msg, "/dev/full: cannot write the WAV header: No space left on device");
+  /* ... and at the samples (raw: no header); later calls repeat the error */
+  sc_wav_opts raw = {24000, 1, SC_WAV_S16, 1};
+  CHECK_MSG(sc_wav_open("/dev/full", &raw, &w, &err) == 0, "%s", err.msg);
+  memset(&err, 0, sizeof err);
+  CHECK(sc_wav_write(w, signal_, 10, &err) == SC_EINPUT && err.code == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "/dev/full: write failed: No space left on device");
+  memset(&err, 0, sizeof err);
+  CHECK(sc_wav_write(w, signal_, 10, &err) == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "/dev/full: write failed: No space left on device");
+  CHECK(sc_wav_frames(w) == 0);
+  memset(&err, 0, sizeof err);
+  CHECK(sc_wav_close(w, &err) == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "No space left on device");
+
+  /* a partial write: the file size limit cuts the second write short */
+  struct rlimit old, lim;
+  CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+  void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+  lim = old;
+  lim.rlim_cur = 1000;
+  const char *out = P("cut.wav");
+  CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  int rc1 = sc_wav_open(out, NULL, &w, &err);
+  int rc2 = rc1 ? rc1 : sc_wav_write(w, signal_, 400, &err);   /* 44 + 800 bytes */
+  int rc3 = rc2 ? rc2 : sc_wav_write(w, signal_, 400, &err);   /* crosses 1000 */
+  int rc4 = rc1 ? rc1 : sc_wav_close(w, NULL);
+  setrlimit(RLIMIT_FSIZE, &old);
+  signal(SIGXFSZ, prev);
+  CHECK(rc1 == 0 && rc2 == 0 && rc3 == SC_EINPUT && rc4 == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "cut.wav: write failed: File too large");
+  struct stat sb;
+  CHECK(stat(out, &sb) == 0 && sb.st_size == 1000); /* left as it is, unpatched */
+
+  /* a pipe without a reader, SIGPIPE ignored: EPIPE */
+  int fds[2];
+  CHECK(pipe(fds) == 0);
+  close(fds[0]);
+  prev = signal(SIGPIPE, SIG_IGN);
+  CHECK(sc_wav_open_fd(fds[1], "the pipe", &raw, &w, &err) == 0);
+  CHECK(sc_wav_write(w, signal_, 100, &err) == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "the pipe: write failed: Broken pipe");
+  CHECK(sc_wav_close(w, NULL) == SC_EINPUT);
+  signal(SIGPIPE, prev);
+  close(fds[1]);
+
+  /* cannot open */
+  CHECK(sc_wav_open(root, NULL, &w, &err) == SC_EINPUT && w == NULL);
+  CHECK_CONTAINS(err.msg, ": cannot write: Is a directory");
+  CHECK(sc_wav_open(P("no/such/dir.wav"), NULL, &w, &err) == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "no/such/dir.wav: cannot write: No such file or directory");
+  CHECK(sc_wav_open("", NULL, &w, &err) == SC_EUSAGE);
+
+  /* bad options, refused before the file is created */
+  const char *opt_out = P("opts.wav");
+  sc_wav_opts bad[] = {{-1, 1, SC_WAV_S16, 0}, {2000000, 1, SC_WAV_S16, 0},
+                       {24000, 65, SC_WAV_S16, 0}, {24000, -2, SC_WAV_S16, 0},
+                       {24000, 1, (sc_wav_format)7, 0}};
+  const char *why[] = {"sample rate -1 Hz", "sample rate 2000000 Hz", "65 channels",
+                       "-2 channels", "unknown sample format 7"};
+  for (int i = 0; i < 5; i++) {
+    memset(&err, 0, sizeof err);
+    CHECK(sc_wav_open_fd(1, "opts", &bad[i], &w, &err) == SC_EUSAGE && w == NULL);
+    CHECK_CONTAINS(err.msg, why[i]);
+  }
+  CHECK(sc_wav_open(opt_out, &bad[0], &w, &err) == SC_EUSAGE);
+  /* zeros are the defaults: 24 kHz mono */
+  sc_wav_opts zero = {0, 0, SC_WAV_S16, 0};
+  CHECK(sc_wav_open(opt_out, &zero, &w, &err) == 0);
+  CHECK(sc_wav_close(w, &err) == 0);
+  size_t n_got, n_want;
+  unsigned char *got = slurp(opt_out, &n_got), *want = slurp(DATA "s16_empty.wav", &n_want);
+  check_bytes("defaults", got, n_got, want, n_want);
+  free(got);
+  free(want);
+  CHECK(sc_wav_close(NULL, &err) == 0);
+}
+
+int main(void) {
+  (void)write_text; /* scratch.h's, unused here */
+  strcpy(root, "/tmp/sc-wav-XXXXXX");
+  if (!mkdtemp(root)) return 1;
+  size_t n;
+  signal_ = (float *)slurp(DATA "signal.f32", &n);
+  n_signal = n / 4;
+  CHECK(n_signal == 2400);
+
+  file_case(DATA "s16_mono_24k.wav", (sc_wav_opts){24000, 1, SC_WAV_S16, 0}, n_signal);
+  file_case(DATA "s16_stereo_16k.wav", (sc_wav_opts){16000, 2, SC_WAV_S16, 0}, n_signal / 2);
+  file_case(DATA "s16_empty.wav", (sc_wav_opts){24000, 1, SC_WAV_S16, 0}, 0);
+  file_case(DATA "f32_mono_24k.wav", (sc_wav_opts){24000, 1, SC_WAV_F32, 0}, n_signal);
+  file_case(DATA "f32_empty.wav", (sc_wav_opts){24000, 1, SC_WAV_F32, 0}, 0);
+  raw_case(DATA "s16_mono_24k.wav", SC_WAV_S16, 44);
+  raw_case(DATA "f32_mono_24k.wav", SC_WAV_F32, 58);
+  test_pipe();
+  test_append();
+  test_stdout();
+  test_errors();
+
+  free(signal_);
+  const char *files[] = {"out.wav", "out.raw", "append.wav", "stdout.wav", "cut.wav", "opts.wav"};
+  for (int i = 0; i < 6; i++) unlink(P(files[i]));
+  rmdir(root);
+  CHECK_DONE();
+}
