@@ -86,12 +86,26 @@ static void emit_copy_rows(Cg *cg, const char *rowexpr, const char *x, long long
       (long long)cols, y, ldy, x, ldx);
 }
 
-/* Elementwise y = f(a[, b]) with an expression over `a` and `b`. */
+/* A value as a float pointer expression: a weight's macro is a byte
+ * address, cast (the ops that read weights as floats require f32). */
+static const char *fref(Cg *cg, int i) {
+  static _Thread_local char ring[4][IR_NAME + 32];
+  static _Thread_local int k;
+  if (node(cg, i)->op != OP_WEIGHT) return ref(cg, i);
+  k = (k + 1) % 4;
+  snprintf(ring[k], sizeof ring[k], "((const float *)%s)", ref(cg, i));
+  return ring[k];
+}
+
+/* Elementwise y = f(a[, b]) with an expression over `a` and `b`; b may be
+ * one row broadcast over a's rows (MUL by LayerScale's gamma). */
 static void emit_map(Cg *cg, const IrNode *n, int i, const char *expr) {
   OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
   OUT("    for (int c = 0; c < %lld; c++) {\n", (long long)n->cols);
   OUT("      const float a = %s[t * %lld + c];\n", ref(cg, n->src[0]), ld(cg, n->src[0]));
-  if (n->nsrc > 1)
+  if (n->nsrc > 1 && node(cg, n->src[1])->rows == 1 && n->rows != 1)
+    OUT("      const float b = %s[c]; /* one row for every t */\n", fref(cg, n->src[1]));
+  else if (n->nsrc > 1)
     OUT("      const float b = %s[t * %lld + c];\n", ref(cg, n->src[1]), ld(cg, n->src[1]));
   OUT("      %s[t * %lld + c] = %s;\n", cg->var[i], (long long)n->ld, expr);
   OUT("    }\n");
@@ -323,6 +337,50 @@ static int emit_node(Cg *cg, int i) {
   case OP_SIGMOID: emit_map(cg, n, i, "1.0f / (1.0f + K->expf(-a))"); return SC_OK;
   case OP_SOFTPLUS: emit_map(cg, n, i, "K->logf(1.0f + K->expf(a))"); return SC_OK;
   case OP_GELU: emit_map(cg, n, i, "0.5f * a * (1.0f + K->erff(a * 0.70710678118654752f))"); return SC_OK;
+  case OP_IM2COL: {
+    const int xi = SRC(n, IM2COL, X);
+    OUT("  K->im2col(K->ctx, %s, %lld, %s, %s, %lld, %s, %lld, %d, %d);\n", ref(cg, xi), ld(cg, xi),
+        ref(cg, SRC(n, IM2COL, STATE)), v, (long long)n->ld, rows(n), (long long)node(cg, xi)->cols, p->ksize,
+        p->dilation);
+    return SC_OK;
+  }
+  case OP_DWCONV: {
+    const int xi = SRC(n, DWCONV, X);
+    OUT("  K->dwconv(K->ctx, %s, %lld, %s, %s, %s, %s, %lld, %s, %lld, %d, %d);\n", ref(cg, xi), ld(cg, xi),
+        fref(cg, SRC(n, DWCONV, W)), fref(cg, SRC(n, DWCONV, B)), ref(cg, SRC(n, DWCONV, STATE)), v,
+        (long long)n->ld, rows(n), (long long)n->cols, p->ksize, p->dilation);
+    return SC_OK;
+  }
+  case OP_OVERLAP_ADD: {
+    const int zi = SRC(n, OVERLAP_ADD, Z);
+    OUT("  K->overlap_add(K->ctx, %s, %lld, %s, %s, %s, %lld, %s, %lld, %d, %d); /* %s rows out */\n",
+        ref(cg, zi), ld(cg, zi), fref(cg, SRC(n, OVERLAP_ADD, B)),
+        n->nsrc > S_OVERLAP_ADD_STATE ? ref(cg, SRC(n, OVERLAP_ADD, STATE)) : "0", v, (long long)n->ld,
+        rows(node(cg, zi)), (long long)n->cols, p->ksize, p->stride, rows(n));
+    return SC_OK;
+  }
+  case OP_SNAKE: {
+    const int xi = SRC(n, SNAKE, X);
+    OUT("  K->snake(K->ctx, %s, %lld, %s, %s, %s, %lld, %s, %lld);\n", ref(cg, xi), ld(cg, xi),
+        fref(cg, SRC(n, SNAKE, ALPHA)), fref(cg, SRC(n, SNAKE, BETA)), v, (long long)n->ld, rows(n),
+        (long long)n->cols);
+    return SC_OK;
+  }
+  case OP_LAYERNORM: {
+    const int xi = SRC(n, LAYERNORM, X);
+    char eps[32];
+    OUT("  K->layernorm(K->ctx, %s, %lld, %s, %s, %s, %s, %lld, %s, %lld);\n", ref(cg, xi), ld(cg, xi),
+        fref(cg, SRC(n, LAYERNORM, W)), fref(cg, SRC(n, LAYERNORM, B)), cg_float(eps, p->eps), v,
+        (long long)n->ld, rows(n), (long long)n->cols);
+    return SC_OK;
+  }
+  case OP_CLAMP: {
+    /* comparisons, not fminf/fmaxf: a NaN stays NaN, as torch.clamp */
+    char lo[32], hi[32], expr[96];
+    snprintf(expr, sizeof expr, "a < %s ? %s : a > %s ? %s : a", cg_float(lo, p->lo), lo, cg_float(hi, p->hi), hi);
+    emit_map(cg, n, i, expr);
+    return SC_OK;
+  }
   case OP_SWIGLU:
     OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
     OUT("    for (int c = 0; c < %lld; c++) {\n", (long long)n->cols);

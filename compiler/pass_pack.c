@@ -238,13 +238,11 @@ static int write_derived(Writer *w, const IrWeight *wt, float *row) {
     if (wt->gen == WGEN_CODEBOOK) {
       const float u = b[r] > 1e-5f ? b[r] : 1e-5f; /* clamp(min=epsilon) */
       for (int64_t c = 0; c < C; c++) row[c] = a[r * C + c] / u;
-    } else if (wt->gen == WGEN_CONV) { /* [Cout, Cin, k] -> [Cout, k*Cin] */
-      const int64_t cin = C / k;
-      for (int64_t j = 0; j < k; j++)
-        for (int64_t c = 0; c < cin; c++) row[j * cin + c] = a[(r * cin + c) * k + j];
-    } else { /* WGEN_CONVT: [Cin, Cout, k] -> [k*Cout, Cin] */
-      const int64_t cout = R / k, j = r / cout, o = r % cout;
-      for (int64_t c = 0; c < C; c++) row[c] = a[(c * cout + o) * k + j];
+    } else { /* the layouts IM2COL and OVERLAP_ADD read (kernels.h) */
+      const int conv = wt->gen == WGEN_CONV;
+      const int kind = conv ? SC_CONV_IM2COL : SC_CONV_TRANSPOSED;
+      const int d0 = conv ? (int)R : (int)C, d1 = conv ? (int)(C / k) : (int)(R / k);
+      for (int64_t c = 0; c < C; c++) row[c] = a[sc_conv_weight_src(kind, d0, d1, (int)k, (size_t)r, (size_t)c)];
     }
     put_row(w, wt, row);
   }

@@ -349,6 +349,77 @@ int ir_output(Graph *g, int x, int slot) {
   return n;
 }
 
+/* ---- codec builders ------------------------------------------------------ */
+
+/* A conv state: an f32 STATE of `rows` rows and x's channels. */
+static int is_conv_state(const Graph *g, int s, int64_t rows, int64_t cols) {
+  const IrNode *n = &g->nodes[s];
+  return n->op == OP_STATE && n->rows == rows && n->cols == cols;
+}
+
+/* An f32 weight of [rows, cols] (a per-channel vector or a depthwise kernel). */
+static int is_f32_weight(const Graph *g, int w, int64_t rows, int64_t cols) {
+  const IrNode *n = &g->nodes[w];
+  return n->op == OP_WEIGHT && n->dtype == DT_F32 && n->rows == rows && n->cols == cols;
+}
+
+int ir_im2col(Graph *g, int x, int state, int ksize, int dilation, const char *name) {
+  IR_ASSERT(ksize >= 2 && dilation >= 1);
+  IR_ASSERT(is_conv_state(g, state, (int64_t)(ksize - 1) * dilation, N(x)->cols));
+  int s[2] = {x, state};
+  int n = ir_node(g, OP_IM2COL, DT_F32, N(x)->rows, ksize * N(x)->cols, s, 2, name);
+  N(n)->p.ksize = ksize;
+  N(n)->p.dilation = dilation;
+  return n;
+}
+
+int ir_dwconv(Graph *g, int x, int w, int b, int state, int ksize, int dilation, const char *name) {
+  const int64_t C = N(x)->cols;
+  IR_ASSERT(ksize >= 2 && dilation >= 1);
+  IR_ASSERT(is_f32_weight(g, w, C, ksize) && is_f32_weight(g, b, 1, C));
+  IR_ASSERT(is_conv_state(g, state, (int64_t)(ksize - 1) * dilation, C));
+  int s[4] = {x, w, b, state};
+  int n = ir_node(g, OP_DWCONV, DT_F32, N(x)->rows, C, s, 4, name);
+  N(n)->p.ksize = ksize;
+  N(n)->p.dilation = dilation;
+  return n;
+}
+
+int ir_overlap_add(Graph *g, int z, int b, int state, int ksize, int stride, const char *name) {
+  IR_ASSERT(stride >= 1 && ksize >= stride && N(z)->cols % ksize == 0);
+  const int64_t C = N(z)->cols / ksize, rows = ir_rows_scale(N(z)->rows, stride, 1);
+  IR_ASSERT(rows != 0 && is_f32_weight(g, b, 1, C));
+  IR_ASSERT(ksize == stride ? state < 0 : is_conv_state(g, state, ksize - stride, C));
+  int s[3] = {z, b, state};
+  int n = ir_node(g, OP_OVERLAP_ADD, DT_F32, rows, C, s, state >= 0 ? 3 : 2, name);
+  N(n)->p.ksize = ksize;
+  N(n)->p.stride = stride;
+  return n;
+}
+
+int ir_snake(Graph *g, int x, int alpha, int beta, const char *name) {
+  IR_ASSERT(is_f32_weight(g, alpha, 1, N(x)->cols) && is_f32_weight(g, beta, 1, N(x)->cols));
+  int s[3] = {x, alpha, beta};
+  return ir_node(g, OP_SNAKE, DT_F32, N(x)->rows, N(x)->cols, s, 3, name);
+}
+
+int ir_layernorm(Graph *g, int x, int w, int b, float eps, const char *name) {
+  IR_ASSERT(is_f32_weight(g, w, 1, N(x)->cols) && is_f32_weight(g, b, 1, N(x)->cols));
+  IR_ASSERT(eps >= 0 && eps - eps == 0);
+  int s[3] = {x, w, b};
+  int n = ir_node(g, OP_LAYERNORM, DT_F32, N(x)->rows, N(x)->cols, s, 3, name);
+  N(n)->p.eps = eps;
+  return n;
+}
+
+int ir_clamp(Graph *g, int x, float lo, float hi, const char *name) {
+  IR_ASSERT(lo <= hi && lo - lo == 0 && hi - hi == 0);
+  int n = ir_node(g, OP_CLAMP, DT_F32, N(x)->rows, N(x)->cols, &x, 1, name);
+  N(n)->p.lo = lo;
+  N(n)->p.hi = hi;
+  return n;
+}
+
 int ir_is_linear(OpKind op) {
   return op == OP_LINEAR || op == OP_NORM_LINEAR || op == OP_LINEAR_ADD || op == OP_LINEAR_SWIGLU;
 }
@@ -502,7 +573,64 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       if (n->p.kv_heads < 1 || n->p.heads % n->p.kv_heads) VFAIL("GQA ratio");
       break;
     case OP_ADD: case OP_MUL:
+      /* MUL may broadcast an f32 [1,C] row (LayerScale's gamma) */
+      if (n->op == OP_MUL && b->rows == 1 && a->rows != 1 && a->cols == b->cols) {
+        if (b->op == OP_WEIGHT && b->dtype != DT_F32) VFAIL("broadcast weight %s is %s, not f32", b->name, ir_dtype_name(b->dtype));
+        if (n->rows != a->rows || n->cols != a->cols) VFAIL("shape");
+        break;
+      }
       if (a->cols != b->cols || a->rows != b->rows) VFAIL("operand shapes differ");
+      break;
+    case OP_IM2COL: case OP_DWCONV: {
+      const int dw = n->op == OP_DWCONV;
+      const IrNode *x = dw ? S(DWCONV, X) : S(IM2COL, X), *st = dw ? S(DWCONV, STATE) : S(IM2COL, STATE);
+      const int k = n->p.ksize, d = n->p.dilation;
+      if (k < 2 || d < 1) VFAIL("kernel size %d, dilation %d (need k >= 2, d >= 1; a k = 1 conv is a LINEAR)", k, d);
+      if (st->op != OP_STATE || st->rows != (int64_t)(k - 1) * d || st->cols != x->cols)
+        VFAIL("state %s is %s [%lld, %lld], expected a state [%lld, %lld] ((k-1)*d rows, x's channels)", st->name,
+              ir_op_names[st->op], (long long)st->rows, (long long)st->cols, (long long)(k - 1) * d,
+              (long long)x->cols);
+      if (!rows_match(n->rows, x->rows) || n->cols != (dw ? 1 : k) * x->cols) VFAIL("output shape");
+      if (dw) {
+        const IrNode *w = S(DWCONV, W), *bb = S(DWCONV, B);
+        if (w->op != OP_WEIGHT || w->dtype != DT_F32 || w->rows != x->cols || w->cols != k)
+          VFAIL("taps %s: expected an f32 weight [%lld, %d]", w->name, (long long)x->cols, k);
+        if (bb->op != OP_WEIGHT || bb->dtype != DT_F32 || bb->rows != 1 || bb->cols != x->cols)
+          VFAIL("bias %s: expected an f32 weight [1, %lld]", bb->name, (long long)x->cols);
+      }
+      break;
+    }
+    case OP_OVERLAP_ADD: {
+      const IrNode *z = S(OVERLAP_ADD, Z), *bb = S(OVERLAP_ADD, B);
+      const int k = n->p.ksize, st = n->p.stride;
+      if (st < 1 || k < st) VFAIL("kernel size %d, stride %d (need k >= s >= 1)", k, st);
+      if (n->nsrc != (k > st ? 3 : 2)) VFAIL("has %d inputs, expected %d (a state exactly when k > s)", n->nsrc, k > st ? 3 : 2);
+      if (z->cols != (int64_t)k * n->cols) VFAIL("z has %lld cols, expected k * C = %lld", (long long)z->cols, (long long)k * n->cols);
+      if (n->rows != ir_rows_scale(z->rows, st, 1)) VFAIL("rows are not stride x z's rows");
+      if (bb->op != OP_WEIGHT || bb->dtype != DT_F32 || bb->rows != 1 || bb->cols != n->cols)
+        VFAIL("bias %s: expected an f32 weight [1, %lld]", bb->name, (long long)n->cols);
+      if (k > st) {
+        const IrNode *s0 = S(OVERLAP_ADD, STATE);
+        if (s0->op != OP_STATE || s0->rows != k - st || s0->cols != n->cols)
+          VFAIL("state %s: expected a state [%d, %lld] (k-s rows)", s0->name, k - st, (long long)n->cols);
+      }
+      break;
+    }
+    case OP_SNAKE: case OP_LAYERNORM: {
+      const int sn = n->op == OP_SNAKE;
+      const IrNode *x = sn ? S(SNAKE, X) : S(LAYERNORM, X);
+      const IrNode *v[2] = {sn ? S(SNAKE, ALPHA) : S(LAYERNORM, W), sn ? S(SNAKE, BETA) : S(LAYERNORM, B)};
+      for (int q = 0; q < 2; q++)
+        if (v[q]->op != OP_WEIGHT || v[q]->dtype != DT_F32 || v[q]->rows != 1 || v[q]->cols != x->cols)
+          VFAIL("%s: expected an f32 weight [1, %lld]", v[q]->name, (long long)x->cols);
+      if (!sn && !(n->p.eps >= 0 && n->p.eps - n->p.eps == 0)) VFAIL("eps %g", n->p.eps);
+      if (!rows_match(n->rows, x->rows) || n->cols != x->cols) VFAIL("shape");
+      break;
+    }
+    case OP_CLAMP:
+      if (!(n->p.lo <= n->p.hi) || n->p.lo - n->p.lo != 0 || n->p.hi - n->p.hi != 0)
+        VFAIL("bounds [%g, %g]", n->p.lo, n->p.hi);
+      if (!rows_match(n->rows, a->rows) || n->cols != a->cols) VFAIL("shape");
       break;
     case OP_SLICE:
       if (n->p.off < 0 || n->p.off + n->cols > a->cols) VFAIL("slice out of range");
@@ -582,6 +710,10 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
               p->kv_heads, p->head_dim, p->scale, p->window);
       break;
     case OP_SLICE: fprintf(out, " off=%d", p->off); break;
+    case OP_IM2COL: case OP_DWCONV: fprintf(out, " k=%d dilation=%d", p->ksize, p->dilation); break;
+    case OP_OVERLAP_ADD: fprintf(out, " k=%d stride=%d", p->ksize, p->stride); break;
+    case OP_LAYERNORM: fprintf(out, " eps=%g", p->eps); break;
+    case OP_CLAMP: fprintf(out, " lo=%g hi=%g", p->lo, p->hi); break;
     default: break;
     }
     fprintf(out, "  ; %s\n", n->name);

@@ -75,6 +75,10 @@ typedef struct IrParams {
   int off;              /* SLICE: first column */
   int slot;             /* OUTPUT: OUT_* */
   int set_mode;         /* WEIGHT with sets: SET_FIXED / SET_STEP (with p.off) */
+  int ksize;            /* IM2COL, DWCONV, OVERLAP_ADD: kernel size k */
+  int dilation;         /* IM2COL, DWCONV: dilation d */
+  int stride;           /* OVERLAP_ADD: stride s (output rows = s * input rows) */
+  float lo, hi;         /* CLAMP: bounds */
 } IrParams;
 
 typedef struct IrNode {
@@ -225,6 +229,23 @@ int ir_row(Graph *g, int x, int row, const char *name);
  * or SET_STEP (set = io->step + value, checked at run time). */
 int ir_weight_set(Module *m, Graph *g, int w, int mode, int value);
 int ir_output(Graph *g, int x, int slot);
+
+/* The codec ops (ops.def has their exact semantics; CPU only).  A conv
+ * state is an f32 STATE leaf of (k-1)*d rows (IM2COL, DWCONV) or k-s rows
+ * (OVERLAP_ADD; -1 when k == s, which needs none) and x's channels; the
+ * weights w, b, alpha, beta are f32 WEIGHT leaves ([C,k] for w, [1,C] for
+ * the others).  A causal Conv1d of PyTorch weight W [Cout, Cin, k] is
+ * ir_linear(g, ir_im2col(g, x, state, k, d, ..), W', bias) with W' the
+ * WGEN_CONV weight [Cout, k*Cin]; a causal ConvTranspose1d of weight
+ * [Cin, Cout, k] is ir_overlap_add(g, ir_linear(g, x, W'', -1), b, state,
+ * k, s) with W'' the WGEN_CONVT weight [k*Cout, Cin]. */
+int ir_im2col(Graph *g, int x, int state, int ksize, int dilation, const char *name);
+int ir_dwconv(Graph *g, int x, int w, int b, int state, int ksize, int dilation, const char *name);
+/* y [s * rows(z), z cols / k] (rows T-relative when z's are). */
+int ir_overlap_add(Graph *g, int z, int b, int state, int ksize, int stride, const char *name);
+int ir_snake(Graph *g, int x, int alpha, int beta, const char *name);
+int ir_layernorm(Graph *g, int x, int w, int b, float eps, const char *name);
+int ir_clamp(Graph *g, int x, float lo, float hi, const char *name);
 
 /* Checks every node: arity, source order, shapes, dtypes.  Returns SC_OK or
  * SC_EINPUT with "graph NAME: node N (op): problem" (a compiler bug). */

@@ -51,6 +51,8 @@ static void kern_error(void *ctx, const char *msg, int value) {
   c->failed = 1;
 }
 
+void sc_kernel_error(void *ctx, const char *msg, int value) { kern_error(ctx, msg, value); }
+
 void sc_kernel_ctx_clear(sc_kernel_ctx *c) {
   c->err[0] = '\0';
   c->failed = 0;
@@ -116,6 +118,8 @@ static void *get_scratch(void *ctx, size_t n, void **owned) {
   }
   return c->scratch;
 }
+
+void *sc_kernel_scratch(void *ctx, size_t n, void **owned) { return get_scratch(ctx, n, owned); }
 
 void sc_kernel_ctx_free(sc_kernel_ctx *c) {
   if (!c) return;
@@ -798,6 +802,7 @@ void sc_kernels_init_portable(sc_kernels *K, void *ctx) {
   K->linear = linear_portable;
   K->linear_swiglu = swiglu_portable;
   K->attention = attention_portable;
+  sc_kernels_codec_fill(K, &sc_kern_portable);
 }
 
 /* ---- ISA selection ------------------------------------------------------ */
@@ -906,6 +911,7 @@ static int init_isa(sc_kernels *K, void *ctx, const char *isa, const char *who) 
   K->linear = e->linear;
   K->linear_swiglu = e->linear_swiglu;
   K->attention = e->attention;
+  sc_kernels_codec_fill(K, e->ops);
   return 0;
 }
 

@@ -43,10 +43,17 @@
  * The portable and SIMD paths agree to rounding (~1e-6 relative), not
  * bits; for the quantized bands all quantize the activations to the same
  * bits.
+ *
+ * The codec kernels (kernels_codec.c: im2col, dwconv, overlap_add, snake,
+ * layernorm; sc_abi.h states each) are ISA-neutral C loops over rows with
+ * the channel loop innermost, except SnakeBeta's sine, which each ISA may
+ * vectorize (sc_kern_ops.snake_row, sc_sin2 below).  Streaming a sequence
+ * in pieces gives the bits of one call over all of it.
  */
 #ifndef SC_KERNELS_H
 #define SC_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -198,7 +205,81 @@ typedef struct sc_kern_ops {
   void (*gemm_q4_0)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, int nt, float *out,
                     int ldo);
+  /* Optional: SnakeBeta over one row of n channels, y[i] = x[i] + ib[i] *
+   * sc_sin2(x[i] * a[i]) with a = exp(alpha) and ib = 1 / (exp(beta) +
+   * 1e-9) given per channel; y may be x (NULL = the portable loop, which
+   * auto-vectorizes).  Agrees with the portable row to rounding. */
+  void (*snake_row)(const float *x, const float *a, const float *ib, float *y, int n);
 } sc_kern_ops;
+
+/*
+ * sin(u)^2, as every ISA's SnakeBeta computes it (kernels_codec.c and the
+ * snake_row hooks): for |u| <= SC_SIN2_MAX, u = n*pi/2 + r with n =
+ * rint(u * 2/pi) (the 1.5*2^23 trick) and r reduced by three parts of pi/2
+ * (Cody-Waite, exact products for |n| < 2^13), s = sin(r) by Cephes'
+ * sinf polynomial on |r| <= pi/4, and sin^2(u) = s^2 for n even, 1 - s^2
+ * for n odd (no sign, no cosine).  Beyond SC_SIN2_MAX (and for inf) the
+ * hooks take sinf(u)^2 instead.  Error against sin(u)^2 in double: below
+ * 1.5e-7 absolute (test_kernels).
+ */
+#define SC_SIN2_MAX 8192.0f
+#define SC_SIN2_2OPI 0.636619772367581343f /* 2/pi */
+#define SC_SIN2_RND 12582912.0f           /* 1.5 * 2^23 */
+#define SC_SIN2_DP1 1.5703125f
+#define SC_SIN2_DP2 4.837512969970703125e-4f
+#define SC_SIN2_DP3 7.54978995489188216e-8f
+#define SC_SIN2_S1 -1.6666654611e-1f
+#define SC_SIN2_S2 8.3321608736e-3f
+#define SC_SIN2_S3 -1.9515295891e-4f
+static inline float sc_sin2(float u) {
+  const float n = (u * SC_SIN2_2OPI + SC_SIN2_RND) - SC_SIN2_RND;
+  const float r = ((u - n * SC_SIN2_DP1) - n * SC_SIN2_DP2) - n * SC_SIN2_DP3;
+  const float z = r * r;
+  const float s = r + r * z * (SC_SIN2_S1 + z * (SC_SIN2_S2 + z * SC_SIN2_S3));
+  const float s2 = s * s;
+  return ((int)n & 1) ? 1.0f - s2 : s2;
+}
+
+/* One SnakeBeta element (a = exp(alpha), ib = 1 / (exp(beta) + 1e-9)):
+ * the scalar form every snake_row uses for its tail. */
+static inline float sc_snake1(float x, float a, float ib) {
+  const float u = x * a;
+  float s2;
+  if (fabsf(u) > SC_SIN2_MAX) {
+    const float sn = sinf(u);
+    s2 = sn * sn;
+  } else {
+    s2 = sc_sin2(u);
+  }
+  return x + ib * s2;
+}
+
+/* What the codec kernels (kernels_codec.c) share with kernels.c: the
+ * error slot, the context's scratch (n bytes, 64-byte aligned; *owned set
+ * when there is no context and the caller must free it), and one SnakeBeta
+ * entry per ISA table. */
+void sc_kernel_error(void *ctx, const char *msg, int value);
+void *sc_kernel_scratch(void *ctx, size_t n, void **owned);
+/* Fill K's codec entries (im2col ... layernorm) with the portable drivers,
+ * SnakeBeta over ops' snake_row (portable when NULL). */
+void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops);
+
+/*
+ * Conv weights in the layouts the codec ops read, from PyTorch's (the
+ * weight packer's derived weights, compiler/pass_pack.c):
+ *   Conv1d [cout, cin, k] -> IM2COL's LINEAR weight [cout, k*cin]:
+ *     out[o, j*cin + c] = w[o, c, j];
+ *   ConvTranspose1d [cin, cout, k] -> OVERLAP_ADD's LINEAR weight
+ *     [k*cout, cin]: out[j*cout + o, c] = w[c, o, j].
+ * out must not overlap w.  sc_conv_weight_src gives, for element (row,
+ * col) of the derived [rows, cols] matrix, the flat index of its source
+ * element (kind SC_CONV_IM2COL: dims = cout, cin; SC_CONV_TRANSPOSED:
+ * dims = cin, cout), so a packer may also permute while streaming.
+ */
+enum { SC_CONV_IM2COL = 1, SC_CONV_TRANSPOSED = 2 };
+size_t sc_conv_weight_src(int kind, int dim0, int dim1, int k, size_t row, size_t col);
+void sc_conv_weight_im2col(const float *w, int cout, int cin, int k, float *out);
+void sc_convt_weight_linear(const float *w, int cin, int cout, int k, float *out);
 
 /* The portable loops (kernels.c), always there. */
 extern const sc_kern_ops sc_kern_portable;

@@ -578,6 +578,49 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
 DEFINE_GEMM_Q(gemm_q8_0, Q8_TILE)
 DEFINE_GEMM_Q(gemm_q4_0, q4_tile)
 
+/* ---- SnakeBeta ------------------------------------------------------------
+ * sc_sin2 (kernels.h) on eight lanes: the same steps, the products fused
+ * into the subtractions and the polynomial (FMA); the parity of n is the
+ * low bit of u*2/pi + 1.5*2^23 (whose ulp is 1), moved to the sign bit to
+ * pick s^2 or 1 - s^2.  Lanes with |u| above
+ * SC_SIN2_MAX (or inf) are redone with sinf; the tail is sc_snake1. */
+static void snake_row(const float *x, const float *a, const float *ib, float *y, int n) {
+  const __m256 twoopi = _mm256_set1_ps(SC_SIN2_2OPI), rnd = _mm256_set1_ps(SC_SIN2_RND);
+  const __m256 dp1 = _mm256_set1_ps(SC_SIN2_DP1), dp2 = _mm256_set1_ps(SC_SIN2_DP2),
+               dp3 = _mm256_set1_ps(SC_SIN2_DP3);
+  const __m256 s1 = _mm256_set1_ps(SC_SIN2_S1), s2c = _mm256_set1_ps(SC_SIN2_S2),
+               s3 = _mm256_set1_ps(SC_SIN2_S3), one = _mm256_set1_ps(1.0f);
+  const __m256 big = _mm256_set1_ps(SC_SIN2_MAX), abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 xv = _mm256_loadu_ps(x + i), u = _mm256_mul_ps(xv, _mm256_loadu_ps(a + i));
+    const __m256 k = _mm256_fmadd_ps(u, twoopi, rnd), nn = _mm256_sub_ps(k, rnd);
+    __m256 r = _mm256_fnmadd_ps(nn, dp1, u);
+    r = _mm256_fnmadd_ps(nn, dp2, r);
+    r = _mm256_fnmadd_ps(nn, dp3, r);
+    const __m256 z = _mm256_mul_ps(r, r);
+    const __m256 p = _mm256_fmadd_ps(z, _mm256_fmadd_ps(z, s3, s2c), s1);
+    const __m256 s = _mm256_fmadd_ps(_mm256_mul_ps(r, z), p, r);
+    const __m256 sq = _mm256_mul_ps(s, s);
+    const __m256 odd = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_castps_si256(k), 31));
+    __m256 t = _mm256_blendv_ps(sq, _mm256_sub_ps(one, sq), odd);
+    const __m256 far = _mm256_cmp_ps(_mm256_and_ps(u, abs), big, _CMP_GT_OQ);
+    if (_mm256_movemask_ps(far)) {
+      float tv[8], uv[8];
+      _mm256_storeu_ps(tv, t);
+      _mm256_storeu_ps(uv, u);
+      for (int q = 0; q < 8; q++)
+        if (fabsf(uv[q]) > SC_SIN2_MAX) {
+          const float sn = sinf(uv[q]);
+          tv[q] = sn * sn;
+        }
+      t = _mm256_loadu_ps(tv);
+    }
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(_mm256_loadu_ps(ib + i), t, xv));
+  }
+  for (; i < n; i++) y[i] = sc_snake1(x[i], a[i], ib[i]);
+}
+
 const sc_kern_ops sc_kern_avx2 = {
     .name = "avx2",
     .dot4_f32 = dot_f32_4,
@@ -595,6 +638,7 @@ const sc_kern_ops sc_kern_avx2 = {
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,
     .gemm_q4_0 = gemm_q4_0,
+    .snake_row = snake_row,
 };
 
 #else /* built without -mavx2 -mfma -mf16c: nothing to offer */

@@ -518,6 +518,50 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
 DEFINE_GEMM_Q(gemm_q8_0, q8_tile, Q8_NT)
 DEFINE_GEMM_Q(gemm_q4_0, q4_tile, Q4_NT)
 
+/* ---- SnakeBeta ------------------------------------------------------------
+ * sc_sin2 (kernels.h) on sixteen lanes, as kernels_avx2.c's snake_row:
+ * products fused; the parity of n is the low bit of u*2/pi + 1.5*2^23
+ * (whose ulp is 1), a mask that picks s^2 or 1 - s^2; lanes with |u|
+ * above SC_SIN2_MAX (or inf) redone with sinf; the tail is sc_snake1. */
+static void snake_row(const float *x, const float *a, const float *ib, float *y, int n) {
+  const __m512 twoopi = _mm512_set1_ps(SC_SIN2_2OPI), rnd = _mm512_set1_ps(SC_SIN2_RND);
+  const __m512 dp1 = _mm512_set1_ps(SC_SIN2_DP1), dp2 = _mm512_set1_ps(SC_SIN2_DP2),
+               dp3 = _mm512_set1_ps(SC_SIN2_DP3);
+  const __m512 s1 = _mm512_set1_ps(SC_SIN2_S1), s2c = _mm512_set1_ps(SC_SIN2_S2),
+               s3 = _mm512_set1_ps(SC_SIN2_S3), one = _mm512_set1_ps(1.0f);
+  const __m512 big = _mm512_set1_ps(SC_SIN2_MAX);
+  const __m512i abs = _mm512_set1_epi32(0x7fffffff), lsb = _mm512_set1_epi32(1);
+  int i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 xv = _mm512_loadu_ps(x + i), u = _mm512_mul_ps(xv, _mm512_loadu_ps(a + i));
+    const __m512 k = _mm512_fmadd_ps(u, twoopi, rnd), nn = _mm512_sub_ps(k, rnd);
+    __m512 r = _mm512_fnmadd_ps(nn, dp1, u);
+    r = _mm512_fnmadd_ps(nn, dp2, r);
+    r = _mm512_fnmadd_ps(nn, dp3, r);
+    const __m512 z = _mm512_mul_ps(r, r);
+    const __m512 p = _mm512_fmadd_ps(z, _mm512_fmadd_ps(z, s3, s2c), s1);
+    const __m512 s = _mm512_fmadd_ps(_mm512_mul_ps(r, z), p, r);
+    const __m512 sq = _mm512_mul_ps(s, s);
+    const __mmask16 odd = _mm512_test_epi32_mask(_mm512_castps_si512(k), lsb);
+    __m512 t = _mm512_mask_blend_ps(odd, sq, _mm512_sub_ps(one, sq));
+    const __m512 au = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(u), abs));
+    const __mmask16 far = _mm512_cmp_ps_mask(au, big, _CMP_GT_OQ);
+    if (far) {
+      float tv[16], uv[16];
+      _mm512_storeu_ps(tv, t);
+      _mm512_storeu_ps(uv, u);
+      for (int q = 0; q < 16; q++)
+        if (far >> q & 1) {
+          const float sn = sinf(uv[q]);
+          tv[q] = sn * sn;
+        }
+      t = _mm512_loadu_ps(tv);
+    }
+    _mm512_storeu_ps(y + i, _mm512_fmadd_ps(_mm512_loadu_ps(ib + i), t, xv));
+  }
+  for (; i < n; i++) y[i] = sc_snake1(x[i], a[i], ib[i]);
+}
+
 const sc_kern_ops SC_AVX512_OPS = {
     .name = "avx512",
     .dot4_f32 = dot_f32_4,
@@ -537,6 +581,7 @@ const sc_kern_ops SC_AVX512_OPS = {
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,
     .gemm_q4_0 = gemm_q4_0,
+    .snake_row = snake_row,
 };
 
 #else /* built without AVX-512: nothing to offer */

@@ -69,6 +69,36 @@ typedef struct sc_kernels {
   /* Device targets only: the device address of the session's sc_device_io,
    * the first parameter of every kernel. */
   void *device_io;
+  /* ---- the codec ops of ops.def (IM2COL, DWCONV, OVERLAP_ADD, SNAKE,
+   * LAYERNORM), CPU only.  Rows are time steps, channels are columns.  A
+   * conv state is [(k-1)*d, C] (ld C): the last (k-1)*d rows of the input
+   * seen so far, zero at session reset; NULL when (k-1)*d is 0. */
+  /* y[t, j*C + c] = xx[t + j*d, c] for t < R, j < k, xx = state rows then
+   * x rows; then state = the last (k-1)*d rows of xx.  y [R, k*C] must
+   * not overlap x or state. */
+  void (*im2col)(void *ctx, const float *x, int ldx, float *state, float *y, int ldy, int R, int C,
+                 int k, int d);
+  /* Depthwise causal conv: y[t,c] = b[c] + sum_j w[c*k + j] * xx[t + j*d, c]
+   * (w [C, k]; b [C] or NULL), then the state as im2col's.  y must not
+   * overlap x or state. */
+  void (*dwconv)(void *ctx, const float *x, int ldx, const float *w, const float *b, float *state,
+                 float *y, int ldy, int R, int C, int k, int d);
+  /* The overlap-add half of a causal ConvTranspose1d (kernel k >= stride
+   * s): z [R, k*C] holds each input row's k output taps (tap j at columns
+   * j*C..); y [R*s, C]: y[p] = carry[p] (p < k-s) + the sum of the taps
+   * z[i, j*C + c] with i*s + j = p, + b[c] (b NULL: none); state [k-s, C]
+   * (NULL when k == s) carries the sums that land past R*s to the next
+   * call.  y must not overlap z or state. */
+  void (*overlap_add)(void *ctx, const float *z, int ldz, const float *b, float *state, float *y,
+                      int ldy, int R, int C, int k, int s);
+  /* SnakeBeta: y = x + sin(x*exp(alpha[c]))^2 / (exp(beta[c]) + 1e-9)
+   * over [R, C] (alpha, beta [C]); y may be x. */
+  void (*snake)(void *ctx, const float *x, int ldx, const float *alpha, const float *beta, float *y,
+                int ldy, int R, int C);
+  /* Per row over all C columns: y = (x - mean) / sqrt(var + eps) * w + b,
+   * var biased (divided by C); y may be x. */
+  void (*layernorm)(void *ctx, const float *x, int ldx, const float *w, const float *b, float eps,
+                    float *y, int ldy, int R, int C);
 } sc_kernels;
 
 /*

@@ -7,7 +7,9 @@
  *     last block; q4_0 whole groups and a tail), on edge values (-128
  *     weights, +-127 activations);
  *   - dot4 and dot1 give a row the same bits; quantize_q8 the portable bits;
- *   - every element of the GEMM hooks has its own dot1's bits (check_gemm).
+ *   - every element of the GEMM hooks has its own dot1's bits (check_gemm);
+ *   - snake_row agrees with sc_snake1 to 1e-6, past the polynomial's
+ *     range too, and in place (check_snake).
  * This checks the code's logic, not the CPU: the AVX-512 instructions have
  * not run (README, "ISAs").  On a CPU with AVX-512 the native table is
  * checked the same way, and test_kernels / test_quant run it end to end.
@@ -57,6 +59,7 @@ static inline simde__m512i shim_cvtepu16_epi32(simde__m256i a) {
 /* SIMDe names the mask type but gives it no native alias (a repeated
  * typedef of the same type is valid C11, should a later SIMDe add one) */
 typedef simde__mmask64 __mmask64;
+typedef simde__mmask16 __mmask16;
 
 #undef _mm512_madd_epi16 /* SIMDe 0.7.4's alias takes 4 arguments */
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
@@ -259,16 +262,43 @@ static void check_gemm(const sc_kern_ops *A) {
   }
 }
 
+/* snake_row against sc_snake1, the scalar form of the same steps: whole
+ * vectors and a tail, lanes past the polynomial's range, in place. */
+static void check_snake(const sc_kern_ops *A) {
+  enum { N = 37 };
+  float x[N], a[N], ib[N], y[N];
+  for (int i = 0; i < N; i++) {
+    x[i] = frand() * 6.0f;
+    a[i] = 0.2f + 3.0f * (frand() + 1.0f);
+    ib[i] = 0.5f + (frand() + 1.0f);
+  }
+  x[4] = 9000.0f, x[20] = -3e4f, x[35] = 1e5f; /* lanes of two vectors, and the tail */
+  for (int n = 1; n <= N; n += 6) {
+    A->snake_row(x, a, ib, y, n);
+    for (int i = 0; i < n; i++) {
+      const float want = sc_snake1(x[i], a[i], ib[i]);
+      CHECK_MSG(fabsf(y[i] - want) <= 1e-6f * (fabsf(x[i]) + ib[i]), "%s snake_row n %d i %d: %g vs %g", A->name,
+                n, i, y[i], want);
+    }
+  }
+  float z[N];
+  memcpy(z, x, sizeof z);
+  A->snake_row(z, a, ib, z, N);
+  CHECK(!memcmp(z, y, sizeof z));
+}
+
 int main(void) {
   sc_kernels K;
   sc_kernels_init_portable(&K, NULL); /* fills sc_f16_table */
   check_ops(&sc_kern_avx512_simde);
   check_gemm(&sc_kern_avx512_simde);
+  check_snake(&sc_kern_avx512_simde);
   printf("avx512 (SIMDe model) agrees with portable\n");
   const sc_kern_ops *native = sc_kern_ops_isa("avx512");
   if (native) {
     check_ops(native);
     check_gemm(native);
+    check_snake(native);
     printf("avx512 (this CPU) agrees with portable\n");
   }
   CHECK_DONE();
