@@ -106,7 +106,7 @@ static void emit_map(Cg *cg, const IrNode *n, int i, const char *expr) {
   if (n->nsrc > 1 && node(cg, n->src[1])->rows == 1 && n->rows != 1)
     OUT("      const float b = %s[c]; /* one row for every t */\n", fref(cg, n->src[1]));
   else if (n->nsrc > 1)
-    OUT("      const float b = %s[t * %lld + c];\n", ref(cg, n->src[1]), ld(cg, n->src[1]));
+    OUT("      const float b = %s[t * %lld + c];\n", fref(cg, n->src[1]), ld(cg, n->src[1]));
   OUT("      %s[t * %lld + c] = %s;\n", cg->var[i], (long long)n->ld, expr);
   OUT("    }\n");
 }

@@ -9,6 +9,7 @@ FrontendFn fe_lookup(const char *model_type, const char **family) {
       {"qwen3", "llm", fe_llm},
       {"llama", "llm", fe_llm},
       {"qwen3_tts", "qwen3_tts", fe_tts},
+      {"qwen3_tts_tokenizer_12hz", "codec", fe_codec},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (!strcmp(model_type, table[i].type)) {
