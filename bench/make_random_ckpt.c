@@ -6,7 +6,14 @@
  * matrices, 1 + normal(0, 0.1) for norm vectors, normal(0, 0.1) for biases;
  * "normal" is a sum of four uniforms, fast and close enough).
  *
- *   make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b|qwen3-wide-tiny OUT_DIR [--dtype bf16|f32] [--layers N]
+ *   make_random_ckpt KIND OUT_DIR [--dtype bf16|f32] [--layers N] [--with-codec]
+ *
+ * KIND: qwen3-0.6b, qwen3-tts-0.6b, qwen3-wide-tiny, codec-12hz (the 12 Hz
+ * tokenizer's decoder at its published shapes, decoder tensors only: what
+ * speechc reads of a speech_tokenizer/ directory) or codec-tiny (the same
+ * layout, a few MB, with the published 2048-entry codebooks so that any
+ * talker code decodes).  --with-codec also writes OUT_DIR/speech_tokenizer/
+ * (codec-12hz for qwen3-tts-0.6b; codec-tiny for any other kind), always f32.
  *
  * qwen3-wide-tiny: a 2-layer Qwen3 of a few MB whose matrices are wider
  * than the CUDA prompt GEMM's column step (256) without being multiples of
@@ -24,6 +31,7 @@
 typedef struct Tensor {
   char name[96];
   int64_t rows, cols; /* rows 0: a vector of cols */
+  int64_t k;          /* > 0: a conv weight [rows, cols, k] */
 } Tensor;
 
 typedef struct List {
@@ -41,6 +49,12 @@ static void add(List *l, const char *name, int64_t rows, int64_t cols) {
   snprintf(t->name, sizeof t->name, "%s", name);
   t->rows = rows;
   t->cols = cols;
+  t->k = 0;
+}
+
+static void add3(List *l, const char *name, int64_t d0, int64_t d1, int64_t k) {
+  add(l, name, d0, d1);
+  l->t[l->n - 1].k = k;
 }
 
 typedef struct Dims {
@@ -96,6 +110,101 @@ static const char cfg_tts[] =
     "\":16,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,\"hidden_act\":\"silu\"}}"
     "}";
 
+/* The 12 Hz codec decoder (qwen_tts tokenizer_12hz, Qwen3TTSTokenizerV2Decoder). */
+typedef struct CodecDims {
+  int64_t nq, bins, cb_dim, latent, dec_dim, hidden, heads, kv, hd, inter, layers;
+  int ratios[2], rates[4];
+} CodecDims;
+static const CodecDims codec_pub = {16, 2048, 512, 1024, 1536, 512, 16, 16, 64, 1024, 8, {2, 2}, {8, 5, 4, 3}};
+static const CodecDims codec_tiny = {16, 2048, 32, 32, 64, 32, 4, 2, 16, 64, 2, {2, 2}, {8, 5, 4, 3}};
+
+static void codec_tensors(List *l, const CodecDims *c) {
+  char n[96];
+  const int64_t vq = c->cb_dim / 2;
+  for (int q = 0; q < c->nq; q++) {
+    const char *g = q ? "rvq_rest" : "rvq_first";
+    snprintf(n, sizeof n, "decoder.quantizer.%s.vq.layers.%d._codebook.embedding_sum", g, q ? q - 1 : 0);
+    add(l, n, c->bins, vq);
+    snprintf(n, sizeof n, "decoder.quantizer.%s.vq.layers.%d._codebook.cluster_usage", g, q ? q - 1 : 0);
+    add(l, n, 0, c->bins);
+  }
+  add3(l, "decoder.quantizer.rvq_first.output_proj.weight", c->cb_dim, vq, 1);
+  add3(l, "decoder.quantizer.rvq_rest.output_proj.weight", c->cb_dim, vq, 1);
+  add3(l, "decoder.pre_conv.conv.weight", c->latent, c->cb_dim, 3);
+  add(l, "decoder.pre_conv.conv.bias", 0, c->latent);
+  add(l, "decoder.pre_transformer.input_proj.weight", c->hidden, c->latent);
+  add(l, "decoder.pre_transformer.input_proj.bias", 0, c->hidden);
+  Dims d = {c->hidden, c->inter, c->hd, c->heads, c->kv, c->layers};
+  qwen3_layers(l, "decoder.pre_transformer.layers.", &d);
+  for (int L = 0; L < c->layers; L++) {
+    snprintf(n, sizeof n, "decoder.pre_transformer.layers.%d.self_attn_layer_scale.scale", L);
+    add(l, n, 0, c->hidden);
+    snprintf(n, sizeof n, "decoder.pre_transformer.layers.%d.mlp_layer_scale.scale", L);
+    add(l, n, 0, c->hidden);
+  }
+  add(l, "decoder.pre_transformer.norm.weight", 0, c->hidden);
+  add(l, "decoder.pre_transformer.output_proj.weight", c->latent, c->hidden);
+  add(l, "decoder.pre_transformer.output_proj.bias", 0, c->latent);
+  const int64_t L = c->latent;
+  for (int i = 0; i < 2; i++) {
+#define U(fmt, ...) (snprintf(n, sizeof n, "decoder.upsample.%d." fmt, i), __VA_ARGS__)
+    U("0.conv.weight", add3(l, n, L, L, c->ratios[i]));
+    U("0.conv.bias", add(l, n, 0, L));
+    U("1.dwconv.conv.weight", add3(l, n, L, 1, 7));
+    U("1.dwconv.conv.bias", add(l, n, 0, L));
+    U("1.norm.weight", add(l, n, 0, L));
+    U("1.norm.bias", add(l, n, 0, L));
+    U("1.pwconv1.weight", add(l, n, 4 * L, L));
+    U("1.pwconv1.bias", add(l, n, 0, 4 * L));
+    U("1.pwconv2.weight", add(l, n, L, 4 * L));
+    U("1.pwconv2.bias", add(l, n, 0, L));
+    U("1.gamma", add(l, n, 0, L));
+#undef U
+  }
+  add3(l, "decoder.decoder.0.conv.weight", c->dec_dim, L, 7);
+  add(l, "decoder.decoder.0.conv.bias", 0, c->dec_dim);
+  int64_t out = c->dec_dim;
+  for (int i = 0; i < 4; i++) {
+    const int64_t in = c->dec_dim >> i;
+    out = c->dec_dim >> (i + 1);
+#define B(fmt, ...) (snprintf(n, sizeof n, "decoder.decoder.%d.block." fmt, i + 1), __VA_ARGS__)
+    B("0.alpha", add(l, n, 0, in));
+    B("0.beta", add(l, n, 0, in));
+    B("1.conv.weight", add3(l, n, in, out, 2 * c->rates[i]));
+    B("1.conv.bias", add(l, n, 0, out));
+    for (int u = 2; u < 5; u++) {
+      snprintf(n, sizeof n, "decoder.decoder.%d.block.%d.act1.alpha", i + 1, u), add(l, n, 0, out);
+      snprintf(n, sizeof n, "decoder.decoder.%d.block.%d.act1.beta", i + 1, u), add(l, n, 0, out);
+      snprintf(n, sizeof n, "decoder.decoder.%d.block.%d.conv1.conv.weight", i + 1, u), add3(l, n, out, out, 7);
+      snprintf(n, sizeof n, "decoder.decoder.%d.block.%d.conv1.conv.bias", i + 1, u), add(l, n, 0, out);
+      snprintf(n, sizeof n, "decoder.decoder.%d.block.%d.act2.alpha", i + 1, u), add(l, n, 0, out);
+      snprintf(n, sizeof n, "decoder.decoder.%d.block.%d.act2.beta", i + 1, u), add(l, n, 0, out);
+      snprintf(n, sizeof n, "decoder.decoder.%d.block.%d.conv2.conv.weight", i + 1, u), add3(l, n, out, out, 1);
+      snprintf(n, sizeof n, "decoder.decoder.%d.block.%d.conv2.conv.bias", i + 1, u), add(l, n, 0, out);
+    }
+#undef B
+  }
+  add(l, "decoder.decoder.5.alpha", 0, out);
+  add(l, "decoder.decoder.5.beta", 0, out);
+  add3(l, "decoder.decoder.6.conv.weight", 1, out, 7);
+  add(l, "decoder.decoder.6.conv.bias", 0, 1);
+}
+
+static void codec_config(const CodecDims *c, char *cfg, size_t size) {
+  snprintf(cfg, size,
+           "{\"model_type\":\"qwen3_tts_tokenizer_12hz\",\"decode_upsample_rate\":1920,"
+           "\"output_sample_rate\":24000,\"decoder_config\":{\"num_quantizers\":%lld,\"codebook_size\":%lld,"
+           "\"codebook_dim\":%lld,\"latent_dim\":%lld,\"decoder_dim\":%lld,\"hidden_size\":%lld,"
+           "\"num_attention_heads\":%lld,\"num_key_value_heads\":%lld,\"head_dim\":%lld,"
+           "\"intermediate_size\":%lld,\"num_hidden_layers\":%lld,\"sliding_window\":72,"
+           "\"max_position_embeddings\":8000,\"rope_theta\":10000,\"rms_norm_eps\":1e-05,"
+           "\"hidden_act\":\"silu\",\"attention_bias\":false,\"upsampling_ratios\":[%d,%d],"
+           "\"upsample_rates\":[%d,%d,%d,%d]}}",
+           (long long)c->nq, (long long)c->bins, (long long)c->cb_dim, (long long)c->latent, (long long)c->dec_dim,
+           (long long)c->hidden, (long long)c->heads, (long long)c->kv, (long long)c->hd, (long long)c->inter,
+           (long long)c->layers, c->ratios[0], c->ratios[1], c->rates[0], c->rates[1], c->rates[2], c->rates[3]);
+}
+
 /* splitmix64; a normal-like value from the sum of four 16-bit uniforms
  * (Irwin-Hall, unit variance): fast and deterministic, enough for noise */
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
@@ -108,62 +217,22 @@ static float normal(void) {
   return (s * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
 }
 
-int main(int argc, char **argv) {
-  const char *shape = NULL, *out = NULL, *dtype = "bf16";
-  int layers = -1;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
-    else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
-    else if (!shape) shape = argv[i];
-    else if (!out) out = argv[i];
-    else shape = NULL, i = argc;
-  }
-  int tts = shape && !strcmp(shape, "qwen3-tts-0.6b"), wide = shape && !strcmp(shape, "qwen3-wide-tiny");
-  if (!shape || !out || (!tts && !wide && strcmp(shape, "qwen3-0.6b")) || (strcmp(dtype, "bf16") && strcmp(dtype, "f32"))) {
-    fprintf(stderr, "usage: make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b|qwen3-wide-tiny OUT_DIR [--dtype bf16|f32] "
-            "[--layers N]\n");
-    return 1;
-  }
-  Dims d = {1024, 3072, 128, 16, 8, layers > 0 ? layers : 28};
-  if (wide) d = (Dims){320, 544, 64, 4, 2, 2};
-  List l = {0};
-  char cfg[4096];
-  snprintf(cfg, sizeof cfg, "%s", tts ? cfg_tts : wide ? cfg_wide : cfg_lm);
-  if (layers > 0) { /* the first num_hidden_layers is the model's (the talker's) */
-    char *p = strstr(cfg, "\"num_hidden_layers\":28");
-    if (p) {
-      char rest[4096];
-      snprintf(rest, sizeof rest, "%s", p + strlen("\"num_hidden_layers\":28"));
-      snprintf(p, sizeof cfg - (size_t)(p - cfg), "\"num_hidden_layers\":%d%s", layers, rest);
+/* mkdir -p */
+static void make_dirs(const char *path) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s", path);
+  for (char *c = p + 1; *c; c++)
+    if (*c == '/') {
+      *c = 0;
+      mkdir(p, 0755);
+      *c = '/';
     }
-  }
-  if (!tts) {
-    add(&l, "model.embed_tokens.weight", wide ? 512 : 151936, d.H);
-    qwen3_layers(&l, "model.layers.", &d);
-    add(&l, "model.norm.weight", 0, d.H);
-  } else {
-    const int64_t TH = 2048, V = 3072, PV = 2048;
-    Dims p = {1024, 3072, 128, 16, 8, 5};
-    add(&l, "talker.model.text_embedding.weight", 151936, TH);
-    add(&l, "talker.text_projection.linear_fc1.weight", TH, TH);
-    add(&l, "talker.text_projection.linear_fc1.bias", 0, TH);
-    add(&l, "talker.text_projection.linear_fc2.weight", d.H, TH);
-    add(&l, "talker.text_projection.linear_fc2.bias", 0, d.H);
-    add(&l, "talker.model.codec_embedding.weight", V, d.H);
-    add(&l, "talker.codec_head.weight", V, d.H);
-    qwen3_layers(&l, "talker.model.layers.", &d);
-    add(&l, "talker.model.norm.weight", 0, d.H);
-    qwen3_layers(&l, "talker.code_predictor.model.layers.", &p);
-    add(&l, "talker.code_predictor.model.norm.weight", 0, p.H);
-    char n[96];
-    for (int i = 0; i < 15; i++) {
-      snprintf(n, sizeof n, "talker.code_predictor.model.codec_embedding.%d.weight", i);
-      add(&l, n, PV, d.H);
-      snprintf(n, sizeof n, "talker.code_predictor.lm_head.%d.weight", i);
-      add(&l, n, PV, p.H);
-    }
-  }
-  mkdir(out, 0755);
+  mkdir(p, 0755);
+}
+
+/* config.json and model.safetensors of the tensors in l into out. */
+static int write_ckpt(const char *out, const char *cfg, const List *l, int esize) {
+  make_dirs(out);
   char path[1024];
   snprintf(path, sizeof path, "%s/config.json", out);
   FILE *f = fopen(path, "w");
@@ -171,16 +240,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "make_random_ckpt: cannot write %s: %s\n", path, strerror(errno));
     return 2;
   }
-  const int esize = strcmp(dtype, "bf16") ? 4 : 2;
   /* header */
-  size_t hcap = (size_t)l.n * 200 + 64, hlen = 0;
+  size_t hcap = (size_t)l->n * 200 + 64, hlen = 0;
   char *h = malloc(hcap);
   int64_t off = 0;
   hlen += (size_t)snprintf(h + hlen, hcap - hlen, "{");
-  for (int i = 0; i < l.n; i++) {
-    const Tensor *t = &l.t[i];
-    int64_t bytes = (t->rows ? t->rows : 1) * t->cols * esize;
-    if (t->rows)
+  for (int i = 0; i < l->n; i++) {
+    const Tensor *t = &l->t[i];
+    int64_t bytes = (t->rows ? t->rows : 1) * t->cols * (t->k ? t->k : 1) * esize;
+    if (t->k)
+      hlen += (size_t)snprintf(h + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld,%lld],\"data_offsets\":[%lld,%lld]}",
+                               i ? "," : "", t->name, esize == 2 ? "BF16" : "F32", (long long)t->rows,
+                               (long long)t->cols, (long long)t->k, (long long)off, (long long)(off + bytes));
+    else if (t->rows)
       hlen += (size_t)snprintf(h + hlen, hcap - hlen, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%lld,%lld],\"data_offsets\":[%lld,%lld]}",
                                i ? "," : "", t->name, esize == 2 ? "BF16" : "F32", (long long)t->rows,
                                (long long)t->cols, (long long)off, (long long)(off + bytes));
@@ -203,11 +275,11 @@ int main(int argc, char **argv) {
   fwrite(h, 1, hlen, f);
   size_t buf_n = 1 << 20;
   unsigned char *buf = malloc(buf_n * 4);
-  for (int i = 0; i < l.n; i++) {
-    const Tensor *t = &l.t[i];
+  for (int i = 0; i < l->n; i++) {
+    const Tensor *t = &l->t[i];
     int vec = !t->rows, bias = strstr(t->name, ".bias") != NULL;
     float scale = vec ? 0.1f : 0.02f, shift = vec && !bias ? 1.0f : 0.0f;
-    int64_t n = (t->rows ? t->rows : 1) * t->cols;
+    int64_t n = (t->rows ? t->rows : 1) * t->cols * (t->k ? t->k : 1);
     for (int64_t k = 0; k < n;) {
       size_t m = (size_t)(n - k < (int64_t)buf_n ? n - k : (int64_t)buf_n);
       for (size_t j = 0; j < m; j++) {
@@ -235,6 +307,83 @@ int main(int argc, char **argv) {
   printf("wrote %s (%lld MB of weights)\n", out, (long long)(off >> 20));
   free(buf);
   free(h);
-  free(l.t);
   return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *shape = NULL, *out = NULL, *dtype = "bf16";
+  int layers = -1, with_codec = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype = argv[++i];
+    else if (!strcmp(argv[i], "--layers") && i + 1 < argc) layers = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--with-codec")) with_codec = 1;
+    else if (!shape) shape = argv[i];
+    else if (!out) out = argv[i];
+    else shape = NULL, i = argc;
+  }
+  int tts = shape && !strcmp(shape, "qwen3-tts-0.6b"), wide = shape && !strcmp(shape, "qwen3-wide-tiny");
+  int codec = shape && (!strcmp(shape, "codec-12hz") || !strcmp(shape, "codec-tiny"));
+  if (!shape || !out || (!tts && !wide && !codec && strcmp(shape, "qwen3-0.6b")) ||
+      (strcmp(dtype, "bf16") && strcmp(dtype, "f32"))) {
+    fprintf(stderr, "usage: make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b|qwen3-wide-tiny|codec-12hz|codec-tiny OUT_DIR "
+            "[--dtype bf16|f32] [--layers N] [--with-codec]\n");
+    return 1;
+  }
+  const int esize = strcmp(dtype, "bf16") ? 4 : 2;
+  Dims d = {1024, 3072, 128, 16, 8, layers > 0 ? layers : 28};
+  if (wide) d = (Dims){320, 544, 64, 4, 2, 2};
+  List l = {0};
+  char cfg[4096];
+  snprintf(cfg, sizeof cfg, "%s", tts ? cfg_tts : wide ? cfg_wide : cfg_lm);
+  if (layers > 0) { /* the first num_hidden_layers is the model's (the talker's) */
+    char *p = strstr(cfg, "\"num_hidden_layers\":28");
+    if (p) {
+      char rest[4096];
+      snprintf(rest, sizeof rest, "%s", p + strlen("\"num_hidden_layers\":28"));
+      snprintf(p, sizeof cfg - (size_t)(p - cfg), "\"num_hidden_layers\":%d%s", layers, rest);
+    }
+  }
+  if (codec) {
+    const CodecDims *c = strcmp(shape, "codec-tiny") ? &codec_pub : &codec_tiny;
+    codec_tensors(&l, c);
+    codec_config(c, cfg, sizeof cfg);
+  } else if (!tts) {
+    add(&l, "model.embed_tokens.weight", wide ? 512 : 151936, d.H);
+    qwen3_layers(&l, "model.layers.", &d);
+    add(&l, "model.norm.weight", 0, d.H);
+  } else {
+    const int64_t TH = 2048, V = 3072, PV = 2048;
+    Dims p = {1024, 3072, 128, 16, 8, 5};
+    add(&l, "talker.model.text_embedding.weight", 151936, TH);
+    add(&l, "talker.text_projection.linear_fc1.weight", TH, TH);
+    add(&l, "talker.text_projection.linear_fc1.bias", 0, TH);
+    add(&l, "talker.text_projection.linear_fc2.weight", d.H, TH);
+    add(&l, "talker.text_projection.linear_fc2.bias", 0, d.H);
+    add(&l, "talker.model.codec_embedding.weight", V, d.H);
+    add(&l, "talker.codec_head.weight", V, d.H);
+    qwen3_layers(&l, "talker.model.layers.", &d);
+    add(&l, "talker.model.norm.weight", 0, d.H);
+    qwen3_layers(&l, "talker.code_predictor.model.layers.", &p);
+    add(&l, "talker.code_predictor.model.norm.weight", 0, p.H);
+    char n[96];
+    for (int i = 0; i < 15; i++) {
+      snprintf(n, sizeof n, "talker.code_predictor.model.codec_embedding.%d.weight", i);
+      add(&l, n, PV, d.H);
+      snprintf(n, sizeof n, "talker.code_predictor.lm_head.%d.weight", i);
+      add(&l, n, PV, p.H);
+    }
+  }
+  int rc = write_ckpt(out, cfg, &l, esize);
+  free(l.t);
+  if (rc || !with_codec) return rc;
+  /* the speech tokenizer's decoder beside it, in f32 as published */
+  List cl = {0};
+  const CodecDims *c = tts ? &codec_pub : &codec_tiny;
+  codec_tensors(&cl, c);
+  codec_config(c, cfg, sizeof cfg);
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/speech_tokenizer", out);
+  rc = write_ckpt(dir, cfg, &cl, 4);
+  free(cl.t);
+  return rc;
 }

@@ -1,5 +1,8 @@
 /*
- * cmd_tts.c — `speechc tts`: Qwen3-TTS codec frames from text token ids.
+ * cmd_tts.c — `speechc tts`: Qwen3-TTS speech from text: the talker and code
+ * predictor make codec frames, the codec decoder (OUT.codec.so, built with
+ * the model) turns each into audio as soon as it is made, written to a WAV
+ * file or a pipe (runtime/wav.h); or the codes themselves.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,15 +18,17 @@
 #include "file.h"
 #include "speechc.h"
 #include "tokenizer.h"
+#include "wav.h"
 
 const char *const usage_tts =
-    "usage: speechc tts model.so --text-ids LIST|FILE -o codes.json|codes.bin|- [options]\n"
-    "       speechc tts model.so --text TEXT --tokenizer DIR -o ... [options]\n"
+    "usage: speechc tts model.so --text TEXT --tokenizer DIR -o out.wav [options]\n"
+    "       speechc tts model.so --text-ids LIST|FILE -o out.wav|-|codes.json|codes.bin\n"
     "\n"
-    "Runs the Qwen3-TTS talker and code predictor as the official qwen-tts package does\n"
-    "and writes the [frames x 16] matrix of codec ids.  Text tokenization and audio\n"
-    "decoding are not part of speechc yet: pass text (with the checkpoint's tokenizer) or\n"
-    "token ids, get codec codes.\n"
+    "Runs the Qwen3-TTS talker and code predictor as the official qwen-tts package does,\n"
+    "and decodes each codec frame to 24 kHz audio with the checkpoint's codec decoder as\n"
+    "soon as it is made (speechc build of a checkpoint with speech_tokenizer/ writes it\n"
+    "beside the model as model.codec.so), so a pipe hears the start while the rest is\n"
+    "generated.  Or writes the [frames x 16] matrix of codec ids (.json, .bin).\n"
     "\n"
     "  --text-ids LIST|FILE    ids of '<|im_start|>assistant\\n{text}<|im_end|>\\n<|im_start|>\n"
     "                          assistant\\n': a value of only digits, commas and spaces is\n"
@@ -48,9 +53,14 @@ const char *const usage_tts =
     "  --sub-temperature T --sub-top-k K --sub-top-p P\n"
     "                          code predictor sampling (defaults 0.9, 50, 1.0)\n"
     "  --seed S                sampler seed (default 0): same seed, same frames\n"
-    "  -o PATH                 .json: {\"frames\": N, \"codebooks\": 16, \"codes\": [[...], ...]};\n"
-    "                          .bin: little-endian int32, row-major [frames, codebooks];\n"
-    "                          -: JSON on stdout\n"
+    "  -o PATH                 .wav: audio, 16-bit PCM (--f32: float); .raw/.pcm: bare\n"
+    "                          s16le; -: bare s16le on stdout (| aplay -f S16_LE -r 24000\n"
+    "                          -c 1) when a codec decoder is there, else the codes as JSON;\n"
+    "                          .json: {\"frames\": N, \"codebooks\": 16, \"codes\": [[...]]};\n"
+    "                          .bin: little-endian int32, row-major [frames, codebooks]\n"
+    "  --codec PATH            the codec decoder (default: model.codec.so beside model.so)\n"
+    "  --codes PATH            also write the codes (.json or .bin) when -o is audio\n"
+    "  --f32                   float32 WAV samples\n"
     "  --threads N             kernel threads (default 0 = one per physical core)\n"
     "  -q                      no per-frame progress on stderr\n";
 
@@ -159,12 +169,34 @@ static int read_ids(const char *flag, const char *arg, int32_t **ids, int *n) {
   return rc;
 }
 
-typedef struct Progress { int quiet; } Progress;
+typedef struct Progress {
+  int quiet;
+  sc_wav *wav;        /* audio out, or NULL */
+  sc_error *err;      /* where a write error goes */
+  int failed;
+} Progress;
 
 static int on_frame(void *user, const int32_t *codes, int g, int frame) {
   Progress *p = user;
   if (!p->quiet) fprintf(stderr, "\rspeechc: frame %d (c0 %d)", frame + 1, codes[0]);
   (void)g;
+  return 0;
+}
+
+/* Each frame's audio goes out before the next frame is generated. */
+static int on_audio(void *user, const int32_t *codes, int g, const float *pcm, int n, int frame) {
+  Progress *p = user;
+  (void)codes, (void)g, (void)frame;
+  if (sc_wav_write(p->wav, pcm, (size_t)n, p->err)) p->failed = 1;
+  return p->failed;
+}
+
+/* -o names audio: a WAV file or bare PCM (runtime/wav.h's conventions). */
+static int audio_name(const char *out) {
+  size_t n = strlen(out);
+  static const char *const ext[] = {".wav", ".raw", ".pcm"};
+  for (int i = 0; i < 3; i++)
+    if (n > 4 && !strcmp(out + n - 4, ext[i])) return 1;
   return 0;
 }
 
@@ -214,6 +246,8 @@ static int template_ids(tok_tokenizer *t, const char *flag, const char *prefix, 
 int cmd_tts(int argc, char **argv) {
   const char *path = NULL, *text = NULL, *instruct = NULL, *out = NULL;
   const char *text_s = NULL, *instruct_s = NULL, *tokdir = NULL;
+  const char *codec_path = NULL, *codes_out = NULL;
+  int f32 = 0;
   sc_tts_params p = sc_tts_defaults();
   Progress prog = {0};
   sc_open_opts opts = {.verify_weights = 1, .threads = 0};
@@ -246,6 +280,12 @@ int cmd_tts(int argc, char **argv) {
       if (!(p.speaker = flag_value(argc, argv, &i, "--speaker"))) return usage_error(usage_tts, "%s needs a name", a);
     } else if (is_flag(a, "--language")) {
       if (!(p.language = flag_value(argc, argv, &i, "--language"))) return usage_error(usage_tts, "%s needs a name", a);
+    } else if (is_flag(a, "--codec")) {
+      if (!(codec_path = flag_value(argc, argv, &i, "--codec"))) return usage_error(usage_tts, "%s needs a path", a);
+    } else if (is_flag(a, "--codes")) {
+      if (!(codes_out = flag_value(argc, argv, &i, "--codes"))) return usage_error(usage_tts, "%s needs a path", a);
+    } else if (!strcmp(a, "--f32")) {
+      f32 = 1;
     } else if (!strcmp(a, "--non-streaming")) {
       p.non_streaming = 1;
     } else if (!strcmp(a, "--greedy")) {
@@ -285,7 +325,17 @@ int cmd_tts(int argc, char **argv) {
   if ((text_s || instruct_s) && !tokdir)
     return usage_error(usage_tts, "%s", "--text and --instruct need --tokenizer DIR "
                        "(hint: the checkpoint directory the model was built from)");
-  if (!out) return usage_error(usage_tts, "%s", "missing -o codes.json|codes.bin|-");
+  if (!out) return usage_error(usage_tts, "%s", "missing -o out.wav (or -, out.raw, codes.json, codes.bin)");
+  /* audio when -o names it, or for - when a codec decoder is there */
+  char sibling[4096];
+  if (!codec_path && !sc_codec_path(path, sibling, sizeof sibling) && !access(sibling, F_OK)) codec_path = sibling;
+  const int audio = audio_name(out) || (!strcmp(out, "-") && codec_path);
+  if (audio && !codec_path)
+    return usage_error(usage_tts, "%s", "-o names audio but there is no codec decoder beside the model "
+                       "(hint: build the checkpoint directory that holds speech_tokenizer/, or pass --codec)");
+  if (codes_out && !audio) return usage_error(usage_tts, "%s", "--codes goes with an audio -o (the codes are -o here)");
+  if (codes_out && !strcmp(codes_out, "-") && !strcmp(out, "-"))
+    return usage_error(usage_tts, "%s", "--codes and -o cannot both be - (stdout)");
   int32_t *text_ids = NULL, *instruct_ids = NULL, *codes = NULL;
   int rc = SC_OK;
   if (text_s || instruct_s) {
@@ -314,8 +364,8 @@ int cmd_tts(int argc, char **argv) {
   p.text_ids = text_ids;
   p.instruct_ids = instruct_ids;
   sc_error err = {0};
-  sc_model *m = NULL;
-  sc_session *s = NULL;
+  sc_model *m = NULL, *cm = NULL;
+  sc_session *s = NULL, *cs = NULL;
   int frames = 0, g = 0;
   rc = sc_model_open(path, &opts, &m, &err);
   if (!rc) rc = check_family(m, path, "qwen3_tts", &err);
@@ -325,9 +375,29 @@ int cmd_tts(int argc, char **argv) {
   if (!rc) rc = sc_session_open(m, &s, &err);
   if (!rc && !(codes = malloc((size_t)p.max_frames * g * sizeof *codes)))
     rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
+  sc_codec_info ci = {0};
+  if (!rc && audio) {
+    rc = sc_model_open(codec_path, &opts, &cm, &err);
+    if (!rc) rc = sc_codec_get_info(cm, &ci, &err);
+    if (!rc) rc = sc_session_open(cm, &cs, &err);
+    sc_wav_opts wo = sc_wav_opts_for(out);
+    wo.sample_rate = ci.sample_rate;
+    if (f32) wo.format = SC_WAV_F32;
+    if (!rc) rc = sc_wav_open(out, &wo, &prog.wav, &err);
+    p.codec = cs;
+    p.on_audio = on_audio;
+    p.audio_user = &prog;
+    prog.err = &err;
+  }
   sc_tts_stats st;
   p.stats = &st;
   if (!rc) rc = sc_tts_generate(s, &p, codes, &frames, on_frame, &prog, &err);
+  if (prog.failed) rc = err.code;
+  sc_error werr = {0};
+  if (prog.wav && sc_wav_close(prog.wav, &werr) && !rc) {
+    err = werr;
+    rc = werr.code;
+  }
   if (!prog.quiet && frames) fputc('\n', stderr);
   if (!rc && !prog.quiet && frames) {
     double gen = st.talker_s + st.predictor_s;
@@ -338,12 +408,22 @@ int cmd_tts(int argc, char **argv) {
               1e3 * st.predictor_s / frames);
     else /* a device runs a whole frame as one graph */
       fprintf(stderr, "(talker + predictor in one device graph: %.1f ms/frame)\n", 1e3 * st.predictor_s / frames);
+    if (audio) {
+      const double secs = (double)frames * ci.samples_per_frame / ci.sample_rate, all = gen + st.decoder_s;
+      fprintf(stderr, "speechc: %.2f s of audio; time to first audio %.3f s; real-time factors: talker %.3f, "
+              "predictor %.3f, decoder %.3f (%.1f ms/frame); whole pipeline real-time factor %.3f (prompt "
+              "included: %.3f)\n", secs, st.first_audio_s, st.talker_s / secs, st.predictor_s / secs,
+              st.decoder_s / secs, 1e3 * st.decoder_s / frames, all / secs, (all + st.prompt_s) / secs);
+    }
   }
-  if (!rc) rc = write_codes(out, codes, frames, g, &err);
+  if (!rc && !audio) rc = write_codes(out, codes, frames, g, &err);
+  if (!rc && codes_out) rc = write_codes(codes_out, codes, frames, g, &err);
   free(codes);
   free(text_ids);
   free(instruct_ids);
   sc_session_close(s);
   sc_model_close(m);
+  sc_session_close(cs);
+  sc_model_close(cm);
   return report(rc, &err);
 }

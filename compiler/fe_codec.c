@@ -19,7 +19,7 @@
  * call's end in state); the attention keeps a ring of sliding_window + T
  * positions.  So calls over consecutive frames give exactly what one call
  * over all of them gives: the whole utterance and the stream are the same
- * computation.  Entry point "audio": up to prefill_chunk frames of
+ * computation.  Entry point "audio": up to --prefill-chunk (8) frames of
  * num_quantizers codes in, frames x decode_upsample_rate samples out.
  */
 #include <math.h>
@@ -460,8 +460,9 @@ int fe_codec(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) 
   /* positions run on through a stream: the rotary table covers the
    * official max_position_embeddings unless --max-context says otherwise */
   const int max_ctx = o->max_context ? o->max_context : (int)d.max_pos;
-  int frames = o->prefill_chunk < max_ctx ? o->prefill_chunk : max_ctx;
-  if (frames > 64) frames = 64; /* scratch grows by ~10 MB per frame at the published shapes */
+  /* scratch grows by ~7.5 MB per frame at the published shapes: 8 frames
+   * (0.64 s of audio) keep it near 60 MB and the GEMMs long */
+  const int frames = fe_chunk(o, 8, max_ctx);
   m->vocab = (int)d.bins;
   m->hidden = (int)t->hidden;
   m->n_layers = (int)t->layers;

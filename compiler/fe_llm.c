@@ -76,7 +76,7 @@ int fe_llm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
     }
   }
   int rope = fe_rope_table(m, max_ctx, (int)d.head_dim, d.theta);
-  build_graph(m, ir_graph_new(m, "prefill", SC_IN_IDS, o->prefill_chunk < max_ctx ? o->prefill_chunk : max_ctx),
+  build_graph(m, ir_graph_new(m, "prefill", SC_IN_IDS, fe_chunk(o, 128, max_ctx)),
               &d, lw, embed, final_norm, head, rope);
   build_graph(m, ir_graph_new(m, "decode", SC_IN_IDS, 1), &d, lw, embed, final_norm, head, rope);
   free(lw);

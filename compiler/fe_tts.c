@@ -233,7 +233,7 @@ int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
   w.talker_rope = fe_rope_table(m, max_ctx, (int)w.td.head_dim, w.td.theta);
   w.pred_rope = fe_rope_table(m, G + 1, (int)w.pd.head_dim, w.pd.theta);
 
-  int chunk = o->prefill_chunk < max_ctx ? o->prefill_chunk : max_ctx;
+  int chunk = fe_chunk(o, 128, max_ctx);
   Graph *g = ir_graph_new(m, "text_embed", SC_IN_IDS, chunk);
   int x = ir_embed(g, ir_weight(m, g, w.text_emb), ir_input_ids(g), "text_embed");
   x = ir_linear(g, x, ir_weight(m, g, w.fc1), ir_weight(m, g, w.fc1_b), "text_fc1");

@@ -19,6 +19,11 @@ FrontendFn fe_lookup(const char *model_type, const char **family) {
   return NULL;
 }
 
+int fe_chunk(const BuildOpts *o, int dflt, int max_ctx) {
+  const int n = o->prefill_chunk > 0 ? o->prefill_chunk : dflt;
+  return n < max_ctx ? n : max_ctx;
+}
+
 int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tensor,
               int64_t rows, int64_t cols, DType band, sc_error *err) {
   int64_t shape[2] = {rows, cols};

@@ -19,7 +19,7 @@ typedef struct BuildOpts {
   const char *target;        /* "cpu" */
   DType band;                /* --weights */
   int max_context;           /* 0: family default */
-  int prefill_chunk;         /* tokens per prefill call */
+  int prefill_chunk;         /* tokens per prefill call (frames per codec call); 0: fe_chunk's default */
   int fuse;                  /* 0 with --no-fuse */
   const char *emit_dir;      /* keep generated sources here */
   const char *arch;          /* --cuda-arch: the target's architecture (cuda: NULL = compute_80) */
@@ -75,6 +75,9 @@ int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3La
 #define FE_HEAD_DIM_MAX 512
 
 /* Shared helpers. */
+/* Tokens (frames) per call: --prefill-chunk, else the family's default,
+ * never more than max_ctx. */
+int fe_chunk(const BuildOpts *o, int dflt, int max_ctx);
 /* Declare weight `name` from checkpoint tensor `tensor` of shape
  * [rows, cols] (cols only when rows == 0: a 1-D vector), stored in band.
  * Returns the weight index, or -1 with err set. */

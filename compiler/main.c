@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "build.h"
 #include "cli.h"
@@ -59,8 +60,11 @@ static const char *const usage_build =
     "                         Ampere and later, compiled by the driver at load)\n"
     "  --weights f32|bf16|q8_0|q4_0  weight band (default f32; q8_0/q4_0: GGML blocks of 32)\n"
     "  --max-context N        KV cache length in tokens (default min(2048,\n"
-    "                         max_position_embeddings))\n"
-    "  --prefill-chunk N      tokens per prefill call (default 128)\n"
+    "                         max_position_embeddings)); a codec decoder: frames per\n"
+    "                         stream (default max_position_embeddings, 8000 = 10.7 min)\n"
+    "  --prefill-chunk N      tokens per prefill call (default 128); a codec decoder:\n"
+    "                         frames per call (default 8; ~7.5 MB of scratch per frame\n"
+    "                         at the published shapes)\n"
     "  --emit-dir DIR         keep the generated source (model.c, sc_abi.h) in DIR\n"
     "  --dump-ir[=PASS]       print the IR after every pass, or after PASS only\n"
     "                         (frontend, specialize, fuse, plan)\n"
@@ -69,6 +73,9 @@ static const char *const usage_build =
     "                         needs more than N MB (default 65536 = 64 GiB)\n"
     "  --check-numerics       every entry point checks its outputs and fails (exit 3)\n"
     "                         naming the entry and the first NaN/inf index\n"
+    "  --no-codec             a Qwen3-TTS checkpoint with speech_tokenizer/: build only\n"
+    "                         the talker (default: also its codec decoder, OUT.codec.so,\n"
+    "                         which speechc tts uses for audio; cpu, f32)\n"
     "  -q, --quiet            no progress lines\n";
 
 static const char *const usage_inspect =
@@ -93,8 +100,34 @@ static const char *const usage_run =
     "  --eos ID               stop after this token\n"
     "  --threads N            kernel threads (default 0 = one per physical core)\n";
 
+/* A Qwen3-TTS checkpoint directory that holds speech_tokenizer/ gets its
+ * codec decoder built beside OUT.so as OUT.codec.so (sc_codec_path), for the
+ * CPU in f32: the codec ops have no device lowering yet, and f32 is the
+ * exact path.  Nothing to do for other directories. */
+static int build_codec(const BuildOpts *o, sc_error *err) {
+  char dir[PATH_MAX], cfg[PATH_MAX + 16], out[PATH_MAX];
+  if (snprintf(dir, sizeof dir, "%s/speech_tokenizer", o->model_dir) >= (int)sizeof dir) return SC_OK;
+  snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+  if (access(cfg, F_OK)) return SC_OK;
+  if (sc_codec_path(o->out_path, out, sizeof out))
+    return sc_fail(err, SC_EUSAGE, "%s: too long to name the codec decoder beside it", o->out_path);
+  BuildOpts c = build_defaults();
+  c.model_dir = dir;
+  c.out_path = out;
+  c.cc = o->cc;
+  c.fuse = o->fuse;
+  c.quiet = o->quiet;
+  c.check_numerics = o->check_numerics;
+  c.max_session_mb = o->max_session_mb;
+  c.signals = o->signals;
+  if (!o->quiet) fprintf(stderr, "speechc: %s has a speech tokenizer: building its decoder into %s\n",
+                         o->model_dir, out);
+  return sc_build(&c, err);
+}
+
 static int cmd_build(int argc, char **argv) {
   BuildOpts o = build_defaults();
+  int no_codec = 0;
   long v;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *val;
@@ -146,6 +179,8 @@ static int cmd_build(int argc, char **argv) {
       o.fuse = 0;
     } else if (!strcmp(a, "--check-numerics")) {
       o.check_numerics = 1;
+    } else if (!strcmp(a, "--no-codec")) {
+      no_codec = 1;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       o.quiet = 1;
     } else if (a[0] == '-') {
@@ -160,7 +195,9 @@ static int cmd_build(int argc, char **argv) {
   if (!o.out_path) return usage_error(usage_build, "%s", "missing -o OUT.so");
   o.signals = 1;
   sc_error err = {0};
-  return report(sc_build(&o, &err), &err);
+  int rc = sc_build(&o, &err);
+  if (rc || no_codec) return report(rc, &err);
+  return report(build_codec(&o, &err), &err);
 }
 
 static const char *wtype_name(int w) { return sc_band(w) ? sc_band(w)->name : "?"; }

@@ -7,6 +7,7 @@
  * utterance in one call or frame by frame gives the same samples.
  */
 #include <cjson/cJSON.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,6 +41,13 @@ int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err) {
   if (!ok) return sc_fail(err, SC_EINPUT, "%s: the embedded codec config or its entry point is damaged", m->path);
   info->max_frames = e->max_tokens;
   return SC_OK;
+}
+
+int sc_codec_path(const char *model_path, char *out, size_t size) {
+  size_t n = strlen(model_path);
+  if (n > 3 && !strcmp(model_path + n - 3, ".so")) n -= 3;
+  const int w = snprintf(out, size, "%.*s.codec.so", (int)n, model_path);
+  return w < 0 || (size_t)w >= size;
 }
 
 int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pcm, sc_error *err) {

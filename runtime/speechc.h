@@ -124,6 +124,14 @@ typedef struct sc_tts_params {
   sc_sample_params talker;  /* default: top-k 50, top-p 1, temperature 0.9, penalty 1.05 */
   sc_sample_params predictor; /* default: top-k 50, top-p 1, temperature 0.9 */
   struct sc_tts_stats *stats; /* optional: filled with timings */
+  /* Audio (optional): a session of a codec decoder (sc_codec_*, built from
+   * the checkpoint's speech_tokenizer/), reset at the start; each frame is
+   * decoded as soon as it is generated and handed to on_audio with its
+   * codes (samples_per_frame floats in [-1, 1]).  A non-zero return stops. */
+  sc_session *codec;
+  int (*on_audio)(void *user, const int32_t *codes, int n_codebooks, const float *pcm, int n_samples,
+                  int frame);
+  void *audio_user;
 } sc_tts_params;
 typedef struct sc_tts_stats {
   double prompt_s;          /* prompt embeddings + talker prefill */
@@ -131,6 +139,8 @@ typedef struct sc_tts_stats {
   double predictor_s;       /* code predictor: all G-1 codes of every frame, codec sums
                              * (--target cuda: the whole frame, talker step and c0
                              * included, which run in the same graph) */
+  double decoder_s;         /* the codec decoder (with sc_tts_params.codec) */
+  double first_audio_s;     /* from the call to the first frame's PCM (codec given) */
   int prompt_rows, frames;
 } sc_tts_stats;
 sc_tts_params sc_tts_defaults(void);
@@ -159,6 +169,10 @@ int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err);
  * pcm[n_frames * samples_per_frame], floats in [-1, 1]; the stream's
  * position advances by n_frames.  sc_session_reset starts a new stream. */
 int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pcm, sc_error *err);
+/* Where `speechc build` puts the codec decoder of a Qwen3-TTS checkpoint
+ * built into model_path: X.so -> X.codec.so (any other name: NAME.codec.so).
+ * Non-zero when out (size bytes) is too small. */
+int sc_codec_path(const char *model_path, char *out, size_t size);
 
 #ifdef __cplusplus
 }

@@ -399,6 +399,8 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   TtsFrame fr;
   int32_t *hist = malloc((size_t)(p->max_frames + 1) * sizeof(int32_t));
   int32_t *suppress = malloc((size_t)1025 * sizeof(int32_t));
+  float *pcm = NULL;        /* one frame of audio, with p->codec */
+  sc_codec_info ci = {0};
   int rc = SC_OK;
   if (!logits || !h || !x || !hc0 || !plogits || !steps || !hist || !suppress) {
     rc = sc_fail(err, SC_ERUNTIME, "out of memory");
@@ -416,7 +418,21 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
 
   sc_session_reset(s);
   sc_tts_stats st = {0};
-  double t0 = now(), t1;
+  const double start = now();
+  double t0 = start, t1;
+  if (p->codec) {
+    if ((rc = sc_codec_get_info(p->codec->m, &ci, err))) goto done;
+    if (ci.n_codebooks != G) {
+      rc = sc_fail(err, SC_EUSAGE, "%s decodes frames of %d codes but %s makes %d", p->codec->m->path,
+                   ci.n_codebooks, s->m->path, G);
+      goto done;
+    }
+    if (!(pcm = malloc((size_t)ci.samples_per_frame * sizeof *pcm))) {
+      rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+      goto done;
+    }
+    sc_session_reset(p->codec);
+  }
   if ((rc = tts_build_prompt(s, &c, p, &pr, err))) goto done;
   if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, h, err))) goto done;
   st.prompt_rows = pr.rows;
@@ -445,11 +461,20 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
     hist[t] = f[0];
     *n_frames = st.frames = t + 1;
     if (on_frame && on_frame(user, f, G, t)) break;
+    if (p->codec) {
+      t0 = now();
+      if ((rc = sc_codec_decode(p->codec, f, 1, pcm, err))) goto done;
+      t1 = now();
+      st.decoder_s += t1 - t0;
+      if (!t) st.first_audio_s = t1 - start;
+      if (p->on_audio && p->on_audio(p->audio_user, f, G, pcm, ci.samples_per_frame, t)) break;
+    }
     /* next talker input: the codec sum plus text row t */
     add_rows(x, t < pr.trail ? pr.trailing + (size_t)t * H : pr.pad, (size_t)H);
   }
 done:
   if (p->stats) *p->stats = st;
+  free(pcm);
   sc_sampler_free(ts);
   sc_sampler_free(ps);
   tts_prompt_free(&pr);

@@ -13,3 +13,8 @@ foreach(script ${HOSTILE_SCRIPTS})
   add_test(NAME hostile_${name} COMMAND bash ${script} $<TARGET_FILE:speechc>
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 endforeach()
+
+# Speech out: build with speech_tokenizer/, tts to WAV / stdout, decode.
+add_test(NAME cli_audio
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_audio.sh $<TARGET_FILE:speechc>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Speech out on the command line (issue 14): a Qwen3-TTS checkpoint with a
+# speech_tokenizer/ builds both artifacts in one command; `speechc tts -o
+# out.wav` decodes each frame as it is made, and its audio equals `speechc
+# decode` of the codes it saved; `-o -` streams the same samples as bare
+# s16le; bad codes, a missing decoder and the wrong kind of model are
+# refused by name.  The talker is the committed tiny official checkpoint,
+# its decoder a random codec-tiny from make_random_ckpt (beside speechc).
+. "$(dirname "$0")/lib.sh" "$@"
+MRC=$(dirname "$BIN")/make_random_ckpt
+T=$W/tts
+IDS=480,300,198,5,6,7,8,9,10,481,198,480,300,198
+SAY=(--text-ids $IDS --speaker tiny_speaker --language english --max-frames 12 --seed 3)
+
+setup copy cp -r "$TTS6" "$T" &&
+setup codec "$MRC" codec-tiny "$T/speech_tokenizer" --dtype f32 &&
+expect build-both 0 "building its decoder into $W/m.codec.so" -- "$BIN" build "$T" -o "$W/m.so"
+expect both-artifacts 0 -- test -f "$W/m.so" -a -f "$W/m.codec.so"
+mkdir -p "$W/nc"
+expect build-no-codec 0 -- "$BIN" build -q "$T" -o "$W/nc/m.so" --no-codec
+expect no-codec-artifact 1 -- test -e "$W/nc/m.codec.so"
+
+expect tts-wav 0 "time to first audio" "decoder" "whole pipeline real-time factor" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/out.wav" --codes "$W/codes.json"
+expect decode-codes 0 "real-time factor" -- "$BIN" decode "$W/m.codec.so" "$W/codes.json" -o "$W/dec.wav"
+expect tts-equals-decode 0 -- cmp "$W/out.wav" "$W/dec.wav"
+frames=$(grep -o '"frames": [0-9]*' "$W/codes.json" | grep -o '[0-9]*$')
+expect wav-size 0 -- test "$(stat -c %s "$W/out.wav")" -eq $((44 + frames * 1920 * 2))
+expect wav-header 0 -- bash -c "head -c 4 '$W/out.wav' | grep -q RIFF"
+expect tts-stdout 0 -- bash -c "'$BIN' tts '$W/m.so' ${SAY[*]} -o - -q > '$W/out.raw'"
+expect stdout-is-wav-data 0 -- bash -c "tail -c +45 '$W/out.wav' | cmp - '$W/out.raw'"
+expect tts-f32 0 -- "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/f.wav" --f32 -q
+expect f32-size 0 -- test "$(stat -c %s "$W/f.wav")" -eq $((58 + frames * 1920 * 4))
+expect tts-codes-json 0 -- "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/c2.json" -q
+expect codes-same 0 -- cmp "$W/codes.json" "$W/c2.json"
+
+# refusals
+expect tts-wav-no-codec 1 "no codec decoder beside the model" -- \
+  "$BIN" tts "$W/nc/m.so" "${SAY[@]}" -o "$W/x.wav"
+expect tts-codes-with-json 1 "--codes goes with an audio -o" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/x.json" --codes "$W/y.json"
+expect decode-lm 1 "not a codec decoder" -- "$BIN" decode "$W/m.so" "$W/codes.json" -o "$W/x.wav"
+echo '[[1,2,3]]' > "$W/short.json"
+expect decode-short-frame 2 "frame 0 has 3 codes, expected 16" -- \
+  "$BIN" decode "$W/m.codec.so" "$W/short.json" -o "$W/x.wav"
+echo '[[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,2048]]' > "$W/big.json"
+expect decode-code-range 2 "2048" -- "$BIN" decode "$W/m.codec.so" "$W/big.json" -o "$W/x.wav"
+expect decode-no-output 1 "missing -o" -- "$BIN" decode "$W/m.codec.so" "$W/codes.json"
+expect decode-both-stdio 1 "cannot both be -" -- "$BIN" decode "$W/m.codec.so" - -o -
+expect decode-missing-codes 2 "nope.json" -- "$BIN" decode "$W/m.codec.so" "$W/nope.json" -o "$W/x.wav"
+expect decode-unknown-flag 1 "unknown option '--bogus'" -- "$BIN" decode "$W/m.codec.so" "$W/codes.json" -o "$W/x.wav" --bogus
+finish
