@@ -22,6 +22,7 @@
  * config.json written is the Python tool's.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ typedef struct Tensor {
 typedef struct List {
   Tensor *t;
   int n, cap;
+  int fan_in; /* matrices normal(0, 1/fan_in) (the codecs: activations stay O(1)), else 0.02 */
 } List;
 
 static void add(List *l, const char *name, int64_t rows, int64_t cols) {
@@ -278,7 +280,8 @@ static int write_ckpt(const char *out, const char *cfg, const List *l, int esize
   for (int i = 0; i < l->n; i++) {
     const Tensor *t = &l->t[i];
     int vec = !t->rows, bias = strstr(t->name, ".bias") != NULL;
-    float scale = vec ? 0.1f : 0.02f, shift = vec && !bias ? 1.0f : 0.0f;
+    float scale = vec ? 0.1f : l->fan_in ? 1.0f / sqrtf((float)(t->cols * (t->k ? t->k : 1))) : 0.02f;
+    float shift = vec && !bias ? 1.0f : 0.0f;
     int64_t n = (t->rows ? t->rows : 1) * t->cols * (t->k ? t->k : 1);
     for (int64_t k = 0; k < n;) {
       size_t m = (size_t)(n - k < (int64_t)buf_n ? n - k : (int64_t)buf_n);
@@ -347,6 +350,7 @@ int main(int argc, char **argv) {
     const CodecDims *c = strcmp(shape, "codec-tiny") ? &codec_pub : &codec_tiny;
     codec_tensors(&l, c);
     codec_config(c, cfg, sizeof cfg);
+    l.fan_in = 1;
   } else if (!tts) {
     add(&l, "model.embed_tokens.weight", wide ? 512 : 151936, d.H);
     qwen3_layers(&l, "model.layers.", &d);
@@ -377,7 +381,7 @@ int main(int argc, char **argv) {
   free(l.t);
   if (rc || !with_codec) return rc;
   /* the speech tokenizer's decoder beside it, in f32 as published */
-  List cl = {0};
+  List cl = {.fan_in = 1};
   const CodecDims *c = tts ? &codec_pub : &codec_tiny;
   codec_tensors(&cl, c);
   codec_config(c, cfg, sizeof cfg);
