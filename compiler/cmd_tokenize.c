@@ -16,15 +16,16 @@ int cmd_tokenize(int argc, char **argv);
 extern const char *const usage_tokenize;
 
 const char *const usage_tokenize =
-    "usage: speechc tokenize DIR \"text\"\n"
-    "       speechc tokenize DIR --file TEXT_FILE\n"
-    "       speechc tokenize DIR --decode 1,2,3\n"
+    "usage: speechc tokenize DIR|model.so \"text\"\n"
+    "       speechc tokenize DIR|model.so --file TEXT_FILE\n"
+    "       speechc tokenize DIR|model.so --decode 1,2,3\n"
     "\n"
     "Prints the token ids (comma-separated) that the byte-level BPE tokenizer in DIR\n"
     "gives the text, as HF tokenizers does for Qwen2/Qwen3: added tokens such as\n"
     "<|im_start|> first, then NFC, the Qwen2 pre-tokenizer split, BPE.  DIR holds\n"
     "vocab.json + merges.txt (+ tokenizer_config.json for the added tokens), or\n"
-    "tokenizer.json.  The text must be UTF-8; no special tokens are added.\n"
+    "tokenizer.json; or a built model.so, whose model.tokenizer/ speechc build copied\n"
+    "from the checkpoint.  The text must be UTF-8; no special tokens are added.\n"
     "\n"
     "  --                     the next argument is the text even if it starts with '-'\n"
     "  --file PATH            tokenize the contents of PATH instead of an argument\n"
@@ -59,7 +60,9 @@ int cmd_tokenize(int argc, char **argv) {
     return usage_error(usage_tokenize, "%s", "give exactly one of \"text\", --file, --decode");
   sc_error err = {0};
   tok_tokenizer *t;
-  if (tok_load(dir, &t, &err)) return report(err.code, &err);
+  char tdir[4096];
+  if (tok_dir_of(dir, tdir, sizeof tdir)) return usage_error(usage_tokenize, "%s", "DIR: path too long");
+  if (tok_load(tdir, &t, &err)) return report(err.code, &err);
   int rc = SC_OK;
   if (decode) {
     int32_t *ids;

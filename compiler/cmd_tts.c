@@ -41,7 +41,9 @@ const char *const usage_tts =
     "                          --tokenizer DIR (speechc tokenize; instead of --text-ids)\n"
     "  --instruct TEXT         the instruction, in its template (instead of --instruct-ids)\n"
     "  --tokenizer DIR         vocab.json + merges.txt (+ tokenizer_config.json) or\n"
-    "                          tokenizer.json: the checkpoint directory\n"
+    "                          tokenizer.json: the checkpoint directory (default:\n"
+    "                          model.tokenizer/ beside model.so, which speechc build\n"
+    "                          copies from a checkpoint that has one)\n"
     "  --speaker NAME          a speaker of the model's config (custom-voice models)\n"
     "  --language NAME|auto    a language of the model's config (default auto)\n"
     "  --non-streaming         all text in the prompt (the official custom-voice and\n"
@@ -322,8 +324,13 @@ int cmd_tts(int argc, char **argv) {
   if (text && text_s) return usage_error(usage_tts, "%s", "give one of --text and --text-ids");
   if (instruct && instruct_s)
     return usage_error(usage_tts, "%s", "give one of --instruct and --instruct-ids");
+  char tokbeside[4096];
+  if ((text_s || instruct_s) && !tokdir && !tok_dir_of(path, tokbeside, sizeof tokbeside) &&
+      strcmp(tokbeside, path) && !access(tokbeside, F_OK))
+    tokdir = tokbeside; /* what speechc build copied beside the model */
   if ((text_s || instruct_s) && !tokdir)
-    return usage_error(usage_tts, "%s", "--text and --instruct need --tokenizer DIR "
+    return usage_error(usage_tts, "%s", "--text and --instruct need --tokenizer DIR, or the model.tokenizer/ "
+                       "directory that speechc build writes beside model.so when the checkpoint has a tokenizer "
                        "(hint: the checkpoint directory the model was built from)");
   if (!out) return usage_error(usage_tts, "%s", "missing -o out.wav (or -, out.raw, codes.json, codes.bin)");
   /* audio when -o names it, or for - when a codec decoder is there */

@@ -14,6 +14,7 @@
 #include "sc_abi.h"
 #include "sc_bands.h"
 #include "speechc.h"
+#include "tokenizer.h"
 
 const sc_model_desc *sc_model_desc_of(const sc_model *m);
 int cmd_bench(int argc, char **argv); /* cmd_bench.c */
@@ -196,6 +197,7 @@ static int cmd_build(int argc, char **argv) {
   o.signals = 1;
   sc_error err = {0};
   int rc = sc_build(&o, &err);
+  if (!rc) rc = tok_install(o.model_dir, o.out_path, o.quiet, &err);
   if (rc || no_codec) return report(rc, &err);
   return report(build_codec(&o, &err), &err);
 }

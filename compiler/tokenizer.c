@@ -17,11 +17,13 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <errno.h>
+#include <limits.h>
 #include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <utf8proc.h>
 
 #include "file.h"
@@ -783,5 +785,82 @@ int tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, char **text
   s[o] = 0;
   *text = s;
   *len = o;
+  return SC_OK;
+}
+
+/* ---- the tokenizer beside a built model ----------------------------------- */
+
+static const char *const tok_files[] = {"vocab.json", "merges.txt", "tokenizer_config.json", "tokenizer.json"};
+
+int tok_dir_of(const char *path, char *dir, size_t size) {
+  struct stat st;
+  size_t n = strlen(path);
+  if (stat(path, &st) || !S_ISREG(st.st_mode)) return snprintf(dir, size, "%s", path) >= (int)size;
+  if (n > 3 && !strcmp(path + n - 3, ".so")) n -= 3;
+  const int w = snprintf(dir, size, "%.*s.tokenizer", (int)n, path);
+  return w < 0 || (size_t)w >= size;
+}
+
+/* One file into dir, through a temporary that is renamed over the name. */
+static int install_file(const char *dir, const char *name, const char *data, size_t len, sc_error *err) {
+  char tmp[PATH_MAX], dst[PATH_MAX];
+  if (snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dir, name) >= (int)sizeof tmp ||
+      snprintf(dst, sizeof dst, "%s/%s", dir, name) >= (int)sizeof dst)
+    return sc_fail(err, SC_EUSAGE, "%s: path too long", dir);
+  int fd = mkstemp(tmp);
+  if (fd < 0) return sc_fail(err, SC_EINPUT, "%s: cannot write: %s", dir, strerror(errno));
+  size_t done = 0;
+  while (done < len) {
+    ssize_t k = write(fd, data + done, len - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) break;
+    done += (size_t)k;
+  }
+  int bad = done != len || fchmod(fd, 0644);
+  if (close(fd)) bad = 1;
+  if (bad || rename(tmp, dst)) {
+    int e = errno;
+    unlink(tmp);
+    return sc_fail(err, SC_EINPUT, "%s: write failed: %s", dst, strerror(e));
+  }
+  return SC_OK;
+}
+
+int tok_install(const char *model_dir, const char *out_path, int quiet, sc_error *err) {
+  char src[PATH_MAX], dir[PATH_MAX];
+  int have = 0;
+  for (int i = 0; i < 4; i += 3) { /* vocab.json or tokenizer.json */
+    snprintf(src, sizeof src, "%s/%s", model_dir, tok_files[i]);
+    if (!access(src, F_OK)) have = 1;
+  }
+  if (!have) return SC_OK;
+  /* only a tokenizer that loads is installed: a broken one fails the build */
+  tok_tokenizer *t = NULL;
+  if (tok_load(model_dir, &t, err)) return err->code;
+  tok_free(t);
+  size_t n = strlen(out_path);
+  if (n > 3 && !strcmp(out_path + n - 3, ".so")) n -= 3;
+  if (snprintf(dir, sizeof dir, "%.*s.tokenizer", (int)n, out_path) >= (int)sizeof dir)
+    return sc_fail(err, SC_EUSAGE, "%s: too long to name the tokenizer directory beside it", out_path);
+  struct stat st;
+  if (mkdir(dir, 0755) && !(errno == EEXIST && !lstat(dir, &st) && S_ISDIR(st.st_mode)))
+    return sc_fail(err, SC_EINPUT, "%s: cannot make the tokenizer directory (%s; a directory is expected "
+                   "there, not a file or a link)", dir, errno == EEXIST ? "something else is there" : strerror(errno));
+  for (int i = 0; i < 4; i++) {
+    char *data = NULL;
+    size_t len = 0;
+    snprintf(src, sizeof src, "%s/%s", model_dir, tok_files[i]);
+    if (access(src, F_OK)) { /* absent now: no stale copy from an earlier build */
+      char stale[PATH_MAX + 32];
+      snprintf(stale, sizeof stale, "%s/%s", dir, tok_files[i]);
+      unlink(stale);
+      continue;
+    }
+    if (sc_read_regular(src, "a tokenizer file", TOK_FILE_MAX, &data, &len, err)) return err->code;
+    int rc = install_file(dir, tok_files[i], data, len, err);
+    free(data);
+    if (rc) return rc;
+  }
+  if (!quiet) fprintf(stderr, "speechc: tokenizer files copied to %s\n", dir);
   return SC_OK;
 }

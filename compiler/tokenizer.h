@@ -49,4 +49,14 @@ int tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, char **text
  * what tok_encode applies between added tokens. */
 int tok_nfc(const char *text, size_t len, char **out, size_t *out_len, sc_error *err);
 
+/* A built model carries its checkpoint's tokenizer beside it: `speechc
+ * build` copies vocab.json, merges.txt, tokenizer_config.json and
+ * tokenizer.json (those the checkpoint has, after checking that they load)
+ * into OUT.tokenizer/ (X.so -> X.tokenizer).  Nothing when the checkpoint
+ * has no tokenizer. */
+int tok_install(const char *model_dir, const char *out_path, int quiet, sc_error *err);
+/* The tokenizer directory for path: a built model's X.tokenizer, or path
+ * itself when it is not a regular file.  Non-zero when dir is too small. */
+int tok_dir_of(const char *path, char *dir, size_t size);
+
 #endif

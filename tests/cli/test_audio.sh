@@ -22,7 +22,8 @@ expect no-codec-artifact 1 -- test -e "$W/nc/m.codec.so"
 
 expect tts-wav 0 "time to first audio" "decoder" "whole pipeline real-time factor" -- \
   "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/out.wav" --codes "$W/codes.json"
-expect decode-codes 0 "real-time factor" -- "$BIN" decode "$W/m.codec.so" "$W/codes.json" -o "$W/dec.wav"
+# frame by frame, as tts decodes: the same calls, so the same bits
+expect decode-codes 0 "real-time factor" -- "$BIN" decode "$W/m.codec.so" "$W/codes.json" -o "$W/dec.wav" --chunk 1
 expect tts-equals-decode 0 -- cmp "$W/out.wav" "$W/dec.wav"
 frames=$(grep -o '"frames": [0-9]*' "$W/codes.json" | grep -o '[0-9]*$')
 expect wav-size 0 -- test "$(stat -c %s "$W/out.wav")" -eq $((44 + frames * 1920 * 2))
@@ -33,6 +34,24 @@ expect tts-f32 0 -- "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/f.wav" --f32 -q
 expect f32-size 0 -- test "$(stat -c %s "$W/f.wav")" -eq $((58 + frames * 1920 * 4))
 expect tts-codes-json 0 -- "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/c2.json" -q
 expect codes-same 0 -- cmp "$W/codes.json" "$W/c2.json"
+
+# the checkpoint's tokenizer travels beside the model (model.tokenizer/)
+TB=tests/data/tokenizer/tiny_bpe
+setup tok-copy cp -r "$TTS6" "$W/tk" &&
+setup tok-files cp "$TB/vocab.json" "$TB/merges.txt" "$TB/tokenizer_config.json" "$W/tk/" &&
+expect build-tokenizer 0 "tokenizer files copied to $W/tk.tokenizer" -- "$BIN" build "$W/tk" -o "$W/tk.so"
+expect tokenize-model 0 "out:970,401" -- "$BIN" tokenize "$W/tk.so" "hello world"
+expect tokenize-dir 0 "out:970,401" -- "$BIN" tokenize "$TB" "hello world"
+setup tok-json-only rm "$W/tk/vocab.json" "$W/tk/merges.txt" &&
+setup tok-json cp "$TB/tokenizer.json" "$W/tk/" &&
+expect rebuild-tokenizer-json 0 -- "$BIN" build -q "$W/tk" -o "$W/tk.so"
+expect no-stale-vocab 1 -- test -e "$W/tk.tokenizer/vocab.json"
+expect tokenize-model-json 0 "out:970,401" -- "$BIN" tokenize "$W/tk.so" "hello world"
+setup tok-broken bash -c "echo '{broken' > '$W/tk/tokenizer.json'"
+expect build-broken-tokenizer 2 "tokenizer.json" -- "$BIN" build -q "$W/tk" -o "$W/tk2.so"
+setup tok-fix cp "$TB/tokenizer.json" "$W/tk/"
+setup tok-blocker bash -c "echo x > '$W/tk3.tokenizer'"
+expect build-tokenizer-blocked 2 "a directory is expected there" -- "$BIN" build -q "$W/tk" -o "$W/tk3.so"
 
 # refusals
 expect tts-wav-no-codec 1 "no codec decoder beside the model" -- \
