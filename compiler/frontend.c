@@ -39,6 +39,22 @@ int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tens
   return w;
 }
 
+int fe_weight_rows(Module *m, const Checkpoint *c, const char *name, const char *tensor, int64_t tensor_rows,
+                   int64_t cols, int64_t row0, int64_t run, int64_t stride, int64_t rows, DType band,
+                   sc_error *err) {
+  int64_t shape[2] = {tensor_rows, cols};
+  const StTensor *t = ckpt_tensor(c, tensor, 2, shape, err);
+  if (!t) return -1;
+  IR_ASSERT(run >= 1 && stride >= run && rows % run == 0 && row0 + (rows / run - 1) * stride + run <= tensor_rows);
+  int w = ir_weight_add(m, name, band, 1, rows, cols);
+  IrWeight *wt = &m->weights[w];
+  wt->src[0] = (IrWeightSrc){.tensor = t, .rows = rows, .row0 = row0, .run = run, .stride = stride};
+  wt->n_src = 1;
+  snprintf(wt->source, sizeof wt->source, "%.120s rows %lld+%lld of every %lld", tensor, (long long)row0,
+           (long long)run, (long long)stride);
+  return w;
+}
+
 int fe_weight_sets(Module *m, const Checkpoint *c, const char *name, const char *fmt,
                    int sets, int64_t rows, int64_t cols, DType band, sc_error *err) {
   int64_t shape[2] = {rows, cols};
