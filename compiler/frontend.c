@@ -10,6 +10,11 @@ FrontendFn fe_lookup(const char *model_type, const char **family) {
       {"llama", "llm", fe_llm},
       {"qwen3_tts", "qwen3_tts", fe_tts},
       {"qwen3_tts_tokenizer_12hz", "codec", fe_codec},
+      {"qwen3_5", "llm", fe_qwen35},
+      {"qwen3_5_text", "llm", fe_qwen35},
+      {"qwen3_5_moe", "llm", fe_gdn_not_yet},
+      {"qwen3_5_moe_text", "llm", fe_gdn_not_yet},
+      {"qwen3_next", "llm", fe_gdn_not_yet},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (!strcmp(model_type, table[i].type)) {

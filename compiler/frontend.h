@@ -38,6 +38,10 @@ FrontendFn fe_lookup(const char *model_type, const char **family);
 int fe_llm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 int fe_codec(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+/* Qwen3.5 (dense; fe_qwen35.c), and the model types of the family not
+ * built yet (refused by name). */
+int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+int fe_gdn_not_yet(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 
 /* The Qwen3 decoder block (fe_qwen3.c), shared by the LM and TTS frontends. */
 typedef struct Qwen3Dims {
