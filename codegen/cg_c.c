@@ -335,7 +335,7 @@ static int emit_node(Cg *cg, int i) {
   case OP_MUL: emit_map(cg, n, i, "a * b"); return SC_OK;
   case OP_SILU: emit_map(cg, n, i, "a / (1.0f + K->expf(-a))"); return SC_OK;
   case OP_SIGMOID: emit_map(cg, n, i, "1.0f / (1.0f + K->expf(-a))"); return SC_OK;
-  case OP_SOFTPLUS: emit_map(cg, n, i, "K->logf(1.0f + K->expf(a))"); return SC_OK;
+  case OP_SOFTPLUS: emit_map(cg, n, i, "a > 20.0f ? a : K->logf(1.0f + K->expf(a))"); return SC_OK;
   case OP_GELU: emit_map(cg, n, i, "0.5f * a * (1.0f + K->erff(a * 0.70710678118654752f))"); return SC_OK;
   case OP_IM2COL: {
     const int xi = SRC(n, IM2COL, X);
@@ -347,8 +347,8 @@ static int emit_node(Cg *cg, int i) {
   case OP_DWCONV: {
     const int xi = SRC(n, DWCONV, X);
     OUT("  K->dwconv(K->ctx, %s, %lld, %s, %s, %s, %s, %lld, %s, %lld, %d, %d);\n", ref(cg, xi), ld(cg, xi),
-        fref(cg, SRC(n, DWCONV, W)), fref(cg, SRC(n, DWCONV, B)), ref(cg, SRC(n, DWCONV, STATE)), v,
-        (long long)n->ld, rows(n), (long long)n->cols, p->ksize, p->dilation);
+        fref(cg, SRC(n, DWCONV, W)), n->nsrc > S_DWCONV_B ? fref(cg, SRC(n, DWCONV, B)) : "0",
+        ref(cg, SRC(n, DWCONV, STATE)), v, (long long)n->ld, rows(n), (long long)n->cols, p->ksize, p->dilation);
     return SC_OK;
   }
   case OP_OVERLAP_ADD: {
@@ -379,6 +379,32 @@ static int emit_node(Cg *cg, int i) {
     char lo[32], hi[32], expr[96];
     snprintf(expr, sizeof expr, "a < %s ? %s : a > %s ? %s : a", cg_float(lo, p->lo), lo, cg_float(hi, p->hi), hi);
     emit_map(cg, n, i, expr);
+    return SC_OK;
+  }
+  case OP_L2NORM: {
+    const int xi = n->src[0];
+    char eps[32];
+    OUT("  K->l2norm(K->ctx, %s, %lld, %s, %lld, %s, %lld, %d, %s);\n", ref(cg, xi), ld(cg, xi), v,
+        (long long)n->ld, rows(n), (long long)n->cols, p->group, cg_float(eps, p->eps));
+    return SC_OK;
+  }
+  case OP_GATED_RMSNORM: {
+    const int xi = SRC(n, GATED_RMSNORM, X), zi = SRC(n, GATED_RMSNORM, Z);
+    char eps[32];
+    OUT("  K->gated_rmsnorm(K->ctx, %s, %lld, %s, %lld, %s, %s, %s, %lld, %s, %lld, %d);\n", ref(cg, xi),
+        ld(cg, xi), ref(cg, zi), ld(cg, zi), fref(cg, SRC(n, GATED_RMSNORM, W)), cg_float(eps, p->eps), v,
+        (long long)n->ld, rows(n), (long long)n->cols, p->group);
+    return SC_OK;
+  }
+  case OP_DELTA_RULE: {
+    const int q = SRC(n, DELTA_RULE, Q), k = SRC(n, DELTA_RULE, K), vv = SRC(n, DELTA_RULE, V);
+    const int gi = SRC(n, DELTA_RULE, G), bi = SRC(n, DELTA_RULE, BETA);
+    char scale[32];
+    OUT("  K->delta_rule(K->ctx, %s, %lld, %s, %lld, %s, %lld,\n", ref(cg, q), ld(cg, q), ref(cg, k), ld(cg, k),
+        ref(cg, vv), ld(cg, vv));
+    OUT("                %s, %lld, %s, %lld, %s, %s, %lld, %s, %d, %d, %d, %lld, %s);\n", ref(cg, gi), ld(cg, gi),
+        ref(cg, bi), ld(cg, bi), ref(cg, SRC(n, DELTA_RULE, STATE)), v, (long long)n->ld, rows(n), p->heads,
+        p->kv_heads, p->head_dim, (long long)(n->cols / p->heads), cg_float(scale, p->scale));
     return SC_OK;
   }
   case OP_SWIGLU:

@@ -1010,7 +1010,7 @@ int cu_emit_node(Cu *cu, int i) {
   case OP_MUL: return emit_map(cu, i, "av * bv");
   case OP_SILU: return emit_map(cu, i, "av / (1.0f + $expf(-av))");
   case OP_SIGMOID: return emit_map(cu, i, "1.0f / (1.0f + $expf(-av))");
-  case OP_SOFTPLUS: return emit_map(cu, i, "$logf(1.0f + $expf(av))");
+  case OP_SOFTPLUS: return emit_map(cu, i, "av > 20.0f ? av : $logf(1.0f + $expf(av))");
   case OP_GELU: return emit_map(cu, i, "0.5f * av * (1.0f + $erff(av * 0.70710678118654752f))");
   case OP_SWIGLU: {
     /* y = silu(a) * b with a, b the two column halves of one value */

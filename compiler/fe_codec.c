@@ -231,8 +231,8 @@ static int codebook(Fe *f, const char *name, const char *prefix, int64_t bins, i
   }
   int w = ir_weight_add(f->m, name, DT_F32, 1, bins, dim);
   IrWeight *wt = &f->m->weights[w];
-  wt->src[0] = (IrWeightSrc){a, bins};
-  wt->src[1] = (IrWeightSrc){b, 1};
+  wt->src[0] = (IrWeightSrc){.tensor = a, .rows = bins};
+  wt->src[1] = (IrWeightSrc){.tensor = b, .rows = 1};
   wt->n_src = 2;
   wt->gen = WGEN_CODEBOOK;
   snprintf(wt->source, sizeof wt->source, "%.70s / clamp(%.70s)", es, cu);

@@ -6,6 +6,10 @@
  *   q,k = per-head rmsnorm (when qk_norm), then NeoX RoPE
  *   o = attention(q, K, V) (causal, GQA, scale head_dim^-0.5);  x += o·Wo
  *   h = rmsnorm(x);  x += (silu(h·Wg) * (h·Wu))·Wd
+ * Variants (Qwen3Dims): sliding window, LayerScale, q/k/v/o biases (the
+ * codec's transformer); zero-centred norms (1 + w), partial RoPE and an
+ * output gate packed in q_proj (Qwen3.5's full-attention layers:
+ * o = attention(..) * sigmoid(h·Wgate)).
  */
 #include <math.h>
 #include <stdio.h>
@@ -49,7 +53,8 @@ static int rope_type_of(const cJSON *obj, const char *where, const char *key, co
   return SC_OK;
 }
 
-static int read_rope(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err) {
+int fe_rope_params(const cJSON *obj, const char *where, double dflt_prf, double *theta, double *prf,
+                   const char **prf_key, sc_error *err) {
   const char *t1, *t2;
   /* rope_scaling without a type makes transformers 4.x fail; rope_parameters
    * without one is 5.x's "default" */
@@ -61,19 +66,31 @@ static int read_rope(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error
   char w[160];
   snprintf(w, sizeof w, "%s: rope_parameters", where);
   /* NAN: absent (a present value is finite; 0 or less is refused later) */
-  double theta = NAN, ptheta = NAN, prf = 1, pprf = 1;
-  if (cfg_num_opt(obj, where, "rope_theta", NAN, &theta, err) ||
-      (rp && cfg_num_opt(rp, w, "rope_theta", NAN, &ptheta, err)) ||
-      cfg_num_opt(obj, where, "partial_rotary_factor", 1, &prf, err) ||
-      (rp && cfg_num_opt(rp, w, "partial_rotary_factor", 1, &pprf, err)))
+  double th = NAN, pth = NAN, pf = NAN, ppf = NAN;
+  if (cfg_num_opt(obj, where, "rope_theta", NAN, &th, err) ||
+      (rp && cfg_num_opt(rp, w, "rope_theta", NAN, &pth, err)) ||
+      cfg_num_opt(obj, where, "partial_rotary_factor", NAN, &pf, err) ||
+      (rp && cfg_num_opt(rp, w, "partial_rotary_factor", NAN, &ppf, err)))
     return err->code;
-  if (!isnan(theta) && !isnan(ptheta) && theta != ptheta)
+  if (!isnan(th) && !isnan(pth) && th != pth)
     return sc_fail(err, SC_EINPUT, "%s: rope_theta %g and rope_parameters.rope_theta %g disagree", where,
-                   theta, ptheta);
-  d->theta = !isnan(theta) ? theta : !isnan(ptheta) ? ptheta : 10000.0;
-  if (prf != 1 || pprf != 1)
-    return sc_fail(err, SC_EINPUT, "%s: %spartial_rotary_factor %g is not supported (RoPE over the whole "
-                   "head only: 1.0)", where, prf != 1 ? "" : "rope_parameters.", prf != 1 ? prf : pprf);
+                   th, pth);
+  if (!isnan(pf) && !isnan(ppf) && pf != ppf)
+    return sc_fail(err, SC_EINPUT, "%s: partial_rotary_factor %g and rope_parameters.partial_rotary_factor %g "
+                   "disagree", where, pf, ppf);
+  *theta = !isnan(th) ? th : !isnan(pth) ? pth : 10000.0;
+  *prf = !isnan(ppf) ? ppf : !isnan(pf) ? pf : dflt_prf;
+  *prf_key = !isnan(ppf) ? "rope_parameters.partial_rotary_factor" : !isnan(pf) ? "partial_rotary_factor" : NULL;
+  return SC_OK;
+}
+
+static int read_rope(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err) {
+  double prf;
+  const char *key;
+  if (fe_rope_params(obj, where, 1.0, &d->theta, &prf, &key, err)) return err->code;
+  if (prf != 1)
+    return sc_fail(err, SC_EINPUT, "%s: %s %g is not supported (RoPE over the whole head only: 1.0)", where,
+                   key, prf);
   return SC_OK;
 }
 
@@ -158,51 +175,65 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
   if (strcmp(act, "silu"))
     return sc_fail(err, SC_EINPUT, "%s: hidden_act '%s' is not supported (expected silu)", where, act);
   d->qk_norm = 1;
-  d->window = d->layer_scale = d->attn_bias = 0;
+  d->window = d->layer_scale = d->attn_bias = d->attn_gate = 0;
+  d->rot_dims = (int)d->head_dim;
+  d->norm_mode = NORM_PLAIN;
   return SC_OK;
 }
 
-int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, const char *tensor_prefix,
-                           const char *name_prefix, int L, int max_ctx, DType band, Qwen3Layer *w,
-                           sc_error *err) {
+/* The block's weights, attention part, MLP part or both (in the one
+ * order every checkpoint's weight file has used: the attention's, the
+ * MLP's, then the variants' vectors). */
+enum { PART_ATTN = 1, PART_MLP = 2 };
+static int declare(Module *m, const Checkpoint *c, const Qwen3Dims *d, const char *tensor_prefix,
+                   const char *name_prefix, int L, DType band, Qwen3Layer *w, int parts, sc_error *err) {
   const int64_t H = d->hidden, hd = d->head_dim, I = d->inter;
   const int64_t qdim = d->heads * hd, kvdim = d->kv_heads * hd;
-  struct { int *slot; const char *nm, *t; int64_t rows, cols; int norm; } spec[] = {
-      {&w->attn_norm, "attn_norm", "input_layernorm.weight", 0, H, 1},
-      {&w->wq, "q_proj", "self_attn.q_proj.weight", qdim, H, 0},
-      {&w->wk, "k_proj", "self_attn.k_proj.weight", kvdim, H, 0},
-      {&w->wv, "v_proj", "self_attn.v_proj.weight", kvdim, H, 0},
-      {&w->wo, "o_proj", "self_attn.o_proj.weight", H, qdim, 0},
-      {&w->q_norm, "q_norm", "self_attn.q_norm.weight", 0, hd, 1},
-      {&w->k_norm, "k_norm", "self_attn.k_norm.weight", 0, hd, 1},
-      {&w->mlp_norm, "mlp_norm", "post_attention_layernorm.weight", 0, H, 1},
-      {&w->wg, "gate_proj", "mlp.gate_proj.weight", I, H, 0},
-      {&w->wu, "up_proj", "mlp.up_proj.weight", I, H, 0},
-      {&w->wd, "down_proj", "mlp.down_proj.weight", H, I, 0},
+  struct { int *slot; const char *nm, *t; int64_t rows, cols; int norm, part; } spec[] = {
+      {&w->attn_norm, "attn_norm", "input_layernorm.weight", 0, H, 1, PART_ATTN},
+      {&w->wq, "q_proj", "self_attn.q_proj.weight", qdim, H, 0, PART_ATTN},
+      {&w->wgate, "g_proj", "self_attn.q_proj.weight", qdim, H, 0, PART_ATTN},
+      {&w->wk, "k_proj", "self_attn.k_proj.weight", kvdim, H, 0, PART_ATTN},
+      {&w->wv, "v_proj", "self_attn.v_proj.weight", kvdim, H, 0, PART_ATTN},
+      {&w->wo, "o_proj", "self_attn.o_proj.weight", H, qdim, 0, PART_ATTN},
+      {&w->q_norm, "q_norm", "self_attn.q_norm.weight", 0, hd, 1, PART_ATTN},
+      {&w->k_norm, "k_norm", "self_attn.k_norm.weight", 0, hd, 1, PART_ATTN},
+      {&w->mlp_norm, "mlp_norm", "post_attention_layernorm.weight", 0, H, 1, PART_MLP},
+      {&w->wg, "gate_proj", "mlp.gate_proj.weight", I, H, 0, PART_MLP},
+      {&w->wu, "up_proj", "mlp.up_proj.weight", I, H, 0, PART_MLP},
+      {&w->wd, "down_proj", "mlp.down_proj.weight", H, I, 0, PART_MLP},
   };
   char name[IR_NAME], tensor[200];
   for (size_t i = 0; i < sizeof spec / sizeof spec[0]; i++) {
-    if (!d->qk_norm && (spec[i].slot == &w->q_norm || spec[i].slot == &w->k_norm)) {
-      *spec[i].slot = -1;
-      continue;
-    }
+    if (!(spec[i].part & parts)) continue; /* another part's: left as it is */
+    *spec[i].slot = -1;
+    if (!d->qk_norm && (spec[i].slot == &w->q_norm || spec[i].slot == &w->k_norm)) continue;
+    if (!d->attn_gate && spec[i].slot == &w->wgate) continue;
     snprintf(name, sizeof name, "%slayer%d.%s", name_prefix, L, spec[i].nm);
     snprintf(tensor, sizeof tensor, "%s%d.%s", tensor_prefix, L, spec[i].t);
-    /* norm vectors stay f32 whatever the band: they are tiny */
-    *spec[i].slot = fe_weight(m, c, name, tensor, spec[i].rows, spec[i].cols,
-                              spec[i].norm ? DT_F32 : band, err);
+    if (d->attn_gate && (spec[i].slot == &w->wq || spec[i].slot == &w->wgate)) {
+      /* q_proj [heads * 2*hd, H] is per head [query (hd) | gate (hd)]:
+       * q_proj takes the first hd rows of each head, g_proj the second */
+      *spec[i].slot = fe_weight_rows(m, c, name, tensor, 2 * qdim, H, spec[i].slot == &w->wq ? 0 : hd, hd,
+                                     2 * hd, qdim, band, err);
+    } else {
+      /* norm vectors stay f32 whatever the band: they are tiny */
+      *spec[i].slot = fe_weight(m, c, name, tensor, spec[i].rows, spec[i].cols,
+                                spec[i].norm ? DT_F32 : band, err);
+    }
     if (*spec[i].slot < 0) return err->code;
   }
   /* the variants' vectors, f32 like the norms */
-  struct { int *slot; const char *nm, *t; int64_t cols; int on; } vec[] = {
-      {&w->bq, "q_bias", "self_attn.q_proj.bias", qdim, d->attn_bias},
-      {&w->bk, "k_bias", "self_attn.k_proj.bias", kvdim, d->attn_bias},
-      {&w->bv, "v_bias", "self_attn.v_proj.bias", kvdim, d->attn_bias},
-      {&w->bo, "o_bias", "self_attn.o_proj.bias", H, d->attn_bias},
-      {&w->attn_scale, "attn_scale", "self_attn_layer_scale.scale", H, d->layer_scale},
-      {&w->mlp_scale, "mlp_scale", "mlp_layer_scale.scale", H, d->layer_scale},
+  struct { int *slot; const char *nm, *t; int64_t cols; int on, part; } vec[] = {
+      {&w->bq, "q_bias", "self_attn.q_proj.bias", qdim, d->attn_bias, PART_ATTN},
+      {&w->bk, "k_bias", "self_attn.k_proj.bias", kvdim, d->attn_bias, PART_ATTN},
+      {&w->bv, "v_bias", "self_attn.v_proj.bias", kvdim, d->attn_bias, PART_ATTN},
+      {&w->bo, "o_bias", "self_attn.o_proj.bias", H, d->attn_bias, PART_ATTN},
+      {&w->attn_scale, "attn_scale", "self_attn_layer_scale.scale", H, d->layer_scale, PART_ATTN},
+      {&w->mlp_scale, "mlp_scale", "mlp_layer_scale.scale", H, d->layer_scale, PART_MLP},
   };
   for (size_t i = 0; i < sizeof vec / sizeof vec[0]; i++) {
+    if (!(vec[i].part & parts)) continue;
     *vec[i].slot = -1;
     if (!vec[i].on) continue;
     snprintf(name, sizeof name, "%slayer%d.%s", name_prefix, L, vec[i].nm);
@@ -210,6 +241,16 @@ int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, c
     *vec[i].slot = fe_weight(m, c, name, tensor, 0, vec[i].cols, DT_F32, err);
     if (*vec[i].slot < 0) return err->code;
   }
+  return SC_OK;
+}
+
+int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, const char *tensor_prefix,
+                           const char *name_prefix, int L, int max_ctx, DType band, Qwen3Layer *w,
+                           sc_error *err) {
+  w->wgate = -1;
+  if (declare(m, c, d, tensor_prefix, name_prefix, L, band, w, PART_ATTN | PART_MLP, err)) return err->code;
+  const int64_t kvdim = d->kv_heads * d->head_dim;
+  char name[IR_NAME];
   snprintf(name, sizeof name, "%slayer%d.k_cache", name_prefix, L);
   w->kcache = ir_state_add(m, name, max_ctx, kvdim);
   snprintf(name, sizeof name, "%slayer%d.v_cache", name_prefix, L);
@@ -217,42 +258,60 @@ int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, c
   return SC_OK;
 }
 
+int fe_qwen3_mlp_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, const char *tensor_prefix,
+                         const char *name_prefix, int L, DType band, Qwen3Layer *w, sc_error *err) {
+  return declare(m, c, d, tensor_prefix, name_prefix, L, band, w, PART_MLP, err);
+}
+
 /* The leaf of weight w, or -1 when the layer has none. */
 static int opt_weight(Module *m, Graph *g, int w) { return w >= 0 ? ir_weight(m, g, w) : -1; }
 
-int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w,
-                   int rope, const char *name_prefix, int L) {
-  char nm[IR_NAME];
-  const int H = (int)d->hidden, hd = (int)d->head_dim;
-  const int nh = (int)d->heads, nkv = (int)d->kv_heads;
-  const float eps = (float)d->eps;
-  /* one NAME() per call: it reuses nm */
+/* A node name "<prefix>layerL.s"; one NAME() per call: it reuses nm. */
 #define NAME(s) (snprintf(nm, sizeof nm, "%slayer%d.%s", name_prefix, L, s), nm)
-  int h = ir_rmsnorm(g, x, ir_weight(m, g, w->attn_norm), H, NORM_PLAIN, eps, NAME("attn_norm"));
+
+int fe_qwen3_attention(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w, int rope,
+                       const char *name_prefix, int L) {
+  char nm[IR_NAME];
+  const int H = (int)d->hidden, hd = (int)d->head_dim, rot = d->rot_dims ? d->rot_dims : hd;
+  const int nh = (int)d->heads, nkv = (int)d->kv_heads, nmode = d->norm_mode;
+  const float eps = (float)d->eps;
+  int h = ir_rmsnorm(g, x, ir_weight(m, g, w->attn_norm), H, nmode, eps, NAME("attn_norm"));
   int q = ir_linear(g, h, ir_weight(m, g, w->wq), opt_weight(m, g, w->bq), NAME("q"));
+  int gate = w->wgate >= 0 ? ir_linear(g, h, ir_weight(m, g, w->wgate), -1, NAME("attn_gate")) : -1;
   int k = ir_linear(g, h, ir_weight(m, g, w->wk), opt_weight(m, g, w->bk), NAME("k"));
   int v = ir_linear(g, h, ir_weight(m, g, w->wv), opt_weight(m, g, w->bv), NAME("v"));
   if (d->qk_norm) {
-    q = ir_rmsnorm(g, q, ir_weight(m, g, w->q_norm), hd, NORM_PLAIN, eps, NAME("q_norm"));
-    k = ir_rmsnorm(g, k, ir_weight(m, g, w->k_norm), hd, NORM_PLAIN, eps, NAME("k_norm"));
+    q = ir_rmsnorm(g, q, ir_weight(m, g, w->q_norm), hd, nmode, eps, NAME("q_norm"));
+    k = ir_rmsnorm(g, k, ir_weight(m, g, w->k_norm), hd, nmode, eps, NAME("k_norm"));
   }
-  q = ir_rope(g, q, nh, hd, hd, ROPE_NEOX, rope, NAME("q_rope"));
-  k = ir_rope(g, k, nkv, hd, hd, ROPE_NEOX, rope, NAME("k_rope"));
+  q = ir_rope(g, q, nh, hd, rot, ROPE_NEOX, rope, NAME("q_rope"));
+  k = ir_rope(g, k, nkv, hd, rot, ROPE_NEOX, rope, NAME("k_rope"));
   int kc = ir_kv_store(g, ir_state(m, g, w->kcache), k, NAME("k_store"));
   int vc = ir_kv_store(g, ir_state(m, g, w->vcache), v, NAME("v_store"));
-  int a = ir_attention(g, q, kc, vc, -1, nh, nkv, hd, (float)(1.0 / sqrt((double)hd)), d->window,
+  int a = ir_attention(g, q, kc, vc, gate, nh, nkv, hd, (float)(1.0 / sqrt((double)hd)), d->window,
                        NAME("attn"));
   int o = ir_linear(g, a, ir_weight(m, g, w->wo), opt_weight(m, g, w->bo), NAME("o"));
   if (w->attn_scale >= 0) o = ir_binary(g, OP_MUL, o, ir_weight(m, g, w->attn_scale), NAME("attn_scaled"));
-  x = ir_binary(g, OP_ADD, x, o, NAME("attn_res"));
-  h = ir_rmsnorm(g, x, ir_weight(m, g, w->mlp_norm), H, NORM_PLAIN, eps, NAME("mlp_norm"));
+  return ir_binary(g, OP_ADD, x, o, NAME("attn_res"));
+}
+
+int fe_qwen3_mlp(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w, const char *name_prefix,
+                 int L) {
+  char nm[IR_NAME];
+  int h = ir_rmsnorm(g, x, ir_weight(m, g, w->mlp_norm), (int)d->hidden, d->norm_mode, (float)d->eps,
+                     NAME("mlp_norm"));
   int gate = ir_linear(g, h, ir_weight(m, g, w->wg), -1, NAME("gate"));
   int up = ir_linear(g, h, ir_weight(m, g, w->wu), -1, NAME("up"));
   int silu = ir_unary(g, OP_SILU, gate, NAME("gate_silu"));
   int act = ir_binary(g, OP_MUL, silu, up, NAME("swiglu"));
   int dn = ir_linear(g, act, ir_weight(m, g, w->wd), -1, NAME("down"));
   if (w->mlp_scale >= 0) dn = ir_binary(g, OP_MUL, dn, ir_weight(m, g, w->mlp_scale), NAME("mlp_scaled"));
-  x = ir_binary(g, OP_ADD, x, dn, NAME("mlp_res"));
+  return ir_binary(g, OP_ADD, x, dn, NAME("mlp_res"));
+}
 #undef NAME
-  return x;
+
+int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w,
+                   int rope, const char *name_prefix, int L) {
+  x = fe_qwen3_attention(m, g, x, d, w, rope, name_prefix, L);
+  return fe_qwen3_mlp(m, g, x, d, w, name_prefix, L);
 }

@@ -10,6 +10,11 @@ FrontendFn fe_lookup(const char *model_type, const char **family) {
       {"llama", "llm", fe_llm},
       {"qwen3_tts", "qwen3_tts", fe_tts},
       {"qwen3_tts_tokenizer_12hz", "codec", fe_codec},
+      {"qwen3_5", "llm", fe_qwen35},
+      {"qwen3_5_text", "llm", fe_qwen35},
+      {"qwen3_5_moe", "llm", fe_gdn_not_yet},
+      {"qwen3_5_moe_text", "llm", fe_gdn_not_yet},
+      {"qwen3_next", "llm", fe_gdn_not_yet},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (!strcmp(model_type, table[i].type)) {
@@ -36,6 +41,22 @@ int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tens
   wt->src[0].rows = rows ? rows : 1;
   wt->n_src = 1;
   snprintf(wt->source, sizeof wt->source, "%s", tensor);
+  return w;
+}
+
+int fe_weight_rows(Module *m, const Checkpoint *c, const char *name, const char *tensor, int64_t tensor_rows,
+                   int64_t cols, int64_t row0, int64_t run, int64_t stride, int64_t rows, DType band,
+                   sc_error *err) {
+  int64_t shape[2] = {tensor_rows, cols};
+  const StTensor *t = ckpt_tensor(c, tensor, 2, shape, err);
+  if (!t) return -1;
+  IR_ASSERT(run >= 1 && stride >= run && rows % run == 0 && row0 + (rows / run - 1) * stride + run <= tensor_rows);
+  int w = ir_weight_add(m, name, band, 1, rows, cols);
+  IrWeight *wt = &m->weights[w];
+  wt->src[0] = (IrWeightSrc){.tensor = t, .rows = rows, .row0 = row0, .run = run, .stride = stride};
+  wt->n_src = 1;
+  snprintf(wt->source, sizeof wt->source, "%.120s rows %lld+%lld of every %lld", tensor, (long long)row0,
+           (long long)run, (long long)stride);
   return w;
 }
 

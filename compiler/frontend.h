@@ -38,6 +38,10 @@ FrontendFn fe_lookup(const char *model_type, const char **family);
 int fe_llm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 int fe_codec(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+/* Qwen3.5 (dense; fe_qwen35.c), and the model types of the family not
+ * built yet (refused by name). */
+int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+int fe_gdn_not_yet(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 
 /* The Qwen3 decoder block (fe_qwen3.c), shared by the LM and TTS frontends. */
 typedef struct Qwen3Dims {
@@ -48,10 +52,14 @@ typedef struct Qwen3Dims {
   int window;       /* sliding-window attention over this many positions */
   int layer_scale;  /* both residual branches times a per-channel scale */
   int attn_bias;    /* q/k/v/o projections carry biases */
+  int attn_gate;    /* q_proj packs [query | gate] per head; o *= sigmoid(gate) */
+  int rot_dims;     /* RoPE over the first rot_dims of each head; 0: all */
+  int norm_mode;    /* NORM_PLAIN, or NORM_ONE_PLUS (zero-centred norms: 1 + w) */
 } Qwen3Dims;
 typedef struct Qwen3Layer {  /* indices into Module.weights / .states; -1: absent */
   int attn_norm, wq, wk, wv, wo, q_norm, k_norm, mlp_norm, wg, wu, wd, kcache, vcache;
   int bq, bk, bv, bo, attn_scale, mlp_scale;
+  int wgate;                 /* attn_gate: the gate rows of q_proj */
 } Qwen3Layer;
 /* Read the block's dimensions from a config object (qk_norm set to 1). */
 int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err);
@@ -61,9 +69,25 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
 int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d,
                            const char *tensor_prefix, const char *name_prefix, int L,
                            int max_ctx, DType band, Qwen3Layer *w, sc_error *err);
-/* Append layer L to g over the residual stream x; returns the new x. */
+/* Only the MLP's weights (norm, gate, up, down; LayerScale), for a layer
+ * whose token mixer is not attention (Qwen3.5's GDN layers): sets the
+ * MLP's indices of w and leaves the others as they are. */
+int fe_qwen3_mlp_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, const char *tensor_prefix,
+                         const char *name_prefix, int L, DType band, Qwen3Layer *w, sc_error *err);
+/* Append layer L to g over the residual stream x; returns the new x.  It
+ * is fe_qwen3_mlp(fe_qwen3_attention(x)), each with its residual add. */
 int fe_qwen3_layer(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w,
                    int rope, const char *name_prefix, int L);
+int fe_qwen3_attention(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w, int rope,
+                       const char *name_prefix, int L);
+int fe_qwen3_mlp(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Layer *w, const char *name_prefix,
+                 int L);
+/* RoPE keys as transformers reads them (rope_theta, rope_scaling,
+ * rope_parameters; only plain RoPE): theta (default 10000) and the partial
+ * rotary factor (dflt_prf when absent); *prf_key names where the factor
+ * came from (NULL: the default).  Values given twice must agree. */
+int fe_rope_params(const cJSON *obj, const char *where, double dflt_prf, double *theta, double *prf,
+                   const char **prf_key, sc_error *err);
 
 /* Bounds on config dimensions, far above any published model. */
 #define FE_DIM_MAX (1 << 20)
@@ -83,6 +107,12 @@ int fe_chunk(const BuildOpts *o, int dflt, int max_ctx);
  * Returns the weight index, or -1 with err set. */
 int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tensor,
               int64_t rows, int64_t cols, DType band, sc_error *err);
+/* Declare weight `name` [rows, cols] from some rows of tensor `tensor`
+ * [tensor_rows, cols]: runs of `run` rows every `stride` rows from row0
+ * (IrWeightSrc), e.g. one half of each head of a packed projection. */
+int fe_weight_rows(Module *m, const Checkpoint *c, const char *name, const char *tensor, int64_t tensor_rows,
+                   int64_t cols, int64_t row0, int64_t run, int64_t stride, int64_t rows, DType band,
+                   sc_error *err);
 /* Declare a weight of `sets` sets of [rows, cols], set i from the tensor
  * named by printf(fmt, i) (e.g. per-step heads "lm_head.%d.weight"). */
 int fe_weight_sets(Module *m, const Checkpoint *c, const char *name, const char *fmt,

@@ -60,8 +60,8 @@ static int merged_weight(Module *m, const int *w, int n) {
   IrWeight *mw = &m->weights[id];
   for (int i = 0; i < n; i++) {
     const IrWeight *s = &m->weights[w[i]];
-    IR_ASSERT(s->n_src == 1 && s->sets == 1 && mw->n_src < 16);
-    mw->src[mw->n_src++] = s->src[0];
+    IR_ASSERT(s->n_src == 1 && s->sets == 1 && s->gen == WGEN_NONE && mw->n_src < 16);
+    mw->src[mw->n_src++] = s->src[0]; /* with its row runs, if any */
     size_t cur = strlen(mw->source);
     snprintf(mw->source + cur, sizeof mw->source - cur, "%s%s", i ? " + " : "", s->source);
   }
@@ -74,7 +74,8 @@ static int mergeable(const Module *m, const Graph *g, int a, int b) {
   if (x->nsrc > S_LINEAR_B || y->nsrc > S_LINEAR_B || x->src[S_LINEAR_X] != y->src[S_LINEAR_X]) return 0;
   const IrWeight *wx = &m->weights[N(x->src[S_LINEAR_W])->weight];
   const IrWeight *wy = &m->weights[N(y->src[S_LINEAR_W])->weight];
-  return wx->band == wy->band && wx->sets == 1 && wy->sets == 1 && wx->cols == wy->cols;
+  return wx->band == wy->band && wx->sets == 1 && wy->sets == 1 && wx->cols == wy->cols && wx->n_src == 1 &&
+         wy->n_src == 1 && wx->gen == WGEN_NONE && wy->gen == WGEN_NONE;
 }
 
 /* Rebuild g with sibling linears merged. */
@@ -284,7 +285,9 @@ static void fuse_in_place(Module *m, Graph *g) {
     if (n->op == OP_ADD) {
       int lin = n->src[1], r = n->src[0];
       if (N(lin)->op != OP_LINEAR) { lin = n->src[0]; r = n->src[1]; }
-      if (N(lin)->op == OP_LINEAR && N(lin)->nsrc == S_LINEAR_B && ir_uses(g, lin) == 1) {
+      /* the residual a whole activation, not a broadcast bias row */
+      if (N(lin)->op == OP_LINEAR && N(lin)->nsrc == S_LINEAR_B && ir_uses(g, lin) == 1 &&
+          N(r)->rows == n->rows && N(r)->op != OP_WEIGHT) {
         int src[IR_MAX_SRC] = {0};
         src[S_LINEAR_ADD_X] = N(lin)->src[S_LINEAR_X];
         src[S_LINEAR_ADD_W] = N(lin)->src[S_LINEAR_W];

@@ -107,11 +107,12 @@ static void write_rows(Writer *w, const IrWeight *wt, float *row) {
     const StTensor *t = wt->src[s].tensor;
     int64_t cols = wt->cols;
     for (int64_t r = 0; r < wt->src[s].rows; r++) {
+      const int64_t tr = ir_src_row(&wt->src[s], r);
       if (wt->band == DT_BF16 && t->dtype == ST_BF16) {
-        put(w, t->data + (size_t)(r * cols) * 2, (size_t)cols * 2);
+        put(w, t->data + (size_t)(tr * cols) * 2, (size_t)cols * 2);
         continue;
       }
-      st_read_f32(t, r * cols, cols, row);
+      st_read_f32(t, tr * cols, cols, row);
       if (wt->band == DT_F32) {
         put(w, row, (size_t)cols * 4);
       } else {
@@ -135,7 +136,7 @@ static void write_quantized(Writer *w, const Target *t, const IrWeight *wt, floa
   for (int s = 0; s < wt->n_src; s++) {
     const StTensor *t = wt->src[s].tensor;
     for (int64_t r = 0; r < wt->src[s].rows; r++) {
-      st_read_f32(t, r * cols, cols, row);
+      st_read_f32(t, ir_src_row(&wt->src[s], r) * cols, cols, row);
       if (wt->band == DT_Q8_0) {
         sc_quantize_row_q8_0(row, (int)cols, q);
         put(w, q, qbytes);
@@ -225,7 +226,7 @@ static float *read_all(const IrWeight *wt, int s) {
   return a;
 }
 
-/* The WGEN_CODEBOOK / _CONV / _CONVT weights (ir.h). */
+/* The WGEN_CODEBOOK / _CONV / _CONVT / _NEG_EXP weights (ir.h). */
 static int write_derived(Writer *w, const IrWeight *wt, float *row) {
   float *a = read_all(wt, 0), *b = wt->gen == WGEN_CODEBOOK ? read_all(wt, 1) : NULL;
   if (!a || (wt->gen == WGEN_CODEBOOK && !b)) {
@@ -238,6 +239,8 @@ static int write_derived(Writer *w, const IrWeight *wt, float *row) {
     if (wt->gen == WGEN_CODEBOOK) {
       const float u = b[r] > 1e-5f ? b[r] : 1e-5f; /* clamp(min=epsilon) */
       for (int64_t c = 0; c < C; c++) row[c] = a[r * C + c] / u;
+    } else if (wt->gen == WGEN_NEG_EXP) { /* torch: -A_log.float().exp() */
+      for (int64_t c = 0; c < C; c++) row[c] = -expf(a[r * C + c]);
     } else { /* the layouts IM2COL and OVERLAP_ADD read (kernels.h) */
       const int conv = wt->gen == WGEN_CONV;
       const int kind = conv ? SC_CONV_IM2COL : SC_CONV_TRANSPOSED;

@@ -376,10 +376,11 @@ int ir_im2col(Graph *g, int x, int state, int ksize, int dilation, const char *n
 int ir_dwconv(Graph *g, int x, int w, int b, int state, int ksize, int dilation, const char *name) {
   const int64_t C = N(x)->cols;
   IR_ASSERT(ksize >= 2 && dilation >= 1);
-  IR_ASSERT(is_f32_weight(g, w, C, ksize) && is_f32_weight(g, b, 1, C));
+  IR_ASSERT(is_f32_weight(g, w, C, ksize) && (b < 0 || is_f32_weight(g, b, 1, C)));
   IR_ASSERT(is_conv_state(g, state, (int64_t)(ksize - 1) * dilation, C));
-  int s[4] = {x, w, b, state};
-  int n = ir_node(g, OP_DWCONV, DT_F32, N(x)->rows, C, s, 4, name);
+  int s[4];
+  s[S_DWCONV_X] = x, s[S_DWCONV_W] = w, s[S_DWCONV_STATE] = state, s[S_DWCONV_B] = b;
+  int n = ir_node(g, OP_DWCONV, DT_F32, N(x)->rows, C, s, b >= 0 ? 4 : 3, name);
   N(n)->p.ksize = ksize;
   N(n)->p.dilation = dilation;
   return n;
@@ -417,6 +418,46 @@ int ir_clamp(Graph *g, int x, float lo, float hi, const char *name) {
   int n = ir_node(g, OP_CLAMP, DT_F32, N(x)->rows, N(x)->cols, &x, 1, name);
   N(n)->p.lo = lo;
   N(n)->p.hi = hi;
+  return n;
+}
+
+/* ---- Gated DeltaNet builders --------------------------------------------- */
+
+int ir_l2norm(Graph *g, int x, int group, float eps, const char *name) {
+  IR_ASSERT(group >= 1 && N(x)->cols % group == 0 && eps >= 0 && eps - eps == 0);
+  int n = ir_node(g, OP_L2NORM, DT_F32, N(x)->rows, N(x)->cols, &x, 1, name);
+  N(n)->p.group = group;
+  N(n)->p.eps = eps;
+  return n;
+}
+
+int ir_gated_rmsnorm(Graph *g, int x, int z, int w, int group, float eps, const char *name) {
+  IR_ASSERT(group >= 1 && N(x)->cols % group == 0 && eps >= 0 && eps - eps == 0);
+  IR_ASSERT(N(z)->cols == N(x)->cols && N(z)->rows == N(x)->rows && is_f32_weight(g, w, 1, group));
+  int s[3];
+  s[S_GATED_RMSNORM_X] = x, s[S_GATED_RMSNORM_Z] = z, s[S_GATED_RMSNORM_W] = w;
+  int n = ir_node(g, OP_GATED_RMSNORM, DT_F32, N(x)->rows, N(x)->cols, s, 3, name);
+  N(n)->p.group = group;
+  N(n)->p.eps = eps;
+  return n;
+}
+
+int ir_delta_rule(Graph *g, int q, int k, int v, int gate, int beta, int state, int nv, int nk, int dk,
+                  float scale, const char *name) {
+  IR_ASSERT(nk >= 1 && nv >= nk && nv % nk == 0 && dk >= 1 && N(v)->cols % nv == 0);
+  const int64_t dv = N(v)->cols / nv;
+  IR_ASSERT(N(q)->cols == (int64_t)nk * dk && N(k)->cols == (int64_t)nk * dk);
+  IR_ASSERT(N(gate)->cols == nv && N(beta)->cols == nv);
+  IR_ASSERT(is_conv_state(g, state, nv, dk * dv));
+  int s[6];
+  s[S_DELTA_RULE_Q] = q, s[S_DELTA_RULE_K] = k, s[S_DELTA_RULE_V] = v;
+  s[S_DELTA_RULE_G] = gate, s[S_DELTA_RULE_BETA] = beta, s[S_DELTA_RULE_STATE] = state;
+  int n = ir_node(g, OP_DELTA_RULE, DT_F32, N(q)->rows, N(v)->cols, s, 6, name);
+  IrParams *p = &N(n)->p;
+  p->heads = nv;
+  p->kv_heads = nk;
+  p->head_dim = dk;
+  p->scale = scale;
   return n;
 }
 
@@ -573,9 +614,15 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       if (n->p.kv_heads < 1 || n->p.heads % n->p.kv_heads) VFAIL("GQA ratio");
       break;
     case OP_ADD: case OP_MUL:
-      /* MUL may broadcast an f32 [1,C] row (LayerScale's gamma) */
-      if (n->op == OP_MUL && b->rows == 1 && a->rows != 1 && a->cols == b->cols) {
-        if (b->op == OP_WEIGHT && b->dtype != DT_F32) VFAIL("broadcast weight %s is %s, not f32", b->name, ir_dtype_name(b->dtype));
+      /* a weight operand is read as floats; b may be an f32 [1,C] row
+       * broadcast over a's rows (LayerScale's gamma, a bias row) */
+      for (int q = 0; q < 2; q++) {
+        const IrNode *o = q ? b : a;
+        if (o->op == OP_WEIGHT && o->dtype != DT_F32)
+          VFAIL("%sweight %s is %s, not f32", q && b->rows == 1 && a->rows != 1 ? "broadcast " : "", o->name,
+                ir_dtype_name(o->dtype));
+      }
+      if (b->rows == 1 && a->rows != 1 && a->cols == b->cols) {
         if (n->rows != a->rows || n->cols != a->cols) VFAIL("shape");
         break;
       }
@@ -583,6 +630,8 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       break;
     case OP_IM2COL: case OP_DWCONV: {
       const int dw = n->op == OP_DWCONV;
+      if (dw && n->nsrc != S_DWCONV_B && n->nsrc != S_DWCONV_B + 1)
+        VFAIL("has %d inputs, expected %d or %d (x, taps, state[, bias])", n->nsrc, S_DWCONV_B, S_DWCONV_B + 1);
       const IrNode *x = dw ? S(DWCONV, X) : S(IM2COL, X), *st = dw ? S(DWCONV, STATE) : S(IM2COL, STATE);
       const int k = n->p.ksize, d = n->p.dilation;
       if (k < 2 || d < 1) VFAIL("kernel size %d, dilation %d (need k >= 2, d >= 1; a k = 1 conv is a LINEAR)", k, d);
@@ -592,11 +641,14 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
               (long long)x->cols);
       if (!rows_match(n->rows, x->rows) || n->cols != (dw ? 1 : k) * x->cols) VFAIL("output shape");
       if (dw) {
-        const IrNode *w = S(DWCONV, W), *bb = S(DWCONV, B);
+        const IrNode *w = S(DWCONV, W);
         if (w->op != OP_WEIGHT || w->dtype != DT_F32 || w->rows != x->cols || w->cols != k)
           VFAIL("taps %s: expected an f32 weight [%lld, %d]", w->name, (long long)x->cols, k);
-        if (bb->op != OP_WEIGHT || bb->dtype != DT_F32 || bb->rows != 1 || bb->cols != x->cols)
-          VFAIL("bias %s: expected an f32 weight [1, %lld]", bb->name, (long long)x->cols);
+        if (n->nsrc > S_DWCONV_B) {
+          const IrNode *bb = S(DWCONV, B);
+          if (bb->op != OP_WEIGHT || bb->dtype != DT_F32 || bb->rows != 1 || bb->cols != x->cols)
+            VFAIL("bias %s: expected an f32 weight [1, %lld]", bb->name, (long long)x->cols);
+        }
       }
       break;
     }
@@ -625,6 +677,41 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
           VFAIL("%s: expected an f32 weight [1, %lld]", v[q]->name, (long long)x->cols);
       if (!sn && !(n->p.eps >= 0 && n->p.eps - n->p.eps == 0)) VFAIL("eps %g", n->p.eps);
       if (!rows_match(n->rows, x->rows) || n->cols != x->cols) VFAIL("shape");
+      break;
+    }
+    case OP_L2NORM: case OP_GATED_RMSNORM: {
+      const IrNode *x = n->op == OP_L2NORM ? a : S(GATED_RMSNORM, X);
+      if (n->p.group < 1 || x->cols % n->p.group) VFAIL("group %d does not divide %lld cols", n->p.group, (long long)x->cols);
+      if (!(n->p.eps >= 0 && n->p.eps - n->p.eps == 0)) VFAIL("eps %g", n->p.eps);
+      if (!rows_match(n->rows, x->rows) || n->cols != x->cols) VFAIL("shape");
+      if (n->op == OP_GATED_RMSNORM) {
+        const IrNode *z = S(GATED_RMSNORM, Z), *w = S(GATED_RMSNORM, W);
+        if (!rows_match(z->rows, x->rows) || z->cols != x->cols) VFAIL("gate z %s is not x's shape", z->name);
+        if (w->op != OP_WEIGHT || w->dtype != DT_F32 || w->rows != 1 || w->cols != n->p.group)
+          VFAIL("norm weight %s: expected an f32 weight [1, %d]", w->name, n->p.group);
+      }
+      break;
+    }
+    case OP_DELTA_RULE: {
+      const IrParams *p = &n->p;
+      const IrNode *q = S(DELTA_RULE, Q), *k = S(DELTA_RULE, K), *v = S(DELTA_RULE, V);
+      const IrNode *gt = S(DELTA_RULE, G), *bt = S(DELTA_RULE, BETA), *st = S(DELTA_RULE, STATE);
+      if (p->kv_heads < 1 || p->heads < p->kv_heads || p->heads % p->kv_heads || p->head_dim < 1)
+        VFAIL("heads %d, kv_heads %d, head_dim %d (v heads a multiple of k heads)", p->heads, p->kv_heads, p->head_dim);
+      const int64_t kd = (int64_t)p->kv_heads * p->head_dim;
+      if (q->cols != kd || k->cols != kd) VFAIL("q, k have %lld, %lld cols, expected kv_heads * head_dim = %lld",
+                                                (long long)q->cols, (long long)k->cols, (long long)kd);
+      if (v->cols % p->heads) VFAIL("v has %lld cols, not a multiple of %d heads", (long long)v->cols, p->heads);
+      const int64_t dv = v->cols / p->heads;
+      if (gt->cols != p->heads || bt->cols != p->heads) VFAIL("g, beta need one column per v head (%d)", p->heads);
+      if (!rows_match(q->rows, n->rows) || !rows_match(k->rows, n->rows) || !rows_match(v->rows, n->rows) ||
+          !rows_match(gt->rows, n->rows) || !rows_match(bt->rows, n->rows))
+        VFAIL("inputs with other row counts");
+      if (st->op != OP_STATE || st->rows != p->heads || st->cols != p->head_dim * dv)
+        VFAIL("state %s is %s [%lld, %lld], expected a state [%d, %lld] (a dk x dv matrix per v head)", st->name,
+              ir_op_names[st->op], (long long)st->rows, (long long)st->cols, p->heads, (long long)(p->head_dim * dv));
+      if (n->cols != v->cols) VFAIL("output shape");
+      if (!(p->scale - p->scale == 0)) VFAIL("scale %g", p->scale);
       break;
     }
     case OP_CLAMP:
@@ -714,6 +801,10 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     case OP_OVERLAP_ADD: fprintf(out, " k=%d stride=%d", p->ksize, p->stride); break;
     case OP_LAYERNORM: fprintf(out, " eps=%g", p->eps); break;
     case OP_CLAMP: fprintf(out, " lo=%g hi=%g", p->lo, p->hi); break;
+    case OP_L2NORM: case OP_GATED_RMSNORM: fprintf(out, " group=%d eps=%g", p->group, p->eps); break;
+    case OP_DELTA_RULE:
+      fprintf(out, " v_heads=%d k_heads=%d dk=%d scale=%g", p->heads, p->kv_heads, p->head_dim, p->scale);
+      break;
     default: break;
     }
     fprintf(out, "  ; %s\n", n->name);

@@ -115,11 +115,20 @@ typedef struct Graph {
 } Graph;
 
 /* Where a weight's bytes come from: the rows of checkpoint tensors,
- * concatenated in order (sets, then rows), or a table computed at build. */
+ * concatenated in order (sets, then rows), or a table computed at build.
+ * A source gives `rows` rows of its tensor: rows 0.. in order, or with
+ * run > 0 the rows row0 + (r / run) * stride + r % run for r < rows (runs
+ * of `run` rows every `stride` rows: one half of each head of a packed
+ * projection, e.g. the query rows of Qwen3.5's q_proj [query | gate]). */
 typedef struct IrWeightSrc {
   const void *tensor;   /* const StTensor * (compiler) */
   int64_t rows;         /* rows taken from it */
+  int64_t row0, run, stride; /* run 0: rows 0..rows-1 */
 } IrWeightSrc;
+/* The tensor row that row r of source s is. */
+static inline int64_t ir_src_row(const IrWeightSrc *s, int64_t r) {
+  return s->run > 0 ? s->row0 + r / s->run * s->stride + r % s->run : r;
+}
 
 /* Weights computed at build from checkpoint tensors (pass_pack):
  *   WGEN_ROPE      cos|sin table [max_ctx, rot_dims] (no tensor)
@@ -130,8 +139,10 @@ typedef struct IrWeightSrc {
  *   WGEN_CONVT     a ConvTranspose1d weight [Cin, Cout, k] as the
  *                  [k*Cout, Cin] matrix OVERLAP_ADD's input comes from:
  *                  W''[j*Cout + o, c] = W[c, o, j]
+ *   WGEN_NEG_EXP   -exp(x) of each element, in f32 (GDN's decay rates
+ *                  -exp(A_log), which g = -exp(A_log) * softplus(..) needs)
  * gen_k is the kernel size k of both convs. */
-enum { WGEN_NONE, WGEN_ROPE, WGEN_CODEBOOK, WGEN_CONV, WGEN_CONVT };
+enum { WGEN_NONE, WGEN_ROPE, WGEN_CODEBOOK, WGEN_CONV, WGEN_CONVT, WGEN_NEG_EXP };
 typedef struct IrWeight {
   char name[IR_NAME];
   char source[160];     /* checkpoint names it was made from, for humans */
@@ -240,12 +251,24 @@ int ir_output(Graph *g, int x, int slot);
  * [Cin, Cout, k] is ir_overlap_add(g, ir_linear(g, x, W'', -1), b, state,
  * k, s) with W'' the WGEN_CONVT weight [k*Cout, Cin]. */
 int ir_im2col(Graph *g, int x, int state, int ksize, int dilation, const char *name);
+/* DWCONV: b = -1 for a conv without bias (GDN's). */
 int ir_dwconv(Graph *g, int x, int w, int b, int state, int ksize, int dilation, const char *name);
 /* y [s * rows(z), z cols / k] (rows T-relative when z's are). */
 int ir_overlap_add(Graph *g, int z, int b, int state, int ksize, int stride, const char *name);
 int ir_snake(Graph *g, int x, int alpha, int beta, const char *name);
 int ir_layernorm(Graph *g, int x, int w, int b, float eps, const char *name);
 int ir_clamp(Graph *g, int x, float lo, float hi, const char *name);
+
+/* The Gated DeltaNet ops (ops.def; CPU only).  L2NORM and GATED_RMSNORM
+ * normalise groups of `group` columns (a head); w is an f32 WEIGHT [1,
+ * group].  DELTA_RULE reads q, k [T, nk*dk], v [T, nv*dv], the log decay
+ * g and beta [T, nv], and the recurrent state, an f32 STATE [nv, dk*dv];
+ * nv is a multiple of nk (v-head h reads k-head h / (nv / nk)); the
+ * result is [T, nv*dv]. */
+int ir_l2norm(Graph *g, int x, int group, float eps, const char *name);
+int ir_gated_rmsnorm(Graph *g, int x, int z, int w, int group, float eps, const char *name);
+int ir_delta_rule(Graph *g, int q, int k, int v, int gate, int beta, int state, int nv, int nk, int dk,
+                  float scale, const char *name);
 
 /* Checks every node: arity, source order, shapes, dtypes.  Returns SC_OK or
  * SC_EINPUT with "graph NAME: node N (op): problem" (a compiler bug). */

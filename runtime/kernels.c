@@ -803,6 +803,7 @@ void sc_kernels_init_portable(sc_kernels *K, void *ctx) {
   K->linear_swiglu = swiglu_portable;
   K->attention = attention_portable;
   sc_kernels_codec_fill(K, &sc_kern_portable);
+  sc_kernels_gdn_fill(K);
 }
 
 /* ---- ISA selection ------------------------------------------------------ */
@@ -912,6 +913,7 @@ static int init_isa(sc_kernels *K, void *ctx, const char *isa, const char *who) 
   K->linear_swiglu = e->linear_swiglu;
   K->attention = e->attention;
   sc_kernels_codec_fill(K, e->ops);
+  sc_kernels_gdn_fill(K);
   return 0;
 }
 

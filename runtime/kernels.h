@@ -44,6 +44,10 @@
  * bits; for the quantized bands all quantize the activations to the same
  * bits.
  *
+ * The Gated DeltaNet kernels (kernels_gdn.c: l2norm, gated_rmsnorm and
+ * the delta rule, token by token) are ISA-neutral C loops too, the delta
+ * rule's heads spread over the pool.
+ *
  * The codec kernels (kernels_codec.c: im2col, dwconv, overlap_add, snake,
  * layernorm; sc_abi.h states each) are ISA-neutral C loops over rows with
  * the channel loop innermost, except SnakeBeta's sine, which each ISA may
@@ -263,6 +267,9 @@ void *sc_kernel_scratch(void *ctx, size_t n, void **owned);
 /* Fill K's codec entries (im2col ... layernorm) with the portable drivers,
  * SnakeBeta over ops' snake_row (portable when NULL). */
 void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops);
+/* Fill K's Gated DeltaNet entries (l2norm, gated_rmsnorm, delta_rule;
+ * kernels_gdn.c): ISA-neutral C loops, the same on every table. */
+void sc_kernels_gdn_fill(sc_kernels *K);
 
 /*
  * Conv weights in the layouts the codec ops read, from PyTorch's (the

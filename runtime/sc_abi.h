@@ -99,6 +99,24 @@ typedef struct sc_kernels {
    * var biased (divided by C); y may be x. */
   void (*layernorm)(void *ctx, const float *x, int ldx, const float *w, const float *b, float eps,
                     float *y, int ldy, int R, int C);
+  /* ---- the Gated DeltaNet ops of ops.def (L2NORM, GATED_RMSNORM,
+   * DELTA_RULE), CPU only.  Rows are tokens; g is the group (a head). */
+  /* Per row, per group of g columns: y = x * (1 / sqrt(sum x^2 + eps)), in
+   * f32; y may be x. */
+  void (*l2norm)(void *ctx, const float *x, int ldx, float *y, int ldy, int R, int C, int g, float eps);
+  /* Per row, per group of g columns: y = w[c % g] * (x * (1 / sqrt(mean
+   * x^2 + eps))) * silu(z) (w [g]); y may be x. */
+  void (*gated_rmsnorm)(void *ctx, const float *x, int ldx, const float *z, int ldz, const float *w,
+                        float eps, float *y, int ldy, int R, int C, int g);
+  /* The gated delta rule over T tokens, one after the other: for each
+   * v-head h < nv (k-head h / (nv / nk)) with S = state + h*dk*dv
+   * ([dk, dv] row-major): S *= exp(g[t*ldg + h]); u = S^T k; S += k (x)
+   * beta[t*ldb + h] * (v - u); y[t*ldy + h*dv + j] = sum_i S[i*dv + j] *
+   * (scale * q[i]).  q, k: [T, nk*dk]; v, y: [T, nv*dv]; y must not
+   * overlap an input or the state. */
+  void (*delta_rule)(void *ctx, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
+                     const float *g, int ldg, const float *beta, int ldb, float *state, float *y, int ldy,
+                     int T, int nv, int nk, int dk, int dv, float scale);
 } sc_kernels;
 
 /*

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate the golden generated sources under tests/golden/ from the tiny
-# checkpoints in tests/data/llm.  Review the diff (git diff tests/golden)
+# checkpoints in tests/data/llm (and the Qwen3.5 one in tests/data/gdn).  Review the diff (git diff tests/golden)
 # before committing: a change to generated code is a reviewed change.
 #   scripts/regen_golden.sh [path/to/speechc]
 set -euo pipefail
@@ -9,12 +9,12 @@ bin=${1:-build/speechc}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The flags must match tests/unit/test_golden.c.
-for model in qwen3_gqa2_hd32_tied qwen3_gqa4_hd16_bf16 llama_gqa4_sharded; do
+for model in llm/qwen3_gqa2_hd32_tied llm/qwen3_gqa4_hd16_bf16 llm/llama_gqa4_sharded gdn/qwen35_dense_tiny; do
   for fuse in fused unfused; do
     flags=(--cc tcc --max-context 64 --prefill-chunk 16 -q)
     [ "$fuse" = unfused ] && flags+=(--no-fuse)
-    "$bin" build "tests/data/llm/$model" -o "$work/model.so" --emit-dir "$work/src" "${flags[@]}"
-    cp "$work/src/model.c" "tests/golden/$model.$fuse.cpu.c"
+    "$bin" build "tests/data/$model" -o "$work/model.so" --emit-dir "$work/src" "${flags[@]}"
+    cp "$work/src/model.c" "tests/golden/${model#*/}.$fuse.cpu.c"
   done
 done
 # one quantized build: the block-decoding embedding gather

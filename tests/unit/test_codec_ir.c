@@ -325,7 +325,7 @@ static void test_derived_weights(void) {
     IrWeight *w = &m.weights[ids[k]];
     w->gen = gens[k];
     w->gen_k = KK;
-    w->src[0] = (IrWeightSrc){&t, A};
+    w->src[0] = (IrWeightSrc){.tensor = &t, .rows = A};
     w->n_src = 1;
     w->used = 1;
   }

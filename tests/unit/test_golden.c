@@ -1,7 +1,8 @@
 /*
  * test_golden.c — generated code is a product under regression:
- *   - the C emitted for each tiny checkpoint (fused and --no-fuse) equals
- *     the committed tests/golden/<model>.<fuse>.cpu.c byte for byte, and
+ *   - the C emitted for each tiny checkpoint (fused and --no-fuse; the
+ *     dense LMs of tests/data/llm and the Qwen3.5 hybrid of tests/data/gdn)
+ *     equals the committed tests/golden/<model>.<fuse>.cpu.c byte for byte, and
  *     so does one quantized build (qwen3_gqa2_hd32_tied, --weights q4_0:
  *     the block-decoding embedding gather; its rows of 64 are shorter than
  *     a q4_0 group, whose decoding test_quant checks end to end)
@@ -22,10 +23,11 @@
 
 static char tmpdir[64];
 
+/* model: its directory under tests/data ("llm/qwen3_gqa2_hd32_tied"). */
 static char *build_src(const char *model, int fuse, DType band, const char *tag, long *size, char **weights,
                        long *wsize) {
   char dir[256], out[512], emit[512], path[600];
-  snprintf(dir, sizeof dir, "tests/data/llm/%s", model);
+  snprintf(dir, sizeof dir, "tests/data/%s", model);
   /* the output is always model.so: its weight file's name is in the code */
   snprintf(out, sizeof out, "%s/%s", tmpdir, tag);
   mkdir(out, 0755);
@@ -59,11 +61,13 @@ static char *build_src(const char *model, int fuse, DType band, const char *tag,
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-golden-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
-  const char *models[] = {"qwen3_gqa2_hd32_tied", "qwen3_gqa4_hd16_bf16", "llama_gqa4_sharded"};
-  for (int i = 0; i < 3; i++)
+  const char *models[] = {"llm/qwen3_gqa2_hd32_tied", "llm/qwen3_gqa4_hd16_bf16", "llm/llama_gqa4_sharded",
+                          "gdn/qwen35_dense_tiny"};
+  for (size_t i = 0; i < sizeof models / sizeof *models; i++)
     for (int fuse = 0; fuse < 2; fuse++) {
       char golden[256];
-      snprintf(golden, sizeof golden, "tests/golden/%s.%s.cpu.c", models[i], fuse ? "fused" : "unfused");
+      snprintf(golden, sizeof golden, "tests/golden/%s.%s.cpu.c", strchr(models[i], '/') + 1,
+               fuse ? "fused" : "unfused");
       long gsize = 0, size = 0;
       char *want = slurp(golden, &gsize);
       CHECK_MSG(want != NULL, "missing %s (run scripts/regen_golden.sh)", golden);
@@ -78,7 +82,7 @@ int main(void) {
     long gsize = 0, size = 0;
     char *want = slurp(golden, &gsize);
     CHECK_MSG(want != NULL, "missing %s (run scripts/regen_golden.sh)", golden);
-    char *got = build_src("qwen3_gqa2_hd32_tied", 1, DT_Q4_0, "q", &size, NULL, NULL);
+    char *got = build_src("llm/qwen3_gqa2_hd32_tied", 1, DT_Q4_0, "q", &size, NULL, NULL);
     CHECK_MSG(got && want && size == gsize && !memcmp(got, want, (size_t)size),
               "%s: generated code differs from the golden file (review, then scripts/regen_golden.sh)", golden);
     free(want);
@@ -87,8 +91,8 @@ int main(void) {
   /* determinism: same input, same bytes */
   long s1, s2, w1, w2;
   char *wa, *wb;
-  char *a = build_src("qwen3_gqa4_hd16_bf16", 1, DT_F32, "d1", &s1, &wa, &w1);
-  char *b = build_src("qwen3_gqa4_hd16_bf16", 1, DT_F32, "d2", &s2, &wb, &w2);
+  char *a = build_src("llm/qwen3_gqa4_hd16_bf16", 1, DT_F32, "d1", &s1, &wa, &w1);
+  char *b = build_src("llm/qwen3_gqa4_hd16_bf16", 1, DT_F32, "d2", &s2, &wb, &w2);
   CHECK(a && b && s1 == s2 && !memcmp(a, b, (size_t)s1));
   CHECK(wa && wb && w1 == w2 && w1 > 4096 && !memcmp(wa, wb, (size_t)w1));
   free(a); free(b); free(wa); free(wb);

@@ -1,0 +1,389 @@
+/*
+ * test_gdn.c — the dense Qwen3.5 text model (Gated DeltaNet hybrid)
+ * compiled by speechc against the official transformers 5.24 traces in
+ * tests/data/gdn (tests/parity/make_gdn.py): the published layout
+ * (qwen3_5 + text_config, model.language_model.*) and the text-only one
+ * (qwen3_5_text, model.*, full_attention_interval).  For libtcc and gcc
+ * builds, fused and --no-fuse:
+ *   - decode token by token over prompt + greedy[:15]: every logits row
+ *     within 1e-4 relative (max |diff| / max |ref|);
+ *   - prefill in chunks (--prefill-chunk 5 or 3, and 128): for every
+ *     prefix of the same tokens the last row within 1e-4, and equal to the
+ *     decode row (bit for bit below OpenBLAS's 16 rows, else within 1e-5);
+ *   - the session state after the prompt, prefilled in chunks and decoded
+ *     token by token: each GDN layer's conv window (the last K-1 inputs)
+ *     and delta-rule matrices within 1e-4 of the reference cache's;
+ *   - 16 greedy tokens identical (sc_generate), after a session reset;
+ *   - fused and --no-fuse give the same bits;
+ *   - --weights bf16 tracks f32 (greedy tokens, logits cosine);
+ * and bad input is refused by name: an unknown layer type, head counts
+ * that do not group, a layer whose tensors are missing, a MoE config,
+ * tie_word_embeddings that disagree, odd rotary dims, and the model types
+ * of the family not built yet.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "check.h"
+#include "model_internal.h"
+#include "parity_util.h"
+#include "passes.h"
+#include "speechc.h"
+#include "target.h"
+
+static const char *const models[] = {"qwen35_dense_tiny", "qwen35_text_flat"};
+static char tmpdir[64];
+#define MAX_CTX 64
+#define TOL 1e-4
+
+/* What trace.json says beyond Trace: the GDN layers' state files. */
+typedef struct GdnTrace {
+  Trace t;
+  int n_gdn, layer[16];
+  float *conv[16], *rec[16]; /* [conv_dim, K], [nv, dk, dv] */
+  int conv_dim, kconv, nv, dk, dv;
+} GdnTrace;
+
+static int load(const char *name, GdnTrace *g) {
+  char dir[256], path[512];
+  memset(g, 0, sizeof *g);
+  snprintf(dir, sizeof dir, "tests/data/gdn/%s", name);
+  if (trace_load(dir, &g->t)) return -1;
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  char *text = slurp(path, NULL);
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  free(text);
+  if (!j) return -1;
+  const cJSON *d = cJSON_GetObjectItem(j, "dims");
+  g->conv_dim = cJSON_GetObjectItem(d, "conv_dim")->valueint;
+  g->kconv = cJSON_GetObjectItem(d, "conv_kernel")->valueint;
+  g->nv = cJSON_GetObjectItem(d, "nv")->valueint;
+  g->dk = cJSON_GetObjectItem(d, "dk")->valueint;
+  g->dv = cJSON_GetObjectItem(d, "dv")->valueint;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "states_after_prompt")) {
+    const int L = cJSON_GetObjectItem(e, "layer")->valueint;
+    long size;
+    g->layer[g->n_gdn] = L;
+    snprintf(path, sizeof path, "%s/%s", dir, cJSON_GetObjectItem(e, "conv_file")->valuestring);
+    g->conv[g->n_gdn] = (float *)slurp(path, &size);
+    CHECK(g->conv[g->n_gdn] && size == (long)g->conv_dim * g->kconv * 4);
+    snprintf(path, sizeof path, "%s/%s", dir, cJSON_GetObjectItem(e, "recurrent_file")->valuestring);
+    g->rec[g->n_gdn] = (float *)slurp(path, &size);
+    CHECK(g->rec[g->n_gdn] && size == (long)g->nv * g->dk * g->dv * 4);
+    g->n_gdn++;
+  }
+  cJSON_Delete(j);
+  return g->n_gdn > 0 ? 0 : -1;
+}
+
+static void unload(GdnTrace *g) {
+  free(g->t.logits);
+  for (int i = 0; i < g->n_gdn; i++) free(g->conv[i]), free(g->rec[i]);
+}
+
+/* Where the compiler put each state: the frontend's declarations planned
+ * as sc_build plans them (pass_plan), looked up by name. */
+typedef struct StateMap {
+  int64_t conv_off[16], rec_off[16], bytes;
+} StateMap;
+
+static int state_map(const char *dir, const GdnTrace *g, StateMap *sm, sc_error *err) {
+  Checkpoint c;
+  if (ckpt_open(&c, dir, err)) return -1;
+  Module m;
+  ir_module_init(&m);
+  const char *mt = NULL;
+  int rc = cfg_str_opt(c.config, "config.json", "model_type", NULL, &mt, err);
+  FrontendFn fe = rc ? NULL : fe_lookup(mt, NULL);
+  BuildOpts o = build_defaults();
+  o.max_context = MAX_CTX;
+  if (fe) {
+    snprintf(m.model_type, sizeof m.model_type, "%s", mt);
+    rc = fe(&m, &c, &o, err);
+  }
+  if (fe && !rc) {
+    pass_plan(&m, target_find("cpu", err));
+    sm->bytes = m.state_bytes;
+    for (int i = 0; i < g->n_gdn; i++) {
+      char want[2][IR_NAME];
+      snprintf(want[0], sizeof want[0], "layer%d.conv_state", g->layer[i]);
+      snprintf(want[1], sizeof want[1], "layer%d.delta_state", g->layer[i]);
+      sm->conv_off[i] = sm->rec_off[i] = -1;
+      for (int s = 0; s < m.n_states; s++) {
+        if (!strcmp(m.states[s].name, want[0])) {
+          CHECK(m.states[s].rows == g->kconv - 1 && m.states[s].cols == g->conv_dim);
+          sm->conv_off[i] = m.states[s].offset;
+        }
+        if (!strcmp(m.states[s].name, want[1])) {
+          CHECK(m.states[s].rows == g->nv && m.states[s].cols == (int64_t)g->dk * g->dv);
+          sm->rec_off[i] = m.states[s].offset;
+        }
+      }
+      CHECK_MSG(sm->conv_off[i] >= 0 && sm->rec_off[i] >= 0, "%s: no states for layer %d", dir, g->layer[i]);
+    }
+  }
+  ir_module_free(&m);
+  ckpt_close(&c);
+  return fe && !rc ? 0 : -1;
+}
+
+/* max |a - b| / max |b| over n, b read with a stride (the reference's
+ * layouts), a packed. */
+static double rel_strided(const float *a, const float *b, int n, int (*idx)(int i, const GdnTrace *g),
+                          const GdnTrace *g) {
+  double num = 0, den = 0;
+  for (int i = 0; i < n; i++) {
+    const double ref = b[idx(i, g)], d = fabs(a[i] - ref);
+    if (d > num || d != d) num = d != d ? INFINITY : d;
+    if (fabs(ref) > den) den = fabs(ref);
+  }
+  return den > 0 ? num / den : num;
+}
+/* our conv state row t, channel c = the reference's [c, t + 1] (it keeps K
+ * inputs, the oldest of which no later step reads) */
+static int conv_idx(int i, const GdnTrace *g) {
+  const int t = i / g->conv_dim, c = i % g->conv_dim;
+  return c * g->kconv + t + 1;
+}
+static int same_idx(int i, const GdnTrace *g) { return (void)g, i; }
+
+static double worst_state; /* of the f32 builds, reported */
+
+/* The session's states after the prompt against the reference cache's. */
+static void check_states(sc_session *s, const GdnTrace *g, const StateMap *sm, const char *what) {
+  for (int i = 0; i < g->n_gdn; i++) {
+    const float *conv = (const float *)(s->state + sm->conv_off[i]);
+    const float *rec = (const float *)(s->state + sm->rec_off[i]);
+    const double ec = rel_strided(conv, g->conv[i], (g->kconv - 1) * g->conv_dim, conv_idx, g);
+    const double er = rel_strided(rec, g->rec[i], g->nv * g->dk * g->dv, same_idx, g);
+    CHECK_MSG(ec <= TOL && er <= TOL, "%s: layer %d state after the prompt: conv rel err %g, recurrent %g", what,
+              g->layer[i], ec, er);
+    if (ec > worst_state) worst_state = ec;
+    if (er > worst_state) worst_state = er;
+  }
+}
+
+static void copy_states(const sc_session *s, const GdnTrace *g, const StateMap *sm, float *out) {
+  const size_t nc = (size_t)(g->kconv - 1) * g->conv_dim, nr = (size_t)g->nv * g->dk * g->dv;
+  for (int i = 0; i < g->n_gdn; i++) {
+    memcpy(out, s->state + sm->conv_off[i], nc * 4), out += nc;
+    memcpy(out, s->state + sm->rec_off[i], nr * 4), out += nr;
+  }
+}
+
+/* Build, run every check, leave the decode path's logits rows in rows. */
+static int run_one(const char *name, const GdnTrace *g, const char *cc, DType band, int fuse, int chunk,
+                   float *rows) {
+  char dir[256], out[512], what[160];
+  snprintf(dir, sizeof dir, "tests/data/gdn/%s", name);
+  snprintf(out, sizeof out, "%s/%s_%s_%s_%d_%d.so", tmpdir, name, cc, ir_dtype_name(band), fuse, chunk);
+  snprintf(what, sizeof what, "%s %s %s %s chunk %d", name, cc, ir_dtype_name(band), fuse ? "fused" : "unfused",
+           chunk);
+  const Trace *t = &g->t;
+  BuildOpts o = build_defaults();
+  o.model_dir = dir;
+  o.out_path = out;
+  o.cc = cc;
+  o.band = band;
+  o.fuse = fuse;
+  o.quiet = 1;
+  o.max_context = MAX_CTX;
+  o.prefill_chunk = chunk;
+  sc_error err = {0};
+  int rc = sc_build(&o, &err);
+  CHECK_MSG(rc == 0, "build %s: %s", what, err.msg);
+  if (rc) return 1;
+  StateMap sm;
+  CHECK_MSG(state_map(dir, g, &sm, &err) == 0, "%s: %s", what, err.msg);
+  sc_model *m = NULL;
+  sc_session *s = NULL;
+  CHECK_MSG(sc_model_open(out, NULL, &m, &err) == 0, "%s", err.msg);
+  CHECK_MSG(m && sc_session_open(m, &s, &err) == 0, "%s", err.msg);
+  if (!s) return 1;
+  sc_model_info info;
+  sc_model_get_info(m, &info);
+  CHECK_MSG(info.state_bytes == (uint64_t)sm.bytes, "%s: state bytes %llu, the plan says %lld", what,
+            (unsigned long long)info.state_bytes, (long long)sm.bytes);
+  const int V = t->vocab, f32 = band == DT_F32;
+  const double tol = f32 ? TOL : 1e30; /* bf16 weights: held to greedy tokens and a cosine below */
+  int32_t tokens[64];
+  for (int r = 0; r < t->n_rows; r++) tokens[r] = r < t->n_prompt ? t->prompt[r] : t->greedy[r - t->n_prompt];
+  const size_t nstate = (size_t)g->n_gdn * ((size_t)(g->kconv - 1) * g->conv_dim + (size_t)g->nv * g->dk * g->dv);
+  float *st_decode = calloc(nstate, 4), *st_prefill = calloc(nstate, 4);
+
+  /* decode, every row; the state after the prompt */
+  double worst_row = 0;
+  for (int r = 0; r < t->n_rows; r++) {
+    CHECK_MSG(sc_decode(s, tokens[r], &err) == 0, "%s", err.msg);
+    memcpy(rows + (size_t)r * V, sc_logits(s, NULL), (size_t)V * sizeof(float));
+    const double e = rel_err(rows + (size_t)r * V, t->logits + (size_t)r * V, V);
+    CHECK_MSG(e <= tol, "%s decode row %d: rel err %g", what, r, e);
+    if (e > worst_row) worst_row = e;
+    if (r == t->n_prompt - 1) {
+      if (f32) check_states(s, g, &sm, what);
+      copy_states(s, g, &sm, st_decode);
+    }
+  }
+  /* prefill in chunks: every prefix, its last row */
+  double worst = 0;
+  for (int n = 1; n <= t->n_rows; n++) {
+    sc_session_reset(s);
+    CHECK_MSG(sc_prefill(s, tokens, n, &err) == 0, "%s", err.msg);
+    const float *lg = sc_logits(s, NULL);
+    const double e = rel_err(lg, t->logits + (size_t)(n - 1) * V, V);
+    CHECK_MSG(e <= tol, "%s prefill of %d tokens: rel err %g", what, n, e);
+    const double d = rel_err(lg, rows + (size_t)(n - 1) * V, V);
+    if (d > worst) worst = d;
+    if (chunk < 16) /* below OpenBLAS's 16 rows every kernel gives T=1's bits */
+      CHECK_MSG(d == 0, "%s prefill of %d tokens differs from decode (rel %g)", what, n, d);
+    if (n == t->n_prompt) {
+      if (f32) check_states(s, g, &sm, what);
+      copy_states(s, g, &sm, st_prefill);
+      if (chunk < 16) CHECK_MSG(!memcmp(st_prefill, st_decode, nstate * 4), "%s: prefill and decode states differ", what);
+    }
+  }
+  CHECK_MSG(worst <= 1e-5, "%s: prefill and decode logits differ by %g", what, worst);
+  printf("%s: logits rel err <= %.2g, prefill vs decode %.2g\n", what, worst_row, worst);
+  /* greedy generation after a reset */
+  sc_session_reset(s);
+  sc_sample_params p = sc_sample_defaults();
+  p.greedy = 1;
+  int32_t gen[64];
+  int n_out = 0;
+  CHECK_MSG(sc_generate(s, tokens, t->n_prompt, t->n_greedy, &p, -1, gen, &n_out, NULL, NULL, &err) == 0, "%s",
+            err.msg);
+  CHECK(n_out == t->n_greedy);
+  for (int i = 0; i < n_out && i < t->n_greedy; i++)
+    CHECK_MSG(gen[i] == t->greedy[i], "%s greedy token %d: %d, expected %d", what, i, gen[i], t->greedy[i]);
+  free(st_decode);
+  free(st_prefill);
+  sc_session_close(s);
+  sc_model_close(m);
+  return 0;
+}
+
+static double cosine(const float *a, const float *b, size_t n) {
+  double ab = 0, aa = 0, bb = 0;
+  for (size_t i = 0; i < n; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
+  return ab / sqrt(aa * bb);
+}
+
+/* ---- bad input ------------------------------------------------------------ */
+
+/* A copy of a fixture with its config edited; the build must fail with
+ * every given substring in the message. */
+static void refuse(const char *name, const char *label, void (*edit)(cJSON *j), const char *want1,
+                   const char *want2) {
+  char src[256], dir[512], path[700], cmd[1600];
+  snprintf(src, sizeof src, "tests/data/gdn/%s", name);
+  snprintf(dir, sizeof dir, "%s/bad-%s", tmpdir, label);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/model.safetensors %s/", dir, src, dir);
+  CHECK(system(cmd) == 0);
+  snprintf(path, sizeof path, "%s/config.json", src);
+  char *text = slurp(path, NULL);
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  free(text);
+  if (!j) {
+    CHECK(!"config.json");
+    return;
+  }
+  edit(j);
+  char *out = cJSON_Print(j);
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  CHECK(f && fputs(out, f) >= 0 && fclose(f) == 0);
+  free(out);
+  cJSON_Delete(j);
+  BuildOpts o = build_defaults();
+  o.model_dir = dir;
+  snprintf(path, sizeof path, "%s/m.so", dir);
+  o.out_path = path;
+  o.quiet = 1;
+  o.max_context = MAX_CTX;
+  sc_error err = {0};
+  const int rc = sc_build(&o, &err);
+  CHECK_MSG(rc == SC_EINPUT, "%s: build gave %d (%s), expected a refusal", label, rc, err.msg);
+  CHECK_MSG(strstr(err.msg, want1) && (!want2 || strstr(err.msg, want2)), "%s: '%s' lacks '%s' / '%s'", label,
+            err.msg, want1, want2 ? want2 : "");
+  CHECK_MSG(access(path, F_OK) != 0, "%s: a refused build left %s", label, path);
+}
+
+static cJSON *text_config(cJSON *j) {
+  cJSON *tc = cJSON_GetObjectItem(j, "text_config");
+  return tc ? tc : j;
+}
+static void set_num(cJSON *o, const char *key, double v) {
+  cJSON_DeleteItemFromObject(o, key);
+  cJSON_AddNumberToObject(o, key, v);
+}
+static void edit_layer_type(cJSON *j) {
+  cJSON_ReplaceItemInArray(cJSON_GetObjectItem(text_config(j), "layer_types"), 1,
+                           cJSON_CreateString("sliding_attention"));
+}
+static void edit_heads(cJSON *j) { set_num(text_config(j), "linear_num_value_heads", 5); }
+static void edit_attn_heads(cJSON *j) { set_num(text_config(j), "num_key_value_heads", 3); }
+static void edit_missing(cJSON *j) { /* layer 2 is full attention in the checkpoint */
+  cJSON_ReplaceItemInArray(cJSON_GetObjectItem(text_config(j), "layer_types"), 2,
+                           cJSON_CreateString("linear_attention"));
+}
+static void edit_moe(cJSON *j) { set_num(text_config(j), "num_experts", 4); }
+static void edit_tie(cJSON *j) { cJSON_ReplaceItemInObject(text_config(j), "tie_word_embeddings", cJSON_CreateFalse()); }
+static void edit_rotary(cJSON *j) {
+  set_num(cJSON_GetObjectItem(text_config(j), "rope_parameters"), "partial_rotary_factor", 0.125);
+}
+static void edit_next(cJSON *j) { cJSON_ReplaceItemInObject(j, "model_type", cJSON_CreateString("qwen3_next")); }
+static void edit_moe_type(cJSON *j) { cJSON_ReplaceItemInObject(j, "model_type", cJSON_CreateString("qwen3_5_moe")); }
+static void edit_no_text(cJSON *j) { cJSON_DeleteItemFromObject(j, "text_config"); }
+static void edit_interval(cJSON *j) { set_num(j, "full_attention_interval", 2); } /* flat: layer 1 full */
+
+static void test_refusals(void) {
+  const char *D = "qwen35_dense_tiny", *F = "qwen35_text_flat";
+  refuse(D, "layer-type", edit_layer_type, "text_config: layer_types[1] is 'sliding_attention'",
+         "linear_attention or full_attention");
+  refuse(D, "v-heads", edit_heads, "linear_num_value_heads (5) must be a multiple of linear_num_key_heads (2)", NULL);
+  refuse(D, "kv-heads", edit_attn_heads, "num_attention_heads (4) must be a multiple of num_key_value_heads (3)",
+         NULL);
+  refuse(D, "missing", edit_missing, "tensor 'model.language_model.layers.2.linear_attn.in_proj_qkv.weight' is missing", NULL);
+  refuse(F, "interval", edit_interval, "tensor 'model.layers.1.self_attn.q_proj.weight' is missing", NULL);
+  refuse(D, "moe", edit_moe, "'num_experts' makes this a mixture-of-experts config", "moe_intermediate_size");
+  refuse(D, "tie", edit_tie, "tie_word_embeddings is true at the top level and false in text_config", NULL);
+  refuse(D, "rotary", edit_rotary, "rope_parameters.partial_rotary_factor 0.125 gives 3 rotary dims", NULL);
+  refuse(D, "next", edit_next, "model_type 'qwen3_next' (Qwen3-Next) is not implemented yet", NULL);
+  refuse(D, "moe-type", edit_moe_type, "model_type 'qwen3_5_moe' (Qwen3.5-MoE) is not implemented yet", NULL);
+  refuse(D, "no-text", edit_no_text, "text_config is missing or not an object", NULL);
+}
+
+int main(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-gdn-XXXXXX");
+  if (!mkdtemp(tmpdir)) return 1;
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    GdnTrace g;
+    CHECK_MSG(load(models[i], &g) == 0, "%s: trace", models[i]);
+    if (!g.t.logits) continue;
+    const size_t n = (size_t)g.t.n_rows * g.t.vocab;
+    float *fused = calloc(n, 4), *unfused = calloc(n, 4), *other = calloc(n, 4);
+    run_one(models[i], &g, "tcc", DT_F32, 1, 5, fused);
+    run_one(models[i], &g, "tcc", DT_F32, 0, 5, unfused);
+    CHECK_MSG(!memcmp(fused, unfused, n * 4), "%s: fused and unfused logits differ", models[i]);
+    run_one(models[i], &g, "gcc", DT_F32, 1, 128, other);
+    run_one(models[i], &g, "gcc", DT_F32, 0, 3, unfused);
+    CHECK_MSG(!memcmp(other, unfused, n * 4), "%s gcc: fused and unfused logits differ", models[i]);
+    run_one(models[i], &g, "tcc", DT_BF16, 1, 5, other);
+    const double cs = cosine(other, g.t.logits, n);
+    CHECK_MSG(cs > 0.999, "%s bf16: logits cosine %g", models[i], cs);
+    printf("%s: states after the prompt rel err <= %.2g; bf16 logits cosine %.6f\n", models[i], worst_state, cs);
+    worst_state = 0;
+    free(fused), free(unfused), free(other);
+    unload(&g);
+  }
+  test_refusals();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd)) {}
+  CHECK_DONE();
+}
