@@ -123,7 +123,7 @@ static int emit_graph(Cu *cu, const Graph *g) {
   if (!(cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var)))
     return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
   cg_name_values(cg, g);
-  cg_entry_prologue(cg, g, " (device)", " (void)pos;");
+  cg_entry_prologue(cg, g, 0, " (device)", " (void)pos;");
   int rc = SC_OK;
   for (int i = 0; i < g->n_nodes && rc == SC_OK; i++) {
     if (g->nodes[i].dead) continue;

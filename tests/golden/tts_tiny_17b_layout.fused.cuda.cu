@@ -12,7 +12,9 @@
 #endif
 
 typedef struct sc_device_io { /* sc_abi.h */
-  int n, pos, step, err_kernel, err_value, err_what, pad[10];
+  int n, pos, step, err_kernel, err_value, err_what;
+  unsigned long long row_pos, row_state;
+  int pad[6];
 } sc_device_io;
 typedef struct sc_device_sampler { /* sc_abi.h */
   unsigned long long rng[4];
@@ -41,6 +43,21 @@ SC_DEVICE float sc_warp_sum(float v) {
 SC_DEVICE float sc_warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+/* Row t's position and the byte offset of its state block from S
+ * (sc_io.row_pos, row_state; by default one sequence at pos in S) */
+SC_DEVICE int sc_row_pos(const sc_device_io *io, int t) {
+  return io->row_pos ? ((const int *)io->row_pos)[t] : io->pos + t;
+}
+SC_DEVICE long long sc_row_state(const sc_device_io *io, int t) {
+  return io->row_state ? ((const long long *)io->row_state)[t] : 0;
+}
+/* The first of rows t0..t in row t's state block */
+SC_DEVICE int sc_row_group(const sc_device_io *io, int t0, int t) {
+  if (!io->row_state) return t0;
+  const long long *rs = (const long long *)io->row_state;
+  while (rs[t0] != rs[t]) t0++;
+  return t0;
 }
 /* The first failing kernel of a call records itself, what (1: an id
  * outside its table, 2: a NaN/inf output) and the value. */
@@ -365,7 +382,7 @@ SC_KERNEL(128) talker_prefill_talker_layer0_q_rope(sc_device_io *io, const float
   const float r = 1.0f / sqrtf(ss / 16.0f + 9.99999997e-07f);
   for (int c = lane; c < 16; c += 32) s[c] = (s[c] * r) * nw[c];
   __syncwarp();
-  const float *cs = tab + (long long)(io->pos + t) * 16; /* cos | sin */
+  const float *cs = tab + (long long)sc_row_pos(io, t) * 16; /* cos | sin */
   for (int i = lane; i < 8; i += 32) {
     const float x0 = s[i], x1 = s[i + 8], c = cs[i], sn = cs[8 + i];
     b[i] = x0 * c - x1 * sn;
@@ -393,7 +410,7 @@ SC_KERNEL(128) talker_prefill_talker_layer0_k_rope(sc_device_io *io, const float
   const float r = 1.0f / sqrtf(ss / 16.0f + 9.99999997e-07f);
   for (int c = lane; c < 16; c += 32) s[c] = (s[c] * r) * nw[c];
   __syncwarp();
-  const float *cs = tab + (long long)(io->pos + t) * 16; /* cos | sin */
+  const float *cs = tab + (long long)sc_row_pos(io, t) * 16; /* cos | sin */
   for (int i = lane; i < 8; i += 32) {
     const float x0 = s[i], x1 = s[i + 8], c = cs[i], sn = cs[8 + i];
     b[i] = x0 * c - x1 * sn;
@@ -408,7 +425,8 @@ SC_KERNEL(256) talker_prefill_talker_layer0_k_store(sc_device_io *io, const floa
   const int i = blockIdx.x * 256 + threadIdx.x;
   if (i >= T * 32) return;
   const int t = i / 32, c = i - t * 32;
-  cache[(long long)((io->pos + t) % 64) * 32 + c] = x[(long long)t * 32 + c];
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 64) * 32 + c] = x[(long long)t * 32 + c];
 }
 #undef SC_KID
 
@@ -418,7 +436,8 @@ SC_KERNEL(256) talker_prefill_talker_layer0_v_store(sc_device_io *io, const floa
   const int i = blockIdx.x * 256 + threadIdx.x;
   if (i >= T * 32) return;
   const int t = i / 32, c = i - t * 32;
-  cache[(long long)((io->pos + t) % 64) * 32 + c] = x[(long long)t * 128 + c];
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 64) * 32 + c] = x[(long long)t * 128 + c];
 }
 #undef SC_KID
 
@@ -430,8 +449,6 @@ SC_KERNEL(256) talker_prefill_talker_layer0_attn(sc_device_io *io, const float *
   __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
   const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nq = T - t0 < QT ? T - t0 : QT;
-  const int p0 = io->pos + t0, pl = p0 + nq - 1; /* the first and last query's positions */
-  const int lo = 0;
   const long long kvo = (long long)(h / 2) * HD;
   for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {
     const int j = i / HD, c = i - j * HD;
@@ -446,55 +463,68 @@ SC_KERNEL(256) talker_prefill_talker_layer0_attn(sc_device_io *io, const float *
 #pragma unroll
     for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
   }
-  for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
-    const int k = k0 + lane;
-    float s[QT];
-#pragma unroll
-    for (int j = 0; j < QT; j++) s[j] = -SC_INF;
-    if (k <= pl) {
-      const float *kr = kc + (long long)(k % 64) * 32 + kvo;
-      float d[QT];
-#pragma unroll
-      for (int j = 0; j < QT; j++) d[j] = 0.0f;
-#pragma unroll 4
-      for (int c = 0; c < HD; c += 4) {
-        const float4 kv = *(const float4 *)(kr + c);
-#pragma unroll
-        for (int j = 0; j < QT; j++) {
-          const float4 qv = *(const float4 *)(qs + j * HD + c);
-          d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < QT; j++) /* query j sees rows up to p0 + j */
-        if (j < nq && k <= p0 + j) s[j] = d[j] * 0.25f;
-    }
-    float pk[QT];
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long long sb = sc_row_state(io, t0 + g);
+    const float *kg = (const float *)((const char *)kc + sb), *vg = (const float *)((const char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
 #pragma unroll
     for (int j = 0; j < QT; j++) {
-      const float mn = fmaxf(m[j], sc_warp_max(s[j]));
-      const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
-      pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
-      l[j] = l[j] * sa + sc_warp_sum(pk[j]);
-#pragma unroll
-      for (int e = 0; e < 1; e++) o[j][e] *= sa;
-      m[j] = mn;
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
     }
-    const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
-    for (int r = 0; r < nk; r++) {
-      const float *vr = vc + (long long)((k0 + r) % 64) * 32 + kvo;
-      float vv[1];
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
 #pragma unroll
-      for (int e = 0; e < 1; e++) {
-        const int c = lane + 32 * e;
-        vv[e] = 0.0f;
-        if (c < HD) vv[e] = vr[c];
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const float *kr = kg + (long long)(k % 64) * 32 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] */
+          if (k <= pq[j]) s[j] = d[j] * 0.25f;
       }
+      float pk[QT];
 #pragma unroll
       for (int j = 0; j < QT; j++) {
-        const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+        const float mn = fmaxf(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
 #pragma unroll
-        for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const float *vr = vg + (long long)((k0 + r) % 64) * 32 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
       }
     }
   }
@@ -897,7 +927,12 @@ SC_KERNEL(256) talker_decode_talker_layer0_attn(sc_device_io *io, const float *q
   __shared__ __align__(16) float ks[1 * HD], vs[1 * HD], hb[2 * HD];
   __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];
   const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int p = io->pos + t;
+  const int p = sc_row_pos(io, t);
+  const long long sb = sc_row_state(io, t); /* row t's state block */
+  kc = (float *)((char *)kc + sb);
+  vc = (float *)((char *)vc + sb);
+  int fp[1]; /* position of new row j when it is in this block's state, else -1 */
+  for (int j = 0; j < 1; j++) fp[j] = sc_row_state(io, j) == sb ? sc_row_pos(io, j) : -1;
   const int lo = 0;
   const long long kvo = (long long)(h / 2) * HD;
   const float *qh = q + (long long)t * 128 + h * HD;
@@ -931,7 +966,7 @@ SC_KERNEL(256) talker_decode_talker_layer0_attn(sc_device_io *io, const float *q
     const float r = 1.0f / sqrtf(ss / 16.0f + 9.99999997e-07f);
     for (int c = lane; c < 16; c += 32) st[c] = (st[c] * r) * kn[c];
     __syncwarp();
-    const float *cs = tab + (long long)(io->pos + j) * 16; /* cos | sin */
+    const float *cs = tab + (long long)(sc_row_pos(io, j)) * 16; /* cos | sin */
     for (int i = lane; i < 8; i += 32) {
       const float x0 = st[i], x1 = st[i + 8], c = cs[i], sn = cs[8 + i];
       kj[i] = x0 * c - x1 * sn;
@@ -952,7 +987,9 @@ SC_KERNEL(256) talker_decode_talker_layer0_attn(sc_device_io *io, const float *q
     const int k = k0 + lane;
     float s = -SC_INF;
     if (k <= p) {
-      const float *kr = k >= io->pos ? ks + (k - io->pos) * HD : kc + (long long)(k % 64) * 32 + kvo;
+      const float *kr = kc + (long long)(k % 64) * 32 + kvo;
+      for (int j = 0; j < 1; j++)
+        if (fp[j] == k) kr = ks + j * HD;
       float d = 0.0f;
 #pragma unroll 8
       for (int c = 0; c < HD; c += 4) {
@@ -968,8 +1005,9 @@ SC_KERNEL(256) talker_decode_talker_layer0_attn(sc_device_io *io, const float *q
     const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;
     for (int j = 0; j < nk; j++) {
       const float pj = __shfl_sync(0xffffffffu, pk, j);
-      const float *vr = k0 + j >= io->pos ? vs + (k0 + j - io->pos) * HD
-                                          : vc + (long long)((k0 + j) % 64) * 32 + kvo;
+      const float *vr = vc + (long long)((k0 + j) % 64) * 32 + kvo;
+      for (int r = 0; r < 1; r++)
+        if (fp[r] == k0 + j) vr = vs + r * HD;
       for (int e = 0; e < 1; e++) {
         const int c = lane + 32 * e;
         if (c < HD) o[e] += pj * vr[c];
@@ -1306,7 +1344,12 @@ SC_KERNEL(256) predictor_prefill_pred_layer0_attn(sc_device_io *io, const float 
   __shared__ __align__(16) float ks[2 * HD], vs[2 * HD], hb[3 * HD];
   __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];
   const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int p = io->pos + t;
+  const int p = sc_row_pos(io, t);
+  const long long sb = sc_row_state(io, t); /* row t's state block */
+  kc = (float *)((char *)kc + sb);
+  vc = (float *)((char *)vc + sb);
+  int fp[2]; /* position of new row j when it is in this block's state, else -1 */
+  for (int j = 0; j < 2; j++) fp[j] = sc_row_state(io, j) == sb ? sc_row_pos(io, j) : -1;
   const int lo = 0;
   const long long kvo = (long long)(h / 2) * HD;
   const float *qh = q + (long long)t * 128 + h * HD;
@@ -1340,7 +1383,7 @@ SC_KERNEL(256) predictor_prefill_pred_layer0_attn(sc_device_io *io, const float 
     const float r = 1.0f / sqrtf(ss / 16.0f + 9.99999997e-07f);
     for (int c = lane; c < 16; c += 32) st[c] = (st[c] * r) * kn[c];
     __syncwarp();
-    const float *cs = tab + (long long)(io->pos + j) * 16; /* cos | sin */
+    const float *cs = tab + (long long)(sc_row_pos(io, j)) * 16; /* cos | sin */
     for (int i = lane; i < 8; i += 32) {
       const float x0 = st[i], x1 = st[i + 8], c = cs[i], sn = cs[8 + i];
       kj[i] = x0 * c - x1 * sn;
@@ -1361,7 +1404,9 @@ SC_KERNEL(256) predictor_prefill_pred_layer0_attn(sc_device_io *io, const float 
     const int k = k0 + lane;
     float s = -SC_INF;
     if (k <= p) {
-      const float *kr = k >= io->pos ? ks + (k - io->pos) * HD : kc + (long long)(k % 17) * 32 + kvo;
+      const float *kr = kc + (long long)(k % 17) * 32 + kvo;
+      for (int j = 0; j < 2; j++)
+        if (fp[j] == k) kr = ks + j * HD;
       float d = 0.0f;
 #pragma unroll 8
       for (int c = 0; c < HD; c += 4) {
@@ -1377,8 +1422,9 @@ SC_KERNEL(256) predictor_prefill_pred_layer0_attn(sc_device_io *io, const float 
     const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;
     for (int j = 0; j < nk; j++) {
       const float pj = __shfl_sync(0xffffffffu, pk, j);
-      const float *vr = k0 + j >= io->pos ? vs + (k0 + j - io->pos) * HD
-                                          : vc + (long long)((k0 + j) % 17) * 32 + kvo;
+      const float *vr = vc + (long long)((k0 + j) % 17) * 32 + kvo;
+      for (int r = 0; r < 2; r++)
+        if (fp[r] == k0 + j) vr = vs + r * HD;
       for (int e = 0; e < 1; e++) {
         const int c = lane + 32 * e;
         if (c < HD) o[e] += pj * vr[c];
@@ -1745,7 +1791,12 @@ SC_KERNEL(256) predictor_decode_pred_layer0_attn(sc_device_io *io, const float *
   __shared__ __align__(16) float ks[1 * HD], vs[1 * HD], hb[2 * HD];
   __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];
   const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int p = io->pos + t;
+  const int p = sc_row_pos(io, t);
+  const long long sb = sc_row_state(io, t); /* row t's state block */
+  kc = (float *)((char *)kc + sb);
+  vc = (float *)((char *)vc + sb);
+  int fp[1]; /* position of new row j when it is in this block's state, else -1 */
+  for (int j = 0; j < 1; j++) fp[j] = sc_row_state(io, j) == sb ? sc_row_pos(io, j) : -1;
   const int lo = 0;
   const long long kvo = (long long)(h / 2) * HD;
   const float *qh = q + (long long)t * 128 + h * HD;
@@ -1779,7 +1830,7 @@ SC_KERNEL(256) predictor_decode_pred_layer0_attn(sc_device_io *io, const float *
     const float r = 1.0f / sqrtf(ss / 16.0f + 9.99999997e-07f);
     for (int c = lane; c < 16; c += 32) st[c] = (st[c] * r) * kn[c];
     __syncwarp();
-    const float *cs = tab + (long long)(io->pos + j) * 16; /* cos | sin */
+    const float *cs = tab + (long long)(sc_row_pos(io, j)) * 16; /* cos | sin */
     for (int i = lane; i < 8; i += 32) {
       const float x0 = st[i], x1 = st[i + 8], c = cs[i], sn = cs[8 + i];
       kj[i] = x0 * c - x1 * sn;
@@ -1800,7 +1851,9 @@ SC_KERNEL(256) predictor_decode_pred_layer0_attn(sc_device_io *io, const float *
     const int k = k0 + lane;
     float s = -SC_INF;
     if (k <= p) {
-      const float *kr = k >= io->pos ? ks + (k - io->pos) * HD : kc + (long long)(k % 17) * 32 + kvo;
+      const float *kr = kc + (long long)(k % 17) * 32 + kvo;
+      for (int j = 0; j < 1; j++)
+        if (fp[j] == k) kr = ks + j * HD;
       float d = 0.0f;
 #pragma unroll 8
       for (int c = 0; c < HD; c += 4) {
@@ -1816,8 +1869,9 @@ SC_KERNEL(256) predictor_decode_pred_layer0_attn(sc_device_io *io, const float *
     const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;
     for (int j = 0; j < nk; j++) {
       const float pj = __shfl_sync(0xffffffffu, pk, j);
-      const float *vr = k0 + j >= io->pos ? vs + (k0 + j - io->pos) * HD
-                                          : vc + (long long)((k0 + j) % 17) * 32 + kvo;
+      const float *vr = vc + (long long)((k0 + j) % 17) * 32 + kvo;
+      for (int r = 0; r < 1; r++)
+        if (fp[r] == k0 + j) vr = vs + r * HD;
       for (int e = 0; e < 1; e++) {
         const int c = lane + 32 * e;
         if (c < HD) o[e] += pj * vr[c];
