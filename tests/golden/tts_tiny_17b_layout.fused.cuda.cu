@@ -2028,29 +2028,130 @@ SC_KERNEL(256) predictor_decode_pred_layer0_swiglu(sc_device_io *io, const float
 }
 #undef SC_KID
 
-/* sc_sample: one token from device logits (sc_abi.h) */
-#define SC_KID 37
-SC_DEVICE int sc_better(const float *key, const int *id, int a, int b) {
-  return key[a] > key[b] || (key[a] == key[b] && id[a] < id[b]);
+/* The arithmetic of a draw, shared with the host sampler: runtime/sc_sample_core.h */
+#define SC_SAMPLE_FN SC_DEVICE
+#define SC_SAMPLE_INF SC_INF
+/*
+ * sc_sample_core.h — the arithmetic of a draw, written once for the host
+ * sampler (runtime/sample.c) and the device sampler (the sc_sample kernel
+ * every CUDA artifact carries, codegen/cg_cuda.c).  The host C compiler
+ * compiles this file where sample.c includes it; the build embeds the
+ * same text as a string (CMake: gen/sc_sample_core_text.h) that cg_cuda.c
+ * prints into model.cu, where NVRTC (or the emulator of tests/emu)
+ * compiles it.  So a seed draws the same tokens on both sides by
+ * construction: the penalty, the temperature, the order of candidates,
+ * the generator, the double weights and the order of every sum are these
+ * functions.  Only the search differs, by what each side runs well: the
+ * host finds the argmax in a loop and the top-k with a heap, the device
+ * with a block reduction and a bitonic sort, both ranking by
+ * sc_ranks_before.
+ *
+ * Self-contained (no includes, C and CUDA alike): the includer defines
+ * SC_SAMPLE_FN (the functions' qualifiers: `static inline`, or the
+ * device's) and SC_SAMPLE_INF (float +infinity), and provides exp(double).
+ */
+#ifndef SC_SAMPLE_CORE_H
+#define SC_SAMPLE_CORE_H
+
+/* "a ranks before b": the higher score, then the lower id.  A strict total
+ * order, so every argmax, selection and sort is deterministic. */
+SC_SAMPLE_FN int sc_ranks_before(float score_a, int id_a, float score_b, int id_b) {
+  return score_a > score_b || (score_a == score_b && id_a < id_b);
 }
-SC_DEVICE unsigned long long sc_rotl(unsigned long long x, int k) { return (x << k) | (x >> (64 - k)); }
-/* xoshiro256**, uniform in [0, 1) with 53 bits (runtime/sample.c) */
-SC_DEVICE double sc_uniform01(unsigned long long *s) {
-  const unsigned long long out = sc_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+
+/* A seen id's score under a repetition penalty p (HF's processor):
+ * divided when positive, multiplied when negative. */
+SC_SAMPLE_FN float sc_penalized(float score, float p) { return score < 0.0f ? score * p : score / p; }
+
+/* A score under temperature t > 0. */
+SC_SAMPLE_FN float sc_tempered(float score, float t) { return score / t; }
+
+/* xoshiro256** (integers only: the same draws on every platform). */
+SC_SAMPLE_FN unsigned long long sc_rotl64(unsigned long long x, int k) { return (x << k) | (x >> (64 - k)); }
+
+SC_SAMPLE_FN unsigned long long sc_xoshiro_next(unsigned long long s[4]) {
+  const unsigned long long out = sc_rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
   s[2] ^= s[0];
   s[3] ^= s[1];
   s[1] ^= s[2];
   s[0] ^= s[3];
   s[2] ^= t;
-  s[3] = sc_rotl(s[3], 45);
-  return (double)(out >> 11) * (1.0 / 9007199254740992.0);
+  s[3] = sc_rotl64(s[3], 45);
+  return out;
 }
+
+/* Uniform in [0, 1) with 53 random bits. */
+SC_SAMPLE_FN double sc_uniform01(unsigned long long s[4]) {
+  return (double)(sc_xoshiro_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/*
+ * Candidates in the order a draw walks them: candidate i has the tempered
+ * score key[ids ? ids[i] : i] (-inf: suppressed) and the weight
+ * exp(score - top) in double, top being the best score.  w: the weights
+ * when the caller keeps them (the host, which reads each several times),
+ * NULL to compute them again (the device has no room for them); the
+ * values are the same either way.
+ */
+typedef struct sc_cands {
+  const float *key;
+  const int *ids;
+  const double *w;
+  float top;
+} sc_cands;
+
+SC_SAMPLE_FN float sc_cand_score(const sc_cands *c, int i) { return c->key[c->ids ? c->ids[i] : i]; }
+
+SC_SAMPLE_FN double sc_cand_weight(const sc_cands *c, int i) {
+  return c->w ? c->w[i] : exp((double)sc_cand_score(c, i) - c->top);
+}
+
+/* The weights of the first n, summed in order. */
+SC_SAMPLE_FN double sc_cand_sum(const sc_cands *c, int n) {
+  double z = 0;
+  for (int i = 0; i < n; i++) z += sc_cand_weight(c, i);
+  return z;
+}
+
+/* Top-p over the first n (best first): the shortest prefix whose share of
+ * z reaches top_p, or 0 when rounding leaves all of them below it. */
+SC_SAMPLE_FN int sc_top_p_prefix(const sc_cands *c, int n, double z, double top_p) {
+  double cum = 0;
+  for (int i = 0; i < n; i++) {
+    cum += sc_cand_weight(c, i);
+    if (cum / z >= top_p) return i + 1;
+  }
+  return 0;
+}
+
+/* One draw from the first n: u in [0, total) from the generator, walked
+ * through the cumulative weights.  Returns the candidate's index; when
+ * rounding lets u pass every weight, the last one not suppressed. */
+SC_SAMPLE_FN int sc_draw(const sc_cands *c, int n, unsigned long long rng[4]) {
+  double total = 0, cum = 0;
+  int last = 0;
+  for (int i = 0; i < n; i++) {
+    total += sc_cand_weight(c, i);
+    if (sc_cand_score(c, i) != -SC_SAMPLE_INF) last = i;
+  }
+  const double u = sc_uniform01(rng) * total;
+  for (int i = 0; i < n; i++) {
+    cum += sc_cand_weight(c, i);
+    if (u < cum) return i;
+  }
+  return last;
+}
+
+#endif /* SC_SAMPLE_CORE_H */
+
+/* sc_sample: one token from device logits (sc_abi.h) */
+#define SC_KID 37
 /* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the
- * ban id) -inf, seen (bit 0) divided or multiplied by the penalty */
+ * ban id) -inf, seen (bit 0) penalised */
 SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {
   const unsigned m = mask ? mask[i] : 0u;
   if (i == ban || (m & 2u)) return -SC_INF;
-  if ((m & 1u) && pen != 1.0f) return v < 0.0f ? v * pen : v / pen;
+  if ((m & 1u) && pen != 1.0f) return sc_penalized(v, pen);
   return v;
 }
 SC_DEVICE void sc_arg_step(float v, int i, const unsigned char *mask, float pen, int ban, float *best, int *bi,
@@ -2093,9 +2194,7 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   __syncthreads();
   for (int s = NT / 2; s > 0; s >>= 1) {
     if (tid < s) {
-      const float v = rv[tid + s];
-      const int j = ri[tid + s];
-      if (v > rv[tid] || (v == rv[tid] && j < ri[tid])) rv[tid] = v, ri[tid] = j;
+      if (sc_ranks_before(rv[tid + s], ri[tid + s], rv[tid], ri[tid])) rv[tid] = rv[tid + s], ri[tid] = ri[tid + s];
       if (rb[tid + s] < rb[tid]) rb[tid] = rb[tid + s];
     }
     __syncthreads();
@@ -2111,7 +2210,7 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
     }
     return;
   }
-  const float top = sc_score(logits[top_id], top_id, mask, pen, ban) / temp;
+  const float top = sc_tempered(sc_score(logits[top_id], top_id, mask, pen, ban), temp);
   if (sp->greedy || !(temp > 0.0f) || isinf(top)) {
     if (tid == 0) sc_take(sp, token, top_id);
     return;
@@ -2122,7 +2221,7 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   while (N2 < n) N2 <<= 1;
   __syncthreads(); /* everyone has read ri[0] */
   for (int i = tid; i < N2; i += NT) {
-    key[i] = i < n ? sc_score(logits[i], i, mask, pen, ban) / temp : -SC_INF;
+    key[i] = i < n ? sc_tempered(sc_score(logits[i], i, mask, pen, ban), temp) : -SC_INF;
     kid[i] = i; /* padding: ids >= n rank after every real id */
     m += key[i] != -SC_INF;
   }
@@ -2135,17 +2234,16 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   m = ri[0];
   const int k = sp->top_k, topk = k > 0 && k < m;
   const float top_p = sp->top_p;
-  if (!topk && top_p < 1.0f && tid == 0) { /* top-p's total, in id order as sample.c sums it */
-    double z = 0;
-    for (int i = 0; i < n; i++) z += exp((double)key[i] - top);
-    zs = z;
-  }
+  const sc_cands c = {key, 0, 0, top}; /* key[i] is candidate i's score; weights computed as needed */
+  if (!topk && top_p < 1.0f && tid == 0) zs = sc_cand_sum(&c, n); /* top-p's total, in id order */
+  __syncthreads(); /* the sort below moves the keys thread 0 sums */
   if (topk || top_p < 1.0f) { /* best first */
     for (int size = 2; size <= N2; size <<= 1)
       for (int stride = size >> 1; stride > 0; stride >>= 1) {
         for (int t = tid; t < N2 / 2; t += NT) {
           const int a = 2 * t - (t & (stride - 1)), b = a + stride;
-          if ((a & size) == 0 ? sc_better(key, kid, b, a) : sc_better(key, kid, a, b)) {
+          if ((a & size) == 0 ? sc_ranks_before(key[b], kid[b], key[a], kid[a])
+                              : sc_ranks_before(key[a], kid[a], key[b], kid[b])) {
             const float kv = key[a];
             const int iv = kid[a];
             key[a] = key[b], kid[a] = kid[b];
@@ -2158,35 +2256,9 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   if (tid != 0) return;
   int kept = topk ? k : n;
   if (top_p < 1.0f) { /* the shortest best-first prefix reaching top_p */
-    double z = zs, cum = 0;
-    if (topk) {
-      z = 0;
-      for (int i = 0; i < kept; i++) z += exp((double)key[i] - top);
-    }
-    int kk = 0;
-    for (int i = 0; i < kept && !kk; i++) {
-      cum += exp((double)key[i] - top);
-      if (cum / z >= top_p) kk = i + 1;
-    }
+    const int kk = sc_top_p_prefix(&c, kept, topk ? sc_cand_sum(&c, kept) : zs, top_p);
     if (kk) kept = kk;
   }
-  /* suppressed ids weigh 0 and add nothing; the fallback (a draw that
-   * rounding lets pass every weight) is the last candidate, as on the CPU */
-  double total = 0, cum = 0;
-  int last = 0;
-  for (int i = 0; i < kept; i++) {
-    total += exp((double)key[i] - top);
-    if (key[i] != -SC_INF) last = i;
-  }
-  const double u = sc_uniform01(sp->rng) * total;
-  int tok = kid[last];
-  for (int i = 0; i < kept; i++) {
-    cum += exp((double)key[i] - top);
-    if (u < cum) {
-      tok = kid[i];
-      break;
-    }
-  }
-  sc_take(sp, token, tok);
+  sc_take(sp, token, kid[sc_draw(&c, kept, sp->rng)]);
 }
 #undef SC_KID
