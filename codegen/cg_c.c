@@ -16,6 +16,16 @@
 #include "cg_internal.h"
 #include "target.h"
 
+/* Row t's position (sc_io: pos + t unless the call places its rows). */
+#define ROW_POS "(io->row_pos ? io->row_pos[t] : pos + t)"
+
+/* Row t of a state value `cache` of `rows` x `cols` floats at position
+ * p % rows, in row t's state block (sc_io.row_state), as `float *dst`. */
+static void emit_state_row(Cg *cg, const char *cache, long long rows, long long cols) {
+  OUT("    float *dst = %s + (long)(%s %% %lld) * %lld;\n", cache, ROW_POS, rows, cols);
+  OUT("    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);\n");
+}
+
 /* y = x * rsqrt(mean(x^2) + eps) * w' over groups of p.group, row by row;
  * x_row / y_row are C expressions of row pointers for token t. */
 static void emit_rmsnorm_body(Cg *cg, const IrParams *p, int64_t cols, const char *x,
@@ -46,7 +56,7 @@ static void emit_rope_body(Cg *cg, const IrParams *p, const char *table, const c
                            const char *norm_w, float eps) {
   int R = p->rot_dims, half = R / 2, HD = p->head_dim;
   OUT("  for (int t = 0; t < %s; t++) {\n", rowexpr);
-  OUT("    const float *cs = (const float *)%s + (long)(pos + t) * %d; /* cos | sin */\n", table, R);
+  OUT("    const float *cs = (const float *)%s + (long)%s * %d; /* cos | sin */\n", table, ROW_POS, R);
   OUT("    for (int h = 0; h < %d; h++) {\n", p->heads);
   OUT("      const float *a = %s + t * %lld + h * %d;\n", x, ldx, HD);
   OUT("      float *b = %s + t * %lld + h * %d;\n", y, ldy, HD);
@@ -280,12 +290,13 @@ static int emit_node(Cg *cg, int i) {
     OUT("  /* the new k and v rows into the caches */\n");
     for (int s = 0; s < 2; s++) {
       OUT("  for (int t = 0; t < %s; t++) {\n", T);
-      OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", s ? vcache : kcache, (long long)kc->rows, KD);
+      emit_state_row(cg, s ? vcache : kcache, (long long)kc->rows, KD);
       OUT("    const float *src = %s + t * %lld;\n", s ? ref(cg, vi) : kb, s ? ld(cg, vi) : KD);
       OUT("    for (int c = 0; c < %lld; c++) dst[c] = src[c];\n  }\n", KD);
     }
     char scale[32];
-    OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, %d, %d, %d, %s, %d);\n",
+    OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, io->row_pos, io->row_state,\n"
+        "               %d, %d, %d, %s, %d);\n",
         qb, QD, kcache, vcache, KD, (long long)kc->rows, v, (long long)n->ld,
         rows(n), p->heads, p->kv_heads, p->head_dim, cg_float(scale, p->scale), p->window);
     return SC_OK;
@@ -306,8 +317,7 @@ static int emit_node(Cg *cg, int i) {
   case OP_KV_STORE: {
     const IrNode *c = node(cg, SRC(n, KV_STORE, CACHE));
     OUT("  for (int t = 0; t < %s; t++) {\n", rows(node(cg, SRC(n, KV_STORE, X))));
-    OUT("    float *dst = %s + (long)((pos + t) %% %lld) * %lld;\n", ref(cg, SRC(n, KV_STORE, CACHE)),
-        (long long)c->rows, (long long)c->cols);
+    emit_state_row(cg, ref(cg, SRC(n, KV_STORE, CACHE)), (long long)c->rows, (long long)c->cols);
     OUT("    const float *src = %s + t * %lld;\n", ref(cg, SRC(n, KV_STORE, X)), ld(cg, SRC(n, KV_STORE, X)));
     OUT("    for (int c = 0; c < %lld; c++) dst[c] = src[c];\n", (long long)c->cols);
     OUT("  }\n");
@@ -316,7 +326,8 @@ static int emit_node(Cg *cg, int i) {
   case OP_ATTENTION: {
     const IrNode *c = node(cg, SRC(n, ATTENTION, KC));
     char scale[32];
-    OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, %d, %d, %d, %s, %d);\n",
+    OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, io->row_pos, io->row_state,\n"
+        "               %d, %d, %d, %s, %d);\n",
         ref(cg, SRC(n, ATTENTION, Q)), ld(cg, SRC(n, ATTENTION, Q)), ref(cg, SRC(n, ATTENTION, KC)),
         ref(cg, SRC(n, ATTENTION, VC)),
         (long long)c->cols, (long long)c->rows, v, (long long)n->ld, rows(n), p->heads,
@@ -433,7 +444,7 @@ static int emit_node(Cg *cg, int i) {
 static int emit_graph(Cg *cg, const Graph *g) {
   if (!(cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var))) return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
   cg_name_values(cg, g);
-  cg_entry_prologue(cg, g, "", "");
+  cg_entry_prologue(cg, g, 1, "", "");
   int rc = SC_OK;
   for (int i = 0; i < g->n_nodes && rc == SC_OK; i++) {
     if (g->nodes[i].dead) continue;

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "cg_kernels.h"
+#include "sc_sample_core_text.h"
 
 void cu_karg(Cu *cu, const char *type, const char *name, const char *host) {
   CuArg *a = &cu->args[cu->n_args++];
@@ -123,7 +124,7 @@ static int emit_graph(Cu *cu, const Graph *g) {
   if (!(cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var)))
     return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
   cg_name_values(cg, g);
-  cg_entry_prologue(cg, g, " (device)", " (void)pos;");
+  cg_entry_prologue(cg, g, 0, " (device)", " (void)pos;");
   int rc = SC_OK;
   for (int i = 0; i < g->n_nodes && rc == SC_OK; i++) {
     if (g->nodes[i].dead) continue;
@@ -137,35 +138,26 @@ static int emit_graph(Cu *cu, const Graph *g) {
 }
 
 /* The sampler every artifact carries (sc_abi.h, SC_SAMPLE_KERNEL): the
- * pipeline of runtime/sample.c.  Suppression and the repetition penalty
- * come from the sampler's mask (bit 1: suppressed, bit 0: seen, set for
- * every id it draws, so the history of a generation stays on the device)
- * and its `ban` id.  One block of 1024 threads: a strided pass (16-byte
- * loads, so that one SM keeps enough of a 150k-entry vocabulary in flight)
- * finds the first non-finite logit and the argmax of the penalised scores
- * (lowest index on ties), reduced through shared memory; a draw sorts the
- * scaled scores best first (bitonic, score then lower id: the order of
- * sample.c's `better`) when top-k or top-p needs an order, then thread 0
- * walks them with sample.c's sequential double sums, so a seed gives the
- * draws the CPU gives, up to the last bit of exp(). */
+ * pipeline of runtime/sample.c over the arithmetic it shares with it,
+ * runtime/sc_sample_core.h, printed before it (sc_penalized, sc_tempered,
+ * sc_ranks_before, the generator, the weights and the sums).  Suppression
+ * and the repetition penalty come from the sampler's mask (bit 1:
+ * suppressed, bit 0: seen, set for every id it draws, so the history of a
+ * generation stays on the device) and its `ban` id.  One block of 1024
+ * threads: a strided pass (16-byte loads, so that one SM keeps enough of a
+ * 150k-entry vocabulary in flight) finds the first non-finite logit and
+ * the argmax of the penalised scores (lowest index on ties), reduced
+ * through shared memory; a draw sorts the scaled scores best first
+ * (bitonic, by sc_ranks_before) when top-k or top-p needs an order, then
+ * thread 0 makes the draw with sample.c's own functions, so a seed gives
+ * the draws the CPU gives, up to the last bit of exp(). */
 static const char cu_sampler[] =
-    "SC_DEVICE int sc_better(const float *key, const int *id, int a, int b) {\n"
-    "  return key[a] > key[b] || (key[a] == key[b] && id[a] < id[b]);\n"
-    "}\n"
-    "SC_DEVICE unsigned long long sc_rotl(unsigned long long x, int k) { return (x << k) | (x >> (64 - k)); }\n"
-    "/* xoshiro256**, uniform in [0, 1) with 53 bits (runtime/sample.c) */\n"
-    "SC_DEVICE double sc_uniform01(unsigned long long *s) {\n"
-    "  const unsigned long long out = sc_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;\n"
-    "  s[2] ^= s[0];\n  s[3] ^= s[1];\n  s[1] ^= s[2];\n  s[0] ^= s[3];\n  s[2] ^= t;\n"
-    "  s[3] = sc_rotl(s[3], 45);\n"
-    "  return (double)(out >> 11) * (1.0 / 9007199254740992.0);\n"
-    "}\n"
     "/* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the\n"
-    " * ban id) -inf, seen (bit 0) divided or multiplied by the penalty */\n"
+    " * ban id) -inf, seen (bit 0) penalised */\n"
     "SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {\n"
     "  const unsigned m = mask ? mask[i] : 0u;\n"
     "  if (i == ban || (m & 2u)) return -SC_INF;\n"
-    "  if ((m & 1u) && pen != 1.0f) return v < 0.0f ? v * pen : v / pen;\n"
+    "  if ((m & 1u) && pen != 1.0f) return sc_penalized(v, pen);\n"
     "  return v;\n"
     "}\n"
     "SC_DEVICE void sc_arg_step(float v, int i, const unsigned char *mask, float pen, int ban, float *best, int *bi,\n"
@@ -206,9 +198,7 @@ static const char cu_sampler[] =
     "  $barrier;\n"
     "  for (int s = NT / 2; s > 0; s >>= 1) {\n"
     "    if (tid < s) {\n"
-    "      const float v = rv[tid + s];\n"
-    "      const int j = ri[tid + s];\n"
-    "      if (v > rv[tid] || (v == rv[tid] && j < ri[tid])) rv[tid] = v, ri[tid] = j;\n"
+    "      if (sc_ranks_before(rv[tid + s], ri[tid + s], rv[tid], ri[tid])) rv[tid] = rv[tid + s], ri[tid] = ri[tid + s];\n"
     "      if (rb[tid + s] < rb[tid]) rb[tid] = rb[tid + s];\n"
     "    }\n"
     "    $barrier;\n"
@@ -224,7 +214,7 @@ static const char cu_sampler[] =
     "    }\n"
     "    return;\n"
     "  }\n"
-    "  const float top = sc_score(logits[top_id], top_id, mask, pen, ban) / temp;\n"
+    "  const float top = sc_tempered(sc_score(logits[top_id], top_id, mask, pen, ban), temp);\n"
     "  if (sp->greedy || !(temp > 0.0f) || isinf(top)) {\n"
     "    if (tid == 0) sc_take(sp, token, top_id);\n"
     "    return;\n"
@@ -235,7 +225,7 @@ static const char cu_sampler[] =
     "  while (N2 < n) N2 <<= 1;\n"
     "  $barrier; /* everyone has read ri[0] */\n"
     "  for (int i = tid; i < N2; i += NT) {\n"
-    "    key[i] = i < n ? sc_score(logits[i], i, mask, pen, ban) / temp : -SC_INF;\n"
+    "    key[i] = i < n ? sc_tempered(sc_score(logits[i], i, mask, pen, ban), temp) : -SC_INF;\n"
     "    kid[i] = i; /* padding: ids >= n rank after every real id */\n"
     "    m += key[i] != -SC_INF;\n"
     "  }\n"
@@ -248,17 +238,16 @@ static const char cu_sampler[] =
     "  m = ri[0];\n"
     "  const int k = sp->top_k, topk = k > 0 && k < m;\n"
     "  const float top_p = sp->top_p;\n"
-    "  if (!topk && top_p < 1.0f && tid == 0) { /* top-p's total, in id order as sample.c sums it */\n"
-    "    double z = 0;\n"
-    "    for (int i = 0; i < n; i++) z += exp((double)key[i] - top);\n"
-    "    zs = z;\n"
-    "  }\n"
+    "  const sc_cands c = {key, 0, 0, top}; /* key[i] is candidate i's score; weights computed as needed */\n"
+    "  if (!topk && top_p < 1.0f && tid == 0) zs = sc_cand_sum(&c, n); /* top-p's total, in id order */\n"
+    "  $barrier; /* the sort below moves the keys thread 0 sums */\n"
     "  if (topk || top_p < 1.0f) { /* best first */\n"
     "    for (int size = 2; size <= N2; size <<= 1)\n"
     "      for (int stride = size >> 1; stride > 0; stride >>= 1) {\n"
     "        for (int t = tid; t < N2 / 2; t += NT) {\n"
     "          const int a = 2 * t - (t & (stride - 1)), b = a + stride;\n"
-    "          if ((a & size) == 0 ? sc_better(key, kid, b, a) : sc_better(key, kid, a, b)) {\n"
+    "          if ((a & size) == 0 ? sc_ranks_before(key[b], kid[b], key[a], kid[a])\n"
+    "                              : sc_ranks_before(key[a], kid[a], key[b], kid[b])) {\n"
     "            const float kv = key[a];\n"
     "            const int iv = kid[a];\n"
     "            key[a] = key[b], kid[a] = kid[b];\n"
@@ -271,36 +260,10 @@ static const char cu_sampler[] =
     "  if (tid != 0) return;\n"
     "  int kept = topk ? k : n;\n"
     "  if (top_p < 1.0f) { /* the shortest best-first prefix reaching top_p */\n"
-    "    double z = zs, cum = 0;\n"
-    "    if (topk) {\n"
-    "      z = 0;\n"
-    "      for (int i = 0; i < kept; i++) z += exp((double)key[i] - top);\n"
-    "    }\n"
-    "    int kk = 0;\n"
-    "    for (int i = 0; i < kept && !kk; i++) {\n"
-    "      cum += exp((double)key[i] - top);\n"
-    "      if (cum / z >= top_p) kk = i + 1;\n"
-    "    }\n"
+    "    const int kk = sc_top_p_prefix(&c, kept, topk ? sc_cand_sum(&c, kept) : zs, top_p);\n"
     "    if (kk) kept = kk;\n"
     "  }\n"
-    "  /* suppressed ids weigh 0 and add nothing; the fallback (a draw that\n"
-    "   * rounding lets pass every weight) is the last candidate, as on the CPU */\n"
-    "  double total = 0, cum = 0;\n"
-    "  int last = 0;\n"
-    "  for (int i = 0; i < kept; i++) {\n"
-    "    total += exp((double)key[i] - top);\n"
-    "    if (key[i] != -SC_INF) last = i;\n"
-    "  }\n"
-    "  const double u = sc_uniform01(sp->rng) * total;\n"
-    "  int tok = kid[last];\n"
-    "  for (int i = 0; i < kept; i++) {\n"
-    "    cum += exp((double)key[i] - top);\n"
-    "    if (u < cum) {\n"
-    "      tok = kid[i];\n"
-    "      break;\n"
-    "    }\n"
-    "  }\n"
-    "  sc_take(sp, token, tok);\n"
+    "  sc_take(sp, token, kid[sc_draw(&c, kept, sp->rng)]);\n"
     "}\n";
 
 /* Append the sampler to the device source and the kernel list. */
@@ -315,6 +278,9 @@ static int emit_sampler(Cu *cu) {
   snprintf(kk->name, sizeof kk->name, "%s", SC_SAMPLE_KERNEL);
   if (!(kk->key = malloc(sizeof SC_SAMPLE_KERNEL))) return sc_fail(cu->cg.err, SC_ERUNTIME, "out of memory");
   memcpy(kk->key, SC_SAMPLE_KERNEL, sizeof SC_SAMPLE_KERNEL);
+  sb_printf(cu->cu, "\n/* The arithmetic of a draw, shared with the host sampler: runtime/sc_sample_core.h */\n"
+            "#define SC_SAMPLE_FN SC_DEVICE\n#define SC_SAMPLE_INF SC_INF\n");
+  sb_puts(cu->cu, (const char *)sc_sample_core_text);
   sb_printf(cu->cu, "\n/* %s: one token from device logits (sc_abi.h) */\n#define SC_KID %d\n", kk->name, cu->n_k);
   StrBuf text;
   sb_init(&text);

@@ -35,7 +35,7 @@ void comment_node(Cg *cg, int i);
 void cg_name_values(Cg *cg, const Graph *g);
 void cg_emit_layout(Cg *cg);
 /* Signature and argument checks of an entry function (cg_walk.c). */
-void cg_entry_prologue(Cg *cg, const Graph *g, const char *scratch_note, const char *extra);
+void cg_entry_prologue(Cg *cg, const Graph *g, int host_io, const char *scratch_note, const char *extra);
 /* Declare node i's value: a leaf or view whole (1), else its buffer (0). */
 int cg_emit_value(Cg *cg, int i, int steps_on_device);
 void cg_emit_descriptor(Cg *cg, const CgInfo *info, const char *target);

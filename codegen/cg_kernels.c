@@ -656,7 +656,7 @@ static int emit_rope(Cu *cu, int i) {
     KB("  for (int c = lane; c < %d; c += 32) s[c] = a[c];\n", HD);
   }
   KB("  $warp_barrier;\n");
-  KB("  const float *cs = tab + (long long)(io->pos + t) * %d; /* cos | sin */\n", R);
+  KB("  const float *cs = tab + (long long)sc_row_pos(io, t) * %d; /* cos | sin */\n", R);
   KB("  for (int i = lane; i < %d; i += 32) {\n", half);
   if (p->rope_mode == ROPE_NEOX) {
     KB("    const float x0 = s[i], x1 = s[i + %d], c = cs[i], sn = cs[%d + i];\n", half, half);
@@ -683,7 +683,8 @@ static int emit_kv_store(Cu *cu, int i) {
   KB("  const int i = $bid_x * 256 + $tid;\n");
   KB("  if (i >= %s * %lld) return;\n", rows(x), C);
   KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
-  KB("  cache[(long long)((io->pos + t) %% %lld) * %lld + c] = x[(long long)t * %lld + c];\n",
+  KB("  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */\n");
+  KB("  ct[(long long)(sc_row_pos(io, t) %% %lld) * %lld + c] = x[(long long)t * %lld + c];\n",
      (long long)c->rows, C, ld(cg, SRC(n, KV_STORE, X)));
   char gx[64];
   grid_items(x, C, 256, gx, sizeof gx);
@@ -729,13 +730,16 @@ static void rope_head_warp(Cu *cu, const IrParams *p, int norm, const char *a, c
  * online softmax once per chunk, then walks the chunk's value rows
  * (coalesced, one output column per lane and step).  The warps' partial
  * results merge at the end.
- * ROPE_ATTENTION (T <= 4 tokens at positions pos..pos+T-1): warp 0
- * normalises and rotates the block's query head, warps 1..T the T new key
- * rows of its kv head, warp T+1 stages the T new value rows, all in shared
- * memory; the first query head of each kv head stores its token's rows
- * into the caches, and every block reads rows >= pos from its own shared
- * copies (no block waits for another's store; a row a store overwrites in
- * a ring is older than any row a query sees). */
+ * Each block reads its row's position and state block from the call
+ * (sc_row_pos, sc_row_state: rows may come from several sessions).
+ * ROPE_ATTENTION (T <= 6 rows): warp 0 normalises and rotates the block's
+ * query head, warps 1..T the T new key rows of its kv head, warp T+1
+ * stages the T new value rows, all in shared memory; the first query head
+ * of each kv head stores its row's new k and v into the caches, and every
+ * block reads the new rows of its own state block from its shared copies
+ * (fp: their positions), not from the caches (no block waits for
+ * another's store; a row a store overwrites in a ring is older than any
+ * row a query sees). */
 static int emit_attention(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
@@ -783,7 +787,14 @@ static int emit_attention(Cu *cu, int i) {
   }
   KB("  $shared float sm_m[NW], sm_l[NW], sm_o[NW * HD];\n");
   KB("  const int h = $bid_x, t = $bid_y, wid = $tid >> 5, lane = $tid & 31;\n");
-  KB("  const int p = io->pos + t;\n");
+  KB("  const int p = sc_row_pos(io, t);\n");
+  KB("  const long long sb = sc_row_state(io, t); /* row t's state block */\n");
+  KB("  kc = (%sfloat *)((%schar *)kc + sb);\n  vc = (%sfloat *)((%schar *)vc + sb);\n",
+     fresh ? "" : "const ", fresh ? "" : "const ", fresh ? "" : "const ", fresh ? "" : "const ");
+  if (fresh) {
+    KB("  int fp[%d]; /* position of new row j when it is in this block's state, else -1 */\n", NT);
+    KB("  for (int j = 0; j < %d; j++) fp[j] = sc_row_state(io, j) == sb ? sc_row_pos(io, j) : -1;\n", NT);
+  }
   if (p->window > 0) KB("  const int lo = p - %d + 1 > 0 ? p - %d + 1 : 0;\n", p->window, p->window);
   else KB("  const int lo = 0;\n");
   KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
@@ -796,7 +807,7 @@ static int emit_attention(Cu *cu, int i) {
     KB("    const int j = wid - 1;\n");
     KB("    const float *kh = kx + (long long)j * %lld + kvo;\n", ld(cg, kxi));
     KB("    float *st = hb + wid * HD, *kj = ks + j * HD;\n");
-    rope_head_warp(cu, p, norm, "kh", "kn", "st", "kj", "io->pos + j", "    ");
+    rope_head_warp(cu, p, norm, "kh", "kn", "st", "kj", "sc_row_pos(io, j)", "    ");
     KB("  } else if (wid == %d) { /* the new value rows */\n", NT + 1);
     KB("    for (int i = lane; i < %d * HD; i += 32) vs[i] = vx[(long long)(i / HD) * %lld + kvo + i %% HD];\n",
        NT, ld(cg, vxi));
@@ -815,10 +826,8 @@ static int emit_attention(Cu *cu, int i) {
   KB("    const int k = k0 + lane;\n");
   KB("    float s = -SC_INF;\n");
   KB("    if (k <= p) {\n");
-  if (fresh)
-    KB("      const float *kr = k >= io->pos ? ks + (k - io->pos) * HD : kc + (long long)(k %% %lld) * %lld + kvo;\n",
-       CAP, LDKV);
-  else KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  if (fresh) KB("      for (int j = 0; j < %d; j++)\n        if (fp[j] == k) kr = ks + j * HD;\n", NT);
   KB("      float d = 0.0f;\n");
   if (vec) {
     KB("#pragma unroll 8\n      for (int c = 0; c < HD; c += 4) {\n");
@@ -836,10 +845,8 @@ static int emit_attention(Cu *cu, int i) {
   KB("    const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;\n");
   KB("    for (int j = 0; j < nk; j++) {\n");
   KB("      const float pj = $shfl(pk, j);\n");
-  if (fresh)
-    KB("      const float *vr = k0 + j >= io->pos ? vs + (k0 + j - io->pos) * HD\n"
-       "                                          : vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  else KB("      const float *vr = vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("      const float *vr = vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  if (fresh) KB("      for (int r = 0; r < %d; r++)\n        if (fp[r] == k0 + j) vr = vs + r * HD;\n", NT);
   KB("      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n        %so[e] += pj * vr[c];\n      }\n",
      EPL, guard);
   KB("    }\n    m = mn;\n  }\n");
@@ -871,7 +878,10 @@ static int emit_attention(Cu *cu, int i) {
  * shared memory), each with its own causal limit, window and online
  * softmax; the chunk's value rows are read once for all of them.  Every
  * key and value row is read once per CU_QT queries instead of once per
- * query.  The warps' partial results merge at the end. */
+ * query.  The warps' partial results merge at the end.  Queries in
+ * different state blocks (a call placing rows of several sessions,
+ * sc_io.row_state) take turns: the key loop runs once per state block,
+ * for its queries only; a prompt's rows are one block and one turn. */
 static int emit_attention_tiled(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
@@ -894,9 +904,6 @@ static int emit_attention_tiled(Cu *cu, int i) {
   KB("  $shared float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];\n");
   KB("  const int h = $bid_x, t0 = $bid_y * QT, wid = $tid >> 5, lane = $tid & 31;\n");
   KB("  const int nq = T - t0 < QT ? T - t0 : QT;\n");
-  KB("  const int p0 = io->pos + t0, pl = p0 + nq - 1; /* the first and last query's positions */\n");
-  if (p->window > 0) KB("  const int lo = p0 - %d + 1 > 0 ? p0 - %d + 1 : 0;\n", p->window, p->window);
-  else KB("  const int lo = 0;\n");
   KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
   KB("  for (int i = $tid; i < QT * HD; i += NW * 32) {\n");
   KB("    const int j = i / HD, c = i - j * HD;\n");
@@ -905,49 +912,61 @@ static int emit_attention_tiled(Cu *cu, int i) {
   KB("  float m[QT], l[QT], o[QT][%d];\n", EPL);
   KB("#pragma unroll\n  for (int j = 0; j < QT; j++) {\n    m[j] = -SC_INF;\n    l[j] = 0.0f;\n");
   KB("#pragma unroll\n    for (int e = 0; e < %d; e++) o[j][e] = 0.0f;\n  }\n", EPL);
-  KB("  for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {\n");
-  KB("    const int k = k0 + lane;\n");
-  KB("    float s[QT];\n");
-  KB("#pragma unroll\n    for (int j = 0; j < QT; j++) s[j] = -SC_INF;\n");
-  KB("    if (k <= pl) {\n");
-  KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  KB("      float d[QT];\n");
-  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) d[j] = 0.0f;\n");
+  KB("  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */\n");
+  KB("    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;\n");
+  KB("    const long long sb = sc_row_state(io, t0 + g);\n");
+  KB("    const float *kg = (const float *)((const char *)kc + sb), *vg = (const float *)((const char *)vc + sb);\n");
+  KB("    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */\n");
+  KB("#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
+  KB("      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;\n");
+  if (p->window > 0)
+    KB("      const int lj = pq[j] - %d + 1 > 0 ? pq[j] - %d + 1 : 0;\n", p->window, p->window);
+  else
+    KB("      const int lj = 0;\n");
+  KB("      if (pq[j] >= 0 && lj < lo) lo = lj;\n      if (pq[j] > pl) pl = pq[j];\n    }\n");
+  KB("    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {\n");
+  KB("      const int k = k0 + lane;\n");
+  KB("      float s[QT];\n");
+  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) s[j] = -SC_INF;\n");
+  KB("      if (k <= pl) {\n");
+  KB("        const float *kr = kg + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("        float d[QT];\n");
+  KB("#pragma unroll\n        for (int j = 0; j < QT; j++) d[j] = 0.0f;\n");
   if (vec) {
-    KB("#pragma unroll 4\n      for (int c = 0; c < HD; c += 4) {\n");
-    KB("        const float4 kv = *(const float4 *)(kr + c);\n");
-    KB("#pragma unroll\n        for (int j = 0; j < QT; j++) {\n");
-    KB("          const float4 qv = *(const float4 *)(qs + j * HD + c);\n");
-    KB("          d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n        }\n      }\n");
+    KB("#pragma unroll 4\n        for (int c = 0; c < HD; c += 4) {\n");
+    KB("          const float4 kv = *(const float4 *)(kr + c);\n");
+    KB("#pragma unroll\n          for (int j = 0; j < QT; j++) {\n");
+    KB("            const float4 qv = *(const float4 *)(qs + j * HD + c);\n");
+    KB("            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n          }\n        }\n");
   } else {
-    KB("      for (int c = 0; c < HD; c++) {\n        const float kv = kr[c];\n");
-    KB("#pragma unroll\n        for (int j = 0; j < QT; j++) d[j] += kv * qs[j * HD + c];\n      }\n");
+    KB("        for (int c = 0; c < HD; c++) {\n          const float kv = kr[c];\n");
+    KB("#pragma unroll\n          for (int j = 0; j < QT; j++) d[j] += kv * qs[j * HD + c];\n        }\n");
   }
-  KB("#pragma unroll\n      for (int j = 0; j < QT; j++) /* query j sees rows up to p0 + j%s */\n",
+  KB("#pragma unroll\n        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j]%s */\n",
      p->window > 0 ? " within its window" : "");
   if (p->window > 0)
-    KB("        if (j < nq && k <= p0 + j && k > p0 + j - %d) s[j] = d[j] * %s;\n", p->window,
-       cg_float(scale, p->scale));
+    KB("          if (k <= pq[j] && k > pq[j] - %d) s[j] = d[j] * %s;\n", p->window, cg_float(scale, p->scale));
   else
-    KB("        if (j < nq && k <= p0 + j) s[j] = d[j] * %s;\n", cg_float(scale, p->scale));
-  KB("    }\n");
-  KB("    float pk[QT];\n");
-  KB("#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
-  KB("      const float mn = $fmaxf(m[j], sc_warp_max(s[j]));\n");
-  KB("      const float sa = m[j] == mn ? 1.0f : $expf(m[j] - mn); /* -inf == -inf: no rows yet */\n");
-  KB("      pk[j] = s[j] == -SC_INF ? 0.0f : $expf(s[j] - mn);\n");
-  KB("      l[j] = l[j] * sa + sc_warp_sum(pk[j]);\n");
-  KB("#pragma unroll\n      for (int e = 0; e < %d; e++) o[j][e] *= sa;\n", EPL);
-  KB("      m[j] = mn;\n    }\n");
-  KB("    const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;\n");
-  KB("    for (int r = 0; r < nk; r++) {\n");
-  KB("      const float *vr = vc + (long long)((k0 + r) %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  KB("      float vv[%d];\n", EPL);
-  KB("#pragma unroll\n      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n", EPL);
-  KB("        vv[e] = 0.0f;\n        %svv[e] = vr[c];\n      }\n", guard);
+    KB("          if (k <= pq[j]) s[j] = d[j] * %s;\n", cg_float(scale, p->scale));
+  KB("      }\n");
+  KB("      float pk[QT];\n");
   KB("#pragma unroll\n      for (int j = 0; j < QT; j++) {\n");
-  KB("        const float pj = $shfl(pk[j], r);\n");
-  KB("#pragma unroll\n        for (int e = 0; e < %d; e++) o[j][e] += pj * vv[e];\n      }\n    }\n  }\n", EPL);
+  KB("        const float mn = $fmaxf(m[j], sc_warp_max(s[j]));\n");
+  KB("        const float sa = m[j] == mn ? 1.0f : $expf(m[j] - mn); /* -inf == -inf: no rows yet */\n");
+  KB("        pk[j] = s[j] == -SC_INF ? 0.0f : $expf(s[j] - mn);\n");
+  KB("        l[j] = l[j] * sa + sc_warp_sum(pk[j]);\n");
+  KB("#pragma unroll\n        for (int e = 0; e < %d; e++) o[j][e] *= sa;\n", EPL);
+  KB("        m[j] = mn;\n      }\n");
+  KB("      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;\n");
+  KB("      for (int r = 0; r < nk; r++) {\n");
+  KB("        const float *vr = vg + (long long)((k0 + r) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("        float vv[%d];\n", EPL);
+  KB("#pragma unroll\n        for (int e = 0; e < %d; e++) {\n          const int c = lane + 32 * e;\n", EPL);
+  KB("          vv[e] = 0.0f;\n          %svv[e] = vr[c];\n        }\n", guard);
+  KB("#pragma unroll\n        for (int j = 0; j < QT; j++) {\n");
+  KB("          const float pj = $shfl(pk[j], r);\n");
+  KB("#pragma unroll\n          for (int e = 0; e < %d; e++) o[j][e] += pj * vv[e];\n        }\n      }\n    }\n  }\n",
+     EPL);
   KB("  if (lane == 0)\n#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
   KB("      sm_m[wid * QT + j] = m[j];\n      sm_l[wid * QT + j] = l[j];\n    }\n");
   KB("#pragma unroll\n  for (int j = 0; j < QT; j++)\n#pragma unroll\n    for (int e = 0; e < %d; e++) {\n", EPL);
@@ -994,8 +1013,9 @@ int cu_emit_node(Cu *cu, int i) {
   case OP_ROPE_ATTENTION: {
     const IrNode *c = node(cg, n->op == OP_ROPE_ATTENTION ? SRC(n, ROPE_ATTENTION, KC) : SRC(n, ATTENTION, KC));
     if (n->p.window > 0 || c->rows < m->max_context) {
-      /* a ring: the rows the first query sees must all still be there */
-      OUT("  {\n    const int first = %d > 0 && pos - %d + 1 > 0 ? pos - %d + 1 : 0;\n", p->window,
+      /* a ring: the rows the first query sees must all still be there
+       * (rows placed one by one: the caller's contract, sc_io) */
+      OUT("  if (!io->row_pos) {\n    const int first = %d > 0 && pos - %d + 1 > 0 ? pos - %d + 1 : 0;\n", p->window,
           p->window, p->window);
       OUT("    if (pos + %s - first > %lld) {\n", rows(n), (long long)c->rows);
       OUT("      K->error(K->ctx, \"%s: keys visible to the queries exceed the cache rows\", pos + %s - first);\n",

@@ -120,6 +120,28 @@ void cg_emit_layout(Cg *cg) {
   }
 }
 
+/* Token ids per row of io->ids: the columns of the graph's INPUT_IDS (1
+ * when it reads embeddings instead). */
+static int ids_cols(const Graph *g) {
+  for (int i = 0; i < g->n_nodes; i++)
+    if (g->nodes[i].op == OP_INPUT_IDS) return (int)g->nodes[i].cols;
+  return 1;
+}
+
+/* Output rows per row of the call, when every row's output is returned:
+ * the logits OUTPUT's rows over T (T itself, or a literal after
+ * pass_specialize in graphs of exactly max_tokens rows). */
+static int out_rows_mul(const Graph *g) {
+  for (int i = 0; g->out_all_rows && i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->op != OP_OUTPUT || n->p.slot != OUT_LOGITS) continue;
+    if (n->rows == IR_T) return 1;
+    IR_ASSERT(g->exact && n->rows % g->max_tokens == 0);
+    return (int)(n->rows / g->max_tokens);
+  }
+  return 1;
+}
+
 /* The entry table, tensor table, config text and the exported descriptor
  * (sc_abi.h) that every target's host code ends with.  Every string in them
  * is printed by sb_cquote / sb_cstring: names come from the checkpoint and
@@ -132,13 +154,15 @@ void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, cons
   const Module *m = cg->m;
   StrBuf *o = cg->o;
   OUT("\nstatic const sc_entry entries[] = {\n");
+  OUT("  /* name, fn, input, max_tokens, ids_cols, out_cols, out_all_rows, out_rows_mul, hidden_cols,\n"
+      "   * scratch_bytes */\n");
   for (int gi = 0; gi < m->n_graphs; gi++) {
     const Graph *g = &m->graphs[gi];
     OUT("  {");
     sb_cquote(o, g->name);
-    OUT(", entry_%s, %s, %d, %d, %d, %d, %lldULL},\n", g->name,
-        g->input == SC_IN_IDS ? "SC_IN_IDS" : "SC_IN_EMBEDS", g->max_tokens, g->out_cols,
-        g->out_all_rows, g->hidden_cols, (long long)g->scratch_bytes);
+    OUT(", entry_%s, %s, %d, %d, %d, %d, %d, %d, %lldULL},\n", g->name,
+        g->input == SC_IN_IDS ? "SC_IN_IDS" : "SC_IN_EMBEDS", g->max_tokens, ids_cols(g), g->out_cols,
+        g->out_all_rows, out_rows_mul(g), g->hidden_cols, (long long)g->scratch_bytes);
   }
   OUT("};\n\nstatic const sc_tensor_info tensors[] = {\n");
   int n_tensors = 0;
@@ -195,8 +219,10 @@ void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, cons
 /* An entry function's header: its signature, the token-count and context
  * checks every target makes before touching a buffer.  `scratch_note`
  * follows the scratch size in the comment; `extra` is appended to the
- * (void) line. */
-void cg_entry_prologue(Cg *cg, const Graph *g, const char *scratch_note, const char *extra) {
+ * (void) line.  host_io: io's pointers are host memory, so rows placed one
+ * by one (sc_io.row_pos) have their positions checked here too; a device
+ * target's host code cannot read them and leaves that to the runtime. */
+void cg_entry_prologue(Cg *cg, const Graph *g, int host_io, const char *scratch_note, const char *extra) {
   int max_ctx = cg->m->max_context;
   OUT("\n/* %s: T %s %d tokens per call; scratch %lld bytes%s */\n", g->name,
       g->exact ? "=" : "<=", g->max_tokens, (long long)g->scratch_bytes, scratch_note);
@@ -217,8 +243,14 @@ void cg_entry_prologue(Cg *cg, const Graph *g, const char *scratch_note, const c
   OUT("  const int pos = io->pos;\n");
   char span[16];
   snprintf(span, sizeof span, g->exact ? "%d" : "T", g->max_tokens);
-  OUT("  if (pos < 0 || pos + %s > %d) {\n    K->error(K->ctx, \"%s: context full (max_context %d)\", pos);\n    return 1;\n  }\n",
-      span, max_ctx, g->name, max_ctx);
+  if (host_io) {
+    OUT("  for (int t = 0; io->row_pos && t < %s; t++)\n", span);
+    OUT("    if (io->row_pos[t] < 0 || io->row_pos[t] >= %d) {\n      K->error(K->ctx, \"%s: a row's position is "
+        "outside the context (max_context %d)\", io->row_pos[t]);\n      return 1;\n    }\n", max_ctx, g->name,
+        max_ctx);
+  }
+  OUT("  if (!io->row_pos && (pos < 0 || pos + %s > %d)) {\n    K->error(K->ctx, \"%s: context full (max_context %d)\", "
+      "pos);\n    return 1;\n  }\n", span, max_ctx, g->name, max_ctx);
   OUT("  (void)W; (void)S; (void)X;%s\n", extra);
 }
 

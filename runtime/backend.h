@@ -15,7 +15,7 @@
 #include "model_internal.h"
 
 /* Bumped when a hook is added, removed or changes its contract. */
-#define SC_BACKEND_VERSION 1
+#define SC_BACKEND_VERSION 2
 
 /*
  * A step program: the calls of one unit of a family driver's work (a
@@ -102,6 +102,11 @@ typedef struct sc_backend_i {
 
   /* One entry-point call; outputs land where io points (host memory). */
   int (*call)(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err);
+  /* The session's state block as entry functions see it (their S: a host
+   * address on the CPU, a device address on a device): a call that places
+   * rows of several sessions (sc_io.row_state) gives each row's block as
+   * its offset from the calling session's. */
+  unsigned long long (*state_base)(const sc_session *s);
 
   /* Sampling where the logits are (NULL: the backend cannot; the caller
    * samples on the host).  can_sample: whether it can draw for smp over n

@@ -5,6 +5,7 @@
  * It samples nowhere but on the host, so its sampling hooks are NULL, and
  * runs a step program as a loop of calls and draws (rt_steps_host).
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,6 +59,8 @@ static int cpu_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error 
   return SC_OK;
 }
 
+static unsigned long long cpu_state_base(const sc_session *s) { return (unsigned long long)(uintptr_t)s->state; }
+
 const sc_backend_i rt_backend_cpu = {
     .version = SC_BACKEND_VERSION,
     .target = "cpu",
@@ -67,5 +70,6 @@ const sc_backend_i rt_backend_cpu = {
     .session_close = cpu_session_close,
     .session_reset = cpu_session_reset,
     .call = cpu_call,
+    .state_base = cpu_state_base,
     .run_steps = rt_steps_host,
 };

@@ -11,7 +11,7 @@
  *   session  its own stream, device state (KV caches; zeroed at reset),
  *            scratch of the largest entry, and an io block: a pinned host
  *            mirror of [out | hidden_out | sc_device_io | ids | embeds |
- *            hidden_in] and its device copy.
+ *            hidden_in | row_pos | row_state] and its device copy.
  *   call     inputs and the sc_device_io header go up in one copy, the
  *            entry function launches its kernels (K->launch), the header
  *            and outputs come back, one synchronisation.  The second call
@@ -116,7 +116,7 @@ typedef struct CuModel {
   CUfunction *fn;            /* [n_kernels] */
   CUdeviceptr W;             /* weights */
   char device_name[128];
-  size_t io_out, io_hidden, io_ids, io_embeds, io_hin; /* region sizes, bytes */
+  size_t io_out, io_hidden, io_ids, io_embeds, io_hin, io_rows; /* region sizes, bytes */
   int sample_kernel;         /* index of SC_SAMPLE_KERNEL in kernel_names, -1: none */
 } CuModel;
 
@@ -148,6 +148,7 @@ typedef struct CuSession {
   CUdeviceptr state, scratch, io;
   unsigned char *host_io;    /* pinned mirror of the io block */
   size_t io_bytes, off_out, off_hidden, off_hdr, off_smp, off_tok, off_ids, off_embeds, off_hin;
+  size_t off_row_pos, off_row_state; /* sc_io.row_pos [max_tokens] ints, row_state [max_tokens] */
   CuGraph graphs[CU_MAX_GRAPHS];
   int n_graphs, use_graphs, mode;
   CuProg prog;
@@ -270,10 +271,10 @@ static int cu_model_open(sc_model *m, sc_error *err) {
   /* the io block's regions, sized for the largest call of any entry */
   for (int i = 0; i < d->n_entries; i++) {
     const sc_entry *e = &d->entries[i];
-    size_t out = (size_t)e->out_cols * (size_t)(e->out_all_rows ? e->max_tokens : 1) * 4;
-    if (out > cm->io_out) cm->io_out = out;
+    if (rt_out_len(e, e->max_tokens) * 4 > cm->io_out) cm->io_out = rt_out_len(e, e->max_tokens) * 4;
     if ((size_t)e->hidden_cols * 4 > cm->io_hidden) cm->io_hidden = (size_t)e->hidden_cols * 4;
-    if ((size_t)e->max_tokens * 4 > cm->io_ids) cm->io_ids = (size_t)e->max_tokens * 4;
+    if (rt_ids_len(e, e->max_tokens) * 4 > cm->io_ids) cm->io_ids = rt_ids_len(e, e->max_tokens) * 4;
+    if ((size_t)e->max_tokens > cm->io_rows) cm->io_rows = (size_t)e->max_tokens;
     if (e->input == SC_IN_EMBEDS && (size_t)e->max_tokens * d->hidden * 4 > cm->io_embeds)
       cm->io_embeds = (size_t)e->max_tokens * d->hidden * 4;
   }
@@ -358,7 +359,9 @@ static int cu_session_open(sc_session *s, sc_error *err) {
   c->off_ids = c->off_tok + 64;
   c->off_embeds = ALIGN256(c->off_ids + cm->io_ids);
   c->off_hin = ALIGN256(c->off_embeds + cm->io_embeds);
-  c->io_bytes = ALIGN256(c->off_hin + cm->io_hin);
+  c->off_row_pos = ALIGN256(c->off_hin + cm->io_hin);
+  c->off_row_state = ALIGN256(c->off_row_pos + cm->io_rows * sizeof(int));
+  c->io_bytes = ALIGN256(c->off_row_state + cm->io_rows * sizeof(long long));
   CUresult r = drv->cuCtxSetCurrent(cm->ctx);
   const char *what = "the stream";
   if (!r) r = drv->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
@@ -560,8 +563,8 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
   }
   size_t up = c->off_ids;
   if (fits && io->ids) {
-    memcpy(c->host_io + c->off_ids, io->ids, (size_t)n * 4);
-    up = c->off_ids + (size_t)n * 4;
+    memcpy(c->host_io + c->off_ids, io->ids, rt_ids_len(e, n) * 4);
+    up = c->off_ids + rt_ids_len(e, n) * 4;
   }
   if (fits && io->embeds && e->input == SC_IN_EMBEDS) {
     memcpy(c->host_io + c->off_embeds, io->embeds, (size_t)n * H * 4);
@@ -570,6 +573,18 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
   if (io->hidden_in) {
     memcpy(c->host_io + c->off_hin, io->hidden_in, (size_t)H * 4);
     up = c->off_hin + (size_t)H * 4;
+  }
+  /* rows placed one by one: their positions and state offsets go up too,
+   * and the kernels find them through the header */
+  if (fits && io->row_pos) {
+    memcpy(c->host_io + c->off_row_pos, io->row_pos, (size_t)n * sizeof(int));
+    h->row_pos = c->io + c->off_row_pos;
+    up = c->off_row_pos + (size_t)n * sizeof(int);
+  }
+  if (fits && io->row_state) {
+    memcpy(c->host_io + c->off_row_state, io->row_state, (size_t)n * sizeof(long long));
+    h->row_state = c->io + c->off_row_state;
+    up = c->off_row_state + (size_t)n * sizeof(long long);
   }
   if ((r = drv->cuMemcpyHtoDAsync_v2(c->io + c->off_hdr, c->host_io + c->off_hdr, up - c->off_hdr, c->stream)))
     return sc_fail(err, SC_ERUNTIME, "%s: copying the inputs to the device: %s", e->name, cu_err(drv, r));
@@ -582,6 +597,8 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
       .n = n, .pos = io->pos, .step = io->step,
       .out = (float *)(uintptr_t)(c->io + c->off_out),
       .hidden_out = (float *)(uintptr_t)(c->io + c->off_hidden),
+      .row_pos = h->row_pos ? (const int *)(uintptr_t)h->row_pos : NULL,
+      .row_state = h->row_state ? (const long long *)(uintptr_t)h->row_state : NULL,
   };
   s->K.device_io = (void *)(uintptr_t)(c->io + c->off_hdr);
   CuGraph *g = fits && c->use_graphs ? graph_slot(c, e, n, smp ? GRAPH_SAMPLED : GRAPH_CALL, 0) : NULL;
@@ -590,7 +607,7 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
 
   /* outputs: the header (errors; sampler and token follow it), then what
    * the caller asked for */
-  size_t out_bytes = (size_t)e->out_cols * (size_t)(e->out_all_rows ? n : 1) * 4;
+  size_t out_bytes = rt_out_len(e, n) * 4;
   r = drv->cuMemcpyDtoHAsync_v2(h, c->io + c->off_hdr, smp ? c->off_tok + 4 - c->off_hdr : sizeof *h, c->stream);
   if (!r && !smp && io->out && out_bytes)
     r = drv->cuMemcpyDtoHAsync_v2(c->host_io + c->off_out, c->io + c->off_out, out_bytes, c->stream);
@@ -615,6 +632,11 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
   if (io->hidden_out && e->hidden_cols)
     memcpy(io->hidden_out, c->host_io + c->off_hidden, (size_t)e->hidden_cols * 4);
   return SC_OK;
+}
+
+static unsigned long long cu_state_base(const sc_session *s) {
+  const CuSession *c = s->be_data;
+  return c->state;
 }
 
 static int cu_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
@@ -965,6 +987,7 @@ const sc_backend_i rt_backend_cuda = {
     .session_close = cu_session_close,
     .session_reset = cu_session_reset,
     .call = cu_call,
+    .state_base = cu_state_base,
     .can_sample = cu_can_sample,
     .call_sampled = cu_call_sampled,
     .sample_history = cu_sample_history,

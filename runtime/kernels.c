@@ -658,9 +658,15 @@ typedef struct AttnJob {
   const float *q, *kc, *vc;
   float *y;
   int ldq, ldkv, cap, ldy, T, pos, heads, group, hd, window, span;
+  const int *row_pos;          /* [T] or NULL (sc_kernels.attention) */
+  const long long *row_state;  /* [T] or NULL */
   float scale;
   float *spill; /* [chunks, span] when span > ATTN_STACK_KEYS */
 } AttnJob;
+
+/* Query t's position, and the first key it sees. */
+static int attn_pos(const AttnJob *j, int t) { return j->row_pos ? j->row_pos[t] : j->pos + t; }
+static int attn_lo(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
 
 /* One (query, head) at a time: scores over the visible keys, float softmax
  * with the max subtracted, weighted sum of values.  Chunk c of n is an even
@@ -673,19 +679,21 @@ static void attn_chunk(void *arg, int c, int nc) {
   const int u0 = (int)((long long)units * c / nc);
   const int u1 = (int)((long long)units * (c + 1) / nc);
   for (int u = u0; u < u1; u++) {
-    const int t = u / j->heads, h = u % j->heads, p = j->pos + t;
-    const int lo = j->window > 0 && p - j->window + 1 > 0 ? p - j->window + 1 : 0;
+    const int t = u / j->heads, h = u % j->heads, p = attn_pos(j, t);
+    const int lo = attn_lo(p, j->window);
     const int n = p - lo + 1;
     const float *qh = j->q + (size_t)t * j->ldq + (size_t)h * hd;
-    const size_t koff = (size_t)(h / j->group) * hd;
+    const ptrdiff_t sb = j->row_state ? (ptrdiff_t)j->row_state[t] : 0; /* its state block */
+    const float *kc = (const float *)((const char *)j->kc + sb) + (size_t)(h / j->group) * hd;
+    const float *vc = (const float *)((const char *)j->vc + sb) + (size_t)(h / j->group) * hd;
     float *yh = j->y + (size_t)t * j->ldy + (size_t)h * hd;
     if (j->ops->attn_row) {
-      j->ops->attn_row(qh, j->kc + koff, j->vc + koff, (size_t)j->ldkv, lo, n, j->cap, hd, j->scale, s, yh);
+      j->ops->attn_row(qh, kc, vc, (size_t)j->ldkv, lo, n, j->cap, hd, j->scale, s, yh);
       continue;
     }
     float m = -INFINITY;
     for (int k = 0; k < n; k++) {
-      const float *kr = j->kc + (size_t)((lo + k) % j->cap) * j->ldkv + koff;
+      const float *kr = kc + (size_t)((lo + k) % j->cap) * j->ldkv;
       float d;
       j->ops->dot1_f32(qh, kr, hd, &d);
       s[k] = d * j->scale;
@@ -698,43 +706,67 @@ static void attn_chunk(void *arg, int c, int nc) {
     }
     memset(yh, 0, (size_t)hd * sizeof *yh);
     for (int k = 0; k < n; k++)
-      j->ops->axpy(yh, s[k], j->vc + (size_t)((lo + k) % j->cap) * j->ldkv + koff, hd);
+      j->ops->axpy(yh, s[k], vc + (size_t)((lo + k) % j->cap) * j->ldkv, hd);
     const float inv = 1.0f / sum;
     for (int i = 0; i < hd; i++) yh[i] *= inv;
   }
+}
+
+/* The most keys any query of j sees (its score row), or -1 after an error
+ * is recorded: a position below 0, or keys the ring no longer holds.  The
+ * caller has written all new rows before the call, so the rows from a
+ * query's first key to the last new position of its state block must
+ * still be in the ring, or it would read overwritten keys.  Rows placed
+ * one by one (row_pos) are checked each against its own keys: which of
+ * them share a state block is the caller's contract (sc_io). */
+static int attn_span(const AttnJob *j, void *ctx) {
+  int span = 0, live = 0;
+  if (!j->row_pos) {
+    if (j->pos < 0) {
+      kern_error(ctx, "attention: bad cache capacity, position or window", j->pos);
+      return -1;
+    }
+    span = j->pos + j->T;
+    live = span - attn_lo(j->pos, j->window);
+  }
+  for (int t = 0; j->row_pos && t < j->T; t++) {
+    const int p = j->row_pos[t];
+    if (p < 0) {
+      kern_error(ctx, "attention: a row's position is negative", p);
+      return -1;
+    }
+    if (p + 1 > span) span = p + 1;
+    if (p + 1 - attn_lo(p, j->window) > live) live = p + 1 - attn_lo(p, j->window);
+  }
+  if (live > j->cap) {
+    kern_error(ctx, "attention: keys visible to the queries exceed the cache rows", live);
+    return -1;
+  }
+  return j->window > 0 && j->window < span ? j->window : span;
 }
 
 /* Causal attention; y must not overlap q or the caches. */
 static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
                            int ldq, const float *kc, const float *vc, int ldkv,
                            int cap, float *y, int ldy, int T, int pos,
+                           const int *row_pos, const long long *row_state,
                            int heads, int kv_heads, int hd, float scale,
                            int window) {
   if (kv_heads <= 0 || heads % kv_heads != 0) {
     kern_error(ctx, "attention: heads is not a multiple of kv_heads", kv_heads);
     return;
   }
-  if (cap <= 0 || pos < 0 || window < 0) {
-    kern_error(ctx, "attention: bad cache capacity, position or window",
-               cap <= 0 ? cap : pos < 0 ? pos : window);
-    return;
-  }
-  int span = pos + T; /* most keys any one query sees */
-  if (window > 0 && window < span) span = window;
-  /* The caller has written all T new rows before this call, so the rows
-   * from the first query's first key to the last position must all still
-   * be in the ring; otherwise an early query would read overwritten keys. */
-  int first = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-  int live = pos + T - first;
-  if (live > cap) {
-    kern_error(ctx, "attention: keys visible to the queries exceed the cache rows",
-               live);
+  if (cap <= 0 || window < 0) {
+    kern_error(ctx, "attention: bad cache capacity, position or window", cap <= 0 ? cap : window);
     return;
   }
   AttnJob j = {.ops = ops, .q = q, .kc = kc, .vc = vc, .y = y, .ldq = ldq,
                .ldkv = ldkv, .cap = cap, .ldy = ldy, .T = T, .pos = pos,
                .heads = heads, .group = heads / kv_heads, .hd = hd,
-               .window = window, .span = span, .scale = scale};
+               .window = window, .row_pos = row_pos, .row_state = row_state,
+               .scale = scale};
+  if ((j.span = attn_span(&j, ctx)) < 0) return;
+  const int span = j.span;
   sc_pool *pool = pool_of(ctx);
   const int chunks = chunks_for(pool, T * heads);
   void *owned = NULL;
@@ -768,10 +800,12 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
   static void attention_##SUFFIX(void *ctx, const float *q, int ldq,       \
                                  const float *kc, const float *vc,         \
                                  int ldkv, int cap, float *y, int ldy,     \
-                                 int T, int pos, int heads, int kv_heads,  \
-                                 int hd, float scale, int window) {        \
+                                 int T, int pos, const int *row_pos,       \
+                                 const long long *row_state, int heads,    \
+                                 int kv_heads, int hd, float scale,        \
+                                 int window) {                             \
     attention_impl(OPS, ctx, q, ldq, kc, vc, ldkv, cap, y, ldy, T, pos,    \
-                   heads, kv_heads, hd, scale, window);                    \
+                   row_pos, row_state, heads, kv_heads, hd, scale, window); \
   }
 
 DEFINE_ENTRIES(portable, &sc_kern_portable)

@@ -58,6 +58,32 @@ static int check_features(const char *path, const char *list, sc_error *err) {
   return SC_OK;
 }
 
+size_t rt_ids_len(const sc_entry *e, int n) { return (size_t)n * (size_t)e->ids_cols; }
+
+size_t rt_out_len(const sc_entry *e, int n) {
+  return (size_t)e->out_cols * (e->out_all_rows ? (size_t)n * (size_t)e->out_rows_mul : 1);
+}
+
+/* The entry table as the runtime reads it: every entry takes at least
+ * one row and one id per row and returns at least one output row per row.
+ * The plain-LM drivers (sc_prefill, sc_decode) also need their entries to
+ * take one id per row and to fit their output in the vocab-sized logits. */
+static int check_entries(const char *path, const sc_model_desc *d, sc_error *err) {
+  for (int i = 0; i < d->n_entries; i++) {
+    const sc_entry *e = &d->entries[i];
+    const int lm = !strcmp(e->name, "prefill") || !strcmp(e->name, "decode");
+    if (e->max_tokens < 1 || e->ids_cols < 1 || e->out_rows_mul < 1)
+      return sc_fail(err, SC_EINPUT, "%s: entry %s: max_tokens %d, ids_cols %d, out_rows_mul %d: each must be "
+                     ">= 1 (the artifact is damaged; hint: rebuild)", path, e->name, e->max_tokens, e->ids_cols,
+                     e->out_rows_mul);
+    if (lm && (e->input != SC_IN_IDS || e->ids_cols != 1 || rt_out_len(e, e->max_tokens) > (size_t)d->vocab))
+      return sc_fail(err, SC_EINPUT, "%s: entry %s reads %d ids per row and writes %zu floats; an LM entry "
+                     "reads one id per row and writes at most the %d logits (hint: rebuild)", path, e->name,
+                     e->input == SC_IN_IDS ? e->ids_cols : 0, rt_out_len(e, e->max_tokens), d->vocab);
+  }
+  return SC_OK;
+}
+
 const sc_entry *rt_entry(const sc_model *m, const char *name) {
   const sc_model_desc *d = m->d;
   for (int i = 0; i < d->n_entries; i++)
@@ -176,7 +202,7 @@ static int open_once(const char *path, const sc_open_opts *opts, sc_model **out,
                  "(hint: rebuild the model with this speechc)", path, m->d->abi_version, SC_ABI_VERSION);
     goto fail;
   }
-  if ((rc = check_features(path, m->d->cpu_features, err))) goto fail;
+  if ((rc = check_features(path, m->d->cpu_features, err)) || (rc = check_entries(path, m->d, err))) goto fail;
   int missing = 0;
   if ((rc = open_weights(m, opts ? opts->verify_weights : 1, &missing, err))) {
     struct stat now;
@@ -291,7 +317,25 @@ const float *sc_logits(const sc_session *s, int *n_vocab) {
   return s->logits;
 }
 
+unsigned long long rt_state_base(const sc_session *s) { return s->m->be->state_base(s); }
+
+/* Rows placed one by one must each lie inside the context: the C
+ * target's code checks them again, but a device's host code cannot read
+ * them, so every backend relies on this check. */
+static int check_rows(const sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+  if (!io->row_pos) return SC_OK;
+  if (io->n < 1 || io->n > e->max_tokens)
+    return sc_fail(err, SC_EUSAGE, "%s: %d rows, expected 1 to %d", e->name, io->n, e->max_tokens);
+  const int max = s->m->d->max_context;
+  for (int t = 0; t < io->n; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= max)
+      return sc_fail(err, SC_EUSAGE, "%s: row %d is at position %d, outside the context [0, %d) (hint: rebuild "
+                     "with a larger --max-context)", e->name, t, io->row_pos[t], max);
+  return SC_OK;
+}
+
 int rt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
+  if (check_rows(s, e, io, err)) return err->code;
   return s->m->be->call(s, e, io, err);
 }
 

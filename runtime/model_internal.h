@@ -39,8 +39,17 @@ struct sc_session {
 /* The entry point called `name`, or NULL. */
 const sc_entry *rt_entry(const sc_model *m, const char *name);
 /* Run one entry-point call through the session's backend; errors from
- * generated code or kernels become SC_ERUNTIME with their message. */
+ * generated code or kernels become SC_ERUNTIME with their message.  Rows
+ * placed one by one (io->row_pos) are checked against the context first. */
 int rt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err);
+/* The token ids and the output floats of an n-row call of e: what
+ * io->ids holds and io->out receives (sc_entry's ids_cols, out_cols,
+ * out_all_rows, out_rows_mul). */
+size_t rt_ids_len(const sc_entry *e, int n);
+size_t rt_out_len(const sc_entry *e, int n);
+/* The session's state block as its entry functions see it (backend.h):
+ * sc_io.row_state offsets are differences of these. */
+unsigned long long rt_state_base(const sc_session *s);
 
 /* Kernels launched or recorded by the session so far (-1: not cuda). */
 long long rt_cuda_launches(const sc_session *s);

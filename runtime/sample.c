@@ -19,6 +19,9 @@
  *      not free).
  * The generator is seeded from `seed` through splitmix64 and uses only
  * integer arithmetic, so a seed gives the same draws on every platform.
+ * The arithmetic of a draw (penalty, temperature, ranking, generator,
+ * weights and sums) is sc_sample_core.h, which the device sampler of CUDA
+ * artifacts compiles too; this file orders the candidates.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -27,9 +30,13 @@
 #include "model_internal.h"
 #include "speechc.h"
 
+#define SC_SAMPLE_FN static inline
+#define SC_SAMPLE_INF INFINITY
+#include "sc_sample_core.h"
+
 struct sc_sampler {
   sc_sample_params p;
-  uint64_t rng[4];  /* xoshiro256** state */
+  unsigned long long rng[4]; /* xoshiro256** state (sc_sample_core.h) */
   int cap;          /* entries allocated in the arrays below */
   float *score;     /* [cap] working copy of the logits */
   int *idx;         /* [cap] candidate ids, best first once sorted */
@@ -56,24 +63,6 @@ static uint64_t splitmix64(uint64_t *x) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-
-static uint64_t xoshiro_next(uint64_t s[4]) {
-  uint64_t out = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
-  s[2] ^= s[0];
-  s[3] ^= s[1];
-  s[1] ^= s[2];
-  s[0] ^= s[3];
-  s[2] ^= t;
-  s[3] = rotl(s[3], 45);
-  return out;
-}
-
-/* Uniform in [0, 1) with 53 random bits. */
-static double uniform01(uint64_t s[4]) {
-  return (double)(xoshiro_next(s) >> 11) * 0x1.0p-53;
 }
 
 /* ---- sampler lifetime --------------------------------------------------- */
@@ -108,10 +97,12 @@ int sc_sampler_new(const sc_sample_params *p, sc_sampler **out, sc_error *err) {
 
 void rt_sampler_state(const sc_sampler *s, sc_sample_params *p, uint64_t rng[4]) {
   *p = s->p;
-  memcpy(rng, s->rng, sizeof s->rng);
+  for (int i = 0; i < 4; i++) rng[i] = s->rng[i];
 }
 
-void rt_sampler_set_rng(sc_sampler *s, const uint64_t rng[4]) { memcpy(s->rng, rng, sizeof s->rng); }
+void rt_sampler_set_rng(sc_sampler *s, const uint64_t rng[4]) {
+  for (int i = 0; i < 4; i++) s->rng[i] = rng[i];
+}
 
 void sc_sampler_free(sc_sampler *s) {
   if (!s) return;
@@ -142,11 +133,8 @@ static int grow(sc_sampler *s, int n) {
 
 /* ---- ordering ----------------------------------------------------------- */
 
-/* "a ranks before b": higher score, then lower id.  A strict total order,
- * so every sort and selection below is deterministic. */
-static int better(const float *score, int a, int b) {
-  return score[a] > score[b] || (score[a] == score[b] && a < b);
-}
+/* Whether id a ranks before id b (sc_ranks_before). */
+static int better(const float *score, int a, int b) { return sc_ranks_before(score[a], a, score[b], b); }
 
 /* Restore a heap of ids[0..n) that keeps its worst id at the root. */
 static void sift_down(const float *score, int *h, int n, int i) {
@@ -194,15 +182,10 @@ static int argmax(const float *score, int n) {
   return best;
 }
 
-/* Shortest prefix of w[0..n) (weights in best-first order) whose share
- * of z reaches top_p; 0 if the whole of it does not. */
-static int top_p_prefix(const double *w, int n, double z, double top_p) {
-  double cum = 0;
-  for (int i = 0; i < n; i++) {
-    cum += w[i];
-    if (cum / z >= top_p) return i + 1;
-  }
-  return 0;
+/* w[0..n) = the weights of c's first n candidates (c computes them: its
+ * w is NULL), kept for the passes that read each of them again. */
+static void fill_weights(const sc_cands *c, double *w, int n) {
+  for (int i = 0; i < n; i++) w[i] = sc_cand_weight(c, i);
 }
 
 /* Top-p over the candidates ids[0..n) (best first already when `sorted`):
@@ -213,25 +196,25 @@ static int top_p_prefix(const double *w, int n, double z, double top_p) {
  * otherwise the whole set is sorted after all. */
 static int top_p_keep(const float *score, int *ids, double *w, int n,
                       int sorted, float top, double top_p) {
-  double z = 0;
-  for (int i = 0; i < n; i++) z += exp((double)score[ids[i]] - top);
+  const sc_cands fresh = {score, ids, NULL, top}, kept = {score, ids, w, top};
+  const double z = sc_cand_sum(&fresh, n);
   int head = n;
   if (!sorted) {
     head = 0;
     for (int i = 0; i < n; i++)
-      if (exp((double)score[ids[i]] - top) >= 1e-9) {
+      if (sc_cand_weight(&fresh, i) >= 1e-9) {
         int t = ids[head];
         ids[head++] = ids[i];
         ids[i] = t;
       }
     sort_best_first(score, ids, head);
   }
-  for (int i = 0; i < head; i++) w[i] = exp((double)score[ids[i]] - top);
-  int k = top_p_prefix(w, head, z, top_p);
+  fill_weights(&fresh, w, head);
+  int k = sc_top_p_prefix(&kept, head, z, top_p);
   if (!k && head < n) {
     sort_best_first(score, ids, n);
-    for (int i = 0; i < n; i++) w[i] = exp((double)score[ids[i]] - top);
-    k = top_p_prefix(w, n, z, top_p);
+    fill_weights(&fresh, w, n);
+    k = sc_top_p_prefix(&kept, n, z, top_p);
   }
   return k ? k : n; /* rounding can leave the total a hair below top_p */
 }
@@ -264,7 +247,7 @@ int sc_sample(sc_sampler *s, const float *logits, int n, const int32_t *history,
       int id = history[i];
       if (id < 0 || id >= n || s->seen[id]) continue;
       s->seen[id] = 1;
-      score[id] = score[id] < 0 ? score[id] * pen : score[id] / pen;
+      score[id] = sc_penalized(score[id], pen);
     }
     for (int i = 0; i < n_history; i++)
       if (history[i] >= 0 && history[i] < n) s->seen[history[i]] = 0;
@@ -284,7 +267,7 @@ int sc_sample(sc_sampler *s, const float *logits, int n, const int32_t *history,
   int *ids = s->idx, m = 0;
   for (int i = 0; i < n; i++)
     if (score[i] != -INFINITY) {
-      score[i] /= temp;
+      score[i] = sc_tempered(score[i], temp);
       ids[m++] = i;
     }
   float top = score[best];
@@ -303,18 +286,7 @@ int sc_sample(sc_sampler *s, const float *logits, int n, const int32_t *history,
   if (s->p.top_p < 1.0f)
     kept = top_p_keep(score, ids, w, kept, sorted, top, s->p.top_p);
   else
-    for (int i = 0; i < kept; i++) w[i] = exp((double)score[ids[i]] - top);
-
-  double total = 0;
-  for (int i = 0; i < kept; i++) total += w[i];
-  double u = uniform01(s->rng) * total, cum = 0;
-  *token = ids[kept - 1];
-  for (int i = 0; i < kept; i++) {
-    cum += w[i];
-    if (u < cum) {
-      *token = ids[i];
-      break;
-    }
-  }
+    fill_weights(&(sc_cands){score, ids, NULL, top}, w, kept);
+  *token = ids[sc_draw(&(sc_cands){score, ids, w, top}, kept, s->rng)];
   return SC_OK;
 }

@@ -6,13 +6,15 @@
  * next to the generated source, which is compiled with -nostdlib by libtcc or
  * the system compiler.  Any change to a struct below bumps SC_ABI_VERSION;
  * so does a change in how a band's rows are laid out (5: q4_0 rows in the
- * CPU kernels' groups of eight blocks).  The runtime refuses an artifact
- * whose version differs and says both.
+ * CPU kernels' groups of eight blocks).  6: a position and a state block
+ * per row of a call (sc_io.row_pos, row_state), so that one call can
+ * carry rows of several sessions; ids_cols and out_rows_mul per entry.
+ * The runtime refuses an artifact whose version differs and says both.
  */
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 5
+#define SC_ABI_VERSION 6
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -46,13 +48,15 @@ typedef struct sc_kernels {
    * in the same allocation (w is [2*rows, cols]). */
   void (*linear_swiglu)(void *ctx, int wtype, const void *w, const float *x,
                         int ldx, float *y, int ldy, int T, int rows, int cols);
-  /* Causal attention for T queries at positions pos..pos+T-1 over a cache
-   * of `cap` rows (row p % cap holds position p), window rows back (0: all).
+  /* Causal attention for T queries over a cache of `cap` rows (row p % cap
+   * holds position p), window rows back (0: all).  Query t is at position
+   * row_pos[t] (row_pos NULL: pos + t) and reads the caches row_state[t]
+   * bytes from kc and vc (row_state NULL: at kc and vc), as sc_io says.
    * q [T, heads*hd] (ldq), caches [cap, kv_heads*hd] (ldkv), y [T, heads*hd]. */
   void (*attention)(void *ctx, const float *q, int ldq, const float *kc,
                     const float *vc, int ldkv, int cap, float *y, int ldy,
-                    int T, int pos, int heads, int kv_heads, int head_dim,
-                    float scale, int window);
+                    int T, int pos, const int *row_pos, const long long *row_state,
+                    int heads, int kv_heads, int head_dim, float scale, int window);
   float (*expf)(float);
   float (*sqrtf)(float);
   float (*logf)(float);
@@ -138,7 +142,9 @@ typedef struct sc_device_io {
                             * logit at index err_value (the first one);
                             * SC_DEV_ERR_SAMPLE_N: a draw over more than
                             * SC_SAMPLE_MAX logits (err_value) was asked for */
-  int pad[10];             /* 64 bytes */
+  unsigned long long row_pos;   /* device address of sc_io.row_pos's [n] ints, 0: none */
+  unsigned long long row_state; /* device address of sc_io.row_state's [n], 0: none */
+  int pad[6];              /* 64 bytes */
 } sc_device_io;
 
 /*
@@ -174,16 +180,33 @@ typedef struct sc_device_sampler {
                               * bit 1 suppressed), 0: none; 64 bytes in all */
 } sc_device_sampler;
 
-/* Per-call arguments of an entry point. */
+/*
+ * Per-call arguments of an entry point.
+ *
+ * Rows.  A call has n rows (tokens, or frames).  By default they are one
+ * sequence of one session: row t sits at position pos + t of the state
+ * block S.  row_pos and row_state place each row on its own: row t at
+ * position row_pos[t], its state (KV caches) row_state[t] bytes from S,
+ * so one call can carry the next token of several sessions, each at its
+ * own position in its own caches.  Every row stores its keys and values
+ * before any row attends, so rows sharing a state block see each other as
+ * separate calls in row order would; such rows must have distinct
+ * positions, and a ring cache must hold every key any of them sees.  The
+ * runtime checks each row_pos against max_context before a call (device
+ * targets cannot read them on the host); the C target checks them again.
+ */
 typedef struct sc_io {
-  const int *ids;          /* [n] token ids (SC_IN_IDS) */
+  const int *ids;          /* [n, ids_cols] token ids (SC_IN_IDS) */
   const float *embeds;     /* [n, hidden] input embeddings (SC_IN_EMBEDS) */
   const float *hidden_in;  /* [hidden] auxiliary input, when the entry has one */
-  int n;                   /* tokens in this call, 1..max_tokens */
-  int pos;                 /* position of the first token */
+  int n;                   /* rows in this call, 1..max_tokens */
+  int pos;                 /* position of the first row (when row_pos is NULL) */
   int step;                /* weight-set index for per-step entries */
-  float *out;              /* [out_cols] (or [n, out_cols]) output, e.g. logits */
-  float *hidden_out;       /* [hidden_cols] post-norm hidden of the last token */
+  float *out;              /* [out_cols] (or [n * out_rows_mul, out_cols]) output, e.g. logits */
+  float *hidden_out;       /* [hidden_cols] post-norm hidden of the last row */
+  const int *row_pos;      /* [n] position of each row, or NULL: row t at pos + t */
+  const long long *row_state; /* [n] byte offset from S of each row's state block
+                            * (may be negative), or NULL: every row's is S */
 } sc_io;
 
 /* W: weight data base, S: session state, X: scratch of scratch_bytes.
@@ -197,8 +220,10 @@ typedef struct sc_entry {
   sc_entry_fn fn;
   int input;               /* SC_IN_IDS or SC_IN_EMBEDS */
   int max_tokens;          /* largest n per call */
+  int ids_cols;            /* token ids per row of io->ids (1 for LMs) */
   int out_cols;            /* floats per row written to io->out (0: none) */
-  int out_all_rows;        /* 1: io->out gets n rows; 0: one row (the last token) */
+  int out_all_rows;        /* 1: io->out gets n * out_rows_mul rows; 0: one row (the last) */
+  int out_rows_mul;        /* output rows per input row when out_all_rows (1 for LMs) */
   int hidden_cols;         /* floats written to io->hidden_out (0: none) */
   unsigned long long scratch_bytes;
 } sc_entry;

@@ -147,7 +147,7 @@ static int embed_rows(sc_session *s, const sc_entry *e, const int32_t *ids, int 
                       sc_error *err) {
   for (int done = 0; done < n;) {
     int k = n - done < e->max_tokens ? n - done : e->max_tokens;
-    sc_io io = {.ids = ids + done, .n = k, .out = out + (size_t)done * e->out_cols};
+    sc_io io = {.ids = ids + rt_ids_len(e, done), .n = k, .out = out + rt_out_len(e, done)};
     if (rt_call(s, e, &io, err)) return err->code;
     done += k;
   }

@@ -201,21 +201,37 @@ cp "$W"/p/m.*.weights "$W/c/$WA"
 expect weights-other-build-prefill-chunk 2 "$W/c/$WA" "$W/c/m.so" "from another build: build" -- \
   "$BIN" run "$W/c/m.so" --ids 1 -n 1
 
-# An artifact from another ABI version: the generated source with the
-# descriptor's version field changed, compiled by the system compiler.
+# An artifact from the previous ABI version: the generated source with the
+# descriptor's version field changed, compiled by the system compiler.  It
+# is refused with both versions and the rebuild hint.
 abi=$("$BIN" --version | sed -n 's/.*artifact ABI \([0-9]*\).*/\1/p')
+old_abi=$((${abi:-1} - 1))
 mkdir -p "$W/abi"
 if setup abi-emit "$BIN" build -q "$QWEN" -o "$W/abi/m.so" --emit-dir "$W/emit"; then
-  sed -i 's/SC_DESC_MAGIC, SC_ABI_VERSION,/SC_DESC_MAGIC, 999,/' "$W/emit/model.c"
-  if [ -z "$abi" ] || ! grep -q 'SC_DESC_MAGIC, 999,' "$W/emit/model.c"; then
+  cp "$W/emit/model.c" "$W/emit/pristine.c"
+  sed -i "s/SC_DESC_MAGIC, SC_ABI_VERSION,/SC_DESC_MAGIC, $old_abi,/" "$W/emit/model.c"
+  if [ -z "$abi" ] || ! grep -q "SC_DESC_MAGIC, $old_abi," "$W/emit/model.c"; then
     : >"$W/err"
     fail_case abi-other-version "setup: no ABI version from --version, or the descriptor edit did not apply"
   elif setup abi-compile "${CC:-cc}" -shared -fPIC -I "$W/emit" -o "$W/abi/other.so" "$W/emit/model.c"; then
-    expect abi-other-version-inspect 2 "$W/abi/other.so" "ABI version 999" "reads version $abi" -- \
-      "$BIN" inspect "$W/abi/other.so"
-    expect abi-other-version-run 2 "$W/abi/other.so" "ABI version 999" "reads version $abi" -- \
-      "$BIN" run "$W/abi/other.so" --ids 1 -n 1
+    expect abi-other-version-inspect 2 "$W/abi/other.so" "ABI version $old_abi" "reads version $abi" \
+      "hint: rebuild the model with this speechc" -- "$BIN" inspect "$W/abi/other.so"
+    expect abi-other-version-run 2 "$W/abi/other.so" "ABI version $old_abi" "reads version $abi" \
+      "hint: rebuild the model with this speechc" -- "$BIN" run "$W/abi/other.so" --ids 1 -n 1
   fi
+  # an entry table the runtime cannot size buffers from: no ids per row,
+  # or an LM prompt entry reading 16 ids per row
+  for ids in 0 16; do
+    sed "s/\(entry_prefill, SC_IN_IDS, [0-9]*\), 1,/\1, $ids,/" "$W/emit/pristine.c" >"$W/emit/ids$ids.c"
+    if ! grep -q "entry_prefill, SC_IN_IDS, [0-9]*, $ids," "$W/emit/ids$ids.c"; then
+      : >"$W/err"
+      fail_case entry-ids-cols-$ids "setup: the entry table edit did not apply"
+    elif setup entry-compile-$ids "${CC:-cc}" -shared -fPIC -I "$W/emit" -o "$W/abi/ids$ids.so" "$W/emit/ids$ids.c"; then
+      case $ids in 0) want="ids_cols 0" ;; *) want="reads 16 ids per row" ;; esac
+      expect entry-ids-cols-$ids 2 "$W/abi/ids$ids.so" "entry prefill" "$want" "hint: rebuild" -- \
+        "$BIN" run "$W/abi/ids$ids.so" --ids 1 -n 1
+    fi
+  done
 fi
 
 head -c 4096 /dev/urandom >"$W/x.so"

@@ -49,7 +49,12 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + T > 64) {
+  for (int t = 0; io->row_pos && t < T; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "prefill: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + T > 64)) {
     K->error(K->ctx, "prefill: context full (max_context 64)", pos);
     return 1;
   }
@@ -98,7 +103,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.q_rope = ROPE(layer0.q, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 10240); /* [T, 64] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer0_q + t * 96 + h * 16;
       float *b = layer0_q_rope + t * 64 + h * 16;
@@ -113,7 +118,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.k_rope = ROPE(layer0.k, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 14336); /* [T, 16] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 1; h++) {
       const float *a = layer0_k + t * 96 + h * 16;
       float *b = layer0_k_rope + t * 16 + h * 16;
@@ -127,21 +132,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 16;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_k_rope + t * 16;
     for (int c = 0; c < 16; c++) dst[c] = src[c];
   }
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 16;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 96;
     for (int c = 0; c < 16; c++) dst[c] = src[c];
   }
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 4096); /* [T, 64] */
-  K->attention(K->ctx, layer0_q_rope, 64, S_layer0_k_cache, S_layer0_v_cache, 16, 64, layer0_attn, 64, T, pos, 4, 1, 16, 0.25f, 0);
+  K->attention(K->ctx, layer0_q_rope, 64, S_layer0_k_cache, S_layer0_v_cache, 16, 64, layer0_attn, 64, T, pos, io->row_pos, io->row_state,
+               4, 1, 16, 0.25f, 0);
 
   /* layer0.attn_res = LINEAR_ADD(layer0.attn, layer0.o_proj, embed) */
   float *layer0_attn_res = (float *)(X + 0); /* [T, 64] */
@@ -191,7 +199,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.q_rope = ROPE(layer1.q, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 10240); /* [T, 64] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer1_q + t * 96 + h * 16;
       float *b = layer1_q_rope + t * 64 + h * 16;
@@ -206,7 +214,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.k_rope = ROPE(layer1.k, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 14336); /* [T, 16] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 1; h++) {
       const float *a = layer1_k + t * 96 + h * 16;
       float *b = layer1_k_rope + t * 16 + h * 16;
@@ -220,21 +228,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 16;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_k_rope + t * 16;
     for (int c = 0; c < 16; c++) dst[c] = src[c];
   }
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 16;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 96;
     for (int c = 0; c < 16; c++) dst[c] = src[c];
   }
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 4096); /* [T, 64] */
-  K->attention(K->ctx, layer1_q_rope, 64, S_layer1_k_cache, S_layer1_v_cache, 16, 64, layer1_attn, 64, T, pos, 4, 1, 16, 0.25f, 0);
+  K->attention(K->ctx, layer1_q_rope, 64, S_layer1_k_cache, S_layer1_v_cache, 16, 64, layer1_attn, 64, T, pos, io->row_pos, io->row_state,
+               4, 1, 16, 0.25f, 0);
 
   /* layer1.attn_res = LINEAR_ADD(layer1.attn, layer1.o_proj, layer0.mlp_res) */
   float *layer1_attn_res = (float *)(X + 0); /* [T, 64] */
@@ -288,7 +299,12 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + 1 > 64) {
+  for (int t = 0; io->row_pos && t < 1; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "decode: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + 1 > 64)) {
     K->error(K->ctx, "decode: context full (max_context 64)", pos);
     return 1;
   }
@@ -339,7 +355,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_attn_q = (float *)(X + 896); /* [1, 64] rotated q */
   float *layer0_attn_k = layer0_attn_q + 1 * 64; /* [1, 16] rotated k */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer0_q + t * 96 + h * 16;
       float *b = layer0_attn_q + t * 64 + h * 16;
@@ -351,7 +367,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     }
   }
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 1; h++) {
       const float *a = layer0_k + t * 96 + h * 16;
       float *b = layer0_attn_k + t * 16 + h * 16;
@@ -364,16 +380,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   }
   /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 16;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_attn_k + t * 16;
     for (int c = 0; c < 16; c++) dst[c] = src[c];
   }
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 16;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 96;
     for (int c = 0; c < 16; c++) dst[c] = src[c];
   }
-  K->attention(K->ctx, layer0_attn_q, 64, S_layer0_k_cache, S_layer0_v_cache, 16, 64, layer0_attn, 64, 1, pos, 4, 1, 16, 0.25f, 0);
+  K->attention(K->ctx, layer0_attn_q, 64, S_layer0_k_cache, S_layer0_v_cache, 16, 64, layer0_attn, 64, 1, pos, io->row_pos, io->row_state,
+               4, 1, 16, 0.25f, 0);
 
   /* layer0.attn_res = LINEAR_ADD(layer0.attn, layer0.o_proj, embed) */
   float *layer0_attn_res = (float *)(X + 0); /* [1, 64] */
@@ -425,7 +444,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_attn_q = (float *)(X + 896); /* [1, 64] rotated q */
   float *layer1_attn_k = layer1_attn_q + 1 * 64; /* [1, 16] rotated k */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer1_q + t * 96 + h * 16;
       float *b = layer1_attn_q + t * 64 + h * 16;
@@ -437,7 +456,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     }
   }
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 1; h++) {
       const float *a = layer1_k + t * 96 + h * 16;
       float *b = layer1_attn_k + t * 16 + h * 16;
@@ -450,16 +469,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   }
   /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 16;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_attn_k + t * 16;
     for (int c = 0; c < 16; c++) dst[c] = src[c];
   }
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 16;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 96;
     for (int c = 0; c < 16; c++) dst[c] = src[c];
   }
-  K->attention(K->ctx, layer1_attn_q, 64, S_layer1_k_cache, S_layer1_v_cache, 16, 64, layer1_attn, 64, 1, pos, 4, 1, 16, 0.25f, 0);
+  K->attention(K->ctx, layer1_attn_q, 64, S_layer1_k_cache, S_layer1_v_cache, 16, 64, layer1_attn, 64, 1, pos, io->row_pos, io->row_state,
+               4, 1, 16, 0.25f, 0);
 
   /* layer1.attn_res = LINEAR_ADD(layer1.attn, layer1.o_proj, layer0.mlp_res) */
   float *layer1_attn_res = (float *)(X + 0); /* [1, 64] */
@@ -506,8 +528,10 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 200, 0, 0, 15360ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 200, 0, 0, 1216ULL},
+  /* name, fn, input, max_tokens, ids_cols, out_cols, out_all_rows, out_rows_mul, hidden_cols,
+   * scratch_bytes */
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 1, 200, 0, 1, 0, 15360ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 1, 200, 0, 1, 0, 1216ULL},
 };
 
 static const sc_tensor_info tensors[] = {

@@ -12,7 +12,9 @@
 #endif
 
 typedef struct sc_device_io { /* sc_abi.h */
-  int n, pos, step, err_kernel, err_value, err_what, pad[10];
+  int n, pos, step, err_kernel, err_value, err_what;
+  unsigned long long row_pos, row_state;
+  int pad[6];
 } sc_device_io;
 typedef struct sc_device_sampler { /* sc_abi.h */
   unsigned long long rng[4];
@@ -41,6 +43,21 @@ SC_DEVICE float sc_warp_sum(float v) {
 SC_DEVICE float sc_warp_max(float v) {
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
+}
+/* Row t's position and the byte offset of its state block from S
+ * (sc_io.row_pos, row_state; by default one sequence at pos in S) */
+SC_DEVICE int sc_row_pos(const sc_device_io *io, int t) {
+  return io->row_pos ? ((const int *)io->row_pos)[t] : io->pos + t;
+}
+SC_DEVICE long long sc_row_state(const sc_device_io *io, int t) {
+  return io->row_state ? ((const long long *)io->row_state)[t] : 0;
+}
+/* The first of rows t0..t in row t's state block */
+SC_DEVICE int sc_row_group(const sc_device_io *io, int t0, int t) {
+  if (!io->row_state) return t0;
+  const long long *rs = (const long long *)io->row_state;
+  while (rs[t0] != rs[t]) t0++;
+  return t0;
 }
 /* The first failing kernel of a call records itself, what (1: an id
  * outside its table, 2: a NaN/inf output) and the value. */
@@ -162,7 +179,7 @@ SC_KERNEL(128) prefill_layer0_q_rope(sc_device_io *io, const float *x, const flo
   const float r = 1.0f / sqrtf(ss / 32.0f + 9.99999997e-07f);
   for (int c = lane; c < 32; c += 32) s[c] = (s[c] * r) * nw[c];
   __syncwarp();
-  const float *cs = tab + (long long)(io->pos + t) * 32; /* cos | sin */
+  const float *cs = tab + (long long)sc_row_pos(io, t) * 32; /* cos | sin */
   for (int i = lane; i < 16; i += 32) {
     const float x0 = s[i], x1 = s[i + 16], c = cs[i], sn = cs[16 + i];
     b[i] = x0 * c - x1 * sn;
@@ -190,7 +207,7 @@ SC_KERNEL(128) prefill_layer0_k_rope(sc_device_io *io, const float *x, const flo
   const float r = 1.0f / sqrtf(ss / 32.0f + 9.99999997e-07f);
   for (int c = lane; c < 32; c += 32) s[c] = (s[c] * r) * nw[c];
   __syncwarp();
-  const float *cs = tab + (long long)(io->pos + t) * 32; /* cos | sin */
+  const float *cs = tab + (long long)sc_row_pos(io, t) * 32; /* cos | sin */
   for (int i = lane; i < 16; i += 32) {
     const float x0 = s[i], x1 = s[i + 16], c = cs[i], sn = cs[16 + i];
     b[i] = x0 * c - x1 * sn;
@@ -205,7 +222,8 @@ SC_KERNEL(256) prefill_layer0_k_store(sc_device_io *io, const float *x, float *c
   const int i = blockIdx.x * 256 + threadIdx.x;
   if (i >= T * 64) return;
   const int t = i / 64, c = i - t * 64;
-  cache[(long long)((io->pos + t) % 64) * 64 + c] = x[(long long)t * 64 + c];
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 64) * 64 + c] = x[(long long)t * 64 + c];
 }
 #undef SC_KID
 
@@ -215,7 +233,8 @@ SC_KERNEL(256) prefill_layer0_v_store(sc_device_io *io, const float *x, float *c
   const int i = blockIdx.x * 256 + threadIdx.x;
   if (i >= T * 64) return;
   const int t = i / 64, c = i - t * 64;
-  cache[(long long)((io->pos + t) % 64) * 64 + c] = x[(long long)t * 256 + c];
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 64) * 64 + c] = x[(long long)t * 256 + c];
 }
 #undef SC_KID
 
@@ -227,8 +246,6 @@ SC_KERNEL(256) prefill_layer0_attn(sc_device_io *io, const float *q, const float
   __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
   const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int nq = T - t0 < QT ? T - t0 : QT;
-  const int p0 = io->pos + t0, pl = p0 + nq - 1; /* the first and last query's positions */
-  const int lo = 0;
   const long long kvo = (long long)(h / 2) * HD;
   for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {
     const int j = i / HD, c = i - j * HD;
@@ -243,55 +260,68 @@ SC_KERNEL(256) prefill_layer0_attn(sc_device_io *io, const float *q, const float
 #pragma unroll
     for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
   }
-  for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
-    const int k = k0 + lane;
-    float s[QT];
-#pragma unroll
-    for (int j = 0; j < QT; j++) s[j] = -SC_INF;
-    if (k <= pl) {
-      const float *kr = kc + (long long)(k % 64) * 64 + kvo;
-      float d[QT];
-#pragma unroll
-      for (int j = 0; j < QT; j++) d[j] = 0.0f;
-#pragma unroll 4
-      for (int c = 0; c < HD; c += 4) {
-        const float4 kv = *(const float4 *)(kr + c);
-#pragma unroll
-        for (int j = 0; j < QT; j++) {
-          const float4 qv = *(const float4 *)(qs + j * HD + c);
-          d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < QT; j++) /* query j sees rows up to p0 + j */
-        if (j < nq && k <= p0 + j) s[j] = d[j] * 0.176776692f;
-    }
-    float pk[QT];
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long long sb = sc_row_state(io, t0 + g);
+    const float *kg = (const float *)((const char *)kc + sb), *vg = (const float *)((const char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
 #pragma unroll
     for (int j = 0; j < QT; j++) {
-      const float mn = fmaxf(m[j], sc_warp_max(s[j]));
-      const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
-      pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
-      l[j] = l[j] * sa + sc_warp_sum(pk[j]);
-#pragma unroll
-      for (int e = 0; e < 1; e++) o[j][e] *= sa;
-      m[j] = mn;
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
     }
-    const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
-    for (int r = 0; r < nk; r++) {
-      const float *vr = vc + (long long)((k0 + r) % 64) * 64 + kvo;
-      float vv[1];
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
 #pragma unroll
-      for (int e = 0; e < 1; e++) {
-        const int c = lane + 32 * e;
-        vv[e] = 0.0f;
-        vv[e] = vr[c];
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const float *kr = kg + (long long)(k % 64) * 64 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] */
+          if (k <= pq[j]) s[j] = d[j] * 0.176776692f;
       }
+      float pk[QT];
 #pragma unroll
       for (int j = 0; j < QT; j++) {
-        const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+        const float mn = fmaxf(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
 #pragma unroll
-        for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const float *vr = vg + (long long)((k0 + r) % 64) * 64 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
       }
     }
   }
@@ -565,7 +595,12 @@ SC_KERNEL(256) decode_layer0_attn(sc_device_io *io, const float *q, const float 
   __shared__ __align__(16) float ks[1 * HD], vs[1 * HD], hb[2 * HD];
   __shared__ float sm_m[NW], sm_l[NW], sm_o[NW * HD];
   const int h = blockIdx.x, t = blockIdx.y, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int p = io->pos + t;
+  const int p = sc_row_pos(io, t);
+  const long long sb = sc_row_state(io, t); /* row t's state block */
+  kc = (float *)((char *)kc + sb);
+  vc = (float *)((char *)vc + sb);
+  int fp[1]; /* position of new row j when it is in this block's state, else -1 */
+  for (int j = 0; j < 1; j++) fp[j] = sc_row_state(io, j) == sb ? sc_row_pos(io, j) : -1;
   const int lo = 0;
   const long long kvo = (long long)(h / 2) * HD;
   const float *qh = q + (long long)t * 256 + h * HD;
@@ -599,7 +634,7 @@ SC_KERNEL(256) decode_layer0_attn(sc_device_io *io, const float *q, const float 
     const float r = 1.0f / sqrtf(ss / 32.0f + 9.99999997e-07f);
     for (int c = lane; c < 32; c += 32) st[c] = (st[c] * r) * kn[c];
     __syncwarp();
-    const float *cs = tab + (long long)(io->pos + j) * 32; /* cos | sin */
+    const float *cs = tab + (long long)(sc_row_pos(io, j)) * 32; /* cos | sin */
     for (int i = lane; i < 16; i += 32) {
       const float x0 = st[i], x1 = st[i + 16], c = cs[i], sn = cs[16 + i];
       kj[i] = x0 * c - x1 * sn;
@@ -620,7 +655,9 @@ SC_KERNEL(256) decode_layer0_attn(sc_device_io *io, const float *q, const float 
     const int k = k0 + lane;
     float s = -SC_INF;
     if (k <= p) {
-      const float *kr = k >= io->pos ? ks + (k - io->pos) * HD : kc + (long long)(k % 64) * 64 + kvo;
+      const float *kr = kc + (long long)(k % 64) * 64 + kvo;
+      for (int j = 0; j < 1; j++)
+        if (fp[j] == k) kr = ks + j * HD;
       float d = 0.0f;
 #pragma unroll 8
       for (int c = 0; c < HD; c += 4) {
@@ -636,8 +673,9 @@ SC_KERNEL(256) decode_layer0_attn(sc_device_io *io, const float *q, const float 
     const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;
     for (int j = 0; j < nk; j++) {
       const float pj = __shfl_sync(0xffffffffu, pk, j);
-      const float *vr = k0 + j >= io->pos ? vs + (k0 + j - io->pos) * HD
-                                          : vc + (long long)((k0 + j) % 64) * 64 + kvo;
+      const float *vr = vc + (long long)((k0 + j) % 64) * 64 + kvo;
+      for (int r = 0; r < 1; r++)
+        if (fp[r] == k0 + j) vr = vs + r * HD;
       for (int e = 0; e < 1; e++) {
         const int c = lane + 32 * e;
         o[e] += pj * vr[c];
@@ -797,29 +835,130 @@ SC_KERNEL(256) decode_layer0_swiglu(sc_device_io *io, const float *x, const floa
 }
 #undef SC_KID
 
-/* sc_sample: one token from device logits (sc_abi.h) */
-#define SC_KID 14
-SC_DEVICE int sc_better(const float *key, const int *id, int a, int b) {
-  return key[a] > key[b] || (key[a] == key[b] && id[a] < id[b]);
+/* The arithmetic of a draw, shared with the host sampler: runtime/sc_sample_core.h */
+#define SC_SAMPLE_FN SC_DEVICE
+#define SC_SAMPLE_INF SC_INF
+/*
+ * sc_sample_core.h — the arithmetic of a draw, written once for the host
+ * sampler (runtime/sample.c) and the device sampler (the sc_sample kernel
+ * every CUDA artifact carries, codegen/cg_cuda.c).  The host C compiler
+ * compiles this file where sample.c includes it; the build embeds the
+ * same text as a string (CMake: gen/sc_sample_core_text.h) that cg_cuda.c
+ * prints into model.cu, where NVRTC (or the emulator of tests/emu)
+ * compiles it.  So a seed draws the same tokens on both sides by
+ * construction: the penalty, the temperature, the order of candidates,
+ * the generator, the double weights and the order of every sum are these
+ * functions.  Only the search differs, by what each side runs well: the
+ * host finds the argmax in a loop and the top-k with a heap, the device
+ * with a block reduction and a bitonic sort, both ranking by
+ * sc_ranks_before.
+ *
+ * Self-contained (no includes, C and CUDA alike): the includer defines
+ * SC_SAMPLE_FN (the functions' qualifiers: `static inline`, or the
+ * device's) and SC_SAMPLE_INF (float +infinity), and provides exp(double).
+ */
+#ifndef SC_SAMPLE_CORE_H
+#define SC_SAMPLE_CORE_H
+
+/* "a ranks before b": the higher score, then the lower id.  A strict total
+ * order, so every argmax, selection and sort is deterministic. */
+SC_SAMPLE_FN int sc_ranks_before(float score_a, int id_a, float score_b, int id_b) {
+  return score_a > score_b || (score_a == score_b && id_a < id_b);
 }
-SC_DEVICE unsigned long long sc_rotl(unsigned long long x, int k) { return (x << k) | (x >> (64 - k)); }
-/* xoshiro256**, uniform in [0, 1) with 53 bits (runtime/sample.c) */
-SC_DEVICE double sc_uniform01(unsigned long long *s) {
-  const unsigned long long out = sc_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+
+/* A seen id's score under a repetition penalty p (HF's processor):
+ * divided when positive, multiplied when negative. */
+SC_SAMPLE_FN float sc_penalized(float score, float p) { return score < 0.0f ? score * p : score / p; }
+
+/* A score under temperature t > 0. */
+SC_SAMPLE_FN float sc_tempered(float score, float t) { return score / t; }
+
+/* xoshiro256** (integers only: the same draws on every platform). */
+SC_SAMPLE_FN unsigned long long sc_rotl64(unsigned long long x, int k) { return (x << k) | (x >> (64 - k)); }
+
+SC_SAMPLE_FN unsigned long long sc_xoshiro_next(unsigned long long s[4]) {
+  const unsigned long long out = sc_rotl64(s[1] * 5, 7) * 9, t = s[1] << 17;
   s[2] ^= s[0];
   s[3] ^= s[1];
   s[1] ^= s[2];
   s[0] ^= s[3];
   s[2] ^= t;
-  s[3] = sc_rotl(s[3], 45);
-  return (double)(out >> 11) * (1.0 / 9007199254740992.0);
+  s[3] = sc_rotl64(s[3], 45);
+  return out;
 }
+
+/* Uniform in [0, 1) with 53 random bits. */
+SC_SAMPLE_FN double sc_uniform01(unsigned long long s[4]) {
+  return (double)(sc_xoshiro_next(s) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/*
+ * Candidates in the order a draw walks them: candidate i has the tempered
+ * score key[ids ? ids[i] : i] (-inf: suppressed) and the weight
+ * exp(score - top) in double, top being the best score.  w: the weights
+ * when the caller keeps them (the host, which reads each several times),
+ * NULL to compute them again (the device has no room for them); the
+ * values are the same either way.
+ */
+typedef struct sc_cands {
+  const float *key;
+  const int *ids;
+  const double *w;
+  float top;
+} sc_cands;
+
+SC_SAMPLE_FN float sc_cand_score(const sc_cands *c, int i) { return c->key[c->ids ? c->ids[i] : i]; }
+
+SC_SAMPLE_FN double sc_cand_weight(const sc_cands *c, int i) {
+  return c->w ? c->w[i] : exp((double)sc_cand_score(c, i) - c->top);
+}
+
+/* The weights of the first n, summed in order. */
+SC_SAMPLE_FN double sc_cand_sum(const sc_cands *c, int n) {
+  double z = 0;
+  for (int i = 0; i < n; i++) z += sc_cand_weight(c, i);
+  return z;
+}
+
+/* Top-p over the first n (best first): the shortest prefix whose share of
+ * z reaches top_p, or 0 when rounding leaves all of them below it. */
+SC_SAMPLE_FN int sc_top_p_prefix(const sc_cands *c, int n, double z, double top_p) {
+  double cum = 0;
+  for (int i = 0; i < n; i++) {
+    cum += sc_cand_weight(c, i);
+    if (cum / z >= top_p) return i + 1;
+  }
+  return 0;
+}
+
+/* One draw from the first n: u in [0, total) from the generator, walked
+ * through the cumulative weights.  Returns the candidate's index; when
+ * rounding lets u pass every weight, the last one not suppressed. */
+SC_SAMPLE_FN int sc_draw(const sc_cands *c, int n, unsigned long long rng[4]) {
+  double total = 0, cum = 0;
+  int last = 0;
+  for (int i = 0; i < n; i++) {
+    total += sc_cand_weight(c, i);
+    if (sc_cand_score(c, i) != -SC_SAMPLE_INF) last = i;
+  }
+  const double u = sc_uniform01(rng) * total;
+  for (int i = 0; i < n; i++) {
+    cum += sc_cand_weight(c, i);
+    if (u < cum) return i;
+  }
+  return last;
+}
+
+#endif /* SC_SAMPLE_CORE_H */
+
+/* sc_sample: one token from device logits (sc_abi.h) */
+#define SC_KID 14
 /* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the
- * ban id) -inf, seen (bit 0) divided or multiplied by the penalty */
+ * ban id) -inf, seen (bit 0) penalised */
 SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {
   const unsigned m = mask ? mask[i] : 0u;
   if (i == ban || (m & 2u)) return -SC_INF;
-  if ((m & 1u) && pen != 1.0f) return v < 0.0f ? v * pen : v / pen;
+  if ((m & 1u) && pen != 1.0f) return sc_penalized(v, pen);
   return v;
 }
 SC_DEVICE void sc_arg_step(float v, int i, const unsigned char *mask, float pen, int ban, float *best, int *bi,
@@ -862,9 +1001,7 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   __syncthreads();
   for (int s = NT / 2; s > 0; s >>= 1) {
     if (tid < s) {
-      const float v = rv[tid + s];
-      const int j = ri[tid + s];
-      if (v > rv[tid] || (v == rv[tid] && j < ri[tid])) rv[tid] = v, ri[tid] = j;
+      if (sc_ranks_before(rv[tid + s], ri[tid + s], rv[tid], ri[tid])) rv[tid] = rv[tid + s], ri[tid] = ri[tid + s];
       if (rb[tid + s] < rb[tid]) rb[tid] = rb[tid + s];
     }
     __syncthreads();
@@ -880,7 +1017,7 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
     }
     return;
   }
-  const float top = sc_score(logits[top_id], top_id, mask, pen, ban) / temp;
+  const float top = sc_tempered(sc_score(logits[top_id], top_id, mask, pen, ban), temp);
   if (sp->greedy || !(temp > 0.0f) || isinf(top)) {
     if (tid == 0) sc_take(sp, token, top_id);
     return;
@@ -891,7 +1028,7 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   while (N2 < n) N2 <<= 1;
   __syncthreads(); /* everyone has read ri[0] */
   for (int i = tid; i < N2; i += NT) {
-    key[i] = i < n ? sc_score(logits[i], i, mask, pen, ban) / temp : -SC_INF;
+    key[i] = i < n ? sc_tempered(sc_score(logits[i], i, mask, pen, ban), temp) : -SC_INF;
     kid[i] = i; /* padding: ids >= n rank after every real id */
     m += key[i] != -SC_INF;
   }
@@ -904,17 +1041,16 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   m = ri[0];
   const int k = sp->top_k, topk = k > 0 && k < m;
   const float top_p = sp->top_p;
-  if (!topk && top_p < 1.0f && tid == 0) { /* top-p's total, in id order as sample.c sums it */
-    double z = 0;
-    for (int i = 0; i < n; i++) z += exp((double)key[i] - top);
-    zs = z;
-  }
+  const sc_cands c = {key, 0, 0, top}; /* key[i] is candidate i's score; weights computed as needed */
+  if (!topk && top_p < 1.0f && tid == 0) zs = sc_cand_sum(&c, n); /* top-p's total, in id order */
+  __syncthreads(); /* the sort below moves the keys thread 0 sums */
   if (topk || top_p < 1.0f) { /* best first */
     for (int size = 2; size <= N2; size <<= 1)
       for (int stride = size >> 1; stride > 0; stride >>= 1) {
         for (int t = tid; t < N2 / 2; t += NT) {
           const int a = 2 * t - (t & (stride - 1)), b = a + stride;
-          if ((a & size) == 0 ? sc_better(key, kid, b, a) : sc_better(key, kid, a, b)) {
+          if ((a & size) == 0 ? sc_ranks_before(key[b], kid[b], key[a], kid[a])
+                              : sc_ranks_before(key[a], kid[a], key[b], kid[b])) {
             const float kv = key[a];
             const int iv = kid[a];
             key[a] = key[b], kid[a] = kid[b];
@@ -927,35 +1063,9 @@ SC_KERNEL(1024) sc_sample(sc_device_io *io, const float *logits, sc_device_sampl
   if (tid != 0) return;
   int kept = topk ? k : n;
   if (top_p < 1.0f) { /* the shortest best-first prefix reaching top_p */
-    double z = zs, cum = 0;
-    if (topk) {
-      z = 0;
-      for (int i = 0; i < kept; i++) z += exp((double)key[i] - top);
-    }
-    int kk = 0;
-    for (int i = 0; i < kept && !kk; i++) {
-      cum += exp((double)key[i] - top);
-      if (cum / z >= top_p) kk = i + 1;
-    }
+    const int kk = sc_top_p_prefix(&c, kept, topk ? sc_cand_sum(&c, kept) : zs, top_p);
     if (kk) kept = kk;
   }
-  /* suppressed ids weigh 0 and add nothing; the fallback (a draw that
-   * rounding lets pass every weight) is the last candidate, as on the CPU */
-  double total = 0, cum = 0;
-  int last = 0;
-  for (int i = 0; i < kept; i++) {
-    total += exp((double)key[i] - top);
-    if (key[i] != -SC_INF) last = i;
-  }
-  const double u = sc_uniform01(sp->rng) * total;
-  int tok = kid[last];
-  for (int i = 0; i < kept; i++) {
-    cum += exp((double)key[i] - top);
-    if (u < cum) {
-      tok = kid[i];
-      break;
-    }
-  }
-  sc_take(sp, token, tok);
+  sc_take(sp, token, kid[sc_draw(&c, kept, sp->rng)]);
 }
 #undef SC_KID

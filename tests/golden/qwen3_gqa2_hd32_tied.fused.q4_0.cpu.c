@@ -52,7 +52,12 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + T > 64) {
+  for (int t = 0; io->row_pos && t < T; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "prefill: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + T > 64)) {
     K->error(K->ctx, "prefill: context full (max_context 64)", pos);
     return 1;
   }
@@ -115,7 +120,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.q_rope = NORM_ROPE(layer0.q, rope.r32.t1e+06, layer0.q_norm) */
   float *layer0_q_rope = (float *)(X + 20480); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer0_q + t * 256 + h * 32;
       float *b = layer0_q_rope + t * 128 + h * 32;
@@ -137,7 +142,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.k_rope = NORM_ROPE(layer0.k, rope.r32.t1e+06, layer0.k_norm) */
   float *layer0_k_rope = (float *)(X + 28672); /* [T, 64] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer0_k + t * 256 + h * 32;
       float *b = layer0_k_rope + t * 64 + h * 32;
@@ -158,21 +163,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_k_rope + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 256;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 4096); /* [T, 128] */
-  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 64, 64, layer0_attn, 128, T, pos, 4, 2, 32, 0.176776692f, 0);
+  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 64, 64, layer0_attn, 128, T, pos, io->row_pos, io->row_state,
+               4, 2, 32, 0.176776692f, 0);
 
   /* layer0.attn_res = LINEAR_ADD(layer0.attn, layer0.o_proj, embed) */
   float *layer0_attn_res = (float *)(X + 0); /* [T, 64] */
@@ -222,7 +230,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.q_rope = NORM_ROPE(layer1.q, rope.r32.t1e+06, layer1.q_norm) */
   float *layer1_q_rope = (float *)(X + 20480); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer1_q + t * 256 + h * 32;
       float *b = layer1_q_rope + t * 128 + h * 32;
@@ -244,7 +252,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.k_rope = NORM_ROPE(layer1.k, rope.r32.t1e+06, layer1.k_norm) */
   float *layer1_k_rope = (float *)(X + 28672); /* [T, 64] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer1_k + t * 256 + h * 32;
       float *b = layer1_k_rope + t * 64 + h * 32;
@@ -265,21 +273,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_k_rope + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 256;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 4096); /* [T, 128] */
-  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 64, 64, layer1_attn, 128, T, pos, 4, 2, 32, 0.176776692f, 0);
+  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 64, 64, layer1_attn, 128, T, pos, io->row_pos, io->row_state,
+               4, 2, 32, 0.176776692f, 0);
 
   /* layer1.attn_res = LINEAR_ADD(layer1.attn, layer1.o_proj, layer0.mlp_res) */
   float *layer1_attn_res = (float *)(X + 0); /* [T, 64] */
@@ -333,7 +344,12 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + 1 > 64) {
+  for (int t = 0; io->row_pos && t < 1; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "decode: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + 1 > 64)) {
     K->error(K->ctx, "decode: context full (max_context 64)", pos);
     return 1;
   }
@@ -398,7 +414,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_attn_q = (float *)(X + 1792); /* [1, 128] rotated q */
   float *layer0_attn_k = layer0_attn_q + 1 * 128; /* [1, 64] rotated k */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer0_q + t * 256 + h * 32;
       float *b = layer0_attn_q + t * 128 + h * 32;
@@ -417,7 +433,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     }
   }
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer0_k + t * 256 + h * 32;
       float *b = layer0_attn_k + t * 64 + h * 32;
@@ -437,16 +453,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   }
   /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_attn_k + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 256;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
-  K->attention(K->ctx, layer0_attn_q, 128, S_layer0_k_cache, S_layer0_v_cache, 64, 64, layer0_attn, 128, 1, pos, 4, 2, 32, 0.176776692f, 0);
+  K->attention(K->ctx, layer0_attn_q, 128, S_layer0_k_cache, S_layer0_v_cache, 64, 64, layer0_attn, 128, 1, pos, io->row_pos, io->row_state,
+               4, 2, 32, 0.176776692f, 0);
 
   /* layer0.attn_res = LINEAR_ADD(layer0.attn, layer0.o_proj, embed) */
   float *layer0_attn_res = (float *)(X + 0); /* [1, 64] */
@@ -498,7 +517,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_attn_q = (float *)(X + 1792); /* [1, 128] rotated q */
   float *layer1_attn_k = layer1_attn_q + 1 * 128; /* [1, 64] rotated k */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer1_q + t * 256 + h * 32;
       float *b = layer1_attn_q + t * 128 + h * 32;
@@ -517,7 +536,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     }
   }
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer1_k + t * 256 + h * 32;
       float *b = layer1_attn_k + t * 64 + h * 32;
@@ -537,16 +556,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   }
   /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_attn_k + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 256;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
-  K->attention(K->ctx, layer1_attn_q, 128, S_layer1_k_cache, S_layer1_v_cache, 64, 64, layer1_attn, 128, 1, pos, 4, 2, 32, 0.176776692f, 0);
+  K->attention(K->ctx, layer1_attn_q, 128, S_layer1_k_cache, S_layer1_v_cache, 64, 64, layer1_attn, 128, 1, pos, io->row_pos, io->row_state,
+               4, 2, 32, 0.176776692f, 0);
 
   /* layer1.attn_res = LINEAR_ADD(layer1.attn, layer1.o_proj, layer0.mlp_res) */
   float *layer1_attn_res = (float *)(X + 0); /* [1, 64] */
@@ -593,8 +615,10 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 256, 0, 0, 32768ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 256, 0, 0, 2560ULL},
+  /* name, fn, input, max_tokens, ids_cols, out_cols, out_all_rows, out_rows_mul, hidden_cols,
+   * scratch_bytes */
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 1, 256, 0, 1, 0, 32768ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 1, 256, 0, 1, 0, 2560ULL},
 };
 
 static const sc_tensor_info tensors[] = {

@@ -58,7 +58,12 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + T > 64) {
+  for (int t = 0; io->row_pos && t < T; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "prefill: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + T > 64)) {
     K->error(K->ctx, "prefill: context full (max_context 64)", pos);
     return 1;
   }
@@ -136,7 +141,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r32.t1e+06) */
   float *layer0_q_rope = (float *)(X + 8192); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer0_q_norm + t * 128 + h * 32;
       float *b = layer0_q_rope + t * 128 + h * 32;
@@ -151,7 +156,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r32.t1e+06) */
   float *layer0_k_rope = (float *)(X + 16384); /* [T, 64] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer0_k_norm + t * 64 + h * 32;
       float *b = layer0_k_rope + t * 64 + h * 32;
@@ -165,21 +170,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_k_rope + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 16384); /* [T, 128] */
-  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 64, 64, layer0_attn, 128, T, pos, 4, 2, 32, 0.176776692f, 0);
+  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 64, 64, layer0_attn, 128, T, pos, io->row_pos, io->row_state,
+               4, 2, 32, 0.176776692f, 0);
 
   /* layer0.o = LINEAR(layer0.attn, layer0.o_proj) */
   float *layer0_o = (float *)(X + 4096); /* [T, 64] */
@@ -299,7 +307,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r32.t1e+06) */
   float *layer1_q_rope = (float *)(X + 8192); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer1_q_norm + t * 128 + h * 32;
       float *b = layer1_q_rope + t * 128 + h * 32;
@@ -314,7 +322,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r32.t1e+06) */
   float *layer1_k_rope = (float *)(X + 16384); /* [T, 64] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer1_k_norm + t * 64 + h * 32;
       float *b = layer1_k_rope + t * 64 + h * 32;
@@ -328,21 +336,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_k_rope + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 16384); /* [T, 128] */
-  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 64, 64, layer1_attn, 128, T, pos, 4, 2, 32, 0.176776692f, 0);
+  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 64, 64, layer1_attn, 128, T, pos, io->row_pos, io->row_state,
+               4, 2, 32, 0.176776692f, 0);
 
   /* layer1.o = LINEAR(layer1.attn, layer1.o_proj) */
   float *layer1_o = (float *)(X + 4096); /* [T, 64] */
@@ -439,7 +450,12 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + 1 > 64) {
+  for (int t = 0; io->row_pos && t < 1; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "decode: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + 1 > 64)) {
     K->error(K->ctx, "decode: context full (max_context 64)", pos);
     return 1;
   }
@@ -517,7 +533,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r32.t1e+06) */
   float *layer0_q_rope = (float *)(X + 512); /* [1, 128] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer0_q_norm + t * 128 + h * 32;
       float *b = layer0_q_rope + t * 128 + h * 32;
@@ -532,7 +548,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r32.t1e+06) */
   float *layer0_k_rope = (float *)(X + 1024); /* [1, 64] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer0_k_norm + t * 64 + h * 32;
       float *b = layer0_k_rope + t * 64 + h * 32;
@@ -546,21 +562,24 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_k_rope + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 1024); /* [1, 128] */
-  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 64, 64, layer0_attn, 128, 1, pos, 4, 2, 32, 0.176776692f, 0);
+  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 64, 64, layer0_attn, 128, 1, pos, io->row_pos, io->row_state,
+               4, 2, 32, 0.176776692f, 0);
 
   /* layer0.o = LINEAR(layer0.attn, layer0.o_proj) */
   float *layer0_o = (float *)(X + 256); /* [1, 64] */
@@ -680,7 +699,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r32.t1e+06) */
   float *layer1_q_rope = (float *)(X + 512); /* [1, 128] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer1_q_norm + t * 128 + h * 32;
       float *b = layer1_q_rope + t * 128 + h * 32;
@@ -695,7 +714,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r32.t1e+06) */
   float *layer1_k_rope = (float *)(X + 1024); /* [1, 64] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(pos + t) * 32; /* cos | sin */
+    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer1_k_norm + t * 64 + h * 32;
       float *b = layer1_k_rope + t * 64 + h * 32;
@@ -709,21 +728,24 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_k_rope + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 64;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 64;
     for (int c = 0; c < 64; c++) dst[c] = src[c];
   }
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 1024); /* [1, 128] */
-  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 64, 64, layer1_attn, 128, 1, pos, 4, 2, 32, 0.176776692f, 0);
+  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 64, 64, layer1_attn, 128, 1, pos, io->row_pos, io->row_state,
+               4, 2, 32, 0.176776692f, 0);
 
   /* layer1.o = LINEAR(layer1.attn, layer1.o_proj) */
   float *layer1_o = (float *)(X + 256); /* [1, 64] */
@@ -813,8 +835,10 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 256, 0, 0, 32768ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 256, 0, 0, 2048ULL},
+  /* name, fn, input, max_tokens, ids_cols, out_cols, out_all_rows, out_rows_mul, hidden_cols,
+   * scratch_bytes */
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 1, 256, 0, 1, 0, 32768ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 1, 256, 0, 1, 0, 2048ULL},
 };
 
 static const sc_tensor_info tensors[] = {

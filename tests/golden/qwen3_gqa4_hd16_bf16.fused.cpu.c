@@ -63,7 +63,12 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + T > 64) {
+  for (int t = 0; io->row_pos && t < T; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "prefill: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + T > 64)) {
     K->error(K->ctx, "prefill: context full (max_context 64)", pos);
     return 1;
   }
@@ -112,7 +117,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.q_rope = NORM_ROPE(layer0.q, rope.r16.t10000, layer0.q_norm) */
   float *layer0_q_rope = (float *)(X + 18432); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer0_q + t * 192 + h * 16;
       float *b = layer0_q_rope + t * 128 + h * 16;
@@ -134,7 +139,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.k_rope = NORM_ROPE(layer0.k, rope.r16.t10000, layer0.k_norm) */
   float *layer0_k_rope = (float *)(X + 26624); /* [T, 32] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer0_k + t * 192 + h * 16;
       float *b = layer0_k_rope + t * 32 + h * 16;
@@ -155,21 +160,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_k_rope + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 192;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 6144); /* [T, 128] */
-  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, T, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, T, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer0.attn_res = LINEAR_ADD(layer0.attn, layer0.o_proj, embed) */
   float *layer0_attn_res = (float *)(X + 0); /* [T, 96] */
@@ -219,7 +227,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.q_rope = NORM_ROPE(layer1.q, rope.r16.t10000, layer1.q_norm) */
   float *layer1_q_rope = (float *)(X + 18432); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer1_q + t * 192 + h * 16;
       float *b = layer1_q_rope + t * 128 + h * 16;
@@ -241,7 +249,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.k_rope = NORM_ROPE(layer1.k, rope.r16.t10000, layer1.k_norm) */
   float *layer1_k_rope = (float *)(X + 26624); /* [T, 32] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer1_k + t * 192 + h * 16;
       float *b = layer1_k_rope + t * 32 + h * 16;
@@ -262,21 +270,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_k_rope + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 192;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 6144); /* [T, 128] */
-  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, T, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, T, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer1.attn_res = LINEAR_ADD(layer1.attn, layer1.o_proj, layer0.mlp_res) */
   float *layer1_attn_res = (float *)(X + 0); /* [T, 96] */
@@ -326,7 +337,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r16.t10000, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 18432); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer2_q + t * 192 + h * 16;
       float *b = layer2_q_rope + t * 128 + h * 16;
@@ -348,7 +359,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r16.t10000, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 26624); /* [T, 32] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer2_k + t * 192 + h * 16;
       float *b = layer2_k_rope + t * 32 + h * 16;
@@ -369,21 +380,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_k_rope + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_v + t * 192;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store) */
   float *layer2_attn = (float *)(X + 6144); /* [T, 128] */
-  K->attention(K->ctx, layer2_q_rope, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, T, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer2_q_rope, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, T, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer2.attn_res = LINEAR_ADD(layer2.attn, layer2.o_proj, layer1.mlp_res) */
   float *layer2_attn_res = (float *)(X + 0); /* [T, 96] */
@@ -437,7 +451,12 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + 1 > 64) {
+  for (int t = 0; io->row_pos && t < 1; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "decode: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + 1 > 64)) {
     K->error(K->ctx, "decode: context full (max_context 64)", pos);
     return 1;
   }
@@ -488,7 +507,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_attn_q = (float *)(X + 1664); /* [1, 128] rotated q */
   float *layer0_attn_k = layer0_attn_q + 1 * 128; /* [1, 32] rotated k */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer0_q + t * 192 + h * 16;
       float *b = layer0_attn_q + t * 128 + h * 16;
@@ -507,7 +526,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     }
   }
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer0_k + t * 192 + h * 16;
       float *b = layer0_attn_k + t * 32 + h * 16;
@@ -527,16 +546,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   }
   /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_attn_k + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 192;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
-  K->attention(K->ctx, layer0_attn_q, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer0_attn_q, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, 1, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer0.attn_res = LINEAR_ADD(layer0.attn, layer0.o_proj, embed) */
   float *layer0_attn_res = (float *)(X + 0); /* [1, 96] */
@@ -588,7 +610,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_attn_q = (float *)(X + 1664); /* [1, 128] rotated q */
   float *layer1_attn_k = layer1_attn_q + 1 * 128; /* [1, 32] rotated k */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer1_q + t * 192 + h * 16;
       float *b = layer1_attn_q + t * 128 + h * 16;
@@ -607,7 +629,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     }
   }
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer1_k + t * 192 + h * 16;
       float *b = layer1_attn_k + t * 32 + h * 16;
@@ -627,16 +649,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   }
   /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_attn_k + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 192;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
-  K->attention(K->ctx, layer1_attn_q, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer1_attn_q, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, 1, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer1.attn_res = LINEAR_ADD(layer1.attn, layer1.o_proj, layer0.mlp_res) */
   float *layer1_attn_res = (float *)(X + 0); /* [1, 96] */
@@ -688,7 +713,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer2_attn_q = (float *)(X + 1664); /* [1, 128] rotated q */
   float *layer2_attn_k = layer2_attn_q + 1 * 128; /* [1, 32] rotated k */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer2_q + t * 192 + h * 16;
       float *b = layer2_attn_q + t * 128 + h * 16;
@@ -707,7 +732,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     }
   }
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer2_k + t * 192 + h * 16;
       float *b = layer2_attn_k + t * 32 + h * 16;
@@ -727,16 +752,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   }
   /* the new k and v rows into the caches */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_attn_k + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_v + t * 192;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
-  K->attention(K->ctx, layer2_attn_q, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer2_attn_q, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, 1, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer2.attn_res = LINEAR_ADD(layer2.attn, layer2.o_proj, layer1.mlp_res) */
   float *layer2_attn_res = (float *)(X + 0); /* [1, 96] */
@@ -783,8 +811,10 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 300, 0, 0, 28672ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 0, 2304ULL},
+  /* name, fn, input, max_tokens, ids_cols, out_cols, out_all_rows, out_rows_mul, hidden_cols,
+   * scratch_bytes */
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 1, 300, 0, 1, 0, 28672ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 1, 300, 0, 1, 0, 2304ULL},
 };
 
 static const sc_tensor_info tensors[] = {

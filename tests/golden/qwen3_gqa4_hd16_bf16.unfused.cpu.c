@@ -72,7 +72,12 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + T > 64) {
+  for (int t = 0; io->row_pos && t < T; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "prefill: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + T > 64)) {
     K->error(K->ctx, "prefill: context full (max_context 64)", pos);
     return 1;
   }
@@ -150,7 +155,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 8192); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer0_q_norm + t * 128 + h * 16;
       float *b = layer0_q_rope + t * 128 + h * 16;
@@ -165,7 +170,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 16384); /* [T, 32] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer0_k_norm + t * 32 + h * 16;
       float *b = layer0_k_rope + t * 32 + h * 16;
@@ -179,21 +184,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_k_rope + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 16384); /* [T, 128] */
-  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, T, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, T, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer0.o = LINEAR(layer0.attn, layer0.o_proj) */
   float *layer0_o = (float *)(X + 6144); /* [T, 96] */
@@ -313,7 +321,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 8192); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer1_q_norm + t * 128 + h * 16;
       float *b = layer1_q_rope + t * 128 + h * 16;
@@ -328,7 +336,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 16384); /* [T, 32] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer1_k_norm + t * 32 + h * 16;
       float *b = layer1_k_rope + t * 32 + h * 16;
@@ -342,21 +350,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_k_rope + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 16384); /* [T, 128] */
-  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, T, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, T, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer1.o = LINEAR(layer1.attn, layer1.o_proj) */
   float *layer1_o = (float *)(X + 6144); /* [T, 96] */
@@ -476,7 +487,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r16.t10000) */
   float *layer2_q_rope = (float *)(X + 8192); /* [T, 128] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer2_q_norm + t * 128 + h * 16;
       float *b = layer2_q_rope + t * 128 + h * 16;
@@ -491,7 +502,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r16.t10000) */
   float *layer2_k_rope = (float *)(X + 16384); /* [T, 32] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer2_k_norm + t * 32 + h * 16;
       float *b = layer2_k_rope + t * 32 + h * 16;
@@ -505,21 +516,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_k_rope + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_v + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store) */
   float *layer2_attn = (float *)(X + 16384); /* [T, 128] */
-  K->attention(K->ctx, layer2_q_rope, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, T, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer2_q_rope, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, T, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer2.o = LINEAR(layer2.attn, layer2.o_proj) */
   float *layer2_o = (float *)(X + 6144); /* [T, 96] */
@@ -616,7 +630,12 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + 1 > 64) {
+  for (int t = 0; io->row_pos && t < 1; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "decode: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + 1 > 64)) {
     K->error(K->ctx, "decode: context full (max_context 64)", pos);
     return 1;
   }
@@ -694,7 +713,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 512); /* [1, 128] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer0_q_norm + t * 128 + h * 16;
       float *b = layer0_q_rope + t * 128 + h * 16;
@@ -709,7 +728,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 1024); /* [1, 32] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer0_k_norm + t * 32 + h * 16;
       float *b = layer0_k_rope + t * 32 + h * 16;
@@ -723,21 +742,24 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_k_rope + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer0_v + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 1024); /* [1, 128] */
-  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer0_q_rope, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, 1, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer0.o = LINEAR(layer0.attn, layer0.o_proj) */
   float *layer0_o = (float *)(X + 384); /* [1, 96] */
@@ -857,7 +879,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 512); /* [1, 128] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer1_q_norm + t * 128 + h * 16;
       float *b = layer1_q_rope + t * 128 + h * 16;
@@ -872,7 +894,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 1024); /* [1, 32] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer1_k_norm + t * 32 + h * 16;
       float *b = layer1_k_rope + t * 32 + h * 16;
@@ -886,21 +908,24 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_k_rope + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer1_v + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 1024); /* [1, 128] */
-  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer1_q_rope, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, 1, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer1.o = LINEAR(layer1.attn, layer1.o_proj) */
   float *layer1_o = (float *)(X + 384); /* [1, 96] */
@@ -1020,7 +1045,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r16.t10000) */
   float *layer2_q_rope = (float *)(X + 512); /* [1, 128] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 8; h++) {
       const float *a = layer2_q_norm + t * 128 + h * 16;
       float *b = layer2_q_rope + t * 128 + h * 16;
@@ -1035,7 +1060,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r16.t10000) */
   float *layer2_k_rope = (float *)(X + 1024); /* [1, 32] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(pos + t) * 16; /* cos | sin */
+    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
     for (int h = 0; h < 2; h++) {
       const float *a = layer2_k_norm + t * 32 + h * 16;
       float *b = layer2_k_rope + t * 32 + h * 16;
@@ -1049,21 +1074,24 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_k_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_k_rope + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_v_cache + (long)((pos + t) % 64) * 32;
+    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_v + t * 32;
     for (int c = 0; c < 32; c++) dst[c] = src[c];
   }
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store) */
   float *layer2_attn = (float *)(X + 1024); /* [1, 128] */
-  K->attention(K->ctx, layer2_q_rope, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, 1, pos, 8, 2, 16, 0.25f, 0);
+  K->attention(K->ctx, layer2_q_rope, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, 1, pos, io->row_pos, io->row_state,
+               8, 2, 16, 0.25f, 0);
 
   /* layer2.o = LINEAR(layer2.attn, layer2.o_proj) */
   float *layer2_o = (float *)(X + 384); /* [1, 96] */
@@ -1153,8 +1181,10 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 300, 0, 0, 32768ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 300, 0, 0, 2048ULL},
+  /* name, fn, input, max_tokens, ids_cols, out_cols, out_all_rows, out_rows_mul, hidden_cols,
+   * scratch_bytes */
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 1, 300, 0, 1, 0, 32768ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 1, 300, 0, 1, 0, 2048ULL},
 };
 
 static const sc_tensor_info tensors[] = {

@@ -238,12 +238,14 @@ static int HD = 20;
 #define LDKV (KVH * HD + 5)
 #define LDA (HEADS * HD + 1)
 
-/* Keys and values by absolute position; the cache under test is filled
- * from them as the ring would be (row p % cap holds position p). */
-static float kpos[MAXPOS][KVH * HDMAX], vpos[MAXPOS][KVH * HDMAX];
+/* Keys and values by absolute position, of two sessions; the cache under
+ * test is filled from them as the ring would be (row p % cap holds
+ * position p). */
+typedef float KvRows[MAXPOS][KVH * HDMAX];
+static KvRows kpos, vpos, kpos_b, vpos_b;
 
-static void ref_attention(const float *q, int T, int pos, float scale,
-                          int window, double *out /* [T][HEADS*HD] */) {
+static void ref_attention_kv(const float *q, int T, int pos, float scale, int window,
+                             KvRows kpos, KvRows vpos, double *out /* [T][HEADS*HD] */) {
   for (int t = 0; t < T; t++) {
     int p = pos + t;
     int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
@@ -267,6 +269,20 @@ static void ref_attention(const float *q, int T, int pos, float scale,
   }
 }
 
+static void ref_attention(const float *q, int T, int pos, float scale, int window, double *out) {
+  ref_attention_kv(q, T, pos, scale, window, kpos, vpos, out);
+}
+
+/* The ring of cap rows that a session with keys kp, vp up to position
+ * last holds. */
+static void fill_ring(float *kc, float *vc, int cap, int last, KvRows kp, KvRows vp) {
+  for (int i = 0; i < cap * LDKV; i++) kc[i] = vc[i] = NAN; /* unwritten */
+  for (int p = 0; p <= last; p++) {
+    memcpy(kc + (p % cap) * LDKV, kp[p], KVH * HD * sizeof(float));
+    memcpy(vc + (p % cap) * LDKV, vp[p], KVH * HD * sizeof(float));
+  }
+}
+
 static void check_attention(const sc_kernels *K, int T, int pos, int cap,
                             int window) {
   static float kc[MAXPOS * (KVH * HDMAX + 5)], vc[MAXPOS * (KVH * HDMAX + 5)];
@@ -274,12 +290,8 @@ static void check_attention(const sc_kernels *K, int T, int pos, int cap,
   double ref[3 * HEADS * HDMAX];
   float scale = 1.0f / sqrtf((float)HD);
   fill(q, 3 * LDQ);
-  for (int i = 0; i < MAXPOS * LDKV; i++) kc[i] = vc[i] = NAN; /* unwritten */
-  for (int p = 0; p < pos + T; p++) {
-    memcpy(kc + (p % cap) * LDKV, kpos[p], KVH * HD * sizeof(float));
-    memcpy(vc + (p % cap) * LDKV, vpos[p], KVH * HD * sizeof(float));
-  }
-  K->attention(K->ctx, q, LDQ, kc, vc, LDKV, cap, y, LDA, T, pos, HEADS, KVH,
+  fill_ring(kc, vc, cap, pos + T - 1, kpos, vpos);
+  K->attention(K->ctx, q, LDQ, kc, vc, LDKV, cap, y, LDA, T, pos, NULL, NULL, HEADS, KVH,
                HD, scale, window);
   ref_attention(q, T, pos, scale, window, ref);
   for (int t = 0; t < T; t++)
@@ -290,6 +302,41 @@ static void check_attention(const sc_kernels *K, int T, int pos, int cap,
                 ref[t * HEADS * HD + i]);
 }
 
+/* Rows placed one by one (sc_io.row_pos, row_state): three queries of two
+ * sessions, out of order and at scattered positions, each in its own
+ * session's ring (A's at kc, B's `off` bytes further), against the
+ * reference and, bit for bit, against the same query alone on the usual
+ * path. */
+static void check_attention_rows(const sc_kernels *K, int cap, int window, int b_first, int b_last) {
+  enum { RING = MAXPOS * (KVH * HDMAX + 5) };
+  static float kc[2 * RING], vc[2 * RING];
+  float q[3 * (HEADS * HDMAX + 3)], y[3 * (HEADS * HDMAX + 1)], y1[HEADS * HDMAX + 1];
+  double ref[HEADS * HDMAX];
+  const float scale = 1.0f / sqrtf((float)HD);
+  const int row_pos[3] = {b_first, 4, b_last};
+  const int in_b[3] = {1, 0, 1};
+  const long long off = RING * (long long)sizeof(float);
+  const long long row_state[3] = {off, 0, off};
+  fill(q, 3 * LDQ);
+  fill_ring(kc, vc, cap, 4, kpos, vpos);              /* session A: positions 0..4 */
+  fill_ring(kc + RING, vc + RING, cap, b_first > b_last ? b_first : b_last, kpos_b, vpos_b); /* B */
+  K->attention(K->ctx, q, LDQ, kc, vc, LDKV, cap, y, LDA, 3, 0, row_pos, row_state, HEADS, KVH, HD, scale,
+               window);
+  for (int t = 0; t < 3; t++) {
+    const float *kt = in_b[t] ? kc + RING : kc, *vt = in_b[t] ? vc + RING : vc;
+    K->attention(K->ctx, q + t * LDQ, LDQ, kt, vt, LDKV, cap, y1, LDA, 1, row_pos[t], NULL, NULL, HEADS, KVH, HD,
+                 scale, window);
+    ref_attention_kv(q + t * LDQ, 1, row_pos[t], scale, window, in_b[t] ? kpos_b : kpos, in_b[t] ? vpos_b : vpos,
+                     ref);
+    for (int i = 0; i < HEADS * HD; i++) {
+      CHECK_MSG(fabs(y[t * LDA + i] - ref[i]) <= 1e-5, "%s attention, placed rows, cap %d window %d row %d i %d: "
+                "%g vs %g", sc_kernels_isa(K), cap, window, t, i, y[t * LDA + i], ref[i]);
+      CHECK_MSG(y[t * LDA + i] == y1[i], "%s attention, placed rows, cap %d window %d row %d i %d: %.9g, alone "
+                "%.9g", sc_kernels_isa(K), cap, window, t, i, y[t * LDA + i], y1[i]);
+    }
+  }
+}
+
 static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
   static const int hds[] = {20, 136, 128, 23};
   for (int hi = 0; hi < 4; hi++) {
@@ -298,6 +345,8 @@ static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
       fill(kpos[p], KVH * HD);
       fill(vpos[p], KVH * HD);
       for (int i = 0; i < KVH * HD; i++) kpos[p][i] *= 3 * 20.0f / HD; /* peakier softmax */
+      fill(kpos_b[p], KVH * HD);
+      fill(vpos_b[p], KVH * HD);
     }
     check_attention(K, 1, 0, 8, 0);   /* first token: y = v0 */
     check_attention(K, 1, 5, 8, 0);   /* decode, no window: four keys and two */
@@ -310,28 +359,41 @@ static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
     check_attention(K, 2, 9, 5, 4);   /* ring, T=2: needs window+T-1 rows */
     check_attention(K, 3, 12, 16, 0); /* 13..15 keys: groups of four and a rest */
     check_attention(K, 1, 14, 7, 6);  /* a window across the ring's wrap */
+    check_attention_rows(K, 16, 0, 9, 2);
+    check_attention_rows(K, 16, 3, 9, 2);
+    check_attention_rows(K, 6, 5, 8, 9); /* rings of different wraps */
     CHECK(!ctx->failed);
   }
   HD = 20;
 
   /* a span the ring no longer holds is an error, not stale data */
   float q[HEADS * 20 + 3] = {0}, kc[4 * (KVH * 20 + 5)] = {0}, y[HEADS * 20 + 1];
-  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 1, 6, HEADS, KVH, HD,
+  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 1, 6, NULL, NULL, HEADS, KVH, HD,
                1.0f, 0);
   CHECK(ctx->failed);
   CHECK_CONTAINS(ctx->err, "exceed the cache rows (value 7)");
   sc_kernel_ctx_clear(ctx);
   /* window 4, T=2 at pos 9: the first query needs position 6, which the
    * second token's row overwrote in a 4-row ring */
-  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 2, 9, HEADS, KVH, HD,
+  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 2, 9, NULL, NULL, HEADS, KVH, HD,
                1.0f, 4);
   CHECK(ctx->failed);
   CHECK_CONTAINS(ctx->err, "exceed the cache rows (value 5)");
   sc_kernel_ctx_clear(ctx);
-  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 1, 0, 3, 2, HD, 1.0f,
+  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 1, 0, NULL, NULL, 3, 2, HD, 1.0f,
                0);
   CHECK(ctx->failed);
   CHECK_CONTAINS(ctx->err, "multiple of kv_heads");
+  sc_kernel_ctx_clear(ctx);
+  /* placed rows: each is checked against its own keys */
+  const int bad_pos[2] = {1, -3}, far_pos[2] = {1, 6};
+  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 2, 0, bad_pos, NULL, HEADS, KVH, HD, 1.0f, 0);
+  CHECK(ctx->failed);
+  CHECK_CONTAINS(ctx->err, "position is negative (value -3)");
+  sc_kernel_ctx_clear(ctx);
+  K->attention(K->ctx, q, LDQ, kc, kc, LDKV, 4, y, LDA, 2, 0, far_pos, NULL, HEADS, KVH, HD, 1.0f, 0);
+  CHECK(ctx->failed);
+  CHECK_CONTAINS(ctx->err, "exceed the cache rows (value 7)");
   sc_kernel_ctx_clear(ctx);
 }
 
