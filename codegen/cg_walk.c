@@ -120,6 +120,19 @@ void cg_emit_layout(Cg *cg) {
   }
 }
 
+/* Whether g keeps state that follows one sequence rather than a position
+ * per row (a conv's left context, a transposed conv's carry, a recurrent
+ * matrix): every state writer but the KV caches, which rows index by their
+ * own positions. */
+static int sequence_state(const Graph *g) {
+  for (int i = 0; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (!n->dead && (ir_op_flags[n->op] & F_STATE) && n->op != OP_KV_STORE && n->op != OP_ROPE_ATTENTION)
+      return 1;
+  }
+  return 0;
+}
+
 /* Token ids per row of io->ids: the columns of the graph's INPUT_IDS (1
  * when it reads embeddings instead). */
 static int ids_cols(const Graph *g) {
@@ -129,13 +142,16 @@ static int ids_cols(const Graph *g) {
 }
 
 /* Output rows per row of the call, when every row's output is returned:
- * the logits OUTPUT's rows over T (T itself, or a literal after
- * pass_specialize in graphs of exactly max_tokens rows). */
+ * the logits OUTPUT's rows over T (T * m: a codec's samples per frame; or
+ * a literal after pass_specialize in graphs of exactly max_tokens rows). */
 static int out_rows_mul(const Graph *g) {
   for (int i = 0; g->out_all_rows && i < g->n_nodes; i++) {
     const IrNode *n = &g->nodes[i];
     if (n->op != OP_OUTPUT || n->p.slot != OUT_LOGITS) continue;
-    if (n->rows == IR_T) return 1;
+    if (IR_ROWS_ON_T(n->rows)) {
+      IR_ASSERT(IR_ROWS_DIV(n->rows) == 1); /* whole output rows per input row */
+      return IR_ROWS_MUL(n->rows);
+    }
     IR_ASSERT(g->exact && n->rows % g->max_tokens == 0);
     return (int)(n->rows / g->max_tokens);
   }
@@ -243,6 +259,10 @@ void cg_entry_prologue(Cg *cg, const Graph *g, int host_io, const char *scratch_
   OUT("  const int pos = io->pos;\n");
   char span[16];
   snprintf(span, sizeof span, g->exact ? "%d" : "T", g->max_tokens);
+  if (host_io && sequence_state(g))
+    OUT("  if (io->row_pos || io->row_state) {\n    K->error(K->ctx, \"%s: rows placed one by one (row_pos, "
+        "row_state) are not supported: its conv or recurrent state follows one sequence\", 0);\n    return 1;\n"
+        "  }\n", g->name);
   if (host_io) {
     OUT("  for (int t = 0; io->row_pos && t < %s; t++)\n", span);
     OUT("    if (io->row_pos[t] < 0 || io->row_pos[t] >= %d) {\n      K->error(K->ctx, \"%s: a row's position is "

@@ -38,6 +38,7 @@ int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err) {
            cfg_int(j, "output_sample_rate", 24000, &info->sample_rate) &&
            cfg_int(j, "decode_upsample_rate", 1920, &info->samples_per_frame);
   cJSON_Delete(j);
+  if (ok && (e->ids_cols != info->n_codebooks || e->out_rows_mul != info->samples_per_frame)) ok = 0;
   if (!ok) return sc_fail(err, SC_EINPUT, "%s: the embedded codec config or its entry point is damaged", m->path);
   info->max_frames = e->max_tokens;
   return SC_OK;

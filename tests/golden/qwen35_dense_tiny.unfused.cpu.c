@@ -94,7 +94,16 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + T > 64) {
+  if (io->row_pos || io->row_state) {
+    K->error(K->ctx, "prefill: rows placed one by one (row_pos, row_state) are not supported: its conv or recurrent state follows one sequence", 0);
+    return 1;
+  }
+  for (int t = 0; io->row_pos && t < T; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "prefill: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + T > 64)) {
     K->error(K->ctx, "prefill: context full (max_context 64)", pos);
     return 1;
   }
@@ -500,7 +509,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r6.t1e+06) */
   float *layer2_q_rope = (float *)(X + 4608); /* [T, 96] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(pos + t) * 6; /* cos | sin */
+    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer2_q_norm + t * 96 + h * 24;
       float *b = layer2_q_rope + t * 96 + h * 24;
@@ -516,7 +525,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r6.t1e+06) */
   float *layer2_k_rope = (float *)(X + 10752); /* [T, 24] */
   for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(pos + t) * 6; /* cos | sin */
+    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
     for (int h = 0; h < 1; h++) {
       const float *a = layer2_k_norm + t * 24 + h * 24;
       float *b = layer2_k_rope + t * 24 + h * 24;
@@ -531,21 +540,24 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((pos + t) % 64) * 24;
+    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_k_rope + t * 24;
     for (int c = 0; c < 24; c++) dst[c] = src[c];
   }
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
   for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((pos + t) % 64) * 24;
+    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_v + t * 24;
     for (int c = 0; c < 24; c++) dst[c] = src[c];
   }
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 18432); /* [T, 96] */
-  K->attention(K->ctx, layer2_q_rope, 96, S_layer2_k_cache, S_layer2_v_cache, 24, 64, layer2_attn, 96, T, pos, 4, 1, 24, 0.204124153f, 0);
+  K->attention(K->ctx, layer2_q_rope, 96, S_layer2_k_cache, S_layer2_v_cache, 24, 64, layer2_attn, 96, T, pos, io->row_pos, io->row_state,
+               4, 1, 24, 0.204124153f, 0);
   for (int t = 0; t < T; t++)
     for (int c = 0; c < 96; c++) {
       const float gt = layer2_attn_gate[t * 96 + c];
@@ -810,7 +822,16 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
     return 1;
   }
   const int pos = io->pos;
-  if (pos < 0 || pos + 1 > 64) {
+  if (io->row_pos || io->row_state) {
+    K->error(K->ctx, "decode: rows placed one by one (row_pos, row_state) are not supported: its conv or recurrent state follows one sequence", 0);
+    return 1;
+  }
+  for (int t = 0; io->row_pos && t < 1; t++)
+    if (io->row_pos[t] < 0 || io->row_pos[t] >= 64) {
+      K->error(K->ctx, "decode: a row's position is outside the context (max_context 64)", io->row_pos[t]);
+      return 1;
+    }
+  if (!io->row_pos && (pos < 0 || pos + 1 > 64)) {
     K->error(K->ctx, "decode: context full (max_context 64)", pos);
     return 1;
   }
@@ -1216,7 +1237,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r6.t1e+06) */
   float *layer2_q_rope = (float *)(X + 320); /* [1, 96] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(pos + t) * 6; /* cos | sin */
+    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
     for (int h = 0; h < 4; h++) {
       const float *a = layer2_q_norm + t * 96 + h * 24;
       float *b = layer2_q_rope + t * 96 + h * 24;
@@ -1232,7 +1253,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r6.t1e+06) */
   float *layer2_k_rope = (float *)(X + 1152); /* [1, 24] */
   for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(pos + t) * 6; /* cos | sin */
+    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
     for (int h = 0; h < 1; h++) {
       const float *a = layer2_k_norm + t * 24 + h * 24;
       float *b = layer2_k_rope + t * 24 + h * 24;
@@ -1247,21 +1268,24 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_k_cache + (long)((pos + t) % 64) * 24;
+    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_k_rope + t * 24;
     for (int c = 0; c < 24; c++) dst[c] = src[c];
   }
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
   for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_v_cache + (long)((pos + t) % 64) * 24;
+    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
+    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
     const float *src = layer2_v + t * 24;
     for (int c = 0; c < 24; c++) dst[c] = src[c];
   }
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 1152); /* [1, 96] */
-  K->attention(K->ctx, layer2_q_rope, 96, S_layer2_k_cache, S_layer2_v_cache, 24, 64, layer2_attn, 96, 1, pos, 4, 1, 24, 0.204124153f, 0);
+  K->attention(K->ctx, layer2_q_rope, 96, S_layer2_k_cache, S_layer2_v_cache, 24, 64, layer2_attn, 96, 1, pos, io->row_pos, io->row_state,
+               4, 1, 24, 0.204124153f, 0);
   for (int t = 0; t < 1; t++)
     for (int c = 0; c < 96; c++) {
       const float gt = layer2_attn_gate[t * 96 + c];
@@ -1519,8 +1543,10 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 }
 
 static const sc_entry entries[] = {
-  {"prefill", entry_prefill, SC_IN_IDS, 16, 256, 0, 0, 28928ULL},
-  {"decode", entry_decode, SC_IN_IDS, 1, 256, 0, 0, 1984ULL},
+  /* name, fn, input, max_tokens, ids_cols, out_cols, out_all_rows, out_rows_mul, hidden_cols,
+   * scratch_bytes */
+  {"prefill", entry_prefill, SC_IN_IDS, 16, 1, 256, 0, 1, 0, 28928ULL},
+  {"decode", entry_decode, SC_IN_IDS, 1, 1, 256, 0, 1, 0, 1984ULL},
 };
 
 static const sc_tensor_info tensors[] = {
