@@ -11,7 +11,8 @@
  *   - builds: libtcc and gcc, fused and --no-fuse, frames per call 8 and 1
  *     (an exact T = 1 graph: rows are literals everywhere);
  *   - refusals: a code outside the codebook, a negative frame count, a
- *     codec call on a model of another family.
+ *     codec call on a model of another family, and rows placed one by one
+ *     (sc_io.row_pos / row_state: the conv state follows one sequence).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 
 #include "build.h"
 #include "check.h"
+#include "model_internal.h"
 #include "parity_util.h"
 #include "speechc.h"
 
@@ -91,6 +93,9 @@ static void run_one(const char *cc, int fuse, int frames, const int32_t *codes, 
   CHECK(sc_codec_decode(s, bad, 1, pcm, &err) == SC_EUSAGE && strstr(err.msg, "codebook 7") &&
         strstr(err.msg, "[0, 64)"));
   CHECK(sc_codec_decode(s, codes, -1, pcm, &err) == SC_EUSAGE);
+  const int row_pos[1] = {0};
+  sc_io io = {.ids = codes, .n = 1, .out = pcm, .row_pos = row_pos};
+  CHECK(rt_call(s, rt_entry(m, "audio"), &io, &err) != 0 && strstr(err.msg, "rows placed one by one"));
   free(pcm);
   sc_session_close(s);
   sc_model_close(m);
