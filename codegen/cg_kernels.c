@@ -167,16 +167,37 @@ static void lin_kargs(Cu *cu, const IrLinOperands *o) {
   if (o->res >= 0) cu_karg(cu, "const float *", "r", ref(cg, o->res));
 }
 
+/* What both linear kernels (GEMV, tiled GEMM) start from: node i's
+ * operands, its weight and band, and the output rows R (SwiGLU: half the
+ * weight's) by C input columns. */
+typedef struct LinNode {
+  const IrNode *n, *w;
+  int swiglu;
+  IrLinOperands o;
+  DType band;
+  long long R, C;
+} LinNode;
+
+static LinNode lin_node(Cu *cu, int i) {
+  LinNode l;
+  l.n = node(&cu->cg, i);
+  l.swiglu = l.n->op == OP_LINEAR_SWIGLU;
+  l.o = ir_lin_operands(l.n);
+  l.w = node(&cu->cg, l.o.w);
+  l.band = band_of(cu, l.o.w);
+  l.R = l.swiglu ? l.w->rows / 2 : l.w->rows;
+  l.C = l.w->cols;
+  return l;
+}
+
 static int emit_gemv(Cu *cu, int i) {
   Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const int op = n->op;
-  const int swiglu = op == OP_LINEAR_SWIGLU;
-  const IrLinOperands o = ir_lin_operands(n);
-  const int xi = o.x, nwi = o.nw, wi = o.w, bi = o.bias, ri = o.res;
-  const IrNode *w = node(cg, wi);
-  const DType band = band_of(cu, wi);
-  const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
+  const LinNode L = lin_node(cu, i);
+  const IrNode *n = L.n, *w = L.w;
+  const int swiglu = L.swiglu, xi = L.o.x, nwi = L.o.nw, wi = L.o.w, bi = L.o.bias, ri = L.o.res;
+  const IrLinOperands o = L.o;
+  const DType band = L.band;
+  const long long R = L.R, C = L.C;
   const int quant = sc_band_quantized(ir_wtype(band));
   if (band != DT_F32 && band != DT_BF16 && !quant)
     return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: weight band %s is not supported yet "
@@ -388,14 +409,12 @@ static int gemm_tiled(const Cu *cu, int i) {
  * the GEMV kernel's epilogues (1/rms, bias, residual, SwiGLU) at the end. */
 static int emit_gemm_tiled(Cu *cu, int i) {
   Cg *cg = &cu->cg;
-  const IrNode *n = node(cg, i);
-  const int op = n->op;
-  const int swiglu = op == OP_LINEAR_SWIGLU;
-  const IrLinOperands o = ir_lin_operands(n);
-  const int xi = o.x, nwi = o.nw, wi = o.w, bi = o.bias, ri = o.res;
-  const IrNode *w = node(cg, wi);
-  const DType band = band_of(cu, wi);
-  const long long R = swiglu ? w->rows / 2 : w->rows, C = w->cols;
+  const LinNode L = lin_node(cu, i);
+  const IrNode *n = L.n;
+  const int swiglu = L.swiglu, xi = L.o.x, nwi = L.o.nw, wi = L.o.w, bi = L.o.bias, ri = L.o.res;
+  const IrLinOperands o = L.o;
+  const DType band = L.band;
+  const long long R = L.R, C = L.C;
   const int vec = band == DT_F32 ? 4 : 8, steps = CU_GK / (32 * vec), nw = swiglu ? 2 : 1;
   const long long ldx = ld(cg, xi), ldy = (long long)n->ld;
   const char *et = band == DT_F32 ? "float" : "unsigned short";
