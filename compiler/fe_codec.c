@@ -265,19 +265,27 @@ static const char *nm(Gb *b, const char *name, const char *suffix) {
   return join(b->name, sizeof b->name, name, suffix);
 }
 
+/* The weight and bias of a CausalConvNet / CausalTransConvNet module
+ * (PREFIX.conv.weight, PREFIX.conv.bias): 0, or -1 with the error set. */
+static int conv_params(Gb *b, const char *name, const char *tensor_prefix, int kind, int64_t cout, int64_t cin,
+                       int k, int *w, int *bias) {
+  char t[200];
+  snprintf(t, sizeof t, "%s.conv.weight", tensor_prefix);
+  *w = conv_weight(b->f, nm(b, name, ".w"), t, kind, cout, cin, k);
+  snprintf(t, sizeof t, "%s.conv.bias", tensor_prefix);
+  *bias = vec(b->f, nm(b, name, ".b"), t, cout);
+  return b->f->failed ? -1 : 0;
+}
+
 /* Causal Conv1d, stride 1: IM2COL keeps (k-1)*dil rows of state. */
 static int conv(Gb *b, int x, const char *name, const char *tensor_prefix, int64_t cout, int64_t cin, int k,
                 int dil) {
-  char t[200], n[IR_NAME];
-  snprintf(t, sizeof t, "%s.conv.weight", tensor_prefix);
-  int w = conv_weight(b->f, nm(b, name, ".w"), t, CONV, cout, cin, k);
-  snprintf(t, sizeof t, "%s.conv.bias", tensor_prefix);
-  int bias = vec(b->f, nm(b, name, ".b"), t, cout);
-  if (b->f->failed) return -1;
+  int w, bias;
+  if (conv_params(b, name, tensor_prefix, CONV, cout, cin, k, &w, &bias)) return -1;
   if (k > 1) {
+    char n[IR_NAME];
     int st = ir_state_add(b->f->m, nm(b, name, ".context"), (int64_t)(k - 1) * dil, cin);
-    join(n, sizeof n, name, ".cols");
-    x = ir_im2col(b->g, x, ir_state(b->f->m, b->g, st), k, dil, n);
+    x = ir_im2col(b->g, x, ir_state(b->f->m, b->g, st), k, dil, join(n, sizeof n, name, ".cols"));
   }
   return ir_linear(b->g, x, W(w), W(bias), name);
 }
@@ -285,14 +293,10 @@ static int conv(Gb *b, int x, const char *name, const char *tensor_prefix, int64
 /* Causal ConvTranspose1d (kernel k >= stride s, right trim k - s). */
 static int conv_t(Gb *b, int x, const char *name, const char *tensor_prefix, int64_t cout, int64_t cin, int k,
                   int s) {
-  char t[200], n[IR_NAME];
-  snprintf(t, sizeof t, "%s.conv.weight", tensor_prefix);
-  int w = conv_weight(b->f, nm(b, name, ".w"), t, CONVT, cout, cin, k);
-  snprintf(t, sizeof t, "%s.conv.bias", tensor_prefix);
-  int bias = vec(b->f, nm(b, name, ".b"), t, cout);
-  if (b->f->failed) return -1;
-  join(n, sizeof n, name, ".taps");
-  int z = ir_linear(b->g, x, W(w), -1, n);
+  int w, bias;
+  if (conv_params(b, name, tensor_prefix, CONVT, cout, cin, k, &w, &bias)) return -1;
+  char n[IR_NAME];
+  int z = ir_linear(b->g, x, W(w), -1, join(n, sizeof n, name, ".taps"));
   int st = k > s ? ir_state(b->f->m, b->g, ir_state_add(b->f->m, nm(b, name, ".carry"), k - s, cout)) : -1;
   return ir_overlap_add(b->g, z, W(bias), st, k, s, name);
 }
