@@ -38,7 +38,9 @@ int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err) {
            cfg_int(j, "output_sample_rate", 24000, &info->sample_rate) &&
            cfg_int(j, "decode_upsample_rate", 1920, &info->samples_per_frame);
   cJSON_Delete(j);
-  if (ok && (e->ids_cols != info->n_codebooks || e->out_rows_mul != info->samples_per_frame)) ok = 0;
+  if (ok && (e->ids_cols != info->n_codebooks || e->out_rows_mul != info->samples_per_frame ||
+             m->d->vocab != info->codebook_size))
+    ok = 0; /* sc_codec_decode reads these three from the entry table */
   if (!ok) return sc_fail(err, SC_EINPUT, "%s: the embedded codec config or its entry point is damaged", m->path);
   info->max_frames = e->max_tokens;
   return SC_OK;
@@ -52,8 +54,13 @@ int sc_codec_path(const char *model_path, char *out, size_t size) {
 }
 
 int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pcm, sc_error *err) {
-  sc_codec_info ci;
-  if (sc_codec_get_info(s->m, &ci, err)) return err->code;
+  /* per call (a frame at a time in tts): the entry table, not the JSON */
+  const sc_entry *e = rt_entry(s->m, "audio");
+  sc_codec_info check;
+  if ((strcmp(s->m->d->family, "codec") || !e) && sc_codec_get_info(s->m, &check, err))
+    return err->code; /* not a codec, or a damaged one: its message */
+  const sc_codec_info ci = {.n_codebooks = e->ids_cols, .codebook_size = s->m->d->vocab,
+                            .samples_per_frame = e->out_rows_mul};
   if (n_frames < 0) return sc_fail(err, SC_EUSAGE, "negative frame count %d", n_frames);
   if (s->pos + (int64_t)n_frames > s->m->d->max_context)
     return sc_fail(err, SC_ERUNTIME, "the stream is full: frame %d + %d exceeds max_context %d frames "
@@ -63,7 +70,6 @@ int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pc
     if (codes[i] < 0 || codes[i] >= ci.codebook_size)
       return sc_fail(err, SC_EUSAGE, "code %d (frame %lld, codebook %lld) is outside [0, %d)", codes[i],
                      (long long)(i / ci.n_codebooks), (long long)(i % ci.n_codebooks), ci.codebook_size);
-  const sc_entry *e = rt_entry(s->m, "audio");
   for (int done = 0; done < n_frames;) {
     const int chunk = n_frames - done < e->max_tokens ? n_frames - done : e->max_tokens;
     sc_io io = {.ids = codes + (size_t)done * ci.n_codebooks, .n = chunk, .pos = s->pos,
