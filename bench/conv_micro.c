@@ -4,8 +4,10 @@
  * the two x2 upsamplers: 4, 32, 160, 640 and 1920 rows per frame), one
  * second of audio (12 frames here, 23040 samples) fed FRAMES frames per call:
  *
- *   conv_micro ISA THREADS [FRAMES] [REPS]
+ *   conv_micro ISA THREADS [FRAMES] [REPS] [f32|bf16]
  *
+ * bf16: the weights in bf16 with bf16 activations allowed (the codec's
+ * contract, kernels.h: AMX tiles where the CPU grants them).
  * Each causal Conv1d is IM2COL + LINEAR (f32 weights), each
  * ConvTranspose1d LINEAR + OVERLAP_ADD, each SnakeBeta SNAKE, as the IR
  * lowers them.  Prints per stage the best of REPS (default 3) in ms and
@@ -21,12 +23,28 @@
 #include <time.h>
 
 #include "kernels.h"
+#include "kernels_amx.h"
 #include "pool.h"
 
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int band = SC_W_F32;
+
+/* Weights of n elements in the band: f32 as they are, or bf16 (truncated). */
+static void *wbuf(float *w, size_t n) {
+  if (band == SC_W_F32) return w;
+  uint16_t *b = aligned_alloc(64, (n * 2 + 63) & ~(size_t)63);
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    memcpy(&u, &w[i], 4);
+    b[i] = (uint16_t)(u >> 16);
+  }
+  free(w);
+  return b;
 }
 
 static float *buf(size_t n, int random) {
@@ -85,14 +103,15 @@ static double run_stage(const sc_kernels *K, const Stage *s, int per, double *t_
   const int R = s->rows * FRAMES, rc = s->rows * per;
   const int kc = s->k * s->cin, S = s->kind == CONV ? (s->k - 1) * s->d : s->k - s->d;
   float *x = buf((size_t)R * s->cin, 1), *st = buf((size_t)(S > 0 ? S : 1) * s->cin, 0);
-  float *y = NULL, *w = NULL, *mid = NULL, *b = buf((size_t)s->cout, 1), *b2 = buf((size_t)s->cout, 1);
+  float *y = NULL, *mid = NULL, *b = buf((size_t)s->cout, 1), *b2 = buf((size_t)s->cout, 1);
+  void *w = NULL;
   double t0, ti = 0;
   if (s->kind == SNAKE) {
     y = buf((size_t)R * s->cin, 0);
     t0 = now_s();
     for (int f = 0; f < FRAMES; f += per) K->snake(K->ctx, x + (size_t)f * s->rows * s->cin, s->cin, b, b2, y, s->cin, rc, s->cin);
   } else if (s->kind == CONV) {
-    w = buf((size_t)s->cout * kc, 1);
+    w = wbuf(buf((size_t)s->cout * kc, 1), (size_t)s->cout * kc);
     mid = buf((size_t)rc * kc, 0);
     y = buf((size_t)R * s->cout, 0);
     t0 = now_s();
@@ -104,16 +123,16 @@ static double run_stage(const sc_kernels *K, const Stage *s, int per, double *t_
         ti += now_s() - a;
         xc = mid;
       }
-      K->linear(K->ctx, SC_W_F32, w, b, xc, kc, y + (size_t)f * s->rows * s->cout, s->cout, rc, s->cout, kc, 0);
+      K->linear(K->ctx, band, w, b, xc, kc, y + (size_t)f * s->rows * s->cout, s->cout, rc, s->cout, kc, 0);
     }
   } else {
     const int zc = s->k * s->cout;
-    w = buf((size_t)zc * s->cin, 1);
+    w = wbuf(buf((size_t)zc * s->cin, 1), (size_t)zc * s->cin);
     mid = buf((size_t)rc * zc, 0);
     y = buf((size_t)R * s->d * s->cout, 0);
     t0 = now_s();
     for (int f = 0; f < FRAMES; f += per) {
-      K->linear(K->ctx, SC_W_F32, w, NULL, x + (size_t)f * s->rows * s->cin, s->cin, mid, zc, rc, zc, s->cin, 0);
+      K->linear(K->ctx, band, w, NULL, x + (size_t)f * s->rows * s->cin, s->cin, mid, zc, rc, zc, s->cin, 0);
       K->overlap_add(K->ctx, mid, zc, b, S ? st : NULL, y + (size_t)f * s->rows * s->d * s->cout, s->cout, rc,
                      s->cout, s->k, s->d);
     }
@@ -126,7 +145,7 @@ static double run_stage(const sc_kernels *K, const Stage *s, int per, double *t_
 
 int main(int argc, char **argv) {
   if (argc < 3) {
-    fprintf(stderr, "usage: conv_micro ISA THREADS [FRAMES_PER_CALL] [REPS]\n");
+    fprintf(stderr, "usage: conv_micro ISA THREADS [FRAMES_PER_CALL] [REPS] [f32|bf16]\n");
     return 2;
   }
   const int threads = atoi(argv[2]), per = argc > 3 ? atoi(argv[3]) : FRAMES, reps = argc > 4 ? atoi(argv[4]) : 3;
@@ -134,7 +153,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "conv_micro: THREADS >= 1, FRAMES_PER_CALL dividing %d, REPS >= 1\n", FRAMES);
     return 2;
   }
-  sc_kernel_ctx c = {0};
+  if (argc > 5 && strcmp(argv[5], "f32") && strcmp(argv[5], "bf16")) {
+    fprintf(stderr, "conv_micro: the band is f32 or bf16, not '%s'\n", argv[5]);
+    return 2;
+  }
+  band = argc > 5 && !strcmp(argv[5], "bf16") ? SC_W_BF16 : SC_W_F32;
+  sc_kernel_ctx c = {.bf16_act = 1};
   c.pool = threads > 1 ? sc_pool_new(threads) : NULL;
   sc_kernels K;
   if (sc_kernels_init_isa(&K, &c, argv[1])) {
@@ -142,8 +166,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   srand(1);
-  printf("conv_micro: %s, %d thread%s, %d frames per call (%d in all = %.2f s of audio)\n", argv[1], threads,
-         threads > 1 ? "s" : "", per, FRAMES, FRAMES / 12.5);
+  printf("conv_micro: %s, %d thread%s, %d frames per call (%d in all = %.2f s of audio), %s weights%s\n",
+         argv[1], threads, threads > 1 ? "s" : "", per, FRAMES, FRAMES / 12.5, band == SC_W_F32 ? "f32" : "bf16",
+         band == SC_W_BF16 && sc_amx_usable() ? " (AMX)" : "");
   double total = 0, total_flop = 0, total_snake = 0, total_im2col = 0;
   for (size_t i = 0; i < sizeof stages / sizeof *stages; i++) {
     const Stage *s = &stages[i];

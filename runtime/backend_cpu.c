@@ -39,6 +39,12 @@ static int cpu_session_open(sc_session *s, sc_error *err) {
                    "with fewer threads)", m->threads);
   if (sc_kernels_init(&s->K, &s->kctx)) /* SPEECHC_ISA names kernels that cannot run */
     return sc_fail(err, SC_ERUNTIME, "%s", s->kctx.err);
+  /* A codec decoder's bf16 weights may meet bf16 activations (the AMX
+   * GEMM, kernels.h): its gate is the waveform's SNR against f32
+   * (test_codec), not the LMs' bit-exact prefill == decode.
+   * SPEECHC_AMX=0 keeps the f32 activations. */
+  const char *amx = getenv("SPEECHC_AMX");
+  s->kctx.bf16_act = !strcmp(m->d->family, "codec") && !(amx && !strcmp(amx, "0"));
   return SC_OK;
 }
 

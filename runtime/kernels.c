@@ -30,6 +30,7 @@
 #endif
 
 #include "cpu.h"
+#include "kernels_amx.h"
 #include "pool.h"
 
 #if defined(__aarch64__) && defined(__linux__)
@@ -584,6 +585,92 @@ static int blas_run(LinJob *j, void *ctx) {
 }
 #endif
 
+/* ---- bf16 activations on AMX tiles (kernels.h) ------------------------ */
+
+/* A bf16 linear whose caller allows bf16 activations (sc_kernel_ctx.
+ * bf16_act) goes to the AMX tiles (kernels_amx.c) from this many tokens,
+ * when the CPU grants them and the rows are whole 32-column blocks. */
+#define AMX_MIN_T 16
+/* Weight rows per panel: a panel's bytes stay under this, so that it is
+ * reused from L2 across the token blocks a thread runs against it. */
+#define AMX_PANEL_BYTES (512 * 1024)
+
+typedef struct AmxJob {
+  const LinJob *j;
+  uint16_t *xp;          /* the packed activations (sc_amx_pack) */
+  const uint16_t *wlast; /* the last row block padded to 32 rows, or NULL */
+  int nkb;               /* 32-column blocks */
+  int ntb;               /* blocks of 32 tokens */
+  int nrb;               /* blocks of 32 rows */
+  int prb;               /* row blocks per panel */
+  int items;             /* panels x token blocks */
+} AmxJob;
+
+static void amx_pack_chunk(void *arg, int c, int n) {
+  const AmxJob *a = arg;
+  const int blocks = 2 * a->ntb; /* of 16 tokens */
+  const int b0 = (int)((long long)blocks * c / n), b1 = (int)((long long)blocks * (c + 1) / n);
+  sc_amx_pack(a->j->x, a->j->ldx, a->j->T, a->j->cols, b0, b1, a->xp);
+}
+
+/* Items in panel-major order: item i is token block i % ntb of panel
+ * i / ntb, so a thread's consecutive items share the panel's rows. */
+static void amx_chunk(void *arg, int c, int n) {
+  const AmxJob *a = arg;
+  const LinJob *j = a->j;
+  const int i0 = (int)((long long)a->items * c / n), i1 = (int)((long long)a->items * (c + 1) / n);
+  _Alignas(64) float tile[32 * 32];
+  sc_amx_begin();
+  for (int i = i0; i < i1; i++) {
+    const int p = i / a->ntb, tb = i % a->ntb;
+    const int rb1 = (p + 1) * a->prb < a->nrb ? (p + 1) * a->prb : a->nrb;
+    const uint16_t *b0 = a->xp + (size_t)(2 * tb) * a->nkb * 512, *b1 = b0 + (size_t)a->nkb * 512;
+    const int t0 = 32 * tb, nt = j->T - t0 < 32 ? j->T - t0 : 32;
+    for (int rb = p * a->prb; rb < rb1; rb++) {
+      const int r0 = 32 * rb, nr = j->rows - r0 < 32 ? j->rows - r0 : 32;
+      const uint16_t *w = nr < 32 ? a->wlast : (const uint16_t *)j->w + (size_t)r0 * j->cols;
+      sc_amx_tile(w, (size_t)j->cols, b0, b1, a->nkb, tile);
+      sc_amx_store(tile, nr, nt, j->bias ? j->bias + r0 : NULL, j->acc, j->y + (size_t)t0 * j->ldy + r0,
+                   (size_t)j->ldy);
+    }
+  }
+  sc_amx_end();
+}
+
+static int amx_applies(const LinJob *j, void *ctx) {
+  const sc_kernel_ctx *c = ctx;
+  return c && c->bf16_act && j->wtype == SC_W_BF16 && !j->swiglu && j->T >= AMX_MIN_T &&
+         j->cols % 32 == 0 && j->ops != &sc_kern_portable && sc_amx_usable();
+}
+
+static void amx_run(LinJob *j, void *ctx) {
+  AmxJob a = {.j = j, .nkb = j->cols / 32, .ntb = (j->T + 31) / 32, .nrb = (j->rows + 31) / 32};
+  const size_t rowblock_bytes = (size_t)32 * j->cols * sizeof(uint16_t);
+  a.prb = (int)(AMX_PANEL_BYTES / rowblock_bytes);
+  if (a.prb < 1) a.prb = 1;
+  a.items = (a.nrb + a.prb - 1) / a.prb * a.ntb;
+  const size_t xp_bytes = (size_t)a.ntb * 32 * j->cols * sizeof(uint16_t);
+  const int rlast = j->rows % 32;
+  void *owned = NULL;
+  unsigned char *buf = get_scratch(ctx, xp_bytes + (rlast ? rowblock_bytes : 0), &owned);
+  if (!buf) {
+    kern_error(ctx, "linear: out of memory for the bf16 activations", j->T);
+    return;
+  }
+  a.xp = (uint16_t *)buf;
+  if (rlast) {
+    uint16_t *wl = (uint16_t *)(buf + xp_bytes);
+    memcpy(wl, (const uint16_t *)j->w + (size_t)(j->rows - rlast) * j->cols,
+           (size_t)rlast * j->cols * sizeof(uint16_t));
+    memset(wl + (size_t)rlast * j->cols, 0, (size_t)(32 - rlast) * j->cols * sizeof(uint16_t));
+    a.wlast = wl;
+  }
+  sc_pool *pool = pool_of(ctx);
+  sc_pool_run(pool, amx_pack_chunk, &a, chunks_for(pool, 2 * a.ntb));
+  sc_pool_run(pool, amx_chunk, &a, chunks_for(pool, a.items));
+  free(owned);
+}
+
 static void linear_run(const char *what, LinJob *j, void *ctx) {
   if (!band_supported(j->wtype)) {
     char msg[64];
@@ -592,6 +679,10 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
     return;
   }
   j->rb = sc_band_row_bytes(j->wtype, j->cols);
+  if (amx_applies(j, ctx)) {
+    amx_run(j, ctx);
+    return;
+  }
 #if SC_HAVE_OPENBLAS
   if (j->wtype == SC_W_F32 && j->T >= BLAS_MIN_T && j->ops != &sc_kern_portable) {
     blas_run(j, ctx);

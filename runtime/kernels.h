@@ -76,6 +76,8 @@ typedef struct sc_kernel_ctx {
   void *scratch; /* kernel scratch (quantized activations, long score
                   * rows), grown on demand; freed by sc_kernel_ctx_free */
   size_t scratch_bytes;
+  int bf16_act;  /* 1: bf16 weights may meet activations rounded to bf16
+                  * (the AMX GEMM below); set per model by the runtime */
 } sc_kernel_ctx;
 
 /* Every ISA speechc has kernels for, in sc_kernels_init's order of

@@ -420,9 +420,18 @@ def compute(model, spec, small):
         cb = mods[codebook_name(q)]
         small_hits += int((cb.cluster_usage[codes[:, q]] < USAGE_EPS).sum())
 
+    # A yardstick for reduced-precision decodes: the official decoder with
+    # every parameter and activation in bfloat16, as model.to(torch.bfloat16)
+    # runs it, on the same codes.
+    import copy
+    m16 = copy.deepcopy(model).to(torch.bfloat16)
+    pcm_bf16 = m16.decode(codes[None], return_dict=True).audio_values[0].to(torch.float64)
+    err = pcm_bf16 - pcm.to(torch.float64)
+    bf16_snr = float(10 * torch.log10((pcm.to(torch.float64) ** 2).sum() / (err ** 2).sum()))
+
     import safetensors
     import transformers
-    arrays = {"pcm.f32": pcm, "chunked.f32": chunked}
+    arrays = {"pcm.f32": pcm, "chunked.f32": chunked, "pcm_bf16.f32": pcm_bf16}
     stage_info = []
     for name in order:
         fn = f"stage.{name}.f32"
@@ -477,7 +486,12 @@ def compute(model, spec, small):
             chunked="chunked.f32: little-endian float32 [n_samples], chunked_decode with "
                     "the chunk/left_context below",
             stages="stage.<name>.f32: little-endian float32 [C, L] channel-major, batch 0",
+            pcm_bf16="pcm_bf16.f32: little-endian float32 [n_samples], the official "
+                     "decode with the model cast to torch.bfloat16 (weights and "
+                     "activations), the same codes",
         ),
+        bf16=dict(snr_db_vs_pcm=round(bf16_snr, 2),
+                  max_abs_diff_vs_pcm=float(err.abs().max())),
         codes_range=[0, dcfg.codebook_size],
         small_usage_entries=dict(
             clamp=USAGE_EPS,

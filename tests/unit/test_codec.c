@@ -10,10 +10,17 @@
  *   - sc_session_reset starts a new stream: the same PCM again;
  *   - builds: libtcc and gcc, fused and --no-fuse, frames per call 8 and 1
  *     (an exact T = 1 graph: rows are literals everywhere);
+ *   - bf16 weights (--weights bf16; bf16 activations on AMX tiles where the
+ *     CPU has them, kernels.h): the waveform's SNR against the f32
+ *     reference at least 30 dB and 3 dB above the official decoder's own
+ *     bf16 decode (pcm_bf16.f32: the model cast to torch.bfloat16), whole
+ *     and frame by frame; with SPEECHC_AMX=0 too, and the AMX path really
+ *     taken where it runs (its bits differ from the f32 activations');
  *   - refusals: a code outside the codebook, a negative frame count, a
  *     codec call on a model of another family, and rows placed one by one
  *     (sc_io.row_pos / row_state: the conv state follows one sequence).
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +28,7 @@
 
 #include "build.h"
 #include "check.h"
+#include "kernels_amx.h"
 #include "model_internal.h"
 #include "parity_util.h"
 #include "speechc.h"
@@ -29,10 +37,11 @@
 
 static char tmpdir[64];
 
-static sc_model *build(const char *cc, int fuse, int frames) {
+static sc_model *build_band(const char *cc, int fuse, int frames, DType band) {
   char out[256];
-  snprintf(out, sizeof out, "%s/codec_%s_%d_%d.so", tmpdir, cc, fuse, frames);
+  snprintf(out, sizeof out, "%s/codec_%s_%d_%d_%d.so", tmpdir, cc, fuse, frames, (int)band);
   BuildOpts o = build_defaults();
+  o.band = band;
   o.model_dir = DIR;
   o.out_path = out;
   o.cc = cc;
@@ -45,6 +54,57 @@ static sc_model *build(const char *cc, int fuse, int frames) {
   sc_model *m = NULL;
   if (!rc) CHECK_MSG(sc_model_open(out, NULL, &m, &err) == 0, "%s", err.msg);
   return m;
+}
+
+static sc_model *build(const char *cc, int fuse, int frames) { return build_band(cc, fuse, frames, DT_F32); }
+
+/* 10 log10(sum ref^2 / sum (x - ref)^2) */
+static double snr_db(const float *x, const float *ref, int n) {
+  double s = 0, e = 0;
+  for (int i = 0; i < n; i++) {
+    s += (double)ref[i] * ref[i];
+    e += ((double)x[i] - ref[i]) * ((double)x[i] - ref[i]);
+  }
+  return 10 * log10(s / e);
+}
+
+/* The bf16 band against the f32 reference, gated on the waveform's SNR. */
+static void run_bf16(int frames, const int32_t *codes, int T, const float *ref, const float *ref_bf16) {
+  const int n = T * 24;
+  const double official = snr_db(ref_bf16, ref, n), gate = official + 3 > 30 ? official + 3 : 30;
+  sc_model *m = build_band("tcc", 1, frames, DT_BF16);
+  if (!m) return;
+  float *pcm = calloc((size_t)n, sizeof *pcm), *pcm_f32act = calloc((size_t)n, sizeof *pcm);
+  sc_error err = {0};
+  for (int amx = 1; amx >= 0; amx--) {
+    if (!amx) setenv("SPEECHC_AMX", "0", 1);
+    sc_session *s = NULL;
+    CHECK_MSG(sc_session_open(m, &s, &err) == 0, "%s", err.msg);
+    float *out = amx ? pcm : pcm_f32act;
+    CHECK_MSG(sc_codec_decode(s, codes, T, out, &err) == 0, "%s", err.msg);
+    const double whole = snr_db(out, ref, n);
+    sc_session_reset(s);
+    float *fbf = calloc((size_t)n, sizeof *fbf);
+    for (int t = 0; t < T; t++)
+      CHECK_MSG(sc_codec_decode(s, codes + t * 16, 1, fbf + t * 24, &err) == 0, "%s", err.msg);
+    const double framewise = snr_db(fbf, ref, n);
+    printf("bf16, %d frames per call, %s: SNR %.2f dB whole, %.2f dB frame by frame (official bf16 %.2f dB, "
+           "gate %.2f dB)\n", frames, amx ? "bf16 activations allowed" : "SPEECHC_AMX=0", whole, framewise,
+           official, gate);
+    CHECK_MSG(whole >= gate && framewise >= gate, "bf16 %d frames/call amx %d: SNR %.2f / %.2f dB < %.2f dB",
+              frames, amx, whole, framewise, gate);
+    free(fbf);
+    sc_session_close(s);
+  }
+  unsetenv("SPEECHC_AMX");
+  /* 8 frames per call reach 16 rows past the upsamplers: the AMX path
+   * runs there and rounds differently from f32 activations */
+  const int differ = memcmp(pcm, pcm_f32act, (size_t)n * sizeof *pcm) != 0;
+  if (sc_amx_usable() && frames == 8) CHECK_MSG(differ, "%s", "bf16 activations: the AMX path did not run");
+  if (!sc_amx_usable()) CHECK_MSG(!differ, "%s", "SPEECHC_AMX=0 changed the output without AMX");
+  free(pcm);
+  free(pcm_f32act);
+  sc_model_close(m);
 }
 
 static void run_one(const char *cc, int fuse, int frames, const int32_t *codes, int T, const float *ref) {
@@ -114,6 +174,13 @@ int main(void) {
   for (int c = 0; c < 2; c++)
     for (int fuse = 1; fuse >= 0; fuse--)
       for (int frames = 8; frames >= 1; frames -= 7) run_one(ccs[c], fuse, frames, codes, 12, ref);
+  float *ref_bf16 = (float *)slurp(DIR "/pcm_bf16.f32", &size);
+  CHECK(ref_bf16 && size == 12 * 24 * 4);
+  if (ref_bf16) {
+    run_bf16(8, codes, 12, ref, ref_bf16);
+    run_bf16(1, codes, 12, ref, ref_bf16);
+  }
+  free(ref_bf16);
 
   /* a plain LM is not a codec */
   BuildOpts o = build_defaults();

@@ -12,6 +12,11 @@
  *   - every ISA this build and CPU run (SC_KERNEL_ISAS: AVX2, AVX-512,
  *     NEON, NEON+dotprod) passes all of the above and agrees with the
  *     portable kernels to 1e-5;
+ *   - bf16 weights with bf16 activations (sc_kernel_ctx.bf16_act, the AMX
+ *     tiles where the CPU has them): against a double reference over the
+ *     bf16-rounded activations, partial row and token blocks, bias and
+ *     accumulate, strides, the same bits for 1 and 2 threads; where AMX
+ *     does not run, the flag changes nothing (the same bits as without);
  *   - the default choice and the SPEECHC_ISA override, with its errors.
  * SPEECHC_TEST_ISAS=a,b makes it fail unless ISAs a and b run here (the
  * emulated runs of scripts/neon.sh, so that they cannot test less).
@@ -22,6 +27,7 @@
 
 #include "check.h"
 #include "kernels.h"
+#include "kernels_amx.h"
 #include "pool.h"
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
@@ -561,6 +567,78 @@ static void test_gemm_blas(const sc_kernels *A, const sc_kernels *P) {
   sc_kernel_ctx_free(&pooled);
 }
 
+/* x rounded to bf16, to nearest even, as the AMX path rounds it. */
+static double bf16_rne(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1);
+  u &= 0xffff0000u;
+  float r;
+  memcpy(&r, &u, 4);
+  return r;
+}
+
+/* bf16 weights meeting bf16 activations (kernels.h): AMX tiles when the
+ * CPU grants them, from 16 tokens, for whole 32-column rows. */
+static void test_bf16_act(const sc_kernels *K0) {
+  enum { C = 96, LDX = C + 8, MAXRR = 80, MAXT = 70, LD = MAXRR + 5 };
+  static uint16_t w[MAXRR * C];
+  static float wf[MAXRR * C], x[MAXT * LDX], bias[MAXRR], y0[MAXT * LD], ya[MAXT * LD], yb[MAXT * LD],
+      yc[MAXT * LD];
+  for (int i = 0; i < MAXRR * C; i++) w[i] = to_bf16(frand());
+  for (int i = 0; i < MAXRR * C; i++) wf[i] = (float)bf16_val(w[i]);
+  fill(x, MAXT * LDX);
+  fill(bias, MAXRR);
+  fill(y0, MAXT * LD);
+  const int amx = sc_amx_usable();
+  printf("bf16 activations: AMX %s\n", amx ? "runs here" : "does not run here (checking the fallback)");
+  sc_kernel_ctx c1 = {.bf16_act = 1}, c2 = {.bf16_act = 1}, c0 = {0};
+  c2.pool = sc_pool_new(2);
+  sc_kernels K1, K2, Kf;
+  CHECK(sc_kernels_init_isa(&K1, &c1, sc_kernels_isa(K0)) == 0);
+  CHECK(sc_kernels_init_isa(&K2, &c2, sc_kernels_isa(K0)) == 0);
+  CHECK(sc_kernels_init_isa(&Kf, &c0, sc_kernels_isa(K0)) == 0);
+  const int shapes[][2] = {{64, 32}, {80, 70}, {48, 16}, {17, 33}, {33, 47}, {16, 64}, {1, 40}, {5, 17}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
+    for (int acc = 0; acc < 2; acc++) {
+      const int R = shapes[s][0], T = shapes[s][1];
+      const float *b = acc ? NULL : bias;
+      memcpy(ya, y0, sizeof ya);
+      memcpy(yb, y0, sizeof yb);
+      memcpy(yc, y0, sizeof yc);
+      K1.linear(K1.ctx, SC_W_BF16, w, b, x, LDX, ya, LD, T, R, C, acc);
+      K2.linear(K2.ctx, SC_W_BF16, w, b, x, LDX, yb, LD, T, R, C, acc);
+      Kf.linear(Kf.ctx, SC_W_BF16, w, b, x, LDX, yc, LD, T, R, C, acc);
+      for (int t = 0; t < MAXT; t++)
+        for (int r = 0; r < LD; r++) {
+          const int i = t * LD + r;
+          if (t >= T || r >= R) { /* nothing outside [T, R] is written */
+            CHECK(same_bits(ya[i], y0[i]) && same_bits(yb[i], y0[i]));
+            continue;
+          }
+          CHECK_MSG(same_bits(ya[i], yb[i]), "bf16_act R %d T %d: 1 vs 2 threads t %d r %d", R, T, t, r);
+          if (!amx) {
+            CHECK_MSG(same_bits(ya[i], yc[i]), "bf16_act without AMX R %d T %d t %d r %d", R, T, t, r);
+            continue;
+          }
+          double ref = b ? b[r] : 0, mag = fabs(ref);
+          for (int k = 0; k < C; k++) {
+            const double p = (double)wf[r * C + k] * bf16_rne(x[t * LDX + k]);
+            ref += p;
+            mag += fabs(p);
+          }
+          if (acc) ref += y0[i], mag += fabs(y0[i]);
+          CHECK_MSG(fabs(ya[i] - ref) <= 2e-6 * mag, "bf16_act R %d T %d acc %d t %d r %d: %.9g vs %.9g", R, T,
+                    acc, t, r, ya[i], ref);
+        }
+    }
+  CHECK(!c1.failed && !c2.failed && !c0.failed);
+  sc_pool_free(c2.pool);
+  sc_kernel_ctx_free(&c1);
+  sc_kernel_ctx_free(&c2);
+  sc_kernel_ctx_free(&c0);
+}
+
 static void test_table(const sc_kernels *K, void *ctx) {
   CHECK(K->abi_version == SC_ABI_VERSION);
   CHECK(K->ctx == ctx);
@@ -634,6 +712,7 @@ int main(void) {
       CHECK_MSG(sc_kern_ops_isa(n) != NULL, "SPEECHC_TEST_ISAS: %s does not run here", n);
   }
 
+  test_bf16_act(&best);
   test_table(&port, &cport);
   test_linear(&port, &cport);
   test_swiglu(&port, &cport);

@@ -1,0 +1,34 @@
+/*
+ * kernels_amx.h — the AMX bf16 tile pieces behind kernels.c's "bf16
+ * activations" GEMM (kernels.h states its numerical contract).  Stubs
+ * that report "not usable" where the build or the CPU has no AMX.
+ */
+#ifndef SC_KERNELS_AMX_H
+#define SC_KERNELS_AMX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* 1 when this build has the AMX kernels, the CPU has AMX-TILE and
+ * AMX-BF16, and the OS granted this process the tile state (asked once). */
+int sc_amx_usable(void);
+/* Configure (release) this thread's tiles around a run of sc_amx_tile. */
+void sc_amx_begin(void);
+void sc_amx_end(void);
+/* Pack token blocks tb0..tb1 (16 tokens each; tokens past T are zeros) of
+ * x [T, cols] (ld ldx; cols a multiple of 32) as bf16 (round to nearest
+ * even) in the B-tile order: block (tb, kb) at xp + (tb * cols/32 + kb) *
+ * 512, row i (of 16) = for t < 16 the pair x[16tb + t, 32kb + 2i + 0..1]. */
+void sc_amx_pack(const float *x, int ldx, int T, int cols, int tb0, int tb1, uint16_t *xp);
+/* c[r * 32 + t] = sum_k w[r * ldw + k] * x[t, k] for 32 weight rows (bf16,
+ * ld ldw elements) and the 32 tokens of the packed blocks b0 (tokens
+ * 0..15) and b1 (16..31), k < 32 * nkb.  Needs sc_amx_begin. */
+void sc_amx_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb,
+                 float *c);
+
+/* The first nr rows and nt tokens of c (sc_amx_tile's, 64-byte aligned)
+ * into y[t * ldy + r] (y's row 0 at the tile's first weight row): + bias[r]
+ * (bias NULL: none), then y + that when acc, in f32. */
+void sc_amx_store(const float *c, int nr, int nt, const float *bias, int acc, float *y, size_t ldy);
+
+#endif /* SC_KERNELS_AMX_H */
