@@ -355,6 +355,26 @@ static int emit_node(Cg *cg, int i) {
         p->dilation);
     return SC_OK;
   }
+  case OP_CONV1D: {
+    const int xi = SRC(n, CONV1D, X), wi = SRC(n, CONV1D, W);
+    const IrNode *w = node(cg, wi);
+    const long long C = (long long)node(cg, xi)->cols, kc = (long long)p->ksize * C;
+    char bias[IR_NAME + 24] = "0";
+    if (n->nsrc > S_CONV1D_B) snprintf(bias, sizeof bias, "(const float *)%s", ref(cg, SRC(n, CONV1D, B)));
+    OUT("  { /* causal conv k %d dilation %d: im2col rows [%d, %lld] at a time into the GEMM */\n", p->ksize,
+        p->dilation, p->block, kc);
+    OUT("    float *col = (float *)(X + %lld);\n", (long long)n->aux);
+    OUT("    const int R = %s;\n", rows(n));
+    OUT("    for (int r0 = 0; r0 < R;) {\n");
+    OUT("      const int nr = R - r0 < %d ? R - r0 : %d;\n", 2 * p->block, p->block);
+    OUT("      K->im2col(K->ctx, %s + (long)r0 * %lld, %lld, %s, col, %lld, nr, %lld, %d, %d);\n", ref(cg, xi),
+        ld(cg, xi), ld(cg, xi), ref(cg, SRC(n, CONV1D, STATE)), kc, C, p->ksize, p->dilation);
+    OUT("      K->linear(K->ctx, %s, %s, %s, col, %lld, %s + (long)r0 * %lld, %lld, nr, %lld, %lld, 0);\n",
+        wtype_name(w->dtype), cg->var[wi], bias, kc, v, (long long)n->ld, (long long)n->ld, (long long)w->rows,
+        (long long)w->cols);
+    OUT("      r0 += nr;\n    }\n  }\n");
+    return SC_OK;
+  }
   case OP_DWCONV: {
     const int xi = SRC(n, DWCONV, X);
     OUT("  K->dwconv(K->ctx, %s, %lld, %s, %s, %s, %s, %lld, %s, %lld, %d, %d);\n", ref(cg, xi), ld(cg, xi),
@@ -459,6 +479,10 @@ static int emit_graph(Cg *cg, const Graph *g) {
 
 int64_t cg_c_temp_bytes(const Graph *g, const IrNode *n, int64_t rows) {
   if (ir_is_linear(n->op) && ir_lin_operands(n).nw >= 0) return rows * g->nodes[ir_lin_operands(n).x].cols * 4;
+  if (n->op == OP_CONV1D) { /* a piece of im2col rows */
+    const int64_t piece = rows < 2 * (int64_t)n->p.block - 1 ? rows : 2 * (int64_t)n->p.block - 1;
+    return piece * n->p.ksize * g->nodes[SRC(n, CONV1D, X)].cols * 4;
+  }
   if (n->op == OP_ROPE_ATTENTION)
     return rows * (g->nodes[SRC(n, ROPE_ATTENTION, Q)].cols + g->nodes[SRC(n, ROPE_ATTENTION, K)].cols) * 4;
   return 0;

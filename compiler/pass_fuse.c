@@ -15,12 +15,19 @@
  *   6. ATTENTION(R(q), KV_STORE(kc, R(k)), KV_STORE(vc, v)) for a fixed
  *      token count of at most 4 (decode graphs), R both ROPE or both
  *      NORM_ROPE with the same table and parameters, each producer read
- *      only there                                     -> ROPE_ATTENTION.
- * Rewrites 2-6 happen in place (the consumer takes over, producers die),
+ *      only there                                     -> ROPE_ATTENTION;
+ *   7. LINEAR(IM2COL(x)) where the im2col has one user -> CONV1D, in
+ *      pieces of CONV1D_BYTES of im2col rows (a multiple of 32 rows, at
+ *      least 32: whole AMX tiles, kernels.h); not for f32 weights, whose
+ *      GEMM (OpenBLAS) packs the weights again for every piece: measured
+ *      slower in pieces than whole.
+ * Rewrites 2-7 happen in place (the consumer takes over, producers die),
  * then dead nodes are dropped.  On the CPU each fused op performs the same
  * float operations in the same order as its definition (the kernels
  * compute each row's dot product independently of the rows around it), so
  * --no-fuse gives identical numbers; tests/unit/test_parity.c holds this.
+ * (CONV1D's pieces are GEMMs over fewer rows: the same bits except where
+ * a GEMM's order may depend on its row count, kernels.h: OpenBLAS f32.)
  * A device target may round a fused op differently (a norm factor applied
  * after the dot product, a warp-order sum): within the parity tolerance.
  */
@@ -31,6 +38,10 @@
 #include "passes.h"
 
 #define N(i) (&g->nodes[(i)])
+
+/* Bytes of im2col rows per CONV1D piece: with its GEMM's output and a
+ * panel of weights it stays in a 1-2 MB L2. */
+#define CONV1D_BYTES (384 * 1024)
 
 /* "layer0.q_proj" + "layer0.k_proj" + "layer0.v_proj" -> "layer0.qkv" */
 static void merged_name(const Module *m, const int *w, int n, char *out, size_t size) {
@@ -279,6 +290,25 @@ static void fuse_in_place(Module *m, Graph *g) {
       N(nrm)->dead = 1;
       continue;
     }
+    /* 7. a causal conv's im2col rows straight into its GEMM, a piece at a time */
+    if (n->op == OP_LINEAR && N(n->src[S_LINEAR_X])->op == OP_IM2COL && ir_uses(g, n->src[S_LINEAR_X]) == 1 &&
+        m->weights[N(n->src[S_LINEAR_W])->weight].sets == 1 && m->weights[N(n->src[S_LINEAR_W])->weight].band != DT_F32) {
+      const int col = n->src[S_LINEAR_X];
+      const int bias = n->nsrc > S_LINEAR_B;
+      int src[IR_MAX_SRC] = {0};
+      src[S_CONV1D_X] = N(col)->src[S_IM2COL_X];
+      src[S_CONV1D_W] = n->src[S_LINEAR_W];
+      src[S_CONV1D_STATE] = N(col)->src[S_IM2COL_STATE];
+      if (bias) src[S_CONV1D_B] = n->src[S_LINEAR_B];
+      const int64_t row_bytes = N(col)->cols * 4;
+      int64_t block = CONV1D_BYTES / row_bytes / 32 * 32;
+      become(n, OP_CONV1D, src, bias ? S_CONV1D_B + 1 : S_CONV1D_B);
+      n->p.ksize = N(col)->p.ksize;
+      n->p.dilation = N(col)->p.dilation;
+      n->p.block = block < 32 ? 32 : (int)block;
+      N(col)->dead = 1;
+      continue;
+    }
     /* 6. decode attention with its rotations and cache stores */
     if (n->op == OP_ATTENTION && rope_attention(g, i)) continue;
     /* 5. residual add in the GEMV epilogue */
@@ -298,7 +328,6 @@ static void fuse_in_place(Module *m, Graph *g) {
       }
     }
   }
-  (void)m;
 }
 
 void pass_fuse(Module *m) {

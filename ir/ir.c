@@ -652,6 +652,21 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       }
       break;
     }
+    case OP_CONV1D: {
+      if (n->nsrc != S_CONV1D_B && n->nsrc != S_CONV1D_B + 1)
+        VFAIL("has %d inputs, expected %d or %d (x, W, state[, bias])", n->nsrc, S_CONV1D_B, S_CONV1D_B + 1);
+      const IrNode *x = S(CONV1D, X), *w = S(CONV1D, W), *st = S(CONV1D, STATE);
+      const int k = n->p.ksize, d = n->p.dilation;
+      if (k < 2 || d < 1 || n->p.block < 1)
+        VFAIL("kernel size %d, dilation %d, block %d (need k >= 2, d >= 1, block >= 1)", k, d, n->p.block);
+      if (st->op != OP_STATE || st->rows != (int64_t)(k - 1) * d || st->cols != x->cols)
+        VFAIL("state %s: expected a state [%lld, %lld]", st->name, (long long)(k - 1) * d, (long long)x->cols);
+      if (w->op != OP_WEIGHT || w->cols != (int64_t)k * x->cols)
+        VFAIL("weight %s: expected [O, k*C = %lld]", w->name, (long long)k * x->cols);
+      if (n->cols != w->rows || !rows_match(n->rows, x->rows)) VFAIL("output shape");
+      if (n->nsrc > S_CONV1D_B && S(CONV1D, B)->cols != n->cols) VFAIL("bias width");
+      break;
+    }
     case OP_OVERLAP_ADD: {
       const IrNode *z = S(OVERLAP_ADD, Z), *bb = S(OVERLAP_ADD, B);
       const int k = n->p.ksize, st = n->p.stride;
@@ -798,6 +813,7 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
       break;
     case OP_SLICE: fprintf(out, " off=%d", p->off); break;
     case OP_IM2COL: case OP_DWCONV: fprintf(out, " k=%d dilation=%d", p->ksize, p->dilation); break;
+    case OP_CONV1D: fprintf(out, " k=%d dilation=%d block=%d", p->ksize, p->dilation, p->block); break;
     case OP_OVERLAP_ADD: fprintf(out, " k=%d stride=%d", p->ksize, p->stride); break;
     case OP_LAYERNORM: fprintf(out, " eps=%g", p->eps); break;
     case OP_CLAMP: fprintf(out, " lo=%g hi=%g", p->lo, p->hi); break;

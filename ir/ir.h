@@ -78,6 +78,7 @@ typedef struct IrParams {
   int ksize;            /* IM2COL, DWCONV, OVERLAP_ADD: kernel size k */
   int dilation;         /* IM2COL, DWCONV: dilation d */
   int stride;           /* OVERLAP_ADD: stride s (output rows = s * input rows) */
+  int block;            /* CONV1D: rows per piece */
   float lo, hi;         /* CLAMP: bounds */
 } IrParams;
 

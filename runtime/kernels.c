@@ -588,9 +588,12 @@ static int blas_run(LinJob *j, void *ctx) {
 /* ---- bf16 activations on AMX tiles (kernels.h) ------------------------ */
 
 /* A bf16 linear whose caller allows bf16 activations (sc_kernel_ctx.
- * bf16_act) goes to the AMX tiles (kernels_amx.c) from this many tokens,
- * when the CPU grants them and the rows are whole 32-column blocks. */
-#define AMX_MIN_T 16
+ * bf16_act) goes to the AMX tiles (kernels_amx.c) whatever its token
+ * count, when the CPU grants them and the rows are whole 32-column
+ * blocks: every element is then the same tile arithmetic, so a stream
+ * decoded a frame at a time gives the bits of one call over all of it
+ * (a few tokens waste most of a tile, but such calls are bound by the
+ * weights' bytes, which are the same). */
 /* Weight rows per panel: a panel's bytes stay under this, so that it is
  * reused from L2 across the token blocks a thread runs against it. */
 #define AMX_PANEL_BYTES (512 * 1024)
@@ -639,7 +642,7 @@ static void amx_chunk(void *arg, int c, int n) {
 
 static int amx_applies(const LinJob *j, void *ctx) {
   const sc_kernel_ctx *c = ctx;
-  return c && c->bf16_act && j->wtype == SC_W_BF16 && !j->swiglu && j->T >= AMX_MIN_T &&
+  return c && c->bf16_act && j->wtype == SC_W_BF16 && !j->swiglu &&
          j->cols % 32 == 0 && j->ops != &sc_kern_portable && sc_amx_usable();
 }
 

@@ -16,7 +16,11 @@
  *     printed as C, compiled by libtcc and by the system compiler, loaded,
  *     and run against a double-precision reference of the PyTorch modules,
  *     whole and streamed in chunks of 1, 2, 3 and 5 tokens with its conv
- *     states in the session block.
+ *     states in the session block;
+ *   - the same graph fused: LINEAR(IM2COL) becomes CONV1D (pass_fuse rule
+ *     7), run in pieces of 2 rows (and a last piece of up to 3), the same
+ *     numbers whole and streamed; the verifier refuses a CONV1D without a
+ *     piece size or with a state of the wrong shape.
  */
 #include <dlfcn.h>
 #include <math.h>
@@ -352,7 +356,7 @@ typedef const sc_model_desc *(*desc_fn)(void);
 
 /* Build, compile with `cc`, load; run whole and in chunks against the
  * double reference. */
-static void run_compiled(const char *cc) {
+static void run_compiled(const char *cc, int fused) {
   static Params prm;
   static float wc_lin[C1 * K1 * C0], wt_lin[K3 * C2 * C1];
   make_params(&prm);
@@ -360,6 +364,34 @@ static void run_compiled(const char *cc) {
   build(&m, &prm, wc_lin, wt_lin);
   sc_error err = {0};
   const Target *cpu = target_find("cpu", &err);
+  if (fused) {
+    /* rule 7 leaves f32 weights alone (OpenBLAS would repack them per
+     * piece); the band it reads is the module's, so the conv's weight
+     * passes as bf16 for the rule while its node and data stay f32 */
+    int cw = -1;
+    for (int w = 0; w < m.n_weights; w++)
+      if (!strcmp(m.weights[w].name, "conv.w")) cw = w;
+    CHECK(cw >= 0);
+    if (cw < 0) return;
+    m.weights[cw].band = DT_BF16;
+    pass_fuse(&m);
+    m.weights[cw].band = DT_F32;
+    Graph *fg = &m.graphs[0];
+    int conv = -1;
+    for (int i = 0; i < fg->n_nodes; i++)
+      if (fg->nodes[i].op == OP_CONV1D) conv = i;
+    CHECK_MSG(conv >= 0, "%s", "pass_fuse formed no CONV1D");
+    if (conv < 0) return;
+    IrNode *cn = &fg->nodes[conv];
+    CHECK(cn->p.ksize == K1 && cn->p.dilation == D1 && cn->p.block >= 32 && cn->nsrc == S_CONV1D_B + 1);
+    cn->p.block = 0;
+    CHECK(ir_verify(&m, fg, &err) != SC_OK && strstr(err.msg, "block 0"));
+    cn->p.block = 2; /* pieces of 2 rows, so that a 12-row call has several */
+    const int st = cn->src[S_CONV1D_STATE];
+    cn->src[S_CONV1D_STATE] = cn->src[S_CONV1D_X];
+    CHECK(ir_verify(&m, fg, &err) != SC_OK && strstr(err.msg, "expected a state [4, 6]"));
+    cn->src[S_CONV1D_STATE] = st;
+  }
   pass_mark_used(&m);
   pass_plan(&m, cpu);
   CHECK_MSG(ir_verify(&m, &m.graphs[0], &err) == SC_OK, "%s", err.msg);
@@ -370,14 +402,18 @@ static void run_compiled(const char *cc) {
   CgInfo info = {.weight_file = "m.weights", .band = "f32", .cpu_features = "", .target = cpu,
                  .weight_bytes = wbytes};
   CHECK_MSG(cg_emit_c(&m, &info, &src, &err) == SC_OK, "%s", err.msg);
-  CHECK(src.s && strstr(src.s, "K->im2col(K->ctx, snake, 6, S_conv_ctx, conv_im2col, 18, T, 6, 3, 2);"));
+  if (fused)
+    CHECK(src.s && strstr(src.s, "/* causal conv k 3 dilation 2: im2col rows [2, 18] at a time into the GEMM */") &&
+          strstr(src.s, "const int nr = R - r0 < 4 ? R - r0 : 2;"));
+  else
+    CHECK(src.s && strstr(src.s, "K->im2col(K->ctx, snake, 6, S_conv_ctx, conv_im2col, 18, T, 6, 3, 2);"));
   CHECK(src.s && strstr(src.s, "K->overlap_add(K->ctx, up_taps, 20, ((const float *)W_up_b), S_up_carry, up, 4, T, 4, 5, 2); /* (T * 2) rows out */"));
   CHECK(src.s && strstr(src.s, "const float b = ((const float *)W_gamma)[c]; /* one row for every t */"));
   CHECK(src.s && strstr(src.s, "a < -1.25f ? -1.25f : a > 1.25f ? 1.25f : a"));
   write_text(P("model.c"), src.s);
   write_text(P("sc_abi.h"), (const char *)sc_abi_text);
   char so[64];
-  snprintf(so, sizeof so, "model_%s.so", cc);
+  snprintf(so, sizeof so, "model_%s_%d.so", cc, fused);
   if (tc_compile(cc, P("model.c"), P(so), NULL, &err) != SC_OK) {
     CHECK_MSG(0, "%s: %s", cc, err.msg);
     sb_free(&src);
@@ -450,8 +486,10 @@ int main(void) {
   test_builders_and_verifier();
   test_derived_weights();
   test_mul_broadcast();
-  run_compiled("tcc");
-  if (!system("command -v gcc >/dev/null 2>&1")) run_compiled("gcc");
+  for (int fused = 0; fused < 2; fused++) {
+    run_compiled("tcc", fused);
+    if (!system("command -v gcc >/dev/null 2>&1")) run_compiled("gcc", fused);
+  }
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", root);
   if (system(cmd)) return 1;

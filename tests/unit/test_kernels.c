@@ -15,8 +15,9 @@
  *   - bf16 weights with bf16 activations (sc_kernel_ctx.bf16_act, the AMX
  *     tiles where the CPU has them): against a double reference over the
  *     bf16-rounded activations, partial row and token blocks, bias and
- *     accumulate, strides, the same bits for 1 and 2 threads; where AMX
- *     does not run, the flag changes nothing (the same bits as without);
+ *     accumulate, strides, the same bits for 1 and 2 threads and for a
+ *     token alone as within a call; where AMX does not run, the flag
+ *     changes nothing (the same bits as without);
  *   - the default choice and the SPEECHC_ISA override, with its errors.
  * SPEECHC_TEST_ISAS=a,b makes it fail unless ISAs a and b run here (the
  * emulated runs of scripts/neon.sh, so that they cannot test less).
@@ -598,7 +599,7 @@ static void test_bf16_act(const sc_kernels *K0) {
   CHECK(sc_kernels_init_isa(&K1, &c1, sc_kernels_isa(K0)) == 0);
   CHECK(sc_kernels_init_isa(&K2, &c2, sc_kernels_isa(K0)) == 0);
   CHECK(sc_kernels_init_isa(&Kf, &c0, sc_kernels_isa(K0)) == 0);
-  const int shapes[][2] = {{64, 32}, {80, 70}, {48, 16}, {17, 33}, {33, 47}, {16, 64}, {1, 40}, {5, 17}};
+  const int shapes[][2] = {{64, 32}, {80, 70}, {48, 16}, {17, 33}, {33, 47}, {16, 64}, {1, 40}, {5, 17}, {64, 1}, {40, 3}};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
     for (int acc = 0; acc < 2; acc++) {
       const int R = shapes[s][0], T = shapes[s][1];
@@ -617,6 +618,13 @@ static void test_bf16_act(const sc_kernels *K0) {
             continue;
           }
           CHECK_MSG(same_bits(ya[i], yb[i]), "bf16_act R %d T %d: 1 vs 2 threads t %d r %d", R, T, t, r);
+          if (r == 0) { /* token t alone gives the bits it has in the call */
+            float y1[MAXRR];
+            memcpy(y1, y0 + t * LD, sizeof y1);
+            K1.linear(K1.ctx, SC_W_BF16, w, b, x + t * LDX, LDX, y1, LD, 1, R, C, acc);
+            for (int rr = 0; rr < R; rr++)
+              CHECK_MSG(same_bits(y1[rr], ya[t * LD + rr]), "bf16_act R %d T %d: token %d alone, row %d", R, T, t, rr);
+          }
           if (!amx) {
             CHECK_MSG(same_bits(ya[i], yc[i]), "bf16_act without AMX R %d T %d t %d r %d", R, T, t, r);
             continue;
