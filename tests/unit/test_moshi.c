@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "build.h"
@@ -380,6 +381,53 @@ static void refusals(void) {
   free(base);
 }
 
+/* speechc moshi on the fixture's user codes (JSON): the package's rows. */
+static void cli(void) {
+  const char *bin = getenv("SPEECHC_BIN");
+  CHECK_MSG(bin && *bin, "SPEECHC_BIN is not set (ctest sets it)");
+  if (!bin || !*bin) return;
+  const char *dir = "tests/data/moshi/family_tiny";
+  const int S = 10, U = 2, Q = 4, R = 7;
+  int *user = load(dir, "user.i32", (long)S * U * 4), *want = load(dir, "gen.i32", (long)R * (1 + Q) * 4);
+  if (!user || !want) return;
+  char path[300], cmd[1200];
+  snprintf(path, sizeof path, "%s/user.json", tmpdir);
+  FILE *f = fopen(path, "w");
+  fputs("{\"codes\": [", f);
+  for (int st = 0; st < S; st++) fprintf(f, "%s[%d, %d]", st ? ", " : "", user[st * U], user[st * U + 1]);
+  fputs("]}\n", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s build %s -o %s/cli.so -q && %s moshi %s/cli.so --user-codes %s --codes-out %s/out.json "
+           "--greedy", bin, dir, tmpdir, bin, tmpdir, path, tmpdir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/out.json", tmpdir);
+  char *text = slurp(path, NULL);
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  const cJSON *rows = cJSON_GetObjectItem(j, "tokens");
+  CHECK_MSG(cJSON_GetArraySize(rows) == R, "speechc moshi wrote %d rows, expected %d", cJSON_GetArraySize(rows), R);
+  for (int r = 0; r < R && r < cJSON_GetArraySize(rows); r++)
+    for (int k = 0; k <= Q; k++)
+      CHECK_MSG(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, r), k)->valueint == want[r * (1 + Q) + k],
+                "speechc moshi row %d token %d", r, k);
+  /* a user file with the wrong number of codebooks is refused, naming it */
+  snprintf(path, sizeof path, "%s/bad.json", tmpdir);
+  f = fopen(path, "w");
+  fputs("{\"codes\": [[1, 2, 3]]}\n", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s moshi %s/cli.so --user-codes %s --codes-out %s/o2.json --greedy 2>%s/err.txt",
+           bin, tmpdir, path, tmpdir, tmpdir);
+  CHECK(WEXITSTATUS(system(cmd)) == 2);
+  snprintf(path, sizeof path, "%s/err.txt", tmpdir);
+  char *msg = slurp(path, NULL);
+  CHECK(msg != NULL);
+  if (msg) CHECK_CONTAINS(msg, "frame 0 has 3 codes, expected 2");
+  free(msg);
+  cJSON_Delete(j);
+  free(text);
+  free(user);
+  free(want);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-moshi-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
@@ -391,6 +439,7 @@ int main(void) {
   parity("family_tiny", "gcc", 1);
   parity("family_tiny", "tcc", 0);
   refusals();
+  cli();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) return 1;
