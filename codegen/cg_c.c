@@ -314,6 +314,15 @@ static int emit_node(Cg *cg, int i) {
                    ld(cg, SRC(n, NORM_ROPE, X)), v,
                    (long long)n->ld, rows(n), ref(cg, SRC(n, NORM_ROPE, NW)), p->eps);
     return SC_OK;
+  case OP_POS_ADD: {
+    const int xi = SRC(n, POS_ADD, X);
+    OUT("  for (int t = 0; t < %s; t++) {\n", rows(n));
+    OUT("    const float *pe = (const float *)%s + (long)%s * %lld;\n", ref(cg, SRC(n, POS_ADD, TABLE)), ROW_POS,
+        (long long)n->cols);
+    OUT("    for (int c = 0; c < %lld; c++) %s[t * %lld + c] = %s[t * %lld + c] + pe[c];\n  }\n", (long long)n->cols,
+        v, (long long)n->ld, ref(cg, xi), ld(cg, xi));
+    return SC_OK;
+  }
   case OP_KV_STORE: {
     const IrNode *c = node(cg, SRC(n, KV_STORE, CACHE));
     OUT("  for (int t = 0; t < %s; t++) {\n", rows(node(cg, SRC(n, KV_STORE, X))));

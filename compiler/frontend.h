@@ -38,6 +38,8 @@ FrontendFn fe_lookup(const char *model_type, const char **family);
 int fe_llm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 int fe_codec(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+/* Kyutai's RQ-Transformer (fe_moshi.c): temporal step and depformer steps. */
+int fe_moshi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 /* Qwen3.5 (dense; fe_qwen35.c), and the model types of the family not
  * built yet (refused by name). */
 int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);

@@ -203,6 +203,21 @@ static void write_rope(Writer *w, const IrWeight *wt, float *row) {
   }
 }
 
+/* moshi's create_sin_embedding, f32 throughout as the package computes it:
+ * phase = p / max_period^(i / (half - 1)), row = scale * [cos | sin]. */
+static void write_sinpos(Writer *w, const IrWeight *wt, float *row) {
+  int half = (int)(wt->cols / 2);
+  for (int64_t p = 0; p < wt->rows; p++) {
+    for (int i = 0; i < half; i++) {
+      float e = half > 1 ? (float)i / (float)(half - 1) : (float)i / 0.0f;
+      float ph = (float)p / powf((float)wt->gen_theta, e);
+      row[i] = (float)wt->gen_scale * cosf(ph);
+      row[half + i] = (float)wt->gen_scale * sinf(ph);
+    }
+    put(w, row, (size_t)wt->cols * 4);
+  }
+}
+
 /* One f32 row in the weight's band (f32 or bf16: a derived weight is never
  * quantized, settle_bands sees to that). */
 static void put_row(Writer *w, const IrWeight *wt, const float *row) {
@@ -285,6 +300,7 @@ int pass_pack(Module *m, const Target *t, FILE *f, const char *path, uint64_t *c
     if (!wt->used) continue;
     pad_to(&w, pos, wt->offset);
     if (wt->gen == WGEN_ROPE) write_rope(&w, wt, row);
+    else if (wt->gen == WGEN_SINPOS) write_sinpos(&w, wt, row);
     else if (wt->gen != WGEN_NONE) {
       if (write_derived(&w, wt, row)) {
         free(row);

@@ -413,6 +413,12 @@ int ir_layernorm(Graph *g, int x, int w, int b, float eps, const char *name) {
   return n;
 }
 
+int ir_pos_add(Graph *g, int x, int table, const char *name) {
+  IR_ASSERT(N(table)->op == OP_WEIGHT && N(table)->cols == N(x)->cols);
+  int s[2] = {x, table};
+  return ir_node(g, OP_POS_ADD, DT_F32, N(x)->rows, N(x)->cols, s, 2, name);
+}
+
 int ir_clamp(Graph *g, int x, float lo, float hi, const char *name) {
   IR_ASSERT(lo <= hi && lo - lo == 0 && hi - hi == 0);
   int n = ir_node(g, OP_CLAMP, DT_F32, N(x)->rows, N(x)->cols, &x, 1, name);
@@ -598,6 +604,11 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       if (n->cols != x->cols) VFAIL("shape");
       break;
     }
+    case OP_POS_ADD:
+      if (S(POS_ADD, TABLE)->op != OP_WEIGHT || S(POS_ADD, TABLE)->cols != n->cols ||
+          S(POS_ADD, X)->cols != n->cols || S(POS_ADD, TABLE)->dtype != DT_F32)
+        VFAIL("position table");
+      break;
     case OP_ROPE:
       if (S(ROPE, TABLE)->op != OP_WEIGHT || S(ROPE, TABLE)->cols != n->p.rot_dims) VFAIL("rope table");
       if (S(ROPE, X)->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("heads x head_dim");

@@ -142,8 +142,11 @@ static inline int64_t ir_src_row(const IrWeightSrc *s, int64_t r) {
  *                  W''[j*Cout + o, c] = W[c, o, j]
  *   WGEN_NEG_EXP   -exp(x) of each element, in f32 (GDN's decay rates
  *                  -exp(A_log), which g = -exp(A_log) * softplus(..) needs)
+ *   WGEN_SINPOS    sinusoidal positions [max_ctx, C] (no tensor), as moshi's
+ *                  create_sin_embedding in f32: row p = gen_scale *
+ *                  [cos(p*f_i) | sin(p*f_i)], f_i = 1 / gen_theta^(i/(C/2-1))
  * gen_k is the kernel size k of both convs. */
-enum { WGEN_NONE, WGEN_ROPE, WGEN_CODEBOOK, WGEN_CONV, WGEN_CONVT, WGEN_NEG_EXP };
+enum { WGEN_NONE, WGEN_ROPE, WGEN_CODEBOOK, WGEN_CONV, WGEN_CONVT, WGEN_NEG_EXP, WGEN_SINPOS };
 typedef struct IrWeight {
   char name[IR_NAME];
   char source[160];     /* checkpoint names it was made from, for humans */
@@ -153,6 +156,7 @@ typedef struct IrWeight {
   int n_src;
   int gen;              /* WGEN_* */
   double gen_theta;
+  double gen_scale;     /* WGEN_SINPOS: factor of every entry */
   int gen_rot;
   int gen_k;
   int used;
@@ -259,6 +263,8 @@ int ir_overlap_add(Graph *g, int z, int b, int state, int ksize, int stride, con
 int ir_snake(Graph *g, int x, int alpha, int beta, const char *name);
 int ir_layernorm(Graph *g, int x, int w, int b, float eps, const char *name);
 int ir_clamp(Graph *g, int x, float lo, float hi, const char *name);
+/* x + table[position of each row] (POS_ADD; table an f32 WEIGHT of x's width). */
+int ir_pos_add(Graph *g, int x, int table, const char *name);
 
 /* The Gated DeltaNet ops (ops.def; CPU only).  L2NORM and GATED_RMSNORM
  * normalise groups of `group` columns (a head); w is an f32 WEIGHT [1,

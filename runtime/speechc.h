@@ -153,6 +153,25 @@ typedef int (*sc_frame_cb)(void *user, const int32_t *codes, int n_codebooks, in
 int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                     sc_frame_cb on_frame, void *user, sc_error *err);
 
+/* ---- Moshi: the RQ-Transformer's step loop (moshi's LMGen) ----------------
+ * One call per 80 ms step: the user's audio codes of the step in, and,
+ * once the largest delay has passed, one row [text, audio_1..audio_dep_q]
+ * out, exactly the rows LMGen.step returns (its delays, cache of
+ * max_delay + 2 steps and initial tokens).  Greedy (argmax, first index on
+ * ties) in this first version; sampling is not built yet.  The session is
+ * the stream: sc_moshi_open resets it, and the generator borrows it. */
+typedef struct sc_moshi sc_moshi;
+typedef struct sc_moshi_info {
+  int n_q, dep_q, card, text_card;
+  int user_codebooks;       /* codes per step sc_moshi_step reads: n_q - dep_q */
+  int max_delay;            /* steps that return no row */
+} sc_moshi_info;
+int sc_moshi_open(sc_session *s, sc_moshi **out, sc_moshi_info *info, sc_error *err);
+void sc_moshi_close(sc_moshi *g);
+/* user[user_codebooks] in [0, card); row[1 + dep_q]; *has_row 0 while the
+ * delays leave nothing to return. */
+int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err);
+
 /* ---- codec decoders: codes to PCM -----------------------------------------
  * An artifact built from a Qwen3-TTS checkpoint's speech_tokenizer/ (the
  * 12 Hz tokenizer's decoder).  A session is one audio stream: each call

@@ -1,0 +1,142 @@
+/*
+ * moshi.c — the step loop of Moshi's RQ-Transformer, as the `moshi`
+ * package's LMGen._step runs it (moshi/models/lm.py), over the entry points
+ * fe_moshi.c compiles (temporal, depformer_text, depformer_audio).
+ *
+ * State: a cache [K, CT] of tokens, CT = max_delay + 2, filled with the
+ * ungenerated id -2, and the step count `offset`.  One step:
+ *   1. the user's codes go to cache[k][(offset + delay_k) % CT] for the
+ *      user streams k = 1 + dep_q .. K-1;
+ *   2. the temporal step reads cache[k][offset % CT], or the initial token
+ *      (text_card for text, card for audio) while offset <= delay_k;
+ *   3. the text token is drawn from its logits, then dep_q depformer steps
+ *      each draw audio codebook k from the previous token (the text token
+ *      for k = 0);
+ *   4. offset += 1, and the drawn tokens go to cache[.][offset % CT];
+ *   5. after max_delay steps, the row cache[k][(offset - max_delay +
+ *      delay_k) % CT] for k = 0..dep_q is returned.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "model_internal.h"
+
+#define MOSHI_MAX_K 64
+
+struct sc_moshi {
+  sc_session *s;
+  const sc_entry *temporal, *dep_text, *dep_audio;
+  sc_moshi_info info;
+  int K, CT, offset, text_out, dim;
+  int delays[MOSHI_MAX_K];
+  int32_t *cache;  /* [K, CT] */
+  float *tlogits;  /* [text_out] */
+  float *alogits;  /* [card] */
+  float *h;        /* [dim] */
+};
+
+static int cfg_int(const cJSON *c, const char *key, int dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+  return cJSON_IsNumber(v) ? v->valueint : dflt;
+}
+
+static int argmax(const float *x, int n) {
+  int best = 0;
+  for (int i = 1; i < n; i++)
+    if (x[i] > x[best]) best = i;
+  return best;
+}
+
+int sc_moshi_open(sc_session *s, sc_moshi **out, sc_moshi_info *info, sc_error *err) {
+  *out = NULL;
+  const sc_model *m = s->m;
+  if (strcmp(m->d->family, "moshi"))
+    return sc_fail(err, SC_EUSAGE, "%s: a %s model, not a Moshi model (model_type moshi)", m->path, m->d->family);
+  sc_moshi *g = calloc(1, sizeof *g);
+  cJSON *c = cJSON_Parse(m->d->config_json);
+  if (!g || !c) {
+    free(g);
+    cJSON_Delete(c);
+    return sc_fail(err, SC_ERUNTIME, "%s: out of memory reading the Moshi config", m->path);
+  }
+  g->s = s;
+  g->temporal = rt_entry(m, "temporal");
+  g->dep_text = rt_entry(m, "depformer_text");
+  g->dep_audio = rt_entry(m, "depformer_audio");
+  sc_moshi_info *in = &g->info;
+  /* fe_moshi.c checked these when it built the artifact; defaults are LMModel's */
+  in->n_q = cfg_int(c, "n_q", 8);
+  in->dep_q = cfg_int(c, "dep_q", 8);
+  in->card = cfg_int(c, "card", 1024);
+  in->text_card = cfg_int(c, "text_card", 32000);
+  in->user_codebooks = in->n_q - in->dep_q;
+  g->K = in->n_q + 1;
+  const cJSON *dl = cJSON_GetObjectItemCaseSensitive(c, "delays");
+  int ok = g->temporal && g->dep_text && (g->dep_audio || in->dep_q == 1) && g->K <= MOSHI_MAX_K &&
+           cJSON_GetArraySize(dl) == g->K;
+  for (int k = 0; ok && k < g->K; k++) {
+    g->delays[k] = cJSON_GetArrayItem(dl, k)->valueint;
+    if (g->delays[k] > in->max_delay) in->max_delay = g->delays[k];
+  }
+  cJSON_Delete(c);
+  if (!ok) {
+    free(g);
+    return sc_fail(err, SC_EINPUT, "%s: the Moshi artifact lacks its entry points or delays (rebuild it)", m->path);
+  }
+  g->CT = in->max_delay + 2;
+  g->text_out = g->temporal->out_cols;
+  g->dim = g->temporal->hidden_cols;
+  g->cache = malloc(sizeof *g->cache * (size_t)g->K * g->CT);
+  g->tlogits = malloc(sizeof *g->tlogits * (size_t)g->text_out);
+  g->alogits = malloc(sizeof *g->alogits * (size_t)in->card);
+  g->h = malloc(sizeof *g->h * (size_t)g->dim);
+  if (!g->cache || !g->tlogits || !g->alogits || !g->h) {
+    sc_moshi_close(g);
+    return sc_fail(err, SC_ERUNTIME, "out of memory");
+  }
+  for (int i = 0; i < g->K * g->CT; i++) g->cache[i] = -2; /* ungenerated */
+  sc_session_reset(s);
+  if (info) *info = *in;
+  *out = g;
+  return SC_OK;
+}
+
+void sc_moshi_close(sc_moshi *g) {
+  if (!g) return;
+  free(g->cache);
+  free(g->tlogits);
+  free(g->alogits);
+  free(g->h);
+  free(g);
+}
+
+int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err) {
+  const sc_moshi_info *in = &g->info;
+  const int K = g->K, CT = g->CT, Q = in->dep_q;
+  *has_row = 0;
+  for (int i = 0; i < in->user_codebooks; i++)
+    if (user[i] < 0 || user[i] >= in->card)
+      return sc_fail(err, SC_EINPUT, "step %d: user code %d of codebook %d is outside [0, %d)", g->offset, user[i],
+                     i, in->card);
+  for (int k = Q + 1; k < K; k++) g->cache[k * CT + (g->offset + g->delays[k]) % CT] = user[k - Q - 1];
+  int32_t ids[MOSHI_MAX_K];
+  for (int k = 0; k < K; k++)
+    ids[k] = g->offset <= g->delays[k] ? (k ? in->card : in->text_card) : g->cache[k * CT + g->offset % CT];
+  sc_io io = {.ids = ids, .n = 1, .pos = g->offset, .out = g->tlogits, .hidden_out = g->h};
+  if (rt_call(g->s, g->temporal, &io, err)) return err->code;
+  int32_t prev = argmax(g->tlogits, g->text_out), toks[MOSHI_MAX_K];
+  toks[0] = prev;
+  for (int k = 0; k < Q; k++) {
+    sc_io d = {.ids = &prev, .n = 1, .pos = k, .step = k, .hidden_in = g->h, .out = g->alogits};
+    if (rt_call(g->s, k ? g->dep_audio : g->dep_text, &d, err)) return err->code;
+    prev = toks[k + 1] = argmax(g->alogits, in->card);
+  }
+  g->offset++;
+  for (int k = 0; k <= Q; k++) g->cache[k * CT + g->offset % CT] = toks[k];
+  if (g->offset <= in->max_delay) return SC_OK;
+  for (int k = 0; k <= Q; k++) row[k] = g->cache[k * CT + (g->offset - in->max_delay + g->delays[k]) % CT];
+  *has_row = 1;
+  return SC_OK;
+}

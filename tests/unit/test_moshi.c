@@ -1,0 +1,447 @@
+/*
+ * test_moshi.c — Moshi's RQ-Transformer (fe_moshi.c) against the `moshi`
+ * package:
+ *   - the package's own fixture (../shared/conformance/moshi, the assets of
+ *     moshi/tests/test_lm.py): built from a config.json written from that
+ *     test's arguments, a teacher-forced forward over its codes passes the
+ *     package's criterion, the masked cross-entropy of the logits and of
+ *     the text logits within 1e-6 relative of the stored ones;
+ *   - tests/data/moshi (tests/parity/make_moshi.py): the 7B's switches and
+ *     the family's others, logits and text logits of LMModel.forward at
+ *     1e-4 relative per row, the delay masks equal, libtcc and gcc, fused
+ *     and not;
+ *   - config switches speechc does not lower are refused by name.
+ * The teacher-forced forward is LMModel.forward's: the codes delayed per
+ * stream (the initial tokens before each delay), one temporal step per
+ * time step, the depformer's dep_q steps on the next step's tokens, and
+ * the logits moved back by each stream's delay.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "check.h"
+#include "model_internal.h"
+#include "parity_util.h"
+#include "safetensors.h"
+
+static char tmpdir[64];
+
+typedef struct Lm {
+  int K, Q, card, text_card, text_out, dim, delays[64];
+} Lm;
+
+/* The forward of LMModel over codes [K, T] (text first): logits
+ * [Q, T, card] and text [T, text_out], NaN where the delays leave no
+ * prediction; mask [Q, T] and tmask [T] as the package computes them. */
+static int forward(sc_session *s, const Lm *lm, const int *codes, int T, float *logits, float *text,
+                   unsigned char *mask, unsigned char *tmask, sc_error *err) {
+  const sc_entry *et = rt_entry(s->m, "temporal"), *e0 = rt_entry(s->m, "depformer_text"),
+                 *ea = rt_entry(s->m, "depformer_audio");
+  CHECK(et && e0 && (ea || lm->Q == 1));
+  if (!et || !e0) return -1;
+  const int K = lm->K, Q = lm->Q;
+  /* D[k][s], s = 0..T: the delayed codes with the initial step in front */
+  int *D = malloc(sizeof *D * (size_t)K * (T + 1));
+  for (int k = 0; k < K; k++)
+    for (int st = 0; st <= T; st++) {
+      const int init = k ? lm->card : lm->text_card, src = st - 1 - lm->delays[k];
+      D[k * (T + 1) + st] = st >= 1 && src >= 0 ? codes[k * T + src] : init;
+    }
+  float *pl = malloc(sizeof *pl * (size_t)Q * T * lm->card), *pt = malloc(sizeof *pt * (size_t)T * lm->text_out);
+  float *h = malloc(sizeof *h * (size_t)lm->dim);
+  int ids[64], rc = 0;
+  sc_session_reset(s);
+  for (int st = 0; st < T && !rc; st++) {
+    for (int k = 0; k < K; k++) ids[k] = D[k * (T + 1) + st];
+    sc_io io = {.ids = ids, .n = 1, .pos = st, .out = pt + (size_t)st * lm->text_out, .hidden_out = h};
+    if ((rc = rt_call(s, et, &io, err))) break;
+    for (int k = 0; k < Q && !rc; k++) {
+      const int id = D[k * (T + 1) + st + 1]; /* k = 0: the text token; else audio stream k-1 */
+      sc_io dio = {.ids = &id, .n = 1, .pos = k, .step = k, .hidden_in = h,
+                   .out = pl + ((size_t)k * T + st) * lm->card};
+      rc = rt_call(s, k ? ea : e0, &dio, err);
+    }
+  }
+  for (int t = 0; t < T && !rc; t++) {
+    for (int k = 0; k < Q; k++) {
+      const int src = t + lm->delays[1 + k];
+      mask[k * T + t] = src < T && codes[(1 + k) * T + t] != -1;
+      for (int c = 0; c < lm->card; c++)
+        logits[((size_t)k * T + t) * lm->card + c] = src < T ? pl[((size_t)k * T + src) * lm->card + c] : NAN;
+    }
+    const int src = t + lm->delays[0];
+    tmask[t] = src < T && codes[t] != -1;
+    for (int c = 0; c < lm->text_out; c++)
+      text[(size_t)t * lm->text_out + c] = src < T ? pt[(size_t)src * lm->text_out + c] : NAN;
+  }
+  free(D);
+  free(pl);
+  free(pt);
+  free(h);
+  return rc;
+}
+
+static sc_model *build_open(const char *dir, const char *tag, const char *cc, int fuse, sc_session **s) {
+  char out[512];
+  snprintf(out, sizeof out, "%s/%s_%s_%d.so", tmpdir, tag, cc, fuse);
+  BuildOpts o = build_defaults();
+  o.model_dir = dir;
+  o.out_path = out;
+  o.cc = cc;
+  o.quiet = 1;
+  o.fuse = fuse;
+  o.max_context = 64;
+  sc_error err = {0};
+  int built = sc_build(&o, &err) == 0;
+  CHECK_MSG(built, "build %s: %s", dir, err.msg);
+  sc_model *m = NULL;
+  if (built) CHECK_MSG(sc_model_open(out, NULL, &m, &err) == 0, "%s", err.msg);
+  if (m) CHECK_MSG(sc_session_open(m, s, &err) == 0, "%s", err.msg);
+  return m;
+}
+
+static void *load(const char *dir, const char *file, long want) {
+  char path[512];
+  long size = 0;
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  void *p = slurp(path, &size);
+  CHECK_MSG(p && size == want, "%s: %ld bytes, expected %ld", path, size, want);
+  return p;
+}
+
+/* LMGen greedy over the fixture's user codes: every returned row equal. */
+static void lmgen(sc_session *s, const char *dir, const char *name, const char *cc) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  char *p = slurp(path, NULL);
+  cJSON *tr = cJSON_Parse(p);
+  free(p);
+  const int S = cJSON_GetObjectItem(tr, "gen_steps")->valueint, R = cJSON_GetObjectItem(tr, "gen_rows")->valueint;
+  const int U = cJSON_GetObjectItem(tr, "user_codebooks")->valueint, Q = cJSON_GetObjectItem(tr, "dep_q")->valueint;
+  cJSON_Delete(tr);
+  int *user = load(dir, "user.i32", (long)S * U * 4), *want = load(dir, "gen.i32", (long)R * (1 + Q) * 4);
+  sc_moshi *g = NULL;
+  sc_moshi_info info;
+  sc_error err = {0};
+  CHECK_MSG(sc_moshi_open(s, &g, &info, &err) == 0, "%s", err.msg);
+  if (g && user && want) {
+    CHECK(info.user_codebooks == U && info.dep_q == Q);
+    int rows = 0, row[64], has = 0;
+    for (int st = 0; st < S; st++) {
+      CHECK_MSG(sc_moshi_step(g, user + (size_t)st * U, row, &has, &err) == 0, "%s", err.msg);
+      if (!has) continue;
+      CHECK_MSG(rows < R, "%s: more rows than LMGen returned", name);
+      if (rows < R)
+        for (int k = 0; k <= Q; k++)
+          CHECK_MSG(row[k] == want[rows * (1 + Q) + k], "%s %s LMGen row %d token %d: %d, expected %d", name, cc,
+                    rows, k, row[k], want[rows * (1 + Q) + k]);
+      rows++;
+    }
+    CHECK_MSG(rows == R, "%s: %d LMGen rows, expected %d", name, rows, R);
+    /* a user code outside the codebook is refused with the step named */
+    int bad[64] = {0};
+    bad[0] = info.card;
+    CHECK(sc_moshi_step(g, bad, row, &has, &err) == SC_EINPUT);
+    CHECK_CONTAINS(err.msg, "outside");
+    printf("%s %s: %d LMGen greedy rows identical\n", name, cc, rows);
+  }
+  sc_moshi_close(g);
+  free(user);
+  free(want);
+}
+
+/* tests/data/moshi/<name>: logits per row at 1e-4 relative */
+static void parity(const char *name, const char *cc, int fuse) {
+  char dir[256];
+  snprintf(dir, sizeof dir, "tests/data/moshi/%s", name);
+  char *p, path[300];
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  p = slurp(path, NULL);
+  cJSON *tr = p ? cJSON_Parse(p) : NULL;
+  free(p);
+  CHECK_MSG(tr, "%s unreadable", path);
+  if (!tr) return;
+  Lm lm = {0};
+  lm.K = cJSON_GetObjectItem(tr, "K")->valueint;
+  lm.Q = cJSON_GetObjectItem(tr, "dep_q")->valueint;
+  lm.card = cJSON_GetObjectItem(tr, "card")->valueint;
+  lm.text_out = cJSON_GetObjectItem(tr, "text_card_out")->valueint;
+  const int T = cJSON_GetObjectItem(tr, "T")->valueint;
+  int_array(cJSON_GetObjectItem(tr, "delays"), lm.delays, 64);
+  cJSON_Delete(tr);
+  sc_session *s = NULL;
+  sc_model *m = build_open(dir, name, cc, fuse, &s);
+  if (!s) return;
+  sc_model_info info;
+  sc_error err = {0};
+  sc_model_get_info(m, &info);
+  lm.dim = info.hidden;
+  /* text_card from the temporal's ids: the initial text token is text_card */
+  char cfgp[300];
+  snprintf(cfgp, sizeof cfgp, "%s/config.json", dir);
+  p = slurp(cfgp, NULL);
+  cJSON *cfg = cJSON_Parse(p);
+  free(p);
+  lm.text_card = cJSON_GetObjectItem(cfg, "text_card")->valueint;
+  cJSON_Delete(cfg);
+
+  int *codes = load(dir, "codes.i32", (long)lm.K * T * 4);
+  float *want = load(dir, "logits.f32", (long)lm.Q * T * lm.card * 4);
+  float *wtext = load(dir, "text_logits.f32", (long)T * lm.text_out * 4);
+  unsigned char *wmask = load(dir, "mask.u8", (long)lm.Q * T), *wtmask = load(dir, "text_mask.u8", T);
+  float *got = malloc(sizeof *got * (size_t)lm.Q * T * lm.card), *gtext = malloc(sizeof *gtext * (size_t)T * lm.text_out);
+  unsigned char *mask = malloc((size_t)lm.Q * T), *tmask = malloc((size_t)T);
+  if (codes && want && wtext && wmask && wtmask) {
+    int rc = forward(s, &lm, codes, T, got, gtext, mask, tmask, &err);
+    CHECK_MSG(rc == 0, "%s: %s", name, err.msg);
+    double worst = 0;
+    for (int k = 0; k < lm.Q && !rc; k++)
+      for (int t = 0; t < T; t++) {
+        CHECK_MSG(mask[k * T + t] == wmask[k * T + t], "%s mask[%d][%d]", name, k, t);
+        const size_t o = ((size_t)k * T + t) * lm.card;
+        if (isnan(want[o])) {
+          CHECK_MSG(isnan(got[o]), "%s %s: codebook %d step %d should have no prediction", name, cc, k, t);
+          continue;
+        }
+        double e = rel_err(got + o, want + o, lm.card);
+        if (e > worst) worst = e;
+        CHECK_MSG(e <= 1e-4, "%s %s fuse %d: codebook %d step %d: rel err %g", name, cc, fuse, k, t, e);
+      }
+    for (int t = 0; t < T && !rc; t++) {
+      CHECK_MSG(tmask[t] == wtmask[t], "%s text mask[%d]", name, t);
+      const size_t o = (size_t)t * lm.text_out;
+      if (isnan(wtext[o])) continue;
+      double e = rel_err(gtext + o, wtext + o, lm.text_out);
+      if (e > worst) worst = e;
+      CHECK_MSG(e <= 1e-4, "%s %s fuse %d: text step %d: rel err %g", name, cc, fuse, t, e);
+    }
+    printf("%s %s fuse %d: worst rel err %.3g over %d steps\n", name, cc, fuse, worst, T);
+  }
+  lmgen(s, dir, name, cc);
+  free(codes), free(want), free(wtext), free(wmask), free(wtmask), free(got), free(gtext), free(mask), free(tmask);
+  sc_session_close(s);
+  sc_model_close(m);
+}
+
+/* moshi.utils.utils.cross_entropy, mean over batch and time per codebook */
+static void ce_mean(const float *logits, const int *targets, const unsigned char *mask, int B, int K, int T, int V,
+                    double *out) {
+  for (int k = 0; k < K; k++) {
+    double sum = 0;
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < T; t++) {
+        const size_t r = ((size_t)b * K + k) * T + t;
+        if (!mask[r]) continue;
+        const float *l = logits + r * V;
+        float mx = -INFINITY;
+        for (int c = 0; c < V; c++) mx = l[c] > mx ? l[c] : mx;
+        double z = 0;
+        for (int c = 0; c < V; c++) z += exp((double)l[c] - mx);
+        sum += mx + log(z) - l[targets[r]];
+      }
+    out[k] = sum / (B * T);
+  }
+}
+
+static const StTensor *tensor(const StFile *f, const char *name) {
+  for (int i = 0; i < f->n_tensors; i++)
+    if (!strcmp(f->tensors[i].name, name)) return &f->tensors[i];
+  return NULL;
+}
+
+/* The package's own test: tests/test_lm.py::test_forward. */
+static void conformance(void) {
+  const char *env = getenv("SPEECHC_SHARED");
+  char src[512], dir[300], path[700];
+  snprintf(src, sizeof src, "%s/conformance/moshi", env && *env ? env : "../shared");
+  snprintf(dir, sizeof dir, "%s/conformance", tmpdir);
+  mkdir(dir, 0700);
+  /* the checkpoint's files must be inside its directory: a copy */
+  snprintf(path, sizeof path, "%s/test_lm_model.safetensors", src);
+  long size = 0;
+  char *model = slurp(path, &size);
+  CHECK_MSG(model != NULL, "%s is missing (the conformance fixture; SPEECHC_SHARED names the shared/ folder)", path);
+  if (!model) return;
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  FILE *f = fopen(path, "wb");
+  CHECK(f && fwrite(model, 1, (size_t)size, f) == (size_t)size);
+  if (f) fclose(f);
+  free(model);
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  f = fopen(path, "w");
+  fputs("{\"model_type\": \"moshi\", \"delays\": [0, 1, 2, 4], \"n_q\": 3, \"dep_q\": 3, \"card\": 32,\n"
+        " \"text_card\": 48, \"dim\": 16, \"num_layers\": 2, \"num_heads\": 1, \"hidden_scale\": 1,\n"
+        " \"depformer_dim\": 16, \"depformer_multi_linear\": true, \"depformer_weights_per_step\": true,\n"
+        " \"depformer_weights_per_step_schedule\": [0, 1, 1], \"depformer_low_rank_embeddings\": 8,\n"
+        " \"depformer_num_heads\": 1, \"depformer_gating\": \"silu\", \"context\": 4}\n", f);
+  fclose(f);
+
+  StFile cf = {0}, of = {0};
+  sc_error err = {0};
+  snprintf(path, sizeof path, "%s/test_lm_codes.safetensors", src);
+  CHECK_MSG(st_open(&cf, path, &err) == 0, "%s", err.msg);
+  snprintf(path, sizeof path, "%s/test_lm_out.safetensors", src);
+  CHECK_MSG(st_open(&of, path, &err) == 0, "%s", err.msg);
+  const StTensor *ct = tensor(&cf, "codes"), *lt = tensor(&of, "logits"), *tt = tensor(&of, "text_logits"),
+                 *mt = tensor(&of, "mask"), *tmt = tensor(&of, "text_mask");
+  CHECK(ct && lt && tt && mt && tmt && ct->ndim == 3 && ct->dtype == ST_I64);
+  if (!(ct && lt && tt && mt && tmt && ct->ndim == 3)) return;
+  const int B = (int)ct->shape[0], K = (int)ct->shape[1], T = (int)ct->shape[2];
+  Lm lm = {.K = K, .Q = 3, .card = 32, .text_card = 48, .text_out = 48, .dim = 16, .delays = {0, 1, 2, 4}};
+  CHECK(lt->numel == (int64_t)B * lm.Q * T * lm.card && tt->numel == (int64_t)B * T * lm.text_out);
+
+  for (int cc = 0; cc < 2; cc++) {
+    sc_session *s = NULL;
+    sc_model *m = build_open(dir, "conformance", cc ? "gcc" : "tcc", 1, &s);
+    if (!s) return;
+    float *ref = malloc(sizeof *ref * (size_t)lt->numel), *rtext = malloc(sizeof *rtext * (size_t)tt->numel);
+    float *got = malloc(sizeof *got * (size_t)lt->numel), *gtext = malloc(sizeof *gtext * (size_t)tt->numel);
+    unsigned char *mask = malloc((size_t)B * lm.Q * T), *tmask = malloc((size_t)B * T);
+    int *codes = malloc(sizeof *codes * (size_t)B * K * T), *atgt = malloc(sizeof *atgt * (size_t)B * lm.Q * T),
+        *ttgt = malloc(sizeof *ttgt * (size_t)B * T);
+    st_read_f32(lt, 0, lt->numel, ref);
+    st_read_f32(tt, 0, tt->numel, rtext);
+    const int64_t *c64 = (const int64_t *)ct->data;
+    for (int64_t i = 0; i < (int64_t)B * K * T; i++) codes[i] = (int)c64[i];
+    for (int b = 0; b < B; b++) {
+      int rc = forward(s, &lm, codes + (size_t)b * K * T, T, got + (size_t)b * lm.Q * T * lm.card,
+                       gtext + (size_t)b * T * lm.text_out, mask + (size_t)b * lm.Q * T, tmask + (size_t)b * T, &err);
+      CHECK_MSG(rc == 0, "conformance batch %d: %s", b, err.msg);
+      for (int t = 0; t < T; t++) {
+        for (int k = 0; k < lm.Q; k++) atgt[((size_t)b * lm.Q + k) * T + t] = codes[((size_t)b * K + 1 + k) * T + t];
+        ttgt[(size_t)b * T + t] = codes[(size_t)b * K * T + t];
+      }
+    }
+    /* the masks equal the stored ones */
+    for (int64_t i = 0; i < mt->numel; i++) CHECK_MSG(mask[i] == mt->data[i], "conformance mask %lld", (long long)i);
+    for (int64_t i = 0; i < tmt->numel; i++) CHECK_MSG(tmask[i] == tmt->data[i], "text mask %lld", (long long)i);
+    double ce[8], ce_ref[8], tce, tce_ref, worst = 0;
+    ce_mean(got, atgt, mask, B, lm.Q, T, lm.card, ce);
+    ce_mean(ref, atgt, mask, B, lm.Q, T, lm.card, ce_ref);
+    ce_mean(gtext, ttgt, tmask, B, 1, T, lm.text_out, &tce);
+    ce_mean(rtext, ttgt, tmask, B, 1, T, lm.text_out, &tce_ref);
+    for (int k = 0; k <= lm.Q; k++) {
+      const double a = k < lm.Q ? ce[k] : tce, r = k < lm.Q ? ce_ref[k] : tce_ref, d = fabs(a - r) / r;
+      if (d > worst) worst = d;
+      CHECK_MSG(d <= 1e-6, "conformance %s: %s cross-entropy %.9g vs %.9g: rel %g", cc ? "gcc" : "tcc",
+                k < lm.Q ? "audio" : "text", a, r, d);
+    }
+    printf("conformance %s: masked cross-entropy worst rel diff %.3g (criterion 1e-6)\n", cc ? "gcc" : "tcc", worst);
+    free(ref), free(rtext), free(got), free(gtext), free(mask), free(tmask), free(codes), free(atgt), free(ttgt);
+    sc_session_close(s);
+    sc_model_close(m);
+  }
+  st_close(&cf);
+  st_close(&of);
+}
+
+/* A switch speechc does not lower is refused by name. */
+static void refusals(void) {
+  static const struct { const char *add, *want; } cases[] = {
+      {"\"norm_emb\": true", "norm_emb"},
+      {"\"demux_second_text_stream\": true", "demux_second_text_stream"},
+      {"\"depformer_norm\": \"layer_norm\"", "depformer_norm"},
+      {"\"gating\": \"relu\"", "gating 'relu'"},
+      {"\"norm\": \"batch_norm\"", "norm 'batch_norm'"},
+      {"\"positional_embedding\": \"alibi\"", "positional_embedding 'alibi'"},
+      {"\"cross_attention\": true", "cross_attention"},
+      {"\"frobnicate\": 1", "'frobnicate'"},
+      {"\"causal\": false", "causal"},
+  };
+  char dir[300], path[400], cmd[900];
+  snprintf(dir, sizeof dir, "%s/refuse", tmpdir);
+  mkdir(dir, 0700);
+  snprintf(cmd, sizeof cmd, "cp tests/data/moshi/family_tiny/model.safetensors %s/", dir);
+  CHECK(system(cmd) == 0);
+  char *base = slurp("tests/data/moshi/family_tiny/config.json", NULL);
+  CHECK(base != NULL);
+  if (!base) return;
+  char *brace = strrchr(base, '}');
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "%.*s, %s}\n", (int)(brace - base), base, cases[i].add);
+    fclose(f);
+    BuildOpts o = build_defaults();
+    char out[400];
+    snprintf(out, sizeof out, "%s/refused.so", tmpdir);
+    o.model_dir = dir;
+    o.out_path = out;
+    o.quiet = 1;
+    sc_error err = {0};
+    CHECK_MSG(sc_build(&o, &err) == SC_EINPUT, "%s was accepted", cases[i].add);
+    CHECK_CONTAINS(err.msg, cases[i].want);
+  }
+  free(base);
+}
+
+/* speechc moshi on the fixture's user codes (JSON): the package's rows. */
+static void cli(void) {
+  const char *bin = getenv("SPEECHC_BIN");
+  CHECK_MSG(bin && *bin, "SPEECHC_BIN is not set (ctest sets it)");
+  if (!bin || !*bin) return;
+  const char *dir = "tests/data/moshi/family_tiny";
+  const int S = 10, U = 2, Q = 4, R = 7;
+  int *user = load(dir, "user.i32", (long)S * U * 4), *want = load(dir, "gen.i32", (long)R * (1 + Q) * 4);
+  if (!user || !want) return;
+  char path[300], cmd[1200];
+  snprintf(path, sizeof path, "%s/user.json", tmpdir);
+  FILE *f = fopen(path, "w");
+  fputs("{\"codes\": [", f);
+  for (int st = 0; st < S; st++) fprintf(f, "%s[%d, %d]", st ? ", " : "", user[st * U], user[st * U + 1]);
+  fputs("]}\n", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s build %s -o %s/cli.so -q && %s moshi %s/cli.so --user-codes %s --codes-out %s/out.json "
+           "--greedy", bin, dir, tmpdir, bin, tmpdir, path, tmpdir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/out.json", tmpdir);
+  char *text = slurp(path, NULL);
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  const cJSON *rows = cJSON_GetObjectItem(j, "tokens");
+  CHECK_MSG(cJSON_GetArraySize(rows) == R, "speechc moshi wrote %d rows, expected %d", cJSON_GetArraySize(rows), R);
+  for (int r = 0; r < R && r < cJSON_GetArraySize(rows); r++)
+    for (int k = 0; k <= Q; k++)
+      CHECK_MSG(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, r), k)->valueint == want[r * (1 + Q) + k],
+                "speechc moshi row %d token %d", r, k);
+  /* a user file with the wrong number of codebooks is refused, naming it */
+  snprintf(path, sizeof path, "%s/bad.json", tmpdir);
+  f = fopen(path, "w");
+  fputs("{\"codes\": [[1, 2, 3]]}\n", f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s moshi %s/cli.so --user-codes %s --codes-out %s/o2.json --greedy 2>%s/err.txt",
+           bin, tmpdir, path, tmpdir, tmpdir);
+  CHECK(WEXITSTATUS(system(cmd)) == 2);
+  snprintf(path, sizeof path, "%s/err.txt", tmpdir);
+  char *msg = slurp(path, NULL);
+  CHECK(msg != NULL);
+  if (msg) CHECK_CONTAINS(msg, "frame 0 has 3 codes, expected 2");
+  free(msg);
+  cJSON_Delete(j);
+  free(text);
+  free(user);
+  free(want);
+}
+
+int main(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-moshi-XXXXXX");
+  if (!mkdtemp(tmpdir)) return 1;
+  conformance();
+  parity("moshi7b_tiny", "tcc", 1);
+  parity("moshi7b_tiny", "gcc", 1);
+  parity("moshi7b_tiny", "tcc", 0);
+  parity("family_tiny", "tcc", 1);
+  parity("family_tiny", "gcc", 1);
+  parity("family_tiny", "tcc", 0);
+  refusals();
+  cli();
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd)) return 1;
+  CHECK_DONE();
+}
