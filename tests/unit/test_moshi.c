@@ -1,8 +1,9 @@
 /*
  * test_moshi.c — Moshi's RQ-Transformer (fe_moshi.c) against the `moshi`
  * package:
- *   - the package's own fixture (../shared/conformance/moshi, the assets of
- *     moshi/tests/test_lm.py): built from a config.json written from that
+ *   - the package's own fixture (tests/data/moshi/conformance, a copy of
+ *     the assets of moshi/tests/test_lm.py; $SPEECHC_SHARED/conformance/moshi
+ *     when that is set): built from a config.json written from that
  *     test's arguments, a teacher-forced forward over its codes passes the
  *     package's criterion, the masked cross-entropy of the logits and of
  *     the text logits within 1e-6 relative of the stored ones;
@@ -259,14 +260,15 @@ static const StTensor *tensor(const StFile *f, const char *name) {
 static void conformance(void) {
   const char *env = getenv("SPEECHC_SHARED");
   char src[512], dir[300], path[700];
-  snprintf(src, sizeof src, "%s/conformance/moshi", env && *env ? env : "../shared");
+  if (env && *env) snprintf(src, sizeof src, "%s/conformance/moshi", env);
+  else snprintf(src, sizeof src, "tests/data/moshi/conformance");
   snprintf(dir, sizeof dir, "%s/conformance", tmpdir);
   mkdir(dir, 0700);
   /* the checkpoint's files must be inside its directory: a copy */
   snprintf(path, sizeof path, "%s/test_lm_model.safetensors", src);
   long size = 0;
   char *model = slurp(path, &size);
-  CHECK_MSG(model != NULL, "%s is missing (the conformance fixture; SPEECHC_SHARED names the shared/ folder)", path);
+  CHECK_MSG(model != NULL, "%s is missing (the conformance fixture; SPEECHC_SHARED names a shared/ folder holding it)", path);
   if (!model) return;
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   FILE *f = fopen(path, "wb");
