@@ -79,7 +79,11 @@ static const char *const usage_build =
     "                         naming the entry and the first NaN/inf index\n"
     "  --no-codec             a Qwen3-TTS checkpoint with speech_tokenizer/: build only\n"
     "                         the talker (default: also its codec decoder, OUT.codec.so,\n"
-    "                         which speechc tts uses for audio; cpu, f32)\n"
+    "                         which speechc tts uses for audio; cpu)\n"
+    "  --codec-weights f32|bf16  the codec decoder's weight band (default f32, the exact\n"
+    "                         path; bf16: ~3x faster on CPUs with AMX, whose tiles then\n"
+    "                         multiply bf16 activations too: a waveform ~33 dB SNR from\n"
+    "                         f32's on the test decoder, above the official bf16 decode's)\n"
     "  -q, --quiet            no progress lines\n";
 
 static const char *const usage_inspect =
@@ -106,9 +110,10 @@ static const char *const usage_run =
 
 /* A Qwen3-TTS checkpoint directory that holds speech_tokenizer/ gets its
  * codec decoder built beside OUT.so as OUT.codec.so (sc_codec_path), for the
- * CPU in f32: the codec ops have no device lowering yet, and f32 is the
- * exact path.  Nothing to do for other directories. */
-static int build_codec(const BuildOpts *o, sc_error *err) {
+ * CPU (the codec ops have no device lowering yet) in band `band` (f32, the
+ * exact path, unless --codec-weights says otherwise).  Nothing to do for
+ * other directories. */
+static int build_codec(const BuildOpts *o, DType band, sc_error *err) {
   char dir[PATH_MAX], cfg[PATH_MAX + 16], out[PATH_MAX];
   if (snprintf(dir, sizeof dir, "%s/speech_tokenizer", o->model_dir) >= (int)sizeof dir) return SC_OK;
   snprintf(cfg, sizeof cfg, "%s/config.json", dir);
@@ -124,6 +129,7 @@ static int build_codec(const BuildOpts *o, sc_error *err) {
   c.check_numerics = o->check_numerics;
   c.max_session_mb = o->max_session_mb;
   c.signals = o->signals;
+  c.band = band;
   if (!o->quiet) fprintf(stderr, "speechc: %s has a speech tokenizer: building its decoder into %s\n",
                          o->model_dir, out);
   return sc_build(&c, err);
@@ -132,6 +138,7 @@ static int build_codec(const BuildOpts *o, sc_error *err) {
 static int cmd_build(int argc, char **argv) {
   BuildOpts o = build_defaults();
   int no_codec = 0;
+  DType codec_band = DT_F32;
   long v;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *val;
@@ -185,6 +192,11 @@ static int cmd_build(int argc, char **argv) {
       o.check_numerics = 1;
     } else if (!strcmp(a, "--no-codec")) {
       no_codec = 1;
+    } else if (is_flag(a, "--codec-weights")) {
+      val = flag_value(argc, argv, &i, "--codec-weights");
+      if (!val || (strcmp(val, "f32") && strcmp(val, "bf16")))
+        return usage_error(usage_build, "--codec-weights expects f32 or bf16, got '%s'", val ? val : "");
+      codec_band = ir_dtype_of_wtype(sc_band_find(val));
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       o.quiet = 1;
     } else if (a[0] == '-') {
@@ -202,7 +214,7 @@ static int cmd_build(int argc, char **argv) {
   int rc = sc_build(&o, &err);
   if (!rc) rc = tok_install(o.model_dir, o.out_path, o.quiet, &err);
   if (rc || no_codec) return report(rc, &err);
-  return report(build_codec(&o, &err), &err);
+  return report(build_codec(&o, codec_band, &err), &err);
 }
 
 static const char *wtype_name(int w) { return sc_band(w) ? sc_band(w)->name : "?"; }

@@ -53,6 +53,15 @@ setup tok-fix cp "$TB/tokenizer.json" "$W/tk/"
 setup tok-blocker bash -c "echo x > '$W/tk3.tokenizer'"
 expect build-tokenizer-blocked 2 "a directory is expected there" -- "$BIN" build -q "$W/tk" -o "$W/tk3.so"
 
+# --codec-weights bf16: the decoder beside the talker in bf16, still decoding
+mkdir -p "$W/bf"
+expect build-codec-bf16 0 -- "$BIN" build -q "$T" -o "$W/bf/m.so" --codec-weights bf16
+expect codec-bf16-band 0 -- bash -c "'$BIN' inspect '$W/bf/m.codec.so' | grep -q ' bf16 '"
+expect talker-stays-f32 1 -- bash -c "'$BIN' inspect '$W/bf/m.so' | grep -q ' bf16 '"
+expect decode-bf16 0 "real-time factor" -- "$BIN" decode "$W/bf/m.codec.so" "$W/codes.json" -o "$W/bf.wav"
+expect codec-weights-bad 1 "--codec-weights expects f32 or bf16, got 'q4_0'" -- \
+  "$BIN" build -q "$T" -o "$W/bf/n.so" --codec-weights q4_0
+
 # refusals
 expect tts-wav-no-codec 1 "no codec decoder beside the model" -- \
   "$BIN" tts "$W/nc/m.so" "${SAY[@]}" -o "$W/x.wav"
