@@ -5,6 +5,8 @@
 #
 #   speechc    `speechc decode`, libtcc and gcc artifacts, --prefill-chunk 1 and
 #              8 (frames per call), on CKPT (build/make_random_ckpt codec-12hz);
+#              a config ending in -bf16 (gcc-pc8-bf16) is built --weights bf16
+#              (AMX tiles where the CPU has them);
 #              and the gcc, 8-frame artifact of PUB (the bridge: same weights as
 #              the two peers)
 #   qwen3-tts  gabriele-mastrapasqua/qwen3-tts, a C engine: its one-shot decode
@@ -105,8 +107,9 @@ if has speechc; then
   [ -f "$CKPT/model.safetensors" ] || build/make_random_ckpt codec-12hz "$CKPT" --dtype f32
   for cfg in $CONFIGS; do
     so=$WORK/codec-$cfg.so
+    IFS=- read -r cc pc band <<<"$cfg"
     [ -f "$so" ] && [ "$so" -nt "$SPEECHC" ] ||
-      "$SPEECHC" build "$CKPT" -o "$so" --cc "${cfg%-pc*}" --prefill-chunk "${cfg#*-pc}" -q
+      "$SPEECHC" build "$CKPT" -o "$so" --cc "$cc" --prefill-chunk "${pc#pc}" --weights "${band:-f32}" -q
   done
   so=$WORK/pub-gcc-pc8.so
   [ -f "$so" ] && [ "$so" -nt "$SPEECHC" ] || "$SPEECHC" build "$PUB" -o "$so" --cc gcc --prefill-chunk 8 -q
