@@ -335,6 +335,18 @@ static int emit_node(Cg *cg, int i) {
   case OP_ATTENTION: {
     const IrNode *c = node(cg, SRC(n, ATTENTION, KC));
     char scale[32];
+    if (p->align > 1) {
+      /* one call per row: each row's window is its own (ops.def) */
+      const int qi = SRC(n, ATTENTION, Q);
+      OUT("  for (int t = 0; t < %s; t++) /* positions in groups of %d */\n", rows(n), p->align);
+      OUT("    K->attention(K->ctx, %s + t * %lld, %lld, %s, %s, %lld, %lld, %s + t * %lld, %lld, 1, pos + t, 0, 0,\n"
+          "                 %d, %d, %d, %s, %d - (%d - (pos + t) %% %d));\n",
+          ref(cg, qi), ld(cg, qi), ld(cg, qi), ref(cg, SRC(n, ATTENTION, KC)), ref(cg, SRC(n, ATTENTION, VC)),
+          (long long)c->cols, (long long)c->rows, v, (long long)n->ld, (long long)n->ld, p->heads, p->kv_heads,
+          p->head_dim, cg_float(scale, p->scale), p->window, p->align - 1, p->align);
+      IR_ASSERT(n->nsrc == S_ATTENTION_GATE);
+      return SC_OK;
+    }
     OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, io->row_pos, io->row_state,\n"
         "               %d, %d, %d, %s, %d);\n",
         ref(cg, SRC(n, ATTENTION, Q)), ld(cg, SRC(n, ATTENTION, Q)), ref(cg, SRC(n, ATTENTION, KC)),
@@ -412,6 +424,12 @@ static int emit_node(Cg *cg, int i) {
     OUT("  K->layernorm(K->ctx, %s, %lld, %s, %s, %s, %s, %lld, %s, %lld);\n", ref(cg, xi), ld(cg, xi),
         fref(cg, SRC(n, LAYERNORM, W)), fref(cg, SRC(n, LAYERNORM, B)), cg_float(eps, p->eps), v,
         (long long)n->ld, rows(n), (long long)n->cols);
+    return SC_OK;
+  }
+  case OP_ELU: {
+    char alpha[32], expr[96];
+    snprintf(expr, sizeof expr, "a > 0.0f ? a : %s * (K->expf(a) - 1.0f)", cg_float(alpha, p->alpha));
+    emit_map(cg, n, i, expr);
     return SC_OK;
   }
   case OP_CLAMP: {

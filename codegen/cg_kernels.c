@@ -764,6 +764,7 @@ static int emit_attention(Cu *cu, int i) {
   const IrNode *n = node(cg, i);
   const IrParams *p = &n->p;
   const int fresh = n->op == OP_ROPE_ATTENTION, norm = fresh && n->nsrc > S_ROPE_ATTENTION_QN;
+  IR_ASSERT(p->align <= 1); /* grouped positions are CPU only (Mimi, whose codec ops CUDA refuses first) */
   const int qi = fresh ? SRC(n, ROPE_ATTENTION, Q) : SRC(n, ATTENTION, Q);
   const int kci = fresh ? SRC(n, ROPE_ATTENTION, KC) : SRC(n, ATTENTION, KC);
   const int vci = fresh ? SRC(n, ROPE_ATTENTION, VC) : SRC(n, ATTENTION, VC);

@@ -256,7 +256,10 @@ void cg_entry_prologue(Cg *cg, const Graph *g, int host_io, const char *scratch_
       OUT("  if (T %% %d) {\n    K->error(K->ctx, \"%s: token count not a multiple of %d\", T);\n    return 1;\n  }\n",
           align, g->name, align);
   }
-  OUT("  const int pos = io->pos;\n");
+  if (g->pos_mul > 1)
+    OUT("  const int pos = io->pos * %d; /* io->pos counts frames of %d steps */\n", g->pos_mul, g->pos_mul);
+  else
+    OUT("  const int pos = io->pos;\n");
   char span[16];
   snprintf(span, sizeof span, g->exact ? "%d" : "T", g->max_tokens);
   if (host_io && sequence_state(g))

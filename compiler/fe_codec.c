@@ -190,29 +190,43 @@ static int vec(Fe *f, const char *name, const char *tensor, int64_t n) {
   return w;
 }
 
-/* A Conv1d weight [cout, cin, k] (gen: WGEN_CONV, or a plain matrix at
- * k = 1), a ConvTranspose1d weight [cin, cout, k] (WGEN_CONVT), or a
- * depthwise one [cout, 1, k] (k columns, f32). */
-enum { CONV, CONVT, DEPTHWISE };
+/* A conv weight of one of the kinds in frontend.h (FE_CONV, ...). */
+enum { CONV = FE_CONV, CONVT = FE_CONVT, DEPTHWISE = FE_DEPTHWISE };
 static int conv_weight(Fe *f, const char *name, const char *tensor, int kind, int64_t cout, int64_t cin,
                        int k) {
   if (f->failed) return -1;
-  const int64_t shape[3] = {kind == CONVT ? cin : cout, kind == CONVT ? cout : kind == DEPTHWISE ? 1 : cin, k};
-  const StTensor *t = ckpt_tensor(f->c, tensor, 3, shape, f->err);
-  if (!t) {
-    f->failed = 1;
-    return -1;
-  }
-  const int64_t rows = kind == CONVT ? k * cout : cout;
-  const int64_t cols = kind == CONVT ? cin : kind == DEPTHWISE ? k : k * cin;
-  int w = ir_weight_add(f->m, name, kind == DEPTHWISE ? DT_F32 : f->band, 1, rows, cols);
-  IrWeight *wt = &f->m->weights[w];
+  int w = fe_conv_weight(f->m, f->c, name, tensor, kind, cout, cin, k, f->band, f->err);
+  if (w < 0) f->failed = 1;
+  return w;
+}
+
+int fe_conv_weight(Module *m, const Checkpoint *c, const char *name, const char *tensor, int kind, int64_t cout,
+                   int64_t cin, int k, DType band, sc_error *err) {
+  const int t_ = kind == FE_CONVT || kind == FE_CONVT_DW, dw = kind == FE_DEPTHWISE || kind == FE_CONVT_DW;
+  /* PyTorch: Conv1d [cout, cin/groups, k], ConvTranspose1d [cin, cout/groups, k] */
+  const int64_t shape[3] = {t_ ? cin : cout, dw ? 1 : t_ ? cout : cin, k};
+  const StTensor *t = ckpt_tensor(c, tensor, 3, shape, err);
+  if (!t) return -1;
+  const int64_t rows = t_ ? k * cout : cout;
+  const int64_t cols = kind == FE_DEPTHWISE ? k : t_ ? cin : k * cin;
+  int w = ir_weight_add(m, name, kind == FE_DEPTHWISE ? DT_F32 : band, 1, rows, cols);
+  IrWeight *wt = &m->weights[w];
   wt->src[0].tensor = t;
   wt->src[0].rows = rows;
   wt->n_src = 1;
-  wt->gen = kind == DEPTHWISE || (kind == CONV && k == 1) ? WGEN_NONE : kind == CONV ? WGEN_CONV : WGEN_CONVT;
+  wt->gen = kind == FE_DEPTHWISE || (kind == FE_CONV && k == 1) ? WGEN_NONE
+            : kind == FE_CONV                                    ? WGEN_CONV
+            : kind == FE_CONVT                                   ? WGEN_CONVT
+                                                                 : WGEN_CONVT_DW;
   wt->gen_k = k;
   snprintf(wt->source, sizeof wt->source, "%s", tensor);
+  return w;
+}
+
+int fe_zero_vec(Module *m, const char *name, int64_t n) {
+  int w = ir_weight_add(m, name, DT_F32, 1, 1, n);
+  m->weights[w].gen = WGEN_ZERO;
+  snprintf(m->weights[w].source, sizeof m->weights[w].source, "computed: zeros (no bias)");
   return w;
 }
 
@@ -282,12 +296,16 @@ static int conv(Gb *b, int x, const char *name, const char *tensor_prefix, int64
                 int dil) {
   int w, bias;
   if (conv_params(b, name, tensor_prefix, CONV, cout, cin, k, &w, &bias)) return -1;
+  return fe_causal_conv(b->f->m, b->g, x, w, bias, cin, k, dil, name);
+}
+
+int fe_causal_conv(Module *m, Graph *g, int x, int w, int bias, int64_t cin, int k, int dil, const char *name) {
   if (k > 1) {
-    char n[IR_NAME];
-    int st = ir_state_add(b->f->m, nm(b, name, ".context"), (int64_t)(k - 1) * dil, cin);
-    x = ir_im2col(b->g, x, ir_state(b->f->m, b->g, st), k, dil, join(n, sizeof n, name, ".cols"));
+    char n[IR_NAME], sn[IR_NAME];
+    int st = ir_state_add(m, join(sn, sizeof sn, name, ".context"), (int64_t)(k - 1) * dil, cin);
+    x = ir_im2col(g, x, ir_state(m, g, st), k, dil, join(n, sizeof n, name, ".cols"));
   }
-  return ir_linear(b->g, x, W(w), W(bias), name);
+  return ir_linear(g, x, ir_weight(m, g, w), bias >= 0 ? ir_weight(m, g, bias) : -1, name);
 }
 
 /* Causal ConvTranspose1d (kernel k >= stride s, right trim k - s). */
@@ -295,10 +313,14 @@ static int conv_t(Gb *b, int x, const char *name, const char *tensor_prefix, int
                   int s) {
   int w, bias;
   if (conv_params(b, name, tensor_prefix, CONVT, cout, cin, k, &w, &bias)) return -1;
-  char n[IR_NAME];
-  int z = ir_linear(b->g, x, W(w), -1, join(n, sizeof n, name, ".taps"));
-  int st = k > s ? ir_state(b->f->m, b->g, ir_state_add(b->f->m, nm(b, name, ".carry"), k - s, cout)) : -1;
-  return ir_overlap_add(b->g, z, W(bias), st, k, s, name);
+  return fe_causal_conv_t(b->f->m, b->g, x, w, bias, cout, k, s, name);
+}
+
+int fe_causal_conv_t(Module *m, Graph *g, int x, int w, int bias, int64_t cout, int k, int s, const char *name) {
+  char n[IR_NAME], sn[IR_NAME];
+  int z = ir_linear(g, x, ir_weight(m, g, w), -1, join(n, sizeof n, name, ".taps"));
+  int st = k > s ? ir_state(m, g, ir_state_add(m, join(sn, sizeof sn, name, ".carry"), k - s, cout)) : -1;
+  return ir_overlap_add(g, z, ir_weight(m, g, bias), st, k, s, name);
 }
 
 static int snake(Gb *b, int x, const char *name, const char *tensor_prefix, int64_t ch) {

@@ -40,18 +40,6 @@
 #define MOSHI_MAX_STEPS 16 /* IrWeight.src: sets per weight */
 #define MOSHI_MAX_STREAMS 64
 
-enum { NORM_RMS, NORM_LAYER };
-enum { FFN_NONE, FFN_SILU, FFN_GELU };
-enum { POS_NONE = 0, POS_SIN = 1, POS_ROPE = 2 }; /* bits: sin_rope is both */
-
-typedef struct MoshiStack {      /* one StreamingTransformer */
-  int64_t dim, heads, kv_heads, layers, ff;  /* ff: dim_feedforward */
-  int norm, ffn, pos, rope_mode, layer_scale;
-  double norm_eps, max_period, pos_scale;
-  int64_t hidden;                /* gating hidden (ActivationGating) */
-  int sets;                      /* per-step weight sets (1: none) */
-} MoshiStack;
-
 typedef struct MoshiCfg {
   MoshiStack tr, dep;
   int64_t n_q, dep_q, card, text_card, text_out, context, low_rank;
@@ -60,10 +48,6 @@ typedef struct MoshiCfg {
   int schedule[MOSHI_MAX_STEPS]; /* step -> weight set */
   int delays[MOSHI_MAX_STREAMS];
 } MoshiCfg;
-
-typedef struct MoshiLayer {
-  int n1w, n1b, n2w, n2b, qkv, out, ls1, ls2, ff_in, ff_out, kc, vc;
-} MoshiLayer;
 
 /* ---- config ------------------------------------------------------------ */
 
@@ -463,6 +447,7 @@ static int layer(Module *m, Graph *g, const MoshiStack *t, const MoshiLayer *l, 
   int kc = ir_kv_store(g, ir_state(m, g, l->kc), k, NAME("k_store"));
   int vc = ir_kv_store(g, ir_state(m, g, l->vc), v, NAME("v_store"));
   int a = ir_attention(g, q, kc, vc, -1, nh, nkv, hd, (float)(1.0 / sqrt((double)hd)), window, NAME("attn"));
+  if (t->align > 1) ir_attention_align(g, a, t->align);
   int o = ir_linear(g, a, wleaf(m, g, l->out), -1, NAME("out"));
   if (l->ls1 >= 0) o = ir_binary(g, OP_MUL, o, ir_weight(m, g, l->ls1), NAME("ls1"));
   x = ir_binary(g, OP_ADD, x, o, NAME("attn_res"));
@@ -614,4 +599,29 @@ done:
   free(tl);
   free(dl);
   return rc;
+}
+
+/* ---- the StreamingTransformer for Mimi (frontend.h) -------------------- */
+
+int fe_moshi_read_stack(const char *where, const char *norm, const char *gating, const char *pos, MoshiStack *t,
+                        sc_error *err) {
+  if (read_norm(where, "norm", norm, t, err) || read_gating(where, "gating", gating, t, err) ||
+      read_pos(where, "positional_embedding", pos, t, err))
+    return err->code;
+  return check_stack(where, "transformer", t, err);
+}
+
+int fe_moshi_layer_weights(Module *m, const Checkpoint *c, DType band, const MoshiStack *t, const char *tp,
+                           const char *np, int L, int kv_rows, MoshiLayer *l, sc_error *err) {
+  Fe f = {m, c, NULL, band, err};
+  return layer_weights(&f, t, tp, np, L, kv_rows, NULL, 1, l) ? (err->code ? err->code : SC_EINPUT) : SC_OK;
+}
+
+void fe_moshi_pos_tables(Module *m, const MoshiStack *t, int rows, const char *np, int *sin, int *rope) {
+  pos_tables(m, t, rows, np, sin, rope);
+}
+
+int fe_moshi_stack(Module *m, Graph *g, const MoshiStack *t, const MoshiLayer *ls, int x, int sin, int rope,
+                   int window, const char *np) {
+  return stack(m, g, t, ls, x, sin, rope, window, np);
 }

@@ -40,6 +40,8 @@ int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 int fe_codec(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 /* Kyutai's RQ-Transformer (fe_moshi.c): temporal step and depformer steps. */
 int fe_moshi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+/* Kyutai's Mimi codec (fe_mimi.c): its decoder, codes to PCM. */
+int fe_mimi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 /* Qwen3.5 (dense; fe_qwen35.c), and the model types of the family not
  * built yet (refused by name). */
 int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
@@ -90,6 +92,61 @@ int fe_qwen3_mlp(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Laye
  * came from (NULL: the default).  Values given twice must agree. */
 int fe_rope_params(const cJSON *obj, const char *where, double dflt_prf, double *theta, double *prf,
                    const char **prf_key, sc_error *err);
+
+/* Kyutai's StreamingTransformer (fe_moshi.c), shared by Moshi's LM and
+ * Mimi's encoder and decoder transformers.  A layer is
+ * x += ls1 * out(attn(norm1(x)));  x += ls2 * ffn(norm2(x)). */
+enum { NORM_RMS, NORM_LAYER };
+enum { FFN_NONE, FFN_SILU, FFN_GELU };
+enum { POS_NONE = 0, POS_SIN = 1, POS_ROPE = 2 }; /* bits: sin_rope is both */
+
+typedef struct MoshiStack {      /* one StreamingTransformer */
+  int64_t dim, heads, kv_heads, layers, ff;  /* ff: dim_feedforward */
+  int norm, ffn, pos, rope_mode, layer_scale;
+  double norm_eps, max_period, pos_scale;
+  int64_t hidden;                /* gating hidden (ActivationGating) */
+  int sets;                      /* per-step weight sets (1: none) */
+  int align;                     /* positions arrive in groups of align (ATTENTION's p.align; 0, 1: singly) */
+} MoshiStack;
+
+typedef struct MoshiLayer {
+  int n1w, n1b, n2w, n2b, qkv, out, ls1, ls2, ff_in, ff_out, kc, vc;
+} MoshiLayer;
+
+/* Set t's norm, gating and positions from the package's names and check
+ * its sizes (dim, heads, kv_heads, layers, ff, max_period set before). */
+int fe_moshi_read_stack(const char *where, const char *norm, const char *gating, const char *pos, MoshiStack *t,
+                        sc_error *err);
+/* Layer L's weights ("<tp>L.norm1.weight", ...; one set), KV rings of kv_rows. */
+int fe_moshi_layer_weights(Module *m, const Checkpoint *c, DType band, const MoshiStack *t, const char *tp,
+                           const char *np, int L, int kv_rows, MoshiLayer *l, sc_error *err);
+/* The sinusoidal and RoPE tables of t over `rows` positions (-1: none). */
+void fe_moshi_pos_tables(Module *m, const MoshiStack *t, int rows, const char *np, int *sin, int *rope);
+/* Every layer of t over x (positions added first when sin >= 0); window:
+ * the attention's (0: all). */
+int fe_moshi_stack(Module *m, Graph *g, const MoshiStack *t, const MoshiLayer *ls, int x, int sin, int rope,
+                   int window, const char *np);
+
+/* Causal convs for the codecs (fe_codec.c), shared by the 12 Hz decoder
+ * and Mimi.  Kinds: FE_CONV (Conv1d [cout, cin, k] as IM2COL's matrix, a
+ * plain one at k = 1), FE_CONVT (ConvTranspose1d [cin, cout, k] as
+ * OVERLAP_ADD's taps), FE_DEPTHWISE (Conv1d with groups = cout, [cout, 1,
+ * k] as DWCONV's f32 taps), FE_CONVT_DW (ConvTranspose1d with groups =
+ * cin = cout, [cin, 1, k], as FE_CONVT's matrix with zeros off the
+ * diagonal).  Weight index, or -1 with err set. */
+enum { FE_CONV, FE_CONVT, FE_DEPTHWISE, FE_CONVT_DW };
+int fe_conv_weight(Module *m, const Checkpoint *c, const char *name, const char *tensor, int kind, int64_t cout,
+                   int64_t cin, int k, DType band, sc_error *err);
+/* An f32 [1, n] of zeros: the bias of a conv that has none. */
+int fe_zero_vec(Module *m, const char *name, int64_t n);
+/* x [R, cin] through a causal Conv1d of stride 1 (weight w of kind FE_CONV,
+ * bias weight b or -1): IM2COL with (k-1)*dil rows of state "<name>.context",
+ * then LINEAR. */
+int fe_causal_conv(Module *m, Graph *g, int x, int w, int b, int64_t cin, int k, int dil, const char *name);
+/* x [R, cin] through a causal ConvTranspose1d (w of kind FE_CONVT or
+ * FE_CONVT_DW, bias b, kernel k >= stride s): LINEAR to the taps, then
+ * OVERLAP_ADD carrying k - s rows "<name>.carry"; [R*s, cout]. */
+int fe_causal_conv_t(Module *m, Graph *g, int x, int w, int b, int64_t cout, int k, int s, const char *name);
 
 /* Bounds on config dimensions, far above any published model. */
 #define FE_DIM_MAX (1 << 20)

@@ -175,6 +175,7 @@ static void become(IrNode *n, OpKind op, const int *src, int nsrc) {
 static int rope_attention(Graph *g, int i) {
   IrNode *n = N(i);
   if (n->nsrc != S_ATTENTION_GATE || IR_ROWS_ON_T(n->rows) || n->rows > 4) return 0; /* no gate */
+  if (n->p.align > 1) return 0; /* ROPE_ATTENTION's windows are one per node */
   int q = n->src[S_ATTENTION_Q], ks = n->src[S_ATTENTION_KC], vs = n->src[S_ATTENTION_VC];
   if (N(ks)->op != OP_KV_STORE || N(vs)->op != OP_KV_STORE || ir_uses(g, ks) != 1 || ir_uses(g, vs) != 1)
     return 0;

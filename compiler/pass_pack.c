@@ -241,7 +241,7 @@ static float *read_all(const IrWeight *wt, int s) {
   return a;
 }
 
-/* The WGEN_CODEBOOK / _CONV / _CONVT / _NEG_EXP weights (ir.h). */
+/* The WGEN_CODEBOOK / _CONV / _CONVT / _CONVT_DW / _NEG_EXP weights (ir.h). */
 static int write_derived(Writer *w, const IrWeight *wt, float *row) {
   float *a = read_all(wt, 0), *b = wt->gen == WGEN_CODEBOOK ? read_all(wt, 1) : NULL;
   if (!a || (wt->gen == WGEN_CODEBOOK && !b)) {
@@ -256,6 +256,9 @@ static int write_derived(Writer *w, const IrWeight *wt, float *row) {
       for (int64_t c = 0; c < C; c++) row[c] = a[r * C + c] / u;
     } else if (wt->gen == WGEN_NEG_EXP) { /* torch: -A_log.float().exp() */
       for (int64_t c = 0; c < C; c++) row[c] = -expf(a[r * C + c]);
+    } else if (wt->gen == WGEN_CONVT_DW) { /* row j*C + o: tap j of channel o alone */
+      const int64_t j = r / C, o = r % C;
+      for (int64_t c = 0; c < C; c++) row[c] = c == o ? a[c * k + j] : 0.0f;
     } else { /* the layouts IM2COL and OVERLAP_ADD read (kernels.h) */
       const int conv = wt->gen == WGEN_CONV;
       const int kind = conv ? SC_CONV_IM2COL : SC_CONV_TRANSPOSED;
@@ -301,6 +304,10 @@ int pass_pack(Module *m, const Target *t, FILE *f, const char *path, uint64_t *c
     pad_to(&w, pos, wt->offset);
     if (wt->gen == WGEN_ROPE) write_rope(&w, wt, row);
     else if (wt->gen == WGEN_SINPOS) write_sinpos(&w, wt, row);
+    else if (wt->gen == WGEN_ZERO) {
+      memset(row, 0, (size_t)wt->cols * sizeof *row);
+      for (int64_t r = 0; r < wt->sets * wt->rows; r++) put_row(&w, wt, row);
+    }
     else if (wt->gen != WGEN_NONE) {
       if (write_derived(&w, wt, row)) {
         free(row);

@@ -427,6 +427,18 @@ int ir_clamp(Graph *g, int x, float lo, float hi, const char *name) {
   return n;
 }
 
+int ir_elu(Graph *g, int x, float alpha, const char *name) {
+  IR_ASSERT(alpha - alpha == 0);
+  int n = ir_node(g, OP_ELU, DT_F32, N(x)->rows, N(x)->cols, &x, 1, name);
+  N(n)->p.alpha = alpha;
+  return n;
+}
+
+void ir_attention_align(Graph *g, int a, int align) {
+  IR_ASSERT(N(a)->op == OP_ATTENTION && align >= 1 && (N(a)->p.window == 0 || N(a)->p.window >= align));
+  N(a)->p.align = align;
+}
+
 /* ---- Gated DeltaNet builders --------------------------------------------- */
 
 int ir_l2norm(Graph *g, int x, int group, float eps, const char *name) {
@@ -623,6 +635,9 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       if (S(ATTENTION, Q)->cols != (int64_t)n->p.heads * n->p.head_dim) VFAIL("q width");
       if (S(ATTENTION, KC)->cols != (int64_t)n->p.kv_heads * n->p.head_dim) VFAIL("kv width");
       if (n->p.kv_heads < 1 || n->p.heads % n->p.kv_heads) VFAIL("GQA ratio");
+      if (n->p.align > 1 && n->p.window > 0 && n->p.window < n->p.align)
+        VFAIL("window %d is shorter than its position groups (align %d)", n->p.window, n->p.align);
+      if (n->p.align > 1 && !n->p.window) VFAIL("align %d without a window", n->p.align);
       break;
     case OP_ADD: case OP_MUL:
       /* a weight operand is read as floats; b may be an f32 [1,C] row
@@ -740,6 +755,10 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       if (!(p->scale - p->scale == 0)) VFAIL("scale %g", p->scale);
       break;
     }
+    case OP_ELU:
+      if (!(n->p.alpha - n->p.alpha == 0)) VFAIL("alpha %g", n->p.alpha);
+      if (!rows_match(n->rows, a->rows) || n->cols != a->cols) VFAIL("shape");
+      break;
     case OP_CLAMP:
       if (!(n->p.lo <= n->p.hi) || n->p.lo - n->p.lo != 0 || n->p.hi - n->p.hi != 0)
         VFAIL("bounds [%g, %g]", n->p.lo, n->p.hi);
@@ -821,7 +840,9 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     case OP_ATTENTION:
       fprintf(out, " heads=%d kv_heads=%d head_dim=%d scale=%g window=%d", p->heads,
               p->kv_heads, p->head_dim, p->scale, p->window);
+      if (p->align > 1) fprintf(out, " align=%d", p->align);
       break;
+    case OP_ELU: fprintf(out, " alpha=%g", p->alpha); break;
     case OP_SLICE: fprintf(out, " off=%d", p->off); break;
     case OP_IM2COL: case OP_DWCONV: fprintf(out, " k=%d dilation=%d", p->ksize, p->dilation); break;
     case OP_CONV1D: fprintf(out, " k=%d dilation=%d block=%d", p->ksize, p->dilation, p->block); break;

@@ -80,6 +80,8 @@ typedef struct IrParams {
   int stride;           /* OVERLAP_ADD: stride s (output rows = s * input rows) */
   int block;            /* CONV1D: rows per piece */
   float lo, hi;         /* CLAMP: bounds */
+  float alpha;          /* ELU: the slope of the negative side */
+  int align;            /* ATTENTION: positions arrive in groups of align (ops.def); 0, 1: one by one */
 } IrParams;
 
 typedef struct IrNode {
@@ -113,6 +115,8 @@ typedef struct Graph {
   int64_t scratch_bytes;/* set by pass_plan */
   int out_cols, hidden_cols;
   int out_all_rows;     /* io->out gets every row (T x out_cols), not just one */
+  int pos_mul;          /* 0, 1: row t is at position io->pos + t; m > 1: at m * io->pos + t (a
+                         * codec whose transformer runs m steps per frame: io->pos counts frames) */
 } Graph;
 
 /* Where a weight's bytes come from: the rows of checkpoint tensors,
@@ -145,8 +149,13 @@ static inline int64_t ir_src_row(const IrWeightSrc *s, int64_t r) {
  *   WGEN_SINPOS    sinusoidal positions [max_ctx, C] (no tensor), as moshi's
  *                  create_sin_embedding in f32: row p = gen_scale *
  *                  [cos(p*f_i) | sin(p*f_i)], f_i = 1 / gen_theta^(i/(C/2-1))
- * gen_k is the kernel size k of both convs. */
-enum { WGEN_NONE, WGEN_ROPE, WGEN_CODEBOOK, WGEN_CONV, WGEN_CONVT, WGEN_NEG_EXP, WGEN_SINPOS };
+ *   WGEN_CONVT_DW  a depthwise ConvTranspose1d weight [C, 1, k] (groups = C)
+ *                  as WGEN_CONVT's [k*C, C] matrix, zero off the diagonal:
+ *                  W''[j*C + o, c] = (o == c) * W[c, 0, j]
+ *   WGEN_ZERO      zeros (no tensor): the bias of a conv that has none
+ * gen_k is the kernel size k of the convs. */
+enum { WGEN_NONE, WGEN_ROPE, WGEN_CODEBOOK, WGEN_CONV, WGEN_CONVT, WGEN_NEG_EXP, WGEN_SINPOS, WGEN_CONVT_DW,
+       WGEN_ZERO };
 typedef struct IrWeight {
   char name[IR_NAME];
   char source[160];     /* checkpoint names it was made from, for humans */
@@ -263,6 +272,11 @@ int ir_overlap_add(Graph *g, int z, int b, int state, int ksize, int stride, con
 int ir_snake(Graph *g, int x, int alpha, int beta, const char *name);
 int ir_layernorm(Graph *g, int x, int w, int b, float eps, const char *name);
 int ir_clamp(Graph *g, int x, float lo, float hi, const char *name);
+/* torch.nn.ELU(alpha) (ELU). */
+int ir_elu(Graph *g, int x, float alpha, const char *name);
+/* Attention node a (ATTENTION) takes its positions in groups of `align`
+ * (ops.def): the window of position p shrinks by align-1 - p % align. */
+void ir_attention_align(Graph *g, int a, int align);
 /* x + table[position of each row] (POS_ADD; table an f32 WEIGHT of x's width). */
 int ir_pos_add(Graph *g, int x, int table, const char *name);
 
