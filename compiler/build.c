@@ -115,7 +115,7 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   FrontendFn fe = fe_lookup(model_type, &family);
   if (!fe) {
     rc = sc_fail(err, SC_EINPUT, "%s: model_type '%s' is not supported (supported: qwen3, llama, qwen3_5, "
-                 "qwen3_5_text, qwen3_tts, qwen3_tts_tokenizer_12hz, moshi)",
+                 "qwen3_5_text, qwen3_tts, qwen3_tts_tokenizer_12hz, moshi, mimi)",
                  c.config_path, model_type);
     goto done;
   }

@@ -16,6 +16,7 @@ FrontendFn fe_lookup(const char *model_type, const char **family) {
       {"qwen3_5_moe_text", "llm", fe_gdn_not_yet},
       {"qwen3_next", "llm", fe_gdn_not_yet},
       {"moshi", "moshi", fe_moshi},
+      {"mimi", "codec", fe_mimi},
   };
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
     if (!strcmp(model_type, table[i].type)) {

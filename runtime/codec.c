@@ -1,7 +1,7 @@
 /*
  * codec.c — drive a codec decoder artifact (family "codec": the
- * Qwen3-TTS-Tokenizer-12Hz decoder, compiler/fe_codec.c): frames of codes
- * in, PCM out.  The artifact's one entry point "audio" takes up to
+ * Qwen3-TTS-Tokenizer-12Hz decoder, compiler/fe_codec.c, or Mimi's,
+ * compiler/fe_mimi.c): frames of codes in, PCM out.  The artifact's one entry point "audio" takes up to
  * max_tokens frames and keeps every conv's left context, the transposed
  * convs' carried sums and the attention ring in the session, so decoding an
  * utterance in one call or frame by frame gives the same samples.
@@ -33,10 +33,23 @@ int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err) {
   const sc_entry *e = rt_entry(m, "audio");
   cJSON *j = cJSON_Parse(m->d->config_json);
   const cJSON *dc = cJSON_GetObjectItemCaseSensitive(j, "decoder_config");
-  int ok = e && j && cJSON_IsObject(dc) && cfg_int(dc, "num_quantizers", 16, &info->n_codebooks) &&
-           cfg_int(dc, "codebook_size", 2048, &info->codebook_size) &&
-           cfg_int(j, "output_sample_rate", 24000, &info->sample_rate) &&
-           cfg_int(j, "decode_upsample_rate", 1920, &info->samples_per_frame);
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
+  int ok;
+  if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "mimi")) {
+    /* Mimi (compiler/fe_mimi.c): the config gives the rate; codebooks,
+     * samples per frame and the codebook size are the entry's */
+    ok = e && cfg_int(j, "sample_rate", 24000, &info->sample_rate);
+    if (ok) {
+      info->n_codebooks = e->ids_cols;
+      info->codebook_size = m->d->vocab;
+      info->samples_per_frame = e->out_rows_mul;
+    }
+  } else {
+    ok = e && j && cJSON_IsObject(dc) && cfg_int(dc, "num_quantizers", 16, &info->n_codebooks) &&
+         cfg_int(dc, "codebook_size", 2048, &info->codebook_size) &&
+         cfg_int(j, "output_sample_rate", 24000, &info->sample_rate) &&
+         cfg_int(j, "decode_upsample_rate", 1920, &info->samples_per_frame);
+  }
   cJSON_Delete(j);
   if (ok && (e->ids_cols != info->n_codebooks || e->out_rows_mul != info->samples_per_frame ||
              m->d->vocab != info->codebook_size))

@@ -10,7 +10,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The flags must match tests/unit/test_golden.c.
 for model in llm/qwen3_gqa2_hd32_tied llm/qwen3_gqa4_hd16_bf16 llm/llama_gqa4_sharded gdn/qwen35_dense_tiny \
-             moshi/moshi7b_tiny moshi/family_tiny; do
+             moshi/moshi7b_tiny moshi/family_tiny mimi/mimi_tiny; do
   for fuse in fused unfused; do
     flags=(--cc tcc --max-context 64 --prefill-chunk 16 -q)
     [ "$fuse" = unfused ] && flags+=(--no-fuse)

@@ -1,0 +1,154 @@
+/*
+ * test_mimi.c — Mimi's decoder (model_type "mimi", compiler/fe_mimi.c)
+ * compiled by speechc against the `moshi` package 0.2.13 on random
+ * weights (tests/data/mimi/mimi_tiny, made by tests/parity/make_mimi.py):
+ *   - the whole utterance in one sc_codec_decode call: PCM within 1e-4 of
+ *     the package's streaming decode (max abs error over max |ref|), and
+ *     far from its non-streaming decode, which the ring of the decoder
+ *     transformer makes differ from frame 2 on (see make_mimi.py): the
+ *     test fails if speechc computed the other one;
+ *   - frame by frame, in uneven pieces, after a session reset: the same;
+ *   - builds: libtcc and gcc, fused and --no-fuse, 4 frames per call and 1;
+ *   - sc_codec_get_info: 4 codebooks of 32, 1920 samples at 24 kHz;
+ *   - refusals by name: a code outside the codebook, and config switches
+ *     speechc does not lower (or the package would refuse).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "check.h"
+#include "model_internal.h"
+#include "parity_util.h"
+#include "speechc.h"
+
+#define DIR "tests/data/mimi/mimi_tiny"
+#define T 6
+#define K 4
+#define SPF 1920
+
+static char tmpdir[64];
+
+static sc_model *build(const char *dir, const char *cc, int fuse, int frames, sc_error *err) {
+  char out[256];
+  snprintf(out, sizeof out, "%s/mimi_%s_%d_%d.so", tmpdir, cc, fuse, frames);
+  BuildOpts o = build_defaults();
+  o.model_dir = dir;
+  o.out_path = out;
+  o.cc = cc;
+  o.fuse = fuse;
+  o.quiet = 1;
+  o.prefill_chunk = frames;
+  if (sc_build(&o, err)) return NULL;
+  sc_model *m = NULL;
+  CHECK_MSG(sc_model_open(out, NULL, &m, err) == 0, "%s", err->msg);
+  return m;
+}
+
+static void run_one(const char *cc, int fuse, int frames, const int32_t *codes, const float *ref,
+                    const float *whole_ref) {
+  sc_error err = {0};
+  sc_model *m = build(DIR, cc, fuse, frames, &err);
+  CHECK_MSG(m, "build %s fuse %d frames %d: %s", cc, fuse, frames, err.msg);
+  if (!m) return;
+  sc_codec_info ci;
+  CHECK_MSG(sc_codec_get_info(m, &ci, &err) == 0, "%s", err.msg);
+  CHECK(ci.n_codebooks == K && ci.codebook_size == 32 && ci.samples_per_frame == SPF && ci.sample_rate == 24000 &&
+        ci.max_frames == frames);
+  sc_session *s = NULL;
+  CHECK_MSG(sc_session_open(m, &s, &err) == 0, "%s", err.msg);
+  const int n = T * SPF;
+  float *pcm = calloc((size_t)n, sizeof *pcm);
+  const double tol = 1e-4;
+
+  CHECK_MSG(sc_codec_decode(s, codes, T, pcm, &err) == 0, "%s", err.msg);
+  double e = rel_err(pcm, ref, n);
+  printf("%s fuse %d, %d frames per call: whole %.3g of the peak", cc, fuse, frames, e);
+  CHECK_MSG(e <= tol, "%s fuse %d frames/call %d: whole: rel err %.3g", cc, fuse, frames, e);
+  const double other = rel_err(pcm, whole_ref, n);
+  CHECK_MSG(other > 1e-2, "%s: within %.3g of the package's non-streaming decode: the fixture no longer tells the "
+            "two apart", cc, other);
+
+  sc_session_reset(s);
+  memset(pcm, 0, (size_t)n * sizeof *pcm);
+  for (int t = 0; t < T; t++)
+    CHECK_MSG(sc_codec_decode(s, codes + t * K, 1, pcm + t * SPF, &err) == 0, "%s", err.msg);
+  e = rel_err(pcm, ref, n);
+  printf(", frame by frame %.3g", e);
+  CHECK_MSG(e <= tol, "%s fuse %d frames/call %d: frame by frame: rel err %.3g", cc, fuse, frames, e);
+
+  sc_session_reset(s);
+  memset(pcm, 0, (size_t)n * sizeof *pcm);
+  static const int piece[] = {3, 0, 2, 1};
+  int done = 0;
+  for (int k = 0; k < 4; k++) {
+    CHECK_MSG(sc_codec_decode(s, codes + done * K, piece[k], pcm + done * SPF, &err) == 0, "%s", err.msg);
+    done += piece[k];
+  }
+  e = rel_err(pcm, ref, n);
+  printf(", pieces %.3g\n", e);
+  CHECK_MSG(e <= tol, "%s fuse %d frames/call %d: pieces: rel err %.3g", cc, fuse, frames, e);
+
+  int32_t bad[K];
+  memcpy(bad, codes, sizeof bad);
+  bad[2] = 32;
+  CHECK(sc_codec_decode(s, bad, 1, pcm, &err) == SC_EUSAGE && strstr(err.msg, "codebook 2") &&
+        strstr(err.msg, "[0, 32)"));
+  free(pcm);
+  sc_session_close(s);
+  sc_model_close(m);
+}
+
+/* DIR's checkpoint with config.json edited by `edit` (a sed expression on
+ * the JSON text): the build must fail naming `want`. */
+static void refuse(const char *edit, const char *want) {
+  char d[96], cmd[768];
+  snprintf(d, sizeof d, "%s/bad", tmpdir);
+  snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir %s && cp " DIR "/model.safetensors %s/ && "
+           "sed -e '%s' " DIR "/config.json > %s/config.json", d, d, d, edit, d);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  sc_error err = {0};
+  sc_model *m = build(d, "tcc", 1, 4, &err);
+  CHECK_MSG(!m && strstr(err.msg, want), "edit '%s': expected a refusal naming '%s', got: %s", edit, want,
+            m ? "a model" : err.msg);
+  if (m) sc_model_close(m);
+}
+
+int main(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc_mimi_XXXXXX");
+  CHECK(mkdtemp(tmpdir) != NULL);
+  long size = 0;
+  int32_t *codes = (int32_t *)slurp(DIR "/codes.i32", &size);
+  CHECK(codes && size == T * K * 4);
+  float *ref = (float *)slurp(DIR "/pcm.f32", &size);
+  CHECK(ref && size == T * SPF * 4);
+  float *whole = (float *)slurp(DIR "/pcm_whole.f32", &size);
+  CHECK(whole && size == T * SPF * 4);
+  if (!codes || !ref || !whole) CHECK_DONE();
+  const char *ccs[] = {"tcc", "gcc"};
+  for (int c = 0; c < 2; c++)
+    for (int fuse = 1; fuse >= 0; fuse--)
+      for (int frames = 4; frames >= 1; frames -= 3) run_one(ccs[c], fuse, frames, codes, ref, whole);
+
+  refuse("s/\"pad_mode\": \"constant\"/\"pad_mode\": \"replicate\"/", "pad_mode 'replicate'");
+  refuse("s/\"norm\": \"none\"/\"norm\": \"weight_norm\"/", "norm 'weight_norm'");
+  refuse("s/\"activation\": \"ELU\"/\"activation\": \"GELU\"/", "activation 'GELU'");
+  refuse("s/\"true_skip\": true/\"true_skip\": true, \"final_activation\": \"Tanh\"/", "final_activation");
+  refuse("s/\"conv_layout\": true/\"conv_layout\": false/", "conv_layout false");
+  refuse("s/\"context\": 5/\"context\": null/", "context 0");
+  refuse("s/\"num_codebooks\": 4/\"num_codebooks\": 7/", "num_codebooks 7");
+  refuse("s/\"num_codebooks\": 4/\"num_codebooks\": 4, \"speed\": 2/", "key 'speed'");
+  refuse("s/\"frame_rate\": 12.5/\"frame_rate\": 10/", "frame_rate 10");
+  refuse("/\"sample_rate\"/d", "sample_rate is missing");
+  refuse("s/\"context\": 5/\"context\": 1/", "context 1 is shorter");
+  free(codes);
+  free(ref);
+  free(whole);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  CHECK(system(cmd) == 0);
+  CHECK_DONE();
+}
