@@ -465,6 +465,26 @@ static int emit_node(Cg *cg, int i) {
         p->kv_heads, p->head_dim, (long long)(n->cols / p->heads), cg_float(scale, p->scale));
     return SC_OK;
   }
+  case OP_TOPK_ROUTE: {
+    const int xi = n->src[0];
+    OUT("  K->topk_route(K->ctx, %s, %lld, %s, %lld, %s, %d, %d, %d);\n", ref(cg, xi), ld(cg, xi), v,
+        (long long)n->ld, rows(n), p->experts, p->top_k, p->renorm);
+    return SC_OK;
+  }
+  case OP_MOE_COMBINE: {
+    const int xi = SRC(n, MOE_COMBINE, X), ri = SRC(n, MOE_COMBINE, ROUTE);
+    const int gu = SRC(n, MOE_COMBINE, WGU), wd = SRC(n, MOE_COMBINE, WD);
+    const int shared = n->nsrc > S_MOE_COMBINE_SH;
+    const IrNode *wg = node(cg, gu);
+    OUT("  K->moe(K->ctx, %s, %s, %s, %s, %s, %lld, %s, %lld,\n", wtype_name(wg->dtype), cg->var[gu],
+        wtype_name(node(cg, wd)->dtype), cg->var[wd], ref(cg, xi), ld(cg, xi), ref(cg, ri), ld(cg, ri));
+    OUT("         %s, %lld, %s, %lld, %s, %lld, X + %lld, %s, %d, %d, %lld, %lld);\n",
+        shared ? ref(cg, SRC(n, MOE_COMBINE, SH)) : "0", shared ? ld(cg, SRC(n, MOE_COMBINE, SH)) : 0LL,
+        shared ? ref(cg, SRC(n, MOE_COMBINE, SG)) : "0", shared ? ld(cg, SRC(n, MOE_COMBINE, SG)) : 0LL, v,
+        (long long)n->ld, (long long)n->aux, rows(n), p->experts, p->top_k, (long long)(wg->rows / (2 * p->experts)),
+        (long long)n->cols);
+    return SC_OK;
+  }
   case OP_SWIGLU:
     OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
     OUT("    for (int c = 0; c < %lld; c++) {\n", (long long)n->cols);
@@ -509,6 +529,10 @@ int64_t cg_c_temp_bytes(const Graph *g, const IrNode *n, int64_t rows) {
   if (n->op == OP_CONV1D) { /* a piece of im2col rows */
     const int64_t piece = rows < 2 * (int64_t)n->p.block - 1 ? rows : 2 * (int64_t)n->p.block - 1;
     return piece * n->p.ksize * g->nodes[SRC(n, CONV1D, X)].cols * 4;
+  }
+  if (n->op == OP_MOE_COMBINE) {
+    const int64_t H = n->cols, I = g->nodes[SRC(n, MOE_COMBINE, WGU)].rows / (2 * n->p.experts);
+    return SC_MOE_TMP_WORDS(rows, n->p.top_k, n->p.experts, I, H) * 4;
   }
   if (n->op == OP_ROPE_ATTENTION)
     return rows * (g->nodes[SRC(n, ROPE_ATTENTION, Q)].cols + g->nodes[SRC(n, ROPE_ATTENTION, K)].cols) * 4;

@@ -10,8 +10,8 @@
  * weights are their sources' rows concatenated.
  *
  * Before the layout, each weight's band is settled: a quantized band is
- * kept only for matrices whose every use is a GEMV operand or an embedding
- * table and whose rows are whole 32-blocks; otherwise the weight is stored
+ * kept only for matrices whose every use is a GEMV operand, an embedding
+ * table or an expert matrix (ir_reads_matrix) and whose rows are whole 32-blocks; otherwise the weight is stored
  * in bf16 (cols not a multiple of 32) or f32 (read directly as floats by
  * generated code), and its WEIGHT nodes are retyped so that codegen and
  * inspect show the band actually stored.  Computed tables (RoPE cos|sin) are written here in f32,
@@ -161,15 +161,12 @@ static void settle_bands(Module *m) {
     for (int i = 0; i < g->n_nodes; i++) {
       const IrNode *n = &g->nodes[i];
       if (n->dead) continue;
-      /* which source, if any, is read as a matrix by a kernel or gather */
-      int mat = -1;
-      if (ir_is_linear(n->op)) mat = ir_lin_operands(n).w;
-      else if (n->op == OP_EMBED) mat = n->src[S_EMBED_TABLE];
+      /* a source not read as a matrix by a kernel or gather is read as floats */
       for (int k = 0; k < n->nsrc; k++) {
         const IrNode *src = &g->nodes[n->src[k]];
         if (src->op != OP_WEIGHT) continue;
         IrWeight *wt = &m->weights[src->weight];
-        if (quantized(wt->band) && n->src[k] != mat) wt->band = DT_F32;
+        if (quantized(wt->band) && !ir_reads_matrix(n, k)) wt->band = DT_F32;
       }
     }
   }

@@ -131,6 +131,7 @@ void ir_module_init(Module *m) { memset(m, 0, sizeof *m); }
 void ir_module_free(Module *m) {
   for (int i = 0; i < m->n_graphs; i++) free(m->graphs[i].nodes);
   free(m->graphs);
+  for (int i = 0; i < m->n_weights; i++) free(m->weights[i].src);
   free(m->weights);
   free(m->states);
   memset(m, 0, sizeof *m);
@@ -165,7 +166,16 @@ int ir_weight_add(Module *m, const char *name, DType band, int64_t sets,
   w->rows = rows;
   w->cols = cols;
   w->offset = -1;
+  w->cap_src = 16;
+  w->src = calloc((size_t)w->cap_src, sizeof *w->src);
+  IR_ASSERT(w->src);
   return m->n_weights++;
+}
+
+void ir_weight_src_add(Module *m, int w, IrWeightSrc src) {
+  IrWeight *wt = &m->weights[w];
+  wt->src = grow(wt->src, &wt->cap_src, wt->n_src + 1, sizeof *wt->src);
+  wt->src[wt->n_src++] = src;
 }
 
 int ir_weight_find(const Module *m, const char *name) {
@@ -479,6 +489,33 @@ int ir_delta_rule(Graph *g, int q, int k, int v, int gate, int beta, int state, 
   return n;
 }
 
+int ir_topk_route(Graph *g, int logits, int k, int renorm, const char *name) {
+  IR_ASSERT(k >= 1 && k <= N(logits)->cols);
+  int n = ir_node(g, OP_TOPK_ROUTE, DT_F32, N(logits)->rows, 2 * k, &logits, 1, name);
+  N(n)->p.experts = (int)N(logits)->cols;
+  N(n)->p.top_k = k;
+  N(n)->p.renorm = renorm;
+  return n;
+}
+
+int ir_moe_combine(Graph *g, int x, int route, int wgu, int wd, int sh, int sg, int experts, const char *name) {
+  IR_ASSERT(N(wgu)->op == OP_WEIGHT && N(wd)->op == OP_WEIGHT && experts >= 1 && (sh < 0) == (sg < 0));
+  int s[6];
+  s[S_MOE_COMBINE_X] = x, s[S_MOE_COMBINE_ROUTE] = route, s[S_MOE_COMBINE_WGU] = wgu, s[S_MOE_COMBINE_WD] = wd;
+  s[S_MOE_COMBINE_SH] = sh, s[S_MOE_COMBINE_SG] = sg;
+  int n = ir_node(g, OP_MOE_COMBINE, DT_F32, N(x)->rows, N(x)->cols, s, sh >= 0 ? 6 : 4, name);
+  N(n)->p.experts = experts;
+  N(n)->p.top_k = (int)(N(route)->cols / 2);
+  return n;
+}
+
+int ir_reads_matrix(const IrNode *n, int k) {
+  if (ir_is_linear(n->op)) return n->src[k] == ir_lin_operands(n).w;
+  if (n->op == OP_EMBED) return k == S_EMBED_TABLE;
+  if (n->op == OP_MOE_COMBINE) return k == S_MOE_COMBINE_WGU || k == S_MOE_COMBINE_WD;
+  return 0;
+}
+
 int ir_is_linear(OpKind op) {
   return op == OP_LINEAR || op == OP_NORM_LINEAR || op == OP_LINEAR_ADD || op == OP_LINEAR_SWIGLU;
 }
@@ -759,6 +796,35 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       if (!(n->p.alpha - n->p.alpha == 0)) VFAIL("alpha %g", n->p.alpha);
       if (!rows_match(n->rows, a->rows) || n->cols != a->cols) VFAIL("shape");
       break;
+    case OP_TOPK_ROUTE:
+      if (n->p.experts != a->cols || n->p.top_k < 1 || n->p.top_k > n->p.experts || n->cols != 2 * n->p.top_k)
+        VFAIL("top %d of %lld experts into %lld cols (expected 1 <= k <= E = the logits' cols, 2k cols)", n->p.top_k,
+              (long long)a->cols, (long long)n->cols);
+      if (!rows_match(n->rows, a->rows)) VFAIL("shape");
+      break;
+    case OP_MOE_COMBINE: {
+      if (n->nsrc != S_MOE_COMBINE_SH && n->nsrc != S_MOE_COMBINE_SG + 1)
+        VFAIL("has %d inputs, expected %d or %d (x, route, Wgu, Wd[, shared, shared gate])", n->nsrc,
+              S_MOE_COMBINE_SH, S_MOE_COMBINE_SG + 1);
+      const IrNode *x = S(MOE_COMBINE, X), *r = S(MOE_COMBINE, ROUTE);
+      const IrNode *gu = S(MOE_COMBINE, WGU), *wd = S(MOE_COMBINE, WD);
+      const int E = n->p.experts, k = n->p.top_k;
+      if (E < 1 || k < 1 || k > E || r->cols != 2 * k || !rows_match(r->rows, x->rows))
+        VFAIL("route %s [%lld cols] for top %d of %d experts", r->name, (long long)r->cols, k, E);
+      if (gu->op != OP_WEIGHT || wd->op != OP_WEIGHT || gu->cols != x->cols || gu->rows % (2 * E) ||
+          wd->rows != (int64_t)E * x->cols || wd->cols != gu->rows / (2 * E))
+        VFAIL("expert matrices %s [%lld, %lld], %s [%lld, %lld]: expected [E*2I, H], [E*H, I] with E %d, H %lld",
+              gu->name, (long long)gu->rows, (long long)gu->cols, wd->name, (long long)wd->rows, (long long)wd->cols,
+              E, (long long)x->cols);
+      if (n->nsrc > S_MOE_COMBINE_SH) {
+        const IrNode *sh = S(MOE_COMBINE, SH), *sg = S(MOE_COMBINE, SG);
+        if (!rows_match(sh->rows, x->rows) || sh->cols != x->cols || !rows_match(sg->rows, x->rows) || sg->cols != 1)
+          VFAIL("shared expert %s or its gate %s: expected [T, %lld] and [T, 1]", sh->name, sg->name,
+                (long long)x->cols);
+      }
+      if (!rows_match(n->rows, x->rows) || n->cols != x->cols) VFAIL("shape");
+      break;
+    }
     case OP_CLAMP:
       if (!(n->p.lo <= n->p.hi) || n->p.lo - n->p.lo != 0 || n->p.hi - n->p.hi != 0)
         VFAIL("bounds [%g, %g]", n->p.lo, n->p.hi);
@@ -850,6 +916,8 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     case OP_LAYERNORM: fprintf(out, " eps=%g", p->eps); break;
     case OP_CLAMP: fprintf(out, " lo=%g hi=%g", p->lo, p->hi); break;
     case OP_L2NORM: case OP_GATED_RMSNORM: fprintf(out, " group=%d eps=%g", p->group, p->eps); break;
+    case OP_TOPK_ROUTE: fprintf(out, " experts=%d k=%d%s", p->experts, p->top_k, p->renorm ? " renorm" : ""); break;
+    case OP_MOE_COMBINE: fprintf(out, " experts=%d k=%d%s", p->experts, p->top_k, n->nsrc > S_MOE_COMBINE_SH ? " shared" : ""); break;
     case OP_DELTA_RULE:
       fprintf(out, " v_heads=%d k_heads=%d dk=%d scale=%g", p->heads, p->kv_heads, p->head_dim, p->scale);
       break;

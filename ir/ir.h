@@ -82,6 +82,8 @@ typedef struct IrParams {
   float lo, hi;         /* CLAMP: bounds */
   float alpha;          /* ELU: the slope of the negative side */
   int align;            /* ATTENTION: positions arrive in groups of align (ops.def); 0, 1: one by one */
+  int experts, top_k;   /* TOPK_ROUTE, MOE_COMBINE: E, k */
+  int renorm;           /* TOPK_ROUTE: the k weights divided by their sum */
 } IrParams;
 
 typedef struct IrNode {
@@ -161,8 +163,8 @@ typedef struct IrWeight {
   char source[160];     /* checkpoint names it was made from, for humans */
   DType band;           /* stored type */
   int64_t sets, rows, cols;
-  IrWeightSrc src[16];
-  int n_src;
+  IrWeightSrc *src;     /* [cap_src] (16 from ir_weight_add; ir_weight_src_add grows it) */
+  int n_src, cap_src;
   int gen;              /* WGEN_* */
   double gen_theta;
   double gen_scale;     /* WGEN_SINPOS: factor of every entry */
@@ -225,6 +227,8 @@ Graph *ir_graph_exact(Module *m, const char *name, int input, int n);
 int ir_weight_add(Module *m, const char *name, DType band, int64_t sets,
                   int64_t rows, int64_t cols);
 int ir_weight_find(const Module *m, const char *name);
+/* Append a source to weight w (its rows follow the earlier sources'). */
+void ir_weight_src_add(Module *m, int w, IrWeightSrc src);
 int ir_state_add(Module *m, const char *name, int64_t rows, int64_t cols);
 
 /* Builders.  Each asserts its shape rules and returns the node index. */
@@ -290,6 +294,18 @@ int ir_l2norm(Graph *g, int x, int group, float eps, const char *name);
 int ir_gated_rmsnorm(Graph *g, int x, int z, int w, int group, float eps, const char *name);
 int ir_delta_rule(Graph *g, int q, int k, int v, int gate, int beta, int state, int nv, int nk, int dk,
                   float scale, const char *name);
+
+/* The mixture-of-experts ops (ops.def; CPU only).  ir_topk_route: router
+ * logits [T, E] -> a route [T, 2k].  ir_moe_combine: x [T, H] through the
+ * k routed experts of wgu [E*2I, H] and wd [E*H, I] (WEIGHT leaves), plus
+ * sigmoid(sg) * sh when sh [T, H] and sg [T, 1] are given (both or
+ * neither: -1). */
+int ir_topk_route(Graph *g, int logits, int k, int renorm, const char *name);
+int ir_moe_combine(Graph *g, int x, int route, int wgu, int wd, int sh, int sg, int experts, const char *name);
+/* Whether input k of n is read as a weight matrix in its band by a kernel
+ * (LINEAR's W, EMBED's table, MOE_COMBINE's expert matrices): the inputs
+ * that may stay quantized. */
+int ir_reads_matrix(const IrNode *n, int k);
 
 /* Checks every node: arity, source order, shapes, dtypes.  Returns SC_OK or
  * SC_EINPUT with "graph NAME: node N (op): problem" (a compiler bug). */

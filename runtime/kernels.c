@@ -508,29 +508,31 @@ static void store_rows(const LinJob *j, int r, int n, int t, const float *d, con
  * the ops' blocked form when they have one.  SwiGLU: gate rows
  * w[0..rows), up rows w[rows..2*rows); each g and u is the exact value
  * linear() would produce for that row. */
+static void lin_block(const LinJob *j, int b) {
+  const int r = 4 * b, n = j->rows - r < 4 ? j->rows - r : 4;
+  int t = 0;
+  if (j->T > 1)
+    for (; t < j->T; t += GEMM_TOKENS) {
+      const int nt = j->T - t < GEMM_TOKENS ? j->T - t : GEMM_TOKENS;
+      float d[GEMM_TOKENS * 4], u[GEMM_TOKENS * 4];
+      if (!job_gemm(j, (size_t)r, n, t, nt, d)) break;
+      if (j->swiglu) job_gemm(j, (size_t)j->rows + r, n, t, nt, u);
+      for (int i = 0; i < nt; i++) store_rows(j, r, n, t + i, d + 4 * i, u + 4 * i);
+    }
+  for (; t < j->T; t++) {
+    float d[4], u[4];
+    job_dot(j, (size_t)r, n, t, d);
+    if (j->swiglu) job_dot(j, (size_t)j->rows + r, n, t, u);
+    store_rows(j, r, n, t, d, u);
+  }
+}
+
 static void lin_chunk(void *arg, int c, int n) {
   const LinJob *j = arg;
   const int nblk = (j->rows + 3) / 4;
   const int b0 = (int)((long long)nblk * c / n);
   const int b1 = (int)((long long)nblk * (c + 1) / n);
-  for (int b = b0; b < b1; b++) {
-    const int r = 4 * b, n = j->rows - r < 4 ? j->rows - r : 4;
-    int t = 0;
-    if (j->T > 1)
-      for (; t < j->T; t += GEMM_TOKENS) {
-        const int nt = j->T - t < GEMM_TOKENS ? j->T - t : GEMM_TOKENS;
-        float d[GEMM_TOKENS * 4], u[GEMM_TOKENS * 4];
-        if (!job_gemm(j, (size_t)r, n, t, nt, d)) break;
-        if (j->swiglu) job_gemm(j, (size_t)j->rows + r, n, t, nt, u);
-        for (int i = 0; i < nt; i++) store_rows(j, r, n, t + i, d + 4 * i, u + 4 * i);
-      }
-    for (; t < j->T; t++) {
-      float d[4], u[4];
-      job_dot(j, (size_t)r, n, t, d);
-      if (j->swiglu) job_dot(j, (size_t)j->rows + r, n, t, u);
-      store_rows(j, r, n, t, d, u);
-    }
-  }
+  for (int b = b0; b < b1; b++) lin_block(j, b);
 }
 
 #if SC_HAVE_OPENBLAS
@@ -725,6 +727,82 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
   free(owned);
 }
 
+/* ---- a batch of linear calls in one pool job (the experts of MoE) ------ */
+
+/* The batch as the threads see it: every task's blocks of four rows in
+ * one numbering, task i's from first[i]. */
+typedef struct BatchJob {
+  LinJob *jobs;
+  const int *first; /* [n + 1] */
+  int n;
+} BatchJob;
+
+static void batch_chunk(void *arg, int c, int nc) {
+  const BatchJob *bj = arg;
+  const int units = bj->first[bj->n];
+  const int u0 = (int)((long long)units * c / nc), u1 = (int)((long long)units * (c + 1) / nc);
+  int i = 0;
+  for (int u = u0; u < u1; u++) {
+    while (u >= bj->first[i + 1]) i++;
+    lin_block(&bj->jobs[i], u - bj->first[i]);
+  }
+}
+
+int sc_linear_batch(const sc_kern_ops *ops, void *ctx, const sc_lin_task *t, int n, const char *what) {
+  if (n < 1) return 0;
+  /* scratch: the jobs, the block numbering, then each quantized task's
+   * activations (scales, q, q4_0 view; 64-byte aligned pieces) */
+  size_t head = ((size_t)n * sizeof(LinJob) + (size_t)(n + 1) * sizeof(int) + 63) & ~(size_t)63, bytes = head;
+  for (int i = 0; i < n; i++) {
+    if (!band_supported(t[i].wtype) || t[i].T < 1 || t[i].rows < 1 || t[i].cols < 1 ||
+        (sc_band_quantized(t[i].wtype) && t[i].cols % SC_QK)) {
+      char msg[96];
+      snprintf(msg, sizeof msg, "%s: unsupported band or shape (q8_0/q4_0 need cols a multiple of 32)", what);
+      kern_error(ctx, msg, t[i].cols);
+      return -1;
+    }
+    if (sc_band_quantized(t[i].wtype))
+      bytes += (((size_t)t[i].T * (t[i].cols / SC_QK) * sizeof(float) + 63) & ~(size_t)63) +
+               3 * (size_t)t[i].T * t[i].cols;
+  }
+  void *owned = NULL;
+  unsigned char *buf = get_scratch(ctx, bytes, &owned);
+  if (!buf) {
+    char msg[96];
+    snprintf(msg, sizeof msg, "%s: out of memory for the batch's activations", what);
+    kern_error(ctx, msg, n);
+    return -1;
+  }
+  LinJob *jobs = (LinJob *)buf;
+  int *first = (int *)(buf + (size_t)n * sizeof(LinJob));
+  unsigned char *q = buf + head;
+  first[0] = 0;
+  for (int i = 0; i < n; i++) {
+    LinJob *j = &jobs[i];
+    *j = (LinJob){.ops = ops, .wtype = t[i].wtype, .T = t[i].T, .rows = t[i].rows, .cols = t[i].cols,
+                  .swiglu = t[i].swiglu, .w = t[i].w, .x = t[i].x, .ldx = t[i].ldx, .ldy = t[i].ldy, .y = t[i].y,
+                  .rb = sc_band_row_bytes(t[i].wtype, t[i].cols)};
+    if (sc_band_quantized(j->wtype)) {
+      const int nb = j->cols / SC_QK;
+      const size_t dbytes = ((size_t)j->T * nb * sizeof(float) + 63) & ~(size_t)63, qbytes = (size_t)j->T * j->cols;
+      float *xd = (float *)q;
+      int8_t *xq = (int8_t *)(q + dbytes);
+      unsigned char *xp = q + dbytes + qbytes;
+      for (int r = 0; r < j->T; r++)
+        ops->quantize_q8(j->x + (size_t)r * j->ldx, nb, xq + (size_t)r * j->cols, xd + (size_t)r * nb,
+                         xp + (size_t)r * j->cols * 2);
+      j->xq = xq, j->xd = xd, j->xp = xp;
+      q += dbytes + 3 * qbytes;
+    }
+    first[i + 1] = first[i] + (j->rows + 3) / 4;
+  }
+  sc_pool *pool = pool_of(ctx);
+  BatchJob bj = {.jobs = jobs, .first = first, .n = n};
+  sc_pool_run(pool, batch_chunk, &bj, chunks_for(pool, first[n]));
+  free(owned);
+  return 0;
+}
+
 static void linear_impl(const sc_kern_ops *ops, void *ctx, int wtype,
                         const void *w, const float *bias, const float *x,
                         int ldx, float *y, int ldy, int T, int rows, int cols,
@@ -900,6 +978,15 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
                                  int window) {                             \
     attention_impl(OPS, ctx, q, ldq, kc, vc, ldkv, cap, y, ldy, T, pos,    \
                    row_pos, row_state, heads, kv_heads, hd, scale, window); \
+  }                                                                        \
+  static void moe_##SUFFIX(void *ctx, int wt_gu, const void *wgu,          \
+                           int wt_d, const void *wd, const float *x,       \
+                           int ldx, const float *route, int ldr,           \
+                           const float *sh, int lds, const float *sg,      \
+                           int ldg, float *y, int ldy, void *tmp, int T,   \
+                           int E, int k, int inter, int H) {               \
+    sc_moe_impl(OPS, ctx, wt_gu, wgu, wt_d, wd, x, ldx, route, ldr, sh,    \
+                lds, sg, ldg, y, ldy, tmp, T, E, k, inter, H);             \
   }
 
 DEFINE_ENTRIES(portable, &sc_kern_portable)
@@ -930,8 +1017,10 @@ void sc_kernels_init_portable(sc_kernels *K, void *ctx) {
   K->linear = linear_portable;
   K->linear_swiglu = swiglu_portable;
   K->attention = attention_portable;
+  K->moe = moe_portable;
   sc_kernels_codec_fill(K, &sc_kern_portable);
   sc_kernels_gdn_fill(K);
+  sc_kernels_moe_fill(K);
 }
 
 /* ---- ISA selection ------------------------------------------------------ */
@@ -980,10 +1069,11 @@ typedef struct IsaEntry {
   __typeof__(((sc_kernels *)0)->linear) linear;
   __typeof__(((sc_kernels *)0)->linear_swiglu) linear_swiglu;
   __typeof__(((sc_kernels *)0)->attention) attention;
+  __typeof__(((sc_kernels *)0)->moe) moe;
 } IsaEntry;
 
 #define ISA(NAME, SUFFIX, HAS, DEFAULT) \
-  {NAME, &sc_kern_##SUFFIX, HAS, DEFAULT, linear_##SUFFIX, swiglu_##SUFFIX, attention_##SUFFIX}
+  {NAME, &sc_kern_##SUFFIX, HAS, DEFAULT, linear_##SUFFIX, swiglu_##SUFFIX, attention_##SUFFIX, moe_##SUFFIX}
 
 /* In order of preference (SC_KERNEL_ISAS). */
 static const IsaEntry isas[] = {
@@ -1040,8 +1130,10 @@ static int init_isa(sc_kernels *K, void *ctx, const char *isa, const char *who) 
   K->linear = e->linear;
   K->linear_swiglu = e->linear_swiglu;
   K->attention = e->attention;
+  K->moe = e->moe;
   sc_kernels_codec_fill(K, e->ops);
   sc_kernels_gdn_fill(K);
+  sc_kernels_moe_fill(K);
   return 0;
 }
 

@@ -48,6 +48,12 @@
  * the delta rule, token by token) are ISA-neutral C loops too, the delta
  * rule's heads spread over the pool.
  *
+ * The mixture-of-experts kernels (kernels_moe.c): topk_route, a C loop
+ * per token, and moe, which groups the (token, expert) pairs by expert and
+ * runs every chosen expert's gate/up GEMMs as one pool job, then every
+ * down GEMM as another (sc_linear_batch): only the chosen experts' rows
+ * are read, and each expert's rows once per call.
+ *
  * The codec kernels (kernels_codec.c: im2col, dwconv, overlap_add, snake,
  * layernorm; sc_abi.h states each) are ISA-neutral C loops over rows with
  * the channel loop innermost, except SnakeBeta's sine, which each ISA may
@@ -272,6 +278,31 @@ void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops);
 /* Fill K's Gated DeltaNet entries (l2norm, gated_rmsnorm, delta_rule;
  * kernels_gdn.c): ISA-neutral C loops, the same on every table. */
 void sc_kernels_gdn_fill(sc_kernels *K);
+
+/* Fill K's topk_route (kernels_moe.c; ISA-neutral).  K->moe is bound per
+ * ISA, to sc_moe_impl with that ISA's ops. */
+void sc_kernels_moe_fill(sc_kernels *K);
+
+/* One linear (or, with swiglu, linear_swiglu) call of a batch: y [T, ldy]
+ * = W x for x [T, ldx], W `rows` rows of `cols` in band wtype (2*rows for
+ * SwiGLU, gate then up). */
+typedef struct sc_lin_task {
+  int wtype;
+  const void *w;
+  const float *x;
+  float *y;
+  int ldx, ldy, T, rows, cols, swiglu;
+} sc_lin_task;
+/* Run n tasks as one pool job (one barrier): every task's blocks of four
+ * rows are chunks of the same job, so small GEMVs (one expert each) keep
+ * every thread busy.  Each output element has the bits linear() or
+ * linear_swiglu() gives it (never the OpenBLAS path).  Uses the context's
+ * scratch.  0, or -1 with the error recorded (`what` starts it). */
+int sc_linear_batch(const sc_kern_ops *ops, void *ctx, const sc_lin_task *t, int n, const char *what);
+/* sc_kernels.moe over an ISA's ops (kernels_moe.c). */
+void sc_moe_impl(const sc_kern_ops *ops, void *ctx, int wt_gu, const void *wgu, int wt_d, const void *wd,
+                 const float *x, int ldx, const float *route, int ldr, const float *sh, int lds, const float *sg,
+                 int ldg, float *y, int ldy, void *tmp, int T, int E, int k, int inter, int H);
 
 /*
  * Conv weights in the layouts the codec ops read, from PyTorch's (the

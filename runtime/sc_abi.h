@@ -14,7 +14,7 @@
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 6
+#define SC_ABI_VERSION 7
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -121,7 +121,32 @@ typedef struct sc_kernels {
   void (*delta_rule)(void *ctx, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                      const float *g, int ldg, const float *beta, int ldb, float *state, float *y, int ldy,
                      int T, int nv, int nk, int dk, int dv, float scale);
+  /* ---- the mixture-of-experts ops of ops.def (TOPK_ROUTE, MOE_COMBINE),
+   * CPU only.  Rows are tokens. */
+  /* Per row t of logits [T, E]: p = softmax in f32 (max subtracted, sums
+   * in index order); e_0..e_{k-1} the k largest p, descending (ties: the
+   * lower index); y[t*ldy + j] = p[e_j] (divided by their sum, in rank
+   * order, when renorm), y[t*ldy + k + j] = (float)e_j. */
+  void (*topk_route)(void *ctx, const float *logits, int ldl, float *y, int ldy, int T, int E, int k,
+                     int renorm);
+  /* Routed SwiGLU experts: y[t] = sum_{j<k} route[t*ldr + j] * Wd_e
+   * (silu(Wg_e x[t]) * (Wu_e x[t])), e = route[t*ldr + k + j], summed in
+   * rank order, then + sigmoid(sg[t*ldg]) * sh[t] when sh is not NULL.
+   * wgu: E experts of [2I, H] (gate rows, then up rows) in band wt_gu;
+   * wd: E experts of [H, I] in band wt_d; only the chosen experts' rows are
+   * read.  Each product is the bits linear() gives for that expert and
+   * row, whichever tokens share an expert.  tmp: SC_MOE_TMP_WORDS(T, k, E,
+   * I, H) 4-byte words, 64-byte aligned; y must not overlap an input. */
+  void (*moe)(void *ctx, int wt_gu, const void *wgu, int wt_d, const void *wd, const float *x, int ldx,
+              const float *route, int ldr, const float *sh, int lds, const float *sg, int ldg, float *y, int ldy,
+              void *tmp, int T, int E, int k, int inter, int H);
 } sc_kernels;
+
+/* moe's temporaries: the gathered inputs [T*k, H], the experts' SwiGLU
+ * rows [T*k, I] and outputs [T*k, H] (floats), then T*k slots and E + 1
+ * offsets (ints). */
+#define SC_MOE_TMP_WORDS(T, k, E, I, H) \
+  ((long long)(T) * (k) * (2LL * (H) + (I)) + (long long)(T) * (k) + (E) + 1)
 
 /*
  * Device targets: what kernels read of the call (the runtime writes it to
