@@ -1,16 +1,23 @@
 #!/usr/bin/env python3
-"""Tiny random dense Qwen3.5 checkpoints (Gated DeltaNet hybrid) and reference
-traces from HF transformers 5.x, for tests/unit/test_gdn.c.
+"""Tiny random Qwen3.5 / Qwen3.5-MoE / Qwen3-Next checkpoints (Gated DeltaNet
+hybrids, dense and mixture of experts) and reference traces from HF
+transformers 5.x, for tests/unit/test_gdn.c.
 
 Run:  /work/venv-gdn/bin/python tests/parity/make_gdn.py [--check] [name ...]
 
 For every model in MODELS this writes tests/data/gdn/<name>/:
-  config.json          as the published checkpoints have it (`qwen35_dense_tiny`:
-                       model_type qwen3_5 with text_config / vision_config) or as
-                       Qwen3_5ForCausalLM.save_pretrained writes it
-                       (`qwen35_text_flat`: model_type qwen3_5_text)
+  config.json          as the published checkpoints have it (`qwen35_dense_tiny`,
+                       `qwen35_moe_tiny`: model_type qwen3_5 / qwen3_5_moe with
+                       text_config / vision_config) or as the CausalLM classes'
+                       save_pretrained writes it (`qwen35_text_flat`:
+                       qwen3_5_text; `qwen3_next_moe_tiny`: qwen3_next)
   model.safetensors    the text model's tensors, float32, under the prefix the
-                       layout uses (model.language_model.* / model.*)
+                       layout uses (model.language_model.* / model.*); the
+                       experts fused as the modules hold them
+                       (mlp.experts.gate_up_proj [E, 2I, H], down_proj [E, H, I]:
+                       qwen35_moe_tiny) or one tensor per expert as
+                       save_pretrained writes them and Qwen3-Next is published
+                       (mlp.experts.E.{gate,up,down}_proj.weight)
   trace.json           prompt, greedy continuation, dims, state files
   logits.f32           [n_rows, vocab] logits of one forward over
                        prompt + greedy[:15] (use_cache=False)
@@ -28,7 +35,9 @@ official loader accepts each directory with nothing missing or unexpected
 checkpoint lacks), and that they give the same logits; that a cached decode
 (the recurrent form of the delta rule, token by token) agrees with the
 full forward (the chunked form) within 2e-5; and that every greedy step has
-a top1-top2 margin above 1e-3.  --check recomputes everything from the
+a top1-top2 margin above 1e-3; for the MoE models, that every router
+choice has a margin above 1e-4 between the k-th and the (k+1)-th
+probability (so no routing is decided by rounding).  --check recomputes everything from the
 committed files and compares (exit 1 on a mismatch).  Everything is seeded:
 reruns write byte-identical files.
 """
@@ -48,8 +57,23 @@ from transformers import (
     Qwen3_5Config,
     Qwen3_5ForCausalLM,
     Qwen3_5ForConditionalGeneration,
+    Qwen3_5MoeConfig,
+    Qwen3_5MoeForCausalLM,
+    Qwen3_5MoeForConditionalGeneration,
+    Qwen3_5MoeTextConfig,
     Qwen3_5TextConfig,
+    Qwen3NextConfig,
+    Qwen3NextForCausalLM,
 )
+
+# arch -> (text config, causal LM, nested config, conditional generation)
+ARCH = {
+    "qwen3_5": (Qwen3_5TextConfig, Qwen3_5ForCausalLM, Qwen3_5Config, Qwen3_5ForConditionalGeneration),
+    "qwen3_5_moe": (Qwen3_5MoeTextConfig, Qwen3_5MoeForCausalLM, Qwen3_5MoeConfig,
+                    Qwen3_5MoeForConditionalGeneration),
+    "qwen3_next": (Qwen3NextConfig, Qwen3NextForCausalLM, None, None),
+}
+MIN_ROUTE_MARGIN = 1e-4
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT_DIR = os.path.join(ROOT, "tests", "data", "gdn")
@@ -103,6 +127,52 @@ MODELS = [
         mtp=False,
         seeds=dict(weights=3112, prompt=3202),
     ),
+    dict(
+        # Qwen3.5-MoE, the published layout with the experts fused as the
+        # modules hold them (gate_up_proj [E, 2I, H]); every layer a MoE
+        # block with the gated shared expert; the router renormalises
+        name="qwen35_moe_tiny",
+        arch="qwen3_5_moe",
+        layout="nested",
+        experts="fused",
+        text=dict(
+            vocab_size=128, hidden_size=32, num_hidden_layers=3,
+            layer_types=["linear_attention", "full_attention", "linear_attention"],
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+            linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+            linear_value_head_dim=12, linear_conv_kernel_dim=4,
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32,
+            rms_norm_eps=1e-6, max_position_embeddings=512, tie_word_embeddings=False,
+            rope_parameters=dict(rope_type="default", rope_theta=1e6, partial_rotary_factor=0.25,
+                                 mrope_section=[1, 1, 0], mrope_interleaved=True),
+            hidden_act="silu", attention_bias=False,
+        ),
+        mtp=True,
+        seeds=dict(weights=3501, prompt=3502),
+    ),
+    dict(
+        # Qwen3-Next as save_pretrained writes it: grouped GDN projections
+        # (in_proj_qkvz, in_proj_ba), one tensor per expert, a dense MLP
+        # layer (mlp_only_layers), the router's top-k not renormalised
+        name="qwen3_next_moe_tiny",
+        arch="qwen3_next",
+        layout="flat",
+        experts="per_expert",
+        text=dict(
+            vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+            layer_types=["linear_attention", "linear_attention", "full_attention"],
+            num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+            linear_num_key_heads=2, linear_num_value_heads=6, linear_key_head_dim=8,
+            linear_value_head_dim=8, linear_conv_kernel_dim=4,
+            num_experts=6, num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=64,
+            norm_topk_prob=False, decoder_sparse_step=1, mlp_only_layers=[1],
+            rms_norm_eps=1e-6, max_position_embeddings=512, tie_word_embeddings=False,
+            rope_parameters=dict(rope_type="default", rope_theta=1e4, partial_rotary_factor=0.5),
+            hidden_act="silu", attention_bias=False,
+        ),
+        mtp=False,
+        seeds=dict(weights=3601, prompt=3602),
+    ),
 ]
 
 STD = 0.2  # matrices and embeddings
@@ -124,7 +194,8 @@ def randomize(model, seed):
     Matrices and embeddings N(0, 0.2); zero-centred norms (input, post,
     final, q/k: applied as 1 + w) w = 0.1 N; the gated norm (plain w)
     1 + 0.1 N; conv taps N(0, 0.4); A_log = -1 + 0.5 N (decay rates
-    exp(A_log) ~ 0.2 .. 0.6); dt_bias 0.5 N.  Defaults (zeros, ones) would
+    exp(A_log) ~ 0.2 .. 0.6); dt_bias 0.5 N; the experts' 3-D tensors,
+    the router and the shared expert's gate like the matrices.  Defaults (zeros, ones) would
     hide a missing or misplaced weight."""
     g = torch.Generator().manual_seed(seed)
     for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
@@ -139,6 +210,8 @@ def randomize(model, seed):
             p.copy_(-1.0 + 0.5 * noise)
         elif name.endswith("dt_bias"):
             p.copy_(0.5 * noise)
+        elif name.endswith("experts.gate_up_proj") or name.endswith("experts.down_proj"):
+            p.copy_(STD * noise)
         else:
             assert name.endswith(".weight") and p.dim() == 2, name
             p.copy_(STD * noise)
@@ -152,24 +225,53 @@ def layer_types(spec):
     return ["full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(t["num_hidden_layers"])]
 
 
+def arch(spec):
+    return ARCH[spec.get("arch", "qwen3_5")]
+
+
 def text_config(spec):
     t = dict(spec["text"])
     if "interval" in spec:
         t["full_attention_interval"] = spec["interval"]
-    return Qwen3_5TextConfig(**t)
+    return arch(spec)[0](**t)
+
+
+def moe(spec):
+    return spec["text"].get("num_experts", 0) > 0
+
+
+def per_expert(tensors, spec):
+    """The fused expert tensors as one tensor per expert, as
+    save_pretrained writes them (the loaders merge them back)."""
+    if spec.get("experts") != "per_expert":
+        return tensors
+    out = {}
+    for k, v in tensors.items():
+        if k.endswith("mlp.experts.gate_up_proj"):
+            base, inter = k[: -len("gate_up_proj")], v.shape[1] // 2
+            for e in range(v.shape[0]):
+                out[f"{base}{e}.gate_proj.weight"] = v[e, :inter].contiguous()
+                out[f"{base}{e}.up_proj.weight"] = v[e, inter:].contiguous()
+        elif k.endswith("mlp.experts.down_proj"):
+            base = k[: -len("down_proj")]
+            for e in range(v.shape[0]):
+                out[f"{base}{e}.down_proj.weight"] = v[e].contiguous()
+        else:
+            out[k] = v
+    return out
 
 
 def write_checkpoint(spec, path, model):
     """config.json and model.safetensors in the spec's layout."""
     t = dict(spec["text"])
+    a = arch(spec)
     if spec["layout"] == "nested":
-        cfg = Qwen3_5Config(text_config=t, vision_config=VISION,
-                            tie_word_embeddings=t["tie_word_embeddings"])
-        cfg.architectures = ["Qwen3_5ForConditionalGeneration"]
+        cfg = a[2](text_config=t, vision_config=VISION, tie_word_embeddings=t["tie_word_embeddings"])
+        cfg.architectures = [a[3].__name__]
         prefix = "model.language_model."
     else:
         cfg = text_config(spec)
-        cfg.architectures = ["Qwen3_5ForCausalLM"]
+        cfg.architectures = [a[1].__name__]
         prefix = "model."
     cfg.save_pretrained(path)
     cfg_path = os.path.join(path, "config.json")
@@ -198,10 +300,11 @@ def write_checkpoint(spec, path, model):
         g = torch.Generator().manual_seed(spec["seeds"]["weights"] + 7)
         H = t["hidden_size"]
         tensors["mtp.fc.weight"] = (STD * torch.randn(H, 2 * H, generator=g)).contiguous()
+    tensors = per_expert(tensors, spec)
     save_file(tensors, os.path.join(path, "model.safetensors"), metadata={"format": "pt"})
 
 
-def load(path, cls=Qwen3_5ForCausalLM):
+def load(path, cls):
     model, info = cls.from_pretrained(path, dtype=torch.float32, attn_implementation="eager",
                                       output_loading_info=True)
     return model.eval(), info
@@ -209,15 +312,16 @@ def load(path, cls=Qwen3_5ForCausalLM):
 
 def check_loaders(spec, path, ref, ids):
     """Every official loader takes the directory and computes the same logits."""
-    _, info = load(path)
+    a = arch(spec)
+    _, info = load(path, a[1])
     assert not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"], info
     assert ref.config.layer_types == layer_types(spec), ref.config.layer_types
     want = ref(ids, use_cache=False).logits
     auto = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32, attn_implementation="eager").eval()
-    assert type(auto).__name__ == "Qwen3_5ForCausalLM", type(auto)
+    assert type(auto).__name__ == a[1].__name__, type(auto)
     assert torch.equal(auto(ids, use_cache=False).logits, want)
     if spec["layout"] == "nested":
-        cg, info = load(path, Qwen3_5ForConditionalGeneration)
+        cg, info = load(path, a[3])
         missing = sorted(info["missing_keys"])
         assert missing and all(k.startswith("model.visual.") for k in missing), missing
         assert not info["unexpected_keys"], info["unexpected_keys"]
@@ -264,9 +368,26 @@ def cached_decode_logits(model, tokens):
     return torch.stack(rows).numpy()
 
 
+def route_margin(model, tokens, k):
+    """The smallest gap between the k-th and (k+1)-th router probability
+    over every MoE layer and token of a forward over tokens."""
+    logits = []
+    hooks = [m.register_forward_hook(lambda mod, inp, out: logits.append(out[0].detach()))
+             for n, m in model.named_modules() if n.endswith("mlp.gate")]
+    model(torch.tensor([tokens]), use_cache=False)
+    for h in hooks:
+        h.remove()
+    assert logits, "no router ran"
+    margin = float("inf")
+    for rl in logits:
+        p = torch.softmax(rl.float(), dim=-1).sort(dim=-1, descending=True).values
+        margin = min(margin, float((p[:, k - 1] - p[:, k]).min()) if p.shape[-1] > k else float("inf"))
+    return margin
+
+
 def compute(spec, path):
     """Everything the trace holds, from the directory as written."""
-    ref, _ = load(path)
+    ref, _ = load(path, arch(spec)[1])
     vocab = spec["text"]["vocab_size"]
     g = torch.Generator().manual_seed(spec["seeds"]["prompt"])
     prompt = torch.randint(0, vocab, (N_PROMPT,), generator=g).tolist()
@@ -287,8 +408,9 @@ def compute(spec, path):
     dec = cached_decode_logits(ref, tokens)
     d_decode = float(np.abs(dec - logits).max() / np.abs(logits).max())
     check_loaders(spec, path, ref, torch.tensor([tokens]))
+    rmargin = route_margin(ref, tokens, spec["text"]["num_experts_per_tok"]) if moe(spec) else None
     return dict(ref=ref, prompt=prompt, greedy=greedy, logits=logits, margin=margin, gdn=gdn, conv=conv,
-                rec=rec, d_prefill=d_prefill, d_decode=d_decode)
+                rec=rec, d_prefill=d_prefill, d_decode=d_decode, route_margin=rmargin)
 
 
 def dims(spec):
@@ -302,8 +424,12 @@ def dims(spec):
         dv=t["linear_value_head_dim"], conv_kernel=t["linear_conv_kernel_dim"],
         conv_dim=2 * t["linear_num_key_heads"] * t["linear_key_head_dim"]
         + t["linear_num_value_heads"] * t["linear_value_head_dim"],
-        intermediate=t["intermediate_size"], vocab=t["vocab_size"], tied=t["tie_word_embeddings"],
-        eps=t["rms_norm_eps"],
+        intermediate=t.get("intermediate_size"), vocab=t["vocab_size"], tied=t["tie_word_embeddings"],
+        eps=t["rms_norm_eps"], experts=t.get("num_experts", 0), top_k=t.get("num_experts_per_tok", 0),
+        moe_intermediate=t.get("moe_intermediate_size", 0),
+        shared_intermediate=t.get("shared_expert_intermediate_size", 0),
+        norm_topk_prob=t.get("norm_topk_prob", True) if moe(spec) else None,
+        mlp_only_layers=t.get("mlp_only_layers", []), expert_layout=spec.get("experts"),
     )
 
 
@@ -321,13 +447,14 @@ def trace_json(spec, r):
         "n_rows": N_ROWS,
         "vocab": spec["text"]["vocab_size"],
         "logits_file": "logits.f32",
-        "source": f"transformers {transformers.__version__} Qwen3_5ForCausalLM, torch {torch.__version__}",
+        "source": f"transformers {transformers.__version__} {arch(spec)[1].__name__}, torch {torch.__version__}",
         "dtype_stored": "float32",
         "layout": spec["layout"],
         "dims": d,
         "seeds": spec["seeds"],
         "states_after_prompt": states,
         "min_margin": round(r["margin"], 6),
+        "min_route_margin": None if r["route_margin"] is None else round(r["route_margin"], 6),
         "cached_decode_max_rel_diff": float(f"{r['d_decode']:.3g}"),
     }
 
@@ -341,7 +468,7 @@ def build(spec):
     torch.manual_seed(spec["seeds"]["weights"])
     cfg = text_config(spec)
     cfg._attn_implementation = "eager"  # as the reference loads it
-    model = Qwen3_5ForCausalLM(cfg).eval()
+    model = arch(spec)[1](cfg).eval()
     randomize(model, spec["seeds"]["weights"])
     write_checkpoint(spec, path, model)
     r = compute(spec, path)
@@ -351,6 +478,8 @@ def build(spec):
     assert torch.equal(a, b), float((a - b).abs().max())
     if not r["margin"] > MIN_MARGIN:
         raise SystemExit(f"{name}: min top1-top2 margin {r['margin']} <= {MIN_MARGIN}; change seeds")
+    if r["route_margin"] is not None and not r["route_margin"] > MIN_ROUTE_MARGIN:
+        raise SystemExit(f"{name}: min router margin {r['route_margin']} <= {MIN_ROUTE_MARGIN}; change seeds")
     if not r["d_decode"] < 2e-5 or not r["d_prefill"] < 1e-4:
         raise SystemExit(f"{name}: cached paths differ from the full forward: {r['d_decode']} {r['d_prefill']}")
     r["logits"].tofile(os.path.join(path, "logits.f32"))
@@ -363,7 +492,7 @@ def build(spec):
     total = sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path))
     assert total < MAX_BYTES, total
     print(f"{name}: bytes={total} min_margin={r['margin']:.4f} logit_std={float(r['logits'].std()):.3f} "
-          f"cached decode rel diff {r['d_decode']:.2e} greedy={r['greedy']}")
+          f"route_margin={r['route_margin']} cached decode rel diff {r['d_decode']:.2e} greedy={r['greedy']}")
 
 
 def check(spec):
