@@ -258,6 +258,19 @@ int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, c
   return SC_OK;
 }
 
+int fe_qwen3_attn_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, const char *tensor_prefix,
+                          const char *name_prefix, int L, int max_ctx, DType band, Qwen3Layer *w, sc_error *err) {
+  w->wgate = -1;
+  if (declare(m, c, d, tensor_prefix, name_prefix, L, band, w, PART_ATTN, err)) return err->code;
+  const int64_t kvdim = d->kv_heads * d->head_dim;
+  char name[IR_NAME];
+  snprintf(name, sizeof name, "%slayer%d.k_cache", name_prefix, L);
+  w->kcache = ir_state_add(m, name, max_ctx, kvdim);
+  snprintf(name, sizeof name, "%slayer%d.v_cache", name_prefix, L);
+  w->vcache = ir_state_add(m, name, max_ctx, kvdim);
+  return SC_OK;
+}
+
 int fe_qwen3_mlp_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, const char *tensor_prefix,
                          const char *name_prefix, int L, DType band, Qwen3Layer *w, sc_error *err) {
   return declare(m, c, d, tensor_prefix, name_prefix, L, band, w, PART_MLP, err);

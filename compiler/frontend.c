@@ -12,9 +12,9 @@ FrontendFn fe_lookup(const char *model_type, const char **family) {
       {"qwen3_tts_tokenizer_12hz", "codec", fe_codec},
       {"qwen3_5", "llm", fe_qwen35},
       {"qwen3_5_text", "llm", fe_qwen35},
-      {"qwen3_5_moe", "llm", fe_gdn_not_yet},
-      {"qwen3_5_moe_text", "llm", fe_gdn_not_yet},
-      {"qwen3_next", "llm", fe_gdn_not_yet},
+      {"qwen3_5_moe", "llm", fe_qwen35},
+      {"qwen3_5_moe_text", "llm", fe_qwen35},
+      {"qwen3_next", "llm", fe_qwen35},
       {"moshi", "moshi", fe_moshi},
       {"mimi", "codec", fe_mimi},
   };

@@ -42,10 +42,8 @@ int fe_codec(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 int fe_moshi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 /* Kyutai's Mimi codec (fe_mimi.c): its decoder, codes to PCM. */
 int fe_mimi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
-/* Qwen3.5 (dense; fe_qwen35.c), and the model types of the family not
- * built yet (refused by name). */
+/* The Gated DeltaNet hybrids (fe_qwen35.c): Qwen3.5 dense and MoE, Qwen3-Next. */
 int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
-int fe_gdn_not_yet(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 
 /* The Qwen3 decoder block (fe_qwen3.c), shared by the LM and TTS frontends. */
 typedef struct Qwen3Dims {
@@ -73,6 +71,11 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
 int fe_qwen3_layer_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d,
                            const char *tensor_prefix, const char *name_prefix, int L,
                            int max_ctx, DType band, Qwen3Layer *w, sc_error *err);
+/* Only the attention's weights and its KV caches (a layer whose FFN is
+ * not the block's MLP: a mixture of experts): sets the attention's
+ * indices of w and leaves the others as they are. */
+int fe_qwen3_attn_weights(Module *m, const Checkpoint *c, const Qwen3Dims *d, const char *tensor_prefix,
+                          const char *name_prefix, int L, int max_ctx, DType band, Qwen3Layer *w, sc_error *err);
 /* Only the MLP's weights (norm, gate, up, down; LayerScale), for a layer
  * whose token mixer is not attention (Qwen3.5's GDN layers): sets the
  * MLP's indices of w and leaves the others as they are. */

@@ -1,5 +1,5 @@
 /*
- * test_gdn.c — the dense Qwen3.5 text model (Gated DeltaNet hybrid)
+ * test_gdn.c — the Qwen3.5 / Qwen3.5-MoE / Qwen3-Next text models (Gated DeltaNet hybrids)
  * compiled by speechc against the official transformers 5.24 traces in
  * tests/data/gdn (tests/parity/make_gdn.py): the published layout
  * (qwen3_5 + text_config, model.language_model.*) and the text-only one
@@ -15,11 +15,17 @@
  *     and delta-rule matrices within 1e-4 of the reference cache's;
  *   - 16 greedy tokens identical (sc_generate), after a session reset;
  *   - fused and --no-fuse give the same bits;
- *   - --weights bf16 tracks f32 (greedy tokens, logits cosine);
- * and bad input is refused by name: an unknown layer type, head counts
- * that do not group, a layer whose tensors are missing, a MoE config,
- * tie_word_embeddings that disagree, odd rotary dims, and the model types
- * of the family not built yet.
+ *   - --weights bf16 tracks f32 (greedy tokens, logits cosine); q8_0 and
+ *     q4_0 keep the logits' cosine above 0.985 and 0.5 (hidden 32: see
+ *     main), and their prefill gives decode's bits too;
+ * for the dense models and the two MoE ones (Qwen3.5-MoE with fused
+ * experts; Qwen3-Next with grouped projections, per-expert tensors, a
+ * dense layer and no renormalisation); and bad input is refused by name:
+ * an unknown layer type, head counts that do not group, a layer whose
+ * tensors are missing, a MoE config of a dense type, tie_word_embeddings
+ * that disagree, odd rotary dims, experts without a top-k and the
+ * reverse, a top-k above the experts, a missing expert tensor (either
+ * layout), a missing grouped projection.
  */
 #include <math.h>
 #include <stdio.h>
@@ -35,7 +41,8 @@
 #include "speechc.h"
 #include "target.h"
 
-static const char *const models[] = {"qwen35_dense_tiny", "qwen35_text_flat"};
+static const char *const models[] = {"qwen35_dense_tiny", "qwen35_text_flat", "qwen35_moe_tiny",
+                                     "qwen3_next_moe_tiny"};
 static char tmpdir[64];
 #define MAX_CTX 64
 #define TOL 1e-4
@@ -258,8 +265,15 @@ static int run_one(const char *name, const GdnTrace *g, const char *cc, DType ba
   CHECK_MSG(sc_generate(s, tokens, t->n_prompt, t->n_greedy, &p, -1, gen, &n_out, NULL, NULL, &err) == 0, "%s",
             err.msg);
   CHECK(n_out == t->n_greedy);
-  for (int i = 0; i < n_out && i < t->n_greedy; i++)
-    CHECK_MSG(gen[i] == t->greedy[i], "%s greedy token %d: %d, expected %d", what, i, gen[i], t->greedy[i]);
+  int agree = 0;
+  for (int i = 0; i < n_out && i < t->n_greedy && gen[i] == t->greedy[i]; i++) agree++;
+  /* 8-bit and 4-bit weights: held to a logits cosine (main), the greedy
+   * trace only reported */
+  if (band == DT_F32 || band == DT_BF16)
+    CHECK_MSG(agree == t->n_greedy, "%s greedy token %d: %d, expected %d", what, agree, gen[agree],
+              t->greedy[agree]);
+  else
+    printf("%s: %d of %d greedy tokens before the first difference\n", what, agree, t->n_greedy);
   free(st_decode);
   free(st_prefill);
   sc_session_close(s);
@@ -277,12 +291,13 @@ static double cosine(const float *a, const float *b, size_t n) {
 
 /* A copy of a fixture with its config edited; the build must fail with
  * every given substring in the message. */
-static void refuse(const char *name, const char *label, void (*edit)(cJSON *j), const char *want1,
-                   const char *want2) {
+static void refuse_with(const char *name, const char *label, void (*edit)(cJSON *j), const char *tensors,
+                        const char *want1, const char *want2) {
   char src[256], dir[512], path[700], cmd[1600];
   snprintf(src, sizeof src, "tests/data/gdn/%s", name);
   snprintf(dir, sizeof dir, "%s/bad-%s", tmpdir, label);
-  snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/model.safetensors %s/", dir, src, dir);
+  if (tensors) snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/model.safetensors", dir, tensors, dir);
+  else snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/model.safetensors %s/", dir, src, dir);
   CHECK(system(cmd) == 0);
   snprintf(path, sizeof path, "%s/config.json", src);
   char *text = slurp(path, NULL);
@@ -313,6 +328,11 @@ static void refuse(const char *name, const char *label, void (*edit)(cJSON *j), 
   CHECK_MSG(access(path, F_OK) != 0, "%s: a refused build left %s", label, path);
 }
 
+static void refuse(const char *name, const char *label, void (*edit)(cJSON *j), const char *want1,
+                   const char *want2) {
+  refuse_with(name, label, edit, NULL, want1, want2);
+}
+
 static cJSON *text_config(cJSON *j) {
   cJSON *tc = cJSON_GetObjectItem(j, "text_config");
   return tc ? tc : j;
@@ -336,8 +356,46 @@ static void edit_tie(cJSON *j) { cJSON_ReplaceItemInObject(text_config(j), "tie_
 static void edit_rotary(cJSON *j) {
   set_num(cJSON_GetObjectItem(text_config(j), "rope_parameters"), "partial_rotary_factor", 0.125);
 }
-static void edit_next(cJSON *j) { cJSON_ReplaceItemInObject(j, "model_type", cJSON_CreateString("qwen3_next")); }
 static void edit_moe_type(cJSON *j) { cJSON_ReplaceItemInObject(j, "model_type", cJSON_CreateString("qwen3_5_moe")); }
+static void edit_no_topk(cJSON *j) { set_num(text_config(j), "num_experts_per_tok", 0); }
+static void edit_topk_big(cJSON *j) { set_num(text_config(j), "num_experts_per_tok", 7); }
+static void edit_no_experts(cJSON *j) { set_num(j, "num_experts", 0); } /* top-k 2 stays */
+static void edit_moe_zero(cJSON *j) { set_num(text_config(j), "num_experts", 0); }
+static void edit_next_layer(cJSON *j) {
+  cJSON_ReplaceItemInArray(cJSON_GetObjectItem(j, "layer_types"), 0, cJSON_CreateString("mamba"));
+}
+static void edit_next_heads(cJSON *j) { set_num(j, "linear_num_value_heads", 5); }
+static void edit_mlp_only(cJSON *j) {
+  cJSON_ReplaceItemInObject(j, "mlp_only_layers", cJSON_CreateIntArray((const int[]){1, 3}, 2));
+}
+static void edit_dense_next(cJSON *j) { /* layer 0 dense: its mlp.gate_proj is not in the checkpoint */
+  cJSON_ReplaceItemInObject(j, "mlp_only_layers", cJSON_CreateIntArray((const int[]){0, 1}, 2));
+}
+static void edit_none(cJSON *j) { (void)j; }
+
+/* A copy of a fixture whose safetensors header names one tensor `from`
+ * as `to` (same length): the tensor `from` is missing. */
+static void refuse_tensor(const char *name, const char *label, const char *from, const char *to, const char *want1,
+                          const char *want2) {
+  char src[256], dst[512];
+  snprintf(src, sizeof src, "tests/data/gdn/%s/model.safetensors", name);
+  long size;
+  char *data = slurp(src, &size);
+  CHECK(data && strlen(from) == strlen(to));
+  if (!data) return;
+  uint64_t hlen;
+  memcpy(&hlen, data, 8);
+  char *hit = NULL;
+  for (char *p = data + 8; p + strlen(from) <= data + 8 + hlen && !hit; p++)
+    if (!memcmp(p, from, strlen(from)) && p[strlen(from)] == '"') hit = p;
+  CHECK_MSG(hit, "%s: no tensor %s in %s", label, from, src);
+  if (hit) memcpy(hit, to, strlen(to));
+  snprintf(dst, sizeof dst, "%s/%s.safetensors", tmpdir, label);
+  FILE *f = fopen(dst, "wb");
+  CHECK(f && fwrite(data, 1, (size_t)size, f) == (size_t)size && fclose(f) == 0);
+  free(data);
+  refuse_with(name, label, edit_none, dst, want1, want2);
+}
 static void edit_no_text(cJSON *j) { cJSON_DeleteItemFromObject(j, "text_config"); }
 static void edit_interval(cJSON *j) { set_num(j, "full_attention_interval", 2); } /* flat: layer 1 full */
 
@@ -353,9 +411,32 @@ static void test_refusals(void) {
   refuse(D, "moe", edit_moe, "'num_experts' makes this a mixture-of-experts config", "moe_intermediate_size");
   refuse(D, "tie", edit_tie, "tie_word_embeddings is true at the top level and false in text_config", NULL);
   refuse(D, "rotary", edit_rotary, "rope_parameters.partial_rotary_factor 0.125 gives 3 rotary dims", NULL);
-  refuse(D, "next", edit_next, "model_type 'qwen3_next' (Qwen3-Next) is not implemented yet", NULL);
-  refuse(D, "moe-type", edit_moe_type, "model_type 'qwen3_5_moe' (Qwen3.5-MoE) is not implemented yet", NULL);
   refuse(D, "no-text", edit_no_text, "text_config is missing or not an object", NULL);
+  /* the mixture of experts */
+  const char *M = "qwen35_moe_tiny", *X = "qwen3_next_moe_tiny";
+  refuse(D, "moe-type", edit_moe_type, "tensor 'model.language_model.layers.0.mlp.gate.weight' is missing", NULL);
+  refuse(M, "no-topk", edit_no_topk, "num_experts 4 without a top-k (num_experts_per_tok 0)", NULL);
+  refuse(M, "topk-big", edit_topk_big, "num_experts_per_tok 7 exceeds num_experts 4", NULL);
+  refuse(M, "moe-zero", edit_moe_zero, "num_experts 0: every Qwen3.5-MoE layer is a mixture of experts", NULL);
+  refuse(X, "no-experts", edit_no_experts, "num_experts_per_tok 2 without experts (num_experts 0)", NULL);
+  refuse(X, "next-layer", edit_next_layer, "layer_types[0] is 'mamba': a Qwen3-Next layer is linear_attention",
+         NULL);
+  refuse(X, "next-heads", edit_next_heads,
+         "linear_num_value_heads (5) must be a multiple of linear_num_key_heads (2)", NULL);
+  refuse(X, "mlp-only", edit_mlp_only, "mlp_only_layers holds 3: expected a layer index in 0..2", NULL);
+  refuse(X, "dense-next", edit_dense_next, "tensor 'model.layers.0.mlp.gate_proj.weight' is missing", NULL);
+  refuse_tensor(X, "expert-missing", "model.layers.2.mlp.experts.3.up_proj.weight",
+                "model.layers.2.mlp.experts.3.up_proj.weighX",
+                "tensor 'model.layers.2.mlp.experts.3.up_proj.weight' is missing", "experts 0..5 are expected");
+  refuse_tensor(M, "fused-missing", "model.language_model.layers.1.mlp.experts.gate_up_proj",
+                "model.language_model.layers.1.mlp.experts.gate_up_proX",
+                "layers.1.mlp.experts.gate_up_proj' is missing", NULL);
+  refuse_tensor(X, "no-experts-at-all", "model.layers.0.mlp.experts.0.gate_proj.weight",
+                "model.layers.0.mlp.experts.0.gate_proj.weighX",
+                "layer 0 has no experts: neither 'model.layers.0.mlp.experts.gate_up_proj'", NULL);
+  refuse_tensor(X, "grouped-missing", "model.layers.1.linear_attn.in_proj_qkvz.weight",
+                "model.layers.1.linear_attn.in_proj_qkvz.weighX",
+                "tensor 'model.layers.1.linear_attn.in_proj_qkvz.weight' is missing", NULL);
 }
 
 int main(void) {
@@ -376,7 +457,19 @@ int main(void) {
     run_one(models[i], &g, "tcc", DT_BF16, 1, 5, other);
     const double cs = cosine(other, g.t.logits, n);
     CHECK_MSG(cs > 0.999, "%s bf16: logits cosine %g", models[i], cs);
-    printf("%s: states after the prompt rel err <= %.2g; bf16 logits cosine %.6f\n", models[i], worst_state, cs);
+    /* the quantized bands: the logits' cosine with the reference.  At
+     * hidden 32 a q4_0 row is one block of 16 levels, and three random
+     * layers amplify that error (the dense qwen35_text_flat shows it as
+     * much as the MoE models): these bounds catch a broken path, the
+     * exact per-band checks of the MoE kernels are test_moe_kernels'. */
+    double cq[2];
+    for (int q = 0; q < 2; q++) {
+      run_one(models[i], &g, "tcc", q ? DT_Q4_0 : DT_Q8_0, 1, 5, other);
+      cq[q] = cosine(other, g.t.logits, n);
+    }
+    printf("%s: states after the prompt rel err <= %.2g; logits cosine bf16 %.6f, q8_0 %.4f, q4_0 %.4f\n",
+           models[i], worst_state, cs, cq[0], cq[1]);
+    CHECK_MSG(cq[0] > 0.985 && cq[1] > 0.5, "%s: q8_0 / q4_0 logits cosine %g / %g", models[i], cq[0], cq[1]);
     worst_state = 0;
     free(fused), free(unfused), free(other);
     unload(&g);
