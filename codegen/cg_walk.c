@@ -227,6 +227,11 @@ void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, cons
   OUT("  %lldULL, /* state bytes */\n", (long long)m->state_bytes);
   OUT("  %d, entries, %d, tensors,\n", m->n_graphs, n_tensors);
   if (extra) OUT("%s", extra);
+  if (m->notes[0]) {
+    OUT("  .notes = ");
+    sb_cquote(o, m->notes);
+    OUT(",\n");
+  }
   OUT("};\n\n");
   OUT("const sc_model_desc *speechc_model(void) {\n%s  return &desc;\n}\n",
       extra ? "" : "  (void)sc_bf16_keep;\n");

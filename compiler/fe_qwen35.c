@@ -599,6 +599,25 @@ static void build_graph(Module *m, Graph *g, const GdnDims *d, const GdnLayer *l
   ir_output(g, logits, OUT_LOGITS);
 }
 
+/* What a text-only build leaves out, for inspect: the vision tower and the
+ * multi-token-prediction head that published checkpoints carry. */
+static void ignored_note(Module *m, const Checkpoint *c) {
+  static const struct { const char *prefix, *what; } parts[] = {
+      {"model.visual.", "the vision tower"}, {"mtp.", "the multi-token-prediction head"}};
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+    int n = 0;
+    for (int t = 0; t < c->n_tensors; t++) n += !strncmp(c->by_name[t]->name, parts[i].prefix, strlen(parts[i].prefix));
+    if (!n) continue;
+    const size_t len = strlen(m->notes);
+    snprintf(m->notes + len, sizeof m->notes - len, "%s%s* (%d tensor%s, %s)", len ? ", " : "ignored: ",
+             parts[i].prefix, n, n == 1 ? "" : "s", parts[i].what);
+  }
+  if (m->notes[0]) {
+    const size_t len = strlen(m->notes);
+    snprintf(m->notes + len, sizeof m->notes - len, "; only the text model is compiled");
+  }
+}
+
 int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
   GdnDims d;
   memset(&d, 0, sizeof d);
@@ -651,6 +670,7 @@ int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err)
       goto fail;
     }
   }
+  ignored_note(m, c);
   const int rope = fe_rope_table(m, max_ctx, d.a.rot_dims, d.a.theta);
   build_graph(m, ir_graph_new(m, "prefill", SC_IN_IDS, fe_chunk(o, 128, max_ctx)), &d, lw, embed, final_norm,
               head, rope);

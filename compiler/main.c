@@ -244,6 +244,7 @@ static int cmd_inspect(int argc, char **argv) {
   printf("weights      %s: %.2f MB, checksum %016llx (verified)\n", info.weight_file,
          d->weight_bytes / 1048576.0, (unsigned long long)d->weight_checksum);
   printf("state        %.2f MB per session\n", d->state_bytes / 1048576.0);
+  if (d->notes && *d->notes) printf("notes        %s\n", d->notes);
   printf("entry points\n");
   for (int i = 0; i < d->n_entries; i++) {
     const sc_entry *e = &d->entries[i];

@@ -190,6 +190,7 @@ typedef struct Module {
   IrState *states; int n_states, cap_states;
   int64_t state_bytes;
   Graph *graphs; int n_graphs;
+  char notes[256];          /* what the build left out, for inspect ("" = nothing) */
 } Module;
 
 extern const char *const ir_op_names[OP_COUNT];

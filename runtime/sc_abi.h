@@ -290,6 +290,9 @@ typedef struct sc_model_desc {
   const char *device_arch; /* e.g. "compute_80" */
   int n_kernels;
   const char *const *kernel_names;
+  /* What the build left out of the checkpoint on purpose, for `speechc
+   * inspect` (e.g. a vision tower beside a text model), or NULL. */
+  const char *notes;
 } sc_model_desc;
 
 /* The weight file: a 4096-byte header then the data section. */

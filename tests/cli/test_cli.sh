@@ -147,6 +147,14 @@ WA=$(cd "$W/a" && echo m.*.weights)   # a/m.so's weight file, by name
 expect inspect-ok 0 "out:family       llm (model_type qwen3)" "out:(verified)" "out:layer0.qkv" -- \
   "$BIN" inspect "$W/a/m.so"
 
+# a Qwen3.5 text build says which checkpoint tensors it left out (the
+# dense fixture carries an mtp.* tensor, as published checkpoints do)
+mkdir -p "$W/q35"
+if setup q35-build "$BIN" build tests/data/gdn/qwen35_dense_tiny -o "$W/q35/m.so" --max-context 64 -q; then
+  expect inspect-notes 0 "out:notes        ignored: mtp.* (1 tensor, the multi-token-prediction head)" \
+    "out:only the text model is compiled" "out:layer0.qkv" -- "$BIN" inspect "$W/q35/m.so"
+fi
+
 # trace.json is pretty-printed by Python's json: flatten it and pick arrays.
 trace=$(tr -d ' \n\t\r' <"$QWEN/trace.json")
 prompt=$(echo "$trace" | grep -o '"prompt":\[[0-9,]*\]' | grep -o '[0-9,]*\]' | tr -d ']')

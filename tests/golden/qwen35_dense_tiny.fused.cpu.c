@@ -1236,6 +1236,7 @@ static const sc_model_desc desc = {
   "model.4fb145084bdc147c.weights", 476800ULL, 0xd972b8d241ac8e98ULL, 0x3b129125cb80941bULL,
   31104ULL, /* state bytes */
   2, entries, 41, tensors,
+  .notes = "ignored: mtp.* (1 tensor, the multi-token-prediction head); only the text model is compiled",
 };
 
 const sc_model_desc *speechc_model(void) {

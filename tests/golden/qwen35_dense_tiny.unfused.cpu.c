@@ -1640,6 +1640,7 @@ static const sc_model_desc desc = {
   "model.9ce6cc5941c23840.weights", 476800ULL, 0x67709da71ccb8c1bULL, 0xafce152ce6f7e5c6ULL,
   31104ULL, /* state bytes */
   2, entries, 57, tensors,
+  .notes = "ignored: mtp.* (1 tensor, the multi-token-prediction head); only the text model is compiled",
 };
 
 const sc_model_desc *speechc_model(void) {
