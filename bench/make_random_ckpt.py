@@ -2,7 +2,15 @@
 """Write a random checkpoint with the exact shapes of a published model,
 for benchmarks (speed only: the weights are noise).  Needs numpy only.
 
-    python3 bench/make_random_ckpt.py qwen3-0.6b|qwen3-tts-0.6b OUT_DIR [--dtype bf16|f32]
+    python3 bench/make_random_ckpt.py qwen3-0.6b|qwen3-tts-0.6b|qwen3.5-35b-a3b OUT_DIR
+        [--dtype bf16|f32] [--layers N]
+
+qwen3.5-35b-a3b: the per-layer shapes of Qwen3.5-35B-A3B (hidden 2048,
+GDN 16/32 heads of 128, attention 16/2 heads of 256, 256 experts of 512,
+8 per token, a shared expert of 512, vocab 248320) as the text model
+(qwen3_5_moe_text, fused experts), three GDN layers then one full-attention
+layer; --layers N keeps the first N (the published model has 40, ~70 GB
+in bf16).
 """
 import argparse, json, os, struct
 import numpy as np
@@ -32,6 +40,51 @@ TTS_06B = dict(
             num_key_value_heads=8, head_dim=128, vocab_size=2048, num_code_groups=16,
             rms_norm_eps=1e-6, rope_theta=1000000.0, hidden_act="silu")))
 SHAPES["qwen3-tts-0.6b"] = TTS_06B
+SHAPES["qwen3.5-35b-a3b"] = dict(
+    model_type="qwen3_5_moe_text", hidden_size=2048, num_hidden_layers=40, num_attention_heads=16,
+    num_key_value_heads=2, head_dim=256, linear_num_key_heads=16, linear_num_value_heads=32,
+    linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4, num_experts=256,
+    num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512,
+    vocab_size=248320, tie_word_embeddings=False, rms_norm_eps=1e-6, max_position_embeddings=262144,
+    full_attention_interval=4, hidden_act="silu",
+    rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25))
+
+def gdn_moe_layers(prefix, c):
+    H, hd, E, I, Is = c["hidden_size"], c["head_dim"], c["num_experts"], c["moe_intermediate_size"], \
+        c["shared_expert_intermediate_size"]
+    nk, nv, dk, dv = (c["linear_num_key_heads"], c["linear_num_value_heads"], c["linear_key_head_dim"],
+                      c["linear_value_head_dim"])
+    conv = 2 * nk * dk + nv * dv
+    for L in range(c["num_hidden_layers"]):
+        p = f"{prefix}{L}."
+        yield p + "input_layernorm.weight", (H,)
+        yield p + "post_attention_layernorm.weight", (H,)
+        if (L + 1) % c["full_attention_interval"]:
+            a = p + "linear_attn."
+            yield a + "in_proj_qkv.weight", (conv, H)
+            yield a + "in_proj_z.weight", (nv * dv, H)
+            yield a + "in_proj_b.weight", (nv, H)
+            yield a + "in_proj_a.weight", (nv, H)
+            yield a + "conv1d.weight", (conv, 1, c["linear_conv_kernel_dim"])
+            yield a + "A_log", (nv,)
+            yield a + "dt_bias", (nv,)
+            yield a + "norm.weight", (dv,)
+            yield a + "out_proj.weight", (H, nv * dv)
+        else:
+            q, kv = c["num_attention_heads"] * hd, c["num_key_value_heads"] * hd
+            yield p + "self_attn.q_proj.weight", (2 * q, H)
+            yield p + "self_attn.k_proj.weight", (kv, H)
+            yield p + "self_attn.v_proj.weight", (kv, H)
+            yield p + "self_attn.o_proj.weight", (H, q)
+            yield p + "self_attn.q_norm.weight", (hd,)
+            yield p + "self_attn.k_norm.weight", (hd,)
+        yield p + "mlp.gate.weight", (E, H)
+        yield p + "mlp.experts.gate_up_proj", (E, 2 * I, H)
+        yield p + "mlp.experts.down_proj", (E, H, I)
+        yield p + "mlp.shared_expert.gate_proj.weight", (Is, H)
+        yield p + "mlp.shared_expert.up_proj.weight", (Is, H)
+        yield p + "mlp.shared_expert.down_proj.weight", (H, Is)
+        yield p + "mlp.shared_expert_gate.weight", (1, H)
 
 def qwen3_layers(prefix, c):
     H, I, hd = c["hidden_size"], c["intermediate_size"], c["head_dim"]
@@ -77,6 +130,11 @@ def tensors(c):
         return
     H = c["hidden_size"]
     yield "model.embed_tokens.weight", (c["vocab_size"], H)
+    if c["model_type"] == "qwen3_5_moe_text":
+        yield from gdn_moe_layers("model.layers.", c)
+        yield "model.norm.weight", (H,)
+        yield "lm_head.weight", (c["vocab_size"], H)
+        return
     yield from qwen3_layers("model.layers.", c)
     yield "model.norm.weight", (H,)
 
@@ -85,8 +143,11 @@ def main():
     ap.add_argument("shape", choices=sorted(SHAPES))
     ap.add_argument("out")
     ap.add_argument("--dtype", choices=["bf16", "f32"], default="bf16")
+    ap.add_argument("--layers", type=int, default=0)
     a = ap.parse_args()
     c = dict(SHAPES[a.shape])
+    if a.layers:
+        c["num_hidden_layers"] = a.layers
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(c, f, indent=1)
@@ -103,7 +164,7 @@ def main():
     with open(os.path.join(a.out, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h)
         for name, shape in specs:
-            x = rng.standard_normal(shape, dtype=np.float32) * (0.02 if len(shape) == 2 else 0.1)
+            x = rng.standard_normal(shape, dtype=np.float32) * (0.02 if len(shape) >= 2 else 0.1)
             if len(shape) == 1 and not name.endswith(".bias"):
                 x += 1.0
             if a.dtype == "bf16":

@@ -5,7 +5,8 @@
  * Decode is memory-bound: every step reads every weight once.  So next to
  * tokens/s the bench prints the bytes of weights one decode step reads
  * (from the artifact's tensor table: every tensor, except that embedding
- * tables only used as gathers and RoPE tables contribute one row), the
+ * tables only used as gathers and RoPE tables contribute one row, a
+ * mixture of experts' tensors the k chosen experts' share), the
  * effective GB/s that implies, and the read bandwidth of a STREAM-like
  * probe (sum a large buffer) on the same number of threads, so that the
  * ratio says how close to the hardware limit the step runs.  Times are
@@ -19,6 +20,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "json.h"
 #include "kernels.h"
 #include "pool.h"
 #include "sc_abi.h"
@@ -74,10 +76,28 @@ static int parse_count(const char *flag, const char *s, long lo, long hi, long *
 
 static int has(const char *s, const char *sub) { return strstr(s, sub) != NULL; }
 
+/* A mixture of experts' k and E from the artifact's config (top level or
+ * text_config); 0 when the model has none. */
+static void moe_counts(const sc_model_desc *d, int *k, int *E) {
+  *k = *E = 0;
+  cJSON *j = d->config_json ? cJSON_Parse(d->config_json) : NULL;
+  const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "text_config");
+  const cJSON *c = cJSON_IsObject(tc) ? tc : j;
+  const cJSON *ne = cJSON_GetObjectItemCaseSensitive(c, "num_experts");
+  const cJSON *nk = cJSON_GetObjectItemCaseSensitive(c, "num_experts_per_tok");
+  if (cJSON_IsNumber(ne) && cJSON_IsNumber(nk) && ne->valueint > 0 && nk->valueint > 0 && nk->valueint <= ne->valueint)
+    *E = ne->valueint, *k = nk->valueint;
+  cJSON_Delete(j);
+}
+
 /* A tensor is a gather-only table when it is an embedding table and some
  * other tensor with `vocab` rows is the output head (tied heads read the
- * whole table); RoPE tables are gathered by position. */
+ * whole table); RoPE tables are gathered by position.  Of the experts'
+ * tensors (".experts_"), one decode step reads the k chosen experts' rows:
+ * k/E of their bytes. */
 static unsigned long long step_bytes(const sc_model_desc *d, unsigned long long *gathered) {
+  int k, E;
+  moe_counts(d, &k, &E);
   int separate_head = 0;
   for (int i = 0; i < d->n_tensors; i++)
     if (d->tensors[i].rows == d->vocab && !has(d->tensors[i].name, "embed")) separate_head = 1;
@@ -90,6 +110,8 @@ static unsigned long long step_bytes(const sc_model_desc *d, unsigned long long 
     if (gather) {
       sum += row;
       *gathered += t->bytes;
+    } else if (E && has(t->name, ".experts_")) {
+      sum += t->bytes / (unsigned long long)E * (unsigned long long)k;
     } else {
       sum += t->bytes;
     }
