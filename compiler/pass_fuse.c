@@ -71,8 +71,9 @@ static int merged_weight(Module *m, const int *w, int n) {
   IrWeight *mw = &m->weights[id];
   for (int i = 0; i < n; i++) {
     const IrWeight *s = &m->weights[w[i]];
-    IR_ASSERT(s->n_src == 1 && s->sets == 1 && s->gen == WGEN_NONE && mw->n_src < 16);
-    mw->src[mw->n_src++] = s->src[0]; /* with its row runs, if any */
+    IR_ASSERT(s->n_src == 1 && s->sets == 1 && s->gen == WGEN_NONE);
+    ir_weight_src_add(m, id, s->src[0]); /* with its row runs, if any */
+    mw = &m->weights[id];
     size_t cur = strlen(mw->source);
     snprintf(mw->source + cur, sizeof mw->source - cur, "%s%s", i ? " + " : "", s->source);
   }
