@@ -460,9 +460,9 @@ static int emit_node(Cg *cg, int i) {
     char scale[32];
     OUT("  K->delta_rule(K->ctx, %s, %lld, %s, %lld, %s, %lld,\n", ref(cg, q), ld(cg, q), ref(cg, k), ld(cg, k),
         ref(cg, vv), ld(cg, vv));
-    OUT("                %s, %lld, %s, %lld, %s, %s, %lld, %s, %d, %d, %d, %lld, %s);\n", ref(cg, gi), ld(cg, gi),
+    OUT("                %s, %lld, %s, %lld, %s, %s, %lld, %s, %d, %d, %d, %lld, %s, %d);\n", ref(cg, gi), ld(cg, gi),
         ref(cg, bi), ld(cg, bi), ref(cg, SRC(n, DELTA_RULE, STATE)), v, (long long)n->ld, rows(n), p->heads,
-        p->kv_heads, p->head_dim, (long long)(n->cols / p->heads), cg_float(scale, p->scale));
+        p->kv_heads, p->head_dim, (long long)(n->cols / p->heads), cg_float(scale, p->scale), p->block);
     return SC_OK;
   }
   case OP_TOPK_ROUTE: {

@@ -44,8 +44,9 @@
  * Session state per GDN layer: the conv's last K-1 inputs [K-1, conv_dim]
  * and the delta-rule matrices [nv, dk*dv]; per full-attention layer the
  * KV caches.  Entry points "prefill" and "decode" as fe_llm's; the delta
- * rule runs token by token in both (its chunked form for long prompts is
- * a later increment of issue 16).
+ * rule runs token by token in both, or in prefill calls of 16 tokens or
+ * more in the chunkwise form with --delta-chunk N (the same function; on
+ * the CPUs measured so far slower, so not the default).
  */
 #include <math.h>
 #include <stdio.h>
@@ -524,7 +525,7 @@ static int moe_weights(Module *m, const Checkpoint *c, const GdnDims *d, const c
 /* ---- the graph ----------------------------------------------------------- */
 
 /* The GDN token mixer of layer L with its residual add. */
-static int gdn_mixer(Module *m, Graph *g, int x, const GdnDims *d, const GdnLayer *w, int L) {
+static int gdn_mixer(Module *m, Graph *g, int x, const GdnDims *d, const GdnLayer *w, int L, int chunk) {
   char nm[IR_NAME];
 #define NAME(s) (snprintf(nm, sizeof nm, "layer%d.%s", L, s), nm)
 #define W(i) ir_weight(m, g, (i))
@@ -559,6 +560,7 @@ static int gdn_mixer(Module *m, Graph *g, int x, const GdnDims *d, const GdnLaye
   gt = ir_binary(g, OP_MUL, gt, W(w->decay_rate), NAME("g"));
   int o = ir_delta_rule(g, q, k, v, gt, beta, ir_state(m, g, w->delta_state), nv, nk, dk,
                         (float)(1.0 / sqrt((double)dk)), NAME("delta_rule"));
+  g->nodes[o].p.block = chunk; /* the chunkwise form for long calls, when asked */
   o = ir_gated_rmsnorm(g, o, z, W(w->norm), dv, eps, NAME("gdn_norm"));
   o = ir_linear(g, o, W(w->out), -1, NAME("out"));
   return ir_binary(g, OP_ADD, x, o, NAME("mix_res"));
@@ -584,12 +586,12 @@ static int moe_ffn(Module *m, Graph *g, int x, const GdnDims *d, const GdnLayer 
 #undef NAME
 
 static void build_graph(Module *m, Graph *g, const GdnDims *d, const GdnLayer *lw, int embed, int final_norm,
-                        int head, int rope) {
+                        int head, int rope, int chunk) {
   int ids = ir_input_ids(g);
   int x = ir_embed(g, ir_weight(m, g, embed), ids, "embed");
   int rope_w = ir_weight(m, g, rope);
   for (int L = 0; L < d->a.layers; L++) {
-    x = d->gdn[L] ? gdn_mixer(m, g, x, d, &lw[L], L) : fe_qwen3_attention(m, g, x, &d->a, &lw[L].b, rope_w, "", L);
+    x = d->gdn[L] ? gdn_mixer(m, g, x, d, &lw[L], L, chunk) : fe_qwen3_attention(m, g, x, &d->a, &lw[L].b, rope_w, "", L);
     x = d->moe[L] ? moe_ffn(m, g, x, d, &lw[L], L) : fe_qwen3_mlp(m, g, x, &d->a, &lw[L].b, "", L);
   }
   int last = ir_row(g, x, -1, "last");
@@ -673,8 +675,8 @@ int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err)
   ignored_note(m, c);
   const int rope = fe_rope_table(m, max_ctx, d.a.rot_dims, d.a.theta);
   build_graph(m, ir_graph_new(m, "prefill", SC_IN_IDS, fe_chunk(o, 128, max_ctx)), &d, lw, embed, final_norm,
-              head, rope);
-  build_graph(m, ir_graph_new(m, "decode", SC_IN_IDS, 1), &d, lw, embed, final_norm, head, rope);
+              head, rope, o->delta_chunk);
+  build_graph(m, ir_graph_new(m, "decode", SC_IN_IDS, 1), &d, lw, embed, final_norm, head, rope, 0);
   free(lw);
   free(d.gdn);
   free(d.moe);

@@ -20,6 +20,8 @@ typedef struct BuildOpts {
   DType band;                /* --weights */
   int max_context;           /* 0: family default */
   int prefill_chunk;         /* tokens per prefill call (frames per codec call); 0: fe_chunk's default */
+  int delta_chunk;           /* --delta-chunk: Gated DeltaNet prefill in the chunkwise form, tokens
+                              * per chunk (0: token by token) */
   int fuse;                  /* 0 with --no-fuse */
   const char *emit_dir;      /* keep generated sources here */
   const char *arch;          /* --cuda-arch: the target's architecture (cuda: NULL = compute_80) */

@@ -69,6 +69,9 @@ static const char *const usage_build =
     "  --prefill-chunk N      tokens per prefill call (default 128); a codec decoder:\n"
     "                         frames per call (default 8; ~7.5 MB of scratch per frame\n"
     "                         at the published shapes)\n"
+    "  --delta-chunk N        Gated DeltaNet prompts (Qwen3.5, Qwen3-Next) in the chunkwise\n"
+    "                         form, N tokens per chunk (1..256; default 0: token by token,\n"
+    "                         faster on the CPUs measured so far; same function)\n"
     "  --emit-dir DIR         keep the generated source (model.c, sc_abi.h) in DIR\n"
     "  --dump-ir[=PASS]       print the IR after every pass, or after PASS only\n"
     "                         (frontend, specialize, fuse, plan)\n"
@@ -169,6 +172,9 @@ static int cmd_build(int argc, char **argv) {
     } else if (is_flag(a, "--max-context")) {
       if (parse_int("--max-context", flag_value(argc, argv, &i, "--max-context"), 1, 1 << 20, &v)) return SC_EUSAGE;
       o.max_context = (int)v;
+    } else if (is_flag(a, "--delta-chunk")) {
+      if (parse_int("--delta-chunk", flag_value(argc, argv, &i, "--delta-chunk"), 0, 256, &v)) return SC_EUSAGE;
+      o.delta_chunk = (int)v;
     } else if (is_flag(a, "--prefill-chunk")) {
       if (parse_int("--prefill-chunk", flag_value(argc, argv, &i, "--prefill-chunk"), 1, 4096, &v)) return SC_EUSAGE;
       o.prefill_chunk = (int)v;

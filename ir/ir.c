@@ -790,6 +790,7 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
               ir_op_names[st->op], (long long)st->rows, (long long)st->cols, p->heads, (long long)(p->head_dim * dv));
       if (n->cols != v->cols) VFAIL("output shape");
       if (!(p->scale - p->scale == 0)) VFAIL("scale %g", p->scale);
+      if (p->block < 0 || p->block > 256) VFAIL("chunk %d (0: token by token, else 1..256)", p->block);
       break;
     }
     case OP_ELU:
@@ -920,6 +921,7 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     case OP_MOE_COMBINE: fprintf(out, " experts=%d k=%d%s", p->experts, p->top_k, n->nsrc > S_MOE_COMBINE_SH ? " shared" : ""); break;
     case OP_DELTA_RULE:
       fprintf(out, " v_heads=%d k_heads=%d dk=%d scale=%g", p->heads, p->kv_heads, p->head_dim, p->scale);
+      if (p->block) fprintf(out, " chunk=%d", p->block);
       break;
     default: break;
     }

@@ -78,7 +78,7 @@ typedef struct IrParams {
   int ksize;            /* IM2COL, DWCONV, OVERLAP_ADD: kernel size k */
   int dilation;         /* IM2COL, DWCONV: dilation d */
   int stride;           /* OVERLAP_ADD: stride s (output rows = s * input rows) */
-  int block;            /* CONV1D: rows per piece */
+  int block;            /* CONV1D: rows per piece; DELTA_RULE: chunk (0: token by token) */
   float lo, hi;         /* CLAMP: bounds */
   float alpha;          /* ELU: the slope of the negative side */
   int align;            /* ATTENTION: positions arrive in groups of align (ops.def); 0, 1: one by one */

@@ -9,6 +9,8 @@
  * CPU kernels' groups of eight blocks).  6: a position and a state block
  * per row of a call (sc_io.row_pos, row_state), so that one call can
  * carry rows of several sessions; ids_cols and out_rows_mul per entry.
+ * 7: the mixture-of-experts kernels (topk_route, moe), delta_rule's
+ * chunk, the descriptor's notes.
  * The runtime refuses an artifact whose version differs and says both.
  */
 #ifndef SC_ABI_H
@@ -117,10 +119,12 @@ typedef struct sc_kernels {
    * ([dk, dv] row-major): S *= exp(g[t*ldg + h]); u = S^T k; S += k (x)
    * beta[t*ldb + h] * (v - u); y[t*ldy + h*dv + j] = sum_i S[i*dv + j] *
    * (scale * q[i]).  q, k: [T, nk*dk]; v, y: [T, nv*dv]; y must not
-   * overlap an input or the state. */
+   * overlap an input or the state.  chunk > 0: a call of 16 tokens or more
+   * computes the same in the chunkwise form, chunk tokens at a time (at
+   * most 256; equal to rounding); 0: token by token always. */
   void (*delta_rule)(void *ctx, const float *q, int ldq, const float *k, int ldk, const float *v, int ldv,
                      const float *g, int ldg, const float *beta, int ldb, float *state, float *y, int ldy,
-                     int T, int nv, int nk, int dk, int dv, float scale);
+                     int T, int nv, int nk, int dk, int dv, float scale, int chunk);
   /* ---- the mixture-of-experts ops of ops.def (TOPK_ROUTE, MOE_COMBINE),
    * CPU only.  Rows are tokens. */
   /* Per row t of logits [T, E]: p = softmax in f32 (max subtracted, sums

@@ -220,7 +220,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.delta_rule = DELTA_RULE(layer0.q_l2norm, layer0.k_l2norm, layer0.v, layer0.g, layer0.beta, layer0.delta_state) */
   float *layer0_delta_rule = (float *)(X + 7168); /* [T, 72] */
   K->delta_rule(K->ctx, layer0_q_l2norm, 32, layer0_k_l2norm, 32, layer0_v, 136,
-                layer0_g, 6, layer0_beta, 6, S_layer0_delta_state, layer0_delta_rule, 72, T, 6, 2, 16, 12, 0.25f);
+                layer0_g, 6, layer0_beta, 6, S_layer0_delta_state, layer0_delta_rule, 72, T, 6, 2, 16, 12, 0.25f, 0);
 
   /* layer0.gdn_norm = GATED_RMSNORM(layer0.delta_rule, layer0.z, layer0.gdn_norm) */
   float *layer0_gdn_norm = (float *)(X + 7168); /* [T, 72] */
@@ -383,7 +383,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.delta_rule = DELTA_RULE(layer1.q_l2norm, layer1.k_l2norm, layer1.v, layer1.g, layer1.beta, layer1.delta_state) */
   float *layer1_delta_rule = (float *)(X + 7168); /* [T, 72] */
   K->delta_rule(K->ctx, layer1_q_l2norm, 32, layer1_k_l2norm, 32, layer1_v, 136,
-                layer1_g, 6, layer1_beta, 6, S_layer1_delta_state, layer1_delta_rule, 72, T, 6, 2, 16, 12, 0.25f);
+                layer1_g, 6, layer1_beta, 6, S_layer1_delta_state, layer1_delta_rule, 72, T, 6, 2, 16, 12, 0.25f, 0);
 
   /* layer1.gdn_norm = GATED_RMSNORM(layer1.delta_rule, layer1.z, layer1.gdn_norm) */
   float *layer1_gdn_norm = (float *)(X + 7168); /* [T, 72] */
@@ -721,7 +721,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer3.delta_rule = DELTA_RULE(layer3.q_l2norm, layer3.k_l2norm, layer3.v, layer3.g, layer3.beta, layer3.delta_state) */
   float *layer3_delta_rule = (float *)(X + 7168); /* [T, 72] */
   K->delta_rule(K->ctx, layer3_q_l2norm, 32, layer3_k_l2norm, 32, layer3_v, 136,
-                layer3_g, 6, layer3_beta, 6, S_layer3_delta_state, layer3_delta_rule, 72, T, 6, 2, 16, 12, 0.25f);
+                layer3_g, 6, layer3_beta, 6, S_layer3_delta_state, layer3_delta_rule, 72, T, 6, 2, 16, 12, 0.25f, 0);
 
   /* layer3.gdn_norm = GATED_RMSNORM(layer3.delta_rule, layer3.z, layer3.gdn_norm) */
   float *layer3_gdn_norm = (float *)(X + 7168); /* [T, 72] */
@@ -948,7 +948,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.delta_rule = DELTA_RULE(layer0.q_l2norm, layer0.k_l2norm, layer0.v, layer0.g, layer0.beta, layer0.delta_state) */
   float *layer0_delta_rule = (float *)(X + 448); /* [1, 72] */
   K->delta_rule(K->ctx, layer0_q_l2norm, 32, layer0_k_l2norm, 32, layer0_v, 136,
-                layer0_g, 6, layer0_beta, 6, S_layer0_delta_state, layer0_delta_rule, 72, 1, 6, 2, 16, 12, 0.25f);
+                layer0_g, 6, layer0_beta, 6, S_layer0_delta_state, layer0_delta_rule, 72, 1, 6, 2, 16, 12, 0.25f, 0);
 
   /* layer0.gdn_norm = GATED_RMSNORM(layer0.delta_rule, layer0.z, layer0.gdn_norm) */
   float *layer0_gdn_norm = (float *)(X + 448); /* [1, 72] */
@@ -1111,7 +1111,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.delta_rule = DELTA_RULE(layer1.q_l2norm, layer1.k_l2norm, layer1.v, layer1.g, layer1.beta, layer1.delta_state) */
   float *layer1_delta_rule = (float *)(X + 448); /* [1, 72] */
   K->delta_rule(K->ctx, layer1_q_l2norm, 32, layer1_k_l2norm, 32, layer1_v, 136,
-                layer1_g, 6, layer1_beta, 6, S_layer1_delta_state, layer1_delta_rule, 72, 1, 6, 2, 16, 12, 0.25f);
+                layer1_g, 6, layer1_beta, 6, S_layer1_delta_state, layer1_delta_rule, 72, 1, 6, 2, 16, 12, 0.25f, 0);
 
   /* layer1.gdn_norm = GATED_RMSNORM(layer1.delta_rule, layer1.z, layer1.gdn_norm) */
   float *layer1_gdn_norm = (float *)(X + 448); /* [1, 72] */
@@ -1449,7 +1449,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer3.delta_rule = DELTA_RULE(layer3.q_l2norm, layer3.k_l2norm, layer3.v, layer3.g, layer3.beta, layer3.delta_state) */
   float *layer3_delta_rule = (float *)(X + 448); /* [1, 72] */
   K->delta_rule(K->ctx, layer3_q_l2norm, 32, layer3_k_l2norm, 32, layer3_v, 136,
-                layer3_g, 6, layer3_beta, 6, S_layer3_delta_state, layer3_delta_rule, 72, 1, 6, 2, 16, 12, 0.25f);
+                layer3_g, 6, layer3_beta, 6, S_layer3_delta_state, layer3_delta_rule, 72, 1, 6, 2, 16, 12, 0.25f, 0);
 
   /* layer3.gdn_norm = GATED_RMSNORM(layer3.delta_rule, layer3.z, layer3.gdn_norm) */
   float *layer3_gdn_norm = (float *)(X + 448); /* [1, 72] */

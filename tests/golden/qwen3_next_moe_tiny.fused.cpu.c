@@ -203,7 +203,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.delta_rule = DELTA_RULE(layer0.q_l2norm, layer0.k_l2norm, layer0.v, layer0.g, layer0.beta, layer0.delta_state) */
   float *layer0_delta_rule = (float *)(X + 18944); /* [T, 48] */
   K->delta_rule(K->ctx, layer0_q_l2norm, 16, layer0_k_l2norm, 16, layer0_v, 80,
-                layer0_g, 6, layer0_beta, 6, S_layer0_delta_state, layer0_delta_rule, 48, T, 6, 2, 8, 8, 0.353553385f);
+                layer0_g, 6, layer0_beta, 6, S_layer0_delta_state, layer0_delta_rule, 48, T, 6, 2, 8, 8, 0.353553385f, 0);
 
   /* layer0.gdn_norm = GATED_RMSNORM(layer0.delta_rule, layer0.z, layer0.gdn_norm) */
   float *layer0_gdn_norm = (float *)(X + 18944); /* [T, 48] */
@@ -378,7 +378,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.delta_rule = DELTA_RULE(layer1.q_l2norm, layer1.k_l2norm, layer1.v, layer1.g, layer1.beta, layer1.delta_state) */
   float *layer1_delta_rule = (float *)(X + 18944); /* [T, 48] */
   K->delta_rule(K->ctx, layer1_q_l2norm, 16, layer1_k_l2norm, 16, layer1_v, 80,
-                layer1_g, 6, layer1_beta, 6, S_layer1_delta_state, layer1_delta_rule, 48, T, 6, 2, 8, 8, 0.353553385f);
+                layer1_g, 6, layer1_beta, 6, S_layer1_delta_state, layer1_delta_rule, 48, T, 6, 2, 8, 8, 0.353553385f, 0);
 
   /* layer1.gdn_norm = GATED_RMSNORM(layer1.delta_rule, layer1.z, layer1.gdn_norm) */
   float *layer1_gdn_norm = (float *)(X + 18944); /* [T, 48] */
@@ -735,7 +735,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.delta_rule = DELTA_RULE(layer0.q_l2norm, layer0.k_l2norm, layer0.v, layer0.g, layer0.beta, layer0.delta_state) */
   float *layer0_delta_rule = (float *)(X + 1280); /* [1, 48] */
   K->delta_rule(K->ctx, layer0_q_l2norm, 16, layer0_k_l2norm, 16, layer0_v, 80,
-                layer0_g, 6, layer0_beta, 6, S_layer0_delta_state, layer0_delta_rule, 48, 1, 6, 2, 8, 8, 0.353553385f);
+                layer0_g, 6, layer0_beta, 6, S_layer0_delta_state, layer0_delta_rule, 48, 1, 6, 2, 8, 8, 0.353553385f, 0);
 
   /* layer0.gdn_norm = GATED_RMSNORM(layer0.delta_rule, layer0.z, layer0.gdn_norm) */
   float *layer0_gdn_norm = (float *)(X + 1280); /* [1, 48] */
@@ -910,7 +910,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.delta_rule = DELTA_RULE(layer1.q_l2norm, layer1.k_l2norm, layer1.v, layer1.g, layer1.beta, layer1.delta_state) */
   float *layer1_delta_rule = (float *)(X + 1280); /* [1, 48] */
   K->delta_rule(K->ctx, layer1_q_l2norm, 16, layer1_k_l2norm, 16, layer1_v, 80,
-                layer1_g, 6, layer1_beta, 6, S_layer1_delta_state, layer1_delta_rule, 48, 1, 6, 2, 8, 8, 0.353553385f);
+                layer1_g, 6, layer1_beta, 6, S_layer1_delta_state, layer1_delta_rule, 48, 1, 6, 2, 8, 8, 0.353553385f, 0);
 
   /* layer1.gdn_norm = GATED_RMSNORM(layer1.delta_rule, layer1.z, layer1.gdn_norm) */
   float *layer1_gdn_norm = (float *)(X + 1280); /* [1, 48] */

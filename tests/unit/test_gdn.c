@@ -15,6 +15,8 @@
  *     and delta-rule matrices within 1e-4 of the reference cache's;
  *   - 16 greedy tokens identical (sc_generate), after a session reset;
  *   - fused and --no-fuse give the same bits;
+ *   - --delta-chunk 8: prefill calls of 16 tokens or more in the chunkwise
+ *     form, held to the same tolerances (and decode's within 1e-5);
  *   - --weights bf16 tracks f32 (greedy tokens, logits cosine); q8_0 and
  *     q4_0 keep the logits' cosine above 0.985 and 0.5 (hidden 32: see
  *     main), and their prefill gives decode's bits too;
@@ -44,6 +46,7 @@
 static const char *const models[] = {"qwen35_dense_tiny", "qwen35_text_flat", "qwen35_moe_tiny",
                                      "qwen3_next_moe_tiny"};
 static char tmpdir[64];
+static int delta_chunk; /* --delta-chunk of the next run_one */
 #define MAX_CTX 64
 #define TOL 1e-4
 
@@ -188,9 +191,10 @@ static int run_one(const char *name, const GdnTrace *g, const char *cc, DType ba
                    float *rows) {
   char dir[256], out[512], what[160];
   snprintf(dir, sizeof dir, "tests/data/gdn/%s", name);
-  snprintf(out, sizeof out, "%s/%s_%s_%s_%d_%d.so", tmpdir, name, cc, ir_dtype_name(band), fuse, chunk);
-  snprintf(what, sizeof what, "%s %s %s %s chunk %d", name, cc, ir_dtype_name(band), fuse ? "fused" : "unfused",
-           chunk);
+  snprintf(out, sizeof out, "%s/%s_%s_%s_%d_%d_%d.so", tmpdir, name, cc, ir_dtype_name(band), fuse, chunk,
+           delta_chunk);
+  snprintf(what, sizeof what, "%s %s %s %s chunk %d%s", name, cc, ir_dtype_name(band), fuse ? "fused" : "unfused",
+           chunk, delta_chunk ? " delta-chunk" : "");
   const Trace *t = &g->t;
   BuildOpts o = build_defaults();
   o.model_dir = dir;
@@ -201,6 +205,7 @@ static int run_one(const char *name, const GdnTrace *g, const char *cc, DType ba
   o.quiet = 1;
   o.max_context = MAX_CTX;
   o.prefill_chunk = chunk;
+  o.delta_chunk = delta_chunk;
   sc_error err = {0};
   int rc = sc_build(&o, &err);
   CHECK_MSG(rc == 0, "build %s: %s", what, err.msg);
@@ -454,6 +459,11 @@ int main(void) {
     run_one(models[i], &g, "gcc", DT_F32, 1, 128, other);
     run_one(models[i], &g, "gcc", DT_F32, 0, 3, unfused);
     CHECK_MSG(!memcmp(other, unfused, n * 4), "%s gcc: fused and unfused logits differ", models[i]);
+    /* the chunkwise delta rule in prefill (calls of 16 tokens or more),
+     * chunks of 8: the reference's tolerance, decode's within 1e-5 */
+    delta_chunk = 8;
+    run_one(models[i], &g, "tcc", DT_F32, 1, 128, other);
+    delta_chunk = 0;
     run_one(models[i], &g, "tcc", DT_BF16, 1, 5, other);
     const double cs = cosine(other, g.t.logits, n);
     CHECK_MSG(cs > 0.999, "%s bf16: logits cosine %g", models[i], cs);

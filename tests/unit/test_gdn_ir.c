@@ -12,7 +12,11 @@
  *   - pass_pack: a weight made of row runs of a tensor (one half of each
  *     head of a packed projection) and a WGEN_NEG_EXP weight hold the
  *     rows and values they say.
- * (The kernels: test_gdn_kernels.c; the whole model: test_gdn.c.)
+ *   - the mixture of experts (TOPK_ROUTE, MOE_COMBINE): builders, printer,
+ *     verifier refusals, which inputs stay quantized, the planner's
+ *     temporaries, C lowering, CUDA refusal.
+ * (The kernels: test_gdn_kernels.c, test_moe_kernels.c; the whole models:
+ * test_gdn.c.)
  */
 #include <math.h>
 #include <stdlib.h>
@@ -103,6 +107,7 @@ static void test_graph(void) {
   REFUSE(n.delta, n_->src[S_DELTA_RULE_STATE] = n_->src[S_DELTA_RULE_V], "expected a state [6, 12]");
   REFUSE(n.delta, n_->src[S_DELTA_RULE_BETA] = n_->src[S_DELTA_RULE_V], "g, beta need one column per v head (6)");
   REFUSE(n.delta, n_->p.scale = NAN, "scale nan");
+  REFUSE(n.delta, n_->p.block = 300, "chunk 300 (0: token by token, else 1..256)");
   REFUSE(n.l2q, n_->p.group = 3, "group 3 does not divide 8 cols");
   REFUSE(n.l2q, n_->p.eps = -1, "eps -1");
   REFUSE(n.norm, n_->src[S_GATED_RMSNORM_Z] = n_->src[S_GATED_RMSNORM_X] - 1, "is not x's shape");
@@ -133,7 +138,7 @@ static void test_graph(void) {
   CHECK_MSG(cg_emit_c(&m, &info, &c, &err) == SC_OK, "%s", err.msg);
   CHECK(c.s && strstr(c.s, "K->dwconv(K->ctx, qkv, 34, ((const float *)W_conv), 0, S_conv_state,"));
   CHECK(c.s && strstr(c.s, "K->l2norm(K->ctx, q, 34, q_l2norm, 8, T, 8, 4, 9.99999997e-07f);"));
-  CHECK(c.s && strstr(c.s, "S_delta_state, delta_rule, 18, T, 6, 2, 4, 3, 0.5f);"));
+  CHECK(c.s && strstr(c.s, "S_delta_state, delta_rule, 18, T, 6, 2, 4, 3, 0.5f, 0);"));
   CHECK(c.s && strstr(c.s, "K->gated_rmsnorm(K->ctx, delta_rule, 18, z, 18, ((const float *)W_gdn_norm),"));
   CHECK(c.s && strstr(c.s, "= a > 20.0f ? a : K->logf(1.0f + K->expf(a));"));
   CHECK(c.s && strstr(c.s, "const float b = ((const float *)W_dt_bias)[c]; /* one row for every t */"));
@@ -141,6 +146,76 @@ static void test_graph(void) {
   const OpKind gdn[] = {OP_L2NORM, OP_GATED_RMSNORM, OP_DELTA_RULE, OP_DWCONV};
   for (size_t k = 0; k < sizeof gdn / sizeof *gdn; k++)
     CHECK_MSG(ir_op_targets[gdn[k]] == T_CPU, "%s", ir_op_names[gdn[k]]);
+  ir_module_free(&m);
+}
+
+/* The mixture of experts: TOPK_ROUTE and MOE_COMBINE through the builders,
+ * printer, verifier, targets column, C lowering and the packer's band
+ * rule (expert matrices may stay quantized). */
+static void test_moe(void) {
+  enum { MH = 64, E = 4, K = 2, I = 32 };
+  Module m;
+  ir_module_init(&m);
+  snprintf(m.family, sizeof m.family, "llm");
+  snprintf(m.model_type, sizeof m.model_type, "test_moe");
+  m.max_context = 64;
+  Graph *g = ir_graph_new(&m, "prefill", SC_IN_EMBEDS, 8);
+  const int x = ir_input_embeds(g, MH);
+#define WT(name, r, c, band) ir_weight(&m, g, ir_weight_add(&m, name, band, 1, r, c))
+  const int logits = ir_linear(g, x, WT("router", E, MH, DT_F32), -1, "router");
+  const int route = ir_topk_route(g, logits, K, 1, "route");
+  const int sh = ir_linear(g, x, WT("shared", MH, MH, DT_Q8_0), -1, "shared");
+  const int sg = ir_linear(g, x, WT("shared_gate", 1, MH, DT_F32), -1, "shared_gate");
+  const int moe = ir_moe_combine(g, x, route, WT("experts_gate_up", E * 2 * I, MH, DT_Q8_0),
+                                 WT("experts_down", E * MH, I, DT_Q8_0), sh, sg, E, "experts");
+  ir_output(g, moe, OUT_HIDDEN);
+#undef WT
+  sc_error err = {0};
+  CHECK_MSG(ir_verify(&m, g, &err) == SC_OK, "%s", err.msg);
+  CHECK(g->nodes[route].rows == IR_T && g->nodes[route].cols == 2 * K && g->nodes[moe].cols == MH);
+  CHECK(g->nodes[moe].p.experts == E && g->nodes[moe].p.top_k == K && g->nodes[moe].nsrc == S_MOE_COMBINE_SG + 1);
+  CHECK(ir_reads_matrix(&g->nodes[moe], S_MOE_COMBINE_WGU) && ir_reads_matrix(&g->nodes[moe], S_MOE_COMBINE_WD) &&
+        !ir_reads_matrix(&g->nodes[moe], S_MOE_COMBINE_X) && !ir_reads_matrix(&g->nodes[moe], S_MOE_COMBINE_SG));
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ir_print(&m, g, f);
+  fclose(f);
+  CHECK_CONTAINS(text, " : f32[T, 4] experts=4 k=2 renorm  ; route");
+  CHECK_CONTAINS(text, " : f32[T, 64] experts=4 k=2 shared  ; experts");
+  free(text);
+#undef REFUSE
+#define REFUSE(NODE, EDIT, WANT)                                                                  \
+  do {                                                                                            \
+    IrNode keep = g->nodes[NODE];                                                                 \
+    IrNode *n_ = &g->nodes[NODE];                                                                 \
+    EDIT;                                                                                         \
+    sc_error e_ = {0};                                                                            \
+    CHECK_MSG(ir_verify(&m, g, &e_) != SC_OK && strstr(e_.msg, WANT), "%s: '%s'", #EDIT, e_.msg); \
+    g->nodes[NODE] = keep;                                                                        \
+  } while (0)
+  REFUSE(route, n_->p.top_k = 5, "top 5 of 4 experts");
+  REFUSE(route, n_->cols = 6, "into 6 cols");
+  REFUSE(moe, n_->nsrc = 5, "has 5 inputs, expected 4 or 6");
+  REFUSE(moe, n_->p.experts = 3, "expert matrices experts_gate_up [256, 64], experts_down [256, 32]");
+  REFUSE(moe, n_->src[S_MOE_COMBINE_ROUTE] = x, "route embeds [64 cols] for top 2 of 4 experts");
+  REFUSE(moe, n_->src[S_MOE_COMBINE_SG] = sh, "shared expert shared or its gate shared: expected [T, 64] and [T, 1]");
+#undef REFUSE
+  CHECK_MSG(ir_verify(&m, g, &err) == SC_OK, "restored: %s", err.msg);
+  pass_mark_used(&m);
+  pass_plan(&m, target_find("cpu", &err));
+  CHECK(g->nodes[moe].aux >= 0); /* the kernel's temporaries */
+  CHECK(ir_check_target(&m, IR_TARGET_CUDA, &err) == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "cuda target: op TOPK_ROUTE (route, graph prefill node");
+  StrBuf c;
+  sb_init(&c);
+  CgInfo info = {.weight_file = "m.weights", .band = "q8_0", .cpu_features = "", .target = target_find("cpu", &err)};
+  CHECK_MSG(cg_emit_c(&m, &info, &c, &err) == SC_OK, "%s", err.msg);
+  CHECK(c.s && strstr(c.s, "K->topk_route(K->ctx, router, 4, route, 4, T, 4, 2, 1);"));
+  CHECK(c.s && strstr(c.s, "K->moe(K->ctx, SC_W_Q8_0, W_experts_gate_up, SC_W_Q8_0, W_experts_down, embeds, 64, route, 4,"));
+  CHECK(c.s && strstr(c.s, "shared, 64, shared_gate, 1, experts, 64, X + "));
+  sb_free(&c);
+  CHECK(ir_op_targets[OP_TOPK_ROUTE] == T_CPU && ir_op_targets[OP_MOE_COMBINE] == T_CPU);
   ir_module_free(&m);
 }
 
@@ -200,6 +275,7 @@ int main(void) {
   if (!mkdtemp(root)) return 1;
   (void)write_text;
   test_graph();
+  test_moe();
   test_pack();
   unlink(P("runs.weights"));
   rmdir(root);

@@ -13,8 +13,12 @@
  *     decays from 0 (exp(0) = 1, the state only grows) to strong, beta 0
  *     (no write: the state only decays) and 1;
  *   - a sequence fed in pieces (1, 2, 3, 5 tokens) gives one call's bits,
- *     the state being the whole carry; a pool of 3 threads gives one
- *     thread's bits;
+ *     the state being the whole carry;
+ *   - the chunkwise form (chunk 64, 16 and 37, calls of 16 tokens or more;
+ *     up to 100 tokens, partial last chunks, head size 128), in one call
+ *     and in pieces of 20: within 2e-5 of the reference and 1e-5 of token
+ *     by token;
+ *   - a pool of 3 threads gives one thread's bits, either form;
  *   - bad shapes are reported, not computed; every ISA's table has them.
  */
 #include <math.h>
@@ -159,11 +163,15 @@ static void ref_delta(const Case *c, const Data *d, float scale, double *y, doub
 }
 
 /* Run the kernel over tokens [t0, t0 + n) of the data. */
-static void run_delta(const sc_kernels *K, const Case *c, const Data *d, float scale, float *state, float *y,
-                      int ldy, int t0, int n) {
+static void run_delta_chunk(const sc_kernels *K, const Case *c, const Data *d, float scale, float *state, float *y,
+                            int ldy, int t0, int n, int chunk) {
   K->delta_rule(K->ctx, d->q + (size_t)t0 * d->ldq, d->ldq, d->k + (size_t)t0 * d->ldk, d->ldk,
                 d->v + (size_t)t0 * d->ldv, d->ldv, d->g + (size_t)t0 * d->ldg, d->ldg, d->beta + (size_t)t0 * d->ldb,
-                d->ldb, state, y + (size_t)t0 * ldy, ldy, n, c->nv, c->nk, c->dk, c->dv, scale);
+                d->ldb, state, y + (size_t)t0 * ldy, ldy, n, c->nv, c->nk, c->dk, c->dv, scale, chunk);
+}
+static void run_delta(const sc_kernels *K, const Case *c, const Data *d, float scale, float *state, float *y,
+                      int ldy, int t0, int n) {
+  run_delta_chunk(K, c, d, scale, state, y, ldy, t0, n, 0);
 }
 
 static const Case cases[] = {
@@ -174,8 +182,18 @@ static const Case cases[] = {
     {7, 4, 2, 8, 16, -0.5f, -0.5f, 0.5f, 0.5f},      /* dv > dk, constant gates */
     {5, 3, 1, 5, 7, 0.0f, 0.0f, 1.0f, 1.0f},         /* no decay, full writes */
     {6, 2, 2, 6, 3, -8.0f, -4.0f, 0.0f, 0.0f},       /* strong decay, no writes */
-    {24, 8, 4, 64, 32, -1.5f, -0.05f, 0.0f, 1.0f},   /* wider heads, longer */
+    {24, 8, 4, 64, 32, -1.5f, -0.05f, 0.0f, 1.0f},   /* wider heads, longer: the chunkwise form */
+    /* the chunkwise form (16 tokens or more): chunks of 64, a partial last one */
+    {40, 4, 2, 32, 24, -1.0f, -0.01f, 0.0f, 1.0f},
+    {65, 3, 3, 8, 8, 0.0f, 0.0f, 1.0f, 1.0f},        /* no decay, full writes, one token past a chunk */
+    {100, 6, 3, 16, 16, -8.0f, -2.0f, 0.0f, 1.0f},   /* strong decay */
+    {33, 2, 2, 12, 20, -0.2f, -0.2f, 0.0f, 0.0f},    /* no writes */
+    {70, 2, 1, 128, 128, -0.3f, -0.01f, 0.0f, 1.0f}, /* Qwen3.5's head size */
 };
+#define CHUNKED_MIN_T 16 /* kernels_gdn.c's DELTA_CHUNK_MIN_T */
+static const int chunks[] = {64, 16, 37}; /* FLA's 64, and others the algebra must not care about */
+
+static double worst_chunked; /* chunkwise against token by token, reported */
 
 static void test_delta(const sc_kernels *K, sc_kernel_ctx *ctx) {
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
@@ -195,7 +213,7 @@ static void test_delta(const sc_kernels *K, sc_kernel_ctx *ctx) {
     const double ey = rel(got, ys, (size_t)c->T * vd), es = rel(s, ss, ns);
     CHECK_MSG(ey < 2e-5 && es < 2e-5, "delta rule T %d nv %d nk %d dk %d dv %d: rel err y %g state %g", c->T, c->nv,
               c->nk, c->dk, c->dv, ey, es);
-    /* in pieces: the state carries everything */
+    /* in pieces, token by token: the state carries everything, one call's bits */
     static const int pieces[] = {1, 2, 3, 5};
     for (size_t pi = 0; pi < sizeof pieces / sizeof *pieces; pi++) {
       float *s2 = malloc(ns * sizeof *s2), *y2 = rnd((size_t)c->T * ldy, 1);
@@ -207,6 +225,30 @@ static void test_delta(const sc_kernels *K, sc_kernel_ctx *ctx) {
       CHECK_MSG(!diff, "delta rule case %zu in pieces of %d: not the bits of one call", ci, pieces[pi]);
       free(s2), free(y2);
     }
+    /* the chunkwise form (calls of CHUNKED_MIN_T tokens or more): against
+     * the reference and token by token, in one call and in pieces of 20 */
+    for (size_t k = 0; k < sizeof chunks / sizeof *chunks; k++)
+      for (int piece = c->T; piece >= 20; piece = piece == 20 ? 0 : 20) {
+        float *s2 = malloc(ns * sizeof *s2), *y2 = rnd((size_t)c->T * ldy, 1);
+        double *ys2 = malloc((size_t)c->T * vd * sizeof *ys2), *ss2 = malloc(ns * sizeof *ss2);
+        memcpy(s2, d.s0, ns * sizeof *s2);
+        for (int t0 = 0; t0 < c->T; t0 += piece)
+          run_delta_chunk(K, c, &d, scale, s2, y2, ldy, t0, t0 + piece <= c->T ? piece : c->T - t0, chunks[k]);
+        CHECK_MSG(!ctx->failed, "%s", ctx->err);
+        for (int t = 0; t < c->T; t++)
+          for (size_t j = 0; j < vd; j++) ys2[(size_t)t * vd + j] = y2[(size_t)t * ldy + j];
+        for (size_t j = 0; j < ns; j++) ss2[j] = s2[j];
+        const double r1 = rel(got, ys2, (size_t)c->T * vd), r2 = rel(s, ss2, ns); /* token by token */
+        float *yc = malloc((size_t)c->T * vd * sizeof *yc);
+        for (int t = 0; t < c->T; t++) memcpy(yc + (size_t)t * vd, y2 + (size_t)t * ldy, vd * sizeof *yc);
+        const double e1 = rel(yc, ys, (size_t)c->T * vd), e2 = rel(s2, ss, ns); /* the double reference */
+        CHECK_MSG(r1 <= 1e-5 && r2 <= 1e-5 && e1 < 2e-5 && e2 < 2e-5,
+                  "delta rule case %zu (T %d) chunkwise by %d in pieces of %d: rel err against token by token y %g "
+                  "state %g, against the reference y %g state %g", ci, c->T, chunks[k], piece, r1, r2, e1, e2);
+        if (r1 > worst_chunked) worst_chunked = r1;
+        if (r2 > worst_chunked) worst_chunked = r2;
+        free(s2), free(y2), free(ys2), free(ss2), free(yc);
+      }
     free(s), free(y), free(got), free(ys), free(ss);
     free_data(&d);
   }
@@ -222,11 +264,11 @@ static void test_errors(const sc_kernels *K, sc_kernel_ctx *ctx) {
   CHECK(ctx->failed);
   CHECK_CONTAINS(ctx->err, "gated_rmsnorm: bad shape");
   sc_kernel_ctx_clear(ctx);
-  K->delta_rule(K->ctx, x, 4, x, 4, x, 4, x, 3, x, 3, st, y, 4, 1, 3, 2, 2, 2, 1.0f); /* nv 3, nk 2 */
+  K->delta_rule(K->ctx, x, 4, x, 4, x, 4, x, 3, x, 3, st, y, 4, 1, 3, 2, 2, 2, 1.0f, 0); /* nv 3, nk 2 */
   CHECK(ctx->failed);
   CHECK_CONTAINS(ctx->err, "delta_rule: bad shape");
   sc_kernel_ctx_clear(ctx);
-  K->delta_rule(K->ctx, x, 4, x, 4, x, 4, x, 2, x, 2, NULL, y, 4, 1, 2, 2, 2, 2, 1.0f);
+  K->delta_rule(K->ctx, x, 4, x, 4, x, 4, x, 2, x, 2, NULL, y, 4, 1, 2, 2, 2, 2, 1.0f, 0);
   CHECK(ctx->failed);
   CHECK_CONTAINS(ctx->err, "or no state");
   sc_kernel_ctx_clear(ctx);
@@ -250,9 +292,13 @@ static void test_threads(const sc_kernels *K1) {
   float *y1 = calloc((size_t)c.T * vd, sizeof *y1), *y3 = calloc((size_t)c.T * vd, sizeof *y3);
   memcpy(s1, d.s0, ns * sizeof *s1);
   memcpy(s3, d.s0, ns * sizeof *s3);
-  run_delta(K1, &c, &d, 0.125f, s1, y1, (int)vd, 0, c.T);
-  run_delta(&K, &c, &d, 0.125f, s3, y3, (int)vd, 0, c.T);
-  CHECK(same(s1, s3, ns) && same(y1, y3, (size_t)c.T * vd));
+  for (int chunk = 0; chunk <= 64; chunk += 64) {
+    memcpy(s1, d.s0, ns * sizeof *s1);
+    memcpy(s3, d.s0, ns * sizeof *s3);
+    run_delta_chunk(K1, &c, &d, 0.125f, s1, y1, (int)vd, 0, c.T, chunk);
+    run_delta_chunk(&K, &c, &d, 0.125f, s3, y3, (int)vd, 0, c.T, chunk);
+    CHECK_MSG(same(s1, s3, ns) && same(y1, y3, (size_t)c.T * vd), "delta rule chunk %d: 3 threads differ", chunk);
+  }
   CHECK(!c3.failed);
   free(s1), free(s3), free(y1), free(y3);
   free_data(&d);
@@ -274,6 +320,7 @@ int main(void) {
     CHECK(K.l2norm && K.l2norm == P.l2norm && K.gated_rmsnorm == P.gated_rmsnorm && K.delta_rule == P.delta_rule);
     test_norms(&K, &c);
     test_delta(&K, &c);
+    printf("  chunkwise delta rule against token by token: rel err <= %.2g\n", worst_chunked);
     CHECK_MSG(!c.failed, "%s: %s", n, c.err);
     test_errors(&K, &c);
     test_threads(&K);
