@@ -379,21 +379,12 @@ static int emit_node(Cg *cg, int i) {
   case OP_CONV1D: {
     const int xi = SRC(n, CONV1D, X), wi = SRC(n, CONV1D, W);
     const IrNode *w = node(cg, wi);
-    const long long C = (long long)node(cg, xi)->cols, kc = (long long)p->ksize * C;
     char bias[IR_NAME + 24] = "0";
     if (n->nsrc > S_CONV1D_B) snprintf(bias, sizeof bias, "(const float *)%s", ref(cg, SRC(n, CONV1D, B)));
-    OUT("  { /* causal conv k %d dilation %d: im2col rows [%d, %lld] at a time into the GEMM */\n", p->ksize,
-        p->dilation, p->block, kc);
-    OUT("    float *col = (float *)(X + %lld);\n", (long long)n->aux);
-    OUT("    const int R = %s;\n", rows(n));
-    OUT("    for (int r0 = 0; r0 < R;) {\n");
-    OUT("      const int nr = R - r0 < %d ? R - r0 : %d;\n", 2 * p->block, p->block);
-    OUT("      K->im2col(K->ctx, %s + (long)r0 * %lld, %lld, %s, col, %lld, nr, %lld, %d, %d);\n", ref(cg, xi),
-        ld(cg, xi), ld(cg, xi), ref(cg, SRC(n, CONV1D, STATE)), kc, C, p->ksize, p->dilation);
-    OUT("      K->linear(K->ctx, %s, %s, %s, col, %lld, %s + (long)r0 * %lld, %lld, nr, %lld, %lld, 0);\n",
-        wtype_name(w->dtype), cg->var[wi], bias, kc, v, (long long)n->ld, (long long)n->ld, (long long)w->rows,
-        (long long)w->cols);
-    OUT("      r0 += nr;\n    }\n  }\n");
+    OUT("  K->conv1d(K->ctx, %s, %s, %s, %s, %lld, %s, (float *)(X + %lld), %d, %s, %lld, %s, %lld, %d, %d, %lld);\n",
+        wtype_name(w->dtype), cg->var[wi], bias, ref(cg, xi), ld(cg, xi), ref(cg, SRC(n, CONV1D, STATE)),
+        (long long)n->aux, p->block, v, (long long)n->ld, rows(n), (long long)node(cg, xi)->cols, p->ksize,
+        p->dilation, (long long)w->rows);
     return SC_OK;
   }
   case OP_DWCONV: {

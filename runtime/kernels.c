@@ -600,8 +600,16 @@ static int blas_run(LinJob *j, void *ctx) {
  * reused from L2 across the token blocks a thread runs against it. */
 #define AMX_PANEL_BYTES (512 * 1024)
 
+/* A causal conv's source (sc_kernels.conv1d): the im2col rows r0.. of
+ * [state; x], packed without being made. */
+typedef struct AmxConv {
+  const float *x, *state;
+  int ldx, S, C, k, d, r0;
+} AmxConv;
+
 typedef struct AmxJob {
   const LinJob *j;
+  const AmxConv *conv;   /* NULL: the activations are j->x */
   uint16_t *xp;          /* the packed activations (sc_amx_pack) */
   const uint16_t *wlast; /* the last row block padded to 32 rows, or NULL */
   int nkb;               /* 32-column blocks */
@@ -615,7 +623,9 @@ static void amx_pack_chunk(void *arg, int c, int n) {
   const AmxJob *a = arg;
   const int blocks = 2 * a->ntb; /* of 16 tokens */
   const int b0 = (int)((long long)blocks * c / n), b1 = (int)((long long)blocks * (c + 1) / n);
-  sc_amx_pack(a->j->x, a->j->ldx, a->j->T, a->j->cols, b0, b1, a->xp);
+  const AmxConv *v = a->conv;
+  if (v) sc_amx_pack_conv(v->state, v->S, v->x, v->ldx, v->r0, a->j->T, v->C, v->k, v->d, b0, b1, a->xp);
+  else sc_amx_pack(a->j->x, a->j->ldx, a->j->T, a->j->cols, b0, b1, a->xp);
 }
 
 /* Items in panel-major order: item i is token block i % ntb of panel
@@ -648,8 +658,8 @@ static int amx_applies(const LinJob *j, void *ctx) {
          j->cols % 32 == 0 && j->ops != &sc_kern_portable && sc_amx_usable();
 }
 
-static void amx_run(LinJob *j, void *ctx) {
-  AmxJob a = {.j = j, .nkb = j->cols / 32, .ntb = (j->T + 31) / 32, .nrb = (j->rows + 31) / 32};
+static void amx_run(LinJob *j, void *ctx, const AmxConv *conv) {
+  AmxJob a = {.j = j, .conv = conv, .nkb = j->cols / 32, .ntb = (j->T + 31) / 32, .nrb = (j->rows + 31) / 32};
   const size_t rowblock_bytes = (size_t)32 * j->cols * sizeof(uint16_t);
   a.prb = (int)(AMX_PANEL_BYTES / rowblock_bytes);
   if (a.prb < 1) a.prb = 1;
@@ -685,7 +695,7 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
   }
   j->rb = sc_band_row_bytes(j->wtype, j->cols);
   if (amx_applies(j, ctx)) {
-    amx_run(j, ctx);
+    amx_run(j, ctx, NULL);
     return;
   }
 #if SC_HAVE_OPENBLAS
@@ -811,6 +821,39 @@ static void linear_impl(const sc_kern_ops *ops, void *ctx, int wtype,
               .acc = acc, .w = w, .bias = bias, .x = x, .ldx = ldx, .ldy = ldy,
               .y = y};
   linear_run("linear", &j, ctx);
+}
+
+/* The fused causal conv, piece rows at a time (the last piece up to
+ * 2*piece - 1): on AMX tiles the pieces are packed straight from [state;
+ * x] (the bits of packing the im2col rows); otherwise each piece's im2col
+ * rows go to col and through linear(). */
+static void conv1d_impl(const sc_kern_ops *ops, void *ctx, int wtype, const void *w, const float *bias,
+                        const float *x, int ldx, float *state, float *col, int piece, float *y, int ldy, int R,
+                        int C, int k, int d, int O) {
+  const int S = (k - 1) * d, kc = k * C;
+  if (sc_conv_bad(ctx, "conv1d", R, C, k, d, S, state)) return;
+  if (piece < 1 || O < 1) {
+    kern_error(ctx, "conv1d: the piece and the output channels must be >= 1", piece < 1 ? piece : O);
+    return;
+  }
+  LinJob j = {.ops = ops, .wtype = wtype, .rows = O, .cols = kc, .w = w, .bias = bias, .x = col, .ldx = kc,
+              .ldy = ldy};
+  const int amx = C % 32 == 0 && amx_applies(&j, ctx);
+  if (amx) j.rb = sc_band_row_bytes(wtype, kc);
+  for (int r0 = 0; r0 < R;) {
+    const int nr = R - r0 < 2 * piece ? R - r0 : piece;
+    j.T = nr;
+    j.y = y + (size_t)r0 * ldy;
+    if (amx) {
+      const AmxConv v = {.x = x, .state = state, .ldx = ldx, .S = S, .C = C, .k = k, .d = d, .r0 = r0};
+      amx_run(&j, ctx, &v);
+    } else {
+      sc_im2col(ctx, x + (size_t)r0 * ldx, ldx, state, col, kc, nr, C, k, d);
+      linear_impl(ops, ctx, wtype, w, bias, col, kc, j.y, ldy, nr, O, kc, 0);
+    }
+    r0 += nr;
+  }
+  if (amx) sc_conv_state_push(state, S, C, x, ldx, R);
 }
 
 static void swiglu_impl(const sc_kern_ops *ops, void *ctx, int wtype,
@@ -987,6 +1030,14 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
                            int E, int k, int inter, int H) {               \
     sc_moe_impl(OPS, ctx, wt_gu, wgu, wt_d, wd, x, ldx, route, ldr, sh,    \
                 lds, sg, ldg, y, ldy, tmp, T, E, k, inter, H);             \
+  }                                                                        \
+  static void conv1d_##SUFFIX(void *ctx, int wtype, const void *w,         \
+                              const float *bias, const float *x, int ldx,  \
+                              float *state, float *col, int piece,         \
+                              float *y, int ldy, int R, int C, int k,      \
+                              int d, int O) {                              \
+    conv1d_impl(OPS, ctx, wtype, w, bias, x, ldx, state, col, piece, y,    \
+                ldy, R, C, k, d, O);                                       \
   }
 
 DEFINE_ENTRIES(portable, &sc_kern_portable)
@@ -1018,6 +1069,7 @@ void sc_kernels_init_portable(sc_kernels *K, void *ctx) {
   K->linear_swiglu = swiglu_portable;
   K->attention = attention_portable;
   K->moe = moe_portable;
+  K->conv1d = conv1d_portable;
   sc_kernels_codec_fill(K, &sc_kern_portable);
   sc_kernels_gdn_fill(K);
   sc_kernels_moe_fill(K);
@@ -1070,10 +1122,12 @@ typedef struct IsaEntry {
   __typeof__(((sc_kernels *)0)->linear_swiglu) linear_swiglu;
   __typeof__(((sc_kernels *)0)->attention) attention;
   __typeof__(((sc_kernels *)0)->moe) moe;
+  __typeof__(((sc_kernels *)0)->conv1d) conv1d;
 } IsaEntry;
 
 #define ISA(NAME, SUFFIX, HAS, DEFAULT) \
-  {NAME, &sc_kern_##SUFFIX, HAS, DEFAULT, linear_##SUFFIX, swiglu_##SUFFIX, attention_##SUFFIX, moe_##SUFFIX}
+  {NAME, &sc_kern_##SUFFIX, HAS, DEFAULT, linear_##SUFFIX, swiglu_##SUFFIX, attention_##SUFFIX, moe_##SUFFIX, \
+   conv1d_##SUFFIX}
 
 /* In order of preference (SC_KERNEL_ISAS). */
 static const IsaEntry isas[] = {
@@ -1131,6 +1185,7 @@ static int init_isa(sc_kernels *K, void *ctx, const char *isa, const char *who) 
   K->linear_swiglu = e->linear_swiglu;
   K->attention = e->attention;
   K->moe = e->moe;
+  K->conv1d = e->conv1d;
   sc_kernels_codec_fill(K, e->ops);
   sc_kernels_gdn_fill(K);
   sc_kernels_moe_fill(K);

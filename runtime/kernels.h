@@ -54,6 +54,20 @@
  * down GEMM as another (sc_linear_batch): only the chosen experts' rows
  * are read, and each expert's rows once per call.
  *
+ * bf16 activations (kernels_amx.c): where the runtime allows it for a
+ * model (sc_kernel_ctx.bf16_act: codec decoders, whose gate is the
+ * waveform's SNR against f32) and the CPU grants the AMX tile state, a
+ * bf16 linear (not linear_swiglu) whose columns are whole 32-blocks runs
+ * on the tiles for any token count: activations rounded to bf16 (to
+ * nearest even), products exact, sums in f32 over pairs then 32-column
+ * blocks in order.  Every element is the same tile arithmetic whatever T,
+ * the rows around it or the thread count, so T = 1 and T > 1 agree bit
+ * for bit; against f32 activations they agree to bf16's rounding of x
+ * (~3 significant digits).  conv1d (the fused causal conv) packs its
+ * im2col rows straight from x and the state there: the bits of im2col
+ * then linear().  Elsewhere conv1d is im2col then linear(), a piece of
+ * rows at a time.
+ *
  * The codec kernels (kernels_codec.c: im2col, dwconv, overlap_add, snake,
  * layernorm; sc_abi.h states each) are ISA-neutral C loops over rows with
  * the channel loop innermost, except SnakeBeta's sine, which each ISA may
@@ -275,6 +289,13 @@ void *sc_kernel_scratch(void *ctx, size_t n, void **owned);
 /* Fill K's codec entries (im2col ... layernorm) with the portable drivers,
  * SnakeBeta over ops' snake_row (portable when NULL). */
 void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops);
+/* The codec kernels' pieces the fused conv (kernels.c) shares: IM2COL
+ * itself (sc_kernels.im2col), its argument checks (1 with the error
+ * recorded), and the state update: state = the last S rows of [state; x]. */
+void sc_im2col(void *ctx, const float *x, int ldx, float *state, float *y, int ldy, int R, int C, int k,
+               int d);
+int sc_conv_bad(void *ctx, const char *what, int R, int C, int k, int d, int S, const float *state);
+void sc_conv_state_push(float *state, int S, int C, const float *x, int ldx, int R);
 /* Fill K's Gated DeltaNet entries (l2norm, gated_rmsnorm, delta_rule;
  * kernels_gdn.c): ISA-neutral C loops, the same on every table. */
 void sc_kernels_gdn_fill(sc_kernels *K);

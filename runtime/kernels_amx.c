@@ -94,27 +94,49 @@ static inline __m256i to_bf16(__m512 v) {
 
 static inline void transpose16(__m512 v[16]);
 
+/* One packed block: token t's 32 columns at src[t] (NULL: zeros) as 16
+ * bf16 pairs; transposed, row i of the tile is pair i of the 16 tokens. */
+static inline void pack_block(const float *const src[16], uint16_t *out) {
+  __m512 v[16];
+  for (int t = 0; t < 16; t++) {
+    if (src[t]) {
+      const __m512i p = _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16(_mm512_loadu_ps(src[t]))),
+                                           to_bf16(_mm512_loadu_ps(src[t] + 16)), 1);
+      v[t] = _mm512_castsi512_ps(p);
+    } else {
+      v[t] = _mm512_setzero_ps();
+    }
+  }
+  transpose16(v);
+  float *dst = (float *)out;
+  for (int i = 0; i < 16; i++) _mm512_store_ps(dst + 16 * i, v[i]);
+}
+
 void sc_amx_pack(const float *x, int ldx, int T, int cols, int tb0, int tb1, uint16_t *xp) {
   const int nkb = cols / 32;
+  const float *src[16];
   for (int tb = tb0; tb < tb1; tb++)
     for (int kb = 0; kb < nkb; kb++) {
-      /* v[t]: token t's 32 columns as 16 bf16 pairs; transposed, v[i]:
-       * pair i of the 16 tokens, the tile's row i */
-      __m512 v[16];
       for (int t = 0; t < 16; t++) {
         const int tt = tb * 16 + t;
-        if (tt < T) {
-          const float *src = x + (size_t)tt * ldx + kb * 32;
-          const __m512i p = _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16(_mm512_loadu_ps(src))),
-                                               to_bf16(_mm512_loadu_ps(src + 16)), 1);
-          v[t] = _mm512_castsi512_ps(p);
-        } else {
-          v[t] = _mm512_setzero_ps();
-        }
+        src[t] = tt < T ? x + (size_t)tt * ldx + kb * 32 : NULL;
       }
-      transpose16(v);
-      float *dst = (float *)(xp + ((size_t)tb * nkb + kb) * 512);
-      for (int i = 0; i < 16; i++) _mm512_store_ps(dst + 16 * i, v[i]);
+      pack_block(src, xp + ((size_t)tb * nkb + kb) * 512);
+    }
+}
+
+void sc_amx_pack_conv(const float *state, int S, const float *x, int ldx, int r0, int T, int C, int k, int d,
+                      int tb0, int tb1, uint16_t *xp) {
+  const int nkb = k * C / 32;
+  const float *src[16];
+  for (int tb = tb0; tb < tb1; tb++)
+    for (int kb = 0; kb < nkb; kb++) {
+      const int j = kb * 32 / C, c0 = kb * 32 % C; /* tap, first channel */
+      for (int t = 0; t < 16; t++) {
+        const int tt = tb * 16 + t, row = r0 + tt + j * d; /* row of [state; x] */
+        src[t] = tt >= T ? NULL : (row < S ? state + (size_t)row * C : x + (size_t)(row - S) * ldx) + c0;
+      }
+      pack_block(src, xp + ((size_t)tb * nkb + kb) * 512);
     }
 }
 
@@ -195,6 +217,11 @@ void sc_amx_begin(void) {}
 void sc_amx_end(void) {}
 void sc_amx_pack(const float *x, int ldx, int T, int cols, int tb0, int tb1, uint16_t *xp) {
   (void)x, (void)ldx, (void)T, (void)cols, (void)tb0, (void)tb1, (void)xp;
+}
+void sc_amx_pack_conv(const float *state, int S, const float *x, int ldx, int r0, int T, int C, int k, int d,
+                      int tb0, int tb1, uint16_t *xp) {
+  (void)state, (void)S, (void)x, (void)ldx, (void)r0, (void)T, (void)C, (void)k, (void)d, (void)tb0, (void)tb1;
+  (void)xp;
 }
 void sc_amx_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb,
                  float *c) {

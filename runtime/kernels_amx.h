@@ -20,6 +20,11 @@ void sc_amx_end(void);
  * even) in the B-tile order: block (tb, kb) at xp + (tb * cols/32 + kb) *
  * 512, row i (of 16) = for t < 16 the pair x[16tb + t, 32kb + 2i + 0..1]. */
 void sc_amx_pack(const float *x, int ldx, int T, int cols, int tb0, int tb1, uint16_t *xp);
+/* The same for the im2col rows r0..r0+T of a causal conv (sc_kernels.
+ * conv1d) without making them: token t, column j*C + c is row r0 + t +
+ * j*d of [state (S rows); x (ld ldx)], channel c.  C a multiple of 32. */
+void sc_amx_pack_conv(const float *state, int S, const float *x, int ldx, int r0, int T, int C, int k, int d,
+                      int tb0, int tb1, uint16_t *xp);
 /* c[r * 32 + t] = sum_k w[r * ldw + k] * x[t, k] for 32 weight rows (bf16,
  * ld ldw elements) and the 32 tokens of the packed blocks b0 (tokens
  * 0..15) and b1 (16..31), k < 32 * nkb.  Needs sc_amx_begin. */

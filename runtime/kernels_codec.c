@@ -80,7 +80,7 @@ static inline const float *xx_row(const float *state, int S, int C, const float 
 }
 
 /* state = the last S rows of xx = [state; x] (R rows of x). */
-static void state_push(float *state, int S, int C, const float *x, int ldx, int R) {
+void sc_conv_state_push(float *state, int S, int C, const float *x, int ldx, int R) {
   if (!S) return;
   const size_t row = (size_t)C * sizeof(float);
   if (R < S) memmove(state, state + (size_t)R * C, (size_t)(S - R) * row);
@@ -89,7 +89,7 @@ static void state_push(float *state, int S, int C, const float *x, int ldx, int 
 }
 
 /* The common checks: sizes positive, the state there when it has rows. */
-static int bad_conv(void *ctx, const char *what, int R, int C, int k, int d, int S, const float *state) {
+int sc_conv_bad(void *ctx, const char *what, int R, int C, int k, int d, int S, const float *state) {
   char msg[96];
   if (R < 1 || C < 1) {
     snprintf(msg, sizeof msg, "%s: empty shape (rows or channels)", what);
@@ -128,13 +128,13 @@ static void im2col_chunk(void *arg, int c, int n) {
   }
 }
 
-static void k_im2col(void *ctx, const float *x, int ldx, float *state, float *y, int ldy, int R, int C,
-                     int k, int d) {
+void sc_im2col(void *ctx, const float *x, int ldx, float *state, float *y, int ldy, int R, int C, int k,
+               int d) {
   const int S = (k - 1) * d;
-  if (bad_conv(ctx, "im2col", R, C, k, d, S, state)) return;
+  if (sc_conv_bad(ctx, "im2col", R, C, k, d, S, state)) return;
   ConvJob j = {.x = x, .state = state, .y = y, .ldx = ldx, .ldy = ldy, .R = R, .C = C, .k = k, .d = d, .S = S};
   sc_pool_run(pool_of(ctx), im2col_chunk, &j, row_chunks(ctx, R, (long long)k * C));
-  state_push(state, S, C, x, ldx, R);
+  sc_conv_state_push(state, S, C, x, ldx, R);
 }
 
 /* ---- DWCONV ------------------------------------------------------------- */
@@ -160,7 +160,7 @@ static void dwconv_chunk(void *arg, int c, int n) {
 static void k_dwconv(void *ctx, const float *x, int ldx, const float *w, const float *b, float *state,
                      float *y, int ldy, int R, int C, int k, int d) {
   const int S = (k - 1) * d;
-  if (bad_conv(ctx, "dwconv", R, C, k, d, S, state)) return;
+  if (sc_conv_bad(ctx, "dwconv", R, C, k, d, S, state)) return;
   void *owned = NULL;
   float *wt = sc_kernel_scratch(ctx, (size_t)k * C * sizeof *wt, &owned);
   if (!wt) {
@@ -173,7 +173,7 @@ static void k_dwconv(void *ctx, const float *x, int ldx, const float *w, const f
                .k = k, .d = d, .S = S};
   sc_pool_run(pool_of(ctx), dwconv_chunk, &j, row_chunks(ctx, R, (long long)k * C));
   free(owned);
-  state_push(state, S, C, x, ldx, R);
+  sc_conv_state_push(state, S, C, x, ldx, R);
 }
 
 /* ---- OVERLAP_ADD -------------------------------------------------------- */
@@ -189,7 +189,7 @@ static void k_overlap_add(void *ctx, const float *z, int ldz, const float *b, fl
     return;
   }
   const int S = k - s;
-  if (bad_conv(ctx, "overlap_add", R, C, k, s, S, state)) return;
+  if (sc_conv_bad(ctx, "overlap_add", R, C, k, s, S, state)) return;
   const int taps = (k + s - 1) / s; /* most input rows one output sums */
   for (int i = 0; i < R; i++)
     for (int m = 0; m < s; m++) {
@@ -361,7 +361,7 @@ static void k_layernorm(void *ctx, const float *x, int ldx, const float *w, cons
 /* ---- the table ---------------------------------------------------------- */
 
 void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops) {
-  K->im2col = k_im2col;
+  K->im2col = sc_im2col;
   K->dwconv = k_dwconv;
   K->overlap_add = k_overlap_add;
   K->layernorm = k_layernorm;

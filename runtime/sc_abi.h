@@ -10,7 +10,7 @@
  * per row of a call (sc_io.row_pos, row_state), so that one call can
  * carry rows of several sessions; ids_cols and out_rows_mul per entry.
  * 7: the mixture-of-experts kernels (topk_route, moe), delta_rule's
- * chunk, the descriptor's notes.
+ * chunk, the descriptor's notes, the fused causal conv (conv1d).
  * The runtime refuses an artifact whose version differs and says both.
  */
 #ifndef SC_ABI_H
@@ -144,6 +144,16 @@ typedef struct sc_kernels {
   void (*moe)(void *ctx, int wt_gu, const void *wgu, int wt_d, const void *wd, const float *x, int ldx,
               const float *route, int ldr, const float *sh, int lds, const float *sg, int ldg, float *y, int ldy,
               void *tmp, int T, int E, int k, int inter, int H);
+  /* ---- the fused causal Conv1d of ops.def (CONV1D), CPU only. */
+  /* y[t*ldy + o] = b[o] + sum_{j<k, c<C} W[o, j*C + c] * xx[t + j*d, c]
+   * for t < R, o < O (b NULL: none), xx = the state's (k-1)*d rows then
+   * x's R rows, W O rows of k*C in band wtype, each row a linear() row
+   * of the im2col rows; then the state as im2col's.  col: scratch of
+   * min(R, 2*piece - 1) rows of k*C floats, where the kernel may
+   * materialise the im2col rows piece rows at a time.  y must not overlap
+   * x, the state or col. */
+  void (*conv1d)(void *ctx, int wtype, const void *w, const float *bias, const float *x, int ldx,
+                 float *state, float *col, int piece, float *y, int ldy, int R, int C, int k, int d, int O);
 } sc_kernels;
 
 /* moe's temporaries: the gathered inputs [T*k, H], the experts' SwiGLU

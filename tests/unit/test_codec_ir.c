@@ -402,9 +402,12 @@ static void run_compiled(const char *cc, int fused) {
   CgInfo info = {.weight_file = "m.weights", .band = "f32", .cpu_features = "", .target = cpu,
                  .weight_bytes = wbytes};
   CHECK_MSG(cg_emit_c(&m, &info, &src, &err) == SC_OK, "%s", err.msg);
-  if (fused)
-    CHECK(src.s && strstr(src.s, "/* causal conv k 3 dilation 2: im2col rows [2, 18] at a time into the GEMM */") &&
-          strstr(src.s, "const int nr = R - r0 < 4 ? R - r0 : 2;"));
+  if (fused) {
+    const char *call = src.s ? strstr(src.s, "K->conv1d(") : NULL;
+    CHECK(call && !strncmp(call, "K->conv1d(K->ctx, SC_W_F32, W_conv_w, (const float *)W_conv_b, snake, 6, "
+                                 "S_conv_ctx, (float *)(X + ", 99) &&
+          strstr(call, "), 2, conv, 8, T, 6, 3, 2, 8);"));
+  }
   else
     CHECK(src.s && strstr(src.s, "K->im2col(K->ctx, snake, 6, S_conv_ctx, conv_im2col, 18, T, 6, 3, 2);"));
   CHECK(src.s && strstr(src.s, "K->overlap_add(K->ctx, up_taps, 20, ((const float *)W_up_b), S_up_carry, up, 4, T, 4, 5, 2); /* (T * 2) rows out */"));

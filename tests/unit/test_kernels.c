@@ -18,6 +18,10 @@
  *     accumulate, strides, the same bits for 1 and 2 threads and for a
  *     token alone as within a call; where AMX does not run, the flag
  *     changes nothing (the same bits as without);
+ *   - conv1d (the fused causal conv): the bits of IM2COL then linear() in
+ *     the same pieces, f32 and bf16 weights, bf16 activations allowed
+ *     (AMX packs the conv's rows straight from x and the state), a stream
+ *     in two calls, the state it leaves;
  *   - the default choice and the SPEECHC_ISA override, with its errors.
  * SPEECHC_TEST_ISAS=a,b makes it fail unless ISAs a and b run here (the
  * emulated runs of scripts/neon.sh, so that they cannot test less).
@@ -647,6 +651,66 @@ static void test_bf16_act(const sc_kernels *K0) {
   sc_kernel_ctx_free(&c0);
 }
 
+/* sc_kernels.conv1d against IM2COL + linear() in the same pieces. */
+static void test_conv1d(const sc_kernels *K0) {
+  enum { C = 64, KS = 3, D = 2, O = 40, R1 = 37, R2 = 50, S = (KS - 1) * D, KC = KS * C, LDXC = C + 3 };
+  static float wf[O * KC], x[(R1 + R2) * LDXC], bias[O], col[(R1 + R2) * KC], ya[(R1 + R2) * O],
+      yb[(R1 + R2) * O], sa[S * C], sb[S * C];
+  static uint16_t wb[O * KC];
+  for (int i = 0; i < O * KC; i++) wb[i] = to_bf16(frand()), wf[i] = (float)bf16_val(wb[i]);
+  fill(x, (R1 + R2) * LDXC);
+  fill(bias, O);
+  for (int band = 0; band < 2; band++)
+    for (int piece = 8; piece <= 32; piece += 24) {
+      const int wt = band ? SC_W_BF16 : SC_W_F32;
+      const void *w = band ? (const void *)wb : (const void *)wf;
+      sc_kernel_ctx c = {.bf16_act = 1};
+      sc_kernels K;
+      CHECK(sc_kernels_init_isa(&K, &c, sc_kernels_isa(K0)) == 0);
+      memset(sa, 0, sizeof sa);
+      memset(sb, 0, sizeof sb);
+      const int part[2][2] = {{0, R1}, {R1, R2}};
+      for (int q = 0; q < 2; q++) {
+        const int at = part[q][0], R = part[q][1];
+        K.conv1d(K.ctx, wt, w, bias, x + at * LDXC, LDXC, sa, col, piece, ya + at * O, O, R, C, KS, D, O);
+        for (int r0 = 0; r0 < R;) {
+          const int nr = R - r0 < 2 * piece ? R - r0 : piece;
+          K.im2col(K.ctx, x + (at + r0) * LDXC, LDXC, sb, col, KC, nr, C, KS, D);
+          K.linear(K.ctx, wt, w, bias, col, KC, yb + (at + r0) * O, O, nr, O, KC, 0);
+          r0 += nr;
+        }
+      }
+      CHECK_MSG(!memcmp(ya, yb, sizeof ya), "conv1d band %d piece %d: not the bits of im2col + linear", band, piece);
+      CHECK_MSG(!memcmp(sa, sb, sizeof sa), "conv1d band %d piece %d: state", band, piece);
+      CHECK(!c.failed);
+      /* and near the double reference of the conv (bf16 activations on AMX) */
+      double worst = 0;
+      for (int t = 0; t < R1 + R2; t++)
+        for (int o = 0; o < O; o++) {
+          double ref = bias[o], mag = fabs(bias[o]);
+          for (int j = 0; j < KS; j++) {
+            const int src = t + j * D - S; /* row of x; before 0: the zero state */
+            if (src < 0) continue;
+            for (int ch = 0; ch < C; ch++) {
+              const double p = (double)wf[o * KC + j * C + ch] * x[src * LDXC + ch];
+              ref += p;
+              mag += fabs(p);
+            }
+          }
+          const double e = fabs(ya[t * O + o] - ref) / mag;
+          if (e > worst) worst = e;
+        }
+      CHECK_MSG(worst < 1e-2, "conv1d band %d piece %d: %g off the reference", band, piece, worst);
+      sc_kernel_ctx_free(&c);
+    }
+  sc_kernel_ctx c = {0};
+  sc_kernels K;
+  CHECK(sc_kernels_init_isa(&K, &c, sc_kernels_isa(K0)) == 0);
+  K.conv1d(K.ctx, SC_W_F32, wf, bias, x, LDXC, sa, col, 0, ya, O, 4, C, KS, D, O);
+  CHECK(c.failed && strstr(c.err, "conv1d: the piece"));
+  sc_kernel_ctx_free(&c);
+}
+
 static void test_table(const sc_kernels *K, void *ctx) {
   CHECK(K->abi_version == SC_ABI_VERSION);
   CHECK(K->ctx == ctx);
@@ -721,6 +785,7 @@ int main(void) {
   }
 
   test_bf16_act(&best);
+  test_conv1d(&best);
   test_table(&port, &cport);
   test_linear(&port, &cport);
   test_swiglu(&port, &cport);
