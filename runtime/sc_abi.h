@@ -16,7 +16,7 @@
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 7
+#define SC_ABI_VERSION 8
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -144,6 +144,14 @@ typedef struct sc_kernels {
   void (*moe)(void *ctx, int wt_gu, const void *wgu, int wt_d, const void *wd, const float *x, int ldx,
               const float *route, int ldr, const float *sh, int lds, const float *sg, int ldg, float *y, int ldy,
               void *tmp, int T, int E, int k, int inter, int H);
+  /* IM2COL_STRIDED (a StreamingConv1d of stride s): y[t, j*C + c] =
+   * xx[t*s + j*d, c] for t < R/s (R a multiple of s), xx = the P = (k-1)*d
+   * + 1 - s state rows (P >= 0) then x; then state = the last P rows of xx.
+   * replicate: the state has one more row whose first value is 0 in a fresh
+   * session: then the P rows are first set to x's row 0 and it becomes 1.
+   * y [R/s, k*C] must not overlap x or state. */
+  void (*im2col_strided)(void *ctx, const float *x, int ldx, float *state, float *y, int ldy, int R, int C,
+                         int k, int d, int s, int replicate);
 } sc_kernels;
 
 /* moe's temporaries: the gathered inputs [T*k, H], the experts' SwiGLU
