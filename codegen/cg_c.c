@@ -376,6 +376,14 @@ static int emit_node(Cg *cg, int i) {
         p->dilation);
     return SC_OK;
   }
+  case OP_IM2COL_STRIDED: {
+    const int xi = SRC(n, IM2COL_STRIDED, X);
+    OUT("  K->im2col_strided(K->ctx, %s, %lld, %s, %s, %lld, %s, %lld, %d, %d, %d, %d);\n", ref(cg, xi),
+        ld(cg, xi), n->nsrc > S_IM2COL_STRIDED_STATE ? ref(cg, SRC(n, IM2COL_STRIDED, STATE)) : "NULL", v,
+        (long long)n->ld, rows(node(cg, xi)), (long long)node(cg, xi)->cols, p->ksize, p->dilation, p->stride,
+        p->replicate);
+    return SC_OK;
+  }
   case OP_CONV1D: {
     const int xi = SRC(n, CONV1D, X), wi = SRC(n, CONV1D, W);
     const IrNode *w = node(cg, wi);

@@ -383,6 +383,22 @@ int ir_im2col(Graph *g, int x, int state, int ksize, int dilation, const char *n
   return n;
 }
 
+int ir_im2col_strided(Graph *g, int x, int state, int ksize, int dilation, int stride, int replicate,
+                      const char *name) {
+  const int64_t P = (int64_t)(ksize - 1) * dilation + 1 - stride;
+  IR_ASSERT(ksize >= 1 && dilation >= 1 && stride >= 1 && P >= 0);
+  const int has_state = P > 0 || replicate;
+  IR_ASSERT(has_state ? is_conv_state(g, state, P + (replicate ? 1 : 0), N(x)->cols) : state < 0);
+  int s[2] = {x, state};
+  int n = ir_node(g, OP_IM2COL_STRIDED, DT_F32, ir_rows_scale(N(x)->rows, 1, stride), ksize * N(x)->cols, s,
+                  has_state ? 2 : 1, name);
+  N(n)->p.ksize = ksize;
+  N(n)->p.dilation = dilation;
+  N(n)->p.stride = stride;
+  N(n)->p.replicate = replicate;
+  return n;
+}
+
 int ir_dwconv(Graph *g, int x, int w, int b, int state, int ksize, int dilation, const char *name) {
   const int64_t C = N(x)->cols;
   IR_ASSERT(ksize >= 2 && dilation >= 1);
@@ -715,6 +731,24 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       }
       break;
     }
+    case OP_IM2COL_STRIDED: {
+      const IrNode *x = S(IM2COL_STRIDED, X);
+      const int k = n->p.ksize, d = n->p.dilation, s = n->p.stride;
+      const int64_t P = (int64_t)(k - 1) * d + 1 - s;
+      if (k < 1 || d < 1 || s < 1 || P < 0)
+        VFAIL("kernel size %d, dilation %d, stride %d (need (k-1)*d + 1 >= s >= 1)", k, d, s);
+      const int want = P > 0 || n->p.replicate ? 2 : 1;
+      if (n->nsrc != want) VFAIL("has %d inputs, expected %d (x[, state])", n->nsrc, want);
+      if (want == 2) {
+        const IrNode *st = S(IM2COL_STRIDED, STATE);
+        const int64_t rows = P + (n->p.replicate ? 1 : 0);
+        if (st->op != OP_STATE || st->rows != rows || st->cols != x->cols)
+          VFAIL("state %s: expected a state [%lld, %lld]", st->name, (long long)rows, (long long)x->cols);
+      }
+      if (!rows_match(n->rows, ir_rows_scale(x->rows, 1, s)) || n->cols != (int64_t)k * x->cols)
+        VFAIL("output shape");
+      break;
+    }
     case OP_CONV1D: {
       if (n->nsrc != S_CONV1D_B && n->nsrc != S_CONV1D_B + 1)
         VFAIL("has %d inputs, expected %d or %d (x, W, state[, bias])", n->nsrc, S_CONV1D_B, S_CONV1D_B + 1);
@@ -912,6 +946,9 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
     case OP_ELU: fprintf(out, " alpha=%g", p->alpha); break;
     case OP_SLICE: fprintf(out, " off=%d", p->off); break;
     case OP_IM2COL: case OP_DWCONV: fprintf(out, " k=%d dilation=%d", p->ksize, p->dilation); break;
+    case OP_IM2COL_STRIDED:
+      fprintf(out, " k=%d dilation=%d stride=%d%s", p->ksize, p->dilation, p->stride, p->replicate ? " replicate" : "");
+      break;
     case OP_CONV1D: fprintf(out, " k=%d dilation=%d block=%d", p->ksize, p->dilation, p->block); break;
     case OP_OVERLAP_ADD: fprintf(out, " k=%d stride=%d", p->ksize, p->stride); break;
     case OP_LAYERNORM: fprintf(out, " eps=%g", p->eps); break;

@@ -81,6 +81,7 @@ typedef struct IrParams {
   int block;            /* CONV1D: rows per piece; DELTA_RULE: chunk (0: token by token) */
   float lo, hi;         /* CLAMP: bounds */
   float alpha;          /* ELU: the slope of the negative side */
+  int replicate;        /* IM2COL_STRIDED: pad_mode replicate (the state has a flag row) */
   int align;            /* ATTENTION: positions arrive in groups of align (ops.def); 0, 1: one by one */
   int experts, top_k;   /* TOPK_ROUTE, MOE_COMBINE: E, k */
   int renorm;           /* TOPK_ROUTE: the k weights divided by their sum */
@@ -270,6 +271,11 @@ int ir_output(Graph *g, int x, int slot);
  * [Cin, Cout, k] is ir_overlap_add(g, ir_linear(g, x, W'', -1), b, state,
  * k, s) with W'' the WGEN_CONVT weight [k*Cout, Cin]. */
 int ir_im2col(Graph *g, int x, int state, int ksize, int dilation, const char *name);
+/* A StreamingConv1d of stride s (ops.def IM2COL_STRIDED): state is an f32
+ * STATE of (k-1)*d + 1 - s rows (+1 with replicate), or -1 when that is 0
+ * without replicate.  Output rows: x's / s. */
+int ir_im2col_strided(Graph *g, int x, int state, int ksize, int dilation, int stride, int replicate,
+                      const char *name);
 /* DWCONV: b = -1 for a conv without bias (GDN's). */
 int ir_dwconv(Graph *g, int x, int w, int b, int state, int ksize, int dilation, const char *name);
 /* y [s * rows(z), z cols / k] (rows T-relative when z's are). */

@@ -137,6 +137,48 @@ void sc_im2col(void *ctx, const float *x, int ldx, float *state, float *y, int l
   sc_conv_state_push(state, S, C, x, ldx, R);
 }
 
+/* ---- IM2COL_STRIDED ------------------------------------------------------ */
+
+typedef struct StridedJob {
+  const float *x, *state;
+  float *y;
+  int ldx, ldy, Ro, C, k, d, s, P;
+} StridedJob;
+
+static void im2col_strided_chunk(void *arg, int c, int n) {
+  const StridedJob *j = arg;
+  const int t0 = (int)((long long)j->Ro * c / n), t1 = (int)((long long)j->Ro * (c + 1) / n);
+  const size_t row = (size_t)j->C * sizeof(float);
+  for (int t = t0; t < t1; t++) {
+    float *yt = j->y + (size_t)t * j->ldy;
+    for (int q = 0; q < j->k; q++)
+      memcpy(yt + (size_t)q * j->C, xx_row(j->state, j->P, j->C, j->x, j->ldx, t * j->s + q * j->d), row);
+  }
+}
+
+/* P = (k-1)*d + 1 - s state rows; with replicate one more, whose first
+ * value says whether the session has seen input (the package's
+ * `first`). */
+static void k_im2col_strided(void *ctx, const float *x, int ldx, float *state, float *y, int ldy, int R, int C,
+                             int k, int d, int s, int replicate) {
+  const int P = (k - 1) * d + 1 - s;
+  char msg[96];
+  if (s < 1 || P < 0 || R % s) {
+    snprintf(msg, sizeof msg, "im2col_strided: stride %d with kernel %d dilation %d, rows not a multiple", s, k, d);
+    sc_kernel_error(ctx, msg, R);
+    return;
+  }
+  if (sc_conv_bad(ctx, "im2col_strided", R, C, k, d, P, state)) return;
+  if (replicate && P > 0 && state[(size_t)P * C] == 0.0f) { /* a fresh session: pad with x's first row */
+    for (int q = 0; q < P; q++) memcpy(state + (size_t)q * C, x, (size_t)C * sizeof(float));
+    state[(size_t)P * C] = 1.0f;
+  }
+  StridedJob j = {.x = x, .state = state, .y = y, .ldx = ldx, .ldy = ldy, .Ro = R / s, .C = C, .k = k, .d = d,
+                  .s = s, .P = P};
+  sc_pool_run(pool_of(ctx), im2col_strided_chunk, &j, row_chunks(ctx, R / s, (long long)k * C));
+  sc_conv_state_push(state, P, C, x, ldx, R);
+}
+
 /* ---- DWCONV ------------------------------------------------------------- */
 
 /* Each output row: b, then the k taps in order j = 0..k-1, the channel
@@ -362,6 +404,7 @@ static void k_layernorm(void *ctx, const float *x, int ldx, const float *w, cons
 
 void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops) {
   K->im2col = sc_im2col;
+  K->im2col_strided = k_im2col_strided;
   K->dwconv = k_dwconv;
   K->overlap_add = k_overlap_add;
   K->layernorm = k_layernorm;

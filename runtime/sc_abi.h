@@ -10,7 +10,8 @@
  * per row of a call (sc_io.row_pos, row_state), so that one call can
  * carry rows of several sessions; ids_cols and out_rows_mul per entry.
  * 7: the mixture-of-experts kernels (topk_route, moe), delta_rule's
- * chunk, the descriptor's notes, the fused causal conv (conv1d).
+ * chunk, the descriptor's notes, the fused causal conv (conv1d), the
+ * strided im2col (im2col_strided).
  * The runtime refuses an artifact whose version differs and says both.
  */
 #ifndef SC_ABI_H
@@ -154,6 +155,14 @@ typedef struct sc_kernels {
    * x, the state or col. */
   void (*conv1d)(void *ctx, int wtype, const void *w, const float *bias, const float *x, int ldx,
                  float *state, float *col, int piece, float *y, int ldy, int R, int C, int k, int d, int O);
+  /* IM2COL_STRIDED (a StreamingConv1d of stride s): y[t, j*C + c] =
+   * xx[t*s + j*d, c] for t < R/s (R a multiple of s), xx = the P = (k-1)*d
+   * + 1 - s state rows (P >= 0) then x; then state = the last P rows of xx.
+   * replicate: the state has one more row whose first value is 0 in a fresh
+   * session: then the P rows are first set to x's row 0 and it becomes 1.
+   * y [R/s, k*C] must not overlap x or state. */
+  void (*im2col_strided)(void *ctx, const float *x, int ldx, float *state, float *y, int ldy, int R, int C,
+                         int k, int d, int s, int replicate);
 } sc_kernels;
 
 /* moe's temporaries: the gathered inputs [T*k, H], the experts' SwiGLU

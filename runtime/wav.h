@@ -88,4 +88,31 @@ uint64_t sc_wav_frames(const sc_wav *w);
  * if there was one, else that of the patch or close.  w may be NULL. */
 int sc_wav_close(sc_wav *w, sc_error *err);
 
+/* ---- reading (wav_read.c) ---------------------------------------------------
+ * A whole RIFF/WAVE file of 16-bit PCM or float32 samples (also as
+ * WAVE_FORMAT_EXTENSIBLE) to interleaved floats: s16 as s / 32768.
+ * The file's rate and channel count are reported; sc_wav_expect refuses
+ * other ones by name (speechc neither resamples nor mixes down).  A
+ * truncated or malformed file is SC_EINPUT with a message starting with
+ * the name; out is zeroed on failure. */
+#define SC_WAV_MAX_CHANNELS 16
+#define SC_WAV_MAX_RATE 1000000
+#define SC_WAV_MAX_BYTES (1ULL << 32)
+
+typedef struct sc_wav_audio {
+  float *pcm;           /* [frames, channels] interleaved, malloc'd */
+  size_t frames;
+  int channels, sample_rate;
+  sc_wav_format format; /* the file's encoding */
+} sc_wav_audio;
+
+/* Parse len bytes of a WAV file held in memory; name is for messages. */
+int sc_wav_parse(const void *buf, size_t len, const char *name, sc_wav_audio *out, sc_error *err);
+/* Read and parse path (a regular file of at most 4 GiB). */
+int sc_wav_read(const char *path, sc_wav_audio *out, sc_error *err);
+/* SC_EINPUT naming the file unless a has this rate and channel count and
+ * at least one frame. */
+int sc_wav_expect(const sc_wav_audio *a, const char *name, int rate, int channels, sc_error *err);
+void sc_wav_audio_free(sc_wav_audio *a);
+
 #endif

@@ -2,7 +2,7 @@
 # Run one libFuzzer target for SECONDS seconds.
 #
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   TARGET: safetensors | checkpoint | artifact | tokenizer | codes   (tests/fuzz/fuzz_TARGET.c)
+#   TARGET: safetensors | checkpoint | artifact | tokenizer | codes | wav   (tests/fuzz/fuzz_TARGET.c)
 #
 # Builds build-fuzz/ (clang, -DSPEECHC_FUZZ=ON: libFuzzer + ASan + UBSan)
 # when needed, writes the seed corpus made from tests/data into
@@ -15,11 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: $0 safetensors|checkpoint|artifact|tokenizer|codes SECONDS [libFuzzer flags...]" >&2; exit 1; }
+usage() { echo "usage: $0 safetensors|checkpoint|artifact|tokenizer|codes|wav SECONDS [libFuzzer flags...]" >&2; exit 1; }
 [ $# -ge 2 ] || usage
 t=$1 secs=$2
 shift 2
-case $t in safetensors|checkpoint|artifact|tokenizer|codes) ;; *) usage ;; esac
+case $t in safetensors|checkpoint|artifact|tokenizer|codes|wav) ;; *) usage ;; esac
 case $secs in ''|*[!0-9]*) usage ;; esac
 
 B=build-fuzz
@@ -117,6 +117,11 @@ codes)
   { printf '\x00{"frames": 12, "codebooks": 16, "codes": ['
     od -An -v -td4 -w64 $C | sed 's/^ *//; s/  */, /g; s/^/[/; s/$/]/' | paste -sd, -
     printf ']}'; } >"$SEEDS/json_tiny"
+  ;;
+wav)
+  # the WAV fixtures Python wrote (s16, stereo, f32, empty); tests/fuzz/regress/wav
+  # has malformed ones
+  for f in tests/data/wav/*.wav; do cp "$f" "$SEEDS/"; done
   ;;
 esac
 

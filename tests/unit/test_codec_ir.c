@@ -483,10 +483,47 @@ static void run_compiled(const char *cc, int fused) {
   ir_module_free(&m);
 }
 
+/* IM2COL_STRIDED: the builder's shapes (rows T/s), the printer, the
+ * verifier's refusals (state rows with and without the replicate flag row,
+ * a kernel shorter than the stride), and the CUDA target refusing it. */
+static void test_strided(void) {
+  Module m;
+  ir_module_init(&m);
+  m.max_context = 64;
+  Graph *g = ir_graph_new(&m, "enc", SC_IN_EMBEDS, 8);
+  const int x = ir_input_embeds(g, 3);
+  const int st = ir_state(&m, g, ir_state_add(&m, "down.ctx", 2 + 1, 3)); /* k 4, s 2: P 2, + the flag row */
+  const int y = ir_im2col_strided(g, x, st, 4, 1, 2, 1, "down");
+  ir_output(g, y, OUT_LOGITS);
+  sc_error err = {0};
+  CHECK_MSG(ir_verify(&m, g, &err) == SC_OK, "%s", err.msg);
+  CHECK(g->nodes[y].rows == IR_T_SCALED(1, 2) && g->nodes[y].cols == 12 && ir_graph_t_align(g) == 2);
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ir_print(&m, g, f);
+  fclose(f);
+  CHECK_CONTAINS(text, "k=4 dilation=1 stride=2 replicate  ; down");
+  free(text);
+  IrNode keep = g->nodes[y];
+  g->nodes[y].p.replicate = 0; /* then the state has one row too many */
+  CHECK(ir_verify(&m, g, &err) != SC_OK);
+  CHECK_CONTAINS(err.msg, "state down.ctx: expected a state [2, 3]");
+  g->nodes[y] = keep;
+  g->nodes[y].p.ksize = 1; /* (k-1)*d + 1 < s */
+  CHECK(ir_verify(&m, g, &err) != SC_OK);
+  CHECK_CONTAINS(err.msg, "need (k-1)*d + 1 >= s >= 1");
+  g->nodes[y] = keep;
+  CHECK(ir_check_target(&m, IR_TARGET_CUDA, &err) != SC_OK);
+  CHECK_CONTAINS(err.msg, "IM2COL_STRIDED");
+  ir_module_free(&m);
+}
+
 int main(void) {
   snprintf(root, sizeof root, "/tmp/sc_codec_ir.XXXXXX");
   if (!mkdtemp(root)) return 1;
   test_builders_and_verifier();
+  test_strided();
   test_derived_weights();
   test_mul_broadcast();
   for (int fused = 0; fused < 2; fused++) {

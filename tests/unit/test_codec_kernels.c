@@ -101,6 +101,82 @@ static int pat_len(int p) {
   return n;
 }
 
+/* ---- IM2COL_STRIDED ------------------------------------------------------ */
+
+/* torch.nn.Conv1d(stride s, dilation d) over the package's StreamingConv1d
+ * padding, in double: P = (k-1)*d + 1 - s rows before x, zeros or (pad_mode
+ * replicate) copies of x's first row; y [R/s, cout]. */
+static void ref_strided(const float *x, const float *W, const float *b, int R, int cin, int cout, int k, int d,
+                        int s, int replicate, double *y) {
+  const int P = (k - 1) * d + 1 - s;
+  for (int t = 0; t < R / s; t++)
+    for (int o = 0; o < cout; o++) {
+      double acc = b[o];
+      for (int c = 0; c < cin; c++)
+        for (int j = 0; j < k; j++) {
+          const int q = t * s + j * d - P; /* index into x; < 0: padding */
+          const double v = q >= 0 ? x[(size_t)q * cin + c] : replicate ? x[c] : 0.0;
+          acc += (double)W[((size_t)o * cin + c) * k + j] * v;
+        }
+      y[(size_t)t * cout + o] = acc;
+    }
+}
+
+/* The op's rows times the conv's im2col weight (in double) against the
+ * reference, with the input fed whole and in pieces of s, 3s and the rest
+ * (a session's streaming calls): the same rows bit for bit, the same conv. */
+static void test_im2col_strided(const sc_kernels *K, sc_kernel_ctx *ctx) {
+  static const int shapes[][7] = {/* R, C, k, d, s, replicate, cout */
+                                  {16, 3, 8, 1, 4, 0, 5}, {24, 4, 4, 1, 2, 1, 3}, {30, 2, 10, 1, 5, 0, 4},
+                                  {12, 5, 3, 2, 3, 1, 2}, {8, 3, 2, 1, 2, 0, 3}, {6, 2, 7, 1, 1, 1, 2},
+                                  {9, 2, 3, 1, 3, 1, 2}};
+  for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+    const int R = shapes[si][0], C = shapes[si][1], k = shapes[si][2], d = shapes[si][3], s = shapes[si][4];
+    const int rep = shapes[si][5], cout = shapes[si][6], P = (k - 1) * d + 1 - s, Ro = R / s, kc = k * C;
+    const int st_rows = P + (rep ? 1 : 0);
+    float *x = rnd((size_t)R * C, 1), *W = rnd((size_t)cout * C * k, 1), *b = rnd((size_t)cout, 1);
+    float *Wp = zeros((size_t)cout * kc), *y1 = zeros((size_t)Ro * kc), *y2 = zeros((size_t)Ro * kc);
+    float *st1 = zeros((size_t)st_rows * C), *st2 = zeros((size_t)st_rows * C);
+    double *want = calloc((size_t)Ro * cout, sizeof *want);
+    sc_conv_weight_im2col(W, cout, C, k, Wp);
+    ref_strided(x, W, b, R, C, cout, k, d, s, rep, want);
+    K->im2col_strided(K->ctx, x, C, st_rows ? st1 : NULL, y1, kc, R, C, k, d, s, rep);
+    const int piece[] = {s, 3 * s};
+    for (int at = 0, i = 0; at < R; i++) {
+      int n = i < 2 ? piece[i] : R - at;
+      if (n > R - at) n = R - at;
+      K->im2col_strided(K->ctx, x + (size_t)at * C, C, st_rows ? st2 : NULL, y2 + (size_t)(at / s) * kc, kc, n,
+                        C, k, d, s, rep);
+      at += n;
+    }
+    CHECK_MSG(!ctx->failed, "%s", ctx->err);
+    CHECK_MSG(same(y1, y2, (size_t)Ro * kc) && same(st1, st2, (size_t)st_rows * C),
+              "%s im2col_strided case %zu: pieces differ from one call", sc_kernels_isa(K), si);
+    double worst = 0;
+    for (int t = 0; t < Ro; t++)
+      for (int o = 0; o < cout; o++) {
+        double acc = b[o];
+        for (int q = 0; q < kc; q++) acc += (double)Wp[(size_t)o * kc + q] * y1[(size_t)t * kc + q];
+        const double e = fabs(acc - want[(size_t)t * cout + o]);
+        if (e > worst) worst = e;
+      }
+    CHECK_MSG(worst < 1e-12, "%s im2col_strided case %zu: conv off by %g", sc_kernels_isa(K), si, worst);
+    for (int q = 0; q < P; q++) /* the state: the last P input rows */
+      CHECK(same(st1 + (size_t)q * C, x + (size_t)(R - P + q) * C, (size_t)C));
+    free(x), free(W), free(b), free(Wp), free(y1), free(y2), free(st1), free(st2), free(want);
+  }
+  /* refusals: rows not a multiple of the stride; a kernel shorter than it */
+  float x[16] = {0}, y[64], st[16] = {0};
+  ctx->failed = 0;
+  K->im2col_strided(K->ctx, x, 2, st, y, 8, 3, 2, 4, 1, 2, 0);
+  CHECK(ctx->failed);
+  CHECK_CONTAINS(ctx->err, "im2col_strided: stride 2 with kernel 4");
+  ctx->failed = 0;
+  K->im2col_strided(K->ctx, x, 2, st, y, 8, 4, 2, 1, 1, 2, 0);
+  CHECK(ctx->failed);
+  ctx->failed = 0;
+}
+
 /* ---- IM2COL ------------------------------------------------------------ */
 
 /* The op alone: every element against xx, the state afterwards, R below,
@@ -489,6 +565,7 @@ static void test_layouts(void) {
 
 static void run_all(const sc_kernels *K, sc_kernel_ctx *ctx) {
   test_im2col(K, ctx);
+  test_im2col_strided(K, ctx);
   test_conv(K, ctx);
   test_dwconv(K, ctx);
   test_convt(K, ctx);

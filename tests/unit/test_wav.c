@@ -275,6 +275,90 @@ static void test_errors(void) {
   CHECK(sc_wav_close(NULL, &err) == 0);
 }
 
+/* ---- the reader (wav_read.c) ---------------------------------------------
+ * The fixtures Python wrote, read back: s16 data as s / 32768 of the bytes,
+ * f32 bit for bit as signal.f32; then every refusal names the file. */
+static void read_case(const char *fixture, int rate, int channels, sc_wav_format fmt, size_t frames) {
+  sc_wav_audio a;
+  sc_error err = {0};
+  CHECK_MSG(sc_wav_read(fixture, &a, &err) == 0, "%s", err.msg);
+  CHECK(a.sample_rate == rate && a.channels == channels && a.format == fmt && a.frames == frames);
+  size_t n;
+  unsigned char *b = slurp(fixture, &n);
+  const unsigned hdr = fmt == SC_WAV_S16 ? 44 : 58;
+  CHECK(n == hdr + frames * channels * (fmt == SC_WAV_S16 ? 2 : 4));
+  for (size_t i = 0; i < frames * channels; i++) {
+    if (fmt == SC_WAV_S16) {
+      const int16_t v = (int16_t)(b[hdr + 2 * i] | b[hdr + 2 * i + 1] << 8);
+      CHECK_MSG(a.pcm[i] == v / 32768.0f, "%s: sample %zu %g, bytes say %d", fixture, i, a.pcm[i], v);
+    } else {
+      CHECK_MSG(!memcmp(&a.pcm[i], &signal_[i], 4), "%s: sample %zu not bit-exact", fixture, i);
+    }
+  }
+  free(b);
+  sc_wav_audio_free(&a);
+}
+
+/* Parse the bytes; expect rc and a message with `want`, starting "name:". */
+static void refuse(const unsigned char *b, size_t n, const char *want) {
+  sc_wav_audio a = {(float *)1, 1, 1, 1, 0};
+  sc_error err = {0};
+  CHECK_MSG(sc_wav_parse(b, n, "in.wav", &a, &err) == SC_EINPUT, "accepted, want: %s", want);
+  CHECK_MSG(!strncmp(err.msg, "in.wav: ", 8), "%s", err.msg);
+  CHECK_CONTAINS(err.msg, want);
+  CHECK(a.pcm == NULL && a.frames == 0);
+}
+
+static void test_read(void) {
+  read_case(DATA "s16_mono_24k.wav", 24000, 1, SC_WAV_S16, n_signal);
+  read_case(DATA "s16_stereo_16k.wav", 16000, 2, SC_WAV_S16, n_signal / 2);
+  read_case(DATA "f32_mono_24k.wav", 24000, 1, SC_WAV_F32, n_signal);
+  read_case(DATA "s16_empty.wav", 24000, 1, SC_WAV_S16, 0);
+  sc_wav_audio a;
+  sc_error err = {0};
+  /* the rate and channel count are the caller's to refuse, by name */
+  CHECK(sc_wav_read(DATA "s16_stereo_16k.wav", &a, &err) == 0);
+  CHECK(sc_wav_expect(&a, "st.wav", 16000, 1, &err) == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "st.wav: 2 channels, the model takes 1");
+  CHECK(sc_wav_expect(&a, "st.wav", 24000, 2, &err) == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "st.wav: 16000 Hz, the model takes 24000 Hz (speechc does not resample");
+  CHECK(sc_wav_expect(&a, "st.wav", 16000, 2, &err) == 0);
+  sc_wav_audio_free(&a);
+  CHECK(sc_wav_read(DATA "s16_empty.wav", &a, &err) == 0);
+  CHECK(sc_wav_expect(&a, "e.wav", 24000, 1, &err) == SC_EINPUT);
+  CHECK_CONTAINS(err.msg, "e.wav: no samples");
+  sc_wav_audio_free(&a);
+
+  size_t n;
+  unsigned char *b = slurp(DATA "s16_mono_24k.wav", &n);
+  refuse(b, n - 1, "truncated: the data chunk says 4800 bytes, the file holds 4799");
+  refuse(b, 40, "truncated: a chunk header at byte 36");
+  refuse(b, 30, "truncated: chunk 'fmt ' at byte 12 says 16 bytes");
+  refuse((const unsigned char *)"not a wav file at all", 21, "not a WAV file");
+  refuse(b, 8, "not a WAV file");
+  unsigned char *c = malloc(n);
+  memcpy(c, b, n);
+  c[36 + 4] = 0xFF, c[37 + 4] = 0xFF, c[38 + 4] = 0xFF, c[39 + 4] = 0xFF; /* unknown length: to the end */
+  CHECK(sc_wav_parse(c, n - 1, "in.wav", &a, &err) == SC_EINPUT); /* half a sample left over */
+  CHECK_CONTAINS(err.msg, "not whole frames");
+  CHECK_MSG(sc_wav_parse(c, n, "in.wav", &a, &err) == 0 && a.frames == n_signal, "%s", err.msg);
+  sc_wav_audio_free(&a);
+  memcpy(c, b, n);
+  c[34] = 8, c[32] = 1, c[28] = 24000 & 255; /* 8-bit PCM */
+  refuse(c, n, "format 1 with 8 bits per sample");
+  memcpy(c, b, n);
+  c[22] = 3;                                /* 3 channels of 16 bits in a 2-byte block */
+  refuse(c, n, "block_align 2, but 3 channels of 16 bits make 6");
+  memcpy(c, b, n);
+  memset(c + 24, 0, 4);
+  refuse(c, n, "sample rate 0 Hz");
+  memcpy(c, b, n);
+  memcpy(c + 12, "junk", 4);
+  refuse(c, n, "the data chunk comes before any fmt chunk");
+  free(c);
+  free(b);
+}
+
 int main(void) {
   (void)write_text; /* scratch.h's, unused here */
   strcpy(root, "/tmp/sc-wav-XXXXXX");
@@ -295,6 +379,7 @@ int main(void) {
   test_append();
   test_stdout();
   test_errors();
+  test_read();
 
   free(signal_);
   const char *files[] = {"out.wav", "out.raw", "append.wav", "stdout.wav", "cut.wav", "opts.wav"};
