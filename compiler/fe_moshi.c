@@ -154,6 +154,34 @@ static int check_stack(const char *where, const char *what, MoshiStack *t, sc_er
   return SC_OK;
 }
 
+/* lm_gen_config: LMGen keyword arguments that run_inference passes; the
+ * runtime reads the sampling ones (sc_moshi_defaults).  CFG (cfg_coef != 1)
+ * and other arguments are refused by name. */
+static int read_gen_config(const cJSON *cfg, const char *w, sc_error *err) {
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(cfg, "lm_gen_config");
+  if (!g || cJSON_IsNull(g)) return SC_OK;
+  if (!cJSON_IsObject(g)) return sc_fail(err, SC_EINPUT, "%s: lm_gen_config must be an object", w);
+  static const char *const keys[] = {"temp", "temp_text", "top_k", "top_k_text", "use_sampling", "cfg_coef", "check"};
+  for (const cJSON *e = g->child; e; e = e->next)
+    if (!known(e->string, keys, sizeof keys / sizeof *keys))
+      return sc_fail(err, SC_EINPUT, "%s: lm_gen_config key '%s' is not an LMGen argument speechc lowers "
+                     "(known: temp, temp_text, top_k, top_k_text, use_sampling, cfg_coef 1)", w, e->string);
+  int use_sampling, check;
+  double t, tt, coef;
+  int64_t k, kt;
+  if (cfg_num_opt(g, w, "temp", 0.8, &t, err) || cfg_num_opt(g, w, "temp_text", 0.7, &tt, err) ||
+      cfg_int_opt(g, w, "top_k", 250, &k, err) || cfg_int_opt(g, w, "top_k_text", 25, &kt, err) ||
+      cfg_bool_opt(g, w, "use_sampling", 1, &use_sampling, err) || cfg_bool_opt(g, w, "check", 0, &check, err) ||
+      cfg_num_opt(g, w, "cfg_coef", 1.0, &coef, err))
+    return sc_fail(err, err->code, "lm_gen_config: %s", err->msg);
+  if (coef != 1.0)
+    return sc_fail(err, SC_EINPUT, "%s: lm_gen_config cfg_coef %g: classifier-free guidance is not supported", w,
+                   coef);
+  if (!isfinite(t) || !isfinite(tt) || k < 0 || kt < 0 || k > 1 << 30 || kt > 1 << 30)
+    return sc_fail(err, SC_EINPUT, "%s: lm_gen_config: temperatures must be finite and top-k 0..2^30", w);
+  return SC_OK;
+}
+
 static int read_config(const Checkpoint *c, MoshiCfg *m, sc_error *err) {
   const cJSON *cfg = c->config;
   const char *w = c->config_path;
@@ -179,6 +207,7 @@ static int read_config(const Checkpoint *c, MoshiCfg *m, sc_error *err) {
   };
   for (size_t i = 0; i < sizeof off / sizeof *off; i++)
     if (must_be_off(cfg, w, off[i].key, off[i].why, err)) return err->code;
+  if (read_gen_config(cfg, w, err)) return err->code;
   int causal = 1, dcausal = 1;
   if (cfg_bool_opt(cfg, w, "causal", 1, &causal, err) || cfg_bool_opt(cfg, w, "depformer_causal", 1, &dcausal, err))
     return err->code;

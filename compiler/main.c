@@ -39,7 +39,7 @@ static const char *const usage_main =
     "  tts model.so --text-ids ...   Qwen3-TTS codec frames from text token ids\n"
     "  tokenize DIR \"text\"          Qwen tokenizer ids of a text (--decode: ids to text)\n"
     "  decode codec.so CODES -o a.wav  codec codes to audio (a speech_tokenizer/ build)\n"
-    "  moshi model.so --user-codes F --codes-out F --greedy   Moshi's step loop on codes\n"
+    "  moshi model.so --user-codes F --codes-out F   Moshi's step loop on codes (LMGen)\n"
     "  help COMMAND                  options of one command\n"
     "\n"
     "exit codes: 0 ok, 1 usage error, 2 bad input file, 3 runtime failure\n";

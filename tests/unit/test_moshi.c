@@ -116,6 +116,121 @@ static void *load(const char *dir, const char *file, long want) {
   return p;
 }
 
+/* Run LMGen with p over S steps of user codes; rows[R, 1 + Q] receive what
+ * it returns.  Returns the row count. */
+static int run_rows(sc_session *s, const sc_moshi_params *p, const int *user, int S, int U, int *rows, int R,
+                    int Q) {
+  sc_moshi *g = NULL;
+  sc_error err = {0};
+  int n = 0, row[64], has;
+  CHECK_MSG(sc_moshi_open(s, p, &g, NULL, &err) == 0, "%s", err.msg);
+  for (int st = 0; g && st < S; st++) {
+    CHECK_MSG(sc_moshi_step(g, user + (size_t)st * U, row, &has, &err) == 0, "%s", err.msg);
+    if (has && n < R) memcpy(rows + (size_t)n++ * (1 + Q), row, sizeof *row * (size_t)(1 + Q));
+  }
+  sc_moshi_close(g);
+  return n;
+}
+
+/* LMGen's sampling: the package's draws come from torch's generator, which
+ * speechc does not reproduce, so its properties are tested instead:
+ *   - top-k 1 on both streams at a positive temperature is greedy: the
+ *     package's greedy rows (so each top-k reaches its stream's sampler);
+ *   - the same seed gives the same rows; another seed, other rows; the
+ *     defaults (0.8 / 250, 0.7 / 25) do not give the greedy rows. */
+static void sampled(sc_session *s, const int *user, int S, int U, const int *greedy, int R, int Q,
+                    const char *name) {
+  int *a = calloc((size_t)R * (1 + Q), sizeof *a), *b = calloc((size_t)R * (1 + Q), sizeof *b);
+  sc_moshi_params p;
+  sc_error err = {0};
+  CHECK_MSG(sc_moshi_defaults(s->m, &p, &err) == 0, "%s", err.msg);
+  CHECK(!p.greedy && p.temp == 0.8f && p.temp_text == 0.7f && p.top_k == 250 && p.top_k_text == 25);
+  sc_moshi_params one = p;
+  one.temp = one.temp_text = 2.0f;
+  one.top_k = one.top_k_text = 1;
+  CHECK(run_rows(s, &one, user, S, U, a, R, Q) == R);
+  CHECK_MSG(!memcmp(a, greedy, sizeof *a * (size_t)R * (1 + Q)), "%s: top-k 1 sampling is not greedy", name);
+  CHECK(run_rows(s, &p, user, S, U, a, R, Q) == R);
+  CHECK(run_rows(s, &p, user, S, U, b, R, Q) == R);
+  CHECK_MSG(!memcmp(a, b, sizeof *a * (size_t)R * (1 + Q)), "%s: the same seed gave other rows", name);
+  CHECK_MSG(memcmp(a, greedy, sizeof *a * (size_t)R * (1 + Q)), "%s: sampling gave the greedy rows", name);
+  p.seed++;
+  CHECK(run_rows(s, &p, user, S, U, b, R, Q) == R);
+  CHECK_MSG(memcmp(a, b, sizeof *a * (size_t)R * (1 + Q)), "%s: seeds %llu and %llu gave the same rows", name,
+            (unsigned long long)p.seed - 1, (unsigned long long)p.seed);
+  free(a);
+  free(b);
+}
+
+/* The indices of the k best of x[n] (ties: lower index) as a mask. */
+static void top_mask(const float *x, int n, int k, unsigned char *in) {
+  memset(in, 0, (size_t)n);
+  for (int j = 0; j < k; j++) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+      if (!in[i] && (best < 0 || x[i] > x[best])) best = i;
+    in[best] = 1;
+  }
+}
+
+/* Top-k as a distribution: the first step's inputs are all initial tokens,
+ * so its text logits are fixed, and its first audio codebook's logits are
+ * fixed given the drawn text token.  Over many seeds at a high temperature
+ * every draw must be among the k best (computed here on a second session
+ * from the entry points), and all k must turn up; with top-k off, more than
+ * k do. */
+static void topk_draws(sc_session *s, sc_session *ref, const int *user, int U, const char *name) {
+  const sc_entry *et = rt_entry(s->m, "temporal"), *e0 = rt_entry(s->m, "depformer_text");
+  sc_moshi_info info;
+  sc_moshi *g = NULL;
+  sc_error err = {0};
+  CHECK_MSG(sc_moshi_open(s, NULL, &g, &info, &err) == 0, "%s", err.msg);
+  sc_moshi_close(g);
+  if (!et || !e0 || info.max_delay != 1) return;
+  const int TV = et->out_cols, V = info.card, KT = 3, KA = 4, N = 200;
+  float *tl = malloc(sizeof *tl * (size_t)TV), *al = malloc(sizeof *al * (size_t)V),
+        *h = malloc(sizeof *h * (size_t)et->hidden_cols);
+  unsigned char *tin = malloc((size_t)TV), *ain = malloc((size_t)V);
+  int ids[64];
+  ids[0] = info.text_card;
+  for (int k = 1; k <= info.n_q; k++) ids[k] = info.card;
+  sc_session_reset(ref);
+  sc_io io = {.ids = ids, .n = 1, .pos = 0, .out = tl, .hidden_out = h};
+  CHECK_MSG(rt_call(ref, et, &io, &err) == 0, "%s", err.msg);
+  top_mask(tl, TV, KT, tin);
+  for (int off = 0; off < 2; off++) {
+    int tseen[4096] = {0}, aseen[4096] = {0}, nt = 0, na = 0;
+    sc_moshi_params p;
+    sc_moshi_defaults(s->m, &p, &err);
+    p.temp = p.temp_text = 50.0f;
+    p.top_k_text = off ? 0 : KT;
+    p.top_k = off ? 0 : KA;
+    for (int i = 0; i < N; i++) {
+      int row[64];
+      p.seed = 1000 + (uint64_t)i;
+      if (run_rows(s, &p, user, 2, U, row, 1, info.dep_q) != 1) break;
+      const int t = row[0], a = row[1];
+      nt += !tseen[t]++;
+      na += !aseen[a]++;
+      if (off) continue;
+      CHECK_MSG(tin[t], "%s: seed %d drew text token %d, not among the top %d", name, i, t, KT);
+      sc_io d = {.ids = &t, .n = 1, .pos = 0, .step = 0, .hidden_in = h, .out = al};
+      CHECK_MSG(rt_call(ref, e0, &d, &err) == 0, "%s", err.msg);
+      top_mask(al, V, KA, ain);
+      CHECK_MSG(ain[a], "%s: seed %d drew audio token %d, not among the top %d", name, i, a, KA);
+    }
+    if (!off) {
+      CHECK_MSG(nt == KT, "%s: %d distinct text tokens under top-k %d", name, nt, KT);
+      CHECK_MSG(na >= KA, "%s: %d distinct audio tokens under top-k %d", name, na, KA);
+    } else {
+      CHECK_MSG(nt > KT && na > KA, "%s: top-k off drew only %d text / %d audio tokens", name, nt, na);
+    }
+    printf("%s: top-k %s: %d distinct text, %d distinct audio tokens over %d seeds\n", name, off ? "off" : "on", nt,
+           na, N);
+  }
+  free(tl), free(al), free(h), free(tin), free(ain);
+}
+
 /* LMGen greedy over the fixture's user codes: every returned row equal. */
 static void lmgen(sc_session *s, const char *dir, const char *name, const char *cc) {
   char path[300];
@@ -130,7 +245,8 @@ static void lmgen(sc_session *s, const char *dir, const char *name, const char *
   sc_moshi *g = NULL;
   sc_moshi_info info;
   sc_error err = {0};
-  CHECK_MSG(sc_moshi_open(s, &g, &info, &err) == 0, "%s", err.msg);
+  sc_moshi_params gp = {.greedy = 1};
+  CHECK_MSG(sc_moshi_open(s, &gp, &g, &info, &err) == 0, "%s", err.msg);
   if (g && user && want) {
     CHECK(info.user_codebooks == U && info.dep_q == Q);
     int rows = 0, row[64], has = 0;
@@ -153,6 +269,7 @@ static void lmgen(sc_session *s, const char *dir, const char *name, const char *
     printf("%s %s: %d LMGen greedy rows identical\n", name, cc, rows);
   }
   sc_moshi_close(g);
+  if (user && want) sampled(s, user, S, U, want, R, Q, name);
   free(user);
   free(want);
 }
@@ -225,6 +342,13 @@ static void parity(const char *name, const char *cc, int fuse) {
     printf("%s %s fuse %d: worst rel err %.3g over %d steps\n", name, cc, fuse, worst, T);
   }
   lmgen(s, dir, name, cc);
+  if (!strcmp(cc, "tcc") && fuse) {
+    sc_session *ref = NULL;
+    CHECK_MSG(sc_session_open(m, &ref, &err) == 0, "%s", err.msg);
+    int zeros[128] = {0}; /* user codes: row 0 depends on step 0 only */
+    if (ref) topk_draws(s, ref, zeros, lm.K - 1 - lm.Q, name);
+    sc_session_close(ref);
+  }
   free(codes), free(want), free(wtext), free(wmask), free(wtmask), free(got), free(gtext), free(mask), free(tmask);
   sc_session_close(s);
   sc_model_close(m);
@@ -355,6 +479,9 @@ static void refusals(void) {
       {"\"cross_attention\": true", "cross_attention"},
       {"\"frobnicate\": 1", "'frobnicate'"},
       {"\"causal\": false", "causal"},
+      {"\"lm_gen_config\": {\"cfg_coef\": 3.0}", "cfg_coef 3"},
+      {"\"lm_gen_config\": {\"top_p\": 0.9}", "lm_gen_config key 'top_p'"},
+      {"\"lm_gen_config\": {\"temp\": \"hot\"}", "temp"},
   };
   char dir[300], path[400], cmd[900];
   snprintf(dir, sizeof dir, "%s/refuse", tmpdir);
@@ -380,6 +507,22 @@ static void refusals(void) {
     CHECK_MSG(sc_build(&o, &err) == SC_EINPUT, "%s was accepted", cases[i].add);
     CHECK_CONTAINS(err.msg, cases[i].want);
   }
+  /* lm_gen_config gives the sampling defaults, as run_inference passes it to LMGen */
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "%.*s, \"lm_gen_config\": {\"temp\": 0.5, \"temp_text\": 0.25, \"top_k\": 7, \"top_k_text\": 3, "
+          "\"use_sampling\": false, \"cfg_coef\": 1.0}}\n", (int)(brace - base), base);
+  fclose(f);
+  sc_session *s = NULL;
+  sc_model *m = build_open(dir, "gencfg", "tcc", 1, &s);
+  sc_moshi_params p;
+  sc_error err = {0};
+  if (m) {
+    CHECK_MSG(sc_moshi_defaults(m, &p, &err) == 0, "%s", err.msg);
+    CHECK(p.greedy && p.temp == 0.5f && p.temp_text == 0.25f && p.top_k == 7 && p.top_k_text == 3 && p.seed == 4242);
+  }
+  sc_session_close(s);
+  sc_model_close(m);
   free(base);
 }
 
@@ -411,6 +554,19 @@ static void cli(void) {
     for (int k = 0; k <= Q; k++)
       CHECK_MSG(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, r), k)->valueint == want[r * (1 + Q) + k],
                 "speechc moshi row %d token %d", r, k);
+  /* sampling flags: top-k 1 at a positive temperature is greedy; a seed
+   * reproduces its rows, another seed gives others */
+  snprintf(cmd, sizeof cmd, "%s moshi %s/cli.so --user-codes %s/user.json --codes-out %s/k1.json --temp 3 "
+           "--temp-text 3 --top-k 1 --top-k-text 1 && cmp -s %s/k1.json %s/out.json", bin, tmpdir, tmpdir, tmpdir,
+           tmpdir, tmpdir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(cmd, sizeof cmd, "for r in 7a 7b 8; do %s moshi %s/cli.so --user-codes %s/user.json --codes-out %s/s$r.json "
+           "--seed ${r%%[ab]} --temp 1.5 --temp-text 1.5 || exit 9; done; cd %s; cmp -s s7a.json out.json && exit 3; "
+           "cmp -s s7a.json s7b.json || exit 4; cmp -s s7a.json s8.json && exit 5; exit 0", bin, tmpdir, tmpdir, tmpdir,
+           tmpdir);
+  int st = system(cmd);
+  CHECK_MSG(WEXITSTATUS(st) == 0, "speechc moshi --seed: exit %d (3: sampled = greedy, 4: seed 7 not reproduced, "
+            "5: seeds 7 and 8 agree)", WEXITSTATUS(st));
   /* a user file with the wrong number of codebooks is refused, naming it */
   snprintf(path, sizeof path, "%s/bad.json", tmpdir);
   f = fopen(path, "w");
