@@ -51,6 +51,23 @@ typedef struct MoshiCfg {
 
 /* ---- config ------------------------------------------------------------ */
 
+/* moshi.models.loaders._lm_kwargs (the 7B) and CheckpointInfo's names for
+ * a repository without config.json (MOSHI_NAME, MIMI_NAME,
+ * TEXT_TOKENIZER_NAME); checkpoint.c gives it to a directory without
+ * config.json whose weights are a Moshi LM. */
+const char fe_moshi_7b_config[] =
+    "{\"dim\": 4096, \"text_card\": 32000, \"existing_text_padding_id\": 3, \"n_q\": 16, \"dep_q\": 8, "
+    "\"card\": 2048, \"num_heads\": 32, \"num_layers\": 32, \"hidden_scale\": 4.125, \"causal\": true, "
+    "\"layer_scale\": null, \"context\": 3000, \"max_period\": 10000, \"gating\": \"silu\", "
+    "\"norm\": \"rms_norm_f32\", \"positional_embedding\": \"rope\", \"depformer_dim\": 1024, "
+    "\"depformer_dim_feedforward\": 4224, \"depformer_num_heads\": 16, \"depformer_num_layers\": 6, "
+    "\"depformer_layer_scale\": null, \"depformer_multi_linear\": true, \"depformer_context\": 8, "
+    "\"depformer_max_period\": 10000, \"depformer_gating\": \"silu\", \"depformer_pos_emb\": \"none\", "
+    "\"depformer_weights_per_step\": true, "
+    "\"delays\": [0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1], "
+    "\"moshi_name\": \"model.safetensors\", \"mimi_name\": \"tokenizer-e351c8d8-checkpoint125.safetensors\", "
+    "\"tokenizer_name\": \"tokenizer_spm_32k_3.model\", \"model_type\": \"moshi\"}";
+
 /* Keys CheckpointInfo takes out of config.json before LMModel sees the rest. */
 static const char *const info_keys[] = {"moshi_name", "mimi_name", "mimi_config_name", "tokenizer_name",
                                         "lora_name", "model_type", "lm_gen_config", "tts_config",
@@ -525,7 +542,21 @@ static int stack(Module *m, Graph *g, const MoshiStack *t, const MoshiLayer *ls,
   return x;
 }
 
+static int lm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+
+/* A config the directory does not hold (the 7B defaults) is named in any
+ * error, so that a shape the weights do not have is explained. */
 int fe_moshi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
+  if (lm(m, c, o, err) == SC_OK) return SC_OK;
+  if (c->config_given) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    sc_fail(err, err->code, "%s (the config: %s)", msg, c->config_path);
+  }
+  return err->code;
+}
+
+static int lm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
   MoshiCfg cfg;
   if (read_config(c, &cfg, err)) return err->code;
   const MoshiStack *t = &cfg.tr, *d = &cfg.dep;

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "build.h"
+#include "checkpoint.h"
 #include "check.h"
 #include "model_internal.h"
 #include "parity_util.h"
@@ -526,6 +527,69 @@ static void refusals(void) {
   free(base);
 }
 
+/* Checkpoints as the package ships them:
+ *   - the built-in 7B defaults equal the package's (_lm_kwargs and the file
+ *     names, tests/data/moshi/defaults_7b.json, written by make_moshi.py);
+ *   - config.json's moshi_name names the LM file, beside other
+ *     .safetensors files (its Mimi): the package's greedy rows;
+ *   - a moshi_name that is missing or not a plain file name is refused;
+ *   - without config.json, Moshi weights get the 7B's shapes.  The 7B is
+ *     too big to build here, so this is seen in the error on the tiny
+ *     weights: the first tensor is expected at the 7B's [card + 1, dim];
+ *     weights that are not Moshi's keep the missing-config.json message. */
+static void shipped(void) {
+  char *want = slurp("tests/data/moshi/defaults_7b.json", NULL);
+  cJSON *a = want ? cJSON_Parse(want) : NULL, *b = cJSON_Parse(fe_moshi_7b_config);
+  CHECK_MSG(a && b && cJSON_Compare(a, b, 1), "fe_moshi_7b_config differs from the package's _lm_kwargs");
+  cJSON_Delete(a), cJSON_Delete(b), free(want);
+
+  char dir[100], cmd[2000], path[400];
+  snprintf(dir, sizeof dir, "%s/shipped", tmpdir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/legacy %s/other && cp tests/data/moshi/moshi7b_tiny/model.safetensors "
+           "%s/lm_weights.safetensors && cp tests/data/mimi/mimi_tiny/model.safetensors %s/mimi.safetensors && "
+           "sed 's/\"moshi_name\": \"model.safetensors\"/\"moshi_name\": \"lm_weights.safetensors\"/' "
+           "tests/data/moshi/moshi7b_tiny/config.json > %s/config.json && grep -q lm_weights %s/config.json && "
+           "cp tests/data/moshi/moshi7b_tiny/model.safetensors %s/legacy/ && "
+           "cp tests/data/mimi/mimi_tiny/model.safetensors %s/other/", dir, dir, dir, dir, dir, dir, dir, dir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  sc_session *s = NULL;
+  sc_model *m = build_open(dir, "shipped", "tcc", 1, &s);
+  if (s) lmgen(s, "tests/data/moshi/moshi7b_tiny", "moshi_name", "tcc");
+  sc_session_close(s);
+  sc_model_close(m);
+
+  static const struct { const char *name, *want; } bad[] = {
+      {"absent.safetensors", "absent.safetensors: missing"},
+      {"../moshi7b_tiny/model.safetensors", "must be the name of a .safetensors file"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    snprintf(cmd, sizeof cmd, "sed -i 's#\"moshi_name\": \"[^\"]*\"#\"moshi_name\": \"%s\"#' %s/config.json", bad[i].name,
+             dir);
+    CHECK(system(cmd) == 0);
+    Checkpoint c;
+    sc_error err = {0};
+    CHECK_MSG(ckpt_open(&c, dir, &err) == SC_EINPUT, "moshi_name %s was accepted", bad[i].name);
+    CHECK_CONTAINS(err.msg, bad[i].want);
+  }
+  static const struct { const char *sub, *want; } none[] = {
+      {"legacy", "tensor 'emb.0.weight' has shape [25, 16], expected [2049, 4096]"},
+      {"other", "config.json: not found"},
+  };
+  for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, none[i].sub);
+    char out[450];
+    snprintf(out, sizeof out, "%s/none.so", tmpdir);
+    BuildOpts o = build_defaults();
+    o.model_dir = path;
+    o.out_path = out;
+    o.quiet = 1;
+    sc_error err = {0};
+    CHECK_MSG(sc_build(&o, &err) == SC_EINPUT, "%s without config.json was accepted", none[i].sub);
+    CHECK_CONTAINS(err.msg, none[i].want);
+    if (i == 0) CHECK_CONTAINS(err.msg, "7B defaults");
+  }
+}
+
 /* speechc moshi on the fixture's user codes (JSON): the package's rows. */
 static void cli(void) {
   const char *bin = getenv("SPEECHC_BIN");
@@ -597,6 +661,7 @@ int main(void) {
   parity("family_tiny", "gcc", 1);
   parity("family_tiny", "tcc", 0);
   refusals();
+  shipped();
   cli();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
