@@ -590,6 +590,43 @@ static void shipped(void) {
   }
 }
 
+/* One command: `speechc build` of a Moshi directory whose mimi_name file is
+ * present also builds that Mimi (OUT.codec.so), with num_codebooks
+ * max(dep_q, n_q - dep_q) and the config of mimi_config_name, as the
+ * package's get_mimi: the tiny Mimi's streaming decode (test_mimi's
+ * fixture) within 1e-5 of its peak.  --no-codec builds the LM alone. */
+static void one_command(void) {
+  const char *bin = getenv("SPEECHC_BIN");
+  if (!bin || !*bin) return;
+  char dir[100], cmd[4096], path[200];
+  snprintf(dir, sizeof dir, "%s/with_mimi", tmpdir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/out && cp tests/data/moshi/family_tiny/model.safetensors %s/ && "
+           "cp tests/data/mimi/mimi_tiny/model.safetensors %s/mimi.safetensors && "
+           "grep -v '\"model_type\"\\|\"num_codebooks\"' tests/data/mimi/mimi_tiny/config.json > %s/mimi_config.json && "
+           "sed 's/\"model_type\": \"moshi\"/\"model_type\": \"moshi\", \"mimi_config_name\": \"mimi_config.json\"/' "
+           "tests/data/moshi/family_tiny/config.json > %s/config.json && grep -q mimi_config_name %s/config.json && "
+           "grep -q '\"mimi_name\": \"mimi.safetensors\"' %s/config.json && "
+           "%s build %s -o %s/out/m.so -q && %s decode %s/out/m.codec.so tests/data/mimi/mimi_tiny/codes.i32 "
+           "-o %s/out/pcm.raw --f32 -q && %s build %s -o %s/out/n.so -q --no-codec && test ! -e %s/out/n.codec.so",
+           dir, dir, dir, dir, dir, dir, dir, bin, dir, dir, bin, dir, dir, bin, dir, dir, dir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  const long n = 6L * 1920;
+  float *want = load("tests/data/mimi/mimi_tiny", "pcm.f32", n * 4);
+  snprintf(path, sizeof path, "%s/out", dir);
+  float *got = load(path, "pcm.raw", n * 4);
+  if (want && got) {
+    double peak = 0, worst = 0;
+    for (long i = 0; i < n; i++) {
+      if (fabs(want[i]) > peak) peak = fabs(want[i]);
+      if (fabs(got[i] - want[i]) > worst) worst = fabs(got[i] - want[i]);
+    }
+    CHECK_MSG(worst <= 1e-5 * peak, "the Mimi built beside Moshi: max diff %g of peak %g", worst, peak);
+    printf("one command: Moshi + its Mimi; decode within %.3g of the peak\n", worst / peak);
+  }
+  free(want);
+  free(got);
+}
+
 /* speechc moshi on the fixture's user codes (JSON): the package's rows. */
 static void cli(void) {
   const char *bin = getenv("SPEECHC_BIN");
@@ -662,6 +699,7 @@ int main(void) {
   parity("family_tiny", "tcc", 0);
   refusals();
   shipped();
+  one_command();
   cli();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
