@@ -97,7 +97,7 @@ int sc_build(const BuildOpts *o, sc_error *err) {
   if (t->arch && t->arch(o->arch, arch, sizeof arch, err)) return err->code;
   if ((rc = check_band(o->band, err))) return rc;
   Checkpoint c;
-  if (ckpt_open(&c, o->model_dir, err)) return err->code;
+  if (ckpt_open_as(&c, o->model_dir, o->ckpt_as, err)) return err->code;
   OutPair out;
   if (out_open(&out, o->out_path, &c, o->signals, err)) {
     ckpt_close(&c);

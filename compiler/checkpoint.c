@@ -5,7 +5,11 @@
  * Layouts accepted, in order of preference:
  *   DIR/model.safetensors.index.json naming shards in "weight_map";
  *   DIR/model.safetensors;
- *   exactly one DIR/<anything>.safetensors (or the file the user named).
+ *   exactly one DIR/<anything>.safetensors (or the file the user named);
+ *   a Moshi config's moshi_name, the file the moshi package loads.
+ * Without config.json, a directory whose weights are Moshi's LM (its
+ * text_emb and depformer_text_emb tensors) gets the package's 7B defaults
+ * (fe_moshi_7b_config), as its loaders assume the 7B for such a repository.
  * Every tensor of every file is indexed by name; a name in two files is an
  * error, so a lookup has exactly one answer.
  */
@@ -300,11 +304,18 @@ static int open_single(Checkpoint *c, sc_error *err) {
   return rc;
 }
 
+static int open_named(Checkpoint *c, const char *file, sc_error *err) {
+  char *p = strdup(file);
+  int rc = p ? open_files(c, &p, 1, err) : oom(err, c->dir);
+  free(p);
+  return rc;
+}
+
 /* dir: a directory, or a .safetensors file whose directory holds
  * config.json.  A named file is used as is unless the directory is
  * sharded (has an index), in which case the index wins: a shard alone is
  * never a whole model. */
-static int ckpt_open_impl(Checkpoint *c, const char *dir, sc_error *err) {
+static int ckpt_open_impl(Checkpoint *c, const char *dir, const CkptAs *as, sc_error *err) {
   struct stat sb;
   if (stat(dir, &sb) != 0)
     return sc_fail(err, SC_EINPUT, "%s: %s (" HINT_DIR ")", dir, strerror(errno));
@@ -331,25 +342,66 @@ static int ckpt_open_impl(Checkpoint *c, const char *dir, sc_error *err) {
   if (!c->real_dir)
     return sc_fail(err, SC_EINPUT, "%s: cannot resolve the directory: %s", c->dir,
                    strerror(errno));
+  int rc;
+  const char *text = as ? as->config_text : NULL, *where = as ? as->config_where : NULL;
+  const char *weights = as ? as->weights_name : NULL;
   c->config_path = path_join(c->dir, "config.json");
   if (!c->config_path) return oom(err, dir);
-  int rc = check_inside(c, c->config_path, err);
-  if (rc) return rc;
-  rc = read_json(c->config_path, HINT_DIR, &c->config_text, &c->config, err);
-  if (rc) return rc;
+  if (!text && !exists(c->config_path)) {
+    /* no config.json: Moshi's LM gets the 7B defaults, anything else the
+     * usual message */
+    rc = named_file ? open_named(c, named_file, err) : open_single(c, err);
+    if (!rc && ckpt_find(c, "text_emb.weight") && ckpt_find(c, "depformer_text_emb.weight")) {
+      text = fe_moshi_7b_config;
+      where = "no config.json: the moshi package's 7B defaults";
+    } else {
+      return read_json(c->config_path, HINT_DIR, &c->config_text, &c->config, err);
+    }
+  }
+  if (text) {
+    free(c->config_path);
+    c->config_path = malloc(strlen(c->dir) + strlen(where) + 4);
+    if (!c->config_path) return oom(err, dir);
+    sprintf(c->config_path, "%s (%s)", c->dir, where);
+    c->config_given = 1;
+    c->config_text = strdup(text);
+    if (!c->config_text) return oom(err, dir);
+    c->config = cJSON_Parse(c->config_text);
+    if (!c->config) return sc_fail(err, SC_EINPUT, "%s: not valid JSON", c->config_path);
+  } else {
+    rc = check_inside(c, c->config_path, err);
+    if (rc) return rc;
+    rc = read_json(c->config_path, HINT_DIR, &c->config_text, &c->config, err);
+    if (rc) return rc;
+  }
   if (!cJSON_IsObject(c->config))
     return sc_fail(err, SC_EINPUT, "%s: top level is a JSON %s, expected an "
                    "object", c->config_path, json_type_name(c->config));
+  if (c->files) return SC_OK; /* opened above */
 
+  /* a Moshi config names its LM's file: the package loads that one */
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c->config, "model_type");
+  const cJSON *mn = cJSON_GetObjectItemCaseSensitive(c->config, "moshi_name");
+  if (!weights && !named_file && cJSON_IsString(mn) && (!mt || (cJSON_IsString(mt) && !strcmp(mt->valuestring, "moshi"))))
+    weights = mn->valuestring;
+  if (weights) {
+    if (strchr(weights, '/') || !is_safetensors_name(weights))
+      return sc_fail(err, SC_EINPUT, "%s: '%s' must be the name of a .safetensors file in %s (hint: a file of another "
+                     "repository: download it into the directory and name it there)", c->config_path, weights, c->dir);
+    char *p = path_join(c->dir, weights);
+    if (!p) return oom(err, dir);
+    rc = exists(p) ? open_files(c, &p, 1, err)
+                   : sc_fail(err, SC_EINPUT, "%s: missing (%s names it)", p, c->config_path);
+    free(p);
+    return rc;
+  }
   char *index_path = path_join(c->dir, INDEX_NAME);
   if (!index_path) return oom(err, dir);
   if (exists(index_path)) {
     rc = check_inside(c, index_path, err);
     if (!rc) rc = open_index(c, index_path, err);
   } else if (named_file) {
-    char *p = strdup(named_file);
-    rc = p ? open_files(c, &p, 1, err) : oom(err, dir);
-    free(p);
+    rc = open_named(c, named_file, err);
   } else {
     rc = open_single(c, err);
   }
@@ -357,9 +409,11 @@ static int ckpt_open_impl(Checkpoint *c, const char *dir, sc_error *err) {
   return rc;
 }
 
-int ckpt_open(Checkpoint *c, const char *dir, sc_error *err) {
+int ckpt_open(Checkpoint *c, const char *dir, sc_error *err) { return ckpt_open_as(c, dir, NULL, err); }
+
+int ckpt_open_as(Checkpoint *c, const char *dir, const CkptAs *as, sc_error *err) {
   memset(c, 0, sizeof *c);
-  int rc = ckpt_open_impl(c, dir, err);
+  int rc = ckpt_open_impl(c, dir, as, err);
   if (rc) ckpt_close(c);
   return rc;
 }

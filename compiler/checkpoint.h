@@ -17,7 +17,8 @@
 typedef struct Checkpoint {
   char *dir;
   char *real_dir;          /* realpath(dir): the files must resolve inside */
-  char *config_path;       /* DIR/config.json */
+  char *config_path;       /* DIR/config.json, or "DIR (where)" for a config given (CkptAs) or implied */
+  int config_given;        /* the config is not a file of DIR */
   char *config_text;       /* file contents */
   cJSON *config;           /* parsed */
   StFile *files;
@@ -30,6 +31,18 @@ typedef struct Checkpoint {
  * holds config.json. */
 int ckpt_open(Checkpoint *c, const char *dir, sc_error *err);
 void ckpt_close(Checkpoint *c);
+
+/* A checkpoint inside another's directory (Moshi's Mimi): config_text is
+ * its config (config_where names it in messages), weights_name the one
+ * .safetensors file of DIR it reads.  NULL fields: as ckpt_open. */
+typedef struct CkptAs {
+  const char *config_text, *config_where, *weights_name;
+} CkptAs;
+int ckpt_open_as(Checkpoint *c, const char *dir, const CkptAs *as, sc_error *err);
+
+/* The moshi package's _lm_kwargs (the 7B) and the names its loaders assume
+ * for a repository without config.json (fe_moshi.c). */
+extern const char fe_moshi_7b_config[];
 
 /* NULL when absent. */
 const StTensor *ckpt_find(const Checkpoint *c, const char *name);

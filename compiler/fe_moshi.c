@@ -51,6 +51,23 @@ typedef struct MoshiCfg {
 
 /* ---- config ------------------------------------------------------------ */
 
+/* moshi.models.loaders._lm_kwargs (the 7B) and CheckpointInfo's names for
+ * a repository without config.json (MOSHI_NAME, MIMI_NAME,
+ * TEXT_TOKENIZER_NAME); checkpoint.c gives it to a directory without
+ * config.json whose weights are a Moshi LM. */
+const char fe_moshi_7b_config[] =
+    "{\"dim\": 4096, \"text_card\": 32000, \"existing_text_padding_id\": 3, \"n_q\": 16, \"dep_q\": 8, "
+    "\"card\": 2048, \"num_heads\": 32, \"num_layers\": 32, \"hidden_scale\": 4.125, \"causal\": true, "
+    "\"layer_scale\": null, \"context\": 3000, \"max_period\": 10000, \"gating\": \"silu\", "
+    "\"norm\": \"rms_norm_f32\", \"positional_embedding\": \"rope\", \"depformer_dim\": 1024, "
+    "\"depformer_dim_feedforward\": 4224, \"depformer_num_heads\": 16, \"depformer_num_layers\": 6, "
+    "\"depformer_layer_scale\": null, \"depformer_multi_linear\": true, \"depformer_context\": 8, "
+    "\"depformer_max_period\": 10000, \"depformer_gating\": \"silu\", \"depformer_pos_emb\": \"none\", "
+    "\"depformer_weights_per_step\": true, "
+    "\"delays\": [0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1], "
+    "\"moshi_name\": \"model.safetensors\", \"mimi_name\": \"tokenizer-e351c8d8-checkpoint125.safetensors\", "
+    "\"tokenizer_name\": \"tokenizer_spm_32k_3.model\", \"model_type\": \"moshi\"}";
+
 /* Keys CheckpointInfo takes out of config.json before LMModel sees the rest. */
 static const char *const info_keys[] = {"moshi_name", "mimi_name", "mimi_config_name", "tokenizer_name",
                                         "lora_name", "model_type", "lm_gen_config", "tts_config",
@@ -154,6 +171,34 @@ static int check_stack(const char *where, const char *what, MoshiStack *t, sc_er
   return SC_OK;
 }
 
+/* lm_gen_config: LMGen keyword arguments that run_inference passes; the
+ * runtime reads the sampling ones (sc_moshi_defaults).  CFG (cfg_coef != 1)
+ * and other arguments are refused by name. */
+static int read_gen_config(const cJSON *cfg, const char *w, sc_error *err) {
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(cfg, "lm_gen_config");
+  if (!g || cJSON_IsNull(g)) return SC_OK;
+  if (!cJSON_IsObject(g)) return sc_fail(err, SC_EINPUT, "%s: lm_gen_config must be an object", w);
+  static const char *const keys[] = {"temp", "temp_text", "top_k", "top_k_text", "use_sampling", "cfg_coef", "check"};
+  for (const cJSON *e = g->child; e; e = e->next)
+    if (!known(e->string, keys, sizeof keys / sizeof *keys))
+      return sc_fail(err, SC_EINPUT, "%s: lm_gen_config key '%s' is not an LMGen argument speechc lowers "
+                     "(known: temp, temp_text, top_k, top_k_text, use_sampling, cfg_coef 1)", w, e->string);
+  int use_sampling, check;
+  double t, tt, coef;
+  int64_t k, kt;
+  if (cfg_num_opt(g, w, "temp", 0.8, &t, err) || cfg_num_opt(g, w, "temp_text", 0.7, &tt, err) ||
+      cfg_int_opt(g, w, "top_k", 250, &k, err) || cfg_int_opt(g, w, "top_k_text", 25, &kt, err) ||
+      cfg_bool_opt(g, w, "use_sampling", 1, &use_sampling, err) || cfg_bool_opt(g, w, "check", 0, &check, err) ||
+      cfg_num_opt(g, w, "cfg_coef", 1.0, &coef, err))
+    return sc_fail(err, err->code, "lm_gen_config: %s", err->msg);
+  if (coef != 1.0)
+    return sc_fail(err, SC_EINPUT, "%s: lm_gen_config cfg_coef %g: classifier-free guidance is not supported", w,
+                   coef);
+  if (!isfinite(t) || !isfinite(tt) || k < 0 || kt < 0 || k > 1 << 30 || kt > 1 << 30)
+    return sc_fail(err, SC_EINPUT, "%s: lm_gen_config: temperatures must be finite and top-k 0..2^30", w);
+  return SC_OK;
+}
+
 static int read_config(const Checkpoint *c, MoshiCfg *m, sc_error *err) {
   const cJSON *cfg = c->config;
   const char *w = c->config_path;
@@ -179,6 +224,7 @@ static int read_config(const Checkpoint *c, MoshiCfg *m, sc_error *err) {
   };
   for (size_t i = 0; i < sizeof off / sizeof *off; i++)
     if (must_be_off(cfg, w, off[i].key, off[i].why, err)) return err->code;
+  if (read_gen_config(cfg, w, err)) return err->code;
   int causal = 1, dcausal = 1;
   if (cfg_bool_opt(cfg, w, "causal", 1, &causal, err) || cfg_bool_opt(cfg, w, "depformer_causal", 1, &dcausal, err))
     return err->code;
@@ -496,7 +542,21 @@ static int stack(Module *m, Graph *g, const MoshiStack *t, const MoshiLayer *ls,
   return x;
 }
 
+static int lm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
+
+/* A config the directory does not hold (the 7B defaults) is named in any
+ * error, so that a shape the weights do not have is explained. */
 int fe_moshi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
+  if (lm(m, c, o, err) == SC_OK) return SC_OK;
+  if (c->config_given) {
+    char msg[sizeof err->msg];
+    snprintf(msg, sizeof msg, "%s", err->msg);
+    sc_fail(err, err->code, "%s (the config: %s)", msg, c->config_path);
+  }
+  return err->code;
+}
+
+static int lm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
   MoshiCfg cfg;
   if (read_config(c, &cfg, err)) return err->code;
   const MoshiStack *t = &cfg.tr, *d = &cfg.dep;

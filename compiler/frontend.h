@@ -30,6 +30,7 @@ typedef struct BuildOpts {
   int check_numerics;        /* --check-numerics: entry points check their outputs */
   int64_t max_session_mb;    /* --max-session-mb: refuse a build whose session needs more */
   int signals;               /* the CLI: SIGINT/SIGTERM/SIGHUP remove the temporaries */
+  const CkptAs *ckpt_as;     /* NULL: model_dir as published; else a file of it under a given config */
 } BuildOpts;
 
 typedef int (*FrontendFn)(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);

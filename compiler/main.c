@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "build.h"
+#include "file.h"
+#include "json.h"
 #include "cli.h"
 #include "sc_abi.h"
 #include "sc_bands.h"
@@ -39,7 +41,7 @@ static const char *const usage_main =
     "  tts model.so --text-ids ...   Qwen3-TTS codec frames from text token ids\n"
     "  tokenize DIR \"text\"          Qwen tokenizer ids of a text (--decode: ids to text)\n"
     "  decode codec.so CODES -o a.wav  codec codes to audio (a speech_tokenizer/ build)\n"
-    "  moshi model.so --user-codes F --codes-out F --greedy   Moshi's step loop on codes\n"
+    "  moshi model.so --user-codes F --codes-out F   Moshi's step loop on codes (LMGen)\n"
     "  help COMMAND                  options of one command\n"
     "\n"
     "exit codes: 0 ok, 1 usage error, 2 bad input file, 3 runtime failure\n";
@@ -82,7 +84,9 @@ static const char *const usage_build =
     "                         naming the entry and the first NaN/inf index\n"
     "  --no-codec             a Qwen3-TTS checkpoint with speech_tokenizer/: build only\n"
     "                         the talker (default: also its codec decoder, OUT.codec.so,\n"
-    "                         which speechc tts uses for audio; cpu)\n"
+    "                         which speechc tts uses for audio; cpu); a Moshi checkpoint\n"
+    "                         whose mimi_name file is present: build only the LM (default:\n"
+    "                         also that Mimi, as OUT.codec.so; cpu)\n"
     "  --codec-weights f32|bf16  the codec decoder's weight band (default f32, the exact\n"
     "                         path; bf16: ~3x faster on CPUs with AMX, whose tiles then\n"
     "                         multiply bf16 activations too: a waveform ~33 dB SNR from\n"
@@ -136,6 +140,79 @@ static int build_codec(const BuildOpts *o, DType band, sc_error *err) {
   if (!o->quiet) fprintf(stderr, "speechc: %s has a speech tokenizer: building its decoder into %s\n",
                          o->model_dir, out);
   return sc_build(&c, err);
+}
+
+/* A Moshi checkpoint whose mimi_name file is present gets its Mimi built
+ * beside OUT.so as OUT.codec.so, as the package's CheckpointInfo.get_mimi
+ * makes it: num_codebooks max(dep_q, n_q - dep_q), the Mimi config of
+ * mimi_config_name (else the published defaults).  CPU (the codec ops
+ * have no device lowering yet). */
+static int build_mimi(const BuildOpts *o, DType band, sc_error *err) {
+  Checkpoint c;
+  if (ckpt_open(&c, o->model_dir, err)) return err->code;
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c.config, "model_type");
+  const cJSON *mn = cJSON_GetObjectItemCaseSensitive(c.config, "mimi_name");
+  const cJSON *mc = cJSON_GetObjectItemCaseSensitive(c.config, "mimi_config_name");
+  char path[PATH_MAX], out[PATH_MAX];
+  int rc = SC_OK;
+  cJSON *cfg = NULL;
+  char *text = NULL, *ctext = NULL;
+  if (!cJSON_IsString(mt) || strcmp(mt->valuestring, "moshi") || !cJSON_IsString(mn) ||
+      strchr(mn->valuestring, '/') || snprintf(path, sizeof path, "%s/%s", c.dir, mn->valuestring) >= (int)sizeof path ||
+      access(path, F_OK))
+    goto done; /* not a Moshi checkpoint, or its Mimi is not here */
+  int64_t n_q, dep_q;
+  if ((rc = cfg_int_opt(c.config, c.config_path, "n_q", 8, &n_q, err)) ||
+      (rc = cfg_int_opt(c.config, c.config_path, "dep_q", 8, &dep_q, err)))
+    goto done;
+  if (cJSON_IsString(mc)) {
+    if (strchr(mc->valuestring, '/') ||
+        snprintf(path, sizeof path, "%s/%s", c.dir, mc->valuestring) >= (int)sizeof path) {
+      rc = sc_fail(err, SC_EINPUT, "%s: mimi_config_name '%s' must name a file of the directory", c.config_path,
+                   mc->valuestring);
+      goto done;
+    }
+    if ((rc = json_read_file(path, SC_JSON_MAX, "hint: mimi_config_name names it", &ctext, &cfg, err))) goto done;
+    if (!cJSON_IsObject(cfg)) {
+      rc = sc_fail(err, SC_EINPUT, "%s: expected a JSON object (the Mimi config get_mimi takes)", path);
+      goto done;
+    }
+  } else if (!(cfg = cJSON_CreateObject())) {
+    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+    goto done;
+  }
+  cJSON_DeleteItemFromObjectCaseSensitive(cfg, "model_type");
+  cJSON_DeleteItemFromObjectCaseSensitive(cfg, "num_codebooks");
+  cJSON_AddStringToObject(cfg, "model_type", "mimi");
+  cJSON_AddNumberToObject(cfg, "num_codebooks", (double)(dep_q > n_q - dep_q ? dep_q : n_q - dep_q));
+  if (!(text = cJSON_PrintUnformatted(cfg))) {
+    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+    goto done;
+  }
+  if (sc_codec_path(o->out_path, out, sizeof out)) {
+    rc = sc_fail(err, SC_EUSAGE, "%s: too long to name the Mimi codec beside it", o->out_path);
+    goto done;
+  }
+  CkptAs as = {.config_text = text, .config_where = "its mimi_name, mimi_config_name", .weights_name = mn->valuestring};
+  BuildOpts b = build_defaults();
+  b.model_dir = c.dir;
+  b.ckpt_as = &as;
+  b.out_path = out;
+  b.cc = o->cc;
+  b.fuse = o->fuse;
+  b.quiet = o->quiet;
+  b.check_numerics = o->check_numerics;
+  b.max_session_mb = o->max_session_mb;
+  b.signals = o->signals;
+  b.band = band;
+  if (!o->quiet) fprintf(stderr, "speechc: %s names its Mimi (%s): building it into %s\n", o->model_dir, mn->valuestring, out);
+  rc = sc_build(&b, err);
+done:
+  cJSON_free(text);
+  cJSON_Delete(cfg);
+  free(ctext);
+  ckpt_close(&c);
+  return rc;
 }
 
 static int cmd_build(int argc, char **argv) {
@@ -220,7 +297,9 @@ static int cmd_build(int argc, char **argv) {
   int rc = sc_build(&o, &err);
   if (!rc) rc = tok_install(o.model_dir, o.out_path, o.quiet, &err);
   if (rc || no_codec) return report(rc, &err);
-  return report(build_codec(&o, codec_band, &err), &err);
+  rc = build_codec(&o, codec_band, &err);
+  if (!rc) rc = build_mimi(&o, codec_band, &err);
+  return report(rc, &err);
 }
 
 static const char *wtype_name(int w) { return sc_band(w) ? sc_band(w)->name : "?"; }

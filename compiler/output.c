@@ -213,7 +213,7 @@ int out_open(OutPair *p, const char *path, const Checkpoint *c, int signals, sc_
     goto fail;
   }
   snprintf(p->index, sizeof p->index, "%s/%s", c->dir, INDEX_NAME);
-  rc = add_input(p, c->config_path, 0, err);
+  rc = c->config_given ? SC_OK : add_input(p, c->config_path, 0, err);
   for (int i = 0; !rc && i < c->n_files; i++) rc = add_input(p, c->files[i].path, 0, err);
   if (!rc) rc = add_input(p, p->index, 1, err);
   if (rc) goto fail;

@@ -11,11 +11,13 @@
  *      (text_card for text, card for audio) while offset <= delay_k;
  *   3. the text token is drawn from its logits, then dep_q depformer steps
  *      each draw audio codebook k from the previous token (the text token
- *      for k = 0);
+ *      for k = 0); a draw is LMGen's sample_token (speechc.h), through
+ *      sc_sample with the text's and the audio's parameters;
  *   4. offset += 1, and the drawn tokens go to cache[.][offset % CT];
  *   5. after max_delay steps, the row cache[k][(offset - max_delay +
  *      delay_k) % CT] for k = 0..dep_q is returned.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +37,7 @@ struct sc_moshi {
   float *tlogits;  /* [text_out] */
   float *alogits;  /* [card] */
   float *h;        /* [dim] */
+  sc_sampler *text, *audio;
 };
 
 static int cfg_int(const cJSON *c, const char *key, int dflt) {
@@ -42,16 +45,61 @@ static int cfg_int(const cJSON *c, const char *key, int dflt) {
   return cJSON_IsNumber(v) ? v->valueint : dflt;
 }
 
-static int argmax(const float *x, int n) {
-  int best = 0;
-  for (int i = 1; i < n; i++)
-    if (x[i] > x[best]) best = i;
-  return best;
+static float cfg_num(const cJSON *c, const char *key, float dflt) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
+  return cJSON_IsNumber(v) ? (float)v->valuedouble : dflt;
 }
 
-int sc_moshi_open(sc_session *s, sc_moshi **out, sc_moshi_info *info, sc_error *err) {
+/* LMGen.__init__'s defaults, then lm_gen_config (fe_moshi.c checked its
+ * keys and types at build time). */
+int sc_moshi_defaults(const sc_model *m, sc_moshi_params *p, sc_error *err) {
+  memset(p, 0, sizeof *p);
+  p->temp = 0.8f;
+  p->temp_text = 0.7f;
+  p->top_k = 250;
+  p->top_k_text = 25;
+  p->seed = 4242;
+  if (strcmp(m->d->family, "moshi"))
+    return sc_fail(err, SC_EUSAGE, "%s: a %s model, not a Moshi model (model_type moshi)", m->path, m->d->family);
+  cJSON *c = cJSON_Parse(m->d->config_json);
+  if (!c) return sc_fail(err, SC_ERUNTIME, "%s: out of memory reading the Moshi config", m->path);
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(c, "lm_gen_config");
+  if (cJSON_IsObject(g)) {
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(g, "use_sampling");
+    p->greedy = cJSON_IsFalse(u);
+    p->temp = cfg_num(g, "temp", p->temp);
+    p->temp_text = cfg_num(g, "temp_text", p->temp_text);
+    p->top_k = cfg_int(g, "top_k", p->top_k);
+    p->top_k_text = cfg_int(g, "top_k_text", p->top_k_text);
+  }
+  cJSON_Delete(c);
+  return SC_OK;
+}
+
+/* One sampler per stream kind: LMGen's sample_token is sc_sample with
+ * top-p and the repetition penalty off. */
+static int new_sampler(int greedy, float temp, int top_k, uint64_t seed, sc_sampler **out, const char *what,
+                       sc_error *err) {
+  sc_sample_params sp = sc_sample_defaults();
+  sp.greedy = greedy || !(temp > 0);
+  sp.temperature = temp > 0 ? temp : 0;
+  sp.top_k = top_k;
+  sp.seed = seed;
+  if (isnan(temp) || isinf(temp))
+    return sc_fail(err, SC_EUSAGE, "the %s temperature must be a finite number (got %g); <= 0 means greedy", what,
+                   temp);
+  if (sc_sampler_new(&sp, out, err)) return sc_fail(err, err->code, "%s sampling: %s", what, err->msg);
+  return SC_OK;
+}
+
+int sc_moshi_open(sc_session *s, const sc_moshi_params *p, sc_moshi **out, sc_moshi_info *info, sc_error *err) {
   *out = NULL;
   const sc_model *m = s->m;
+  sc_moshi_params dflt;
+  if (!p) {
+    if (sc_moshi_defaults(m, &dflt, err)) return err->code;
+    p = &dflt;
+  }
   if (strcmp(m->d->family, "moshi"))
     return sc_fail(err, SC_EUSAGE, "%s: a %s model, not a Moshi model (model_type moshi)", m->path, m->d->family);
   sc_moshi *g = calloc(1, sizeof *g);
@@ -96,6 +144,11 @@ int sc_moshi_open(sc_session *s, sc_moshi **out, sc_moshi_info *info, sc_error *
     sc_moshi_close(g);
     return sc_fail(err, SC_ERUNTIME, "out of memory");
   }
+  if (new_sampler(p->greedy, p->temp_text, p->top_k_text, p->seed, &g->text, "text", err) ||
+      new_sampler(p->greedy, p->temp, p->top_k, p->seed + 1, &g->audio, "audio", err)) {
+    sc_moshi_close(g);
+    return err->code;
+  }
   for (int i = 0; i < g->K * g->CT; i++) g->cache[i] = -2; /* ungenerated */
   sc_session_reset(s);
   if (info) *info = *in;
@@ -109,6 +162,8 @@ void sc_moshi_close(sc_moshi *g) {
   free(g->tlogits);
   free(g->alogits);
   free(g->h);
+  sc_sampler_free(g->text);
+  sc_sampler_free(g->audio);
   free(g);
 }
 
@@ -126,12 +181,14 @@ int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, 
     ids[k] = g->offset <= g->delays[k] ? (k ? in->card : in->text_card) : g->cache[k * CT + g->offset % CT];
   sc_io io = {.ids = ids, .n = 1, .pos = g->offset, .out = g->tlogits, .hidden_out = g->h};
   if (rt_call(g->s, g->temporal, &io, err)) return err->code;
-  int32_t prev = argmax(g->tlogits, g->text_out), toks[MOSHI_MAX_K];
+  int32_t prev, toks[MOSHI_MAX_K];
+  if (sc_sample(g->text, g->tlogits, g->text_out, NULL, 0, NULL, 0, &prev, err)) return err->code;
   toks[0] = prev;
   for (int k = 0; k < Q; k++) {
     sc_io d = {.ids = &prev, .n = 1, .pos = k, .step = k, .hidden_in = g->h, .out = g->alogits};
     if (rt_call(g->s, k ? g->dep_audio : g->dep_text, &d, err)) return err->code;
-    prev = toks[k + 1] = argmax(g->alogits, in->card);
+    if (sc_sample(g->audio, g->alogits, in->card, NULL, 0, NULL, 0, &prev, err)) return err->code;
+    toks[k + 1] = prev;
   }
   g->offset++;
   for (int k = 0; k <= Q; k++) g->cache[k * CT + g->offset % CT] = toks[k];

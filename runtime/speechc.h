@@ -157,16 +157,33 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
  * One call per 80 ms step: the user's audio codes of the step in, and,
  * once the largest delay has passed, one row [text, audio_1..audio_dep_q]
  * out, exactly the rows LMGen.step returns (its delays, cache of
- * max_delay + 2 steps and initial tokens).  Greedy (argmax, first index on
- * ties) in this first version; sampling is not built yet.  The session is
- * the stream: sc_moshi_open resets it, and the generator borrows it. */
+ * max_delay + 2 steps and initial tokens).  The session is the stream:
+ * sc_moshi_open resets it, and the generator borrows it.
+ *
+ * Sampling is LMGen's sample_token: softmax(logits / temp), the top_k most
+ * likely kept, one draw; greedy (argmax, first index on ties) when greedy
+ * is set or a temperature is <= 0.  The text token uses temp_text /
+ * top_k_text, the audio codebooks temp / top_k.  Draws come from two
+ * xoshiro256** generators (sc_sampler) seeded from `seed` (text: seed,
+ * audio: seed + 1): the same seed gives the same rows on every platform,
+ * but not the package's rows (torch's generator cannot be matched). */
 typedef struct sc_moshi sc_moshi;
 typedef struct sc_moshi_info {
   int n_q, dep_q, card, text_card;
   int user_codebooks;       /* codes per step sc_moshi_step reads: n_q - dep_q */
   int max_delay;            /* steps that return no row */
 } sc_moshi_info;
-int sc_moshi_open(sc_session *s, sc_moshi **out, sc_moshi_info *info, sc_error *err);
+typedef struct sc_moshi_params {
+  int greedy;               /* LMGen's use_sampling = False */
+  float temp, temp_text;    /* audio 0.8, text 0.7 (LMGen's defaults) */
+  int top_k, top_k_text;    /* audio 250, text 25; 0: off */
+  uint64_t seed;            /* default 4242 (run_inference's seed_all) */
+} sc_moshi_params;
+/* LMGen's defaults with the checkpoint's lm_gen_config (kept in the
+ * artifact's config) over them: what the package's run_inference uses. */
+int sc_moshi_defaults(const sc_model *m, sc_moshi_params *p, sc_error *err);
+/* p NULL: sc_moshi_defaults. */
+int sc_moshi_open(sc_session *s, const sc_moshi_params *p, sc_moshi **out, sc_moshi_info *info, sc_error *err);
 void sc_moshi_close(sc_moshi *g);
 /* user[user_codebooks] in [0, card); row[1 + dep_q]; *has_row 0 while the
  * delays leave nothing to return. */

@@ -25,7 +25,10 @@ Two switch sets:
   family_tiny   layer_norm, ungated GELU FFN, sinusoidal positions (scaled),
                 LayerScale, GQA (kv_repeat 2), a depformer weights schedule,
                 low-rank depformer embeddings, GELU gating, other delays
-Both have a context shorter than the run, so the temporal KV ring wraps.
+Also tests/data/moshi/defaults_7b.json: the package's loaders._lm_kwargs and
+the file names CheckpointInfo assumes without a config.json (MOSHI_NAME,
+MIMI_NAME, TEXT_TOKENIZER_NAME), which a config-less directory gets.
+Both switch sets have a context shorter than the run, so the temporal KV ring wraps.
 Every parameter is drawn from a fixed seed (norm weights and biases too), so
 reruns give identical files.  Nothing here reimplements the model: every
 number is the package's.
@@ -156,7 +159,22 @@ def make(name, spec, check):
     return bad
 
 
+def defaults_7b(check):
+    from moshi.models import loaders
+    d = dict(loaders._lm_kwargs, moshi_name=loaders.MOSHI_NAME, mimi_name=loaders.MIMI_NAME,
+             tokenizer_name=loaders.TEXT_TOKENIZER_NAME, model_type="moshi")
+    p = os.path.join(OUT, "defaults_7b.json")
+    text = json.dumps(d, indent=1) + "\n"
+    if check:
+        same = open(p).read() == text
+        print(f"defaults_7b.json: {'same' if same else 'DIFFERS'}")
+        return not same
+    with open(p, "w") as f:
+        f.write(text)
+    return 0
+
+
 if __name__ == "__main__":
     check = "--check" in sys.argv
-    bad = sum(make(n, s, check) for n, s in SPECS.items())
+    bad = sum(make(n, s, check) for n, s in SPECS.items()) + defaults_7b(check)
     sys.exit(1 if bad else 0)

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "build.h"
+#include "checkpoint.h"
 #include "check.h"
 #include "model_internal.h"
 #include "parity_util.h"
@@ -116,6 +117,121 @@ static void *load(const char *dir, const char *file, long want) {
   return p;
 }
 
+/* Run LMGen with p over S steps of user codes; rows[R, 1 + Q] receive what
+ * it returns.  Returns the row count. */
+static int run_rows(sc_session *s, const sc_moshi_params *p, const int *user, int S, int U, int *rows, int R,
+                    int Q) {
+  sc_moshi *g = NULL;
+  sc_error err = {0};
+  int n = 0, row[64], has;
+  CHECK_MSG(sc_moshi_open(s, p, &g, NULL, &err) == 0, "%s", err.msg);
+  for (int st = 0; g && st < S; st++) {
+    CHECK_MSG(sc_moshi_step(g, user + (size_t)st * U, row, &has, &err) == 0, "%s", err.msg);
+    if (has && n < R) memcpy(rows + (size_t)n++ * (1 + Q), row, sizeof *row * (size_t)(1 + Q));
+  }
+  sc_moshi_close(g);
+  return n;
+}
+
+/* LMGen's sampling: the package's draws come from torch's generator, which
+ * speechc does not reproduce, so its properties are tested instead:
+ *   - top-k 1 on both streams at a positive temperature is greedy: the
+ *     package's greedy rows (so each top-k reaches its stream's sampler);
+ *   - the same seed gives the same rows; another seed, other rows; the
+ *     defaults (0.8 / 250, 0.7 / 25) do not give the greedy rows. */
+static void sampled(sc_session *s, const int *user, int S, int U, const int *greedy, int R, int Q,
+                    const char *name) {
+  int *a = calloc((size_t)R * (1 + Q), sizeof *a), *b = calloc((size_t)R * (1 + Q), sizeof *b);
+  sc_moshi_params p;
+  sc_error err = {0};
+  CHECK_MSG(sc_moshi_defaults(s->m, &p, &err) == 0, "%s", err.msg);
+  CHECK(!p.greedy && p.temp == 0.8f && p.temp_text == 0.7f && p.top_k == 250 && p.top_k_text == 25);
+  sc_moshi_params one = p;
+  one.temp = one.temp_text = 2.0f;
+  one.top_k = one.top_k_text = 1;
+  CHECK(run_rows(s, &one, user, S, U, a, R, Q) == R);
+  CHECK_MSG(!memcmp(a, greedy, sizeof *a * (size_t)R * (1 + Q)), "%s: top-k 1 sampling is not greedy", name);
+  CHECK(run_rows(s, &p, user, S, U, a, R, Q) == R);
+  CHECK(run_rows(s, &p, user, S, U, b, R, Q) == R);
+  CHECK_MSG(!memcmp(a, b, sizeof *a * (size_t)R * (1 + Q)), "%s: the same seed gave other rows", name);
+  CHECK_MSG(memcmp(a, greedy, sizeof *a * (size_t)R * (1 + Q)), "%s: sampling gave the greedy rows", name);
+  p.seed++;
+  CHECK(run_rows(s, &p, user, S, U, b, R, Q) == R);
+  CHECK_MSG(memcmp(a, b, sizeof *a * (size_t)R * (1 + Q)), "%s: seeds %llu and %llu gave the same rows", name,
+            (unsigned long long)p.seed - 1, (unsigned long long)p.seed);
+  free(a);
+  free(b);
+}
+
+/* The indices of the k best of x[n] (ties: lower index) as a mask. */
+static void top_mask(const float *x, int n, int k, unsigned char *in) {
+  memset(in, 0, (size_t)n);
+  for (int j = 0; j < k; j++) {
+    int best = -1;
+    for (int i = 0; i < n; i++)
+      if (!in[i] && (best < 0 || x[i] > x[best])) best = i;
+    in[best] = 1;
+  }
+}
+
+/* Top-k as a distribution: the first step's inputs are all initial tokens,
+ * so its text logits are fixed, and its first audio codebook's logits are
+ * fixed given the drawn text token.  Over many seeds at a high temperature
+ * every draw must be among the k best (computed here on a second session
+ * from the entry points), and all k must turn up; with top-k off, more than
+ * k do. */
+static void topk_draws(sc_session *s, sc_session *ref, const int *user, int U, const char *name) {
+  const sc_entry *et = rt_entry(s->m, "temporal"), *e0 = rt_entry(s->m, "depformer_text");
+  sc_moshi_info info;
+  sc_moshi *g = NULL;
+  sc_error err = {0};
+  CHECK_MSG(sc_moshi_open(s, NULL, &g, &info, &err) == 0, "%s", err.msg);
+  sc_moshi_close(g);
+  if (!et || !e0 || info.max_delay != 1) return;
+  const int TV = et->out_cols, V = info.card, KT = 3, KA = 4, N = 200;
+  float *tl = malloc(sizeof *tl * (size_t)TV), *al = malloc(sizeof *al * (size_t)V),
+        *h = malloc(sizeof *h * (size_t)et->hidden_cols);
+  unsigned char *tin = malloc((size_t)TV), *ain = malloc((size_t)V);
+  int ids[64];
+  ids[0] = info.text_card;
+  for (int k = 1; k <= info.n_q; k++) ids[k] = info.card;
+  sc_session_reset(ref);
+  sc_io io = {.ids = ids, .n = 1, .pos = 0, .out = tl, .hidden_out = h};
+  CHECK_MSG(rt_call(ref, et, &io, &err) == 0, "%s", err.msg);
+  top_mask(tl, TV, KT, tin);
+  for (int off = 0; off < 2; off++) {
+    int tseen[4096] = {0}, aseen[4096] = {0}, nt = 0, na = 0;
+    sc_moshi_params p;
+    sc_moshi_defaults(s->m, &p, &err);
+    p.temp = p.temp_text = 50.0f;
+    p.top_k_text = off ? 0 : KT;
+    p.top_k = off ? 0 : KA;
+    for (int i = 0; i < N; i++) {
+      int row[64];
+      p.seed = 1000 + (uint64_t)i;
+      if (run_rows(s, &p, user, 2, U, row, 1, info.dep_q) != 1) break;
+      const int t = row[0], a = row[1];
+      nt += !tseen[t]++;
+      na += !aseen[a]++;
+      if (off) continue;
+      CHECK_MSG(tin[t], "%s: seed %d drew text token %d, not among the top %d", name, i, t, KT);
+      sc_io d = {.ids = &t, .n = 1, .pos = 0, .step = 0, .hidden_in = h, .out = al};
+      CHECK_MSG(rt_call(ref, e0, &d, &err) == 0, "%s", err.msg);
+      top_mask(al, V, KA, ain);
+      CHECK_MSG(ain[a], "%s: seed %d drew audio token %d, not among the top %d", name, i, a, KA);
+    }
+    if (!off) {
+      CHECK_MSG(nt == KT, "%s: %d distinct text tokens under top-k %d", name, nt, KT);
+      CHECK_MSG(na >= KA, "%s: %d distinct audio tokens under top-k %d", name, na, KA);
+    } else {
+      CHECK_MSG(nt > KT && na > KA, "%s: top-k off drew only %d text / %d audio tokens", name, nt, na);
+    }
+    printf("%s: top-k %s: %d distinct text, %d distinct audio tokens over %d seeds\n", name, off ? "off" : "on", nt,
+           na, N);
+  }
+  free(tl), free(al), free(h), free(tin), free(ain);
+}
+
 /* LMGen greedy over the fixture's user codes: every returned row equal. */
 static void lmgen(sc_session *s, const char *dir, const char *name, const char *cc) {
   char path[300];
@@ -130,7 +246,8 @@ static void lmgen(sc_session *s, const char *dir, const char *name, const char *
   sc_moshi *g = NULL;
   sc_moshi_info info;
   sc_error err = {0};
-  CHECK_MSG(sc_moshi_open(s, &g, &info, &err) == 0, "%s", err.msg);
+  sc_moshi_params gp = {.greedy = 1};
+  CHECK_MSG(sc_moshi_open(s, &gp, &g, &info, &err) == 0, "%s", err.msg);
   if (g && user && want) {
     CHECK(info.user_codebooks == U && info.dep_q == Q);
     int rows = 0, row[64], has = 0;
@@ -153,6 +270,7 @@ static void lmgen(sc_session *s, const char *dir, const char *name, const char *
     printf("%s %s: %d LMGen greedy rows identical\n", name, cc, rows);
   }
   sc_moshi_close(g);
+  if (user && want) sampled(s, user, S, U, want, R, Q, name);
   free(user);
   free(want);
 }
@@ -225,6 +343,13 @@ static void parity(const char *name, const char *cc, int fuse) {
     printf("%s %s fuse %d: worst rel err %.3g over %d steps\n", name, cc, fuse, worst, T);
   }
   lmgen(s, dir, name, cc);
+  if (!strcmp(cc, "tcc") && fuse) {
+    sc_session *ref = NULL;
+    CHECK_MSG(sc_session_open(m, &ref, &err) == 0, "%s", err.msg);
+    int zeros[128] = {0}; /* user codes: row 0 depends on step 0 only */
+    if (ref) topk_draws(s, ref, zeros, lm.K - 1 - lm.Q, name);
+    sc_session_close(ref);
+  }
   free(codes), free(want), free(wtext), free(wmask), free(wtmask), free(got), free(gtext), free(mask), free(tmask);
   sc_session_close(s);
   sc_model_close(m);
@@ -355,6 +480,9 @@ static void refusals(void) {
       {"\"cross_attention\": true", "cross_attention"},
       {"\"frobnicate\": 1", "'frobnicate'"},
       {"\"causal\": false", "causal"},
+      {"\"lm_gen_config\": {\"cfg_coef\": 3.0}", "cfg_coef 3"},
+      {"\"lm_gen_config\": {\"top_p\": 0.9}", "lm_gen_config key 'top_p'"},
+      {"\"lm_gen_config\": {\"temp\": \"hot\"}", "temp"},
   };
   char dir[300], path[400], cmd[900];
   snprintf(dir, sizeof dir, "%s/refuse", tmpdir);
@@ -380,7 +508,123 @@ static void refusals(void) {
     CHECK_MSG(sc_build(&o, &err) == SC_EINPUT, "%s was accepted", cases[i].add);
     CHECK_CONTAINS(err.msg, cases[i].want);
   }
+  /* lm_gen_config gives the sampling defaults, as run_inference passes it to LMGen */
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  fprintf(f, "%.*s, \"lm_gen_config\": {\"temp\": 0.5, \"temp_text\": 0.25, \"top_k\": 7, \"top_k_text\": 3, "
+          "\"use_sampling\": false, \"cfg_coef\": 1.0}}\n", (int)(brace - base), base);
+  fclose(f);
+  sc_session *s = NULL;
+  sc_model *m = build_open(dir, "gencfg", "tcc", 1, &s);
+  sc_moshi_params p;
+  sc_error err = {0};
+  if (m) {
+    CHECK_MSG(sc_moshi_defaults(m, &p, &err) == 0, "%s", err.msg);
+    CHECK(p.greedy && p.temp == 0.5f && p.temp_text == 0.25f && p.top_k == 7 && p.top_k_text == 3 && p.seed == 4242);
+  }
+  sc_session_close(s);
+  sc_model_close(m);
   free(base);
+}
+
+/* Checkpoints as the package ships them:
+ *   - the built-in 7B defaults equal the package's (_lm_kwargs and the file
+ *     names, tests/data/moshi/defaults_7b.json, written by make_moshi.py);
+ *   - config.json's moshi_name names the LM file, beside other
+ *     .safetensors files (its Mimi): the package's greedy rows;
+ *   - a moshi_name that is missing or not a plain file name is refused;
+ *   - without config.json, Moshi weights get the 7B's shapes.  The 7B is
+ *     too big to build here, so this is seen in the error on the tiny
+ *     weights: the first tensor is expected at the 7B's [card + 1, dim];
+ *     weights that are not Moshi's keep the missing-config.json message. */
+static void shipped(void) {
+  char *want = slurp("tests/data/moshi/defaults_7b.json", NULL);
+  cJSON *a = want ? cJSON_Parse(want) : NULL, *b = cJSON_Parse(fe_moshi_7b_config);
+  CHECK_MSG(a && b && cJSON_Compare(a, b, 1), "fe_moshi_7b_config differs from the package's _lm_kwargs");
+  cJSON_Delete(a), cJSON_Delete(b), free(want);
+
+  char dir[100], cmd[2000], path[400];
+  snprintf(dir, sizeof dir, "%s/shipped", tmpdir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/legacy %s/other && cp tests/data/moshi/moshi7b_tiny/model.safetensors "
+           "%s/lm_weights.safetensors && cp tests/data/mimi/mimi_tiny/model.safetensors %s/mimi.safetensors && "
+           "sed 's/\"moshi_name\": \"model.safetensors\"/\"moshi_name\": \"lm_weights.safetensors\"/' "
+           "tests/data/moshi/moshi7b_tiny/config.json > %s/config.json && grep -q lm_weights %s/config.json && "
+           "cp tests/data/moshi/moshi7b_tiny/model.safetensors %s/legacy/ && "
+           "cp tests/data/mimi/mimi_tiny/model.safetensors %s/other/", dir, dir, dir, dir, dir, dir, dir, dir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  sc_session *s = NULL;
+  sc_model *m = build_open(dir, "shipped", "tcc", 1, &s);
+  if (s) lmgen(s, "tests/data/moshi/moshi7b_tiny", "moshi_name", "tcc");
+  sc_session_close(s);
+  sc_model_close(m);
+
+  static const struct { const char *name, *want; } bad[] = {
+      {"absent.safetensors", "absent.safetensors: missing"},
+      {"../moshi7b_tiny/model.safetensors", "must be the name of a .safetensors file"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    snprintf(cmd, sizeof cmd, "sed -i 's#\"moshi_name\": \"[^\"]*\"#\"moshi_name\": \"%s\"#' %s/config.json", bad[i].name,
+             dir);
+    CHECK(system(cmd) == 0);
+    Checkpoint c;
+    sc_error err = {0};
+    CHECK_MSG(ckpt_open(&c, dir, &err) == SC_EINPUT, "moshi_name %s was accepted", bad[i].name);
+    CHECK_CONTAINS(err.msg, bad[i].want);
+  }
+  static const struct { const char *sub, *want; } none[] = {
+      {"legacy", "tensor 'emb.0.weight' has shape [25, 16], expected [2049, 4096]"},
+      {"other", "config.json: not found"},
+  };
+  for (size_t i = 0; i < sizeof none / sizeof *none; i++) {
+    snprintf(path, sizeof path, "%s/%s", dir, none[i].sub);
+    char out[450];
+    snprintf(out, sizeof out, "%s/none.so", tmpdir);
+    BuildOpts o = build_defaults();
+    o.model_dir = path;
+    o.out_path = out;
+    o.quiet = 1;
+    sc_error err = {0};
+    CHECK_MSG(sc_build(&o, &err) == SC_EINPUT, "%s without config.json was accepted", none[i].sub);
+    CHECK_CONTAINS(err.msg, none[i].want);
+    if (i == 0) CHECK_CONTAINS(err.msg, "7B defaults");
+  }
+}
+
+/* One command: `speechc build` of a Moshi directory whose mimi_name file is
+ * present also builds that Mimi (OUT.codec.so), with num_codebooks
+ * max(dep_q, n_q - dep_q) and the config of mimi_config_name, as the
+ * package's get_mimi: the tiny Mimi's streaming decode (test_mimi's
+ * fixture) within 1e-5 of its peak.  --no-codec builds the LM alone. */
+static void one_command(void) {
+  const char *bin = getenv("SPEECHC_BIN");
+  if (!bin || !*bin) return;
+  char dir[100], cmd[4096], path[200];
+  snprintf(dir, sizeof dir, "%s/with_mimi", tmpdir);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/out && cp tests/data/moshi/family_tiny/model.safetensors %s/ && "
+           "cp tests/data/mimi/mimi_tiny/model.safetensors %s/mimi.safetensors && "
+           "grep -v '\"model_type\"\\|\"num_codebooks\"' tests/data/mimi/mimi_tiny/config.json > %s/mimi_config.json && "
+           "sed 's/\"model_type\": \"moshi\"/\"model_type\": \"moshi\", \"mimi_config_name\": \"mimi_config.json\"/' "
+           "tests/data/moshi/family_tiny/config.json > %s/config.json && grep -q mimi_config_name %s/config.json && "
+           "grep -q '\"mimi_name\": \"mimi.safetensors\"' %s/config.json && "
+           "%s build %s -o %s/out/m.so -q && %s decode %s/out/m.codec.so tests/data/mimi/mimi_tiny/codes.i32 "
+           "-o %s/out/pcm.raw --f32 -q && %s build %s -o %s/out/n.so -q --no-codec && test ! -e %s/out/n.codec.so",
+           dir, dir, dir, dir, dir, dir, dir, bin, dir, dir, bin, dir, dir, bin, dir, dir, dir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  const long n = 6L * 1920;
+  float *want = load("tests/data/mimi/mimi_tiny", "pcm.f32", n * 4);
+  snprintf(path, sizeof path, "%s/out", dir);
+  float *got = load(path, "pcm.raw", n * 4);
+  if (want && got) {
+    double peak = 0, worst = 0;
+    for (long i = 0; i < n; i++) {
+      if (fabs(want[i]) > peak) peak = fabs(want[i]);
+      if (fabs(got[i] - want[i]) > worst) worst = fabs(got[i] - want[i]);
+    }
+    CHECK_MSG(worst <= 1e-5 * peak, "the Mimi built beside Moshi: max diff %g of peak %g", worst, peak);
+    printf("one command: Moshi + its Mimi; decode within %.3g of the peak\n", worst / peak);
+  }
+  free(want);
+  free(got);
 }
 
 /* speechc moshi on the fixture's user codes (JSON): the package's rows. */
@@ -411,6 +655,19 @@ static void cli(void) {
     for (int k = 0; k <= Q; k++)
       CHECK_MSG(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, r), k)->valueint == want[r * (1 + Q) + k],
                 "speechc moshi row %d token %d", r, k);
+  /* sampling flags: top-k 1 at a positive temperature is greedy; a seed
+   * reproduces its rows, another seed gives others */
+  snprintf(cmd, sizeof cmd, "%s moshi %s/cli.so --user-codes %s/user.json --codes-out %s/k1.json --temp 3 "
+           "--temp-text 3 --top-k 1 --top-k-text 1 && cmp -s %s/k1.json %s/out.json", bin, tmpdir, tmpdir, tmpdir,
+           tmpdir, tmpdir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(cmd, sizeof cmd, "for r in 7a 7b 8; do %s moshi %s/cli.so --user-codes %s/user.json --codes-out %s/s$r.json "
+           "--seed ${r%%[ab]} --temp 1.5 --temp-text 1.5 || exit 9; done; cd %s; cmp -s s7a.json out.json && exit 3; "
+           "cmp -s s7a.json s7b.json || exit 4; cmp -s s7a.json s8.json && exit 5; exit 0", bin, tmpdir, tmpdir, tmpdir,
+           tmpdir);
+  int st = system(cmd);
+  CHECK_MSG(WEXITSTATUS(st) == 0, "speechc moshi --seed: exit %d (3: sampled = greedy, 4: seed 7 not reproduced, "
+            "5: seeds 7 and 8 agree)", WEXITSTATUS(st));
   /* a user file with the wrong number of codebooks is refused, naming it */
   snprintf(path, sizeof path, "%s/bad.json", tmpdir);
   f = fopen(path, "w");
@@ -441,6 +698,8 @@ int main(void) {
   parity("family_tiny", "gcc", 1);
   parity("family_tiny", "tcc", 0);
   refusals();
+  shipped();
+  one_command();
   cli();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
