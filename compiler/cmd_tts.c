@@ -67,7 +67,9 @@ const char *const usage_tts =
     "                          per physical core)\n"
     "  --decoder-threads N     kernel threads of the codec decoder, which runs on a thread of\n"
     "                          its own while the next frames are generated (default 0 = as\n"
-    "                          --threads)\n"
+    "                          --threads); after the first frame, two sides with more threads\n"
+    "                          than cores keep a share each (the decoder half the cores)\n"
+    "  --no-share              both sides keep all their threads (four threads on two cores)\n"
     "  --decoder-batch N       frames per decoder call, at most: a decoder that falls behind\n"
     "                          takes up to N queued frames at once (default 0 = the codec's\n"
     "                          --prefill-chunk; 1 = always one: the bits of --sequential)\n"
@@ -303,6 +305,8 @@ int cmd_tts(int argc, char **argv) {
       f32 = 1;
     } else if (!strcmp(a, "--sequential")) {
       p.audio_sequential = 1;
+    } else if (!strcmp(a, "--no-share")) {
+      p.audio_no_share = 1;
     } else if (!strcmp(a, "--non-streaming")) {
       p.non_streaming = 1;
     } else if (!strcmp(a, "--greedy")) {

@@ -146,13 +146,20 @@ typedef struct sc_tts_params {
    * rows: runtime/kernels.h); audio_batch = 1 gives the bits of the
    * sequential order.  audio_sequential = 1 keeps that order on the
    * calling thread (no decoder thread: each frame decoded and handed to
-   * on_audio before the next is generated). */
+   * on_audio before the next is generated).  Frame 1 is generated once
+   * frame 0 is decoded (the first audio as soon as sequentially); after
+   * it, sessions whose kernel threads together outnumber the physical
+   * cores use a share each (the codec session half the cores, the talker
+   * the rest) until the call returns. */
   sc_session *codec;
   int (*on_audio)(void *user, const int32_t *codes, int n_codebooks, const float *pcm, int n_samples,
                   int frame);
   void *audio_user;
   int audio_batch;          /* frames per codec call, at most: 0 = the codec's max_frames */
   int audio_sequential;     /* 1: decode on the calling thread, frame by frame (old order) */
+  int audio_no_share;       /* 1: while both sides run, each keeps every kernel thread of its
+                             * session (default: when the two pools hold more threads than
+                             * there are cores, each keeps its share: tts_audio.c) */
 } sc_tts_params;
 typedef struct sc_tts_stats {
   double prompt_s;          /* prompt embeddings + talker prefill */

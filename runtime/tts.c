@@ -419,7 +419,7 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
 
   sc_session_reset(s);
   double t0 = start, t1;
-  if (p->codec && (rc = tts_audio_start(p->codec, p, s->m->path, codes, G, start, &audio, err))) goto done;
+  if (p->codec && (rc = tts_audio_start(p->codec, p, s, codes, G, start, &audio, err))) goto done;
   if ((rc = tts_build_prompt(s, &c, p, &pr, err))) goto done;
   if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, h, err))) goto done;
   st.prompt_rows = pr.rows;

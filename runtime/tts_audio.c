@@ -26,11 +26,13 @@
  * thread before it returns, one frame per call: the order before the
  * decoder thread.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "pool.h"
 #include "tts_internal.h"
 
 struct TtsAudio {
@@ -43,6 +45,8 @@ struct TtsAudio {
   double start;              /* CLOCK_MONOTONIC seconds at the sc_tts_generate call */
   float *pcm;                /* [batch * spf] */
   int threaded;
+  sc_pool *gen_pool, *dec_pool; /* the two sessions' kernel threads (NULL: none) */
+  int gen_share, dec_share;  /* threads each uses once frame 0 is decoded */
   pthread_t tid;
   pthread_mutex_t mu;
   pthread_cond_t more;       /* frames pushed, or generation over */
@@ -52,6 +56,7 @@ struct TtsAudio {
   int delivered;             /* frames decoded and given to on_audio */
   int gen_done;              /* the generator pushes no more */
   int stopped;               /* the decoder stopped: error or on_audio's stop */
+  int first_decoded;         /* frame 0's PCM is computed */
   /* the decoder's own (read after the join, or on the one thread) */
   int rc;
   sc_error err;
@@ -76,7 +81,16 @@ static int decode_frames(TtsAudio *a, int t0, int n) {
   const double s1 = now();
   a->decoder_s += s1 - s0;
   a->calls++;
-  if (!t0) a->first_audio_s = s1 - a->start;
+  if (!t0) {
+    a->first_audio_s = s1 - a->start;
+    if (a->threaded) { /* the cores are shared from now on; the generator may go on */
+      sc_pool_limit(a->dec_pool, a->dec_share);
+      pthread_mutex_lock(&a->mu);
+      a->first_decoded = 1;
+      pthread_cond_signal(&a->room);
+      pthread_mutex_unlock(&a->mu);
+    }
+  }
   for (int i = 0; i < n; i++) {
     a->heard++;
     if (a->p->on_audio &&
@@ -105,14 +119,14 @@ static void *decoder_main(void *arg) {
   return NULL;
 }
 
-int tts_audio_start(sc_session *codec, const sc_tts_params *p, const char *talker, const int32_t *codes, int G,
+int tts_audio_start(sc_session *codec, const sc_tts_params *p, sc_session *gen, const int32_t *codes, int G,
                     double start, TtsAudio **out, sc_error *err) {
   *out = NULL;
   sc_codec_info ci;
   if (sc_codec_get_info(codec->m, &ci, err)) return err->code;
   if (ci.n_codebooks != G)
     return sc_fail(err, SC_EUSAGE, "%s decodes frames of %d codes but %s makes %d", codec->m->path,
-                   ci.n_codebooks, talker, G);
+                   ci.n_codebooks, gen->m->path, G);
   if (p->audio_batch < 0) return sc_fail(err, SC_EUSAGE, "audio_batch must be >= 0, got %d", p->audio_batch);
   TtsAudio *a = calloc(1, sizeof *a);
   if (!a) return sc_fail(err, SC_ERUNTIME, "out of memory");
@@ -124,6 +138,19 @@ int tts_audio_start(sc_session *codec, const sc_tts_params *p, const char *talke
   a->batch = p->audio_sequential ? 1 : p->audio_batch ? p->audio_batch : ci.max_frames;
   a->cap = 2 * a->batch;
   a->start = start;
+  /* Once frame 0 is decoded the two sides run at once: when their pools
+   * hold more threads than there are cores, each side keeps its share
+   * (the decoder half the cores, the generator the rest, one at least)
+   * and the rest sleep, rather than four threads spinning in each other's
+   * barriers on two cores.  Frame 0 and the prompt use every thread. */
+  a->gen_pool = gen->kctx.pool;
+  a->dec_pool = codec->kctx.pool;
+  const int cores = sc_physical_cores(), tg = sc_pool_threads(a->gen_pool), td = sc_pool_threads(a->dec_pool);
+  a->gen_share = tg, a->dec_share = td;
+  if (tg + td > cores && !p->audio_no_share) {
+    a->dec_share = td < cores / 2 ? td : cores / 2 > 1 ? cores / 2 : 1;
+    a->gen_share = tg < cores - a->dec_share ? tg : cores - a->dec_share > 1 ? cores - a->dec_share : 1;
+  }
   if (!(a->pcm = malloc((size_t)a->batch * a->spf * sizeof *a->pcm))) {
     free(a);
     return sc_fail(err, SC_ERUNTIME, "out of memory");
@@ -147,12 +174,16 @@ int tts_audio_push(TtsAudio *a, int t) {
   }
   pthread_mutex_lock(&a->mu);
   while (!a->stopped && t - a->delivered >= a->cap) pthread_cond_wait(&a->room, &a->mu);
-  const int stop = a->stopped;
-  if (!stop) {
+  if (!a->stopped) {
     a->pushed = t + 1;
     pthread_cond_signal(&a->more);
   }
+  /* frame 0 is decoded before frame 1 is generated: it has the cores to
+   * itself, so the first audio comes as soon as in the sequential order */
+  while (!t && !a->stopped && !a->first_decoded) pthread_cond_wait(&a->room, &a->mu);
+  const int stop = a->stopped;
   pthread_mutex_unlock(&a->mu);
+  if (!t) sc_pool_limit(a->gen_pool, a->gen_share);
   return stop;
 }
 
@@ -172,6 +203,8 @@ int tts_audio_finish(TtsAudio *a, sc_tts_stats *st, sc_error *err) {
     pthread_cond_signal(&a->more);
     pthread_mutex_unlock(&a->mu);
     pthread_join(a->tid, NULL);
+    sc_pool_limit(a->gen_pool, INT_MAX); /* every thread again */
+    sc_pool_limit(a->dec_pool, INT_MAX);
   }
   const int rc = a->rc;
   if (rc && err) *err = a->err;

@@ -42,10 +42,11 @@ int tts_predictor_step(sc_session *s, const TtsConfig *c, int step, const float 
 
 /* The audio half of sc_tts_generate (tts_audio.c): a decoder thread fed
  * frame by frame, or the sequential order (sc_tts_params.audio_sequential).
- * codes is the generator's [max_frames, G] output, talker its model's path
- * (for messages), start the sc_tts_generate call's now(). */
+ * codes is the generator's [max_frames, G] output, gen the talker's
+ * session (its kernel threads share the cores with the decoder's), start
+ * the sc_tts_generate call's now(). */
 typedef struct TtsAudio TtsAudio;
-int tts_audio_start(sc_session *codec, const sc_tts_params *p, const char *talker, const int32_t *codes, int G,
+int tts_audio_start(sc_session *codec, const sc_tts_params *p, sc_session *gen, const int32_t *codes, int G,
                     double start, TtsAudio **out, sc_error *err);
 /* Frame t's codes (codes[t * G ...]) are final: decode them (queued, or
  * now when sequential).  Frames come in order from 0.  Non-zero when the
