@@ -147,10 +147,11 @@ typedef struct sc_tts_params {
    * sequential order.  audio_sequential = 1 keeps that order on the
    * calling thread (no decoder thread: each frame decoded and handed to
    * on_audio before the next is generated).  Frame 1 is generated once
-   * frame 0 is decoded (the first audio as soon as sequentially); after
-   * it, sessions whose kernel threads together outnumber the physical
-   * cores use a share each (the codec session half the cores, the talker
-   * the rest) until the call returns. */
+   * frame 0 is decoded (the first audio as soon as sequentially).  When
+   * the two sessions' kernel threads together outnumber the physical
+   * cores, each uses its share while the other side is busy (the codec
+   * session half the cores, the talker the rest) and all of them while
+   * the other side is idle. */
   sc_session *codec;
   int (*on_audio)(void *user, const int32_t *codes, int n_codebooks, const float *pcm, int n_samples,
                   int frame);

@@ -430,7 +430,7 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
     /* frame t: the talker's step t (but for t = 0: the prompt's), c0 and
      * the predictor's codes, run as one program by the backend */
     int32_t *f = codes + (size_t)t * G;
-    if (audio && tts_audio_stopped(audio)) break; /* its error, if any, is returned below */
+    if (audio && tts_audio_next(audio)) break; /* its error, if any, is returned below */
     t0 = now();
     if (t && s->pos + 1 > s->m->d->max_context) {
       rc = sc_fail(err, SC_ERUNTIME, "context full: talker position %d + 1 exceeds max_context %d (hint: rebuild "

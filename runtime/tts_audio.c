@@ -14,7 +14,7 @@
  * generation to its audio stays bounded).
  *
  * Stops, either side: the decoder stops on a codec error or a non-zero
- * on_audio, and push (or tts_audio_stopped, which the generator asks
+ * on_audio, and push (or tts_audio_next, which the generator calls
  * before each frame) then answers non-zero, so the generator stops before
  * its next frame.  The generator's own stop or error goes through
  * tts_audio_finish, which lets the decoder finish the frames already
@@ -46,7 +46,7 @@ struct TtsAudio {
   float *pcm;                /* [batch * spf] */
   int threaded;
   sc_pool *gen_pool, *dec_pool; /* the two sessions' kernel threads (NULL: none) */
-  int gen_share, dec_share;  /* threads each uses once frame 0 is decoded */
+  int gen_share, dec_share;  /* threads each uses while the other side runs */
   pthread_t tid;
   pthread_mutex_t mu;
   pthread_cond_t more;       /* frames pushed, or generation over */
@@ -57,6 +57,7 @@ struct TtsAudio {
   int gen_done;              /* the generator pushes no more */
   int stopped;               /* the decoder stopped: error or on_audio's stop */
   int first_decoded;         /* frame 0's PCM is computed */
+  int gen_waiting;           /* the generator waits in tts_audio_push */
   /* the decoder's own (read after the join, or on the one thread) */
   int rc;
   sc_error err;
@@ -83,8 +84,7 @@ static int decode_frames(TtsAudio *a, int t0, int n) {
   a->calls++;
   if (!t0) {
     a->first_audio_s = s1 - a->start;
-    if (a->threaded) { /* the cores are shared from now on; the generator may go on */
-      sc_pool_limit(a->dec_pool, a->dec_share);
+    if (a->threaded) { /* the generator may go on (tts_audio_push) */
       pthread_mutex_lock(&a->mu);
       a->first_decoded = 1;
       pthread_cond_signal(&a->room);
@@ -107,7 +107,9 @@ static void *decoder_main(void *arg) {
     while (a->pushed == a->delivered && !a->gen_done) pthread_cond_wait(&a->more, &a->mu);
     const int t0 = a->delivered, n = a->pushed - t0 < a->batch ? a->pushed - t0 : a->batch;
     if (!n) break; /* generation over, every frame delivered */
+    const int alone = a->gen_waiting || a->gen_done;
     pthread_mutex_unlock(&a->mu);
+    sc_pool_limit(a->dec_pool, alone ? INT_MAX : a->dec_share);
     const int stop = decode_frames(a, t0, n);
     pthread_mutex_lock(&a->mu);
     a->delivered = t0 + n;
@@ -138,11 +140,14 @@ int tts_audio_start(sc_session *codec, const sc_tts_params *p, sc_session *gen, 
   a->batch = p->audio_sequential ? 1 : p->audio_batch ? p->audio_batch : ci.max_frames;
   a->cap = 2 * a->batch;
   a->start = start;
-  /* Once frame 0 is decoded the two sides run at once: when their pools
-   * hold more threads than there are cores, each side keeps its share
-   * (the decoder half the cores, the generator the rest, one at least)
-   * and the rest sleep, rather than four threads spinning in each other's
-   * barriers on two cores.  Frame 0 and the prompt use every thread. */
+  /* While both sides run, when their pools hold more threads than there
+   * are cores, each keeps its share (the decoder half the cores, the
+   * generator the rest, one at least) and the rest sleep, rather than four
+   * threads spinning in each other's barriers on two cores.  A side takes
+   * every thread while the other is idle: the generator for a frame that
+   * starts with nothing queued or being decoded (tts_audio_next), the
+   * decoder for a batch that starts while the generator waits (too far
+   * ahead, frame 0) or is done.  Each side sets only its own pool. */
   a->gen_pool = gen->kctx.pool;
   a->dec_pool = codec->kctx.pool;
   const int cores = sc_physical_cores(), tg = sc_pool_threads(a->gen_pool), td = sc_pool_threads(a->dec_pool);
@@ -173,25 +178,27 @@ int tts_audio_push(TtsAudio *a, int t) {
     return a->stopped;
   }
   pthread_mutex_lock(&a->mu);
+  a->gen_waiting = 1;
   while (!a->stopped && t - a->delivered >= a->cap) pthread_cond_wait(&a->room, &a->mu);
   if (!a->stopped) {
     a->pushed = t + 1;
     pthread_cond_signal(&a->more);
   }
-  /* frame 0 is decoded before frame 1 is generated: it has the cores to
-   * itself, so the first audio comes as soon as in the sequential order */
+  /* frame 0 is decoded before frame 1 is generated, with every thread:
+   * the first audio comes as soon as in the sequential order */
   while (!t && !a->stopped && !a->first_decoded) pthread_cond_wait(&a->room, &a->mu);
+  a->gen_waiting = 0;
   const int stop = a->stopped;
   pthread_mutex_unlock(&a->mu);
-  if (!t) sc_pool_limit(a->gen_pool, a->gen_share);
   return stop;
 }
 
-int tts_audio_stopped(TtsAudio *a) {
+int tts_audio_next(TtsAudio *a) {
   if (!a->threaded) return a->stopped;
   pthread_mutex_lock(&a->mu);
-  const int stop = a->stopped;
+  const int stop = a->stopped, busy = a->pushed > a->delivered;
   pthread_mutex_unlock(&a->mu);
+  sc_pool_limit(a->gen_pool, busy ? a->gen_share : INT_MAX);
   return stop;
 }
 

@@ -53,8 +53,10 @@ int tts_audio_start(sc_session *codec, const sc_tts_params *p, sc_session *gen, 
  * audio side has stopped (a codec error or on_audio's stop): generate no
  * more.  May wait while the generator is too far ahead of the audio. */
 int tts_audio_push(TtsAudio *a, int t);
-/* Non-zero once the audio side has stopped. */
-int tts_audio_stopped(TtsAudio *a);
+/* Before each frame: non-zero once the audio side has stopped.  Gives
+ * the generator's kernel threads their share of the cores while the
+ * decoder has frames, all of them while it has none. */
+int tts_audio_next(TtsAudio *a);
 /* No more frames: the frames pushed are decoded (unless the audio side
  * stopped), the thread joined, its timings put in st (may be NULL), and a
  * is freed (NULL: nothing).  Returns the decoder's error, copied to err
