@@ -6,8 +6,9 @@
 # generates.  Rounds interleave the bands; each run is one process under
 # `flock LOCK`; the table shows medians over ROUNDS of what `speechc tts`
 # prints: time to first audio, and the real-time factors of talker,
-# predictor, decoder and the whole pipeline (prompt excluded; with it, in the
-# last column).  Same 12-token prompt as bench/peers_qwen3tts.sh, streaming
+# predictor, decoder (each timed on its own thread) and the whole pipeline
+# (the wall clock, the decoder overlapped with generation; prompt excluded;
+# with it, in the last column).  Same 12-token prompt as bench/peers_qwen3tts.sh, streaming
 # text (the default), official sampling defaults, seed 1, FRAMES frames (no
 # EOS is expected from random weights; the frames column says if one came).
 #
@@ -23,6 +24,11 @@
 # the sum of its parts).  Its own printout gives the columns: Talker step +
 # Codec head, Code Predictor + Embed, Speech decoder total, TTFA (first
 # 10-frame chunk) and RTF (prompt included, so both "whole" columns).
+#
+# VARIANTS="NAME:FLAGS ..." runs each band once per variant with FLAGS added
+# to `speechc tts` (commas for spaces), rows named BAND.NAME; e.g. the decoder
+# thread's kernel threads against the old sequential order:
+#   VARIANTS="seq:--sequential d2: d1:--decoder-threads,1 t1d1:--threads,1,--decoder-threads,1"
 #
 #   ROUNDS=5 FRAMES=100 THREADS=2 BANDS="f32 q8_0 q4_0" bench/tts_pipeline.sh
 #   PEER=1 NONSTREAM=1 CKPT=/tmp/peers/pub BANDS="q8_0 q4_0" bench/tts_pipeline.sh
@@ -112,10 +118,13 @@ echo "# $(date -u +%Y-%m-%dT%H:%MZ) threads $THREADS, $FRAMES frames, $ROUNDS ro
 for r in $(seq "$ROUNDS"); do
   echo "round $r/$ROUNDS (load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
   for band in $BANDS; do
+   for variant in ${VARIANTS:-:}; do
+    name=$band${VARIANTS:+.${variant%%:*}}
+    IFS=, read -r -a flags <<<"${variant#*:}"
     b0=$(busy); t0=$(date +%s.%N)
     log=$(flock "$LOCK" /usr/bin/time -f 'cpu %U %S' "$SPEECHC" tts "$WORK/tts-$tag-gcc-$band.so" --text-ids "$ids" \
             --speaker random_speaker --language english --max-frames "$FRAMES" --seed 1 -o "$WORK/tts.wav" \
-            --threads "$THREADS" ${NONSTREAM:+--non-streaming} 2>&1 | tr '\r' '\n')
+            --threads "$THREADS" ${NONSTREAM:+--non-streaming} "${flags[@]}" 2>&1 | tr '\r' '\n')
     b1=$(busy); t1=$(date +%s.%N)
     line=$(grep 'whole pipeline' <<<"$log") || { echo "$log" | tail -5 >&2; exit 1; }
     fr=$(sed -nE 's/.* ([0-9]+) frames in .*/\1/p' <<<"$log")
@@ -123,8 +132,9 @@ for r in $(seq "$ROUNDS"); do
     # other processes' CPU (cores) averaged over the run, loading included
     other=$(awk -v b="$((b1 - b0))" -v hz="$hz" -v own="$own" -v t0="$t0" -v t1="$t1" \
               'BEGIN { o = (b / hz - own) / (t1 - t0); printf "%.2f", o < 0 ? 0 : o }')
-    sed -E "s/.*first audio ([0-9.]+) s; .*talker ([0-9.]+), predictor ([0-9.]+), decoder ([0-9.]+) \(([0-9.]+) ms\/frame\); whole pipeline real-time factor ([0-9.]+) \(prompt included: ([0-9.]+)\).*/$band $fr \1 \2 \3 \4 \5 \6 \7 $other/" \
+    sed -E "s/.*first audio ([0-9.]+) s; .*talker ([0-9.]+), predictor ([0-9.]+), decoder ([0-9.]+) \(([0-9.]+) ms\/frame\); whole pipeline real-time factor ([0-9.]+) \(prompt included: ([0-9.]+)\).*/$name $fr \1 \2 \3 \4 \5 \6 \7 $other/" \
       <<<"$line" >>"$res"
+   done
     if [ "${PEER:-0}" = 1 ]; then run_peer "$band"; fi
   done
 done

@@ -63,7 +63,18 @@ const char *const usage_tts =
     "  --codec PATH            the codec decoder (default: model.codec.so beside model.so)\n"
     "  --codes PATH            also write the codes (.json or .bin) when -o is audio\n"
     "  --f32                   float32 WAV samples\n"
-    "  --threads N             kernel threads (default 0 = one per physical core)\n"
+    "  --threads N             kernel threads of the talker and predictor (default 0 = one\n"
+    "                          per physical core)\n"
+    "  --decoder-threads N     kernel threads of the codec decoder, which runs on a thread of\n"
+    "                          its own while the next frames are generated (default 0 = as\n"
+    "                          --threads); after the first frame, two sides with more threads\n"
+    "                          than cores keep a share each (the decoder half the cores)\n"
+    "  --no-share              both sides keep all their threads (four threads on two cores)\n"
+    "  --decoder-batch N       frames per decoder call, at most: a decoder that falls behind\n"
+    "                          takes up to N queued frames at once (default 0 = the codec's\n"
+    "                          --prefill-chunk; 1 = always one: the bits of --sequential)\n"
+    "  --sequential            decode each frame before the next is generated, on one thread\n"
+    "                          (the order before the decoder thread; for debugging)\n"
     "  -q                      no per-frame progress on stderr\n";
 
 #define IDS_MAX ((size_t)1 << 20) /* bytes of an ids file: ~150k ids */
@@ -171,10 +182,12 @@ static int read_ids(const char *flag, const char *arg, int32_t **ids, int *n) {
   return rc;
 }
 
+/* on_frame runs on the generating thread and on_audio on the decoder's:
+ * they share nothing but `quiet` (read only). */
 typedef struct Progress {
   int quiet;
   sc_wav *wav;        /* audio out, or NULL */
-  sc_error *err;      /* where a write error goes */
+  sc_error err;       /* a write error (on_audio's; never the generator's err) */
   int failed;
 } Progress;
 
@@ -185,11 +198,12 @@ static int on_frame(void *user, const int32_t *codes, int g, int frame) {
   return 0;
 }
 
-/* Each frame's audio goes out before the next frame is generated. */
+/* Each frame's audio goes out as soon as it is decoded (on the decoder
+ * thread, while the next frames are generated); a write error stops both. */
 static int on_audio(void *user, const int32_t *codes, int g, const float *pcm, int n, int frame) {
   Progress *p = user;
   (void)codes, (void)g, (void)frame;
-  if (sc_wav_write(p->wav, pcm, (size_t)n, p->err)) p->failed = 1;
+  if (sc_wav_write(p->wav, pcm, (size_t)n, &p->err)) p->failed = 1;
   return p->failed;
 }
 
@@ -253,6 +267,7 @@ int cmd_tts(int argc, char **argv) {
   sc_tts_params p = sc_tts_defaults();
   Progress prog = {0};
   sc_open_opts opts = {.verify_weights = 1, .threads = 0};
+  int dec_threads = 0;
   long v;
   double f;
   for (int i = 0; i < argc; i++) {
@@ -288,6 +303,10 @@ int cmd_tts(int argc, char **argv) {
       if (!(codes_out = flag_value(argc, argv, &i, "--codes"))) return usage_error(usage_tts, "%s needs a path", a);
     } else if (!strcmp(a, "--f32")) {
       f32 = 1;
+    } else if (!strcmp(a, "--sequential")) {
+      p.audio_sequential = 1;
+    } else if (!strcmp(a, "--no-share")) {
+      p.audio_no_share = 1;
     } else if (!strcmp(a, "--non-streaming")) {
       p.non_streaming = 1;
     } else if (!strcmp(a, "--greedy")) {
@@ -299,6 +318,8 @@ int cmd_tts(int argc, char **argv) {
     }
     INT("--max-frames", 1, 1 << 20, p.max_frames)
     INT("--threads", 0, 1024, opts.threads)
+    INT("--decoder-threads", 0, 1024, dec_threads)
+    INT("--decoder-batch", 0, 1 << 20, p.audio_batch)
     FLOAT("--temperature", 0, 100, p.talker.temperature)
     INT("--top-k", 0, INT_MAX, p.talker.top_k)
     FLOAT("--top-p", 1e-9, 1, p.talker.top_p)
@@ -384,7 +405,9 @@ int cmd_tts(int argc, char **argv) {
     rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
   sc_codec_info ci = {0};
   if (!rc && audio) {
-    rc = sc_model_open(codec_path, &opts, &cm, &err);
+    sc_open_opts copts = opts;
+    if (dec_threads) copts.threads = dec_threads;
+    rc = sc_model_open(codec_path, &copts, &cm, &err);
     if (!rc) rc = sc_codec_get_info(cm, &ci, &err);
     if (!rc) rc = sc_session_open(cm, &cs, &err);
     sc_wav_opts wo = sc_wav_opts_for(out);
@@ -394,12 +417,14 @@ int cmd_tts(int argc, char **argv) {
     p.codec = cs;
     p.on_audio = on_audio;
     p.audio_user = &prog;
-    prog.err = &err;
   }
   sc_tts_stats st;
   p.stats = &st;
   if (!rc) rc = sc_tts_generate(s, &p, codes, &frames, on_frame, &prog, &err);
-  if (prog.failed) rc = err.code;
+  if (prog.failed && !rc) { /* on_audio stopped it: the write error */
+    err = prog.err;
+    rc = err.code;
+  }
   sc_error werr = {0};
   if (prog.wav && sc_wav_close(prog.wav, &werr) && !rc) {
     err = werr;
@@ -416,11 +441,16 @@ int cmd_tts(int argc, char **argv) {
     else /* a device runs a whole frame as one graph */
       fprintf(stderr, "(talker + predictor in one device graph: %.1f ms/frame)\n", 1e3 * st.predictor_s / frames);
     if (audio) {
-      const double secs = (double)frames * ci.samples_per_frame / ci.sample_rate, all = gen + st.decoder_s;
+      /* the parts are each timed on their own thread; the whole is the wall clock */
+      const double secs = (double)frames * ci.samples_per_frame / ci.sample_rate, sum = gen + st.decoder_s;
+      const double whole = st.wall_s - st.prompt_s;
       fprintf(stderr, "speechc: %.2f s of audio; time to first audio %.3f s; real-time factors: talker %.3f, "
               "predictor %.3f, decoder %.3f (%.1f ms/frame); whole pipeline real-time factor %.3f (prompt "
-              "included: %.3f)\n", secs, st.first_audio_s, st.talker_s / secs, st.predictor_s / secs,
-              st.decoder_s / secs, 1e3 * st.decoder_s / frames, all / secs, (all + st.prompt_s) / secs);
+              "included: %.3f), %.2f frames/s; the parts sum to %.3f (%s, %.2f frames per decoder call)\n",
+              secs, st.first_audio_s, st.talker_s / secs, st.predictor_s / secs, st.decoder_s / secs,
+              1e3 * st.decoder_s / frames, whole / secs, st.wall_s / secs, frames / whole, sum / secs,
+              st.overlapped ? "decoder on its own thread" : "sequential",
+              st.decoder_calls ? (double)st.decoded / st.decoder_calls : 0.0);
     }
   }
   if (!rc && !audio) rc = write_codes(out, codes, frames, g, &err);

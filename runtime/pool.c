@@ -35,6 +35,7 @@
 
 typedef struct Worker {
   struct sc_pool *pool;
+  int index;                        /* 1..threads-1: takes part while index < active */
   pthread_t tid;
 } Worker;
 
@@ -47,6 +48,7 @@ struct sc_pool {
   sc_pool_fn fn;
   void *arg;
   atomic_int stop;
+  atomic_int active;                /* threads used (sc_pool_limit), the caller included */
   _Alignas(64) _Atomic uint64_t ticket;
   _Alignas(64) atomic_int done;     /* chunks finished in the current job */
   _Alignas(64) atomic_int sleepers; /* workers blocked on cv */
@@ -101,12 +103,21 @@ static uint64_t wait_job(sc_pool *p, uint64_t seen) {
 }
 
 static void *worker_main(void *arg) {
-  sc_pool *p = ((Worker *)arg)->pool;
+  Worker *w = arg;
+  sc_pool *p = w->pool;
   uint64_t seen = 0;
   for (;;) {
     seen = wait_job(p, seen);
     if (atomic_load(&p->stop)) return NULL;
-    run_chunks(p, seen);
+    if (w->index < atomic_load_explicit(&p->active, memory_order_relaxed)) {
+      run_chunks(p, seen);
+      continue;
+    }
+    /* left out by sc_pool_limit: asleep until it takes this worker back
+     * (publish wakes it only when other workers sleep too) */
+    pthread_mutex_lock(&p->mu);
+    while (w->index >= atomic_load(&p->active) && !atomic_load(&p->stop)) pthread_cond_wait(&p->cv, &p->mu);
+    pthread_mutex_unlock(&p->mu);
   }
 }
 
@@ -127,6 +138,7 @@ sc_pool *sc_pool_new(int threads) {
   sc_pool *p = calloc(1, sizeof *p);
   if (!p) return NULL;
   p->threads = threads;
+  atomic_init(&p->active, threads);
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->cv, NULL);
   if (threads > 1 && !(p->workers = calloc((size_t)threads - 1, sizeof *p->workers))) {
@@ -136,6 +148,7 @@ sc_pool *sc_pool_new(int threads) {
   for (int i = 1; i < threads; i++) {
     Worker *w = &p->workers[i - 1];
     w->pool = p;
+    w->index = i;
     if (pthread_create(&w->tid, NULL, worker_main, w)) {
       p->threads = i; /* join the ones that started */
       sc_pool_free(p);
@@ -161,12 +174,24 @@ void sc_pool_free(sc_pool *p) {
   free(p);
 }
 
-int sc_pool_threads(const sc_pool *p) { return p ? p->threads : 1; }
+int sc_pool_threads(const sc_pool *p) {
+  return p ? atomic_load_explicit(&((sc_pool *)p)->active, memory_order_relaxed) : 1;
+}
+
+void sc_pool_limit(sc_pool *p, int n) {
+  if (!p) return;
+  n = n < 1 ? 1 : n > p->threads ? p->threads : n;
+  if (n == atomic_load(&p->active)) return;
+  atomic_store(&p->active, n);
+  pthread_mutex_lock(&p->mu); /* wake the workers taken back */
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}
 
 void sc_pool_run(sc_pool *p, sc_pool_fn fn, void *arg, int nchunks) {
   if (nchunks <= 0) return;
   if (nchunks > SC_POOL_MAX_CHUNKS) nchunks = SC_POOL_MAX_CHUNKS;
-  if (!p || p->threads == 1 || nchunks == 1) {
+  if (!p || atomic_load_explicit(&p->active, memory_order_relaxed) == 1 || nchunks == 1) {
     for (int c = 0; c < nchunks; c++) fn(arg, c, nchunks);
     return;
   }

@@ -34,8 +34,17 @@ typedef struct sc_pool sc_pool;
  * thread could not be created.  Free with sc_pool_free. */
 sc_pool *sc_pool_new(int threads);
 void sc_pool_free(sc_pool *p);
-/* Threads in the pool, the caller included (1 for a NULL pool). */
+/* Threads the pool uses, the caller included (1 for a NULL pool): its
+ * size, or what sc_pool_limit left. */
 int sc_pool_threads(const sc_pool *p);
+/* Use only n of the pool's threads (clamped to 1..size; the caller and
+ * the first n - 1 workers) for the jobs that follow, or all of them again
+ * with n >= size.  The others sleep on the condition variable, not in the
+ * spin, so two pools that share the cores can stop competing for them
+ * (the Qwen3-TTS driver's generator and decoder, runtime/tts_audio.c).
+ * Results do not change: they never depend on the thread count.  Called
+ * by whoever runs the pool's jobs, between jobs. */
+void sc_pool_limit(sc_pool *p, int n);
 /* Run fn(arg, c, nchunks) for every chunk c < nchunks (at most
  * SC_POOL_MAX_CHUNKS) on the pool's threads and return when all have
  * returned.  A NULL pool, a one-thread pool or a one-chunk job runs the

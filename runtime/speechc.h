@@ -107,8 +107,9 @@ int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
  * generate): prompt layout, streaming or non-streaming text, the talker's
  * first code per frame, the code predictor's other G-1 codes, stop at the
  * codec EOS.  Output is a [frames x G] matrix of codec ids (G = 16 for the
- * published models, sc_tts_codebooks).  Text tokenization and audio decoding
- * are not part of speechc yet: callers pass token ids and get codes. */
+ * published models, sc_tts_codebooks), and with a codec decoder session
+ * the audio (below).  Callers pass token ids (the tokenizer is
+ * compiler/tokenizer.h, not this API). */
 typedef struct sc_tts_params {
   /* ids of "<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n" */
   const int32_t *text_ids;
@@ -125,13 +126,41 @@ typedef struct sc_tts_params {
   sc_sample_params predictor; /* default: top-k 50, top-p 1, temperature 0.9 */
   struct sc_tts_stats *stats; /* optional: filled with timings */
   /* Audio (optional): a session of a codec decoder (sc_codec_*, built from
-   * the checkpoint's speech_tokenizer/), reset at the start; each frame is
-   * decoded as soon as it is generated and handed to on_audio with its
-   * codes (samples_per_frame floats in [-1, 1]).  A non-zero return stops. */
+   * the checkpoint's speech_tokenizer/), reset at the start and used by
+   * sc_tts_generate alone until it returns.  By default a decoder thread
+   * that sc_tts_generate starts and joins decodes while the next frames
+   * are generated: frame t's codes are queued as soon as on_frame has
+   * seen them, and the thread decodes whatever is queued, up to
+   * audio_batch frames per codec call (one frame at a time while it keeps
+   * up, more when it falls behind; generation waits when it is
+   * 2 * audio_batch frames ahead of the audio).  on_audio then runs ON THE
+   * DECODER THREAD, once per frame, in frame order, with the frame's codes
+   * and samples_per_frame floats in [-1, 1]; on_frame stays on the calling
+   * thread.  The two callbacks run concurrently: what they share is the
+   * caller's to lock.  A non-zero return from on_audio, or a decoder
+   * error, stops generation before its next frame; a stop or error on the
+   * generating side lets the decoder finish the frames already queued.
+   * Frames a codec call takes at once are computed together, so their
+   * samples may differ from one-frame calls at rounding level (OpenBLAS
+   * sums f32 GEMMs of 16 rows or more in an order that depends on the
+   * rows: runtime/kernels.h); audio_batch = 1 gives the bits of the
+   * sequential order.  audio_sequential = 1 keeps that order on the
+   * calling thread (no decoder thread: each frame decoded and handed to
+   * on_audio before the next is generated).  Frame 1 is generated once
+   * frame 0 is decoded (the first audio as soon as sequentially).  When
+   * the two sessions' kernel threads together outnumber the physical
+   * cores, each uses its share while the other side is busy (the codec
+   * session half the cores, the talker the rest) and all of them while
+   * the other side is idle. */
   sc_session *codec;
   int (*on_audio)(void *user, const int32_t *codes, int n_codebooks, const float *pcm, int n_samples,
                   int frame);
   void *audio_user;
+  int audio_batch;          /* frames per codec call, at most: 0 = the codec's max_frames */
+  int audio_sequential;     /* 1: decode on the calling thread, frame by frame (old order) */
+  int audio_no_share;       /* 1: while both sides run, each keeps every kernel thread of its
+                             * session (default: when the two pools hold more threads than
+                             * there are cores, each keeps its share: tts_audio.c) */
 } sc_tts_params;
 typedef struct sc_tts_stats {
   double prompt_s;          /* prompt embeddings + talker prefill */
@@ -139,9 +168,15 @@ typedef struct sc_tts_stats {
   double predictor_s;       /* code predictor: all G-1 codes of every frame, codec sums
                              * (--target cuda: the whole frame, talker step and c0
                              * included, which run in the same graph) */
-  double decoder_s;         /* the codec decoder (with sc_tts_params.codec) */
+  double decoder_s;         /* the codec decoder (with sc_tts_params.codec), timed on
+                             * the thread it runs on */
   double first_audio_s;     /* from the call to the first frame's PCM (codec given) */
+  double wall_s;            /* the whole call, until the last on_audio returned: with
+                             * the decoder overlapped, less than the sum of the parts */
   int prompt_rows, frames;
+  int decoder_calls;        /* codec calls (frames decoded / calls = the mean batch) */
+  int decoded;              /* frames decoded and handed to on_audio */
+  int overlapped;           /* 1: the decoder ran on its own thread */
 } sc_tts_stats;
 sc_tts_params sc_tts_defaults(void);
 /* Codebooks per frame (G), or 0 when the model is not a TTS model. */

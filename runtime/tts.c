@@ -384,6 +384,8 @@ static void frame_program(TtsFrame *fr, const TtsConfig *c, int t, int pos, floa
 
 int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                     sc_frame_cb on_frame, void *user, sc_error *err) {
+  const double start = now();
+  sc_tts_stats st = {0};
   *n_frames = 0;
   if (p->max_frames < 1) return sc_fail(err, SC_EUSAGE, "--max-frames must be >= 1, got %d", p->max_frames);
   if (p->min_frames < 0) return sc_fail(err, SC_EUSAGE, "min_frames must be >= 0, got %d", p->min_frames);
@@ -399,8 +401,7 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   TtsFrame fr;
   int32_t *hist = malloc((size_t)(p->max_frames + 1) * sizeof(int32_t));
   int32_t *suppress = malloc((size_t)1025 * sizeof(int32_t));
-  float *pcm = NULL;        /* one frame of audio, with p->codec */
-  sc_codec_info ci = {0};
+  TtsAudio *audio = NULL;   /* with p->codec */
   int rc = SC_OK;
   if (!logits || !h || !x || !hc0 || !plogits || !steps || !hist || !suppress) {
     rc = sc_fail(err, SC_ERUNTIME, "out of memory");
@@ -417,22 +418,8 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   suppress[n_sup] = c.codec_eos;
 
   sc_session_reset(s);
-  sc_tts_stats st = {0};
-  const double start = now();
   double t0 = start, t1;
-  if (p->codec) {
-    if ((rc = sc_codec_get_info(p->codec->m, &ci, err))) goto done;
-    if (ci.n_codebooks != G) {
-      rc = sc_fail(err, SC_EUSAGE, "%s decodes frames of %d codes but %s makes %d", p->codec->m->path,
-                   ci.n_codebooks, s->m->path, G);
-      goto done;
-    }
-    if (!(pcm = malloc((size_t)ci.samples_per_frame * sizeof *pcm))) {
-      rc = sc_fail(err, SC_ERUNTIME, "out of memory");
-      goto done;
-    }
-    sc_session_reset(p->codec);
-  }
+  if (p->codec && (rc = tts_audio_start(p->codec, p, s, codes, G, start, &audio, err))) goto done;
   if ((rc = tts_build_prompt(s, &c, p, &pr, err))) goto done;
   if ((rc = tts_talker(s, &c, pr.prompt, pr.rows, logits, h, err))) goto done;
   st.prompt_rows = pr.rows;
@@ -443,6 +430,7 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
     /* frame t: the talker's step t (but for t = 0: the prompt's), c0 and
      * the predictor's codes, run as one program by the backend */
     int32_t *f = codes + (size_t)t * G;
+    if (audio && tts_audio_next(audio)) break; /* its error, if any, is returned below */
     t0 = now();
     if (t && s->pos + 1 > s->m->d->max_context) {
       rc = sc_fail(err, SC_ERUNTIME, "context full: talker position %d + 1 exceeds max_context %d (hint: rebuild "
@@ -461,20 +449,15 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
     hist[t] = f[0];
     *n_frames = st.frames = t + 1;
     if (on_frame && on_frame(user, f, G, t)) break;
-    if (p->codec) {
-      t0 = now();
-      if ((rc = sc_codec_decode(p->codec, f, 1, pcm, err))) goto done;
-      t1 = now();
-      st.decoder_s += t1 - t0;
-      if (!t) st.first_audio_s = t1 - start;
-      if (p->on_audio && p->on_audio(p->audio_user, f, G, pcm, ci.samples_per_frame, t)) break;
-    }
+    if (audio && tts_audio_push(audio, t)) break; /* decoded now, or queued for the decoder thread */
     /* next talker input: the codec sum plus text row t */
     add_rows(x, t < pr.trail ? pr.trailing + (size_t)t * H : pr.pad, (size_t)H);
   }
 done:
+  /* the frames queued are still decoded; the generator's error comes first */
+  if (tts_audio_finish(audio, &st, rc ? NULL : err)) rc = rc ? rc : err->code;
+  st.wall_s = now() - start;
   if (p->stats) *p->stats = st;
-  free(pcm);
   sc_sampler_free(ts);
   sc_sampler_free(ps);
   tts_prompt_free(&pr);

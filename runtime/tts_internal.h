@@ -40,4 +40,27 @@ int tts_talker(sc_session *s, const TtsConfig *c, const float *embeds, int n, fl
 int tts_predictor_step(sc_session *s, const TtsConfig *c, int step, const float *hc0, int32_t code,
                        float *logits, sc_error *err);
 
+/* The audio half of sc_tts_generate (tts_audio.c): a decoder thread fed
+ * frame by frame, or the sequential order (sc_tts_params.audio_sequential).
+ * codes is the generator's [max_frames, G] output, gen the talker's
+ * session (its kernel threads share the cores with the decoder's), start
+ * the sc_tts_generate call's now(). */
+typedef struct TtsAudio TtsAudio;
+int tts_audio_start(sc_session *codec, const sc_tts_params *p, sc_session *gen, const int32_t *codes, int G,
+                    double start, TtsAudio **out, sc_error *err);
+/* Frame t's codes (codes[t * G ...]) are final: decode them (queued, or
+ * now when sequential).  Frames come in order from 0.  Non-zero when the
+ * audio side has stopped (a codec error or on_audio's stop): generate no
+ * more.  May wait while the generator is too far ahead of the audio. */
+int tts_audio_push(TtsAudio *a, int t);
+/* Before each frame: non-zero once the audio side has stopped.  Gives
+ * the generator's kernel threads their share of the cores while the
+ * decoder has frames, all of them while it has none. */
+int tts_audio_next(TtsAudio *a);
+/* No more frames: the frames pushed are decoded (unless the audio side
+ * stopped), the thread joined, its timings put in st (may be NULL), and a
+ * is freed (NULL: nothing).  Returns the decoder's error, copied to err
+ * when err is non-NULL. */
+int tts_audio_finish(TtsAudio *a, sc_tts_stats *st, sc_error *err);
+
 #endif

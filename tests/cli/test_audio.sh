@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Speech out on the command line (issue 14): a Qwen3-TTS checkpoint with a
 # speech_tokenizer/ builds both artifacts in one command; `speechc tts -o
-# out.wav` decodes each frame as it is made, and its audio equals `speechc
-# decode` of the codes it saved; `-o -` streams the same samples as bare
-# s16le; bad codes, a missing decoder and the wrong kind of model are
+# out.wav` decodes each frame on a decoder thread while the next is made,
+# and its audio equals `speechc decode` of the codes it saved (one frame
+# per call) and the sequential order's; `-o -` streams the same samples as
+# bare s16le; errors mid-stream on either side end with the error, never a
+# hang; bad codes, a missing decoder and the wrong kind of model are
 # refused by name.  The talker is the committed tiny official checkpoint,
 # its decoder a random codec-tiny from make_random_ckpt (beside speechc).
 . "$(dirname "$0")/lib.sh" "$@"
@@ -20,15 +22,25 @@ mkdir -p "$W/nc"
 expect build-no-codec 0 -- "$BIN" build -q "$T" -o "$W/nc/m.so" --no-codec
 expect no-codec-artifact 1 -- test -e "$W/nc/m.codec.so"
 
-expect tts-wav 0 "time to first audio" "decoder" "whole pipeline real-time factor" -- \
-  "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/out.wav" --codes "$W/codes.json"
-# frame by frame, as tts decodes: the same calls, so the same bits
+expect tts-wav 0 "time to first audio" "decoder" "whole pipeline real-time factor" "decoder on its own thread" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/out.wav" --codes "$W/codes.json" --decoder-batch 1
+# one frame per decoder call, as tts decoded them here: the same calls, so the same bits
 expect decode-codes 0 "real-time factor" -- "$BIN" decode "$W/m.codec.so" "$W/codes.json" -o "$W/dec.wav" --chunk 1
 expect tts-equals-decode 0 -- cmp "$W/out.wav" "$W/dec.wav"
+# the old order, on one thread: the same bits again
+expect tts-sequential 0 "(sequential, 1.00 frames per decoder call)" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/seq.wav" --sequential
+expect sequential-equals-thread 0 -- cmp "$W/out.wav" "$W/seq.wav"
+# batches as the decoder falls behind (bits within rounding: test_tts_audio),
+# one kernel thread each side: every frame, the same codes
+expect tts-batched 0 "decoder on its own thread" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/bat.wav" --codes "$W/bat.json" --threads 1 --decoder-threads 1
+expect batched-codes 0 -- cmp "$W/codes.json" "$W/bat.json"
+expect batched-size 0 -- test "$(stat -c %s "$W/bat.wav")" -eq "$(stat -c %s "$W/out.wav")"
 frames=$(grep -o '"frames": [0-9]*' "$W/codes.json" | grep -o '[0-9]*$')
 expect wav-size 0 -- test "$(stat -c %s "$W/out.wav")" -eq $((44 + frames * 1920 * 2))
 expect wav-header 0 -- bash -c "head -c 4 '$W/out.wav' | grep -q RIFF"
-expect tts-stdout 0 -- bash -c "'$BIN' tts '$W/m.so' ${SAY[*]} -o - -q > '$W/out.raw'"
+expect tts-stdout 0 -- bash -c "'$BIN' tts '$W/m.so' ${SAY[*]} -o - -q --decoder-batch 1 > '$W/out.raw'"
 expect stdout-is-wav-data 0 -- bash -c "tail -c +45 '$W/out.wav' | cmp - '$W/out.raw'"
 expect tts-f32 0 -- "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/f.wav" --f32 -q
 expect f32-size 0 -- test "$(stat -c %s "$W/f.wav")" -eq $((58 + frames * 1920 * 4))
@@ -61,6 +73,23 @@ expect talker-stays-f32 1 -- bash -c "'$BIN' inspect '$W/bf/m.so' | grep -q ' bf
 expect decode-bf16 0 "real-time factor" -- "$BIN" decode "$W/bf/m.codec.so" "$W/codes.json" -o "$W/bf.wav"
 expect codec-weights-bad 1 "--codec-weights expects f32 or bf16, got 'q4_0'" -- \
   "$BIN" build -q "$T" -o "$W/bf/n.so" --codec-weights q4_0
+
+# errors mid-stream on either side: no hang, the error, a non-zero exit
+setup codec-4 "$BIN" build -q "$T/speech_tokenizer" -o "$W/c4.so" --max-context 4
+for mode in --decoder-batch=0 --sequential; do
+  expect "decoder-fails$mode" 3 "the stream is full" "max_context 4 frames" -- \
+    "$BIN" tts "$W/m.so" "${SAY[@]}" --codec "$W/c4.so" -o "$W/x.wav" -q $mode
+done
+expect write-fails 2 "stdout: write failed" -- bash -c "'$BIN' tts '$W/m.so' ${SAY[*]} -o - -q > /dev/full"
+# the talker's context ends at frame 7 (a 10-row prompt, 17 positions):
+# the frames made before it are all heard, as in the sequential order
+setup talker-17 "$BIN" build -q "$T" -o "$W/t17.so" --max-context 17 --no-codec
+expect talker-fails-seq 3 "context full: talker position 17" -- \
+  "$BIN" tts "$W/t17.so" "${SAY[@]}" --codec "$W/m.codec.so" -o "$W/t17s.wav" -q --sequential
+expect talker-fails 3 "context full: talker position 17" -- \
+  "$BIN" tts "$W/t17.so" "${SAY[@]}" --codec "$W/m.codec.so" -o "$W/t17.wav" -q --decoder-batch 1
+expect talker-fails-audio-kept 0 -- cmp "$W/t17s.wav" "$W/t17.wav"
+expect talker-fails-frames 0 -- test "$(stat -c %s "$W/t17.wav")" -eq $((44 + 8 * 1920 * 2))
 
 # refusals
 expect tts-wav-no-codec 1 "no codec decoder beside the model" -- \

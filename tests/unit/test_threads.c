@@ -4,7 +4,7 @@
  *
  * The pool: every chunk of a job runs exactly once, and all are finished
  * when sc_pool_run returns; with workers, chunks run on more than one
- * thread.
+ * thread; limited (sc_pool_limit) to n threads, on n at most.
  *
  * Every tiny checkpoint is built once per band (f32, bf16, q8_0, q4_0; the
  * kernels are the runtime's whatever the toolchain, so libtcc builds) and
@@ -88,6 +88,43 @@ static void test_pool(void) {
   CHECK(sc_physical_cores() >= 1);
 }
 
+/* sc_pool_limit: a pool of 3 limited to 1 runs every chunk on the caller,
+ * limited to 2 on at most two threads (the third worker asleep), and
+ * back to 3 on all; every chunk still once, in every state. */
+static void test_pool_limit(void) {
+  sc_pool *p = sc_pool_new(3);
+  CHECK(p != NULL);
+  if (!p) return;
+  static Job j;
+  const int limits[] = {1, 2, 3, 0, 7, 2, 1, 3};
+  for (int k = 0; k < 8; k++) {
+    sc_pool_limit(p, limits[k]);
+    const int want = limits[k] < 1 ? 1 : limits[k] > 3 ? 3 : limits[k];
+    CHECK(sc_pool_threads(p) == want);
+    int most = 0;
+    for (int id = 0; id < 100; id++) {
+      const int n = 24;
+      memset(&j, 0, sizeof j);
+      j.id = id;
+      sc_pool_run(p, job_chunk, &j, n);
+      pthread_t seen[3];
+      int n_seen = 0;
+      for (int c = 0; c < n; c++) {
+        CHECK(j.out[c] == id * 1000 + n && atomic_load(&j.runs[c]) == 1);
+        int known = 0;
+        for (int i = 0; i < n_seen; i++) known |= pthread_equal(seen[i], j.who[c]);
+        if (!known && n_seen < 3) seen[n_seen++] = j.who[c];
+        else if (!known) n_seen = 4; /* a fourth thread: impossible */
+      }
+      if (n_seen > most) most = n_seen;
+      if (want == 1) CHECK(n_seen == 1 && pthread_equal(seen[0], pthread_self()));
+    }
+    CHECK_MSG(most <= want, "limit %d: chunks ran on %d threads", want, most);
+  }
+  sc_pool_free(p);
+  sc_pool_limit(NULL, 2); /* nothing */
+}
+
 /* Prefill the prompt (chunks of 3), then decode the continuation; rows
  * receives the logits after the prefill and after each decode. */
 static int run_threads(const char *so, const Trace *t, int threads, float *rows) {
@@ -115,6 +152,7 @@ static int run_threads(const char *so, const Trace *t, int threads, float *rows)
 
 int main(void) {
   test_pool();
+  test_pool_limit();
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-threads-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
   for (size_t mi = 0; mi < sizeof models / sizeof *models; mi++)
