@@ -39,12 +39,24 @@ static int cpu_session_open(sc_session *s, sc_error *err) {
                    "with fewer threads)", m->threads);
   if (sc_kernels_init(&s->K, &s->kctx)) /* SPEECHC_ISA names kernels that cannot run */
     return sc_fail(err, SC_ERUNTIME, "%s", s->kctx.err);
-  /* A codec decoder's bf16 weights may meet bf16 activations (the AMX
-   * GEMM, kernels.h): its gate is the waveform's SNR against f32
-   * (test_codec), not the LMs' bit-exact prefill == decode.
-   * SPEECHC_AMX=0 keeps the f32 activations. */
-  const char *amx = getenv("SPEECHC_AMX");
-  s->kctx.bf16_act = !strcmp(m->d->family, "codec") && !(amx && !strcmp(amx, "0"));
+  /* A codec decoder's bf16 weights may meet bf16 activations (AMX tiles
+   * or AVX512-BF16, kernels.h): its gate is the waveform's SNR against
+   * f32 (test_codec), not the LMs' bit-exact prefill == decode.
+   * SPEECHC_BF16_ACT picks the engine: unset or "auto" the best this CPU
+   * runs, "amx" or "avx512bf16" that one (refused where it cannot run),
+   * "off" the f32 activations. */
+  if (!strcmp(m->d->family, "codec")) {
+    const char *e = getenv("SPEECHC_BF16_ACT");
+    int want = SC_BF16ACT_BEST;
+    if (e && (!strcmp(e, "off") || !strcmp(e, "0"))) want = SC_BF16ACT_OFF;
+    else if (e && !strcmp(e, "amx")) want = SC_BF16ACT_AMX;
+    else if (e && !strcmp(e, "avx512bf16")) want = SC_BF16ACT_DP;
+    else if (e && *e && strcmp(e, "auto"))
+      return sc_fail(err, SC_EUSAGE, "SPEECHC_BF16_ACT=%s: expected auto, amx, avx512bf16 or off", e);
+    if (want > SC_BF16ACT_BEST && sc_bf16act_engine(want) != want)
+      return sc_fail(err, SC_ERUNTIME, "SPEECHC_BF16_ACT=%s: this CPU (or this build) cannot run it", e);
+    s->kctx.bf16_act = want;
+  }
   return SC_OK;
 }
 

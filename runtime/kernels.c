@@ -587,15 +587,26 @@ static int blas_run(LinJob *j, void *ctx) {
 }
 #endif
 
-/* ---- bf16 activations on AMX tiles (kernels.h) ------------------------ */
+/* ---- bf16 activations on AMX tiles or AVX512-BF16 (kernels.h) -------- */
 
 /* A bf16 linear whose caller allows bf16 activations (sc_kernel_ctx.
- * bf16_act) goes to the AMX tiles (kernels_amx.c) whatever its token
- * count, when the CPU grants them and the rows are whole 32-column
- * blocks: every element is then the same tile arithmetic, so a stream
- * decoded a frame at a time gives the bits of one call over all of it
- * (a few tokens waste most of a tile, but such calls are bound by the
- * weights' bytes, which are the same). */
+ * bf16_act) goes to the engine that setting resolves to (kernels_amx.c)
+ * whatever its token count, when the rows are whole 32-column blocks:
+ * every element is then the same arithmetic, so a stream decoded a frame
+ * at a time gives the bits of one call over all of it (a few tokens waste
+ * most of a tile, but such calls are bound by the weights' bytes, which
+ * are the same).  Both engines read the same packed activations and write
+ * the same 32 x 32 block of c. */
+int sc_bf16act_engine(int bf16_act) {
+  switch (bf16_act) {
+  case SC_BF16ACT_BEST:
+    return sc_amx_usable() ? SC_BF16ACT_AMX : sc_bf16dp_usable() ? SC_BF16ACT_DP : SC_BF16ACT_OFF;
+  case SC_BF16ACT_AMX: return sc_amx_usable() ? SC_BF16ACT_AMX : SC_BF16ACT_OFF;
+  case SC_BF16ACT_DP: return sc_bf16dp_usable() ? SC_BF16ACT_DP : SC_BF16ACT_OFF;
+  default: return SC_BF16ACT_OFF;
+  }
+}
+
 /* Weight rows per panel: a panel's bytes stay under this, so that it is
  * reused from L2 across the token blocks a thread runs against it. */
 #define AMX_PANEL_BYTES (512 * 1024)
@@ -617,6 +628,7 @@ typedef struct AmxJob {
   int nrb;               /* blocks of 32 rows */
   int prb;               /* row blocks per panel */
   int items;             /* panels x token blocks */
+  int engine;            /* SC_BF16ACT_AMX or SC_BF16ACT_DP */
 } AmxJob;
 
 static void amx_pack_chunk(void *arg, int c, int n) {
@@ -635,7 +647,8 @@ static void amx_chunk(void *arg, int c, int n) {
   const LinJob *j = a->j;
   const int i0 = (int)((long long)a->items * c / n), i1 = (int)((long long)a->items * (c + 1) / n);
   _Alignas(64) float tile[32 * 32];
-  sc_amx_begin();
+  const int amx = a->engine == SC_BF16ACT_AMX;
+  if (amx) sc_amx_begin();
   for (int i = i0; i < i1; i++) {
     const int p = i / a->ntb, tb = i % a->ntb;
     const int rb1 = (p + 1) * a->prb < a->nrb ? (p + 1) * a->prb : a->nrb;
@@ -644,22 +657,24 @@ static void amx_chunk(void *arg, int c, int n) {
     for (int rb = p * a->prb; rb < rb1; rb++) {
       const int r0 = 32 * rb, nr = j->rows - r0 < 32 ? j->rows - r0 : 32;
       const uint16_t *w = nr < 32 ? a->wlast : (const uint16_t *)j->w + (size_t)r0 * j->cols;
-      sc_amx_tile(w, (size_t)j->cols, b0, b1, a->nkb, tile);
+      if (amx) sc_amx_tile(w, (size_t)j->cols, b0, b1, a->nkb, tile);
+      else sc_bf16dp_tile(w, (size_t)j->cols, b0, b1, a->nkb, nr, nt, tile);
       sc_amx_store(tile, nr, nt, j->bias ? j->bias + r0 : NULL, j->acc, j->y + (size_t)t0 * j->ldy + r0,
                    (size_t)j->ldy);
     }
   }
-  sc_amx_end();
+  if (amx) sc_amx_end();
 }
 
 static int amx_applies(const LinJob *j, void *ctx) {
   const sc_kernel_ctx *c = ctx;
   return c && c->bf16_act && j->wtype == SC_W_BF16 && !j->swiglu &&
-         j->cols % 32 == 0 && j->ops != &sc_kern_portable && sc_amx_usable();
+         j->cols % 32 == 0 && j->ops != &sc_kern_portable && sc_bf16act_engine(c->bf16_act);
 }
 
 static void amx_run(LinJob *j, void *ctx, const AmxConv *conv) {
-  AmxJob a = {.j = j, .conv = conv, .nkb = j->cols / 32, .ntb = (j->T + 31) / 32, .nrb = (j->rows + 31) / 32};
+  AmxJob a = {.j = j, .conv = conv, .nkb = j->cols / 32, .ntb = (j->T + 31) / 32, .nrb = (j->rows + 31) / 32,
+              .engine = sc_bf16act_engine(((const sc_kernel_ctx *)ctx)->bf16_act)};
   const size_t rowblock_bytes = (size_t)32 * j->cols * sizeof(uint16_t);
   a.prb = (int)(AMX_PANEL_BYTES / rowblock_bytes);
   if (a.prb < 1) a.prb = 1;

@@ -56,17 +56,19 @@
  *
  * bf16 activations (kernels_amx.c): where the runtime allows it for a
  * model (sc_kernel_ctx.bf16_act: codec decoders, whose gate is the
- * waveform's SNR against f32) and the CPU grants the AMX tile state, a
- * bf16 linear (not linear_swiglu) whose columns are whole 32-blocks runs
- * on the tiles for any token count: activations rounded to bf16 (to
- * nearest even), products exact, sums in f32 over pairs then 32-column
- * blocks in order.  Every element is the same tile arithmetic whatever T,
- * the rows around it or the thread count, so T = 1 and T > 1 agree bit
- * for bit; against f32 activations they agree to bf16's rounding of x
- * (~3 significant digits).  conv1d (the fused causal conv) packs its
- * im2col rows straight from x and the state there: the bits of im2col
- * then linear().  Elsewhere conv1d is im2col then linear(), a piece of
- * rows at a time.
+ * waveform's SNR against f32) and the CPU has an engine for it, a bf16
+ * linear (not linear_swiglu) whose columns are whole 32-blocks runs on it
+ * for any token count, activations rounded to bf16 (to nearest even),
+ * products exact, sums in f32: on the AMX tiles (when the OS grants the
+ * tile state), over pairs then 32-column blocks in the hardware's order;
+ * else with AVX512-BF16's vdpbf16ps, one f32 chain over the column pairs
+ * in order.  Every element is the same arithmetic whatever T, the rows
+ * around it or the thread count, so T = 1 and T > 1 agree bit for bit;
+ * the two engines differ from each other in the last bits, and from f32
+ * activations by bf16's rounding of x (~3 significant digits).  conv1d
+ * (the fused causal conv) packs its im2col rows straight from x and the
+ * state there: the bits of im2col then linear().  Elsewhere conv1d is
+ * im2col then linear(), a piece of rows at a time.
  *
  * The codec kernels (kernels_codec.c: im2col, dwconv, overlap_add, snake,
  * layernorm; sc_abi.h states each) are ISA-neutral C loops over rows with
@@ -96,9 +98,18 @@ typedef struct sc_kernel_ctx {
   void *scratch; /* kernel scratch (quantized activations, long score
                   * rows), grown on demand; freed by sc_kernel_ctx_free */
   size_t scratch_bytes;
-  int bf16_act;  /* 1: bf16 weights may meet activations rounded to bf16
-                  * (the AMX GEMM below); set per model by the runtime */
+  int bf16_act;  /* bf16 weights may meet activations rounded to bf16 (the
+                  * "bf16 activations" GEMM above), set per model by the
+                  * runtime: SC_BF16ACT_OFF, _BEST, _AMX or _DP */
 } sc_kernel_ctx;
+
+/* sc_kernel_ctx.bf16_act: off (f32 activations); the best engine this CPU
+ * runs (AMX tiles, else AVX512-BF16, else off); or one engine by name,
+ * which does nothing where it cannot run (sc_bf16act_engine says). */
+enum { SC_BF16ACT_OFF = 0, SC_BF16ACT_BEST = 1, SC_BF16ACT_AMX = 2, SC_BF16ACT_DP = 3 };
+/* The engine a bf16_act setting resolves to here: SC_BF16ACT_AMX,
+ * SC_BF16ACT_DP or SC_BF16ACT_OFF. */
+int sc_bf16act_engine(int bf16_act);
 
 /* Every ISA speechc has kernels for, in sc_kernels_init's order of
  * preference ("avx512" only when asked for). */

@@ -14,10 +14,19 @@
  * over the whole row, products exact in f32, accumulated in f32 in the
  * order the hardware uses (pairs, then 32-column blocks in order).
  *
- * Compiled with -mamx-tile -mamx-bf16 -mavx512f -mavx512bw (CMakeLists.txt)
- * on x86-64 when the compiler has them; elsewhere every function says "not
- * available".  Linux grants the tile data state on request
- * (arch_prctl(ARCH_REQ_XCOMP_PERM)); sc_amx_usable asks once per process.
+ * Without AMX, the same packed activations feed AVX512-BF16's vdpbf16ps
+ * (sc_bf16dp_tile): tokens in the vector lanes, each weight pair
+ * broadcast from its row-major row, so neither operand is repacked; each
+ * output element is a chain of f32 accumulations over the column pairs in
+ * order (other bits than the tiles' order, the same bits for any T,
+ * thread count or blocking).  On a CPU whose vdpbf16ps runs at twice the
+ * f32 FMA rate (Zen 4/5) this doubles the ceiling of the f32 GEMM.
+ *
+ * Compiled with -mamx-tile -mamx-bf16 -mavx512bf16 -mavx512f -mavx512bw
+ * (CMakeLists.txt) on x86-64 when the compiler has them; elsewhere every
+ * function says "not available".  Linux grants the tile data state on
+ * request (arch_prctl(ARCH_REQ_XCOMP_PERM)); sc_amx_usable asks once per
+ * process.  Nothing here runs before a *_usable check said yes.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -25,7 +34,8 @@
 
 #include "kernels_amx.h"
 
-#if defined(__x86_64__) && defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BW__)
+#if defined(__x86_64__) && defined(__AMX_TILE__) && defined(__AMX_BF16__) && defined(__AVX512BW__) && \
+    defined(__AVX512BF16__)
 #include <cpuid.h>
 #include <immintrin.h>
 #include <pthread.h>
@@ -54,6 +64,26 @@ int sc_amx_usable(void) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, amx_probe);
   return amx_ok;
+}
+
+static int dp_ok;
+
+/* AVX512-BF16 with AVX512-BW, and the OS saving the zmm state. */
+static void dp_probe(void) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || !((b >> 16) & 1) || !((b >> 30) & 1)) return; /* F, BW */
+  if (!__get_cpuid_count(7, 1, &a, &b, &c, &d) || !((a >> 5) & 1)) return;                       /* BF16 */
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !((c >> 27) & 1)) return;                                /* OSXSAVE */
+  unsigned lo, hi;
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  dp_ok = (lo & 0xe6) == 0xe6; /* SSE, AVX, opmask, ZMM_Hi256, Hi16_ZMM */
+}
+
+/* Asked once per process: cpuid traps to the hypervisor in a VM. */
+int sc_bf16dp_usable(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, dp_probe);
+  return dp_ok;
 }
 
 /* Palette 1: tiles 0-3 the accumulators (16 rows x 16 f32), 4-5 the
@@ -163,6 +193,40 @@ void sc_amx_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16
   _tile_stored(3, c + 16 * 32 + 16, 32 * sizeof(float));
 }
 
+/* R weight rows x V blocks of 16 tokens: acc[r][v] lanes are tokens,
+ * updated once per column pair p by vdpbf16ps with the pair w[r, 2p..2p+1]
+ * broadcast; the packed block's pair row p is at 32 p (sc_amx_pack: row i
+ * of block kb is pair 16 kb + i).  The chain over p is the contract. */
+#define DP_BODY(R, V)                                                                     \
+  do {                                                                                    \
+    __m512 acc[R][V];                                                                     \
+    for (int r = 0; r < R; r++)                                                           \
+      for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_ps();                        \
+    const uint32_t *wr[R];                                                                \
+    for (int r = 0; r < R; r++) wr[r] = (const uint32_t *)(w + (size_t)(r0 + r) * ldw);   \
+    for (int p = 0; p < np; p++) {                                                        \
+      __m512bh xv[V];                                                                     \
+      for (int v = 0; v < V; v++) xv[v] = (__m512bh)_mm512_load_si512(bv[v] + 32 * p);   \
+      for (int r = 0; r < R; r++) {                                                       \
+        const __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wr[r][p]);                   \
+        for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], wb, xv[v]);   \
+      }                                                                                   \
+    }                                                                                     \
+    for (int r = 0; r < R; r++)                                                           \
+      for (int v = 0; v < V; v++) _mm512_store_ps(c + (r0 + r) * 32 + 16 * v, acc[r][v]); \
+  } while (0)
+
+void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb, int nr,
+                    int nt, float *c) {
+  const int np = 16 * nkb;
+  const uint16_t *bv[2] = {b0, b1};
+  if (nt > 16) {
+    for (int r0 = 0; r0 < nr; r0 += 8) DP_BODY(8, 2);
+  } else {
+    for (int r0 = 0; r0 < nr; r0 += 16) DP_BODY(16, 1);
+  }
+}
+
 /* v[i][j] -> v[j][i] for a 16 x 16 block of 32-bit elements. */
 static inline void transpose16(__m512 v[16]) {
   __m512 t[16], u[16];
@@ -213,6 +277,11 @@ void sc_amx_store(const float *c, int nr, int nt, const float *bias, int acc, fl
 #else /* no AMX in this build */
 
 int sc_amx_usable(void) { return 0; }
+int sc_bf16dp_usable(void) { return 0; }
+void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb, int nr,
+                    int nt, float *c) {
+  (void)w, (void)ldw, (void)b0, (void)b1, (void)nkb, (void)nr, (void)nt, (void)c;
+}
 void sc_amx_begin(void) {}
 void sc_amx_end(void) {}
 void sc_amx_pack(const float *x, int ldx, int T, int cols, int tb0, int tb1, uint16_t *xp) {

@@ -12,6 +12,8 @@
 /* 1 when this build has the AMX kernels, the CPU has AMX-TILE and
  * AMX-BF16, and the OS granted this process the tile state (asked once). */
 int sc_amx_usable(void);
+/* 1 when this build has the AVX512-BF16 kernel and the CPU runs it. */
+int sc_bf16dp_usable(void);
 /* Configure (release) this thread's tiles around a run of sc_amx_tile. */
 void sc_amx_begin(void);
 void sc_amx_end(void);
@@ -30,6 +32,14 @@ void sc_amx_pack_conv(const float *state, int S, const float *x, int ldx, int r0
  * 0..15) and b1 (16..31), k < 32 * nkb.  Needs sc_amx_begin. */
 void sc_amx_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb,
                  float *c);
+
+/* sc_amx_tile's product (same operands and c layout) with vdpbf16ps:
+ * element (r, t) is the f32 chain over the column pairs in order.  Only
+ * the first nr rows (rounded up to 8 or 16; those rows of w must be
+ * readable) and, when nt <= 16, the first 16 tokens (b1 not read) are
+ * computed; the rest of c is left as it was. */
+void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb, int nr,
+                    int nt, float *c);
 
 /* The first nr rows and nt tokens of c (sc_amx_tile's, 64-byte aligned)
  * into y[t * ldy + r] (y's row 0 at the tile's first weight row): + bias[r]

@@ -10,13 +10,14 @@
  *   - sc_session_reset starts a new stream: the same PCM again;
  *   - builds: libtcc and gcc, fused and --no-fuse, frames per call 8 and 1
  *     (an exact T = 1 graph: rows are literals everywhere);
- *   - bf16 weights (--weights bf16; bf16 activations on AMX tiles where the
- *     CPU has them, kernels.h): the waveform's SNR against the f32
- *     reference at least 30 dB and 3 dB above the official decoder's own
- *     bf16 decode (pcm_bf16.f32: the model cast to torch.bfloat16), whole
- *     and frame by frame; with SPEECHC_AMX=0 too, and the AMX path really
- *     taken where it runs (its bits differ from the f32 activations', and
- *     frame by frame gives the bits of the whole call);
+ *   - bf16 weights (--weights bf16; bf16 activations on AMX tiles or
+ *     AVX512-BF16 where the CPU has them, kernels.h): the waveform's SNR
+ *     against the f32 reference at least 30 dB and 3 dB above the official
+ *     decoder's own bf16 decode (pcm_bf16.f32: the model cast to
+ *     torch.bfloat16), whole and frame by frame; with SPEECHC_BF16_ACT=off
+ *     too, and the engine really taken where one runs (its bits differ from
+ *     the f32 activations', and frame by frame gives the bits of the whole
+ *     call); a bad SPEECHC_BF16_ACT refused at session open;
  *   - refusals: a code outside the codebook, a negative frame count, a
  *     codec call on a model of another family, and rows placed one by one
  *     (sc_io.row_pos / row_state: the conv state follows one sequence).
@@ -78,7 +79,7 @@ static void run_bf16(int frames, const int32_t *codes, int T, const float *ref, 
   float *pcm = calloc((size_t)n, sizeof *pcm), *pcm_f32act = calloc((size_t)n, sizeof *pcm);
   sc_error err = {0};
   for (int amx = 1; amx >= 0; amx--) {
-    if (!amx) setenv("SPEECHC_AMX", "0", 1);
+    if (!amx) setenv("SPEECHC_BF16_ACT", "off", 1);
     sc_session *s = NULL;
     CHECK_MSG(sc_session_open(m, &s, &err) == 0, "%s", err.msg);
     float *out = amx ? pcm : pcm_f32act;
@@ -89,22 +90,29 @@ static void run_bf16(int frames, const int32_t *codes, int T, const float *ref, 
     for (int t = 0; t < T; t++)
       CHECK_MSG(sc_codec_decode(s, codes + t * 16, 1, fbf + t * 24, &err) == 0, "%s", err.msg);
     const double framewise = snr_db(fbf, ref, n);
-    if (amx && sc_amx_usable())
+    if (amx && sc_bf16act_engine(SC_BF16ACT_BEST))
       CHECK_MSG(!memcmp(fbf, out, (size_t)n * sizeof *fbf), "bf16 %d frames/call: frame by frame != whole call",
                 frames);
     printf("bf16, %d frames per call, %s: SNR %.2f dB whole, %.2f dB frame by frame (official bf16 %.2f dB, "
-           "gate %.2f dB)\n", frames, amx ? "bf16 activations allowed" : "SPEECHC_AMX=0", whole, framewise,
+           "gate %.2f dB)\n", frames, amx ? "bf16 activations allowed" : "SPEECHC_BF16_ACT=off", whole, framewise,
            official, gate);
     CHECK_MSG(whole >= gate && framewise >= gate, "bf16 %d frames/call amx %d: SNR %.2f / %.2f dB < %.2f dB",
               frames, amx, whole, framewise, gate);
     free(fbf);
     sc_session_close(s);
   }
-  unsetenv("SPEECHC_AMX");
-  /* the AMX path rounds the activations: other bits than f32 activations */
-  const int differ = memcmp(pcm, pcm_f32act, (size_t)n * sizeof *pcm) != 0;
-  if (sc_amx_usable()) CHECK_MSG(differ, "%s", "bf16 activations: the AMX path did not run");
-  if (!sc_amx_usable()) CHECK_MSG(!differ, "%s", "SPEECHC_AMX=0 changed the output without AMX");
+  setenv("SPEECHC_BF16_ACT", "tiles", 1);
+  sc_session *bad = NULL;
+  CHECK(sc_session_open(m, &bad, &err) == SC_EUSAGE && strstr(err.msg, "expected auto, amx, avx512bf16 or off"));
+  if (!sc_amx_usable()) {
+    setenv("SPEECHC_BF16_ACT", "amx", 1);
+    CHECK(sc_session_open(m, &bad, &err) == SC_ERUNTIME && strstr(err.msg, "cannot run it"));
+  }
+  unsetenv("SPEECHC_BF16_ACT");
+  /* AMX or AVX512-BF16 round the activations: other bits than f32 ones */
+  const int differ = memcmp(pcm, pcm_f32act, (size_t)n * sizeof *pcm) != 0, engine = sc_bf16act_engine(SC_BF16ACT_BEST);
+  if (engine) CHECK_MSG(differ, "bf16 activations: the %s path did not run", engine == SC_BF16ACT_AMX ? "AMX" : "AVX512-BF16");
+  if (!engine) CHECK_MSG(!differ, "%s", "SPEECHC_BF16_ACT=off changed the output where no engine runs");
   free(pcm);
   free(pcm_f32act);
   sc_model_close(m);

@@ -12,15 +12,16 @@
  *   - every ISA this build and CPU run (SC_KERNEL_ISAS: AVX2, AVX-512,
  *     NEON, NEON+dotprod) passes all of the above and agrees with the
  *     portable kernels to 1e-5;
- *   - bf16 weights with bf16 activations (sc_kernel_ctx.bf16_act, the AMX
- *     tiles where the CPU has them): against a double reference over the
- *     bf16-rounded activations, partial row and token blocks, bias and
- *     accumulate, strides, the same bits for 1 and 2 threads and for a
- *     token alone as within a call; where AMX does not run, the flag
- *     changes nothing (the same bits as without);
+ *   - bf16 weights with bf16 activations (sc_kernel_ctx.bf16_act), each
+ *     engine (AMX tiles, AVX512-BF16) where the CPU has it: against a
+ *     double reference over the bf16-rounded activations, partial row and
+ *     token blocks, bias and accumulate, strides, the same bits for 1 and
+ *     2 threads and for a token alone as within a call; where an engine
+ *     does not run, asking for it changes nothing (the same bits as
+ *     without);
  *   - conv1d (the fused causal conv): the bits of IM2COL then linear() in
  *     the same pieces, f32 and bf16 weights, bf16 activations allowed
- *     (AMX packs the conv's rows straight from x and the state), a stream
+ *     (both engines pack the conv's rows straight from x and the state), a stream
  *     in two calls, the state it leaves;
  *   - the default choice and the SPEECHC_ISA override, with its errors.
  * SPEECHC_TEST_ISAS=a,b makes it fail unless ISAs a and b run here (the
@@ -583,9 +584,10 @@ static double bf16_rne(float f) {
   return r;
 }
 
-/* bf16 weights meeting bf16 activations (kernels.h): AMX tiles when the
- * CPU grants them, from 16 tokens, for whole 32-column rows. */
-static void test_bf16_act(const sc_kernels *K0) {
+/* bf16 weights meeting bf16 activations (kernels.h) on one engine
+ * (SC_BF16ACT_AMX or _DP; where it does not run here, the f32-activation
+ * fallback), for whole 32-column rows; tol: of the magnitude sum. */
+static void test_bf16_act_engine(const sc_kernels *K0, int engine, double tol) {
   enum { C = 96, LDX = C + 8, MAXRR = 80, MAXT = 70, LD = MAXRR + 5 };
   static uint16_t w[MAXRR * C];
   static float wf[MAXRR * C], x[MAXT * LDX], bias[MAXRR], y0[MAXT * LD], ya[MAXT * LD], yb[MAXT * LD],
@@ -595,9 +597,10 @@ static void test_bf16_act(const sc_kernels *K0) {
   fill(x, MAXT * LDX);
   fill(bias, MAXRR);
   fill(y0, MAXT * LD);
-  const int amx = sc_amx_usable();
-  printf("bf16 activations: AMX %s\n", amx ? "runs here" : "does not run here (checking the fallback)");
-  sc_kernel_ctx c1 = {.bf16_act = 1}, c2 = {.bf16_act = 1}, c0 = {0};
+  const int amx = sc_bf16act_engine(engine) == engine; /* the engine runs */
+  printf("bf16 activations: %s %s\n", engine == SC_BF16ACT_AMX ? "AMX" : "AVX512-BF16",
+         amx ? "runs here" : "does not run here (checking the fallback)");
+  sc_kernel_ctx c1 = {.bf16_act = engine}, c2 = {.bf16_act = engine}, c0 = {0};
   c2.pool = sc_pool_new(2);
   sc_kernels K1, K2, Kf;
   CHECK(sc_kernels_init_isa(&K1, &c1, sc_kernels_isa(K0)) == 0);
@@ -630,7 +633,8 @@ static void test_bf16_act(const sc_kernels *K0) {
               CHECK_MSG(same_bits(y1[rr], ya[t * LD + rr]), "bf16_act R %d T %d: token %d alone, row %d", R, T, t, rr);
           }
           if (!amx) {
-            CHECK_MSG(same_bits(ya[i], yc[i]), "bf16_act without AMX R %d T %d t %d r %d", R, T, t, r);
+            CHECK_MSG(same_bits(ya[i], yc[i]), "bf16_act %d not running R %d T %d t %d r %d", engine, R, T, t,
+                    r);
             continue;
           }
           double ref = b ? b[r] : 0, mag = fabs(ref);
@@ -640,8 +644,8 @@ static void test_bf16_act(const sc_kernels *K0) {
             mag += fabs(p);
           }
           if (acc) ref += y0[i], mag += fabs(y0[i]);
-          CHECK_MSG(fabs(ya[i] - ref) <= 2e-6 * mag, "bf16_act R %d T %d acc %d t %d r %d: %.9g vs %.9g", R, T,
-                    acc, t, r, ya[i], ref);
+          CHECK_MSG(fabs(ya[i] - ref) <= tol * mag, "bf16_act %d R %d T %d acc %d t %d r %d: %.9g vs %.9g", engine,
+                    R, T, acc, t, r, ya[i], ref);
         }
     }
   CHECK(!c1.failed && !c2.failed && !c0.failed);
@@ -649,6 +653,17 @@ static void test_bf16_act(const sc_kernels *K0) {
   sc_kernel_ctx_free(&c1);
   sc_kernel_ctx_free(&c2);
   sc_kernel_ctx_free(&c0);
+}
+
+static void test_bf16_act(const sc_kernels *K0) {
+  /* AMX sums pairs then 32-column blocks; vdpbf16ps one chain of 48 pairs
+   * here (C = 96): its bound is C roundings of 2^-24 of the magnitude */
+  test_bf16_act_engine(K0, SC_BF16ACT_AMX, 2e-6);
+  test_bf16_act_engine(K0, SC_BF16ACT_DP, 96 * 0x1p-24);
+  /* the default takes AMX where it runs, else AVX512-BF16 */
+  const int best = sc_bf16act_engine(SC_BF16ACT_BEST);
+  CHECK(best == (sc_amx_usable() ? SC_BF16ACT_AMX : sc_bf16dp_usable() ? SC_BF16ACT_DP : SC_BF16ACT_OFF));
+  CHECK(sc_bf16act_engine(SC_BF16ACT_OFF) == SC_BF16ACT_OFF);
 }
 
 /* sc_kernels.conv1d against IM2COL + linear() in the same pieces. */
