@@ -629,6 +629,8 @@ typedef struct AmxJob {
   int prb;               /* row blocks per panel */
   int items;             /* panels x token blocks */
   int engine;            /* SC_BF16ACT_AMX or SC_BF16ACT_DP */
+  uint32_t *xt;          /* DP and a conv: its source transposed */
+  int ldt, nsrc;         /* (sc_bf16dp_pack_convt), tokens per row, rows */
 } AmxJob;
 
 static void amx_pack_chunk(void *arg, int c, int n) {
@@ -636,6 +638,11 @@ static void amx_pack_chunk(void *arg, int c, int n) {
   const int blocks = 2 * a->ntb; /* of 16 tokens */
   const int b0 = (int)((long long)blocks * c / n), b1 = (int)((long long)blocks * (c + 1) / n);
   const AmxConv *v = a->conv;
+  if (a->xt) { /* chunks of 16 channel pairs */
+    const int nb = v->C / 32, q0 = (int)((long long)nb * c / n), q1 = (int)((long long)nb * (c + 1) / n);
+    sc_bf16dp_pack_convt(v->state, v->S, v->x, v->ldx, v->r0, a->nsrc, v->C, 16 * q0, 16 * q1, a->xt, a->ldt);
+    return;
+  }
   if (v) sc_amx_pack_conv(v->state, v->S, v->x, v->ldx, v->r0, a->j->T, v->C, v->k, v->d, b0, b1, a->xp);
   else sc_amx_pack(a->j->x, a->j->ldx, a->j->T, a->j->cols, b0, b1, a->xp);
 }
@@ -657,7 +664,10 @@ static void amx_chunk(void *arg, int c, int n) {
     for (int rb = p * a->prb; rb < rb1; rb++) {
       const int r0 = 32 * rb, nr = j->rows - r0 < 32 ? j->rows - r0 : 32;
       const uint16_t *w = nr < 32 ? a->wlast : (const uint16_t *)j->w + (size_t)r0 * j->cols;
-      if (amx) sc_amx_tile(w, (size_t)j->cols, b0, b1, a->nkb, tile);
+      if (a->xt)
+        sc_bf16dp_conv_tile(w, (size_t)j->cols, a->xt, (size_t)a->ldt, t0, a->conv->C, a->conv->k, a->conv->d, nr,
+                            nt, tile);
+      else if (amx) sc_amx_tile(w, (size_t)j->cols, b0, b1, a->nkb, tile);
       else sc_bf16dp_tile(w, (size_t)j->cols, b0, b1, a->nkb, nr, nt, tile);
       sc_amx_store(tile, nr, nt, j->bias ? j->bias + r0 : NULL, j->acc, j->y + (size_t)t0 * j->ldy + r0,
                    (size_t)j->ldy);
@@ -679,7 +689,12 @@ static void amx_run(LinJob *j, void *ctx, const AmxConv *conv) {
   a.prb = (int)(AMX_PANEL_BYTES / rowblock_bytes);
   if (a.prb < 1) a.prb = 1;
   a.items = (a.nrb + a.prb - 1) / a.prb * a.ntb;
-  const size_t xp_bytes = (size_t)a.ntb * 32 * j->cols * sizeof(uint16_t);
+  size_t xp_bytes = (size_t)a.ntb * 32 * j->cols * sizeof(uint16_t);
+  if (conv && a.engine == SC_BF16ACT_DP) { /* the source once, not k times */
+    a.nsrc = j->T + conv->S;
+    a.ldt = (32 * a.ntb + conv->S + 15) / 16 * 16;
+    xp_bytes = (size_t)conv->C / 2 * a.ldt * sizeof(uint32_t);
+  }
   const int rlast = j->rows % 32;
   void *owned = NULL;
   unsigned char *buf = get_scratch(ctx, xp_bytes + (rlast ? rowblock_bytes : 0), &owned);
@@ -688,6 +703,7 @@ static void amx_run(LinJob *j, void *ctx, const AmxConv *conv) {
     return;
   }
   a.xp = (uint16_t *)buf;
+  if (a.nsrc) a.xt = (uint32_t *)buf;
   if (rlast) {
     uint16_t *wl = (uint16_t *)(buf + xp_bytes);
     memcpy(wl, (const uint16_t *)j->w + (size_t)(j->rows - rlast) * j->cols,
@@ -696,7 +712,7 @@ static void amx_run(LinJob *j, void *ctx, const AmxConv *conv) {
     a.wlast = wl;
   }
   sc_pool *pool = pool_of(ctx);
-  sc_pool_run(pool, amx_pack_chunk, &a, chunks_for(pool, 2 * a.ntb));
+  sc_pool_run(pool, amx_pack_chunk, &a, chunks_for(pool, a.xt ? conv->C / 32 : 2 * a.ntb));
   sc_pool_run(pool, amx_chunk, &a, chunks_for(pool, a.items));
   free(owned);
 }

@@ -227,6 +227,63 @@ void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uin
   }
 }
 
+/* A causal conv on vdpbf16ps without its im2col rows: the source rows
+ * are packed once, transposed (row cp of xt: channel pair cp of the
+ * tokens in order), and the column pair j*C/2 + cp of output token t is
+ * then xt[cp, t + j*d]: sixteen consecutive tokens are one load at any
+ * offset.  The chain runs over the pairs in the im2col order, so the
+ * bits are sc_bf16dp_tile's over the packed im2col rows. */
+void sc_bf16dp_pack_convt(const float *state, int S, const float *x, int ldx, int r0, int n, int C, int cp0,
+                          int cp1, uint32_t *xt, int ldt) {
+  const float *src[16];
+  for (int cb = cp0; cb < cp1; cb += 16) { /* 16 pairs: 32 channels */
+    for (int s0 = 0; s0 < ldt; s0 += 16) {
+      for (int t = 0; t < 16; t++) {
+        const int s = s0 + t, row = r0 + s;
+        src[t] = s >= n ? NULL : (row < S ? state + (size_t)row * C : x + (size_t)(row - S) * ldx) + 2 * cb;
+      }
+      _Alignas(64) uint16_t blk[512]; /* pair row i: the 16 tokens' pair cb + i */
+      pack_block(src, blk);
+      const int np = cp1 - cb < 16 ? cp1 - cb : 16;
+      for (int i = 0; i < np; i++) memcpy(xt + (size_t)(cb + i) * ldt + s0, blk + 32 * i, 64);
+    }
+  }
+}
+
+#define DPC_BODY(R, V)                                                                      \
+  do {                                                                                      \
+    __m512 acc[R][V];                                                                       \
+    for (int r = 0; r < R; r++)                                                             \
+      for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_ps();                          \
+    const uint32_t *wr[R];                                                                  \
+    for (int r = 0; r < R; r++) wr[r] = (const uint32_t *)(w + (size_t)(r0 + r) * ldw);     \
+    for (int j = 0; j < k; j++) {                                                           \
+      const uint32_t *xj = xt + t0 + j * d;                                                 \
+      const int pj = j * hc;                                                                \
+      for (int cp = 0; cp < hc; cp++) {                                                     \
+        __m512bh xv[V];                                                                     \
+        for (int v = 0; v < V; v++)                                                         \
+          xv[v] = (__m512bh)_mm512_loadu_si512(xj + (size_t)cp * ldt + 16 * v);             \
+        for (int r = 0; r < R; r++) {                                                       \
+          const __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wr[r][pj + cp]);             \
+          for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], wb, xv[v]);   \
+        }                                                                                   \
+      }                                                                                     \
+    }                                                                                       \
+    for (int r = 0; r < R; r++)                                                             \
+      for (int v = 0; v < V; v++) _mm512_store_ps(c + (r0 + r) * 32 + 16 * v, acc[r][v]);   \
+  } while (0)
+
+void sc_bf16dp_conv_tile(const uint16_t *w, size_t ldw, const uint32_t *xt, size_t ldt, int t0, int C, int k,
+                         int d, int nr, int nt, float *c) {
+  const int hc = C / 2;
+  if (nt > 16) {
+    for (int r0 = 0; r0 < nr; r0 += 8) DPC_BODY(8, 2);
+  } else {
+    for (int r0 = 0; r0 < nr; r0 += 16) DPC_BODY(16, 1);
+  }
+}
+
 /* v[i][j] -> v[j][i] for a 16 x 16 block of 32-bit elements. */
 static inline void transpose16(__m512 v[16]) {
   __m512 t[16], u[16];
@@ -278,6 +335,14 @@ void sc_amx_store(const float *c, int nr, int nt, const float *bias, int acc, fl
 
 int sc_amx_usable(void) { return 0; }
 int sc_bf16dp_usable(void) { return 0; }
+void sc_bf16dp_pack_convt(const float *state, int S, const float *x, int ldx, int r0, int n, int C, int cp0,
+                          int cp1, uint32_t *xt, int ldt) {
+  (void)state, (void)S, (void)x, (void)ldx, (void)r0, (void)n, (void)C, (void)cp0, (void)cp1, (void)xt, (void)ldt;
+}
+void sc_bf16dp_conv_tile(const uint16_t *w, size_t ldw, const uint32_t *xt, size_t ldt, int t0, int C, int k,
+                         int d, int nr, int nt, float *c) {
+  (void)w, (void)ldw, (void)xt, (void)ldt, (void)t0, (void)C, (void)k, (void)d, (void)nr, (void)nt, (void)c;
+}
 void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb, int nr,
                     int nt, float *c) {
   (void)w, (void)ldw, (void)b0, (void)b1, (void)nkb, (void)nr, (void)nt, (void)c;
