@@ -224,6 +224,37 @@ static void k_dwconv(void *ctx, const float *x, int ldx, const float *w, const f
  * i - q (q = 0, 1, ... while j < k): those with i - q < 0 came from
  * earlier calls and are in the carry row p.  Sum order: carry (or 0),
  * then the taps from the oldest input row to the newest, then b. */
+typedef struct OlaJob {
+  const float *z, *b, *state;
+  float *y;
+  int ldz, ldy, R, C, k, s, S;
+} OlaJob;
+
+/* Input rows i0..i1 of a chunk: their s output rows each, which read the
+ * carry but do not write it (the new carry is made after every chunk). */
+static void ola_chunk(void *arg, int c, int n) {
+  const OlaJob *j = arg;
+  const float *z = j->z, *b = j->b, *state = j->state;
+  const int C = j->C, k = j->k, s = j->s, S = j->S, ldz = j->ldz;
+  const int taps = (k + s - 1) / s; /* most input rows one output sums */
+  const int i0 = (int)((long long)j->R * c / n), i1 = (int)((long long)j->R * (c + 1) / n);
+  for (int i = i0; i < i1; i++)
+    for (int m = 0; m < s; m++) {
+      const int p = i * s + m;
+      float *restrict yp = j->y + (size_t)p * j->ldy;
+      if (p < S) memcpy(yp, state + (size_t)p * C, (size_t)C * sizeof *yp);
+      else memset(yp, 0, (size_t)C * sizeof *yp);
+      for (int q = taps - 1; q >= 0; q--) { /* oldest input row first */
+        const int jj = m + q * s;
+        if (jj >= k || i - q < 0) continue;
+        const float *restrict zr = z + (size_t)(i - q) * ldz + (size_t)jj * C;
+        for (int ch = 0; ch < C; ch++) yp[ch] += zr[ch];
+      }
+      if (b)
+        for (int ch = 0; ch < C; ch++) yp[ch] += b[ch];
+    }
+}
+
 static void k_overlap_add(void *ctx, const float *z, int ldz, const float *b, float *state, float *y,
                           int ldy, int R, int C, int k, int s) {
   if (k < s) {
@@ -232,22 +263,9 @@ static void k_overlap_add(void *ctx, const float *z, int ldz, const float *b, fl
   }
   const int S = k - s;
   if (sc_conv_bad(ctx, "overlap_add", R, C, k, s, S, state)) return;
-  const int taps = (k + s - 1) / s; /* most input rows one output sums */
-  for (int i = 0; i < R; i++)
-    for (int m = 0; m < s; m++) {
-      const int p = i * s + m;
-      float *restrict yp = y + (size_t)p * ldy;
-      if (p < S) memcpy(yp, state + (size_t)p * C, (size_t)C * sizeof *yp);
-      else memset(yp, 0, (size_t)C * sizeof *yp);
-      for (int q = taps - 1; q >= 0; q--) { /* oldest input row first */
-        const int jj = m + q * s;
-        if (jj >= k || i - q < 0) continue;
-        const float *restrict zr = z + (size_t)(i - q) * ldz + (size_t)jj * C;
-        for (int c = 0; c < C; c++) yp[c] += zr[c];
-      }
-      if (b)
-        for (int c = 0; c < C; c++) yp[c] += b[c];
-    }
+  OlaJob j = {.z = z, .b = b, .state = state, .y = y, .ldz = ldz, .ldy = ldy, .R = R, .C = C, .k = k, .s = s,
+              .S = S};
+  sc_pool_run(pool_of(ctx), ola_chunk, &j, row_chunks(ctx, R, (long long)s * C * ((k + s - 1) / s + 1)));
   /* the new carry: position R*s + m of this call is row m; in place in
    * increasing m (row m reads old row R*s + m > m, not yet written) */
   for (int m = 0; m < S; m++) {

@@ -15,7 +15,8 @@
  *     the sin^2 polynomial's error bound, in place), LayerNorm (constant
  *     rows, in place);
  *   - streaming gives the whole call's bits for the ops themselves; the
- *     thread count changes no bit; bad shapes are reported, not computed;
+ *     thread count changes no bit (overlap_add too); bad shapes are
+ *     reported, not computed;
  *   - the weight layouts: sc_conv_weight_src agrees with both permutations.
  * (bench/conv_micro.c times them on the published decoder's shapes.)
  */
@@ -536,6 +537,20 @@ static void test_threads(const sc_kernels *K1) {
   K1->layernorm(K1->ctx, x, C, w, b, 1e-6f, y1, C, R, C);
   K.layernorm(K.ctx, x, C, w, b, 1e-6f, y3, C, R, C);
   CHECK(same(y1, y3, (size_t)R * C));
+  /* overlap_add of a transposed conv (kernel 10, stride 4: a carry of 6
+   * rows, 3 taps per output) over 200 input rows, twice: rows split
+   * across the threads, the carry left for the next call */
+  {
+    enum { KT = 10, ST = 4, CT = 64, RT = 200 };
+    float *z = rnd((size_t)RT * KT * CT, 3), *c1 = zeros((size_t)(KT - ST) * CT), *cc = zeros((size_t)(KT - ST) * CT);
+    float *o1 = zeros((size_t)RT * ST * CT), *o3 = zeros((size_t)RT * ST * CT);
+    for (int call = 0; call < 2; call++) {
+      K1->overlap_add(K1->ctx, z, KT * CT, b, c1, o1, CT, RT, CT, KT, ST);
+      K.overlap_add(K.ctx, z, KT * CT, b, cc, o3, CT, RT, CT, KT, ST);
+      CHECK(same(o1, o3, (size_t)RT * ST * CT) && same(c1, cc, (size_t)(KT - ST) * CT));
+    }
+    free(z), free(c1), free(cc), free(o1), free(o3);
+  }
   CHECK(!c3.failed);
   free(x), free(w), free(b), free(al), free(be), free(s1), free(s3), free(y1), free(y3);
   sc_kernel_ctx_free(&c3);
