@@ -856,8 +856,9 @@ static void linear_impl(const sc_kern_ops *ops, void *ctx, int wtype,
 
 /* The fused causal conv, piece rows at a time (the last piece up to
  * 2*piece - 1): on AMX tiles the pieces are packed straight from [state;
- * x] (the bits of packing the im2col rows); otherwise each piece's im2col
- * rows go to col and through linear(). */
+ * x] (the bits of packing the im2col rows), on AVX512-BF16 the whole call
+ * at once from its transposed source; otherwise each piece's im2col rows
+ * go to col and through linear(). */
 static void conv1d_impl(const sc_kern_ops *ops, void *ctx, int wtype, const void *w, const float *bias,
                         const float *x, int ldx, float *state, float *col, int piece, float *y, int ldy, int R,
                         int C, int k, int d, int O) {
@@ -871,6 +872,9 @@ static void conv1d_impl(const sc_kern_ops *ops, void *ctx, int wtype, const void
               .ldy = ldy};
   const int amx = C % 32 == 0 && amx_applies(&j, ctx);
   if (amx) j.rb = sc_band_row_bytes(wtype, kc);
+  /* AVX512-BF16 packs the source, not the im2col rows: no pieces, so
+   * the weights (8 MB for a 768-channel conv7) are read once per call */
+  if (amx && sc_bf16act_engine(((const sc_kernel_ctx *)ctx)->bf16_act) == SC_BF16ACT_DP) piece = R;
   for (int r0 = 0; r0 < R;) {
     const int nr = R - r0 < 2 * piece ? R - r0 : piece;
     j.T = nr;
