@@ -7,8 +7,10 @@
  *   conv_micro ISA THREADS [FRAMES] [REPS] [f32|bf16]
  *
  * bf16: the weights in bf16 with bf16 activations allowed (the codec's
- * contract, kernels.h: AMX tiles where the CPU grants them).
- * Each causal Conv1d is IM2COL + LINEAR (f32 weights), each
+ * contract, kernels.h: AMX tiles where the CPU grants them, else
+ * AVX512-BF16).
+ * Each causal Conv1d is IM2COL + LINEAR (f32 weights) or the fused
+ * CONV1D (bf16, in the IR's pieces), each
  * ConvTranspose1d LINEAR + OVERLAP_ADD, each SnakeBeta SNAKE, as the IR
  * lowers them.  Prints per stage the best of REPS (default 3) in ms and
  * GFLOP/s (2 flops per multiply-add; SnakeBeta in Melem/s), the share
@@ -117,6 +119,13 @@ static double run_stage(const sc_kernels *K, const Stage *s, int per, double *t_
     t0 = now_s();
     for (int f = 0; f < FRAMES; f += per) {
       const float *xc = x + (size_t)f * s->rows * s->cin;
+      if (s->k > 1 && band == SC_W_BF16) { /* fused as the IR does (pass_fuse.c, CONV1D) */
+        int piece = (int)(384 * 1024 / ((size_t)kc * sizeof(float)) / 32 * 32);
+        if (piece < 32) piece = 32;
+        K->conv1d(K->ctx, band, w, b, xc, s->cin, st, mid, piece, y + (size_t)f * s->rows * s->cout, s->cout, rc,
+                  s->cin, s->k, s->d, s->cout);
+        continue;
+      }
       if (s->k > 1) {
         const double a = now_s();
         K->im2col(K->ctx, xc, s->cin, st, mid, kc, rc, s->cin, s->k, s->d);
@@ -168,7 +177,10 @@ int main(int argc, char **argv) {
   srand(1);
   printf("conv_micro: %s, %d thread%s, %d frames per call (%d in all = %.2f s of audio), %s weights%s\n",
          argv[1], threads, threads > 1 ? "s" : "", per, FRAMES, FRAMES / 12.5, band == SC_W_F32 ? "f32" : "bf16",
-         band == SC_W_BF16 && sc_amx_usable() ? " (AMX)" : "");
+         band != SC_W_BF16                                 ? ""
+         : sc_bf16act_engine(SC_BF16ACT_BEST) == SC_BF16ACT_AMX ? " (AMX)"
+         : sc_bf16act_engine(SC_BF16ACT_BEST) == SC_BF16ACT_DP  ? " (AVX512-BF16)"
+                                                                : "");
   double total = 0, total_flop = 0, total_snake = 0, total_im2col = 0;
   for (size_t i = 0; i < sizeof stages / sizeof *stages; i++) {
     const Stage *s = &stages[i];

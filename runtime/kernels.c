@@ -638,9 +638,15 @@ static void amx_pack_chunk(void *arg, int c, int n) {
   const int blocks = 2 * a->ntb; /* of 16 tokens */
   const int b0 = (int)((long long)blocks * c / n), b1 = (int)((long long)blocks * (c + 1) / n);
   const AmxConv *v = a->conv;
-  if (a->xt) { /* chunks of 16 channel pairs */
-    const int nb = v->C / 32, q0 = (int)((long long)nb * c / n), q1 = (int)((long long)nb * (c + 1) / n);
-    sc_bf16dp_pack_convt(v->state, v->S, v->x, v->ldx, v->r0, a->nsrc, v->C, 16 * q0, 16 * q1, a->xt, a->ldt);
+  if (a->xt) { /* units of 16 channel pairs x 16 tokens, pair-block major */
+    const int nsb = a->ldt / 16, units = v->C / 32 * nsb;
+    const int u0 = (int)((long long)units * c / n), u1 = (int)((long long)units * (c + 1) / n);
+    for (int u = u0; u < u1;) {
+      const int cb = u / nsb, sb0 = u % nsb, sb1 = u1 - cb * nsb < nsb ? u1 - cb * nsb : nsb;
+      sc_bf16dp_pack_convt(v->state, v->S, v->x, v->ldx, v->r0, a->nsrc, v->C, 16 * cb, 16 * cb + 16, 16 * sb0,
+                           16 * sb1, a->xt, a->ldt);
+      u += sb1 - sb0;
+    }
     return;
   }
   if (v) sc_amx_pack_conv(v->state, v->S, v->x, v->ldx, v->r0, a->j->T, v->C, v->k, v->d, b0, b1, a->xp);
@@ -682,7 +688,36 @@ static int amx_applies(const LinJob *j, void *ctx) {
          j->cols % 32 == 0 && j->ops != &sc_kern_portable && sc_bf16act_engine(c->bf16_act);
 }
 
+/* AVX512-BF16: the tokens per pass whose transposed source fits this
+ * (packed, then read by the tiles while it is still in L2). */
+#define DP_SOURCE_BYTES (512 * 1024)
+
+static void amx_run_one(LinJob *j, void *ctx, const AmxConv *conv);
+
 static void amx_run(LinJob *j, void *ctx, const AmxConv *conv) {
+  if (sc_bf16act_engine(((const sc_kernel_ctx *)ctx)->bf16_act) != SC_BF16ACT_DP) {
+    amx_run_one(j, ctx, conv);
+    return;
+  }
+  /* on AVX512-BF16 a linear is a conv of one tap without a state, and
+   * long calls go in passes of whole 32-token blocks (the bits do not
+   * depend on where a pass starts) */
+  const AmxConv one = {.x = j->x, .ldx = j->ldx, .C = j->cols, .k = 1, .d = 1};
+  if (!conv) conv = &one;
+  int pass = (int)(DP_SOURCE_BYTES / ((size_t)conv->C * 2) / 32 * 32);
+  if (pass < 256) pass = 256;
+  const int T = j->T;
+  for (int t0 = 0; t0 < T; t0 += pass) {
+    LinJob jp = *j;
+    AmxConv vp = *conv;
+    jp.T = T - t0 < pass ? T - t0 : pass;
+    jp.y = j->y + (size_t)t0 * j->ldy;
+    vp.r0 += t0;
+    amx_run_one(&jp, ctx, &vp);
+  }
+}
+
+static void amx_run_one(LinJob *j, void *ctx, const AmxConv *conv) {
   AmxJob a = {.j = j, .conv = conv, .nkb = j->cols / 32, .ntb = (j->T + 31) / 32, .nrb = (j->rows + 31) / 32,
               .engine = sc_bf16act_engine(((const sc_kernel_ctx *)ctx)->bf16_act)};
   const size_t rowblock_bytes = (size_t)32 * j->cols * sizeof(uint16_t);
@@ -712,7 +747,7 @@ static void amx_run(LinJob *j, void *ctx, const AmxConv *conv) {
     a.wlast = wl;
   }
   sc_pool *pool = pool_of(ctx);
-  sc_pool_run(pool, amx_pack_chunk, &a, chunks_for(pool, a.xt ? conv->C / 32 : 2 * a.ntb));
+  sc_pool_run(pool, amx_pack_chunk, &a, chunks_for(pool, a.xt ? conv->C / 32 * (a.ldt / 16) : 2 * a.ntb));
   sc_pool_run(pool, amx_chunk, &a, chunks_for(pool, a.items));
   free(owned);
 }

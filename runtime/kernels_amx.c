@@ -234,18 +234,25 @@ void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uin
  * offset.  The chain runs over the pairs in the im2col order, so the
  * bits are sc_bf16dp_tile's over the packed im2col rows. */
 void sc_bf16dp_pack_convt(const float *state, int S, const float *x, int ldx, int r0, int n, int C, int cp0,
-                          int cp1, uint32_t *xt, int ldt) {
-  const float *src[16];
+                          int cp1, int sa, int sb, uint32_t *xt, int ldt) {
   for (int cb = cp0; cb < cp1; cb += 16) { /* 16 pairs: 32 channels */
-    for (int s0 = 0; s0 < ldt; s0 += 16) {
+    for (int s0 = sa; s0 < sb; s0 += 16) {
+      /* token t's 32 channels as 16 pairs, then transposed: vector i is
+       * pair cb + i of the 16 tokens.  vcvtne2ps2bf16 rounds to nearest
+       * even and flushes denormal inputs, which vdpbf16ps would treat as
+       * zero anyway: the products are those of to_bf16's pairs. */
+      __m512 v[16];
       for (int t = 0; t < 16; t++) {
         const int s = s0 + t, row = r0 + s;
-        src[t] = s >= n ? NULL : (row < S ? state + (size_t)row * C : x + (size_t)(row - S) * ldx) + 2 * cb;
+        if (s >= n) {
+          v[t] = _mm512_setzero_ps();
+          continue;
+        }
+        const float *p = (row < S ? state + (size_t)row * C : x + (size_t)(row - S) * ldx) + 2 * cb;
+        v[t] = (__m512)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p));
       }
-      _Alignas(64) uint16_t blk[512]; /* pair row i: the 16 tokens' pair cb + i */
-      pack_block(src, blk);
-      const int np = cp1 - cb < 16 ? cp1 - cb : 16;
-      for (int i = 0; i < np; i++) memcpy(xt + (size_t)(cb + i) * ldt + s0, blk + 32 * i, 64);
+      transpose16(v);
+      for (int i = 0; i < 16; i++) _mm512_storeu_ps((float *)(xt + (size_t)(cb + i) * ldt + s0), v[i]);
     }
   }
 }
@@ -336,8 +343,9 @@ void sc_amx_store(const float *c, int nr, int nt, const float *bias, int acc, fl
 int sc_amx_usable(void) { return 0; }
 int sc_bf16dp_usable(void) { return 0; }
 void sc_bf16dp_pack_convt(const float *state, int S, const float *x, int ldx, int r0, int n, int C, int cp0,
-                          int cp1, uint32_t *xt, int ldt) {
-  (void)state, (void)S, (void)x, (void)ldx, (void)r0, (void)n, (void)C, (void)cp0, (void)cp1, (void)xt, (void)ldt;
+                          int cp1, int sa, int sb, uint32_t *xt, int ldt) {
+  (void)state, (void)S, (void)x, (void)ldx, (void)r0, (void)n, (void)C, (void)cp0, (void)cp1, (void)sa, (void)sb;
+  (void)xt, (void)ldt;
 }
 void sc_bf16dp_conv_tile(const uint16_t *w, size_t ldw, const uint32_t *xt, size_t ldt, int t0, int C, int k,
                          int d, int nr, int nt, float *c) {

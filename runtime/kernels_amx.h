@@ -43,10 +43,10 @@ void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uin
 
 /* A causal conv's source for sc_bf16dp_conv_tile: xt[cp * ldt + s] = the
  * bf16 pair (channels 2cp, 2cp + 1) of row r0 + s of [state (S rows); x
- * (ld ldx)] for s < n, zero for n <= s < ldt (a multiple of 16), for the
- * channel pairs cp0..cp1 (cp0 a multiple of 16; C a multiple of 32). */
+ * (ld ldx)] for s < n, zero for n <= s, for the channel pairs cp0..cp1
+ * and sa <= s < sb (all four multiples of 16; C a multiple of 32). */
 void sc_bf16dp_pack_convt(const float *state, int S, const float *x, int ldx, int r0, int n, int C, int cp0,
-                          int cp1, uint32_t *xt, int ldt);
+                          int cp1, int sa, int sb, uint32_t *xt, int ldt);
 /* sc_bf16dp_tile over the im2col rows t0.. of a causal conv (k taps,
  * dilation d, C channels) read from the transposed source xt (tokens
  * t0 .. t0 + 31 + (k - 1) d must be in ldt): the same bits. */
