@@ -673,8 +673,7 @@ static void amx_chunk(void *arg, int c, int n) {
       if (a->xt)
         sc_bf16dp_conv_tile(w, (size_t)j->cols, a->xt, (size_t)a->ldt, t0, a->conv->C, a->conv->k, a->conv->d, nr,
                             nt, tile);
-      else if (amx) sc_amx_tile(w, (size_t)j->cols, b0, b1, a->nkb, tile);
-      else sc_bf16dp_tile(w, (size_t)j->cols, b0, b1, a->nkb, nr, nt, tile);
+      else sc_amx_tile(w, (size_t)j->cols, b0, b1, a->nkb, tile);
       sc_amx_store(tile, nr, nt, j->bias ? j->bias + r0 : NULL, j->acc, j->y + (size_t)t0 * j->ldy + r0,
                    (size_t)j->ldy);
     }

@@ -14,11 +14,13 @@
  * over the whole row, products exact in f32, accumulated in f32 in the
  * order the hardware uses (pairs, then 32-column blocks in order).
  *
- * Without AMX, the same packed activations feed AVX512-BF16's vdpbf16ps
- * (sc_bf16dp_tile): tokens in the vector lanes, each weight pair
- * broadcast from its row-major row, so neither operand is repacked; each
- * output element is a chain of f32 accumulations over the column pairs in
- * order (other bits than the tiles' order, the same bits for any T,
+ * Without AMX, AVX512-BF16's vdpbf16ps (sc_bf16dp_conv_tile): tokens in
+ * the vector lanes, each weight pair broadcast from its row-major row, so
+ * the weights are not repacked; the activations are packed transposed
+ * ([column pair][token], sc_bf16dp_pack_convt), which makes a causal
+ * conv's im2col rows unnecessary (a linear is a conv of one tap).  Each
+ * output element is a chain of f32 accumulations over the column pairs
+ * in order (other bits than the tiles' order, the same bits for any T,
  * thread count or blocking).  On a CPU whose vdpbf16ps runs at twice the
  * f32 FMA rate (Zen 4/5) this doubles the ceiling of the f32 GEMM.
  *
@@ -193,46 +195,11 @@ void sc_amx_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16
   _tile_stored(3, c + 16 * 32 + 16, 32 * sizeof(float));
 }
 
-/* R weight rows x V blocks of 16 tokens: acc[r][v] lanes are tokens,
- * updated once per column pair p by vdpbf16ps with the pair w[r, 2p..2p+1]
- * broadcast; the packed block's pair row p is at 32 p (sc_amx_pack: row i
- * of block kb is pair 16 kb + i).  The chain over p is the contract. */
-#define DP_BODY(R, V)                                                                     \
-  do {                                                                                    \
-    __m512 acc[R][V];                                                                     \
-    for (int r = 0; r < R; r++)                                                           \
-      for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_ps();                        \
-    const uint32_t *wr[R];                                                                \
-    for (int r = 0; r < R; r++) wr[r] = (const uint32_t *)(w + (size_t)(r0 + r) * ldw);   \
-    for (int p = 0; p < np; p++) {                                                        \
-      __m512bh xv[V];                                                                     \
-      for (int v = 0; v < V; v++) xv[v] = (__m512bh)_mm512_load_si512(bv[v] + 32 * p);   \
-      for (int r = 0; r < R; r++) {                                                       \
-        const __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wr[r][p]);                   \
-        for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], wb, xv[v]);   \
-      }                                                                                   \
-    }                                                                                     \
-    for (int r = 0; r < R; r++)                                                           \
-      for (int v = 0; v < V; v++) _mm512_store_ps(c + (r0 + r) * 32 + 16 * v, acc[r][v]); \
-  } while (0)
-
-void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb, int nr,
-                    int nt, float *c) {
-  const int np = 16 * nkb;
-  const uint16_t *bv[2] = {b0, b1};
-  if (nt > 16) {
-    for (int r0 = 0; r0 < nr; r0 += 8) DP_BODY(8, 2);
-  } else {
-    for (int r0 = 0; r0 < nr; r0 += 16) DP_BODY(16, 1);
-  }
-}
-
 /* A causal conv on vdpbf16ps without its im2col rows: the source rows
  * are packed once, transposed (row cp of xt: channel pair cp of the
  * tokens in order), and the column pair j*C/2 + cp of output token t is
  * then xt[cp, t + j*d]: sixteen consecutive tokens are one load at any
- * offset.  The chain runs over the pairs in the im2col order, so the
- * bits are sc_bf16dp_tile's over the packed im2col rows. */
+ * offset.  The chain runs over the pairs in the im2col order. */
 void sc_bf16dp_pack_convt(const float *state, int S, const float *x, int ldx, int r0, int n, int C, int cp0,
                           int cp1, int sa, int sb, uint32_t *xt, int ldt) {
   for (int cb = cp0; cb < cp1; cb += 16) { /* 16 pairs: 32 channels */
@@ -257,37 +224,48 @@ void sc_bf16dp_pack_convt(const float *state, int S, const float *x, int ldx, in
   }
 }
 
+/* R weight rows x V blocks of 16 tokens over the column pairs of tap j,
+ * channel pairs cp0..cp1: acc[r][v] lanes are tokens, started from c (or
+ * zero for the first block) and left in c, so the chain over the pairs
+ * is the same whatever the blocking; each pair w[r, p] is broadcast. */
 #define DPC_BODY(R, V)                                                                      \
   do {                                                                                      \
     __m512 acc[R][V];                                                                       \
     for (int r = 0; r < R; r++)                                                             \
-      for (int v = 0; v < V; v++) acc[r][v] = _mm512_setzero_ps();                          \
+      for (int v = 0; v < V; v++)                                                           \
+        acc[r][v] = first ? _mm512_setzero_ps() : _mm512_load_ps(c + (r0 + r) * 32 + 16 * v); \
     const uint32_t *wr[R];                                                                  \
-    for (int r = 0; r < R; r++) wr[r] = (const uint32_t *)(w + (size_t)(r0 + r) * ldw);     \
-    for (int j = 0; j < k; j++) {                                                           \
-      const uint32_t *xj = xt + t0 + j * d;                                                 \
-      const int pj = j * hc;                                                                \
-      for (int cp = 0; cp < hc; cp++) {                                                     \
-        __m512bh xv[V];                                                                     \
-        for (int v = 0; v < V; v++)                                                         \
-          xv[v] = (__m512bh)_mm512_loadu_si512(xj + (size_t)cp * ldt + 16 * v);             \
-        for (int r = 0; r < R; r++) {                                                       \
-          const __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wr[r][pj + cp]);             \
-          for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], wb, xv[v]);   \
-        }                                                                                   \
+    for (int r = 0; r < R; r++) wr[r] = (const uint32_t *)(w + (size_t)(r0 + r) * ldw) + pj; \
+    for (int cp = cp0; cp < cp1; cp++) {                                                    \
+      __m512bh xv[V];                                                                       \
+      for (int v = 0; v < V; v++) xv[v] = (__m512bh)_mm512_loadu_si512(xj + (size_t)cp * ldt + 16 * v); \
+      for (int r = 0; r < R; r++) {                                                         \
+        const __m512bh wb = (__m512bh)_mm512_set1_epi32((int)wr[r][cp]);                    \
+        for (int v = 0; v < V; v++) acc[r][v] = _mm512_dpbf16_ps(acc[r][v], wb, xv[v]);     \
       }                                                                                     \
     }                                                                                       \
     for (int r = 0; r < R; r++)                                                             \
       for (int v = 0; v < V; v++) _mm512_store_ps(c + (r0 + r) * 32 + 16 * v, acc[r][v]);   \
   } while (0)
 
+/* Column pairs per block: the block's activations for 32 tokens (16 KB)
+ * stay in L1 while every row pass reads them. */
+#define DP_KB 128
+
 void sc_bf16dp_conv_tile(const uint16_t *w, size_t ldw, const uint32_t *xt, size_t ldt, int t0, int C, int k,
                          int d, int nr, int nt, float *c) {
   const int hc = C / 2;
-  if (nt > 16) {
-    for (int r0 = 0; r0 < nr; r0 += 8) DPC_BODY(8, 2);
-  } else {
-    for (int r0 = 0; r0 < nr; r0 += 16) DPC_BODY(16, 1);
+  for (int j = 0; j < k; j++) {
+    const uint32_t *xj = xt + t0 + j * d;
+    const int pj = j * hc;
+    for (int cp0 = 0; cp0 < hc; cp0 += DP_KB) {
+      const int cp1 = hc - cp0 < DP_KB ? hc : cp0 + DP_KB, first = j == 0 && cp0 == 0;
+      if (nt > 16) {
+        for (int r0 = 0; r0 < nr; r0 += 8) DPC_BODY(8, 2);
+      } else {
+        for (int r0 = 0; r0 < nr; r0 += 16) DPC_BODY(16, 1);
+      }
+    }
   }
 }
 
@@ -350,10 +328,6 @@ void sc_bf16dp_pack_convt(const float *state, int S, const float *x, int ldx, in
 void sc_bf16dp_conv_tile(const uint16_t *w, size_t ldw, const uint32_t *xt, size_t ldt, int t0, int C, int k,
                          int d, int nr, int nt, float *c) {
   (void)w, (void)ldw, (void)xt, (void)ldt, (void)t0, (void)C, (void)k, (void)d, (void)nr, (void)nt, (void)c;
-}
-void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb, int nr,
-                    int nt, float *c) {
-  (void)w, (void)ldw, (void)b0, (void)b1, (void)nkb, (void)nr, (void)nt, (void)c;
 }
 void sc_amx_begin(void) {}
 void sc_amx_end(void) {}

@@ -33,23 +33,19 @@ void sc_amx_pack_conv(const float *state, int S, const float *x, int ldx, int r0
 void sc_amx_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb,
                  float *c);
 
-/* sc_amx_tile's product (same operands and c layout) with vdpbf16ps:
- * element (r, t) is the f32 chain over the column pairs in order.  Only
- * the first nr rows (rounded up to 8 or 16; those rows of w must be
- * readable) and, when nt <= 16, the first 16 tokens (b1 not read) are
- * computed; the rest of c is left as it was. */
-void sc_bf16dp_tile(const uint16_t *w, size_t ldw, const uint16_t *b0, const uint16_t *b1, int nkb, int nr,
-                    int nt, float *c);
-
 /* A causal conv's source for sc_bf16dp_conv_tile: xt[cp * ldt + s] = the
  * bf16 pair (channels 2cp, 2cp + 1) of row r0 + s of [state (S rows); x
  * (ld ldx)] for s < n, zero for n <= s, for the channel pairs cp0..cp1
  * and sa <= s < sb (all four multiples of 16; C a multiple of 32). */
 void sc_bf16dp_pack_convt(const float *state, int S, const float *x, int ldx, int r0, int n, int C, int cp0,
                           int cp1, int sa, int sb, uint32_t *xt, int ldt);
-/* sc_bf16dp_tile over the im2col rows t0.. of a causal conv (k taps,
- * dilation d, C channels) read from the transposed source xt (tokens
- * t0 .. t0 + 31 + (k - 1) d must be in ldt): the same bits. */
+/* sc_amx_tile's product (the same c layout) with vdpbf16ps, for the
+ * im2col rows t0.. of a causal conv (k taps, dilation d, C channels; a
+ * linear is k = 1) read from the transposed source xt (tokens t0 .. t0 +
+ * 31 + (k - 1) d must be in ldt): element (r, t) is the f32 chain over
+ * the column pairs in order.  Only the first nr rows (rounded up to 8 or
+ * 16; those rows of w must be readable) and, when nt <= 16, the first 16
+ * tokens are computed; the rest of c is left as it was. */
 void sc_bf16dp_conv_tile(const uint16_t *w, size_t ldw, const uint32_t *xt, size_t ldt, int t0, int C, int k,
                          int d, int nr, int nt, float *c);
 
