@@ -507,16 +507,70 @@ static int emit_node(Cg *cg, int i) {
   }
 }
 
+/* The elements before tile f_ of a value of rows (T * m / d) and row
+ * stride ld: "(long)f_ * m*ld", or "(long)(f_ / d) * m*ld" (f_ is a
+ * multiple of the tile, the tile of d). */
+static const char *tile_offset(char buf[64], int64_t rows, long long ld) {
+  const int m = IR_ROWS_MUL(rows), d = IR_ROWS_DIV(rows);
+  if (d == 1) snprintf(buf, 64, "(long)f_ * %lld", (long long)m * ld);
+  else snprintf(buf, 64, "(long)(f_ / %d) * %lld", d, (long long)m * ld);
+  return buf;
+}
+
+/* Open the loop that runs nodes head.. `units` of T at a time
+ * (ir_graph_tile): T, io (its outputs offset) and the values the tiles
+ * read from before the head (offset by the tile's rows) are shadowed in
+ * the loop's block, so the nodes print as for a whole call. */
+static void emit_tile_open(Cg *cg, const Graph *g, int head, int units) {
+  OUT("\n  /* From %s on, the call runs in tiles of T = %d: these buffers hold one tile,\n"
+      "   * so they stay in the caches; every op from here on streams (its state carries\n"
+      "   * from tile to tile), so the tiles give the whole call's result. */\n",
+      g->nodes[head].name, units);
+  OUT("  for (int f_ = 0; f_ < T; f_ += %d) {\n", units);
+  OUT("    const int tile_T_ = T - f_ < %d ? T - f_ : %d;\n", units, units);
+  OUT("    sc_io io_ = *io;\n");
+  for (int i = head; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->dead || n->op != OP_OUTPUT) continue;
+    char off[64];
+    OUT("    io_.%s += %s;\n", n->p.slot == OUT_LOGITS ? "out" : "hidden_out",
+        tile_offset(off, n->rows, (long long)n->cols));
+  }
+  /* the values before the head that a tile reads, each once */
+  char *seen = calloc((size_t)head, 1);
+  IR_ASSERT(seen);
+  for (int i = head; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->dead) continue;
+    for (int k = 0; k < n->nsrc; k++) {
+      const int j = n->src[k];
+      const IrNode *x = &g->nodes[j];
+      if (j >= head || seen[j] || x->op == OP_WEIGHT || x->op == OP_STATE) continue;
+      seen[j] = 1;
+      char off[64];
+      OUT("    float *const %s_tile_ = %s + %s;\n", cg->var[j], cg->var[j], tile_offset(off, x->rows, ld(cg, j)));
+    }
+  }
+  OUT("    {\n      const int T = tile_T_;\n      const sc_io *const io = &io_;\n");
+  for (int j = 0; j < head; j++)
+    if (seen[j]) OUT("      float *const %s = %s_tile_;\n", cg->var[j], cg->var[j]);
+  free(seen);
+}
+
 static int emit_graph(Cg *cg, const Graph *g) {
   if (!(cg->var = calloc((size_t)g->n_nodes, sizeof *cg->var))) return sc_fail(cg->err, SC_ERUNTIME, "out of memory");
   cg_name_values(cg, g);
   cg_entry_prologue(cg, g, 1, "", "");
+  int units = 0;
+  const int head = ir_graph_tile(g, &units);
   int rc = SC_OK;
   for (int i = 0; i < g->n_nodes && rc == SC_OK; i++) {
     if (g->nodes[i].dead) continue;
+    if (i == head) emit_tile_open(cg, g, head, units);
     comment_node(cg, i);
     rc = emit_node(cg, i);
   }
+  if (head >= 0) OUT("    }\n  }\n");
   OUT("  return 0;\n}\n");
   free(cg->var);
   cg->var = NULL;

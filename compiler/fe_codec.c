@@ -21,6 +21,12 @@
  * over all of them gives: the whole utterance and the stream are the same
  * computation.  Entry point "audio": up to --prefill-chunk (8) frames of
  * num_quantizers codes in, frames x decode_upsample_rate samples out.
+ *
+ * The same property lets the CPU run the late, wide-in-time blocks a
+ * frame at a time within a call (IrParams.tile, ir_graph_tile): from the
+ * first block whose output for a whole call passes CODEC_TILE_BYTES (else
+ * the last block), so their activations stay in L2 instead of streaming
+ * through memory between every two ops.
  */
 #include <math.h>
 #include <stdio.h>
@@ -30,6 +36,8 @@
 #include "sc_abi.h"
 
 #define CODEC_MAX_STAGES 8
+/* a block's output for a whole call above this: run it a frame at a time */
+#define CODEC_TILE_BYTES (2 << 20)
 #define CODEC_RATE_MAX 64
 
 typedef struct CodecDims {
@@ -408,9 +416,21 @@ static int rvq(Gb *b, const CodecDims *d) {
   return out;
 }
 
+/* The decoder block from which a call runs a frame at a time. */
+static int tile_block(const CodecDims *d, int frames) {
+  int64_t rows = d->upsample; /* rows per frame after the last block */
+  for (int i = 0; i < d->n_rates; i++) rows /= d->rates[i];
+  for (int i = 0; i < d->n_rates; i++) {
+    rows *= d->rates[i];
+    if (rows * (d->dec_dim >> (i + 1)) * 4 * frames > CODEC_TILE_BYTES) return i;
+  }
+  return d->n_rates - 1;
+}
+
 static int build_graph(Gb *b, const CodecDims *d, const Qwen3Layer *lw, int rope, int tf_in, int tf_in_b,
                        int tf_norm, int tf_out, int tf_out_b) {
   Fe *f = b->f;
+  const int tile_from = tile_block(d, b->g->max_tokens);
   char tp[160], n[IR_NAME];
   int h = rvq(b, d);
   if (h < 0) return -1;
@@ -443,6 +463,7 @@ static int build_graph(Gb *b, const CodecDims *d, const Qwen3Layer *lw, int rope
     snprintf(tp, sizeof tp, "%s.0", bp);
     snprintf(n, sizeof n, "dec%d.snake", i + 1);
     h = snake(b, h, n, tp, in);
+    if (h >= 0 && i == tile_from) b->g->nodes[h].p.tile = 1;
     snprintf(tp, sizeof tp, "%s.1", bp);
     snprintf(n, sizeof n, "dec%d.convt", i + 1);
     if (h >= 0) h = conv_t(b, h, n, tp, out, in, 2 * r, r);

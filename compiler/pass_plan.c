@@ -12,6 +12,9 @@
  * ops, a residual update) writes in place.  A value whose only reader is an OUTPUT (the
  * logits head, the last embedding) is placed in the output slot itself
  * (IR_BUF_OUT): its kernel writes there and the OUTPUT copies nothing.
+ * A graph that runs in tiles (ir_graph_tile, CPU) sizes the buffers from
+ * the tile's head on for one tile, and keeps what the tiles read from
+ * before the head alive to the end (every tile reads it).
  * A node whose emitter needs a temporary (the target's plan_temp, target.h:
  * the C target's normalised input of a linear with a norm, rotated q and k
  * rows of ROPE_ATTENTION) gets an aux buffer, alive only during the node.
@@ -47,6 +50,11 @@ static int64_t place(Block *live, int *n_live, int64_t size, int until, int64_t 
 
 static void plan_graph(Graph *g, const Target *t) {
   int n = g->n_nodes;
+  /* a graph that runs in tiles from node `head` (ir_graph_tile): what the
+   * tiles read from before the head lives to the end, and the buffers
+   * from the head on hold one tile */
+  int units = 0;
+  const int head = t->ir == IR_TARGET_CPU ? ir_graph_tile(g, &units) : -1;
   for (int i = 0; i < n; i++) {
     g->nodes[i].last_use = i;
     g->nodes[i].buf = g->nodes[i].aux = -1;
@@ -57,8 +65,9 @@ static void plan_graph(Graph *g, const Target *t) {
     for (int s = 0; s < x->nsrc; s++) {
       int r = x->src[s];
       /* a view keeps its whole chain alive */
+      const int until = head >= 0 && i >= head && r < head ? n : i;
       for (;;) {
-        if (g->nodes[r].last_use < i) g->nodes[r].last_use = i;
+        if (g->nodes[r].last_use < until) g->nodes[r].last_use = until;
         if (!(ir_op_flags[g->nodes[r].op] & F_VIEW)) break;
         r = g->nodes[r].src[0];
       }
@@ -82,7 +91,7 @@ static void plan_graph(Graph *g, const Target *t) {
     for (int k = 0; k < n_live;)
       if (live[k].until < i) memmove(&live[k], &live[k + 1], (size_t)(--n_live - k) * sizeof *live);
       else k++;
-    const int64_t rows = ir_rows_eval(x->rows, g->max_tokens);
+    const int64_t rows = ir_rows_eval(x->rows, head >= 0 && i >= head ? units : g->max_tokens);
     if (owns_buffer(x) && IR_BUF_IS_OUT(x->buf)) {
       x->ld = x->cols;
     } else if (owns_buffer(x)) {

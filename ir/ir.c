@@ -115,6 +115,45 @@ int ir_graph_t_align(const Graph *g) {
   return align > IR_ROWS_MAX_FACTOR ? 0 : (int)align;
 }
 
+/* Ops that may run a call's rows in tiles: row by row, or streaming with
+ * their state (kernels.h: pieces give the bits of one call, f32 GEMMs to
+ * rounding). */
+static int tile_op(OpKind op) {
+  switch (op) {
+  case OP_WEIGHT: case OP_STATE: case OP_LINEAR: case OP_LINEAR_ADD: case OP_NORM_LINEAR: case OP_ADD:
+  case OP_MUL: case OP_SILU: case OP_SIGMOID: case OP_GELU: case OP_SOFTPLUS: case OP_SWIGLU: case OP_RMSNORM:
+  case OP_LAYERNORM: case OP_GATED_RMSNORM: case OP_L2NORM: case OP_SLICE: case OP_IM2COL:
+  case OP_IM2COL_STRIDED: case OP_DWCONV: case OP_OVERLAP_ADD: case OP_SNAKE: case OP_CLAMP: case OP_ELU:
+  case OP_CONV1D: case OP_OUTPUT:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+static int tile_rows(int64_t rows, int units) { return IR_ROWS_ON_T(rows) && units % IR_ROWS_DIV(rows) == 0; }
+
+int ir_graph_tile(const Graph *g, int *units) {
+  int head = -1;
+  for (int i = 0; i < g->n_nodes && head < 0; i++)
+    if (!g->nodes[i].dead && g->nodes[i].p.tile > 0) head = i;
+  if (head < 0 || g->exact || !g->out_all_rows) return -1;
+  const int u = g->nodes[head].p.tile;
+  if (u >= g->max_tokens) return -1;
+  for (int i = head; i < g->n_nodes; i++) {
+    const IrNode *n = &g->nodes[i];
+    if (n->dead || n->op == OP_WEIGHT || n->op == OP_STATE) continue;
+    if (!tile_op(n->op) || !tile_rows(n->rows, u)) return -1;
+    for (int s = 0; s < n->nsrc; s++) {
+      const IrNode *x = &g->nodes[n->src[s]];
+      if (n->src[s] >= head || x->op == OP_WEIGHT || x->op == OP_STATE) continue;
+      if ((ir_op_flags[x->op] & (F_LEAF | F_VIEW)) || !tile_rows(x->rows, u)) return -1;
+    }
+  }
+  *units = u;
+  return head;
+}
+
 static void *grow(void *p, int *cap, int need, size_t elem) {
   if (need <= *cap) return p;
   int n = *cap ? *cap * 2 : 64;

@@ -85,6 +85,8 @@ typedef struct IrParams {
   int align;            /* ATTENTION: positions arrive in groups of align (ops.def); 0, 1: one by one */
   int experts, top_k;   /* TOPK_ROUTE, MOE_COMBINE: E, k */
   int renorm;           /* TOPK_ROUTE: the k weights divided by their sum */
+  int tile;             /* any node, CPU: it and every later node run `tile` T-units at a
+                         * time (ir_graph_tile); 0: the whole call at once */
 } IrParams;
 
 typedef struct IrNode {
@@ -220,6 +222,16 @@ const char *ir_rows_text(int64_t r, char *buf, size_t size);
 /* The multiple every call's T must be for g's rows to be whole (the lcm of
  * their divisors; 1 for graphs without strided rows). */
 int ir_graph_t_align(const Graph *g);
+
+/* The node from which g runs in tiles (the first live node with p.tile,
+ * CPU only), and *units the T-units per tile; -1 when g runs whole.  A
+ * tile applies only where it cannot change what is computed: a graph of
+ * varying T (not exact) with every row written out (out_all_rows), and
+ * from the head on only ops that stream (their state carries across
+ * calls, or they are row by row), every row count T * m / d with d
+ * dividing the tile, and nothing before the head read but weights, states
+ * and values that own a buffer of such rows. */
+int ir_graph_tile(const Graph *g, int *units);
 
 void ir_module_init(Module *m);
 void ir_module_free(Module *m);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerate the golden generated sources under tests/golden/ from the tiny
-# checkpoints in tests/data/llm (and the Qwen3.5 / Qwen3-Next ones in tests/data/gdn, the Moshi ones in tests/data/moshi).  Review the diff (git diff tests/golden)
+# checkpoints in tests/data/llm (and the Qwen3.5 / Qwen3-Next ones in tests/data/gdn, the Moshi ones in tests/data/moshi,
+# the Mimi and 12 Hz codec ones in tests/data/mimi and tests/data/codec).  Review the diff (git diff tests/golden)
 # before committing: a change to generated code is a reviewed change.
 #   scripts/regen_golden.sh [path/to/speechc]
 set -euo pipefail
@@ -10,7 +11,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The flags must match tests/unit/test_golden.c.
 for model in llm/qwen3_gqa2_hd32_tied llm/qwen3_gqa4_hd16_bf16 llm/llama_gqa4_sharded gdn/qwen35_dense_tiny \
-             gdn/qwen3_next_moe_tiny moshi/moshi7b_tiny moshi/family_tiny mimi/mimi_tiny; do
+             gdn/qwen3_next_moe_tiny moshi/moshi7b_tiny moshi/family_tiny mimi/mimi_tiny codec/codec_tiny; do
   for fuse in fused unfused; do
     flags=(--cc tcc --max-context 64 --prefill-chunk 16 -q)
     [ "$fuse" = unfused ] && flags+=(--no-fuse)

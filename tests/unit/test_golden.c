@@ -64,7 +64,7 @@ int main(void) {
   if (!mkdtemp(tmpdir)) return 1;
   const char *models[] = {"llm/qwen3_gqa2_hd32_tied", "llm/qwen3_gqa4_hd16_bf16", "llm/llama_gqa4_sharded",
                           "gdn/qwen35_dense_tiny", "gdn/qwen3_next_moe_tiny", "moshi/moshi7b_tiny",
-                          "moshi/family_tiny", "mimi/mimi_tiny"};
+                          "moshi/family_tiny", "mimi/mimi_tiny", "codec/codec_tiny"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++)
     for (int fuse = 0; fuse < 2; fuse++) {
       char golden[256];
