@@ -233,6 +233,91 @@ static void topk_draws(sc_session *s, sc_session *ref, const int *user, int U, c
 }
 
 /* LMGen greedy over the fixture's user codes: every returned row equal. */
+/* What a sc_moshi_push callback saw. */
+typedef struct Rows {
+  int n, cap, n_row, stop_at, max_delay, bad_step;
+  int *rows; /* [cap, n_row] */
+  sc_moshi *g;
+  int reenter_rc;
+} Rows;
+
+static int on_row(void *user, const int32_t *row, int n_row, int step) {
+  Rows *r = user;
+  if (n_row != r->n_row || step != r->n + r->max_delay) r->bad_step++;
+  if (r->n < r->cap) memcpy(r->rows + (size_t)r->n * n_row, row, sizeof *row * (size_t)n_row);
+  r->n++;
+  if (r->g) { /* stepping or pushing from the callback is refused */
+    sc_error e = {0};
+    int32_t codes[64] = {0}, out[64];
+    int has, n;
+    r->reenter_rc = sc_moshi_step(r->g, codes, out, &has, &e) == SC_EUSAGE &&
+                    sc_moshi_push(r->g, codes, 1, on_row, r, &n, &e) == SC_EUSAGE && strstr(e.msg, "callback");
+    r->g = NULL;
+  }
+  return r->stop_at && r->n == r->stop_at;
+}
+
+/* sc_moshi_push: its callback rows are sc_moshi_step's (the package's
+ * greedy rows), pushed whole, frame by frame and in uneven pieces; a stop
+ * from the callback ends the push after that frame and pushing the rest
+ * continues the stream; a bad frame in the middle is refused after the
+ * frames before it went in, and the stream continues from it. */
+static void pushed(sc_session *s, const int *user, int S, int U, const int *want, int R, int Q, const char *name) {
+  const int n_row = 1 + Q;
+  Rows r = {.cap = R + 4, .n_row = n_row};
+  r.rows = calloc((size_t)r.cap * n_row, sizeof *r.rows);
+  sc_moshi_params gp = {.greedy = 1};
+  sc_moshi_info info;
+  sc_error err = {0};
+  for (int mode = 0; mode < 5; mode++) {
+    sc_moshi *g = NULL;
+    CHECK_MSG(sc_moshi_open(s, &gp, &g, &info, &err) == 0, "%s", err.msg);
+    if (!g) break;
+    r.n = 0, r.bad_step = 0, r.max_delay = info.max_delay, r.stop_at = 0, r.g = NULL, r.reenter_rc = 0;
+    int done = 0, n;
+    if (mode == 0) { /* whole, and the callback tries to re-enter */
+      r.g = g;
+      CHECK_MSG(sc_moshi_push(g, user, S, on_row, &r, &n, &err) == 0, "%s", err.msg);
+      CHECK(n == S && r.reenter_rc == 1);
+    } else if (mode == 1) { /* frame by frame, a push of 0 frames between */
+      for (int st = 0; st < S; st++) {
+        CHECK(sc_moshi_push(g, user + (size_t)st * U, 1, on_row, &r, &n, &err) == 0 && n == 1);
+        CHECK(sc_moshi_push(g, NULL, 0, on_row, &r, &n, &err) == 0 && n == 0);
+      }
+    } else if (mode == 2) { /* uneven pieces */
+      for (int st = 0, piece = 3; st < S; st += piece, piece = piece % 4 + 1) {
+        int k = piece < S - st ? piece : S - st;
+        CHECK(sc_moshi_push(g, user + (size_t)st * U, k, on_row, &r, &n, &err) == 0 && n == k);
+      }
+    } else if (mode == 3) { /* stop after the second row, then the rest */
+      r.stop_at = 2;
+      CHECK(sc_moshi_push(g, user, S, on_row, &r, &done, &err) == 0);
+      CHECK_MSG(done == info.max_delay + 2 && r.n == 2, "%s: stopped after %d frames, %d rows", name, done, r.n);
+      r.stop_at = 0;
+      CHECK(sc_moshi_push(g, user + (size_t)done * U, S - done, on_row, &r, &n, &err) == 0 && n == S - done);
+    } else { /* a code outside the codebook at frame 5: refused, then continued */
+      int *bad = malloc(sizeof *bad * (size_t)S * U);
+      memcpy(bad, user, sizeof *bad * (size_t)S * U);
+      bad[5 * U + U - 1] = info.card + 3;
+      CHECK(sc_moshi_push(g, bad, S, on_row, &r, &done, &err) == SC_EINPUT && done == 5);
+      CHECK_CONTAINS(err.msg, "step 5: user code");
+      CHECK_CONTAINS(err.msg, "outside [0, ");
+      CHECK(r.n == (5 > info.max_delay ? 5 - info.max_delay : 0));
+      CHECK(sc_moshi_push(g, user + 5 * U, S - 5, on_row, &r, &n, &err) == 0 && n == S - 5);
+      CHECK(sc_moshi_push(g, NULL, 2, on_row, &r, &n, &err) == SC_EUSAGE && n == 0);
+      CHECK(sc_moshi_push(g, user, -1, on_row, &r, &n, &err) == SC_EUSAGE);
+      free(bad);
+    }
+    CHECK_MSG(r.n == R && r.bad_step == 0, "%s push mode %d: %d rows (expected %d), %d with a wrong step", name, mode,
+              r.n, R, r.bad_step);
+    CHECK_MSG(r.n != R || !memcmp(r.rows, want, sizeof *want * (size_t)R * n_row),
+              "%s push mode %d: the callback's rows are not sc_moshi_step's", name, mode);
+    sc_moshi_close(g);
+  }
+  free(r.rows);
+  printf("%s: sc_moshi_push rows identical (whole, frame by frame, pieces, stop and resume, bad frame)\n", name);
+}
+
 static void lmgen(sc_session *s, const char *dir, const char *name, const char *cc) {
   char path[300];
   snprintf(path, sizeof path, "%s/trace.json", dir);
@@ -270,6 +355,7 @@ static void lmgen(sc_session *s, const char *dir, const char *name, const char *
     printf("%s %s: %d LMGen greedy rows identical\n", name, cc, rows);
   }
   sc_moshi_close(g);
+  if (user && want) pushed(s, user, S, U, want, R, Q, name);
   if (user && want) sampled(s, user, S, U, want, R, Q, name);
   free(user);
   free(want);
