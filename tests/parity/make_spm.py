@@ -15,6 +15,11 @@ sequences, into tests/data/spm/:
                  ("hex" because DecodeIds may return U+0000, which a JSON
                  string read by cJSON would cut)
 
+                 unigram_bf.json also holds "moshi_transcripts": what
+                 `speechc moshi --greedy --text-out` must write with this
+                 model for the greedy rows of tests/data/moshi/*/gen.i32
+                 (DecodeIds of the text tokens but 0 and 3, a newline)
+
   unigram_bf   unigram, byte_fallback, Moshi's special ids (unk 0, bos 1,
                eos 2, pad 3), user-defined and control symbols,
                character_coverage < 1 so that rare characters and emoji
@@ -140,6 +145,25 @@ def cases(sp, seed):
     return out
 
 
+def transcripts(sp):
+    """What `speechc moshi --text-out` must write for the greedy rows of
+    tests/data/moshi/<name>/gen.i32 (make_moshi.py: LMGen's rows) with this
+    model as the tokenizer: DecodeIds of the text tokens that run_inference
+    prints (all but 0 and 3), then a newline."""
+    import struct
+    out = {}
+    for name in ("family_tiny", "moshi7b_tiny"):
+        d = os.path.join(OUT, "..", "moshi", name)
+        with open(os.path.join(d, "trace.json")) as f:
+            tr = json.load(f)
+        R, Q = tr["gen_rows"], tr["dep_q"]
+        with open(os.path.join(d, "gen.i32"), "rb") as f:
+            rows = struct.unpack(f"<{R * (1 + Q)}i", f.read())
+        ids = [rows[r * (1 + Q)] for r in range(R) if rows[r * (1 + Q)] not in (0, 3)]
+        out[name] = {"ids": ids, "hex": (sp.decode_ids(ids) + "\n").encode("utf-8").hex()}
+    return out
+
+
 def main():
     check = "--check" in sys.argv[1:]
     os.makedirs(OUT, exist_ok=True)
@@ -148,6 +172,8 @@ def main():
         blob = train(name, kw)
         sp = spm.SentencePieceProcessor(model_proto=blob)
         doc = {"version": spm.__version__, "pieces": sp.get_piece_size(), "cases": cases(sp, 1234 + seed)}
+        if name == "unigram_bf":
+            doc["moshi_transcripts"] = transcripts(sp)
         text = json.dumps(doc, ensure_ascii=False, indent=None, separators=(",", ":"))
         text = text.replace('},{"ids"', '},\n{"ids"') + "\n"
         mpath, jpath = os.path.join(OUT, name + ".model"), os.path.join(OUT, name + ".json")

@@ -773,6 +773,134 @@ static void cli(void) {
   free(want);
 }
 
+/* The transcript: path's bytes must be the UTF-8 whose hex is `hex`. */
+static int same_hex(const char *path, const char *hex) {
+  long n = 0;
+  char *t = slurp(path, &n);
+  int ok = t && (size_t)n * 2 == strlen(hex);
+  for (long i = 0; ok && i < n; i++) {
+    unsigned v;
+    ok = sscanf(hex + 2 * i, "%2x", &v) == 1 && v == (unsigned char)t[i];
+  }
+  free(t);
+  return ok;
+}
+
+/* tests/data/moshi/<name>/user.i32 as the JSON --user-codes reads. */
+static void user_json(const char *name, const char *path) {
+  char dir[200], tp[300];
+  snprintf(dir, sizeof dir, "tests/data/moshi/%s", name);
+  snprintf(tp, sizeof tp, "%s/trace.json", dir);
+  char *t = slurp(tp, NULL);
+  cJSON *tr = cJSON_Parse(t);
+  const int S = cJSON_GetObjectItem(tr, "gen_steps")->valueint, U = cJSON_GetObjectItem(tr, "user_codebooks")->valueint;
+  int *user = load(dir, "user.i32", (long)S * U * 4);
+  FILE *f = fopen(path, "w");
+  fputs("{\"codes\": [", f);
+  for (int st = 0; user && st < S; st++)
+    for (int k = 0; k < U; k++) fprintf(f, "%s%d%s", k ? ", " : st ? ", [" : "[", user[st * U + k], k == U - 1 ? "]" : "");
+  fputs("]}\n", f);
+  fclose(f);
+  free(user);
+  cJSON_Delete(tr);
+  free(t);
+}
+
+/* The text: speechc build copies the checkpoint's tokenizer_name into
+ * OUT.tokenizer/, and speechc moshi --text-out writes what the package's
+ * DecodeIds gives for the greedy rows' text tokens (tests/data/spm's
+ * moshi_transcripts, made with the package), also with --tokenizer FILE or
+ * DIR; stderr gets the same text as it comes, -q silences it.  Refused:
+ * --text-out without a model, a broken model at build and at run time, a
+ * model with fewer pieces than text_card. */
+static void text_out(void) {
+  const char *bin = getenv("SPEECHC_BIN");
+  if (!bin || !*bin) return;
+  char *doc = slurp("tests/data/spm/unigram_bf.json", NULL);
+  cJSON *j = doc ? cJSON_Parse(doc) : NULL;
+  const cJSON *tr = cJSON_GetObjectItem(j, "moshi_transcripts");
+  const char *h7 = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(tr, "moshi7b_tiny"), "hex"));
+  const char *hf = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(tr, "family_tiny"), "hex"));
+  CHECK(h7 && hf);
+  if (!h7 || !hf) return;
+  char d[200], cmd[4096], path[300];
+  snprintf(d, sizeof d, "%s/spm", tmpdir);
+  snprintf(path, sizeof path, "%s/user7b.json", tmpdir);
+  user_json("moshi7b_tiny", path);
+  snprintf(path, sizeof path, "%s/userf.json", tmpdir);
+  user_json("family_tiny", path);
+  /* a checkpoint with its tokenizer_name (family_tiny names tokenizer.model) */
+  snprintf(cmd, sizeof cmd, "set -e; mkdir -p %s/ck %s/out; cp tests/data/moshi/family_tiny/config.json "
+           "tests/data/moshi/family_tiny/model.safetensors %s/ck/; cp tests/data/spm/unigram_bf.model %s/ck/tokenizer.model; "
+           "%s build %s/ck -o %s/out/m.so -q --no-codec; cmp %s/ck/tokenizer.model %s/out/m.tokenizer/tokenizer.model; "
+           "%s moshi %s/out/m.so --user-codes %s/userf.json --codes-out %s/rows.json --greedy --text-out %s/t.txt "
+           "2>%s/err.txt; %s moshi %s/out/m.so --user-codes %s/userf.json --codes-out %s/rows.json --greedy -q "
+           "2>%s/errq.txt; test ! -s %s/errq.txt",
+           d, d, d, d, bin, d, d, d, d, bin, d, tmpdir, d, d, d, bin, d, tmpdir, d, d, d);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/t.txt", d);
+  CHECK_MSG(same_hex(path, hf), "family_tiny: --text-out is not the package's DecodeIds");
+  snprintf(path, sizeof path, "%s/err.txt", d);
+  CHECK_MSG(same_hex(path, hf), "family_tiny: the text on stderr is not the package's DecodeIds");
+  /* the 7B's switches, byte pieces held back on stderr; --tokenizer FILE and DIR */
+  snprintf(cmd, sizeof cmd, "set -e; %s build tests/data/moshi/moshi7b_tiny -o %s/out/b.so -q --no-codec; "
+           "test ! -e %s/out/b.tokenizer/tokenizer.model; "
+           "%s moshi %s/out/b.so --user-codes %s/user7b.json --codes-out %s/rows7.json --greedy --text-out %s/t7.txt "
+           "--tokenizer tests/data/spm/unigram_bf.model 2>%s/err7.txt; "
+           "%s moshi %s/out/b.so --user-codes %s/user7b.json --codes-out %s/rows7.json --greedy --text-out %s/t7d.txt "
+           "--tokenizer %s/ck -q",
+           bin, d, d, bin, d, tmpdir, d, d, d, bin, d, tmpdir, d, d, d);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/t7.txt", d);
+  CHECK_MSG(same_hex(path, h7), "moshi7b_tiny: --text-out is not the package's DecodeIds");
+  snprintf(path, sizeof path, "%s/t7d.txt", d);
+  CHECK_MSG(same_hex(path, h7), "moshi7b_tiny: --text-out with --tokenizer DIR");
+  snprintf(path, sizeof path, "%s/err7.txt", d);
+  CHECK_MSG(same_hex(path, h7), "moshi7b_tiny: the text on stderr is not the package's DecodeIds");
+  /* refusals, each naming what is missing or broken */
+  struct { const char *args, *msg; int code; } bad[] = {
+    {"--text-out %s/x.txt", "no SentencePiece model for --text-out", 2},
+    {"--text-out %s/x.txt --tokenizer tests/data/moshi/family_tiny/config.json", "not a SentencePiece model", 2},
+    {"--tokenizer %s/none.model", "none.model", 2},
+    {"--tokenizer %s/few.model", "fewer than the model's text_card", 2},
+  };
+  snprintf(cmd, sizeof cmd, "head -c 3000 tests/data/spm/unigram_bf.model > %s/cut.model", d);
+  CHECK(system(cmd) == 0);
+  for (int i = 0; i < 4; i++) {
+    char args[600], file[300];
+    snprintf(args, sizeof args, bad[i].args, d);
+    if (i == 3) { /* a valid model with 24 pieces: the CLI's message, not the library's */
+      snprintf(file, sizeof file, "%s/few.model", d);
+      FILE *f = fopen(file, "wb");
+      /* ModelProto: pieces {"<unk>", type UNKNOWN}, then "a".."w" (NORMAL);
+       * trainer_spec {model_type: BPE} */
+      fprintf(f, "%c%c%c%c<unk>%c%c", 0x0a, 9, 0x0a, 5, 0x18, 2);
+      for (int k = 0; k < 23; k++) fprintf(f, "%c%c%c%c%c", 0x0a, 3, 0x0a, 1, 'a' + k);
+      fprintf(f, "%c%c%c%c", 0x12, 2, 0x18, 2);
+      fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "%s moshi %s/out/b.so --user-codes %s/user7b.json --codes-out %s/r.json --greedy %s "
+             "2>%s/e.txt", bin, d, tmpdir, d, args, d);
+    int st = system(cmd);
+    CHECK_MSG(WEXITSTATUS(st) == bad[i].code, "%s: exit %d", cmd, WEXITSTATUS(st));
+    snprintf(path, sizeof path, "%s/e.txt", d);
+    char *msg = slurp(path, NULL);
+    CHECK_MSG(msg && strstr(msg, bad[i].msg), "%s: '%s' lacks '%s'", cmd, msg ? msg : "", bad[i].msg);
+    free(msg);
+  }
+  /* a broken tokenizer_name file fails the build, naming it */
+  snprintf(cmd, sizeof cmd, "cp %s/cut.model %s/ck/tokenizer.model; %s build %s/ck -o %s/out/c.so -q --no-codec "
+           "2>%s/eb.txt", d, d, bin, d, d, d);
+  CHECK(WEXITSTATUS(system(cmd)) == 2);
+  snprintf(path, sizeof path, "%s/eb.txt", d);
+  char *msg = slurp(path, NULL);
+  CHECK_MSG(msg && strstr(msg, "ck/tokenizer.model: not a SentencePiece model"), "build: '%s'", msg ? msg : "");
+  free(msg);
+  cJSON_Delete(j);
+  free(doc);
+  printf("text: --text-out and stderr equal the package's DecodeIds on both fixtures; refusals named\n");
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-moshi-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
@@ -787,6 +915,7 @@ int main(void) {
   shipped();
   one_command();
   cli();
+  text_out();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) return 1;
