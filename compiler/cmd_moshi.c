@@ -5,6 +5,15 @@
  * LMGen.step returns: {"tokens": [[text, a_1..a_dep_q], ...]}.  Sampling
  * flags are LMGen's argument names (run_inference takes them from the
  * checkpoint's lm_gen_config, which gives the defaults here too).
+ *
+ * The text: the text tokens other than 0 and 3 (the padding ids that
+ * run_inference skips) are decoded with the checkpoint's SentencePiece
+ * model (runtime/spm.h) as DecodeIds decodes them all at once.  The
+ * transcript goes to --text-out; on stderr (unless -q) the text grows as it
+ * comes, each step printing what the decode of the ids so far adds — held
+ * back while the ids end in a byte piece, which may be half a character.
+ * The model is the artifact's OUT.tokenizer/<tokenizer_name> (speechc build
+ * copies it there) or --tokenizer FILE|DIR.
  */
 #include <limits.h>
 #include <errno.h>
@@ -12,9 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "codes.h"
 #include "speechc.h"
+#include "spm.h"
+#include "tokenizer.h"
 
 int cmd_moshi(int argc, char **argv);
 extern const char *const usage_moshi;
@@ -33,7 +49,93 @@ const char *const usage_moshi =
     "  --top-k-text K     text top-k (default 25; 0 = off)\n"
     "  --seed S           sampler seed (default 4242); same seed, same output (not the\n"
     "                     package's draws: torch's generator is not reproduced)\n"
+    "  --text-out FILE    the transcript: Moshi's text tokens (all but the padding ids 0 and 3)\n"
+    "                     as SentencePiece's DecodeIds gives them, then a newline\n"
+    "  --tokenizer PATH   the SentencePiece .model file, or the checkpoint directory holding\n"
+    "                     its tokenizer_name (default: what speechc build copied into\n"
+    "                     model.tokenizer/)\n"
+    "  -q                 no text on stderr (it is printed as it comes when a tokenizer is found)\n"
     "  --threads N        kernel threads (default 0 = one per physical core)\n";
+
+/* What the row callback writes: the rows to --codes-out, the text ids. */
+typedef struct Run {
+  FILE *f;
+  int n_rows, quiet;
+  const sc_spm *spm;
+  int32_t *text;  /* [cap]: the text ids, padding removed */
+  size_t n_text, cap;
+  size_t shown;   /* bytes of the decode already on stderr */
+  int rc;         /* an error inside the callback (stops the push) */
+  sc_error *err;
+} Run;
+
+/* Print what the decode of the ids so far adds to the text on stderr (at
+ * the end: everything, the last bytes included).  The decode of more ids
+ * starts with the decode of fewer, except that trailing byte pieces that
+ * are not yet a whole character are U+FFFD: those are held back. */
+static int show(Run *r, int final) {
+  if (!r->n_text || (!final && sc_spm_is_byte(r->spm, r->text[r->n_text - 1]))) return SC_OK;
+  char *t;
+  size_t len;
+  if (sc_spm_decode(r->spm, r->text, r->n_text, &t, &len, r->err)) return r->err->code;
+  if (len > r->shown) fwrite(t + r->shown, 1, len - r->shown, stderr);
+  if (final && len) fputc('\n', stderr);
+  fflush(stderr);
+  r->shown = len;
+  free(t);
+  return SC_OK;
+}
+
+static int on_row(void *user, const int32_t *row, int n_row, int step) {
+  Run *r = user;
+  fprintf(r->f, "%s\n  [", r->n_rows++ ? "," : "");
+  for (int k = 0; k < n_row; k++) fprintf(r->f, "%s%d", k ? ", " : "", row[k]);
+  fputc(']', r->f);
+  if (!r->spm || row[0] == 0 || row[0] == 3) return 0;
+  if (row[0] >= sc_spm_size(r->spm)) {
+    r->rc = sc_fail(r->err, SC_EINPUT, "step %d: text token %d is outside the SentencePiece model's %d pieces "
+                    "(hint: is --tokenizer the checkpoint's tokenizer_name?)", step, row[0], sc_spm_size(r->spm));
+    return 1;
+  }
+  if (r->n_text == r->cap) {
+    size_t cap = r->cap ? 2 * r->cap : 256;
+    int32_t *p = realloc(r->text, sizeof *p * cap);
+    if (!p) {
+      r->rc = sc_fail(r->err, SC_ERUNTIME, "out of memory");
+      return 1;
+    }
+    r->text = p, r->cap = cap;
+  }
+  r->text[r->n_text++] = row[0];
+  if (!r->quiet && (r->rc = show(r, 0))) return 1;
+  return 0;
+}
+
+/* The SentencePiece model for the text: --tokenizer (a file, or a directory
+ * holding the config's tokenizer_name), else model.tokenizer/<name>.  A
+ * model that is not there is an error only when the transcript is asked
+ * for (*out stays NULL: no text on stderr). */
+static int find_spm(const sc_model *m, const char *model, const char *given, int needed, sc_spm **out,
+                    sc_error *err) {
+  *out = NULL;
+  sc_model_info mi;
+  sc_model_get_info(m, &mi);
+  cJSON *c = cJSON_Parse(mi.config_json);
+  const cJSON *tn = cJSON_GetObjectItemCaseSensitive(c, "tokenizer_name");
+  char name[256], path[4096], dir[4096];
+  snprintf(name, sizeof name, "%s", cJSON_IsString(tn) ? tn->valuestring : TOK_MOSHI_SPM_DEFAULT);
+  cJSON_Delete(c);
+  struct stat st;
+  if (given && !(stat(given, &st) == 0 && S_ISDIR(st.st_mode))) return sc_spm_load(given, out, err);
+  if (given) snprintf(path, sizeof path, "%s/%s", given, name);
+  else if (tok_dir_of(model, dir, sizeof dir) || snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path)
+    return sc_fail(err, SC_EUSAGE, "%s: path too long", model);
+  if (!given && !needed && access(path, F_OK)) return SC_OK;
+  if (!given && access(path, F_OK))
+    return sc_fail(err, SC_EINPUT, "%s: no SentencePiece model for --text-out (speechc build copies the checkpoint's "
+                   "tokenizer_name there when the checkpoint has it; hint: --tokenizer FILE)", path);
+  return sc_spm_load(path, out, err);
+}
 
 /* A sampling flag given on the command line, over the checkpoint's value. */
 typedef struct Over {
@@ -42,8 +144,8 @@ typedef struct Over {
 } Over;
 
 int cmd_moshi(int argc, char **argv) {
-  const char *model = NULL, *in = NULL, *out = NULL, *v;
-  int greedy = 0;
+  const char *model = NULL, *in = NULL, *out = NULL, *text_out = NULL, *tokenizer = NULL, *v;
+  int greedy = 0, quiet = 0;
   long threads = 0, lv;
   uint64_t seed_u = 0;
   Over temp = {0}, temp_text = {0}, top_k = {0}, top_k_text = {0}, seed = {0};
@@ -52,7 +154,10 @@ int cmd_moshi(int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_moshi, stdout); return 0; }
     if ((v = flag_value(argc, argv, &i, "--user-codes"))) in = v;
     else if ((v = flag_value(argc, argv, &i, "--codes-out"))) out = v;
+    else if ((v = flag_value(argc, argv, &i, "--text-out"))) text_out = v;
+    else if ((v = flag_value(argc, argv, &i, "--tokenizer"))) tokenizer = v;
     else if (!strcmp(a, "--greedy")) greedy = 1;
+    else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = 1;
     else if (is_flag(a, "--temp-text") || is_flag(a, "--temp")) {
       const char *f = is_flag(a, "--temp") ? "--temp" : "--temp-text";
       Over *o = f[6] ? &temp_text : &temp;
@@ -97,23 +202,40 @@ int cmd_moshi(int argc, char **argv) {
     if (seed.set) p.seed = seed_u;
     rc = sc_moshi_open(s, &p, &g, &info, &err);
   }
+  sc_spm *spm = NULL;
+  if (!rc && (text_out || tokenizer || !quiet)) rc = find_spm(m, model, tokenizer, text_out || tokenizer, &spm, &err);
+  if (!rc && spm && sc_spm_size(spm) < info.text_card)
+    rc = sc_fail(&err, SC_EINPUT, "the SentencePiece model has %d pieces, fewer than the model's text_card %d "
+                 "(hint: is --tokenizer the checkpoint's tokenizer_name?)", sc_spm_size(spm), info.text_card);
   if (!rc) {
     CodesSpec spec = {.codebooks = info.user_codebooks, .vocab = info.card};
     rc = codes_read(in, CODES_AUTO, &spec, &codes, &err);
   }
   if (!rc && !(f = strcmp(out, "-") ? fopen(out, "w") : stdout))
     rc = sc_fail(&err, SC_EINPUT, "%s: cannot write: %s", out, strerror(errno));
-  if (!rc) fputs("{\"tokens\": [", f);
-  int32_t row[65];
-  for (int st = 0, n = 0, has; !rc && st < codes.frames; st++) {
-    rc = sc_moshi_step(g, codes.codes + (size_t)st * info.user_codebooks, row, &has, &err);
-    if (rc || !has) continue;
-    fprintf(f, "%s\n  [", n++ ? "," : "");
-    for (int k = 0; k <= info.dep_q; k++) fprintf(f, "%s%d", k ? ", " : "", row[k]);
-    fputc(']', f);
+  Run run = {.f = f, .quiet = quiet, .spm = spm, .err = &err};
+  if (!rc) {
+    fputs("{\"tokens\": [", f);
+    rc = sc_moshi_push(g, codes.codes, codes.frames, on_row, &run, NULL, &err);
+    if (!rc) rc = run.rc;
+    if (!rc) fputs("\n]}\n", f);
   }
-  if (!rc) fputs("\n]}\n", f);
   if (f && f != stdout && fclose(f) && !rc) rc = sc_fail(&err, SC_EINPUT, "%s: write failed", out);
+  if (!rc && spm && !quiet) rc = show(&run, 1);
+  if (!rc && text_out) {
+    char *t = NULL;
+    size_t len = 0;
+    FILE *tf = NULL;
+    rc = sc_spm_decode(spm, run.text, run.n_text, &t, &len, &err);
+    if (!rc && !(tf = strcmp(text_out, "-") ? fopen(text_out, "w") : stdout))
+      rc = sc_fail(&err, SC_EINPUT, "%s: cannot write: %s", text_out, strerror(errno));
+    if (!rc && (fwrite(t, 1, len, tf) != len || fputc('\n', tf) == EOF))
+      rc = sc_fail(&err, SC_EINPUT, "%s: write failed", text_out);
+    if (tf && tf != stdout && fclose(tf) && !rc) rc = sc_fail(&err, SC_EINPUT, "%s: write failed", text_out);
+    free(t);
+  }
+  free(run.text);
+  sc_spm_free(spm);
   codes_free(&codes);
   sc_moshi_close(g);
   if (s) sc_session_close(s);

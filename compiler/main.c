@@ -215,6 +215,22 @@ done:
   return rc;
 }
 
+/* A Moshi checkpoint's text tokenizer (the SentencePiece model its
+ * tokenizer_name names) goes beside OUT.so in OUT.tokenizer/, where
+ * `speechc moshi` finds it (tok_install_spm). */
+static int build_spm(const BuildOpts *o, sc_error *err) {
+  Checkpoint c;
+  if (ckpt_open(&c, o->model_dir, err)) return err->code;
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c.config, "model_type");
+  const cJSON *tn = cJSON_GetObjectItemCaseSensitive(c.config, "tokenizer_name");
+  int rc = SC_OK;
+  if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "moshi"))
+    rc = tok_install_spm(c.dir, cJSON_IsString(tn) ? tn->valuestring : TOK_MOSHI_SPM_DEFAULT, o->out_path, o->quiet,
+                         err);
+  ckpt_close(&c);
+  return rc;
+}
+
 static int cmd_build(int argc, char **argv) {
   BuildOpts o = build_defaults();
   int no_codec = 0;
@@ -296,6 +312,7 @@ static int cmd_build(int argc, char **argv) {
   sc_error err = {0};
   int rc = sc_build(&o, &err);
   if (!rc) rc = tok_install(o.model_dir, o.out_path, o.quiet, &err);
+  if (!rc) rc = build_spm(&o, &err);
   if (rc || no_codec) return report(rc, &err);
   rc = build_codec(&o, codec_band, &err);
   if (!rc) rc = build_mimi(&o, codec_band, &err);

@@ -28,6 +28,7 @@
 
 #include "file.h"
 #include "json.h"
+#include "spm.h"
 #include "tokenizer.h"
 
 /* transformers' Qwen2Tokenizer PRETOKENIZE_REGEX, the "Split" pattern of
@@ -826,6 +827,49 @@ static int install_file(const char *dir, const char *name, const char *data, siz
   return SC_OK;
 }
 
+/* OUT.tokenizer/ for out_path, made when missing (a directory must be there,
+ * not a file or a link). */
+static int tok_make_dir(const char *out_path, char *dir, size_t size, sc_error *err) {
+  size_t n = strlen(out_path);
+  if (n > 3 && !strcmp(out_path + n - 3, ".so")) n -= 3;
+  if (snprintf(dir, size, "%.*s.tokenizer", (int)n, out_path) >= (int)size)
+    return sc_fail(err, SC_EUSAGE, "%s: too long to name the tokenizer directory beside it", out_path);
+  struct stat st;
+  if (mkdir(dir, 0755) && !(errno == EEXIST && !lstat(dir, &st) && S_ISDIR(st.st_mode)))
+    return sc_fail(err, SC_EINPUT, "%s: cannot make the tokenizer directory (%s; a directory is expected "
+                   "there, not a file or a link)", dir, errno == EEXIST ? "something else is there" : strerror(errno));
+  return SC_OK;
+}
+
+int tok_install_spm(const char *model_dir, const char *name, const char *out_path, int quiet, sc_error *err) {
+  char src[PATH_MAX], dir[PATH_MAX];
+  if (!name[0] || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+    return sc_fail(err, SC_EINPUT, "%s: tokenizer_name '%s' must name a file of the directory", model_dir, name);
+  if (snprintf(src, sizeof src, "%s/%s", model_dir, name) >= (int)sizeof src)
+    return sc_fail(err, SC_EUSAGE, "%s: path too long", model_dir);
+  if (access(src, F_OK)) {
+    size_t n = strlen(out_path); /* absent now: no stale copy from an earlier build */
+    if (n > 3 && !strcmp(out_path + n - 3, ".so")) n -= 3;
+    if (snprintf(dir, sizeof dir, "%.*s.tokenizer/%s", (int)n, out_path, name) < (int)sizeof dir) unlink(dir);
+    if (!quiet)
+      fprintf(stderr, "speechc: note: %s (tokenizer_name) is not there: the text (speechc moshi --text-out) will "
+              "need --tokenizer FILE\n", src);
+    return SC_OK;
+  }
+  char *data = NULL;
+  size_t len = 0;
+  sc_spm *t = NULL;
+  int rc = sc_read_regular(src, "a SentencePiece .model file", SC_SPM_FILE_MAX, &data, &len, err);
+  /* only a model that loads is installed: a broken one fails the build */
+  if (!rc) rc = sc_spm_load_mem(data, len, src, &t, err);
+  sc_spm_free(t);
+  if (!rc) rc = tok_make_dir(out_path, dir, sizeof dir, err);
+  if (!rc) rc = install_file(dir, name, data, len, err);
+  free(data);
+  if (!rc && !quiet) fprintf(stderr, "speechc: SentencePiece model copied to %s/%s\n", dir, name);
+  return rc;
+}
+
 int tok_install(const char *model_dir, const char *out_path, int quiet, sc_error *err) {
   char src[PATH_MAX], dir[PATH_MAX];
   int have = 0;
@@ -838,14 +882,7 @@ int tok_install(const char *model_dir, const char *out_path, int quiet, sc_error
   tok_tokenizer *t = NULL;
   if (tok_load(model_dir, &t, err)) return err->code;
   tok_free(t);
-  size_t n = strlen(out_path);
-  if (n > 3 && !strcmp(out_path + n - 3, ".so")) n -= 3;
-  if (snprintf(dir, sizeof dir, "%.*s.tokenizer", (int)n, out_path) >= (int)sizeof dir)
-    return sc_fail(err, SC_EUSAGE, "%s: too long to name the tokenizer directory beside it", out_path);
-  struct stat st;
-  if (mkdir(dir, 0755) && !(errno == EEXIST && !lstat(dir, &st) && S_ISDIR(st.st_mode)))
-    return sc_fail(err, SC_EINPUT, "%s: cannot make the tokenizer directory (%s; a directory is expected "
-                   "there, not a file or a link)", dir, errno == EEXIST ? "something else is there" : strerror(errno));
+  if (tok_make_dir(out_path, dir, sizeof dir, err)) return err->code;
   for (int i = 0; i < 4; i++) {
     char *data = NULL;
     size_t len = 0;

@@ -55,6 +55,15 @@ int tok_nfc(const char *text, size_t len, char **out, size_t *out_len, sc_error 
  * into OUT.tokenizer/ (X.so -> X.tokenizer).  Nothing when the checkpoint
  * has no tokenizer. */
 int tok_install(const char *model_dir, const char *out_path, int quiet, sc_error *err);
+/* Moshi's text tokenizer: `speechc build` of a Moshi checkpoint copies its
+ * SentencePiece model, the file config.json's tokenizer_name names (the
+ * package's default without the key), into OUT.tokenizer/ under that name,
+ * after checking that it loads (runtime/spm.h; a broken one fails the
+ * build).  A name that is not a plain file name is refused; a file that is
+ * not there is a note on stderr (unless quiet), not an error: the LM runs
+ * without it, and `speechc moshi --tokenizer FILE` can name it later. */
+#define TOK_MOSHI_SPM_DEFAULT "tokenizer_spm_32k_3.model"
+int tok_install_spm(const char *model_dir, const char *name, const char *out_path, int quiet, sc_error *err);
 /* The tokenizer directory for path: a built model's X.tokenizer, or path
  * itself when it is not a regular file.  Non-zero when dir is too small. */
 int tok_dir_of(const char *path, char *dir, size_t size);

@@ -32,6 +32,7 @@ struct sc_moshi {
   const sc_entry *temporal, *dep_text, *dep_audio;
   sc_moshi_info info;
   int K, CT, offset, text_out, dim;
+  int busy;        /* inside sc_moshi_push: its callback may not step again */
   int delays[MOSHI_MAX_K];
   int32_t *cache;  /* [K, CT] */
   float *tlogits;  /* [text_out] */
@@ -167,7 +168,9 @@ void sc_moshi_close(sc_moshi *g) {
   free(g);
 }
 
-int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err) {
+/* One LMGen step (the file's comment).  The user's codes are checked before
+ * any state changes, so a refused frame leaves the stream as it was. */
+static int step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err) {
   const sc_moshi_info *in = &g->info;
   const int K = g->K, CT = g->CT, Q = in->dep_q;
   *has_row = 0;
@@ -196,4 +199,37 @@ int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, 
   for (int k = 0; k <= Q; k++) row[k] = g->cache[k * CT + (g->offset - in->max_delay + g->delays[k]) % CT];
   *has_row = 1;
   return SC_OK;
+}
+
+int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err) {
+  *has_row = 0;
+  if (g->busy)
+    return sc_fail(err, SC_EUSAGE, "sc_moshi_step: called from a sc_moshi_push callback of the same generator "
+                   "(hint: return non-zero to stop the push, then step)");
+  return step(g, user, row, has_row, err);
+}
+
+/* sc_moshi_step over n_frames frames, each returned row handed to on_row
+ * before the next frame is stepped. */
+int sc_moshi_push(sc_moshi *g, const int32_t *user, int n_frames, sc_moshi_row_cb on_row, void *cb_user,
+                  int *n_pushed, sc_error *err) {
+  if (n_pushed) *n_pushed = 0;
+  if (g->busy)
+    return sc_fail(err, SC_EUSAGE, "sc_moshi_push: called from a callback of the same generator "
+                   "(hint: return non-zero to stop the push, then push again)");
+  if (n_frames < 0 || (n_frames > 0 && !user))
+    return sc_fail(err, SC_EUSAGE, "sc_moshi_push: %d frames at %p: expected n_frames >= 0 and the codes",
+                   n_frames, (const void *)user);
+  const int U = g->info.user_codebooks, n_row = 1 + g->info.dep_q;
+  int32_t row[MOSHI_MAX_K];
+  int rc = SC_OK, has;
+  g->busy = 1;
+  for (int i = 0; i < n_frames; i++) {
+    const int at = g->offset;
+    if ((rc = step(g, user + (size_t)i * U, row, &has, err))) break;
+    if (n_pushed) *n_pushed = i + 1;
+    if (has && on_row && on_row(cb_user, row, n_row, at)) break;
+  }
+  g->busy = 0;
+  return rc;
 }

@@ -223,6 +223,32 @@ void sc_moshi_close(sc_moshi *g);
 /* user[user_codebooks] in [0, card); row[1 + dep_q]; *has_row 0 while the
  * delays leave nothing to return. */
 int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err);
+/* Live use: push the user's frames as they arrive (any number per call,
+ * frame-major, user_codebooks codes each; PCM will be accepted here once
+ * speechc has Mimi's encoder) and get Moshi's frames through on_row, called
+ * once per row LMGen.step returns, exactly the rows of sc_moshi_step:
+ * row[0] the text token (a SentencePiece id: runtime/spm.h decodes it),
+ * row[1..dep_q] Moshi's audio codes of one 80 ms frame, n_row = 1 + dep_q;
+ * step is the 0-based index, since sc_moshi_open, of the frame whose step
+ * returned it (row r comes from step r + max_delay: the first max_delay
+ * frames give no call).  on_row may be NULL (rows dropped).
+ *   Threads: on_row runs on the calling thread, before the next frame is
+ * stepped and before sc_moshi_push returns; row is valid only during the
+ * call.  A generator (like its session) is used by one thread at a time;
+ * generators on different sessions run in parallel.  on_row must not
+ * step, push or close its own generator (a step or push from it is refused,
+ * SC_EUSAGE); it may do anything else, e.g. decode the text or queue the
+ * codes for a Mimi decoder session.
+ *   Stopping: a non-zero return from on_row stops the push after that
+ * frame; sc_moshi_push returns SC_OK and the stream stays consistent, so
+ * pushing the remaining frames later continues it.  *n_pushed (may be NULL)
+ * receives the frames consumed.  Errors: a code outside [0, card) is
+ * SC_EINPUT naming the step, codebook and code, with the stream left as it
+ * was before that frame (*n_pushed frames went in and their rows were
+ * delivered); after an SC_ERUNTIME the stream is undefined (reopen). */
+typedef int (*sc_moshi_row_cb)(void *user, const int32_t *row, int n_row, int step);
+int sc_moshi_push(sc_moshi *g, const int32_t *user_codes, int n_frames, sc_moshi_row_cb on_row, void *cb_user,
+                  int *n_pushed, sc_error *err);
 
 /* ---- codec decoders: codes to PCM -----------------------------------------
  * An artifact built from a Qwen3-TTS checkpoint's speech_tokenizer/ (the

@@ -16,6 +16,9 @@ esac
 pkgs=(build-essential cmake libtcc-dev tcc libcjson-dev libopenblas-dev clang)
 # compiler/tokenizer.c: the Qwen2 pre-tokenizer regex and NFC
 pkgs+=(libpcre2-dev libutf8proc-dev)
+# runtime/spm.cc: Moshi's text tokens (SentencePiece ids) to text, exactly
+# as the package's DecodeIds (C++; g++ comes with build-essential)
+pkgs+=(libsentencepiece-dev)
 # tests/unit/test_avx512_simde.c: SIMDe's model of the x86 intrinsics
 pkgs+=(libsimde-dev)
 # scripts/neon.sh (the ctest case neon_qemu): the AArch64 kernels under qemu

@@ -24,7 +24,7 @@ case $secs in ''|*[!0-9]*) usage ;; esac
 
 B=build-fuzz
 if [ ! -f $B/CMakeCache.txt ]; then
-  CC=clang cmake -S . -B $B -DCMAKE_C_COMPILER=clang -DSPEECHC_FUZZ=ON \
+  CC=clang CXX=clang++ cmake -S . -B $B -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DSPEECHC_FUZZ=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 fi
 cmake --build $B -j2 --target fuzz_$t speechc >/dev/null

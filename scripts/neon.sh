@@ -22,7 +22,7 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 # The runtime library as a native AArch64 build makes it (CMakeLists.txt's
 # per-file flags), cross-compiled.  Only speechc_rt is built, so the
-# compiler's libraries (libtcc, cJSON, OpenBLAS) are never linked: their
+# compiler's libraries (libtcc, cJSON, OpenBLAS, sentencepiece) are never linked: their
 # paths only have to satisfy the configure step.
 cat > "$out/aarch64.cmake" <<EOT
 set(CMAKE_SYSTEM_NAME Linux)
@@ -31,6 +31,7 @@ set(CMAKE_C_COMPILER $CC)
 EOT
 cmake -S . -B "$out/cmake" -DCMAKE_TOOLCHAIN_FILE="$out/aarch64.cmake" -DCMAKE_BUILD_TYPE=Release \
   -DTCC_LIB=unused -DCJSON_LIB=unused -DPCRE2_LIB=unused -DUTF8PROC_LIB=unused \
+  -DSPM_LIB=unused -DSPM_INCLUDE=unused \
   -DSPEECHC_OPENBLAS=OFF >/dev/null
 cmake --build "$out/cmake" --target speechc_rt -j"$(nproc)" >/dev/null
 lib=$out/cmake/libspeechc_rt.a

@@ -233,6 +233,91 @@ static void topk_draws(sc_session *s, sc_session *ref, const int *user, int U, c
 }
 
 /* LMGen greedy over the fixture's user codes: every returned row equal. */
+/* What a sc_moshi_push callback saw. */
+typedef struct Rows {
+  int n, cap, n_row, stop_at, max_delay, bad_step;
+  int *rows; /* [cap, n_row] */
+  sc_moshi *g;
+  int reenter_rc;
+} Rows;
+
+static int on_row(void *user, const int32_t *row, int n_row, int step) {
+  Rows *r = user;
+  if (n_row != r->n_row || step != r->n + r->max_delay) r->bad_step++;
+  if (r->n < r->cap) memcpy(r->rows + (size_t)r->n * n_row, row, sizeof *row * (size_t)n_row);
+  r->n++;
+  if (r->g) { /* stepping or pushing from the callback is refused */
+    sc_error e = {0};
+    int32_t codes[64] = {0}, out[64];
+    int has, n;
+    r->reenter_rc = sc_moshi_step(r->g, codes, out, &has, &e) == SC_EUSAGE &&
+                    sc_moshi_push(r->g, codes, 1, on_row, r, &n, &e) == SC_EUSAGE && strstr(e.msg, "callback");
+    r->g = NULL;
+  }
+  return r->stop_at && r->n == r->stop_at;
+}
+
+/* sc_moshi_push: its callback rows are sc_moshi_step's (the package's
+ * greedy rows), pushed whole, frame by frame and in uneven pieces; a stop
+ * from the callback ends the push after that frame and pushing the rest
+ * continues the stream; a bad frame in the middle is refused after the
+ * frames before it went in, and the stream continues from it. */
+static void pushed(sc_session *s, const int *user, int S, int U, const int *want, int R, int Q, const char *name) {
+  const int n_row = 1 + Q;
+  Rows r = {.cap = R + 4, .n_row = n_row};
+  r.rows = calloc((size_t)r.cap * n_row, sizeof *r.rows);
+  sc_moshi_params gp = {.greedy = 1};
+  sc_moshi_info info;
+  sc_error err = {0};
+  for (int mode = 0; mode < 5; mode++) {
+    sc_moshi *g = NULL;
+    CHECK_MSG(sc_moshi_open(s, &gp, &g, &info, &err) == 0, "%s", err.msg);
+    if (!g) break;
+    r.n = 0, r.bad_step = 0, r.max_delay = info.max_delay, r.stop_at = 0, r.g = NULL, r.reenter_rc = 0;
+    int done = 0, n;
+    if (mode == 0) { /* whole, and the callback tries to re-enter */
+      r.g = g;
+      CHECK_MSG(sc_moshi_push(g, user, S, on_row, &r, &n, &err) == 0, "%s", err.msg);
+      CHECK(n == S && r.reenter_rc == 1);
+    } else if (mode == 1) { /* frame by frame, a push of 0 frames between */
+      for (int st = 0; st < S; st++) {
+        CHECK(sc_moshi_push(g, user + (size_t)st * U, 1, on_row, &r, &n, &err) == 0 && n == 1);
+        CHECK(sc_moshi_push(g, NULL, 0, on_row, &r, &n, &err) == 0 && n == 0);
+      }
+    } else if (mode == 2) { /* uneven pieces */
+      for (int st = 0, piece = 3; st < S; st += piece, piece = piece % 4 + 1) {
+        int k = piece < S - st ? piece : S - st;
+        CHECK(sc_moshi_push(g, user + (size_t)st * U, k, on_row, &r, &n, &err) == 0 && n == k);
+      }
+    } else if (mode == 3) { /* stop after the second row, then the rest */
+      r.stop_at = 2;
+      CHECK(sc_moshi_push(g, user, S, on_row, &r, &done, &err) == 0);
+      CHECK_MSG(done == info.max_delay + 2 && r.n == 2, "%s: stopped after %d frames, %d rows", name, done, r.n);
+      r.stop_at = 0;
+      CHECK(sc_moshi_push(g, user + (size_t)done * U, S - done, on_row, &r, &n, &err) == 0 && n == S - done);
+    } else { /* a code outside the codebook at frame 5: refused, then continued */
+      int *bad = malloc(sizeof *bad * (size_t)S * U);
+      memcpy(bad, user, sizeof *bad * (size_t)S * U);
+      bad[5 * U + U - 1] = info.card + 3;
+      CHECK(sc_moshi_push(g, bad, S, on_row, &r, &done, &err) == SC_EINPUT && done == 5);
+      CHECK_CONTAINS(err.msg, "step 5: user code");
+      CHECK_CONTAINS(err.msg, "outside [0, ");
+      CHECK(r.n == (5 > info.max_delay ? 5 - info.max_delay : 0));
+      CHECK(sc_moshi_push(g, user + 5 * U, S - 5, on_row, &r, &n, &err) == 0 && n == S - 5);
+      CHECK(sc_moshi_push(g, NULL, 2, on_row, &r, &n, &err) == SC_EUSAGE && n == 0);
+      CHECK(sc_moshi_push(g, user, -1, on_row, &r, &n, &err) == SC_EUSAGE);
+      free(bad);
+    }
+    CHECK_MSG(r.n == R && r.bad_step == 0, "%s push mode %d: %d rows (expected %d), %d with a wrong step", name, mode,
+              r.n, R, r.bad_step);
+    CHECK_MSG(r.n != R || !memcmp(r.rows, want, sizeof *want * (size_t)R * n_row),
+              "%s push mode %d: the callback's rows are not sc_moshi_step's", name, mode);
+    sc_moshi_close(g);
+  }
+  free(r.rows);
+  printf("%s: sc_moshi_push rows identical (whole, frame by frame, pieces, stop and resume, bad frame)\n", name);
+}
+
 static void lmgen(sc_session *s, const char *dir, const char *name, const char *cc) {
   char path[300];
   snprintf(path, sizeof path, "%s/trace.json", dir);
@@ -270,6 +355,7 @@ static void lmgen(sc_session *s, const char *dir, const char *name, const char *
     printf("%s %s: %d LMGen greedy rows identical\n", name, cc, rows);
   }
   sc_moshi_close(g);
+  if (user && want) pushed(s, user, S, U, want, R, Q, name);
   if (user && want) sampled(s, user, S, U, want, R, Q, name);
   free(user);
   free(want);
@@ -687,6 +773,134 @@ static void cli(void) {
   free(want);
 }
 
+/* The transcript: path's bytes must be the UTF-8 whose hex is `hex`. */
+static int same_hex(const char *path, const char *hex) {
+  long n = 0;
+  char *t = slurp(path, &n);
+  int ok = t && (size_t)n * 2 == strlen(hex);
+  for (long i = 0; ok && i < n; i++) {
+    unsigned v;
+    ok = sscanf(hex + 2 * i, "%2x", &v) == 1 && v == (unsigned char)t[i];
+  }
+  free(t);
+  return ok;
+}
+
+/* tests/data/moshi/<name>/user.i32 as the JSON --user-codes reads. */
+static void user_json(const char *name, const char *path) {
+  char dir[200], tp[300];
+  snprintf(dir, sizeof dir, "tests/data/moshi/%s", name);
+  snprintf(tp, sizeof tp, "%s/trace.json", dir);
+  char *t = slurp(tp, NULL);
+  cJSON *tr = cJSON_Parse(t);
+  const int S = cJSON_GetObjectItem(tr, "gen_steps")->valueint, U = cJSON_GetObjectItem(tr, "user_codebooks")->valueint;
+  int *user = load(dir, "user.i32", (long)S * U * 4);
+  FILE *f = fopen(path, "w");
+  fputs("{\"codes\": [", f);
+  for (int st = 0; user && st < S; st++)
+    for (int k = 0; k < U; k++) fprintf(f, "%s%d%s", k ? ", " : st ? ", [" : "[", user[st * U + k], k == U - 1 ? "]" : "");
+  fputs("]}\n", f);
+  fclose(f);
+  free(user);
+  cJSON_Delete(tr);
+  free(t);
+}
+
+/* The text: speechc build copies the checkpoint's tokenizer_name into
+ * OUT.tokenizer/, and speechc moshi --text-out writes what the package's
+ * DecodeIds gives for the greedy rows' text tokens (tests/data/spm's
+ * moshi_transcripts, made with the package), also with --tokenizer FILE or
+ * DIR; stderr gets the same text as it comes, -q silences it.  Refused:
+ * --text-out without a model, a broken model at build and at run time, a
+ * model with fewer pieces than text_card. */
+static void text_out(void) {
+  const char *bin = getenv("SPEECHC_BIN");
+  if (!bin || !*bin) return;
+  char *doc = slurp("tests/data/spm/unigram_bf.json", NULL);
+  cJSON *j = doc ? cJSON_Parse(doc) : NULL;
+  const cJSON *tr = cJSON_GetObjectItem(j, "moshi_transcripts");
+  const char *h7 = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(tr, "moshi7b_tiny"), "hex"));
+  const char *hf = cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(tr, "family_tiny"), "hex"));
+  CHECK(h7 && hf);
+  if (!h7 || !hf) return;
+  char d[200], cmd[4096], path[300];
+  snprintf(d, sizeof d, "%s/spm", tmpdir);
+  snprintf(path, sizeof path, "%s/user7b.json", tmpdir);
+  user_json("moshi7b_tiny", path);
+  snprintf(path, sizeof path, "%s/userf.json", tmpdir);
+  user_json("family_tiny", path);
+  /* a checkpoint with its tokenizer_name (family_tiny names tokenizer.model) */
+  snprintf(cmd, sizeof cmd, "set -e; mkdir -p %s/ck %s/out; cp tests/data/moshi/family_tiny/config.json "
+           "tests/data/moshi/family_tiny/model.safetensors %s/ck/; cp tests/data/spm/unigram_bf.model %s/ck/tokenizer.model; "
+           "%s build %s/ck -o %s/out/m.so -q --no-codec; cmp %s/ck/tokenizer.model %s/out/m.tokenizer/tokenizer.model; "
+           "%s moshi %s/out/m.so --user-codes %s/userf.json --codes-out %s/rows.json --greedy --text-out %s/t.txt "
+           "2>%s/err.txt; %s moshi %s/out/m.so --user-codes %s/userf.json --codes-out %s/rows.json --greedy -q "
+           "2>%s/errq.txt; test ! -s %s/errq.txt",
+           d, d, d, d, bin, d, d, d, d, bin, d, tmpdir, d, d, d, bin, d, tmpdir, d, d, d);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/t.txt", d);
+  CHECK_MSG(same_hex(path, hf), "family_tiny: --text-out is not the package's DecodeIds");
+  snprintf(path, sizeof path, "%s/err.txt", d);
+  CHECK_MSG(same_hex(path, hf), "family_tiny: the text on stderr is not the package's DecodeIds");
+  /* the 7B's switches, byte pieces held back on stderr; --tokenizer FILE and DIR */
+  snprintf(cmd, sizeof cmd, "set -e; %s build tests/data/moshi/moshi7b_tiny -o %s/out/b.so -q --no-codec; "
+           "test ! -e %s/out/b.tokenizer/tokenizer.model; "
+           "%s moshi %s/out/b.so --user-codes %s/user7b.json --codes-out %s/rows7.json --greedy --text-out %s/t7.txt "
+           "--tokenizer tests/data/spm/unigram_bf.model 2>%s/err7.txt; "
+           "%s moshi %s/out/b.so --user-codes %s/user7b.json --codes-out %s/rows7.json --greedy --text-out %s/t7d.txt "
+           "--tokenizer %s/ck -q",
+           bin, d, d, bin, d, tmpdir, d, d, d, bin, d, tmpdir, d, d, d);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/t7.txt", d);
+  CHECK_MSG(same_hex(path, h7), "moshi7b_tiny: --text-out is not the package's DecodeIds");
+  snprintf(path, sizeof path, "%s/t7d.txt", d);
+  CHECK_MSG(same_hex(path, h7), "moshi7b_tiny: --text-out with --tokenizer DIR");
+  snprintf(path, sizeof path, "%s/err7.txt", d);
+  CHECK_MSG(same_hex(path, h7), "moshi7b_tiny: the text on stderr is not the package's DecodeIds");
+  /* refusals, each naming what is missing or broken */
+  struct { const char *args, *msg; int code; } bad[] = {
+    {"--text-out %s/x.txt", "no SentencePiece model for --text-out", 2},
+    {"--text-out %s/x.txt --tokenizer tests/data/moshi/family_tiny/config.json", "not a SentencePiece model", 2},
+    {"--tokenizer %s/none.model", "none.model", 2},
+    {"--tokenizer %s/few.model", "fewer than the model's text_card", 2},
+  };
+  snprintf(cmd, sizeof cmd, "head -c 3000 tests/data/spm/unigram_bf.model > %s/cut.model", d);
+  CHECK(system(cmd) == 0);
+  for (int i = 0; i < 4; i++) {
+    char args[600], file[300];
+    snprintf(args, sizeof args, bad[i].args, d);
+    if (i == 3) { /* a valid model with 24 pieces: the CLI's message, not the library's */
+      snprintf(file, sizeof file, "%s/few.model", d);
+      FILE *f = fopen(file, "wb");
+      /* ModelProto: pieces {"<unk>", type UNKNOWN}, then "a".."w" (NORMAL);
+       * trainer_spec {model_type: BPE} */
+      fprintf(f, "%c%c%c%c<unk>%c%c", 0x0a, 9, 0x0a, 5, 0x18, 2);
+      for (int k = 0; k < 23; k++) fprintf(f, "%c%c%c%c%c", 0x0a, 3, 0x0a, 1, 'a' + k);
+      fprintf(f, "%c%c%c%c", 0x12, 2, 0x18, 2);
+      fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "%s moshi %s/out/b.so --user-codes %s/user7b.json --codes-out %s/r.json --greedy %s "
+             "2>%s/e.txt", bin, d, tmpdir, d, args, d);
+    int st = system(cmd);
+    CHECK_MSG(WEXITSTATUS(st) == bad[i].code, "%s: exit %d", cmd, WEXITSTATUS(st));
+    snprintf(path, sizeof path, "%s/e.txt", d);
+    char *msg = slurp(path, NULL);
+    CHECK_MSG(msg && strstr(msg, bad[i].msg), "%s: '%s' lacks '%s'", cmd, msg ? msg : "", bad[i].msg);
+    free(msg);
+  }
+  /* a broken tokenizer_name file fails the build, naming it */
+  snprintf(cmd, sizeof cmd, "cp %s/cut.model %s/ck/tokenizer.model; %s build %s/ck -o %s/out/c.so -q --no-codec "
+           "2>%s/eb.txt", d, d, bin, d, d, d);
+  CHECK(WEXITSTATUS(system(cmd)) == 2);
+  snprintf(path, sizeof path, "%s/eb.txt", d);
+  char *msg = slurp(path, NULL);
+  CHECK_MSG(msg && strstr(msg, "ck/tokenizer.model: not a SentencePiece model"), "build: '%s'", msg ? msg : "");
+  free(msg);
+  cJSON_Delete(j);
+  free(doc);
+  printf("text: --text-out and stderr equal the package's DecodeIds on both fixtures; refusals named\n");
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-moshi-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
@@ -701,6 +915,7 @@ int main(void) {
   shipped();
   one_command();
   cli();
+  text_out();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) return 1;
