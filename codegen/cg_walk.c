@@ -328,6 +328,10 @@ int cg_emit_value(Cg *cg, int i, int steps_on_device) {
     OUT("  %s *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", vtype(n), v,
         ref(cg, n->src[0]), p->off, rows(n), (long long)n->cols, (long long)n->ld);
     return 1;
+  case OP_RESHAPE:
+    OUT("  float *%s = %s; /* [%s, %lld] view: %s's rows split in %d */\n", v, ref(cg, n->src[0]), rows(n),
+        (long long)n->cols, node(cg, n->src[0])->name, p->stride);
+    return 1;
   case OP_ROW:
     if (p->off < 0)
       OUT("  %s *%s = %s + (%s - 1) * %lld; /* [1, %lld] last token */\n", vtype(n), v,

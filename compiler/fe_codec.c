@@ -316,12 +316,42 @@ int fe_causal_conv(Module *m, Graph *g, int x, int w, int bias, int64_t cin, int
   return ir_linear(g, x, ir_weight(m, g, w), bias >= 0 ? ir_weight(m, g, bias) : -1, name);
 }
 
-/* Causal ConvTranspose1d (kernel k >= stride s, right trim k - s). */
+/* Causal ConvTranspose1d (kernel k >= stride s, right trim k - s), as its
+ * s phases: output rows i*s + m, m < s, are a causal Conv1d of x with
+ * n = ceil(k/s) taps (WGEN_CONVT_POLY), whose [T, s*Cout] rows RESHAPE
+ * reads as [T*s, Cout].  The same sums as LINEAR + OVERLAP_ADD, without
+ * the [T, k*Cout] taps in between or a pass to add them up; its state is
+ * the last n-1 input rows instead of the carried sums. */
 static int conv_t(Gb *b, int x, const char *name, const char *tensor_prefix, int64_t cout, int64_t cin, int k,
                   int s) {
-  int w, bias;
-  if (conv_params(b, name, tensor_prefix, CONVT, cout, cin, k, &w, &bias)) return -1;
-  return fe_causal_conv_t(b->f->m, b->g, x, w, bias, cout, k, s, name);
+  Fe *f = b->f;
+  char t[200];
+  snprintf(t, sizeof t, "%s.conv.weight", tensor_prefix);
+  const int64_t shape[3] = {cin, cout, k}, n = (k + s - 1) / s;
+  const StTensor *tw = f->failed ? NULL : ckpt_tensor(f->c, t, 3, shape, f->err);
+  snprintf(t, sizeof t, "%s.conv.bias", tensor_prefix);
+  const StTensor *tb = tw ? ckpt_tensor(f->c, t, 1, &shape[1], f->err) : NULL;
+  if (!tb) {
+    f->failed = 1;
+    return -1;
+  }
+  int w = ir_weight_add(f->m, nm(b, name, ".w"), f->band, 1, s * cout, n * cin);
+  IrWeight *wt = &f->m->weights[w];
+  wt->src[0] = (IrWeightSrc){.tensor = tw, .rows = s * cout};
+  wt->n_src = 1;
+  wt->gen = WGEN_CONVT_POLY;
+  wt->gen_k = k;
+  wt->gen_stride = s;
+  snprintf(wt->source, sizeof wt->source, "%.120s as %d phases", tw->name, s);
+  int bias = ir_weight_add(f->m, nm(b, name, ".b"), DT_F32, 1, 1, s * cout);
+  wt = &f->m->weights[bias];
+  wt->src[0] = (IrWeightSrc){.tensor = tb, .rows = 1};
+  wt->n_src = 1;
+  wt->gen = WGEN_REPEAT;
+  snprintf(wt->source, sizeof wt->source, "%.120s x %d", tb->name, s);
+  char pn[IR_NAME];
+  const int y = fe_causal_conv(f->m, b->g, x, w, bias, cin, (int)n, 1, join(pn, sizeof pn, name, ".phases"));
+  return ir_reshape(b->g, y, s, name);
 }
 
 int fe_causal_conv_t(Module *m, Graph *g, int x, int w, int bias, int64_t cout, int k, int s, const char *name) {

@@ -238,7 +238,8 @@ static float *read_all(const IrWeight *wt, int s) {
   return a;
 }
 
-/* The WGEN_CODEBOOK / _CONV / _CONVT / _CONVT_DW / _NEG_EXP weights (ir.h). */
+/* The WGEN_CODEBOOK / _CONV / _CONVT / _CONVT_DW / _NEG_EXP / _REPEAT /
+ * _CONVT_POLY weights (ir.h). */
 static int write_derived(Writer *w, const IrWeight *wt, float *row) {
   float *a = read_all(wt, 0), *b = wt->gen == WGEN_CODEBOOK ? read_all(wt, 1) : NULL;
   if (!a || (wt->gen == WGEN_CODEBOOK && !b)) {
@@ -253,6 +254,16 @@ static int write_derived(Writer *w, const IrWeight *wt, float *row) {
       for (int64_t c = 0; c < C; c++) row[c] = a[r * C + c] / u;
     } else if (wt->gen == WGEN_NEG_EXP) { /* torch: -A_log.float().exp() */
       for (int64_t c = 0; c < C; c++) row[c] = -expf(a[r * C + c]);
+    } else if (wt->gen == WGEN_REPEAT) {
+      const int64_t n = ((const StTensor *)wt->src[0].tensor)->numel;
+      for (int64_t c = 0; c < C; c++) row[c] = a[c % n];
+    } else if (wt->gen == WGEN_CONVT_POLY) { /* row m*Cout + o, column j*Cin + c */
+      const int64_t s = wt->gen_stride, cout = R / s, n = (k + s - 1) / s, cin = C / n;
+      const int64_t m = r / cout, o = r % cout;
+      for (int64_t j = 0; j < n; j++) {
+        const int64_t tap = m + (n - 1 - j) * s;
+        for (int64_t c = 0; c < cin; c++) row[j * cin + c] = tap < k ? a[(c * cout + o) * k + tap] : 0.0f;
+      }
     } else if (wt->gen == WGEN_CONVT_DW) { /* row j*C + o: tap j of channel o alone */
       const int64_t j = r / C, o = r % C;
       for (int64_t c = 0; c < C; c++) row[c] = c == o ? a[c * k + j] : 0.0f;

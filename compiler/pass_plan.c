@@ -115,6 +115,9 @@ static void plan_graph(Graph *g, const Target *t) {
       x->ld = g->nodes[x->src[0]].ld;
     } else if (x->op == OP_ROW) {
       x->ld = g->nodes[x->src[0]].ld;
+    } else if (x->op == OP_RESHAPE) { /* the verifier saw a buffer's rows, stored whole */
+      IR_ASSERT(g->nodes[x->src[0]].ld == g->nodes[x->src[0]].cols);
+      x->ld = x->cols;
     } else {
       x->ld = x->cols;
     }

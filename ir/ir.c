@@ -122,7 +122,7 @@ static int tile_op(OpKind op) {
   switch (op) {
   case OP_WEIGHT: case OP_STATE: case OP_LINEAR: case OP_LINEAR_ADD: case OP_NORM_LINEAR: case OP_ADD:
   case OP_MUL: case OP_SILU: case OP_SIGMOID: case OP_GELU: case OP_SOFTPLUS: case OP_SWIGLU: case OP_RMSNORM:
-  case OP_LAYERNORM: case OP_GATED_RMSNORM: case OP_L2NORM: case OP_SLICE: case OP_IM2COL:
+  case OP_LAYERNORM: case OP_GATED_RMSNORM: case OP_L2NORM: case OP_SLICE: case OP_RESHAPE: case OP_IM2COL:
   case OP_IM2COL_STRIDED: case OP_DWCONV: case OP_OVERLAP_ADD: case OP_SNAKE: case OP_CLAMP: case OP_ELU:
   case OP_CONV1D: case OP_OUTPUT:
     return 1;
@@ -376,6 +376,14 @@ int ir_slice(Graph *g, int x, int off, int64_t cols, const char *name) {
   IR_ASSERT(off >= 0 && off + cols <= N(x)->cols);
   int n = ir_node(g, OP_SLICE, N(x)->dtype, N(x)->rows, cols, &x, 1, name);
   N(n)->p.off = off;
+  return n;
+}
+
+int ir_reshape(Graph *g, int x, int f, const char *name) {
+  const int64_t rows = ir_rows_scale(N(x)->rows, f, 1);
+  IR_ASSERT(f >= 1 && N(x)->cols % f == 0 && rows != 0);
+  int n = ir_node(g, OP_RESHAPE, N(x)->dtype, rows, N(x)->cols / f, &x, 1, name);
+  N(n)->p.stride = f;
   return n;
 }
 
@@ -907,6 +915,12 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
     case OP_SLICE:
       if (n->p.off < 0 || n->p.off + n->cols > a->cols) VFAIL("slice out of range");
       break;
+    case OP_RESHAPE:
+      if (n->p.stride < 1 || a->cols != n->cols * n->p.stride || n->rows != ir_rows_scale(a->rows, n->p.stride, 1))
+        VFAIL("[%lld cols] is not the rows of [%lld cols] split in %d", (long long)n->cols, (long long)a->cols,
+              n->p.stride);
+      if (ir_op_flags[a->op] & F_VIEW) VFAIL("reshapes a view (%s): its rows may not be contiguous", a->name);
+      break;
     case OP_SWIGLU:
       if (a->cols != 2 * n->cols) VFAIL("swiglu width");
       break;
@@ -984,6 +998,7 @@ void ir_print(const Module *m, const Graph *g, FILE *out) {
       break;
     case OP_ELU: fprintf(out, " alpha=%g", p->alpha); break;
     case OP_SLICE: fprintf(out, " off=%d", p->off); break;
+    case OP_RESHAPE: fprintf(out, " f=%d", p->stride); break;
     case OP_IM2COL: case OP_DWCONV: fprintf(out, " k=%d dilation=%d", p->ksize, p->dilation); break;
     case OP_IM2COL_STRIDED:
       fprintf(out, " k=%d dilation=%d stride=%d%s", p->ksize, p->dilation, p->stride, p->replicate ? " replicate" : "");

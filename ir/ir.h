@@ -158,9 +158,18 @@ static inline int64_t ir_src_row(const IrWeightSrc *s, int64_t r) {
  *                  as WGEN_CONVT's [k*C, C] matrix, zero off the diagonal:
  *                  W''[j*C + o, c] = (o == c) * W[c, 0, j]
  *   WGEN_ZERO      zeros (no tensor): the bias of a conv that has none
+ *   WGEN_CONVT_POLY a ConvTranspose1d weight [Cin, Cout, k] of stride s =
+ *                  gen_stride as the [s*Cout, n*Cin] matrix of the causal
+ *                  Conv1d (n = ceil(k/s) taps, IM2COL's column order) whose
+ *                  output row i, read as s rows of Cout, is the transposed
+ *                  conv's rows i*s .. i*s + s-1 (its s phases):
+ *                  W'[m*Cout + o, j*Cin + c] = W[c, o, m + (n-1-j)*s],
+ *                  zero where that tap is k or more
+ *   WGEN_REPEAT    a vector [C] repeated to [1, cols] (cols a multiple of
+ *                  C): the bias of the phases above
  * gen_k is the kernel size k of the convs. */
 enum { WGEN_NONE, WGEN_ROPE, WGEN_CODEBOOK, WGEN_CONV, WGEN_CONVT, WGEN_NEG_EXP, WGEN_SINPOS, WGEN_CONVT_DW,
-       WGEN_ZERO };
+       WGEN_ZERO, WGEN_CONVT_POLY, WGEN_REPEAT };
 typedef struct IrWeight {
   char name[IR_NAME];
   char source[160];     /* checkpoint names it was made from, for humans */
@@ -173,6 +182,7 @@ typedef struct IrWeight {
   double gen_scale;     /* WGEN_SINPOS: factor of every entry */
   int gen_rot;
   int gen_k;
+  int gen_stride;       /* WGEN_CONVT_POLY: the stride s */
   int used;
   int64_t offset, bytes; /* set by pack */
 } IrWeight;
@@ -266,6 +276,8 @@ int ir_attention(Graph *g, int q, int kc, int vc, int gate, int heads, int kv_he
 int ir_binary(Graph *g, OpKind op, int a, int b, const char *name);
 int ir_unary(Graph *g, OpKind op, int x, const char *name);
 int ir_slice(Graph *g, int x, int off, int64_t cols, const char *name);
+/* A view of x's rows [R, C] as [R*f, C/f] (ops.def RESHAPE). */
+int ir_reshape(Graph *g, int x, int f, const char *name);
 /* A view of one row of x; row -1 is the last (T-1). */
 int ir_row(Graph *g, int x, int row, const char *name);
 /* The leaf of one set of a weight with sets: mode SET_FIXED (set = value)

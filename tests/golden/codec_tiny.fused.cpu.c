@@ -51,94 +51,94 @@ static float bf16_to_f32(unsigned short b) {
 #define W_rvq_rest_proj (W + 107904LL) /* f32 [32, 16] decoder.quantizer.rvq_rest.output_proj.weight */
 #define W_pre_conv_w (W + 109952LL) /* f32 [24, 96] decoder.pre_conv.conv.weight */
 #define W_pre_conv_b (W + 119168LL) /* f32 [1, 24] decoder.pre_conv.conv.bias */
-#define W_up0_convt_w (W + 119296LL) /* f32 [48, 24] decoder.upsample.0.0.conv.weight */
-#define W_up0_convt_b (W + 123904LL) /* f32 [1, 24] decoder.upsample.0.0.conv.bias */
-#define W_up0_convnext_dw (W + 124032LL) /* f32 [24, 7] decoder.upsample.0.1.dwconv.conv.weight */
-#define W_up0_convnext_dw_b (W + 124736LL) /* f32 [1, 24] decoder.upsample.0.1.dwconv.conv.bias */
-#define W_up0_convnext_ln_w (W + 124864LL) /* f32 [1, 24] decoder.upsample.0.1.norm.weight */
-#define W_up0_convnext_ln_b (W + 124992LL) /* f32 [1, 24] decoder.upsample.0.1.norm.bias */
-#define W_up0_convnext_pw1 (W + 125120LL) /* f32 [96, 24] decoder.upsample.0.1.pwconv1.weight */
-#define W_up0_convnext_pw1_b (W + 134336LL) /* f32 [1, 96] decoder.upsample.0.1.pwconv1.bias */
-#define W_up0_convnext_pw2 (W + 134720LL) /* f32 [24, 96] decoder.upsample.0.1.pwconv2.weight */
-#define W_up0_convnext_pw2_b (W + 143936LL) /* f32 [1, 24] decoder.upsample.0.1.pwconv2.bias */
-#define W_up0_convnext_gamma (W + 144064LL) /* f32 [1, 24] decoder.upsample.0.1.gamma */
-#define W_up1_convt_w (W + 144192LL) /* f32 [48, 24] decoder.upsample.1.0.conv.weight */
-#define W_up1_convt_b (W + 148800LL) /* f32 [1, 24] decoder.upsample.1.0.conv.bias */
-#define W_up1_convnext_dw (W + 148928LL) /* f32 [24, 7] decoder.upsample.1.1.dwconv.conv.weight */
-#define W_up1_convnext_dw_b (W + 149632LL) /* f32 [1, 24] decoder.upsample.1.1.dwconv.conv.bias */
-#define W_up1_convnext_ln_w (W + 149760LL) /* f32 [1, 24] decoder.upsample.1.1.norm.weight */
-#define W_up1_convnext_ln_b (W + 149888LL) /* f32 [1, 24] decoder.upsample.1.1.norm.bias */
-#define W_up1_convnext_pw1 (W + 150016LL) /* f32 [96, 24] decoder.upsample.1.1.pwconv1.weight */
-#define W_up1_convnext_pw1_b (W + 159232LL) /* f32 [1, 96] decoder.upsample.1.1.pwconv1.bias */
-#define W_up1_convnext_pw2 (W + 159616LL) /* f32 [24, 96] decoder.upsample.1.1.pwconv2.weight */
-#define W_up1_convnext_pw2_b (W + 168832LL) /* f32 [1, 24] decoder.upsample.1.1.pwconv2.bias */
-#define W_up1_convnext_gamma (W + 168960LL) /* f32 [1, 24] decoder.upsample.1.1.gamma */
-#define W_dec0_w (W + 169088LL) /* f32 [32, 168] decoder.decoder.0.conv.weight */
-#define W_dec0_b (W + 190592LL) /* f32 [1, 32] decoder.decoder.0.conv.bias */
-#define W_dec1_snake_alpha (W + 190720LL) /* f32 [1, 32] decoder.decoder.1.block.0.alpha */
-#define W_dec1_snake_beta (W + 190848LL) /* f32 [1, 32] decoder.decoder.1.block.0.beta */
-#define W_dec1_convt_w (W + 190976LL) /* f32 [64, 32] decoder.decoder.1.block.1.conv.weight */
-#define W_dec1_convt_b (W + 199168LL) /* f32 [1, 16] decoder.decoder.1.block.1.conv.bias */
-#define W_dec1_unit0_act1_alpha (W + 199232LL) /* f32 [1, 16] decoder.decoder.1.block.2.act1.alpha */
-#define W_dec1_unit0_act1_beta (W + 199296LL) /* f32 [1, 16] decoder.decoder.1.block.2.act1.beta */
-#define W_dec1_unit0_conv1_w (W + 199360LL) /* f32 [16, 112] decoder.decoder.1.block.2.conv1.conv.weight */
-#define W_dec1_unit0_conv1_b (W + 206528LL) /* f32 [1, 16] decoder.decoder.1.block.2.conv1.conv.bias */
-#define W_dec1_unit0_act2_alpha (W + 206592LL) /* f32 [1, 16] decoder.decoder.1.block.2.act2.alpha */
-#define W_dec1_unit0_act2_beta (W + 206656LL) /* f32 [1, 16] decoder.decoder.1.block.2.act2.beta */
-#define W_dec1_unit0_conv2_w (W + 206720LL) /* f32 [16, 16] decoder.decoder.1.block.2.conv2.conv.weight */
-#define W_dec1_unit0_conv2_b (W + 207744LL) /* f32 [1, 16] decoder.decoder.1.block.2.conv2.conv.bias */
-#define W_dec1_unit1_act1_alpha (W + 207808LL) /* f32 [1, 16] decoder.decoder.1.block.3.act1.alpha */
-#define W_dec1_unit1_act1_beta (W + 207872LL) /* f32 [1, 16] decoder.decoder.1.block.3.act1.beta */
-#define W_dec1_unit1_conv1_w (W + 207936LL) /* f32 [16, 112] decoder.decoder.1.block.3.conv1.conv.weight */
-#define W_dec1_unit1_conv1_b (W + 215104LL) /* f32 [1, 16] decoder.decoder.1.block.3.conv1.conv.bias */
-#define W_dec1_unit1_act2_alpha (W + 215168LL) /* f32 [1, 16] decoder.decoder.1.block.3.act2.alpha */
-#define W_dec1_unit1_act2_beta (W + 215232LL) /* f32 [1, 16] decoder.decoder.1.block.3.act2.beta */
-#define W_dec1_unit1_conv2_w (W + 215296LL) /* f32 [16, 16] decoder.decoder.1.block.3.conv2.conv.weight */
-#define W_dec1_unit1_conv2_b (W + 216320LL) /* f32 [1, 16] decoder.decoder.1.block.3.conv2.conv.bias */
-#define W_dec1_unit2_act1_alpha (W + 216384LL) /* f32 [1, 16] decoder.decoder.1.block.4.act1.alpha */
-#define W_dec1_unit2_act1_beta (W + 216448LL) /* f32 [1, 16] decoder.decoder.1.block.4.act1.beta */
-#define W_dec1_unit2_conv1_w (W + 216512LL) /* f32 [16, 112] decoder.decoder.1.block.4.conv1.conv.weight */
-#define W_dec1_unit2_conv1_b (W + 223680LL) /* f32 [1, 16] decoder.decoder.1.block.4.conv1.conv.bias */
-#define W_dec1_unit2_act2_alpha (W + 223744LL) /* f32 [1, 16] decoder.decoder.1.block.4.act2.alpha */
-#define W_dec1_unit2_act2_beta (W + 223808LL) /* f32 [1, 16] decoder.decoder.1.block.4.act2.beta */
-#define W_dec1_unit2_conv2_w (W + 223872LL) /* f32 [16, 16] decoder.decoder.1.block.4.conv2.conv.weight */
-#define W_dec1_unit2_conv2_b (W + 224896LL) /* f32 [1, 16] decoder.decoder.1.block.4.conv2.conv.bias */
-#define W_dec2_snake_alpha (W + 224960LL) /* f32 [1, 16] decoder.decoder.2.block.0.alpha */
-#define W_dec2_snake_beta (W + 225024LL) /* f32 [1, 16] decoder.decoder.2.block.0.beta */
-#define W_dec2_convt_w (W + 225088LL) /* f32 [48, 16] decoder.decoder.2.block.1.conv.weight */
-#define W_dec2_convt_b (W + 228160LL) /* f32 [1, 8] decoder.decoder.2.block.1.conv.bias */
-#define W_dec2_unit0_act1_alpha (W + 228224LL) /* f32 [1, 8] decoder.decoder.2.block.2.act1.alpha */
-#define W_dec2_unit0_act1_beta (W + 228288LL) /* f32 [1, 8] decoder.decoder.2.block.2.act1.beta */
-#define W_dec2_unit0_conv1_w (W + 228352LL) /* f32 [8, 56] decoder.decoder.2.block.2.conv1.conv.weight */
-#define W_dec2_unit0_conv1_b (W + 230144LL) /* f32 [1, 8] decoder.decoder.2.block.2.conv1.conv.bias */
-#define W_dec2_unit0_act2_alpha (W + 230208LL) /* f32 [1, 8] decoder.decoder.2.block.2.act2.alpha */
-#define W_dec2_unit0_act2_beta (W + 230272LL) /* f32 [1, 8] decoder.decoder.2.block.2.act2.beta */
-#define W_dec2_unit0_conv2_w (W + 230336LL) /* f32 [8, 8] decoder.decoder.2.block.2.conv2.conv.weight */
-#define W_dec2_unit0_conv2_b (W + 230592LL) /* f32 [1, 8] decoder.decoder.2.block.2.conv2.conv.bias */
-#define W_dec2_unit1_act1_alpha (W + 230656LL) /* f32 [1, 8] decoder.decoder.2.block.3.act1.alpha */
-#define W_dec2_unit1_act1_beta (W + 230720LL) /* f32 [1, 8] decoder.decoder.2.block.3.act1.beta */
-#define W_dec2_unit1_conv1_w (W + 230784LL) /* f32 [8, 56] decoder.decoder.2.block.3.conv1.conv.weight */
-#define W_dec2_unit1_conv1_b (W + 232576LL) /* f32 [1, 8] decoder.decoder.2.block.3.conv1.conv.bias */
-#define W_dec2_unit1_act2_alpha (W + 232640LL) /* f32 [1, 8] decoder.decoder.2.block.3.act2.alpha */
-#define W_dec2_unit1_act2_beta (W + 232704LL) /* f32 [1, 8] decoder.decoder.2.block.3.act2.beta */
-#define W_dec2_unit1_conv2_w (W + 232768LL) /* f32 [8, 8] decoder.decoder.2.block.3.conv2.conv.weight */
-#define W_dec2_unit1_conv2_b (W + 233024LL) /* f32 [1, 8] decoder.decoder.2.block.3.conv2.conv.bias */
-#define W_dec2_unit2_act1_alpha (W + 233088LL) /* f32 [1, 8] decoder.decoder.2.block.4.act1.alpha */
-#define W_dec2_unit2_act1_beta (W + 233152LL) /* f32 [1, 8] decoder.decoder.2.block.4.act1.beta */
-#define W_dec2_unit2_conv1_w (W + 233216LL) /* f32 [8, 56] decoder.decoder.2.block.4.conv1.conv.weight */
-#define W_dec2_unit2_conv1_b (W + 235008LL) /* f32 [1, 8] decoder.decoder.2.block.4.conv1.conv.bias */
-#define W_dec2_unit2_act2_alpha (W + 235072LL) /* f32 [1, 8] decoder.decoder.2.block.4.act2.alpha */
-#define W_dec2_unit2_act2_beta (W + 235136LL) /* f32 [1, 8] decoder.decoder.2.block.4.act2.beta */
-#define W_dec2_unit2_conv2_w (W + 235200LL) /* f32 [8, 8] decoder.decoder.2.block.4.conv2.conv.weight */
-#define W_dec2_unit2_conv2_b (W + 235456LL) /* f32 [1, 8] decoder.decoder.2.block.4.conv2.conv.bias */
-#define W_final_snake_alpha (W + 235520LL) /* f32 [1, 8] decoder.decoder.3.alpha */
-#define W_final_snake_beta (W + 235584LL) /* f32 [1, 8] decoder.decoder.3.beta */
-#define W_final_conv_w (W + 235648LL) /* f32 [1, 56] decoder.decoder.4.conv.weight */
-#define W_final_conv_b (W + 235904LL) /* f32 [1, 1] decoder.decoder.4.conv.bias */
-#define W_tf_layer0_qkv (W + 235968LL) /* f32 [128, 32] decoder.pre_transformer.layers.0.self_attn.q_proj.weight + decoder.pre_transformer.layers.0.self_attn.k_proj.weight + decoder.pre_transformer.layers.0.self_att */
-#define W_tf_layer0_gateup (W + 252352LL) /* f32 [96, 32] decoder.pre_transformer.layers.0.mlp.gate_proj.weight + decoder.pre_transformer.layers.0.mlp.up_proj.weight */
-#define W_tf_layer1_qkv (W + 264640LL) /* f32 [128, 32] decoder.pre_transformer.layers.1.self_attn.q_proj.weight + decoder.pre_transformer.layers.1.self_attn.k_proj.weight + decoder.pre_transformer.layers.1.self_att */
-#define W_tf_layer1_gateup (W + 281024LL) /* f32 [96, 32] decoder.pre_transformer.layers.1.mlp.gate_proj.weight + decoder.pre_transformer.layers.1.mlp.up_proj.weight */
+#define W_up0_convt_w (W + 119296LL) /* f32 [48, 24] decoder.upsample.0.0.conv.weight as 2 phases */
+#define W_up0_convt_b (W + 123904LL) /* f32 [1, 48] decoder.upsample.0.0.conv.bias x 2 */
+#define W_up0_convnext_dw (W + 124096LL) /* f32 [24, 7] decoder.upsample.0.1.dwconv.conv.weight */
+#define W_up0_convnext_dw_b (W + 124800LL) /* f32 [1, 24] decoder.upsample.0.1.dwconv.conv.bias */
+#define W_up0_convnext_ln_w (W + 124928LL) /* f32 [1, 24] decoder.upsample.0.1.norm.weight */
+#define W_up0_convnext_ln_b (W + 125056LL) /* f32 [1, 24] decoder.upsample.0.1.norm.bias */
+#define W_up0_convnext_pw1 (W + 125184LL) /* f32 [96, 24] decoder.upsample.0.1.pwconv1.weight */
+#define W_up0_convnext_pw1_b (W + 134400LL) /* f32 [1, 96] decoder.upsample.0.1.pwconv1.bias */
+#define W_up0_convnext_pw2 (W + 134784LL) /* f32 [24, 96] decoder.upsample.0.1.pwconv2.weight */
+#define W_up0_convnext_pw2_b (W + 144000LL) /* f32 [1, 24] decoder.upsample.0.1.pwconv2.bias */
+#define W_up0_convnext_gamma (W + 144128LL) /* f32 [1, 24] decoder.upsample.0.1.gamma */
+#define W_up1_convt_w (W + 144256LL) /* f32 [48, 24] decoder.upsample.1.0.conv.weight as 2 phases */
+#define W_up1_convt_b (W + 148864LL) /* f32 [1, 48] decoder.upsample.1.0.conv.bias x 2 */
+#define W_up1_convnext_dw (W + 149056LL) /* f32 [24, 7] decoder.upsample.1.1.dwconv.conv.weight */
+#define W_up1_convnext_dw_b (W + 149760LL) /* f32 [1, 24] decoder.upsample.1.1.dwconv.conv.bias */
+#define W_up1_convnext_ln_w (W + 149888LL) /* f32 [1, 24] decoder.upsample.1.1.norm.weight */
+#define W_up1_convnext_ln_b (W + 150016LL) /* f32 [1, 24] decoder.upsample.1.1.norm.bias */
+#define W_up1_convnext_pw1 (W + 150144LL) /* f32 [96, 24] decoder.upsample.1.1.pwconv1.weight */
+#define W_up1_convnext_pw1_b (W + 159360LL) /* f32 [1, 96] decoder.upsample.1.1.pwconv1.bias */
+#define W_up1_convnext_pw2 (W + 159744LL) /* f32 [24, 96] decoder.upsample.1.1.pwconv2.weight */
+#define W_up1_convnext_pw2_b (W + 168960LL) /* f32 [1, 24] decoder.upsample.1.1.pwconv2.bias */
+#define W_up1_convnext_gamma (W + 169088LL) /* f32 [1, 24] decoder.upsample.1.1.gamma */
+#define W_dec0_w (W + 169216LL) /* f32 [32, 168] decoder.decoder.0.conv.weight */
+#define W_dec0_b (W + 190720LL) /* f32 [1, 32] decoder.decoder.0.conv.bias */
+#define W_dec1_snake_alpha (W + 190848LL) /* f32 [1, 32] decoder.decoder.1.block.0.alpha */
+#define W_dec1_snake_beta (W + 190976LL) /* f32 [1, 32] decoder.decoder.1.block.0.beta */
+#define W_dec1_convt_w (W + 191104LL) /* f32 [32, 64] decoder.decoder.1.block.1.conv.weight as 2 phases */
+#define W_dec1_convt_b (W + 199296LL) /* f32 [1, 32] decoder.decoder.1.block.1.conv.bias x 2 */
+#define W_dec1_unit0_act1_alpha (W + 199424LL) /* f32 [1, 16] decoder.decoder.1.block.2.act1.alpha */
+#define W_dec1_unit0_act1_beta (W + 199488LL) /* f32 [1, 16] decoder.decoder.1.block.2.act1.beta */
+#define W_dec1_unit0_conv1_w (W + 199552LL) /* f32 [16, 112] decoder.decoder.1.block.2.conv1.conv.weight */
+#define W_dec1_unit0_conv1_b (W + 206720LL) /* f32 [1, 16] decoder.decoder.1.block.2.conv1.conv.bias */
+#define W_dec1_unit0_act2_alpha (W + 206784LL) /* f32 [1, 16] decoder.decoder.1.block.2.act2.alpha */
+#define W_dec1_unit0_act2_beta (W + 206848LL) /* f32 [1, 16] decoder.decoder.1.block.2.act2.beta */
+#define W_dec1_unit0_conv2_w (W + 206912LL) /* f32 [16, 16] decoder.decoder.1.block.2.conv2.conv.weight */
+#define W_dec1_unit0_conv2_b (W + 207936LL) /* f32 [1, 16] decoder.decoder.1.block.2.conv2.conv.bias */
+#define W_dec1_unit1_act1_alpha (W + 208000LL) /* f32 [1, 16] decoder.decoder.1.block.3.act1.alpha */
+#define W_dec1_unit1_act1_beta (W + 208064LL) /* f32 [1, 16] decoder.decoder.1.block.3.act1.beta */
+#define W_dec1_unit1_conv1_w (W + 208128LL) /* f32 [16, 112] decoder.decoder.1.block.3.conv1.conv.weight */
+#define W_dec1_unit1_conv1_b (W + 215296LL) /* f32 [1, 16] decoder.decoder.1.block.3.conv1.conv.bias */
+#define W_dec1_unit1_act2_alpha (W + 215360LL) /* f32 [1, 16] decoder.decoder.1.block.3.act2.alpha */
+#define W_dec1_unit1_act2_beta (W + 215424LL) /* f32 [1, 16] decoder.decoder.1.block.3.act2.beta */
+#define W_dec1_unit1_conv2_w (W + 215488LL) /* f32 [16, 16] decoder.decoder.1.block.3.conv2.conv.weight */
+#define W_dec1_unit1_conv2_b (W + 216512LL) /* f32 [1, 16] decoder.decoder.1.block.3.conv2.conv.bias */
+#define W_dec1_unit2_act1_alpha (W + 216576LL) /* f32 [1, 16] decoder.decoder.1.block.4.act1.alpha */
+#define W_dec1_unit2_act1_beta (W + 216640LL) /* f32 [1, 16] decoder.decoder.1.block.4.act1.beta */
+#define W_dec1_unit2_conv1_w (W + 216704LL) /* f32 [16, 112] decoder.decoder.1.block.4.conv1.conv.weight */
+#define W_dec1_unit2_conv1_b (W + 223872LL) /* f32 [1, 16] decoder.decoder.1.block.4.conv1.conv.bias */
+#define W_dec1_unit2_act2_alpha (W + 223936LL) /* f32 [1, 16] decoder.decoder.1.block.4.act2.alpha */
+#define W_dec1_unit2_act2_beta (W + 224000LL) /* f32 [1, 16] decoder.decoder.1.block.4.act2.beta */
+#define W_dec1_unit2_conv2_w (W + 224064LL) /* f32 [16, 16] decoder.decoder.1.block.4.conv2.conv.weight */
+#define W_dec1_unit2_conv2_b (W + 225088LL) /* f32 [1, 16] decoder.decoder.1.block.4.conv2.conv.bias */
+#define W_dec2_snake_alpha (W + 225152LL) /* f32 [1, 16] decoder.decoder.2.block.0.alpha */
+#define W_dec2_snake_beta (W + 225216LL) /* f32 [1, 16] decoder.decoder.2.block.0.beta */
+#define W_dec2_convt_w (W + 225280LL) /* f32 [24, 32] decoder.decoder.2.block.1.conv.weight as 3 phases */
+#define W_dec2_convt_b (W + 228352LL) /* f32 [1, 24] decoder.decoder.2.block.1.conv.bias x 3 */
+#define W_dec2_unit0_act1_alpha (W + 228480LL) /* f32 [1, 8] decoder.decoder.2.block.2.act1.alpha */
+#define W_dec2_unit0_act1_beta (W + 228544LL) /* f32 [1, 8] decoder.decoder.2.block.2.act1.beta */
+#define W_dec2_unit0_conv1_w (W + 228608LL) /* f32 [8, 56] decoder.decoder.2.block.2.conv1.conv.weight */
+#define W_dec2_unit0_conv1_b (W + 230400LL) /* f32 [1, 8] decoder.decoder.2.block.2.conv1.conv.bias */
+#define W_dec2_unit0_act2_alpha (W + 230464LL) /* f32 [1, 8] decoder.decoder.2.block.2.act2.alpha */
+#define W_dec2_unit0_act2_beta (W + 230528LL) /* f32 [1, 8] decoder.decoder.2.block.2.act2.beta */
+#define W_dec2_unit0_conv2_w (W + 230592LL) /* f32 [8, 8] decoder.decoder.2.block.2.conv2.conv.weight */
+#define W_dec2_unit0_conv2_b (W + 230848LL) /* f32 [1, 8] decoder.decoder.2.block.2.conv2.conv.bias */
+#define W_dec2_unit1_act1_alpha (W + 230912LL) /* f32 [1, 8] decoder.decoder.2.block.3.act1.alpha */
+#define W_dec2_unit1_act1_beta (W + 230976LL) /* f32 [1, 8] decoder.decoder.2.block.3.act1.beta */
+#define W_dec2_unit1_conv1_w (W + 231040LL) /* f32 [8, 56] decoder.decoder.2.block.3.conv1.conv.weight */
+#define W_dec2_unit1_conv1_b (W + 232832LL) /* f32 [1, 8] decoder.decoder.2.block.3.conv1.conv.bias */
+#define W_dec2_unit1_act2_alpha (W + 232896LL) /* f32 [1, 8] decoder.decoder.2.block.3.act2.alpha */
+#define W_dec2_unit1_act2_beta (W + 232960LL) /* f32 [1, 8] decoder.decoder.2.block.3.act2.beta */
+#define W_dec2_unit1_conv2_w (W + 233024LL) /* f32 [8, 8] decoder.decoder.2.block.3.conv2.conv.weight */
+#define W_dec2_unit1_conv2_b (W + 233280LL) /* f32 [1, 8] decoder.decoder.2.block.3.conv2.conv.bias */
+#define W_dec2_unit2_act1_alpha (W + 233344LL) /* f32 [1, 8] decoder.decoder.2.block.4.act1.alpha */
+#define W_dec2_unit2_act1_beta (W + 233408LL) /* f32 [1, 8] decoder.decoder.2.block.4.act1.beta */
+#define W_dec2_unit2_conv1_w (W + 233472LL) /* f32 [8, 56] decoder.decoder.2.block.4.conv1.conv.weight */
+#define W_dec2_unit2_conv1_b (W + 235264LL) /* f32 [1, 8] decoder.decoder.2.block.4.conv1.conv.bias */
+#define W_dec2_unit2_act2_alpha (W + 235328LL) /* f32 [1, 8] decoder.decoder.2.block.4.act2.alpha */
+#define W_dec2_unit2_act2_beta (W + 235392LL) /* f32 [1, 8] decoder.decoder.2.block.4.act2.beta */
+#define W_dec2_unit2_conv2_w (W + 235456LL) /* f32 [8, 8] decoder.decoder.2.block.4.conv2.conv.weight */
+#define W_dec2_unit2_conv2_b (W + 235712LL) /* f32 [1, 8] decoder.decoder.2.block.4.conv2.conv.bias */
+#define W_final_snake_alpha (W + 235776LL) /* f32 [1, 8] decoder.decoder.3.alpha */
+#define W_final_snake_beta (W + 235840LL) /* f32 [1, 8] decoder.decoder.3.beta */
+#define W_final_conv_w (W + 235904LL) /* f32 [1, 56] decoder.decoder.4.conv.weight */
+#define W_final_conv_b (W + 236160LL) /* f32 [1, 1] decoder.decoder.4.conv.bias */
+#define W_tf_layer0_qkv (W + 236224LL) /* f32 [128, 32] decoder.pre_transformer.layers.0.self_attn.q_proj.weight + decoder.pre_transformer.layers.0.self_attn.k_proj.weight + decoder.pre_transformer.layers.0.self_att */
+#define W_tf_layer0_gateup (W + 252608LL) /* f32 [96, 32] decoder.pre_transformer.layers.0.mlp.gate_proj.weight + decoder.pre_transformer.layers.0.mlp.up_proj.weight */
+#define W_tf_layer1_qkv (W + 264896LL) /* f32 [128, 32] decoder.pre_transformer.layers.1.self_attn.q_proj.weight + decoder.pre_transformer.layers.1.self_attn.k_proj.weight + decoder.pre_transformer.layers.1.self_att */
+#define W_tf_layer1_gateup (W + 281280LL) /* f32 [96, 32] decoder.pre_transformer.layers.1.mlp.gate_proj.weight + decoder.pre_transformer.layers.1.mlp.up_proj.weight */
 
 /* Session state: byte offsets in the state block. */
 #define S_tf_layer0_k_cache ((float *)(S + 0LL)) /* f32 [20, 32] */
@@ -149,21 +149,21 @@ static float bf16_to_f32(unsigned short b) {
 #define S_up0_convnext_context ((float *)(S + 10496LL)) /* f32 [6, 24] */
 #define S_up1_convnext_context ((float *)(S + 11072LL)) /* f32 [6, 24] */
 #define S_dec0_context ((float *)(S + 11648LL)) /* f32 [6, 24] */
-#define S_dec1_convt_carry ((float *)(S + 12224LL)) /* f32 [2, 16] */
+#define S_dec1_convt_phases_context ((float *)(S + 12224LL)) /* f32 [1, 32] */
 #define S_dec1_unit0_conv1_context ((float *)(S + 12352LL)) /* f32 [6, 16] */
 #define S_dec1_unit1_conv1_context ((float *)(S + 12736LL)) /* f32 [18, 16] */
 #define S_dec1_unit2_conv1_context ((float *)(S + 13888LL)) /* f32 [54, 16] */
-#define S_dec2_convt_carry ((float *)(S + 17344LL)) /* f32 [3, 8] */
-#define S_dec2_unit0_conv1_context ((float *)(S + 17472LL)) /* f32 [6, 8] */
-#define S_dec2_unit1_conv1_context ((float *)(S + 17664LL)) /* f32 [18, 8] */
-#define S_dec2_unit2_conv1_context ((float *)(S + 18240LL)) /* f32 [54, 8] */
-#define S_final_conv_context ((float *)(S + 19968LL)) /* f32 [6, 8] */
+#define S_dec2_convt_phases_context ((float *)(S + 17344LL)) /* f32 [1, 16] */
+#define S_dec2_unit0_conv1_context ((float *)(S + 17408LL)) /* f32 [6, 8] */
+#define S_dec2_unit1_conv1_context ((float *)(S + 17600LL)) /* f32 [18, 8] */
+#define S_dec2_unit2_conv1_context ((float *)(S + 18176LL)) /* f32 [54, 8] */
+#define S_final_conv_context ((float *)(S + 19904LL)) /* f32 [6, 8] */
 
 /* Avoid unused-function warnings when no bf16 weight is read. */
 typedef float (*sc_bf16_fn)(unsigned short);
 static const sc_bf16_fn sc_bf16_keep = bf16_to_f32;
 
-/* audio: T <= 16 tokens per call; scratch 81920 bytes */
+/* audio: T <= 16 tokens per call; scratch 73728 bytes */
 static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned char *S,
     unsigned char *X, const sc_io *io) {
   const int T = io->n;
@@ -931,20 +931,19 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   }
   K->linear(K->ctx, SC_W_F32, W_tf_output_proj, (const float *)W_tf_output_proj_b, tf_output_proj_in, 32, tf_output_proj, 24, T, 24, 32, 0);
 
-  /* up0.convt.taps = LINEAR(tf.output_proj, up0.convt.w) */
-  float *up0_convt_taps = (float *)(X + 1536); /* [T, 48] */
-  K->linear(K->ctx, SC_W_F32, W_up0_convt_w, 0, tf_output_proj, 24, up0_convt_taps, 48, T, 48, 24, 0);
+  /* up0.convt.phases = LINEAR(tf.output_proj, up0.convt.w, up0.convt.b) */
+  float *up0_convt_phases = (float *)(X + 1536); /* [T, 48] */
+  K->linear(K->ctx, SC_W_F32, W_up0_convt_w, (const float *)W_up0_convt_b, tf_output_proj, 24, up0_convt_phases, 48, T, 48, 24, 0);
 
-  /* up0.convt = OVERLAP_ADD(up0.convt.taps, up0.convt.b) */
-  float *up0_convt = (float *)(X + 4608); /* [(T * 2), 24] */
-  K->overlap_add(K->ctx, up0_convt_taps, 48, ((const float *)W_up0_convt_b), 0, up0_convt, 24, T, 24, 2, 2); /* (T * 2) rows out */
+  /* up0.convt = RESHAPE(up0.convt.phases) */
+  float *up0_convt = up0_convt_phases; /* [(T * 2), 24] view: up0.convt.phases's rows split in 2 */
 
   /* up0.convnext.dw = DWCONV(up0.convt, up0.convnext.dw, up0.convnext.context, up0.convnext.dw_b) */
-  float *up0_convnext_dw = (float *)(X + 0); /* [(T * 2), 24] */
+  float *up0_convnext_dw = (float *)(X + 4608); /* [(T * 2), 24] */
   K->dwconv(K->ctx, up0_convt, 24, ((const float *)W_up0_convnext_dw), ((const float *)W_up0_convnext_dw_b), S_up0_convnext_context, up0_convnext_dw, 24, (T * 2), 24, 7, 1);
 
   /* up0.convnext.ln = LAYERNORM(up0.convnext.dw, up0.convnext.ln_w, up0.convnext.ln_b) */
-  float *up0_convnext_ln = (float *)(X + 0); /* [(T * 2), 24] */
+  float *up0_convnext_ln = (float *)(X + 4608); /* [(T * 2), 24] */
   K->layernorm(K->ctx, up0_convnext_dw, 24, ((const float *)W_up0_convnext_ln_w), ((const float *)W_up0_convnext_ln_b), 9.99999997e-07f, up0_convnext_ln, 24, (T * 2), 24);
 
   /* up0.convnext.pw1 = LINEAR(up0.convnext.ln, up0.convnext.pw1, up0.convnext.pw1_b) */
@@ -960,11 +959,11 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* up0.convnext.pw2 = LINEAR(up0.convnext.gelu, up0.convnext.pw2, up0.convnext.pw2_b) */
-  float *up0_convnext_pw2 = (float *)(X + 0); /* [(T * 2), 24] */
+  float *up0_convnext_pw2 = (float *)(X + 4608); /* [(T * 2), 24] */
   K->linear(K->ctx, SC_W_F32, W_up0_convnext_pw2, (const float *)W_up0_convnext_pw2_b, up0_convnext_gelu, 96, up0_convnext_pw2, 24, (T * 2), 24, 96, 0);
 
   /* up0.convnext.scaled = MUL(up0.convnext.pw2, up0.convnext.gamma) */
-  float *up0_convnext_scaled = (float *)(X + 0); /* [(T * 2), 24] */
+  float *up0_convnext_scaled = (float *)(X + 4608); /* [(T * 2), 24] */
   for (int t = 0; t < (T * 2); t++)
     for (int c = 0; c < 24; c++) {
       const float a = up0_convnext_pw2[t * 24 + c];
@@ -973,7 +972,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* up0.convnext.res = ADD(up0.convt, up0.convnext.scaled) */
-  float *up0_convnext_res = (float *)(X + 4608); /* [(T * 2), 24] */
+  float *up0_convnext_res = (float *)(X + 7680); /* [(T * 2), 24] */
   for (int t = 0; t < (T * 2); t++)
     for (int c = 0; c < 24; c++) {
       const float a = up0_convt[t * 24 + c];
@@ -981,13 +980,12 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
       up0_convnext_res[t * 24 + c] = a + b;
     }
 
-  /* up1.convt.taps = LINEAR(up0.convnext.res, up1.convt.w) */
-  float *up1_convt_taps = (float *)(X + 7680); /* [(T * 2), 48] */
-  K->linear(K->ctx, SC_W_F32, W_up1_convt_w, 0, up0_convnext_res, 24, up1_convt_taps, 48, (T * 2), 48, 24, 0);
+  /* up1.convt.phases = LINEAR(up0.convnext.res, up1.convt.w, up1.convt.b) */
+  float *up1_convt_phases = (float *)(X + 0); /* [(T * 2), 48] */
+  K->linear(K->ctx, SC_W_F32, W_up1_convt_w, (const float *)W_up1_convt_b, up0_convnext_res, 24, up1_convt_phases, 48, (T * 2), 48, 24, 0);
 
-  /* up1.convt = OVERLAP_ADD(up1.convt.taps, up1.convt.b) */
-  float *up1_convt = (float *)(X + 0); /* [(T * 4), 24] */
-  K->overlap_add(K->ctx, up1_convt_taps, 48, ((const float *)W_up1_convt_b), 0, up1_convt, 24, (T * 2), 24, 2, 2); /* (T * 4) rows out */
+  /* up1.convt = RESHAPE(up1.convt.phases) */
+  float *up1_convt = up1_convt_phases; /* [(T * 4), 24] view: up1.convt.phases's rows split in 2 */
 
   /* up1.convnext.dw = DWCONV(up1.convt, up1.convnext.dw, up1.convnext.context, up1.convnext.dw_b) */
   float *up1_convnext_dw = (float *)(X + 6144); /* [(T * 4), 24] */
@@ -1023,7 +1021,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* up1.convnext.res = ADD(up1.convt, up1.convnext.scaled) */
-  float *up1_convnext_res = (float *)(X + 0); /* [(T * 4), 24] */
+  float *up1_convnext_res = (float *)(X + 12288); /* [(T * 4), 24] */
   for (int t = 0; t < (T * 4); t++)
     for (int c = 0; c < 24; c++) {
       const float a = up1_convt[t * 24 + c];
@@ -1032,47 +1030,50 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* dec0.cols = IM2COL(up1.convnext.res, dec0.context) */
-  float *dec0_cols = (float *)(X + 6144); /* [(T * 4), 168] */
+  float *dec0_cols = (float *)(X + 18432); /* [(T * 4), 168] */
   K->im2col(K->ctx, up1_convnext_res, 24, S_dec0_context, dec0_cols, 168, (T * 4), 24, 7, 1);
 
   /* dec0 = LINEAR(dec0.cols, dec0.w, dec0.b) */
-  float *dec0 = (float *)(X + 49152); /* [(T * 4), 32] */
+  float *dec0 = (float *)(X + 0); /* [(T * 4), 32] */
   K->linear(K->ctx, SC_W_F32, W_dec0_w, (const float *)W_dec0_b, dec0_cols, 168, dec0, 32, (T * 4), 32, 168, 0);
 
   /* dec1.snake = SNAKE(dec0, dec1.snake.alpha, dec1.snake.beta) */
-  float *dec1_snake = (float *)(X + 49152); /* [(T * 4), 32] */
+  float *dec1_snake = (float *)(X + 0); /* [(T * 4), 32] */
   K->snake(K->ctx, dec0, 32, ((const float *)W_dec1_snake_alpha), ((const float *)W_dec1_snake_beta), dec1_snake, 32, (T * 4), 32);
 
-  /* dec1.convt.taps = LINEAR(dec1.snake, dec1.convt.w) */
-  float *dec1_convt_taps = (float *)(X + 0); /* [(T * 4), 64] */
-  K->linear(K->ctx, SC_W_F32, W_dec1_convt_w, 0, dec1_snake, 32, dec1_convt_taps, 64, (T * 4), 64, 32, 0);
+  /* dec1.convt.phases.cols = IM2COL(dec1.snake, dec1.convt.phases.context) */
+  float *dec1_convt_phases_cols = (float *)(X + 8192); /* [(T * 4), 64] */
+  K->im2col(K->ctx, dec1_snake, 32, S_dec1_convt_phases_context, dec1_convt_phases_cols, 64, (T * 4), 32, 2, 1);
 
-  /* dec1.convt = OVERLAP_ADD(dec1.convt.taps, dec1.convt.b, dec1.convt.carry) */
-  float *dec1_convt = (float *)(X + 16384); /* [(T * 8), 16] */
-  K->overlap_add(K->ctx, dec1_convt_taps, 64, ((const float *)W_dec1_convt_b), S_dec1_convt_carry, dec1_convt, 16, (T * 4), 16, 4, 2); /* (T * 8) rows out */
+  /* dec1.convt.phases = LINEAR(dec1.convt.phases.cols, dec1.convt.w, dec1.convt.b) */
+  float *dec1_convt_phases = (float *)(X + 0); /* [(T * 4), 32] */
+  K->linear(K->ctx, SC_W_F32, W_dec1_convt_w, (const float *)W_dec1_convt_b, dec1_convt_phases_cols, 64, dec1_convt_phases, 32, (T * 4), 32, 64, 0);
+
+  /* dec1.convt = RESHAPE(dec1.convt.phases) */
+  float *dec1_convt = dec1_convt_phases; /* [(T * 8), 16] view: dec1.convt.phases's rows split in 2 */
 
   /* dec1.unit0.act1 = SNAKE(dec1.convt, dec1.unit0.act1.alpha, dec1.unit0.act1.beta) */
-  float *dec1_unit0_act1 = (float *)(X + 0); /* [(T * 8), 16] */
+  float *dec1_unit0_act1 = (float *)(X + 8192); /* [(T * 8), 16] */
   K->snake(K->ctx, dec1_convt, 16, ((const float *)W_dec1_unit0_act1_alpha), ((const float *)W_dec1_unit0_act1_beta), dec1_unit0_act1, 16, (T * 8), 16);
 
   /* dec1.unit0.conv1.cols = IM2COL(dec1.unit0.act1, dec1.unit0.conv1.context) */
-  float *dec1_unit0_conv1_cols = (float *)(X + 24576); /* [(T * 8), 112] */
+  float *dec1_unit0_conv1_cols = (float *)(X + 16384); /* [(T * 8), 112] */
   K->im2col(K->ctx, dec1_unit0_act1, 16, S_dec1_unit0_conv1_context, dec1_unit0_conv1_cols, 112, (T * 8), 16, 7, 1);
 
   /* dec1.unit0.conv1 = LINEAR(dec1.unit0.conv1.cols, dec1.unit0.conv1.w, dec1.unit0.conv1.b) */
-  float *dec1_unit0_conv1 = (float *)(X + 0); /* [(T * 8), 16] */
+  float *dec1_unit0_conv1 = (float *)(X + 8192); /* [(T * 8), 16] */
   K->linear(K->ctx, SC_W_F32, W_dec1_unit0_conv1_w, (const float *)W_dec1_unit0_conv1_b, dec1_unit0_conv1_cols, 112, dec1_unit0_conv1, 16, (T * 8), 16, 112, 0);
 
   /* dec1.unit0.act2 = SNAKE(dec1.unit0.conv1, dec1.unit0.act2.alpha, dec1.unit0.act2.beta) */
-  float *dec1_unit0_act2 = (float *)(X + 0); /* [(T * 8), 16] */
+  float *dec1_unit0_act2 = (float *)(X + 8192); /* [(T * 8), 16] */
   K->snake(K->ctx, dec1_unit0_conv1, 16, ((const float *)W_dec1_unit0_act2_alpha), ((const float *)W_dec1_unit0_act2_beta), dec1_unit0_act2, 16, (T * 8), 16);
 
   /* dec1.unit0.conv2 = LINEAR(dec1.unit0.act2, dec1.unit0.conv2.w, dec1.unit0.conv2.b) */
-  float *dec1_unit0_conv2 = (float *)(X + 8192); /* [(T * 8), 16] */
+  float *dec1_unit0_conv2 = (float *)(X + 16384); /* [(T * 8), 16] */
   K->linear(K->ctx, SC_W_F32, W_dec1_unit0_conv2_w, (const float *)W_dec1_unit0_conv2_b, dec1_unit0_act2, 16, dec1_unit0_conv2, 16, (T * 8), 16, 16, 0);
 
   /* dec1.unit0.res = ADD(dec1.convt, dec1.unit0.conv2) */
-  float *dec1_unit0_res = (float *)(X + 16384); /* [(T * 8), 16] */
+  float *dec1_unit0_res = (float *)(X + 8192); /* [(T * 8), 16] */
   for (int t = 0; t < (T * 8); t++)
     for (int c = 0; c < 16; c++) {
       const float a = dec1_convt[t * 16 + c];
@@ -1085,7 +1086,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->snake(K->ctx, dec1_unit0_res, 16, ((const float *)W_dec1_unit1_act1_alpha), ((const float *)W_dec1_unit1_act1_beta), dec1_unit1_act1, 16, (T * 8), 16);
 
   /* dec1.unit1.conv1.cols = IM2COL(dec1.unit1.act1, dec1.unit1.conv1.context) */
-  float *dec1_unit1_conv1_cols = (float *)(X + 24576); /* [(T * 8), 112] */
+  float *dec1_unit1_conv1_cols = (float *)(X + 16384); /* [(T * 8), 112] */
   K->im2col(K->ctx, dec1_unit1_act1, 16, S_dec1_unit1_conv1_context, dec1_unit1_conv1_cols, 112, (T * 8), 16, 7, 3);
 
   /* dec1.unit1.conv1 = LINEAR(dec1.unit1.conv1.cols, dec1.unit1.conv1.w, dec1.unit1.conv1.b) */
@@ -1097,11 +1098,11 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->snake(K->ctx, dec1_unit1_conv1, 16, ((const float *)W_dec1_unit1_act2_alpha), ((const float *)W_dec1_unit1_act2_beta), dec1_unit1_act2, 16, (T * 8), 16);
 
   /* dec1.unit1.conv2 = LINEAR(dec1.unit1.act2, dec1.unit1.conv2.w, dec1.unit1.conv2.b) */
-  float *dec1_unit1_conv2 = (float *)(X + 8192); /* [(T * 8), 16] */
+  float *dec1_unit1_conv2 = (float *)(X + 16384); /* [(T * 8), 16] */
   K->linear(K->ctx, SC_W_F32, W_dec1_unit1_conv2_w, (const float *)W_dec1_unit1_conv2_b, dec1_unit1_act2, 16, dec1_unit1_conv2, 16, (T * 8), 16, 16, 0);
 
   /* dec1.unit1.res = ADD(dec1.unit0.res, dec1.unit1.conv2) */
-  float *dec1_unit1_res = (float *)(X + 16384); /* [(T * 8), 16] */
+  float *dec1_unit1_res = (float *)(X + 8192); /* [(T * 8), 16] */
   for (int t = 0; t < (T * 8); t++)
     for (int c = 0; c < 16; c++) {
       const float a = dec1_unit0_res[t * 16 + c];
@@ -1114,7 +1115,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->snake(K->ctx, dec1_unit1_res, 16, ((const float *)W_dec1_unit2_act1_alpha), ((const float *)W_dec1_unit2_act1_beta), dec1_unit2_act1, 16, (T * 8), 16);
 
   /* dec1.unit2.conv1.cols = IM2COL(dec1.unit2.act1, dec1.unit2.conv1.context) */
-  float *dec1_unit2_conv1_cols = (float *)(X + 24576); /* [(T * 8), 112] */
+  float *dec1_unit2_conv1_cols = (float *)(X + 16384); /* [(T * 8), 112] */
   K->im2col(K->ctx, dec1_unit2_act1, 16, S_dec1_unit2_conv1_context, dec1_unit2_conv1_cols, 112, (T * 8), 16, 7, 9);
 
   /* dec1.unit2.conv1 = LINEAR(dec1.unit2.conv1.cols, dec1.unit2.conv1.w, dec1.unit2.conv1.b) */
@@ -1126,11 +1127,11 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->snake(K->ctx, dec1_unit2_conv1, 16, ((const float *)W_dec1_unit2_act2_alpha), ((const float *)W_dec1_unit2_act2_beta), dec1_unit2_act2, 16, (T * 8), 16);
 
   /* dec1.unit2.conv2 = LINEAR(dec1.unit2.act2, dec1.unit2.conv2.w, dec1.unit2.conv2.b) */
-  float *dec1_unit2_conv2 = (float *)(X + 8192); /* [(T * 8), 16] */
+  float *dec1_unit2_conv2 = (float *)(X + 16384); /* [(T * 8), 16] */
   K->linear(K->ctx, SC_W_F32, W_dec1_unit2_conv2_w, (const float *)W_dec1_unit2_conv2_b, dec1_unit2_act2, 16, dec1_unit2_conv2, 16, (T * 8), 16, 16, 0);
 
   /* dec1.unit2.res = ADD(dec1.unit1.res, dec1.unit2.conv2) */
-  float *dec1_unit2_res = (float *)(X + 16384); /* [(T * 8), 16] */
+  float *dec1_unit2_res = (float *)(X + 8192); /* [(T * 8), 16] */
   for (int t = 0; t < (T * 8); t++)
     for (int c = 0; c < 16; c++) {
       const float a = dec1_unit1_res[t * 16 + c];
@@ -1155,20 +1156,23 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   float *dec2_snake = (float *)(X + 0); /* [(T * 8), 16] */
   K->snake(K->ctx, dec1_unit2_res, 16, ((const float *)W_dec2_snake_alpha), ((const float *)W_dec2_snake_beta), dec2_snake, 16, (T * 8), 16);
 
-  /* dec2.convt.taps = LINEAR(dec2.snake, dec2.convt.w) */
-  float *dec2_convt_taps = (float *)(X + 512); /* [(T * 8), 48] */
-  K->linear(K->ctx, SC_W_F32, W_dec2_convt_w, 0, dec2_snake, 16, dec2_convt_taps, 48, (T * 8), 48, 16, 0);
+  /* dec2.convt.phases.cols = IM2COL(dec2.snake, dec2.convt.phases.context) */
+  float *dec2_convt_phases_cols = (float *)(X + 512); /* [(T * 8), 32] */
+  K->im2col(K->ctx, dec2_snake, 16, S_dec2_convt_phases_context, dec2_convt_phases_cols, 32, (T * 8), 16, 2, 1);
 
-  /* dec2.convt = OVERLAP_ADD(dec2.convt.taps, dec2.convt.b, dec2.convt.carry) */
-  float *dec2_convt = (float *)(X + 2048); /* [(T * 24), 8] */
-  K->overlap_add(K->ctx, dec2_convt_taps, 48, ((const float *)W_dec2_convt_b), S_dec2_convt_carry, dec2_convt, 8, (T * 8), 8, 6, 3); /* (T * 24) rows out */
+  /* dec2.convt.phases = LINEAR(dec2.convt.phases.cols, dec2.convt.w, dec2.convt.b) */
+  float *dec2_convt_phases = (float *)(X + 1536); /* [(T * 8), 24] */
+  K->linear(K->ctx, SC_W_F32, W_dec2_convt_w, (const float *)W_dec2_convt_b, dec2_convt_phases_cols, 32, dec2_convt_phases, 24, (T * 8), 24, 32, 0);
+
+  /* dec2.convt = RESHAPE(dec2.convt.phases) */
+  float *dec2_convt = dec2_convt_phases; /* [(T * 24), 8] view: dec2.convt.phases's rows split in 3 */
 
   /* dec2.unit0.act1 = SNAKE(dec2.convt, dec2.unit0.act1.alpha, dec2.unit0.act1.beta) */
   float *dec2_unit0_act1 = (float *)(X + 0); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_convt, 8, ((const float *)W_dec2_unit0_act1_alpha), ((const float *)W_dec2_unit0_act1_beta), dec2_unit0_act1, 8, (T * 24), 8);
 
   /* dec2.unit0.conv1.cols = IM2COL(dec2.unit0.act1, dec2.unit0.conv1.context) */
-  float *dec2_unit0_conv1_cols = (float *)(X + 2816); /* [(T * 24), 56] */
+  float *dec2_unit0_conv1_cols = (float *)(X + 2304); /* [(T * 24), 56] */
   K->im2col(K->ctx, dec2_unit0_act1, 8, S_dec2_unit0_conv1_context, dec2_unit0_conv1_cols, 56, (T * 24), 8, 7, 1);
 
   /* dec2.unit0.conv1 = LINEAR(dec2.unit0.conv1.cols, dec2.unit0.conv1.w, dec2.unit0.conv1.b) */
@@ -1184,7 +1188,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->linear(K->ctx, SC_W_F32, W_dec2_unit0_conv2_w, (const float *)W_dec2_unit0_conv2_b, dec2_unit0_act2, 8, dec2_unit0_conv2, 8, (T * 24), 8, 8, 0);
 
   /* dec2.unit0.res = ADD(dec2.convt, dec2.unit0.conv2) */
-  float *dec2_unit0_res = (float *)(X + 2048); /* [(T * 24), 8] */
+  float *dec2_unit0_res = (float *)(X + 0); /* [(T * 24), 8] */
   for (int t = 0; t < (T * 24); t++)
     for (int c = 0; c < 8; c++) {
       const float a = dec2_convt[t * 8 + c];
@@ -1193,27 +1197,27 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* dec2.unit1.act1 = SNAKE(dec2.unit0.res, dec2.unit1.act1.alpha, dec2.unit1.act1.beta) */
-  float *dec2_unit1_act1 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit1_act1 = (float *)(X + 768); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit0_res, 8, ((const float *)W_dec2_unit1_act1_alpha), ((const float *)W_dec2_unit1_act1_beta), dec2_unit1_act1, 8, (T * 24), 8);
 
   /* dec2.unit1.conv1.cols = IM2COL(dec2.unit1.act1, dec2.unit1.conv1.context) */
-  float *dec2_unit1_conv1_cols = (float *)(X + 2816); /* [(T * 24), 56] */
+  float *dec2_unit1_conv1_cols = (float *)(X + 1536); /* [(T * 24), 56] */
   K->im2col(K->ctx, dec2_unit1_act1, 8, S_dec2_unit1_conv1_context, dec2_unit1_conv1_cols, 56, (T * 24), 8, 7, 3);
 
   /* dec2.unit1.conv1 = LINEAR(dec2.unit1.conv1.cols, dec2.unit1.conv1.w, dec2.unit1.conv1.b) */
-  float *dec2_unit1_conv1 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit1_conv1 = (float *)(X + 768); /* [(T * 24), 8] */
   K->linear(K->ctx, SC_W_F32, W_dec2_unit1_conv1_w, (const float *)W_dec2_unit1_conv1_b, dec2_unit1_conv1_cols, 56, dec2_unit1_conv1, 8, (T * 24), 8, 56, 0);
 
   /* dec2.unit1.act2 = SNAKE(dec2.unit1.conv1, dec2.unit1.act2.alpha, dec2.unit1.act2.beta) */
-  float *dec2_unit1_act2 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit1_act2 = (float *)(X + 768); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit1_conv1, 8, ((const float *)W_dec2_unit1_act2_alpha), ((const float *)W_dec2_unit1_act2_beta), dec2_unit1_act2, 8, (T * 24), 8);
 
   /* dec2.unit1.conv2 = LINEAR(dec2.unit1.act2, dec2.unit1.conv2.w, dec2.unit1.conv2.b) */
-  float *dec2_unit1_conv2 = (float *)(X + 768); /* [(T * 24), 8] */
+  float *dec2_unit1_conv2 = (float *)(X + 1536); /* [(T * 24), 8] */
   K->linear(K->ctx, SC_W_F32, W_dec2_unit1_conv2_w, (const float *)W_dec2_unit1_conv2_b, dec2_unit1_act2, 8, dec2_unit1_conv2, 8, (T * 24), 8, 8, 0);
 
   /* dec2.unit1.res = ADD(dec2.unit0.res, dec2.unit1.conv2) */
-  float *dec2_unit1_res = (float *)(X + 2048); /* [(T * 24), 8] */
+  float *dec2_unit1_res = (float *)(X + 0); /* [(T * 24), 8] */
   for (int t = 0; t < (T * 24); t++)
     for (int c = 0; c < 8; c++) {
       const float a = dec2_unit0_res[t * 8 + c];
@@ -1222,27 +1226,27 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* dec2.unit2.act1 = SNAKE(dec2.unit1.res, dec2.unit2.act1.alpha, dec2.unit2.act1.beta) */
-  float *dec2_unit2_act1 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit2_act1 = (float *)(X + 768); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit1_res, 8, ((const float *)W_dec2_unit2_act1_alpha), ((const float *)W_dec2_unit2_act1_beta), dec2_unit2_act1, 8, (T * 24), 8);
 
   /* dec2.unit2.conv1.cols = IM2COL(dec2.unit2.act1, dec2.unit2.conv1.context) */
-  float *dec2_unit2_conv1_cols = (float *)(X + 2816); /* [(T * 24), 56] */
+  float *dec2_unit2_conv1_cols = (float *)(X + 1536); /* [(T * 24), 56] */
   K->im2col(K->ctx, dec2_unit2_act1, 8, S_dec2_unit2_conv1_context, dec2_unit2_conv1_cols, 56, (T * 24), 8, 7, 9);
 
   /* dec2.unit2.conv1 = LINEAR(dec2.unit2.conv1.cols, dec2.unit2.conv1.w, dec2.unit2.conv1.b) */
-  float *dec2_unit2_conv1 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit2_conv1 = (float *)(X + 768); /* [(T * 24), 8] */
   K->linear(K->ctx, SC_W_F32, W_dec2_unit2_conv1_w, (const float *)W_dec2_unit2_conv1_b, dec2_unit2_conv1_cols, 56, dec2_unit2_conv1, 8, (T * 24), 8, 56, 0);
 
   /* dec2.unit2.act2 = SNAKE(dec2.unit2.conv1, dec2.unit2.act2.alpha, dec2.unit2.act2.beta) */
-  float *dec2_unit2_act2 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit2_act2 = (float *)(X + 768); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit2_conv1, 8, ((const float *)W_dec2_unit2_act2_alpha), ((const float *)W_dec2_unit2_act2_beta), dec2_unit2_act2, 8, (T * 24), 8);
 
   /* dec2.unit2.conv2 = LINEAR(dec2.unit2.act2, dec2.unit2.conv2.w, dec2.unit2.conv2.b) */
-  float *dec2_unit2_conv2 = (float *)(X + 768); /* [(T * 24), 8] */
+  float *dec2_unit2_conv2 = (float *)(X + 1536); /* [(T * 24), 8] */
   K->linear(K->ctx, SC_W_F32, W_dec2_unit2_conv2_w, (const float *)W_dec2_unit2_conv2_b, dec2_unit2_act2, 8, dec2_unit2_conv2, 8, (T * 24), 8, 8, 0);
 
   /* dec2.unit2.res = ADD(dec2.unit1.res, dec2.unit2.conv2) */
-  float *dec2_unit2_res = (float *)(X + 2048); /* [(T * 24), 8] */
+  float *dec2_unit2_res = (float *)(X + 0); /* [(T * 24), 8] */
   for (int t = 0; t < (T * 24); t++)
     for (int c = 0; c < 8; c++) {
       const float a = dec2_unit1_res[t * 8 + c];
@@ -1251,11 +1255,11 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* final.snake = SNAKE(dec2.unit2.res, final.snake.alpha, final.snake.beta) */
-  float *final_snake = (float *)(X + 2048); /* [(T * 24), 8] */
+  float *final_snake = (float *)(X + 0); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit2_res, 8, ((const float *)W_final_snake_alpha), ((const float *)W_final_snake_beta), final_snake, 8, (T * 24), 8);
 
   /* final.conv.cols = IM2COL(final.snake, final.conv.context) */
-  float *final_conv_cols = (float *)(X + 2816); /* [(T * 24), 56] */
+  float *final_conv_cols = (float *)(X + 768); /* [(T * 24), 56] */
   K->im2col(K->ctx, final_snake, 8, S_final_conv_context, final_conv_cols, 56, (T * 24), 8, 7, 1);
 
   /* final.conv = LINEAR(final.conv.cols, final.conv.w, final.conv.b) */
@@ -1280,7 +1284,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
 static const sc_entry entries[] = {
   /* name, fn, input, max_tokens, ids_cols, out_cols, out_all_rows, out_rows_mul, hidden_cols,
    * scratch_bytes */
-  {"audio", entry_audio, SC_IN_IDS, 16, 16, 1, 1, 24, 0, 81920ULL},
+  {"audio", entry_audio, SC_IN_IDS, 16, 16, 1, 1, 24, 0, 73728ULL},
 };
 
 static const sc_tensor_info tensors[] = {
@@ -1322,94 +1326,94 @@ static const sc_tensor_info tensors[] = {
   {"rvq_rest_proj", "decoder.quantizer.rvq_rest.output_proj.weight", SC_W_F32, 1, 32, 16, 107904ULL, 2048ULL},
   {"pre_conv.w", "decoder.pre_conv.conv.weight", SC_W_F32, 1, 24, 96, 109952ULL, 9216ULL},
   {"pre_conv.b", "decoder.pre_conv.conv.bias", SC_W_F32, 1, 1, 24, 119168ULL, 96ULL},
-  {"up0.convt.w", "decoder.upsample.0.0.conv.weight", SC_W_F32, 1, 48, 24, 119296ULL, 4608ULL},
-  {"up0.convt.b", "decoder.upsample.0.0.conv.bias", SC_W_F32, 1, 1, 24, 123904ULL, 96ULL},
-  {"up0.convnext.dw", "decoder.upsample.0.1.dwconv.conv.weight", SC_W_F32, 1, 24, 7, 124032ULL, 672ULL},
-  {"up0.convnext.dw_b", "decoder.upsample.0.1.dwconv.conv.bias", SC_W_F32, 1, 1, 24, 124736ULL, 96ULL},
-  {"up0.convnext.ln_w", "decoder.upsample.0.1.norm.weight", SC_W_F32, 1, 1, 24, 124864ULL, 96ULL},
-  {"up0.convnext.ln_b", "decoder.upsample.0.1.norm.bias", SC_W_F32, 1, 1, 24, 124992ULL, 96ULL},
-  {"up0.convnext.pw1", "decoder.upsample.0.1.pwconv1.weight", SC_W_F32, 1, 96, 24, 125120ULL, 9216ULL},
-  {"up0.convnext.pw1_b", "decoder.upsample.0.1.pwconv1.bias", SC_W_F32, 1, 1, 96, 134336ULL, 384ULL},
-  {"up0.convnext.pw2", "decoder.upsample.0.1.pwconv2.weight", SC_W_F32, 1, 24, 96, 134720ULL, 9216ULL},
-  {"up0.convnext.pw2_b", "decoder.upsample.0.1.pwconv2.bias", SC_W_F32, 1, 1, 24, 143936ULL, 96ULL},
-  {"up0.convnext.gamma", "decoder.upsample.0.1.gamma", SC_W_F32, 1, 1, 24, 144064ULL, 96ULL},
-  {"up1.convt.w", "decoder.upsample.1.0.conv.weight", SC_W_F32, 1, 48, 24, 144192ULL, 4608ULL},
-  {"up1.convt.b", "decoder.upsample.1.0.conv.bias", SC_W_F32, 1, 1, 24, 148800ULL, 96ULL},
-  {"up1.convnext.dw", "decoder.upsample.1.1.dwconv.conv.weight", SC_W_F32, 1, 24, 7, 148928ULL, 672ULL},
-  {"up1.convnext.dw_b", "decoder.upsample.1.1.dwconv.conv.bias", SC_W_F32, 1, 1, 24, 149632ULL, 96ULL},
-  {"up1.convnext.ln_w", "decoder.upsample.1.1.norm.weight", SC_W_F32, 1, 1, 24, 149760ULL, 96ULL},
-  {"up1.convnext.ln_b", "decoder.upsample.1.1.norm.bias", SC_W_F32, 1, 1, 24, 149888ULL, 96ULL},
-  {"up1.convnext.pw1", "decoder.upsample.1.1.pwconv1.weight", SC_W_F32, 1, 96, 24, 150016ULL, 9216ULL},
-  {"up1.convnext.pw1_b", "decoder.upsample.1.1.pwconv1.bias", SC_W_F32, 1, 1, 96, 159232ULL, 384ULL},
-  {"up1.convnext.pw2", "decoder.upsample.1.1.pwconv2.weight", SC_W_F32, 1, 24, 96, 159616ULL, 9216ULL},
-  {"up1.convnext.pw2_b", "decoder.upsample.1.1.pwconv2.bias", SC_W_F32, 1, 1, 24, 168832ULL, 96ULL},
-  {"up1.convnext.gamma", "decoder.upsample.1.1.gamma", SC_W_F32, 1, 1, 24, 168960ULL, 96ULL},
-  {"dec0.w", "decoder.decoder.0.conv.weight", SC_W_F32, 1, 32, 168, 169088ULL, 21504ULL},
-  {"dec0.b", "decoder.decoder.0.conv.bias", SC_W_F32, 1, 1, 32, 190592ULL, 128ULL},
-  {"dec1.snake.alpha", "decoder.decoder.1.block.0.alpha", SC_W_F32, 1, 1, 32, 190720ULL, 128ULL},
-  {"dec1.snake.beta", "decoder.decoder.1.block.0.beta", SC_W_F32, 1, 1, 32, 190848ULL, 128ULL},
-  {"dec1.convt.w", "decoder.decoder.1.block.1.conv.weight", SC_W_F32, 1, 64, 32, 190976ULL, 8192ULL},
-  {"dec1.convt.b", "decoder.decoder.1.block.1.conv.bias", SC_W_F32, 1, 1, 16, 199168ULL, 64ULL},
-  {"dec1.unit0.act1.alpha", "decoder.decoder.1.block.2.act1.alpha", SC_W_F32, 1, 1, 16, 199232ULL, 64ULL},
-  {"dec1.unit0.act1.beta", "decoder.decoder.1.block.2.act1.beta", SC_W_F32, 1, 1, 16, 199296ULL, 64ULL},
-  {"dec1.unit0.conv1.w", "decoder.decoder.1.block.2.conv1.conv.weight", SC_W_F32, 1, 16, 112, 199360ULL, 7168ULL},
-  {"dec1.unit0.conv1.b", "decoder.decoder.1.block.2.conv1.conv.bias", SC_W_F32, 1, 1, 16, 206528ULL, 64ULL},
-  {"dec1.unit0.act2.alpha", "decoder.decoder.1.block.2.act2.alpha", SC_W_F32, 1, 1, 16, 206592ULL, 64ULL},
-  {"dec1.unit0.act2.beta", "decoder.decoder.1.block.2.act2.beta", SC_W_F32, 1, 1, 16, 206656ULL, 64ULL},
-  {"dec1.unit0.conv2.w", "decoder.decoder.1.block.2.conv2.conv.weight", SC_W_F32, 1, 16, 16, 206720ULL, 1024ULL},
-  {"dec1.unit0.conv2.b", "decoder.decoder.1.block.2.conv2.conv.bias", SC_W_F32, 1, 1, 16, 207744ULL, 64ULL},
-  {"dec1.unit1.act1.alpha", "decoder.decoder.1.block.3.act1.alpha", SC_W_F32, 1, 1, 16, 207808ULL, 64ULL},
-  {"dec1.unit1.act1.beta", "decoder.decoder.1.block.3.act1.beta", SC_W_F32, 1, 1, 16, 207872ULL, 64ULL},
-  {"dec1.unit1.conv1.w", "decoder.decoder.1.block.3.conv1.conv.weight", SC_W_F32, 1, 16, 112, 207936ULL, 7168ULL},
-  {"dec1.unit1.conv1.b", "decoder.decoder.1.block.3.conv1.conv.bias", SC_W_F32, 1, 1, 16, 215104ULL, 64ULL},
-  {"dec1.unit1.act2.alpha", "decoder.decoder.1.block.3.act2.alpha", SC_W_F32, 1, 1, 16, 215168ULL, 64ULL},
-  {"dec1.unit1.act2.beta", "decoder.decoder.1.block.3.act2.beta", SC_W_F32, 1, 1, 16, 215232ULL, 64ULL},
-  {"dec1.unit1.conv2.w", "decoder.decoder.1.block.3.conv2.conv.weight", SC_W_F32, 1, 16, 16, 215296ULL, 1024ULL},
-  {"dec1.unit1.conv2.b", "decoder.decoder.1.block.3.conv2.conv.bias", SC_W_F32, 1, 1, 16, 216320ULL, 64ULL},
-  {"dec1.unit2.act1.alpha", "decoder.decoder.1.block.4.act1.alpha", SC_W_F32, 1, 1, 16, 216384ULL, 64ULL},
-  {"dec1.unit2.act1.beta", "decoder.decoder.1.block.4.act1.beta", SC_W_F32, 1, 1, 16, 216448ULL, 64ULL},
-  {"dec1.unit2.conv1.w", "decoder.decoder.1.block.4.conv1.conv.weight", SC_W_F32, 1, 16, 112, 216512ULL, 7168ULL},
-  {"dec1.unit2.conv1.b", "decoder.decoder.1.block.4.conv1.conv.bias", SC_W_F32, 1, 1, 16, 223680ULL, 64ULL},
-  {"dec1.unit2.act2.alpha", "decoder.decoder.1.block.4.act2.alpha", SC_W_F32, 1, 1, 16, 223744ULL, 64ULL},
-  {"dec1.unit2.act2.beta", "decoder.decoder.1.block.4.act2.beta", SC_W_F32, 1, 1, 16, 223808ULL, 64ULL},
-  {"dec1.unit2.conv2.w", "decoder.decoder.1.block.4.conv2.conv.weight", SC_W_F32, 1, 16, 16, 223872ULL, 1024ULL},
-  {"dec1.unit2.conv2.b", "decoder.decoder.1.block.4.conv2.conv.bias", SC_W_F32, 1, 1, 16, 224896ULL, 64ULL},
-  {"dec2.snake.alpha", "decoder.decoder.2.block.0.alpha", SC_W_F32, 1, 1, 16, 224960ULL, 64ULL},
-  {"dec2.snake.beta", "decoder.decoder.2.block.0.beta", SC_W_F32, 1, 1, 16, 225024ULL, 64ULL},
-  {"dec2.convt.w", "decoder.decoder.2.block.1.conv.weight", SC_W_F32, 1, 48, 16, 225088ULL, 3072ULL},
-  {"dec2.convt.b", "decoder.decoder.2.block.1.conv.bias", SC_W_F32, 1, 1, 8, 228160ULL, 32ULL},
-  {"dec2.unit0.act1.alpha", "decoder.decoder.2.block.2.act1.alpha", SC_W_F32, 1, 1, 8, 228224ULL, 32ULL},
-  {"dec2.unit0.act1.beta", "decoder.decoder.2.block.2.act1.beta", SC_W_F32, 1, 1, 8, 228288ULL, 32ULL},
-  {"dec2.unit0.conv1.w", "decoder.decoder.2.block.2.conv1.conv.weight", SC_W_F32, 1, 8, 56, 228352ULL, 1792ULL},
-  {"dec2.unit0.conv1.b", "decoder.decoder.2.block.2.conv1.conv.bias", SC_W_F32, 1, 1, 8, 230144ULL, 32ULL},
-  {"dec2.unit0.act2.alpha", "decoder.decoder.2.block.2.act2.alpha", SC_W_F32, 1, 1, 8, 230208ULL, 32ULL},
-  {"dec2.unit0.act2.beta", "decoder.decoder.2.block.2.act2.beta", SC_W_F32, 1, 1, 8, 230272ULL, 32ULL},
-  {"dec2.unit0.conv2.w", "decoder.decoder.2.block.2.conv2.conv.weight", SC_W_F32, 1, 8, 8, 230336ULL, 256ULL},
-  {"dec2.unit0.conv2.b", "decoder.decoder.2.block.2.conv2.conv.bias", SC_W_F32, 1, 1, 8, 230592ULL, 32ULL},
-  {"dec2.unit1.act1.alpha", "decoder.decoder.2.block.3.act1.alpha", SC_W_F32, 1, 1, 8, 230656ULL, 32ULL},
-  {"dec2.unit1.act1.beta", "decoder.decoder.2.block.3.act1.beta", SC_W_F32, 1, 1, 8, 230720ULL, 32ULL},
-  {"dec2.unit1.conv1.w", "decoder.decoder.2.block.3.conv1.conv.weight", SC_W_F32, 1, 8, 56, 230784ULL, 1792ULL},
-  {"dec2.unit1.conv1.b", "decoder.decoder.2.block.3.conv1.conv.bias", SC_W_F32, 1, 1, 8, 232576ULL, 32ULL},
-  {"dec2.unit1.act2.alpha", "decoder.decoder.2.block.3.act2.alpha", SC_W_F32, 1, 1, 8, 232640ULL, 32ULL},
-  {"dec2.unit1.act2.beta", "decoder.decoder.2.block.3.act2.beta", SC_W_F32, 1, 1, 8, 232704ULL, 32ULL},
-  {"dec2.unit1.conv2.w", "decoder.decoder.2.block.3.conv2.conv.weight", SC_W_F32, 1, 8, 8, 232768ULL, 256ULL},
-  {"dec2.unit1.conv2.b", "decoder.decoder.2.block.3.conv2.conv.bias", SC_W_F32, 1, 1, 8, 233024ULL, 32ULL},
-  {"dec2.unit2.act1.alpha", "decoder.decoder.2.block.4.act1.alpha", SC_W_F32, 1, 1, 8, 233088ULL, 32ULL},
-  {"dec2.unit2.act1.beta", "decoder.decoder.2.block.4.act1.beta", SC_W_F32, 1, 1, 8, 233152ULL, 32ULL},
-  {"dec2.unit2.conv1.w", "decoder.decoder.2.block.4.conv1.conv.weight", SC_W_F32, 1, 8, 56, 233216ULL, 1792ULL},
-  {"dec2.unit2.conv1.b", "decoder.decoder.2.block.4.conv1.conv.bias", SC_W_F32, 1, 1, 8, 235008ULL, 32ULL},
-  {"dec2.unit2.act2.alpha", "decoder.decoder.2.block.4.act2.alpha", SC_W_F32, 1, 1, 8, 235072ULL, 32ULL},
-  {"dec2.unit2.act2.beta", "decoder.decoder.2.block.4.act2.beta", SC_W_F32, 1, 1, 8, 235136ULL, 32ULL},
-  {"dec2.unit2.conv2.w", "decoder.decoder.2.block.4.conv2.conv.weight", SC_W_F32, 1, 8, 8, 235200ULL, 256ULL},
-  {"dec2.unit2.conv2.b", "decoder.decoder.2.block.4.conv2.conv.bias", SC_W_F32, 1, 1, 8, 235456ULL, 32ULL},
-  {"final.snake.alpha", "decoder.decoder.3.alpha", SC_W_F32, 1, 1, 8, 235520ULL, 32ULL},
-  {"final.snake.beta", "decoder.decoder.3.beta", SC_W_F32, 1, 1, 8, 235584ULL, 32ULL},
-  {"final.conv.w", "decoder.decoder.4.conv.weight", SC_W_F32, 1, 1, 56, 235648ULL, 224ULL},
-  {"final.conv.b", "decoder.decoder.4.conv.bias", SC_W_F32, 1, 1, 1, 235904ULL, 4ULL},
-  {"tf.layer0.qkv", "decoder.pre_transformer.layers.0.self_attn.q_proj.weight + decoder.pre_transformer.layers.0.self_attn.k_proj.weight + decoder.pre_transformer.layers.0.self_att", SC_W_F32, 1, 128, 32, 235968ULL, 16384ULL},
-  {"tf.layer0.gateup", "decoder.pre_transformer.layers.0.mlp.gate_proj.weight + decoder.pre_transformer.layers.0.mlp.up_proj.weight", SC_W_F32, 1, 96, 32, 252352ULL, 12288ULL},
-  {"tf.layer1.qkv", "decoder.pre_transformer.layers.1.self_attn.q_proj.weight + decoder.pre_transformer.layers.1.self_attn.k_proj.weight + decoder.pre_transformer.layers.1.self_att", SC_W_F32, 1, 128, 32, 264640ULL, 16384ULL},
-  {"tf.layer1.gateup", "decoder.pre_transformer.layers.1.mlp.gate_proj.weight + decoder.pre_transformer.layers.1.mlp.up_proj.weight", SC_W_F32, 1, 96, 32, 281024ULL, 12288ULL},
+  {"up0.convt.w", "decoder.upsample.0.0.conv.weight as 2 phases", SC_W_F32, 1, 48, 24, 119296ULL, 4608ULL},
+  {"up0.convt.b", "decoder.upsample.0.0.conv.bias x 2", SC_W_F32, 1, 1, 48, 123904ULL, 192ULL},
+  {"up0.convnext.dw", "decoder.upsample.0.1.dwconv.conv.weight", SC_W_F32, 1, 24, 7, 124096ULL, 672ULL},
+  {"up0.convnext.dw_b", "decoder.upsample.0.1.dwconv.conv.bias", SC_W_F32, 1, 1, 24, 124800ULL, 96ULL},
+  {"up0.convnext.ln_w", "decoder.upsample.0.1.norm.weight", SC_W_F32, 1, 1, 24, 124928ULL, 96ULL},
+  {"up0.convnext.ln_b", "decoder.upsample.0.1.norm.bias", SC_W_F32, 1, 1, 24, 125056ULL, 96ULL},
+  {"up0.convnext.pw1", "decoder.upsample.0.1.pwconv1.weight", SC_W_F32, 1, 96, 24, 125184ULL, 9216ULL},
+  {"up0.convnext.pw1_b", "decoder.upsample.0.1.pwconv1.bias", SC_W_F32, 1, 1, 96, 134400ULL, 384ULL},
+  {"up0.convnext.pw2", "decoder.upsample.0.1.pwconv2.weight", SC_W_F32, 1, 24, 96, 134784ULL, 9216ULL},
+  {"up0.convnext.pw2_b", "decoder.upsample.0.1.pwconv2.bias", SC_W_F32, 1, 1, 24, 144000ULL, 96ULL},
+  {"up0.convnext.gamma", "decoder.upsample.0.1.gamma", SC_W_F32, 1, 1, 24, 144128ULL, 96ULL},
+  {"up1.convt.w", "decoder.upsample.1.0.conv.weight as 2 phases", SC_W_F32, 1, 48, 24, 144256ULL, 4608ULL},
+  {"up1.convt.b", "decoder.upsample.1.0.conv.bias x 2", SC_W_F32, 1, 1, 48, 148864ULL, 192ULL},
+  {"up1.convnext.dw", "decoder.upsample.1.1.dwconv.conv.weight", SC_W_F32, 1, 24, 7, 149056ULL, 672ULL},
+  {"up1.convnext.dw_b", "decoder.upsample.1.1.dwconv.conv.bias", SC_W_F32, 1, 1, 24, 149760ULL, 96ULL},
+  {"up1.convnext.ln_w", "decoder.upsample.1.1.norm.weight", SC_W_F32, 1, 1, 24, 149888ULL, 96ULL},
+  {"up1.convnext.ln_b", "decoder.upsample.1.1.norm.bias", SC_W_F32, 1, 1, 24, 150016ULL, 96ULL},
+  {"up1.convnext.pw1", "decoder.upsample.1.1.pwconv1.weight", SC_W_F32, 1, 96, 24, 150144ULL, 9216ULL},
+  {"up1.convnext.pw1_b", "decoder.upsample.1.1.pwconv1.bias", SC_W_F32, 1, 1, 96, 159360ULL, 384ULL},
+  {"up1.convnext.pw2", "decoder.upsample.1.1.pwconv2.weight", SC_W_F32, 1, 24, 96, 159744ULL, 9216ULL},
+  {"up1.convnext.pw2_b", "decoder.upsample.1.1.pwconv2.bias", SC_W_F32, 1, 1, 24, 168960ULL, 96ULL},
+  {"up1.convnext.gamma", "decoder.upsample.1.1.gamma", SC_W_F32, 1, 1, 24, 169088ULL, 96ULL},
+  {"dec0.w", "decoder.decoder.0.conv.weight", SC_W_F32, 1, 32, 168, 169216ULL, 21504ULL},
+  {"dec0.b", "decoder.decoder.0.conv.bias", SC_W_F32, 1, 1, 32, 190720ULL, 128ULL},
+  {"dec1.snake.alpha", "decoder.decoder.1.block.0.alpha", SC_W_F32, 1, 1, 32, 190848ULL, 128ULL},
+  {"dec1.snake.beta", "decoder.decoder.1.block.0.beta", SC_W_F32, 1, 1, 32, 190976ULL, 128ULL},
+  {"dec1.convt.w", "decoder.decoder.1.block.1.conv.weight as 2 phases", SC_W_F32, 1, 32, 64, 191104ULL, 8192ULL},
+  {"dec1.convt.b", "decoder.decoder.1.block.1.conv.bias x 2", SC_W_F32, 1, 1, 32, 199296ULL, 128ULL},
+  {"dec1.unit0.act1.alpha", "decoder.decoder.1.block.2.act1.alpha", SC_W_F32, 1, 1, 16, 199424ULL, 64ULL},
+  {"dec1.unit0.act1.beta", "decoder.decoder.1.block.2.act1.beta", SC_W_F32, 1, 1, 16, 199488ULL, 64ULL},
+  {"dec1.unit0.conv1.w", "decoder.decoder.1.block.2.conv1.conv.weight", SC_W_F32, 1, 16, 112, 199552ULL, 7168ULL},
+  {"dec1.unit0.conv1.b", "decoder.decoder.1.block.2.conv1.conv.bias", SC_W_F32, 1, 1, 16, 206720ULL, 64ULL},
+  {"dec1.unit0.act2.alpha", "decoder.decoder.1.block.2.act2.alpha", SC_W_F32, 1, 1, 16, 206784ULL, 64ULL},
+  {"dec1.unit0.act2.beta", "decoder.decoder.1.block.2.act2.beta", SC_W_F32, 1, 1, 16, 206848ULL, 64ULL},
+  {"dec1.unit0.conv2.w", "decoder.decoder.1.block.2.conv2.conv.weight", SC_W_F32, 1, 16, 16, 206912ULL, 1024ULL},
+  {"dec1.unit0.conv2.b", "decoder.decoder.1.block.2.conv2.conv.bias", SC_W_F32, 1, 1, 16, 207936ULL, 64ULL},
+  {"dec1.unit1.act1.alpha", "decoder.decoder.1.block.3.act1.alpha", SC_W_F32, 1, 1, 16, 208000ULL, 64ULL},
+  {"dec1.unit1.act1.beta", "decoder.decoder.1.block.3.act1.beta", SC_W_F32, 1, 1, 16, 208064ULL, 64ULL},
+  {"dec1.unit1.conv1.w", "decoder.decoder.1.block.3.conv1.conv.weight", SC_W_F32, 1, 16, 112, 208128ULL, 7168ULL},
+  {"dec1.unit1.conv1.b", "decoder.decoder.1.block.3.conv1.conv.bias", SC_W_F32, 1, 1, 16, 215296ULL, 64ULL},
+  {"dec1.unit1.act2.alpha", "decoder.decoder.1.block.3.act2.alpha", SC_W_F32, 1, 1, 16, 215360ULL, 64ULL},
+  {"dec1.unit1.act2.beta", "decoder.decoder.1.block.3.act2.beta", SC_W_F32, 1, 1, 16, 215424ULL, 64ULL},
+  {"dec1.unit1.conv2.w", "decoder.decoder.1.block.3.conv2.conv.weight", SC_W_F32, 1, 16, 16, 215488ULL, 1024ULL},
+  {"dec1.unit1.conv2.b", "decoder.decoder.1.block.3.conv2.conv.bias", SC_W_F32, 1, 1, 16, 216512ULL, 64ULL},
+  {"dec1.unit2.act1.alpha", "decoder.decoder.1.block.4.act1.alpha", SC_W_F32, 1, 1, 16, 216576ULL, 64ULL},
+  {"dec1.unit2.act1.beta", "decoder.decoder.1.block.4.act1.beta", SC_W_F32, 1, 1, 16, 216640ULL, 64ULL},
+  {"dec1.unit2.conv1.w", "decoder.decoder.1.block.4.conv1.conv.weight", SC_W_F32, 1, 16, 112, 216704ULL, 7168ULL},
+  {"dec1.unit2.conv1.b", "decoder.decoder.1.block.4.conv1.conv.bias", SC_W_F32, 1, 1, 16, 223872ULL, 64ULL},
+  {"dec1.unit2.act2.alpha", "decoder.decoder.1.block.4.act2.alpha", SC_W_F32, 1, 1, 16, 223936ULL, 64ULL},
+  {"dec1.unit2.act2.beta", "decoder.decoder.1.block.4.act2.beta", SC_W_F32, 1, 1, 16, 224000ULL, 64ULL},
+  {"dec1.unit2.conv2.w", "decoder.decoder.1.block.4.conv2.conv.weight", SC_W_F32, 1, 16, 16, 224064ULL, 1024ULL},
+  {"dec1.unit2.conv2.b", "decoder.decoder.1.block.4.conv2.conv.bias", SC_W_F32, 1, 1, 16, 225088ULL, 64ULL},
+  {"dec2.snake.alpha", "decoder.decoder.2.block.0.alpha", SC_W_F32, 1, 1, 16, 225152ULL, 64ULL},
+  {"dec2.snake.beta", "decoder.decoder.2.block.0.beta", SC_W_F32, 1, 1, 16, 225216ULL, 64ULL},
+  {"dec2.convt.w", "decoder.decoder.2.block.1.conv.weight as 3 phases", SC_W_F32, 1, 24, 32, 225280ULL, 3072ULL},
+  {"dec2.convt.b", "decoder.decoder.2.block.1.conv.bias x 3", SC_W_F32, 1, 1, 24, 228352ULL, 96ULL},
+  {"dec2.unit0.act1.alpha", "decoder.decoder.2.block.2.act1.alpha", SC_W_F32, 1, 1, 8, 228480ULL, 32ULL},
+  {"dec2.unit0.act1.beta", "decoder.decoder.2.block.2.act1.beta", SC_W_F32, 1, 1, 8, 228544ULL, 32ULL},
+  {"dec2.unit0.conv1.w", "decoder.decoder.2.block.2.conv1.conv.weight", SC_W_F32, 1, 8, 56, 228608ULL, 1792ULL},
+  {"dec2.unit0.conv1.b", "decoder.decoder.2.block.2.conv1.conv.bias", SC_W_F32, 1, 1, 8, 230400ULL, 32ULL},
+  {"dec2.unit0.act2.alpha", "decoder.decoder.2.block.2.act2.alpha", SC_W_F32, 1, 1, 8, 230464ULL, 32ULL},
+  {"dec2.unit0.act2.beta", "decoder.decoder.2.block.2.act2.beta", SC_W_F32, 1, 1, 8, 230528ULL, 32ULL},
+  {"dec2.unit0.conv2.w", "decoder.decoder.2.block.2.conv2.conv.weight", SC_W_F32, 1, 8, 8, 230592ULL, 256ULL},
+  {"dec2.unit0.conv2.b", "decoder.decoder.2.block.2.conv2.conv.bias", SC_W_F32, 1, 1, 8, 230848ULL, 32ULL},
+  {"dec2.unit1.act1.alpha", "decoder.decoder.2.block.3.act1.alpha", SC_W_F32, 1, 1, 8, 230912ULL, 32ULL},
+  {"dec2.unit1.act1.beta", "decoder.decoder.2.block.3.act1.beta", SC_W_F32, 1, 1, 8, 230976ULL, 32ULL},
+  {"dec2.unit1.conv1.w", "decoder.decoder.2.block.3.conv1.conv.weight", SC_W_F32, 1, 8, 56, 231040ULL, 1792ULL},
+  {"dec2.unit1.conv1.b", "decoder.decoder.2.block.3.conv1.conv.bias", SC_W_F32, 1, 1, 8, 232832ULL, 32ULL},
+  {"dec2.unit1.act2.alpha", "decoder.decoder.2.block.3.act2.alpha", SC_W_F32, 1, 1, 8, 232896ULL, 32ULL},
+  {"dec2.unit1.act2.beta", "decoder.decoder.2.block.3.act2.beta", SC_W_F32, 1, 1, 8, 232960ULL, 32ULL},
+  {"dec2.unit1.conv2.w", "decoder.decoder.2.block.3.conv2.conv.weight", SC_W_F32, 1, 8, 8, 233024ULL, 256ULL},
+  {"dec2.unit1.conv2.b", "decoder.decoder.2.block.3.conv2.conv.bias", SC_W_F32, 1, 1, 8, 233280ULL, 32ULL},
+  {"dec2.unit2.act1.alpha", "decoder.decoder.2.block.4.act1.alpha", SC_W_F32, 1, 1, 8, 233344ULL, 32ULL},
+  {"dec2.unit2.act1.beta", "decoder.decoder.2.block.4.act1.beta", SC_W_F32, 1, 1, 8, 233408ULL, 32ULL},
+  {"dec2.unit2.conv1.w", "decoder.decoder.2.block.4.conv1.conv.weight", SC_W_F32, 1, 8, 56, 233472ULL, 1792ULL},
+  {"dec2.unit2.conv1.b", "decoder.decoder.2.block.4.conv1.conv.bias", SC_W_F32, 1, 1, 8, 235264ULL, 32ULL},
+  {"dec2.unit2.act2.alpha", "decoder.decoder.2.block.4.act2.alpha", SC_W_F32, 1, 1, 8, 235328ULL, 32ULL},
+  {"dec2.unit2.act2.beta", "decoder.decoder.2.block.4.act2.beta", SC_W_F32, 1, 1, 8, 235392ULL, 32ULL},
+  {"dec2.unit2.conv2.w", "decoder.decoder.2.block.4.conv2.conv.weight", SC_W_F32, 1, 8, 8, 235456ULL, 256ULL},
+  {"dec2.unit2.conv2.b", "decoder.decoder.2.block.4.conv2.conv.bias", SC_W_F32, 1, 1, 8, 235712ULL, 32ULL},
+  {"final.snake.alpha", "decoder.decoder.3.alpha", SC_W_F32, 1, 1, 8, 235776ULL, 32ULL},
+  {"final.snake.beta", "decoder.decoder.3.beta", SC_W_F32, 1, 1, 8, 235840ULL, 32ULL},
+  {"final.conv.w", "decoder.decoder.4.conv.weight", SC_W_F32, 1, 1, 56, 235904ULL, 224ULL},
+  {"final.conv.b", "decoder.decoder.4.conv.bias", SC_W_F32, 1, 1, 1, 236160ULL, 4ULL},
+  {"tf.layer0.qkv", "decoder.pre_transformer.layers.0.self_attn.q_proj.weight + decoder.pre_transformer.layers.0.self_attn.k_proj.weight + decoder.pre_transformer.layers.0.self_att", SC_W_F32, 1, 128, 32, 236224ULL, 16384ULL},
+  {"tf.layer0.gateup", "decoder.pre_transformer.layers.0.mlp.gate_proj.weight + decoder.pre_transformer.layers.0.mlp.up_proj.weight", SC_W_F32, 1, 96, 32, 252608ULL, 12288ULL},
+  {"tf.layer1.qkv", "decoder.pre_transformer.layers.1.self_attn.q_proj.weight + decoder.pre_transformer.layers.1.self_attn.k_proj.weight + decoder.pre_transformer.layers.1.self_att", SC_W_F32, 1, 128, 32, 264896ULL, 16384ULL},
+  {"tf.layer1.gateup", "decoder.pre_transformer.layers.1.mlp.gate_proj.weight + decoder.pre_transformer.layers.1.mlp.up_proj.weight", SC_W_F32, 1, 96, 32, 281280ULL, 12288ULL},
 };
 
 static const char config_json[] =
@@ -1444,8 +1448,8 @@ static const sc_model_desc desc = {
   "codec", "qwen3_tts_tokenizer_12hz", config_json, 0x64e7ff79405ddd4aULL,
   "0.1.0", "cpu", "",
   64, 32, 2, 64, /* vocab, hidden, layers, max_context */
-  "model.3c280a2b164c4f07.weights", 293312ULL, 0x56c6d38171d635cbULL, 0x58df25b02af7014dULL,
-  20160ULL, /* state bytes */
+  "model.f10c2bd5fee622a1.weights", 293568ULL, 0x32eb40a0e418aadcULL, 0x58df25b02af7014dULL,
+  20096ULL, /* state bytes */
   1, entries, 126, tensors,
 };
 

@@ -61,90 +61,90 @@ static float bf16_to_f32(unsigned short b) {
 #define W_rvq_rest_proj (W + 165248LL) /* f32 [32, 16] decoder.quantizer.rvq_rest.output_proj.weight */
 #define W_pre_conv_w (W + 167296LL) /* f32 [24, 96] decoder.pre_conv.conv.weight */
 #define W_pre_conv_b (W + 176512LL) /* f32 [1, 24] decoder.pre_conv.conv.bias */
-#define W_up0_convt_w (W + 176640LL) /* f32 [48, 24] decoder.upsample.0.0.conv.weight */
-#define W_up0_convt_b (W + 181248LL) /* f32 [1, 24] decoder.upsample.0.0.conv.bias */
-#define W_up0_convnext_dw (W + 181376LL) /* f32 [24, 7] decoder.upsample.0.1.dwconv.conv.weight */
-#define W_up0_convnext_dw_b (W + 182080LL) /* f32 [1, 24] decoder.upsample.0.1.dwconv.conv.bias */
-#define W_up0_convnext_ln_w (W + 182208LL) /* f32 [1, 24] decoder.upsample.0.1.norm.weight */
-#define W_up0_convnext_ln_b (W + 182336LL) /* f32 [1, 24] decoder.upsample.0.1.norm.bias */
-#define W_up0_convnext_pw1 (W + 182464LL) /* f32 [96, 24] decoder.upsample.0.1.pwconv1.weight */
-#define W_up0_convnext_pw1_b (W + 191680LL) /* f32 [1, 96] decoder.upsample.0.1.pwconv1.bias */
-#define W_up0_convnext_pw2 (W + 192064LL) /* f32 [24, 96] decoder.upsample.0.1.pwconv2.weight */
-#define W_up0_convnext_pw2_b (W + 201280LL) /* f32 [1, 24] decoder.upsample.0.1.pwconv2.bias */
-#define W_up0_convnext_gamma (W + 201408LL) /* f32 [1, 24] decoder.upsample.0.1.gamma */
-#define W_up1_convt_w (W + 201536LL) /* f32 [48, 24] decoder.upsample.1.0.conv.weight */
-#define W_up1_convt_b (W + 206144LL) /* f32 [1, 24] decoder.upsample.1.0.conv.bias */
-#define W_up1_convnext_dw (W + 206272LL) /* f32 [24, 7] decoder.upsample.1.1.dwconv.conv.weight */
-#define W_up1_convnext_dw_b (W + 206976LL) /* f32 [1, 24] decoder.upsample.1.1.dwconv.conv.bias */
-#define W_up1_convnext_ln_w (W + 207104LL) /* f32 [1, 24] decoder.upsample.1.1.norm.weight */
-#define W_up1_convnext_ln_b (W + 207232LL) /* f32 [1, 24] decoder.upsample.1.1.norm.bias */
-#define W_up1_convnext_pw1 (W + 207360LL) /* f32 [96, 24] decoder.upsample.1.1.pwconv1.weight */
-#define W_up1_convnext_pw1_b (W + 216576LL) /* f32 [1, 96] decoder.upsample.1.1.pwconv1.bias */
-#define W_up1_convnext_pw2 (W + 216960LL) /* f32 [24, 96] decoder.upsample.1.1.pwconv2.weight */
-#define W_up1_convnext_pw2_b (W + 226176LL) /* f32 [1, 24] decoder.upsample.1.1.pwconv2.bias */
-#define W_up1_convnext_gamma (W + 226304LL) /* f32 [1, 24] decoder.upsample.1.1.gamma */
-#define W_dec0_w (W + 226432LL) /* f32 [32, 168] decoder.decoder.0.conv.weight */
-#define W_dec0_b (W + 247936LL) /* f32 [1, 32] decoder.decoder.0.conv.bias */
-#define W_dec1_snake_alpha (W + 248064LL) /* f32 [1, 32] decoder.decoder.1.block.0.alpha */
-#define W_dec1_snake_beta (W + 248192LL) /* f32 [1, 32] decoder.decoder.1.block.0.beta */
-#define W_dec1_convt_w (W + 248320LL) /* f32 [64, 32] decoder.decoder.1.block.1.conv.weight */
-#define W_dec1_convt_b (W + 256512LL) /* f32 [1, 16] decoder.decoder.1.block.1.conv.bias */
-#define W_dec1_unit0_act1_alpha (W + 256576LL) /* f32 [1, 16] decoder.decoder.1.block.2.act1.alpha */
-#define W_dec1_unit0_act1_beta (W + 256640LL) /* f32 [1, 16] decoder.decoder.1.block.2.act1.beta */
-#define W_dec1_unit0_conv1_w (W + 256704LL) /* f32 [16, 112] decoder.decoder.1.block.2.conv1.conv.weight */
-#define W_dec1_unit0_conv1_b (W + 263872LL) /* f32 [1, 16] decoder.decoder.1.block.2.conv1.conv.bias */
-#define W_dec1_unit0_act2_alpha (W + 263936LL) /* f32 [1, 16] decoder.decoder.1.block.2.act2.alpha */
-#define W_dec1_unit0_act2_beta (W + 264000LL) /* f32 [1, 16] decoder.decoder.1.block.2.act2.beta */
-#define W_dec1_unit0_conv2_w (W + 264064LL) /* f32 [16, 16] decoder.decoder.1.block.2.conv2.conv.weight */
-#define W_dec1_unit0_conv2_b (W + 265088LL) /* f32 [1, 16] decoder.decoder.1.block.2.conv2.conv.bias */
-#define W_dec1_unit1_act1_alpha (W + 265152LL) /* f32 [1, 16] decoder.decoder.1.block.3.act1.alpha */
-#define W_dec1_unit1_act1_beta (W + 265216LL) /* f32 [1, 16] decoder.decoder.1.block.3.act1.beta */
-#define W_dec1_unit1_conv1_w (W + 265280LL) /* f32 [16, 112] decoder.decoder.1.block.3.conv1.conv.weight */
-#define W_dec1_unit1_conv1_b (W + 272448LL) /* f32 [1, 16] decoder.decoder.1.block.3.conv1.conv.bias */
-#define W_dec1_unit1_act2_alpha (W + 272512LL) /* f32 [1, 16] decoder.decoder.1.block.3.act2.alpha */
-#define W_dec1_unit1_act2_beta (W + 272576LL) /* f32 [1, 16] decoder.decoder.1.block.3.act2.beta */
-#define W_dec1_unit1_conv2_w (W + 272640LL) /* f32 [16, 16] decoder.decoder.1.block.3.conv2.conv.weight */
-#define W_dec1_unit1_conv2_b (W + 273664LL) /* f32 [1, 16] decoder.decoder.1.block.3.conv2.conv.bias */
-#define W_dec1_unit2_act1_alpha (W + 273728LL) /* f32 [1, 16] decoder.decoder.1.block.4.act1.alpha */
-#define W_dec1_unit2_act1_beta (W + 273792LL) /* f32 [1, 16] decoder.decoder.1.block.4.act1.beta */
-#define W_dec1_unit2_conv1_w (W + 273856LL) /* f32 [16, 112] decoder.decoder.1.block.4.conv1.conv.weight */
-#define W_dec1_unit2_conv1_b (W + 281024LL) /* f32 [1, 16] decoder.decoder.1.block.4.conv1.conv.bias */
-#define W_dec1_unit2_act2_alpha (W + 281088LL) /* f32 [1, 16] decoder.decoder.1.block.4.act2.alpha */
-#define W_dec1_unit2_act2_beta (W + 281152LL) /* f32 [1, 16] decoder.decoder.1.block.4.act2.beta */
-#define W_dec1_unit2_conv2_w (W + 281216LL) /* f32 [16, 16] decoder.decoder.1.block.4.conv2.conv.weight */
-#define W_dec1_unit2_conv2_b (W + 282240LL) /* f32 [1, 16] decoder.decoder.1.block.4.conv2.conv.bias */
-#define W_dec2_snake_alpha (W + 282304LL) /* f32 [1, 16] decoder.decoder.2.block.0.alpha */
-#define W_dec2_snake_beta (W + 282368LL) /* f32 [1, 16] decoder.decoder.2.block.0.beta */
-#define W_dec2_convt_w (W + 282432LL) /* f32 [48, 16] decoder.decoder.2.block.1.conv.weight */
-#define W_dec2_convt_b (W + 285504LL) /* f32 [1, 8] decoder.decoder.2.block.1.conv.bias */
-#define W_dec2_unit0_act1_alpha (W + 285568LL) /* f32 [1, 8] decoder.decoder.2.block.2.act1.alpha */
-#define W_dec2_unit0_act1_beta (W + 285632LL) /* f32 [1, 8] decoder.decoder.2.block.2.act1.beta */
-#define W_dec2_unit0_conv1_w (W + 285696LL) /* f32 [8, 56] decoder.decoder.2.block.2.conv1.conv.weight */
-#define W_dec2_unit0_conv1_b (W + 287488LL) /* f32 [1, 8] decoder.decoder.2.block.2.conv1.conv.bias */
-#define W_dec2_unit0_act2_alpha (W + 287552LL) /* f32 [1, 8] decoder.decoder.2.block.2.act2.alpha */
-#define W_dec2_unit0_act2_beta (W + 287616LL) /* f32 [1, 8] decoder.decoder.2.block.2.act2.beta */
-#define W_dec2_unit0_conv2_w (W + 287680LL) /* f32 [8, 8] decoder.decoder.2.block.2.conv2.conv.weight */
-#define W_dec2_unit0_conv2_b (W + 287936LL) /* f32 [1, 8] decoder.decoder.2.block.2.conv2.conv.bias */
-#define W_dec2_unit1_act1_alpha (W + 288000LL) /* f32 [1, 8] decoder.decoder.2.block.3.act1.alpha */
-#define W_dec2_unit1_act1_beta (W + 288064LL) /* f32 [1, 8] decoder.decoder.2.block.3.act1.beta */
-#define W_dec2_unit1_conv1_w (W + 288128LL) /* f32 [8, 56] decoder.decoder.2.block.3.conv1.conv.weight */
-#define W_dec2_unit1_conv1_b (W + 289920LL) /* f32 [1, 8] decoder.decoder.2.block.3.conv1.conv.bias */
-#define W_dec2_unit1_act2_alpha (W + 289984LL) /* f32 [1, 8] decoder.decoder.2.block.3.act2.alpha */
-#define W_dec2_unit1_act2_beta (W + 290048LL) /* f32 [1, 8] decoder.decoder.2.block.3.act2.beta */
-#define W_dec2_unit1_conv2_w (W + 290112LL) /* f32 [8, 8] decoder.decoder.2.block.3.conv2.conv.weight */
-#define W_dec2_unit1_conv2_b (W + 290368LL) /* f32 [1, 8] decoder.decoder.2.block.3.conv2.conv.bias */
-#define W_dec2_unit2_act1_alpha (W + 290432LL) /* f32 [1, 8] decoder.decoder.2.block.4.act1.alpha */
-#define W_dec2_unit2_act1_beta (W + 290496LL) /* f32 [1, 8] decoder.decoder.2.block.4.act1.beta */
-#define W_dec2_unit2_conv1_w (W + 290560LL) /* f32 [8, 56] decoder.decoder.2.block.4.conv1.conv.weight */
-#define W_dec2_unit2_conv1_b (W + 292352LL) /* f32 [1, 8] decoder.decoder.2.block.4.conv1.conv.bias */
-#define W_dec2_unit2_act2_alpha (W + 292416LL) /* f32 [1, 8] decoder.decoder.2.block.4.act2.alpha */
-#define W_dec2_unit2_act2_beta (W + 292480LL) /* f32 [1, 8] decoder.decoder.2.block.4.act2.beta */
-#define W_dec2_unit2_conv2_w (W + 292544LL) /* f32 [8, 8] decoder.decoder.2.block.4.conv2.conv.weight */
-#define W_dec2_unit2_conv2_b (W + 292800LL) /* f32 [1, 8] decoder.decoder.2.block.4.conv2.conv.bias */
-#define W_final_snake_alpha (W + 292864LL) /* f32 [1, 8] decoder.decoder.3.alpha */
-#define W_final_snake_beta (W + 292928LL) /* f32 [1, 8] decoder.decoder.3.beta */
-#define W_final_conv_w (W + 292992LL) /* f32 [1, 56] decoder.decoder.4.conv.weight */
-#define W_final_conv_b (W + 293248LL) /* f32 [1, 1] decoder.decoder.4.conv.bias */
+#define W_up0_convt_w (W + 176640LL) /* f32 [48, 24] decoder.upsample.0.0.conv.weight as 2 phases */
+#define W_up0_convt_b (W + 181248LL) /* f32 [1, 48] decoder.upsample.0.0.conv.bias x 2 */
+#define W_up0_convnext_dw (W + 181440LL) /* f32 [24, 7] decoder.upsample.0.1.dwconv.conv.weight */
+#define W_up0_convnext_dw_b (W + 182144LL) /* f32 [1, 24] decoder.upsample.0.1.dwconv.conv.bias */
+#define W_up0_convnext_ln_w (W + 182272LL) /* f32 [1, 24] decoder.upsample.0.1.norm.weight */
+#define W_up0_convnext_ln_b (W + 182400LL) /* f32 [1, 24] decoder.upsample.0.1.norm.bias */
+#define W_up0_convnext_pw1 (W + 182528LL) /* f32 [96, 24] decoder.upsample.0.1.pwconv1.weight */
+#define W_up0_convnext_pw1_b (W + 191744LL) /* f32 [1, 96] decoder.upsample.0.1.pwconv1.bias */
+#define W_up0_convnext_pw2 (W + 192128LL) /* f32 [24, 96] decoder.upsample.0.1.pwconv2.weight */
+#define W_up0_convnext_pw2_b (W + 201344LL) /* f32 [1, 24] decoder.upsample.0.1.pwconv2.bias */
+#define W_up0_convnext_gamma (W + 201472LL) /* f32 [1, 24] decoder.upsample.0.1.gamma */
+#define W_up1_convt_w (W + 201600LL) /* f32 [48, 24] decoder.upsample.1.0.conv.weight as 2 phases */
+#define W_up1_convt_b (W + 206208LL) /* f32 [1, 48] decoder.upsample.1.0.conv.bias x 2 */
+#define W_up1_convnext_dw (W + 206400LL) /* f32 [24, 7] decoder.upsample.1.1.dwconv.conv.weight */
+#define W_up1_convnext_dw_b (W + 207104LL) /* f32 [1, 24] decoder.upsample.1.1.dwconv.conv.bias */
+#define W_up1_convnext_ln_w (W + 207232LL) /* f32 [1, 24] decoder.upsample.1.1.norm.weight */
+#define W_up1_convnext_ln_b (W + 207360LL) /* f32 [1, 24] decoder.upsample.1.1.norm.bias */
+#define W_up1_convnext_pw1 (W + 207488LL) /* f32 [96, 24] decoder.upsample.1.1.pwconv1.weight */
+#define W_up1_convnext_pw1_b (W + 216704LL) /* f32 [1, 96] decoder.upsample.1.1.pwconv1.bias */
+#define W_up1_convnext_pw2 (W + 217088LL) /* f32 [24, 96] decoder.upsample.1.1.pwconv2.weight */
+#define W_up1_convnext_pw2_b (W + 226304LL) /* f32 [1, 24] decoder.upsample.1.1.pwconv2.bias */
+#define W_up1_convnext_gamma (W + 226432LL) /* f32 [1, 24] decoder.upsample.1.1.gamma */
+#define W_dec0_w (W + 226560LL) /* f32 [32, 168] decoder.decoder.0.conv.weight */
+#define W_dec0_b (W + 248064LL) /* f32 [1, 32] decoder.decoder.0.conv.bias */
+#define W_dec1_snake_alpha (W + 248192LL) /* f32 [1, 32] decoder.decoder.1.block.0.alpha */
+#define W_dec1_snake_beta (W + 248320LL) /* f32 [1, 32] decoder.decoder.1.block.0.beta */
+#define W_dec1_convt_w (W + 248448LL) /* f32 [32, 64] decoder.decoder.1.block.1.conv.weight as 2 phases */
+#define W_dec1_convt_b (W + 256640LL) /* f32 [1, 32] decoder.decoder.1.block.1.conv.bias x 2 */
+#define W_dec1_unit0_act1_alpha (W + 256768LL) /* f32 [1, 16] decoder.decoder.1.block.2.act1.alpha */
+#define W_dec1_unit0_act1_beta (W + 256832LL) /* f32 [1, 16] decoder.decoder.1.block.2.act1.beta */
+#define W_dec1_unit0_conv1_w (W + 256896LL) /* f32 [16, 112] decoder.decoder.1.block.2.conv1.conv.weight */
+#define W_dec1_unit0_conv1_b (W + 264064LL) /* f32 [1, 16] decoder.decoder.1.block.2.conv1.conv.bias */
+#define W_dec1_unit0_act2_alpha (W + 264128LL) /* f32 [1, 16] decoder.decoder.1.block.2.act2.alpha */
+#define W_dec1_unit0_act2_beta (W + 264192LL) /* f32 [1, 16] decoder.decoder.1.block.2.act2.beta */
+#define W_dec1_unit0_conv2_w (W + 264256LL) /* f32 [16, 16] decoder.decoder.1.block.2.conv2.conv.weight */
+#define W_dec1_unit0_conv2_b (W + 265280LL) /* f32 [1, 16] decoder.decoder.1.block.2.conv2.conv.bias */
+#define W_dec1_unit1_act1_alpha (W + 265344LL) /* f32 [1, 16] decoder.decoder.1.block.3.act1.alpha */
+#define W_dec1_unit1_act1_beta (W + 265408LL) /* f32 [1, 16] decoder.decoder.1.block.3.act1.beta */
+#define W_dec1_unit1_conv1_w (W + 265472LL) /* f32 [16, 112] decoder.decoder.1.block.3.conv1.conv.weight */
+#define W_dec1_unit1_conv1_b (W + 272640LL) /* f32 [1, 16] decoder.decoder.1.block.3.conv1.conv.bias */
+#define W_dec1_unit1_act2_alpha (W + 272704LL) /* f32 [1, 16] decoder.decoder.1.block.3.act2.alpha */
+#define W_dec1_unit1_act2_beta (W + 272768LL) /* f32 [1, 16] decoder.decoder.1.block.3.act2.beta */
+#define W_dec1_unit1_conv2_w (W + 272832LL) /* f32 [16, 16] decoder.decoder.1.block.3.conv2.conv.weight */
+#define W_dec1_unit1_conv2_b (W + 273856LL) /* f32 [1, 16] decoder.decoder.1.block.3.conv2.conv.bias */
+#define W_dec1_unit2_act1_alpha (W + 273920LL) /* f32 [1, 16] decoder.decoder.1.block.4.act1.alpha */
+#define W_dec1_unit2_act1_beta (W + 273984LL) /* f32 [1, 16] decoder.decoder.1.block.4.act1.beta */
+#define W_dec1_unit2_conv1_w (W + 274048LL) /* f32 [16, 112] decoder.decoder.1.block.4.conv1.conv.weight */
+#define W_dec1_unit2_conv1_b (W + 281216LL) /* f32 [1, 16] decoder.decoder.1.block.4.conv1.conv.bias */
+#define W_dec1_unit2_act2_alpha (W + 281280LL) /* f32 [1, 16] decoder.decoder.1.block.4.act2.alpha */
+#define W_dec1_unit2_act2_beta (W + 281344LL) /* f32 [1, 16] decoder.decoder.1.block.4.act2.beta */
+#define W_dec1_unit2_conv2_w (W + 281408LL) /* f32 [16, 16] decoder.decoder.1.block.4.conv2.conv.weight */
+#define W_dec1_unit2_conv2_b (W + 282432LL) /* f32 [1, 16] decoder.decoder.1.block.4.conv2.conv.bias */
+#define W_dec2_snake_alpha (W + 282496LL) /* f32 [1, 16] decoder.decoder.2.block.0.alpha */
+#define W_dec2_snake_beta (W + 282560LL) /* f32 [1, 16] decoder.decoder.2.block.0.beta */
+#define W_dec2_convt_w (W + 282624LL) /* f32 [24, 32] decoder.decoder.2.block.1.conv.weight as 3 phases */
+#define W_dec2_convt_b (W + 285696LL) /* f32 [1, 24] decoder.decoder.2.block.1.conv.bias x 3 */
+#define W_dec2_unit0_act1_alpha (W + 285824LL) /* f32 [1, 8] decoder.decoder.2.block.2.act1.alpha */
+#define W_dec2_unit0_act1_beta (W + 285888LL) /* f32 [1, 8] decoder.decoder.2.block.2.act1.beta */
+#define W_dec2_unit0_conv1_w (W + 285952LL) /* f32 [8, 56] decoder.decoder.2.block.2.conv1.conv.weight */
+#define W_dec2_unit0_conv1_b (W + 287744LL) /* f32 [1, 8] decoder.decoder.2.block.2.conv1.conv.bias */
+#define W_dec2_unit0_act2_alpha (W + 287808LL) /* f32 [1, 8] decoder.decoder.2.block.2.act2.alpha */
+#define W_dec2_unit0_act2_beta (W + 287872LL) /* f32 [1, 8] decoder.decoder.2.block.2.act2.beta */
+#define W_dec2_unit0_conv2_w (W + 287936LL) /* f32 [8, 8] decoder.decoder.2.block.2.conv2.conv.weight */
+#define W_dec2_unit0_conv2_b (W + 288192LL) /* f32 [1, 8] decoder.decoder.2.block.2.conv2.conv.bias */
+#define W_dec2_unit1_act1_alpha (W + 288256LL) /* f32 [1, 8] decoder.decoder.2.block.3.act1.alpha */
+#define W_dec2_unit1_act1_beta (W + 288320LL) /* f32 [1, 8] decoder.decoder.2.block.3.act1.beta */
+#define W_dec2_unit1_conv1_w (W + 288384LL) /* f32 [8, 56] decoder.decoder.2.block.3.conv1.conv.weight */
+#define W_dec2_unit1_conv1_b (W + 290176LL) /* f32 [1, 8] decoder.decoder.2.block.3.conv1.conv.bias */
+#define W_dec2_unit1_act2_alpha (W + 290240LL) /* f32 [1, 8] decoder.decoder.2.block.3.act2.alpha */
+#define W_dec2_unit1_act2_beta (W + 290304LL) /* f32 [1, 8] decoder.decoder.2.block.3.act2.beta */
+#define W_dec2_unit1_conv2_w (W + 290368LL) /* f32 [8, 8] decoder.decoder.2.block.3.conv2.conv.weight */
+#define W_dec2_unit1_conv2_b (W + 290624LL) /* f32 [1, 8] decoder.decoder.2.block.3.conv2.conv.bias */
+#define W_dec2_unit2_act1_alpha (W + 290688LL) /* f32 [1, 8] decoder.decoder.2.block.4.act1.alpha */
+#define W_dec2_unit2_act1_beta (W + 290752LL) /* f32 [1, 8] decoder.decoder.2.block.4.act1.beta */
+#define W_dec2_unit2_conv1_w (W + 290816LL) /* f32 [8, 56] decoder.decoder.2.block.4.conv1.conv.weight */
+#define W_dec2_unit2_conv1_b (W + 292608LL) /* f32 [1, 8] decoder.decoder.2.block.4.conv1.conv.bias */
+#define W_dec2_unit2_act2_alpha (W + 292672LL) /* f32 [1, 8] decoder.decoder.2.block.4.act2.alpha */
+#define W_dec2_unit2_act2_beta (W + 292736LL) /* f32 [1, 8] decoder.decoder.2.block.4.act2.beta */
+#define W_dec2_unit2_conv2_w (W + 292800LL) /* f32 [8, 8] decoder.decoder.2.block.4.conv2.conv.weight */
+#define W_dec2_unit2_conv2_b (W + 293056LL) /* f32 [1, 8] decoder.decoder.2.block.4.conv2.conv.bias */
+#define W_final_snake_alpha (W + 293120LL) /* f32 [1, 8] decoder.decoder.3.alpha */
+#define W_final_snake_beta (W + 293184LL) /* f32 [1, 8] decoder.decoder.3.beta */
+#define W_final_conv_w (W + 293248LL) /* f32 [1, 56] decoder.decoder.4.conv.weight */
+#define W_final_conv_b (W + 293504LL) /* f32 [1, 1] decoder.decoder.4.conv.bias */
 
 /* Session state: byte offsets in the state block. */
 #define S_tf_layer0_k_cache ((float *)(S + 0LL)) /* f32 [20, 32] */
@@ -155,21 +155,21 @@ static float bf16_to_f32(unsigned short b) {
 #define S_up0_convnext_context ((float *)(S + 10496LL)) /* f32 [6, 24] */
 #define S_up1_convnext_context ((float *)(S + 11072LL)) /* f32 [6, 24] */
 #define S_dec0_context ((float *)(S + 11648LL)) /* f32 [6, 24] */
-#define S_dec1_convt_carry ((float *)(S + 12224LL)) /* f32 [2, 16] */
+#define S_dec1_convt_phases_context ((float *)(S + 12224LL)) /* f32 [1, 32] */
 #define S_dec1_unit0_conv1_context ((float *)(S + 12352LL)) /* f32 [6, 16] */
 #define S_dec1_unit1_conv1_context ((float *)(S + 12736LL)) /* f32 [18, 16] */
 #define S_dec1_unit2_conv1_context ((float *)(S + 13888LL)) /* f32 [54, 16] */
-#define S_dec2_convt_carry ((float *)(S + 17344LL)) /* f32 [3, 8] */
-#define S_dec2_unit0_conv1_context ((float *)(S + 17472LL)) /* f32 [6, 8] */
-#define S_dec2_unit1_conv1_context ((float *)(S + 17664LL)) /* f32 [18, 8] */
-#define S_dec2_unit2_conv1_context ((float *)(S + 18240LL)) /* f32 [54, 8] */
-#define S_final_conv_context ((float *)(S + 19968LL)) /* f32 [6, 8] */
+#define S_dec2_convt_phases_context ((float *)(S + 17344LL)) /* f32 [1, 16] */
+#define S_dec2_unit0_conv1_context ((float *)(S + 17408LL)) /* f32 [6, 8] */
+#define S_dec2_unit1_conv1_context ((float *)(S + 17600LL)) /* f32 [18, 8] */
+#define S_dec2_unit2_conv1_context ((float *)(S + 18176LL)) /* f32 [54, 8] */
+#define S_final_conv_context ((float *)(S + 19904LL)) /* f32 [6, 8] */
 
 /* Avoid unused-function warnings when no bf16 weight is read. */
 typedef float (*sc_bf16_fn)(unsigned short);
 static const sc_bf16_fn sc_bf16_keep = bf16_to_f32;
 
-/* audio: T <= 16 tokens per call; scratch 81920 bytes */
+/* audio: T <= 16 tokens per call; scratch 73728 bytes */
 static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned char *S,
     unsigned char *X, const sc_io *io) {
   const int T = io->n;
@@ -996,20 +996,19 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   float *tf_output_proj = (float *)(X + 0); /* [T, 24] */
   K->linear(K->ctx, SC_W_F32, W_tf_output_proj, (const float *)W_tf_output_proj_b, tf_norm, 32, tf_output_proj, 24, T, 24, 32, 0);
 
-  /* up0.convt.taps = LINEAR(tf.output_proj, up0.convt.w) */
-  float *up0_convt_taps = (float *)(X + 1536); /* [T, 48] */
-  K->linear(K->ctx, SC_W_F32, W_up0_convt_w, 0, tf_output_proj, 24, up0_convt_taps, 48, T, 48, 24, 0);
+  /* up0.convt.phases = LINEAR(tf.output_proj, up0.convt.w, up0.convt.b) */
+  float *up0_convt_phases = (float *)(X + 1536); /* [T, 48] */
+  K->linear(K->ctx, SC_W_F32, W_up0_convt_w, (const float *)W_up0_convt_b, tf_output_proj, 24, up0_convt_phases, 48, T, 48, 24, 0);
 
-  /* up0.convt = OVERLAP_ADD(up0.convt.taps, up0.convt.b) */
-  float *up0_convt = (float *)(X + 4608); /* [(T * 2), 24] */
-  K->overlap_add(K->ctx, up0_convt_taps, 48, ((const float *)W_up0_convt_b), 0, up0_convt, 24, T, 24, 2, 2); /* (T * 2) rows out */
+  /* up0.convt = RESHAPE(up0.convt.phases) */
+  float *up0_convt = up0_convt_phases; /* [(T * 2), 24] view: up0.convt.phases's rows split in 2 */
 
   /* up0.convnext.dw = DWCONV(up0.convt, up0.convnext.dw, up0.convnext.context, up0.convnext.dw_b) */
-  float *up0_convnext_dw = (float *)(X + 0); /* [(T * 2), 24] */
+  float *up0_convnext_dw = (float *)(X + 4608); /* [(T * 2), 24] */
   K->dwconv(K->ctx, up0_convt, 24, ((const float *)W_up0_convnext_dw), ((const float *)W_up0_convnext_dw_b), S_up0_convnext_context, up0_convnext_dw, 24, (T * 2), 24, 7, 1);
 
   /* up0.convnext.ln = LAYERNORM(up0.convnext.dw, up0.convnext.ln_w, up0.convnext.ln_b) */
-  float *up0_convnext_ln = (float *)(X + 0); /* [(T * 2), 24] */
+  float *up0_convnext_ln = (float *)(X + 4608); /* [(T * 2), 24] */
   K->layernorm(K->ctx, up0_convnext_dw, 24, ((const float *)W_up0_convnext_ln_w), ((const float *)W_up0_convnext_ln_b), 9.99999997e-07f, up0_convnext_ln, 24, (T * 2), 24);
 
   /* up0.convnext.pw1 = LINEAR(up0.convnext.ln, up0.convnext.pw1, up0.convnext.pw1_b) */
@@ -1025,11 +1024,11 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* up0.convnext.pw2 = LINEAR(up0.convnext.gelu, up0.convnext.pw2, up0.convnext.pw2_b) */
-  float *up0_convnext_pw2 = (float *)(X + 0); /* [(T * 2), 24] */
+  float *up0_convnext_pw2 = (float *)(X + 4608); /* [(T * 2), 24] */
   K->linear(K->ctx, SC_W_F32, W_up0_convnext_pw2, (const float *)W_up0_convnext_pw2_b, up0_convnext_gelu, 96, up0_convnext_pw2, 24, (T * 2), 24, 96, 0);
 
   /* up0.convnext.scaled = MUL(up0.convnext.pw2, up0.convnext.gamma) */
-  float *up0_convnext_scaled = (float *)(X + 0); /* [(T * 2), 24] */
+  float *up0_convnext_scaled = (float *)(X + 4608); /* [(T * 2), 24] */
   for (int t = 0; t < (T * 2); t++)
     for (int c = 0; c < 24; c++) {
       const float a = up0_convnext_pw2[t * 24 + c];
@@ -1038,7 +1037,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* up0.convnext.res = ADD(up0.convt, up0.convnext.scaled) */
-  float *up0_convnext_res = (float *)(X + 4608); /* [(T * 2), 24] */
+  float *up0_convnext_res = (float *)(X + 7680); /* [(T * 2), 24] */
   for (int t = 0; t < (T * 2); t++)
     for (int c = 0; c < 24; c++) {
       const float a = up0_convt[t * 24 + c];
@@ -1046,13 +1045,12 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
       up0_convnext_res[t * 24 + c] = a + b;
     }
 
-  /* up1.convt.taps = LINEAR(up0.convnext.res, up1.convt.w) */
-  float *up1_convt_taps = (float *)(X + 7680); /* [(T * 2), 48] */
-  K->linear(K->ctx, SC_W_F32, W_up1_convt_w, 0, up0_convnext_res, 24, up1_convt_taps, 48, (T * 2), 48, 24, 0);
+  /* up1.convt.phases = LINEAR(up0.convnext.res, up1.convt.w, up1.convt.b) */
+  float *up1_convt_phases = (float *)(X + 0); /* [(T * 2), 48] */
+  K->linear(K->ctx, SC_W_F32, W_up1_convt_w, (const float *)W_up1_convt_b, up0_convnext_res, 24, up1_convt_phases, 48, (T * 2), 48, 24, 0);
 
-  /* up1.convt = OVERLAP_ADD(up1.convt.taps, up1.convt.b) */
-  float *up1_convt = (float *)(X + 0); /* [(T * 4), 24] */
-  K->overlap_add(K->ctx, up1_convt_taps, 48, ((const float *)W_up1_convt_b), 0, up1_convt, 24, (T * 2), 24, 2, 2); /* (T * 4) rows out */
+  /* up1.convt = RESHAPE(up1.convt.phases) */
+  float *up1_convt = up1_convt_phases; /* [(T * 4), 24] view: up1.convt.phases's rows split in 2 */
 
   /* up1.convnext.dw = DWCONV(up1.convt, up1.convnext.dw, up1.convnext.context, up1.convnext.dw_b) */
   float *up1_convnext_dw = (float *)(X + 6144); /* [(T * 4), 24] */
@@ -1088,7 +1086,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* up1.convnext.res = ADD(up1.convt, up1.convnext.scaled) */
-  float *up1_convnext_res = (float *)(X + 0); /* [(T * 4), 24] */
+  float *up1_convnext_res = (float *)(X + 12288); /* [(T * 4), 24] */
   for (int t = 0; t < (T * 4); t++)
     for (int c = 0; c < 24; c++) {
       const float a = up1_convt[t * 24 + c];
@@ -1097,47 +1095,50 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* dec0.cols = IM2COL(up1.convnext.res, dec0.context) */
-  float *dec0_cols = (float *)(X + 6144); /* [(T * 4), 168] */
+  float *dec0_cols = (float *)(X + 18432); /* [(T * 4), 168] */
   K->im2col(K->ctx, up1_convnext_res, 24, S_dec0_context, dec0_cols, 168, (T * 4), 24, 7, 1);
 
   /* dec0 = LINEAR(dec0.cols, dec0.w, dec0.b) */
-  float *dec0 = (float *)(X + 49152); /* [(T * 4), 32] */
+  float *dec0 = (float *)(X + 0); /* [(T * 4), 32] */
   K->linear(K->ctx, SC_W_F32, W_dec0_w, (const float *)W_dec0_b, dec0_cols, 168, dec0, 32, (T * 4), 32, 168, 0);
 
   /* dec1.snake = SNAKE(dec0, dec1.snake.alpha, dec1.snake.beta) */
-  float *dec1_snake = (float *)(X + 49152); /* [(T * 4), 32] */
+  float *dec1_snake = (float *)(X + 0); /* [(T * 4), 32] */
   K->snake(K->ctx, dec0, 32, ((const float *)W_dec1_snake_alpha), ((const float *)W_dec1_snake_beta), dec1_snake, 32, (T * 4), 32);
 
-  /* dec1.convt.taps = LINEAR(dec1.snake, dec1.convt.w) */
-  float *dec1_convt_taps = (float *)(X + 0); /* [(T * 4), 64] */
-  K->linear(K->ctx, SC_W_F32, W_dec1_convt_w, 0, dec1_snake, 32, dec1_convt_taps, 64, (T * 4), 64, 32, 0);
+  /* dec1.convt.phases.cols = IM2COL(dec1.snake, dec1.convt.phases.context) */
+  float *dec1_convt_phases_cols = (float *)(X + 8192); /* [(T * 4), 64] */
+  K->im2col(K->ctx, dec1_snake, 32, S_dec1_convt_phases_context, dec1_convt_phases_cols, 64, (T * 4), 32, 2, 1);
 
-  /* dec1.convt = OVERLAP_ADD(dec1.convt.taps, dec1.convt.b, dec1.convt.carry) */
-  float *dec1_convt = (float *)(X + 16384); /* [(T * 8), 16] */
-  K->overlap_add(K->ctx, dec1_convt_taps, 64, ((const float *)W_dec1_convt_b), S_dec1_convt_carry, dec1_convt, 16, (T * 4), 16, 4, 2); /* (T * 8) rows out */
+  /* dec1.convt.phases = LINEAR(dec1.convt.phases.cols, dec1.convt.w, dec1.convt.b) */
+  float *dec1_convt_phases = (float *)(X + 0); /* [(T * 4), 32] */
+  K->linear(K->ctx, SC_W_F32, W_dec1_convt_w, (const float *)W_dec1_convt_b, dec1_convt_phases_cols, 64, dec1_convt_phases, 32, (T * 4), 32, 64, 0);
+
+  /* dec1.convt = RESHAPE(dec1.convt.phases) */
+  float *dec1_convt = dec1_convt_phases; /* [(T * 8), 16] view: dec1.convt.phases's rows split in 2 */
 
   /* dec1.unit0.act1 = SNAKE(dec1.convt, dec1.unit0.act1.alpha, dec1.unit0.act1.beta) */
-  float *dec1_unit0_act1 = (float *)(X + 0); /* [(T * 8), 16] */
+  float *dec1_unit0_act1 = (float *)(X + 8192); /* [(T * 8), 16] */
   K->snake(K->ctx, dec1_convt, 16, ((const float *)W_dec1_unit0_act1_alpha), ((const float *)W_dec1_unit0_act1_beta), dec1_unit0_act1, 16, (T * 8), 16);
 
   /* dec1.unit0.conv1.cols = IM2COL(dec1.unit0.act1, dec1.unit0.conv1.context) */
-  float *dec1_unit0_conv1_cols = (float *)(X + 24576); /* [(T * 8), 112] */
+  float *dec1_unit0_conv1_cols = (float *)(X + 16384); /* [(T * 8), 112] */
   K->im2col(K->ctx, dec1_unit0_act1, 16, S_dec1_unit0_conv1_context, dec1_unit0_conv1_cols, 112, (T * 8), 16, 7, 1);
 
   /* dec1.unit0.conv1 = LINEAR(dec1.unit0.conv1.cols, dec1.unit0.conv1.w, dec1.unit0.conv1.b) */
-  float *dec1_unit0_conv1 = (float *)(X + 0); /* [(T * 8), 16] */
+  float *dec1_unit0_conv1 = (float *)(X + 8192); /* [(T * 8), 16] */
   K->linear(K->ctx, SC_W_F32, W_dec1_unit0_conv1_w, (const float *)W_dec1_unit0_conv1_b, dec1_unit0_conv1_cols, 112, dec1_unit0_conv1, 16, (T * 8), 16, 112, 0);
 
   /* dec1.unit0.act2 = SNAKE(dec1.unit0.conv1, dec1.unit0.act2.alpha, dec1.unit0.act2.beta) */
-  float *dec1_unit0_act2 = (float *)(X + 0); /* [(T * 8), 16] */
+  float *dec1_unit0_act2 = (float *)(X + 8192); /* [(T * 8), 16] */
   K->snake(K->ctx, dec1_unit0_conv1, 16, ((const float *)W_dec1_unit0_act2_alpha), ((const float *)W_dec1_unit0_act2_beta), dec1_unit0_act2, 16, (T * 8), 16);
 
   /* dec1.unit0.conv2 = LINEAR(dec1.unit0.act2, dec1.unit0.conv2.w, dec1.unit0.conv2.b) */
-  float *dec1_unit0_conv2 = (float *)(X + 8192); /* [(T * 8), 16] */
+  float *dec1_unit0_conv2 = (float *)(X + 16384); /* [(T * 8), 16] */
   K->linear(K->ctx, SC_W_F32, W_dec1_unit0_conv2_w, (const float *)W_dec1_unit0_conv2_b, dec1_unit0_act2, 16, dec1_unit0_conv2, 16, (T * 8), 16, 16, 0);
 
   /* dec1.unit0.res = ADD(dec1.convt, dec1.unit0.conv2) */
-  float *dec1_unit0_res = (float *)(X + 16384); /* [(T * 8), 16] */
+  float *dec1_unit0_res = (float *)(X + 8192); /* [(T * 8), 16] */
   for (int t = 0; t < (T * 8); t++)
     for (int c = 0; c < 16; c++) {
       const float a = dec1_convt[t * 16 + c];
@@ -1150,7 +1151,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->snake(K->ctx, dec1_unit0_res, 16, ((const float *)W_dec1_unit1_act1_alpha), ((const float *)W_dec1_unit1_act1_beta), dec1_unit1_act1, 16, (T * 8), 16);
 
   /* dec1.unit1.conv1.cols = IM2COL(dec1.unit1.act1, dec1.unit1.conv1.context) */
-  float *dec1_unit1_conv1_cols = (float *)(X + 24576); /* [(T * 8), 112] */
+  float *dec1_unit1_conv1_cols = (float *)(X + 16384); /* [(T * 8), 112] */
   K->im2col(K->ctx, dec1_unit1_act1, 16, S_dec1_unit1_conv1_context, dec1_unit1_conv1_cols, 112, (T * 8), 16, 7, 3);
 
   /* dec1.unit1.conv1 = LINEAR(dec1.unit1.conv1.cols, dec1.unit1.conv1.w, dec1.unit1.conv1.b) */
@@ -1162,11 +1163,11 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->snake(K->ctx, dec1_unit1_conv1, 16, ((const float *)W_dec1_unit1_act2_alpha), ((const float *)W_dec1_unit1_act2_beta), dec1_unit1_act2, 16, (T * 8), 16);
 
   /* dec1.unit1.conv2 = LINEAR(dec1.unit1.act2, dec1.unit1.conv2.w, dec1.unit1.conv2.b) */
-  float *dec1_unit1_conv2 = (float *)(X + 8192); /* [(T * 8), 16] */
+  float *dec1_unit1_conv2 = (float *)(X + 16384); /* [(T * 8), 16] */
   K->linear(K->ctx, SC_W_F32, W_dec1_unit1_conv2_w, (const float *)W_dec1_unit1_conv2_b, dec1_unit1_act2, 16, dec1_unit1_conv2, 16, (T * 8), 16, 16, 0);
 
   /* dec1.unit1.res = ADD(dec1.unit0.res, dec1.unit1.conv2) */
-  float *dec1_unit1_res = (float *)(X + 16384); /* [(T * 8), 16] */
+  float *dec1_unit1_res = (float *)(X + 8192); /* [(T * 8), 16] */
   for (int t = 0; t < (T * 8); t++)
     for (int c = 0; c < 16; c++) {
       const float a = dec1_unit0_res[t * 16 + c];
@@ -1179,7 +1180,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->snake(K->ctx, dec1_unit1_res, 16, ((const float *)W_dec1_unit2_act1_alpha), ((const float *)W_dec1_unit2_act1_beta), dec1_unit2_act1, 16, (T * 8), 16);
 
   /* dec1.unit2.conv1.cols = IM2COL(dec1.unit2.act1, dec1.unit2.conv1.context) */
-  float *dec1_unit2_conv1_cols = (float *)(X + 24576); /* [(T * 8), 112] */
+  float *dec1_unit2_conv1_cols = (float *)(X + 16384); /* [(T * 8), 112] */
   K->im2col(K->ctx, dec1_unit2_act1, 16, S_dec1_unit2_conv1_context, dec1_unit2_conv1_cols, 112, (T * 8), 16, 7, 9);
 
   /* dec1.unit2.conv1 = LINEAR(dec1.unit2.conv1.cols, dec1.unit2.conv1.w, dec1.unit2.conv1.b) */
@@ -1191,11 +1192,11 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->snake(K->ctx, dec1_unit2_conv1, 16, ((const float *)W_dec1_unit2_act2_alpha), ((const float *)W_dec1_unit2_act2_beta), dec1_unit2_act2, 16, (T * 8), 16);
 
   /* dec1.unit2.conv2 = LINEAR(dec1.unit2.act2, dec1.unit2.conv2.w, dec1.unit2.conv2.b) */
-  float *dec1_unit2_conv2 = (float *)(X + 8192); /* [(T * 8), 16] */
+  float *dec1_unit2_conv2 = (float *)(X + 16384); /* [(T * 8), 16] */
   K->linear(K->ctx, SC_W_F32, W_dec1_unit2_conv2_w, (const float *)W_dec1_unit2_conv2_b, dec1_unit2_act2, 16, dec1_unit2_conv2, 16, (T * 8), 16, 16, 0);
 
   /* dec1.unit2.res = ADD(dec1.unit1.res, dec1.unit2.conv2) */
-  float *dec1_unit2_res = (float *)(X + 16384); /* [(T * 8), 16] */
+  float *dec1_unit2_res = (float *)(X + 8192); /* [(T * 8), 16] */
   for (int t = 0; t < (T * 8); t++)
     for (int c = 0; c < 16; c++) {
       const float a = dec1_unit1_res[t * 16 + c];
@@ -1220,20 +1221,23 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   float *dec2_snake = (float *)(X + 0); /* [(T * 8), 16] */
   K->snake(K->ctx, dec1_unit2_res, 16, ((const float *)W_dec2_snake_alpha), ((const float *)W_dec2_snake_beta), dec2_snake, 16, (T * 8), 16);
 
-  /* dec2.convt.taps = LINEAR(dec2.snake, dec2.convt.w) */
-  float *dec2_convt_taps = (float *)(X + 512); /* [(T * 8), 48] */
-  K->linear(K->ctx, SC_W_F32, W_dec2_convt_w, 0, dec2_snake, 16, dec2_convt_taps, 48, (T * 8), 48, 16, 0);
+  /* dec2.convt.phases.cols = IM2COL(dec2.snake, dec2.convt.phases.context) */
+  float *dec2_convt_phases_cols = (float *)(X + 512); /* [(T * 8), 32] */
+  K->im2col(K->ctx, dec2_snake, 16, S_dec2_convt_phases_context, dec2_convt_phases_cols, 32, (T * 8), 16, 2, 1);
 
-  /* dec2.convt = OVERLAP_ADD(dec2.convt.taps, dec2.convt.b, dec2.convt.carry) */
-  float *dec2_convt = (float *)(X + 2048); /* [(T * 24), 8] */
-  K->overlap_add(K->ctx, dec2_convt_taps, 48, ((const float *)W_dec2_convt_b), S_dec2_convt_carry, dec2_convt, 8, (T * 8), 8, 6, 3); /* (T * 24) rows out */
+  /* dec2.convt.phases = LINEAR(dec2.convt.phases.cols, dec2.convt.w, dec2.convt.b) */
+  float *dec2_convt_phases = (float *)(X + 1536); /* [(T * 8), 24] */
+  K->linear(K->ctx, SC_W_F32, W_dec2_convt_w, (const float *)W_dec2_convt_b, dec2_convt_phases_cols, 32, dec2_convt_phases, 24, (T * 8), 24, 32, 0);
+
+  /* dec2.convt = RESHAPE(dec2.convt.phases) */
+  float *dec2_convt = dec2_convt_phases; /* [(T * 24), 8] view: dec2.convt.phases's rows split in 3 */
 
   /* dec2.unit0.act1 = SNAKE(dec2.convt, dec2.unit0.act1.alpha, dec2.unit0.act1.beta) */
   float *dec2_unit0_act1 = (float *)(X + 0); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_convt, 8, ((const float *)W_dec2_unit0_act1_alpha), ((const float *)W_dec2_unit0_act1_beta), dec2_unit0_act1, 8, (T * 24), 8);
 
   /* dec2.unit0.conv1.cols = IM2COL(dec2.unit0.act1, dec2.unit0.conv1.context) */
-  float *dec2_unit0_conv1_cols = (float *)(X + 2816); /* [(T * 24), 56] */
+  float *dec2_unit0_conv1_cols = (float *)(X + 2304); /* [(T * 24), 56] */
   K->im2col(K->ctx, dec2_unit0_act1, 8, S_dec2_unit0_conv1_context, dec2_unit0_conv1_cols, 56, (T * 24), 8, 7, 1);
 
   /* dec2.unit0.conv1 = LINEAR(dec2.unit0.conv1.cols, dec2.unit0.conv1.w, dec2.unit0.conv1.b) */
@@ -1249,7 +1253,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   K->linear(K->ctx, SC_W_F32, W_dec2_unit0_conv2_w, (const float *)W_dec2_unit0_conv2_b, dec2_unit0_act2, 8, dec2_unit0_conv2, 8, (T * 24), 8, 8, 0);
 
   /* dec2.unit0.res = ADD(dec2.convt, dec2.unit0.conv2) */
-  float *dec2_unit0_res = (float *)(X + 2048); /* [(T * 24), 8] */
+  float *dec2_unit0_res = (float *)(X + 0); /* [(T * 24), 8] */
   for (int t = 0; t < (T * 24); t++)
     for (int c = 0; c < 8; c++) {
       const float a = dec2_convt[t * 8 + c];
@@ -1258,27 +1262,27 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* dec2.unit1.act1 = SNAKE(dec2.unit0.res, dec2.unit1.act1.alpha, dec2.unit1.act1.beta) */
-  float *dec2_unit1_act1 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit1_act1 = (float *)(X + 768); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit0_res, 8, ((const float *)W_dec2_unit1_act1_alpha), ((const float *)W_dec2_unit1_act1_beta), dec2_unit1_act1, 8, (T * 24), 8);
 
   /* dec2.unit1.conv1.cols = IM2COL(dec2.unit1.act1, dec2.unit1.conv1.context) */
-  float *dec2_unit1_conv1_cols = (float *)(X + 2816); /* [(T * 24), 56] */
+  float *dec2_unit1_conv1_cols = (float *)(X + 1536); /* [(T * 24), 56] */
   K->im2col(K->ctx, dec2_unit1_act1, 8, S_dec2_unit1_conv1_context, dec2_unit1_conv1_cols, 56, (T * 24), 8, 7, 3);
 
   /* dec2.unit1.conv1 = LINEAR(dec2.unit1.conv1.cols, dec2.unit1.conv1.w, dec2.unit1.conv1.b) */
-  float *dec2_unit1_conv1 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit1_conv1 = (float *)(X + 768); /* [(T * 24), 8] */
   K->linear(K->ctx, SC_W_F32, W_dec2_unit1_conv1_w, (const float *)W_dec2_unit1_conv1_b, dec2_unit1_conv1_cols, 56, dec2_unit1_conv1, 8, (T * 24), 8, 56, 0);
 
   /* dec2.unit1.act2 = SNAKE(dec2.unit1.conv1, dec2.unit1.act2.alpha, dec2.unit1.act2.beta) */
-  float *dec2_unit1_act2 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit1_act2 = (float *)(X + 768); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit1_conv1, 8, ((const float *)W_dec2_unit1_act2_alpha), ((const float *)W_dec2_unit1_act2_beta), dec2_unit1_act2, 8, (T * 24), 8);
 
   /* dec2.unit1.conv2 = LINEAR(dec2.unit1.act2, dec2.unit1.conv2.w, dec2.unit1.conv2.b) */
-  float *dec2_unit1_conv2 = (float *)(X + 768); /* [(T * 24), 8] */
+  float *dec2_unit1_conv2 = (float *)(X + 1536); /* [(T * 24), 8] */
   K->linear(K->ctx, SC_W_F32, W_dec2_unit1_conv2_w, (const float *)W_dec2_unit1_conv2_b, dec2_unit1_act2, 8, dec2_unit1_conv2, 8, (T * 24), 8, 8, 0);
 
   /* dec2.unit1.res = ADD(dec2.unit0.res, dec2.unit1.conv2) */
-  float *dec2_unit1_res = (float *)(X + 2048); /* [(T * 24), 8] */
+  float *dec2_unit1_res = (float *)(X + 0); /* [(T * 24), 8] */
   for (int t = 0; t < (T * 24); t++)
     for (int c = 0; c < 8; c++) {
       const float a = dec2_unit0_res[t * 8 + c];
@@ -1287,27 +1291,27 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* dec2.unit2.act1 = SNAKE(dec2.unit1.res, dec2.unit2.act1.alpha, dec2.unit2.act1.beta) */
-  float *dec2_unit2_act1 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit2_act1 = (float *)(X + 768); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit1_res, 8, ((const float *)W_dec2_unit2_act1_alpha), ((const float *)W_dec2_unit2_act1_beta), dec2_unit2_act1, 8, (T * 24), 8);
 
   /* dec2.unit2.conv1.cols = IM2COL(dec2.unit2.act1, dec2.unit2.conv1.context) */
-  float *dec2_unit2_conv1_cols = (float *)(X + 2816); /* [(T * 24), 56] */
+  float *dec2_unit2_conv1_cols = (float *)(X + 1536); /* [(T * 24), 56] */
   K->im2col(K->ctx, dec2_unit2_act1, 8, S_dec2_unit2_conv1_context, dec2_unit2_conv1_cols, 56, (T * 24), 8, 7, 9);
 
   /* dec2.unit2.conv1 = LINEAR(dec2.unit2.conv1.cols, dec2.unit2.conv1.w, dec2.unit2.conv1.b) */
-  float *dec2_unit2_conv1 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit2_conv1 = (float *)(X + 768); /* [(T * 24), 8] */
   K->linear(K->ctx, SC_W_F32, W_dec2_unit2_conv1_w, (const float *)W_dec2_unit2_conv1_b, dec2_unit2_conv1_cols, 56, dec2_unit2_conv1, 8, (T * 24), 8, 56, 0);
 
   /* dec2.unit2.act2 = SNAKE(dec2.unit2.conv1, dec2.unit2.act2.alpha, dec2.unit2.act2.beta) */
-  float *dec2_unit2_act2 = (float *)(X + 0); /* [(T * 24), 8] */
+  float *dec2_unit2_act2 = (float *)(X + 768); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit2_conv1, 8, ((const float *)W_dec2_unit2_act2_alpha), ((const float *)W_dec2_unit2_act2_beta), dec2_unit2_act2, 8, (T * 24), 8);
 
   /* dec2.unit2.conv2 = LINEAR(dec2.unit2.act2, dec2.unit2.conv2.w, dec2.unit2.conv2.b) */
-  float *dec2_unit2_conv2 = (float *)(X + 768); /* [(T * 24), 8] */
+  float *dec2_unit2_conv2 = (float *)(X + 1536); /* [(T * 24), 8] */
   K->linear(K->ctx, SC_W_F32, W_dec2_unit2_conv2_w, (const float *)W_dec2_unit2_conv2_b, dec2_unit2_act2, 8, dec2_unit2_conv2, 8, (T * 24), 8, 8, 0);
 
   /* dec2.unit2.res = ADD(dec2.unit1.res, dec2.unit2.conv2) */
-  float *dec2_unit2_res = (float *)(X + 2048); /* [(T * 24), 8] */
+  float *dec2_unit2_res = (float *)(X + 0); /* [(T * 24), 8] */
   for (int t = 0; t < (T * 24); t++)
     for (int c = 0; c < 8; c++) {
       const float a = dec2_unit1_res[t * 8 + c];
@@ -1316,11 +1320,11 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
     }
 
   /* final.snake = SNAKE(dec2.unit2.res, final.snake.alpha, final.snake.beta) */
-  float *final_snake = (float *)(X + 2048); /* [(T * 24), 8] */
+  float *final_snake = (float *)(X + 0); /* [(T * 24), 8] */
   K->snake(K->ctx, dec2_unit2_res, 8, ((const float *)W_final_snake_alpha), ((const float *)W_final_snake_beta), final_snake, 8, (T * 24), 8);
 
   /* final.conv.cols = IM2COL(final.snake, final.conv.context) */
-  float *final_conv_cols = (float *)(X + 2816); /* [(T * 24), 56] */
+  float *final_conv_cols = (float *)(X + 768); /* [(T * 24), 56] */
   K->im2col(K->ctx, final_snake, 8, S_final_conv_context, final_conv_cols, 56, (T * 24), 8, 7, 1);
 
   /* final.conv = LINEAR(final.conv.cols, final.conv.w, final.conv.b) */
@@ -1345,7 +1349,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
 static const sc_entry entries[] = {
   /* name, fn, input, max_tokens, ids_cols, out_cols, out_all_rows, out_rows_mul, hidden_cols,
    * scratch_bytes */
-  {"audio", entry_audio, SC_IN_IDS, 16, 16, 1, 1, 24, 0, 81920ULL},
+  {"audio", entry_audio, SC_IN_IDS, 16, 16, 1, 1, 24, 0, 73728ULL},
 };
 
 static const sc_tensor_info tensors[] = {
@@ -1397,90 +1401,90 @@ static const sc_tensor_info tensors[] = {
   {"rvq_rest_proj", "decoder.quantizer.rvq_rest.output_proj.weight", SC_W_F32, 1, 32, 16, 165248ULL, 2048ULL},
   {"pre_conv.w", "decoder.pre_conv.conv.weight", SC_W_F32, 1, 24, 96, 167296ULL, 9216ULL},
   {"pre_conv.b", "decoder.pre_conv.conv.bias", SC_W_F32, 1, 1, 24, 176512ULL, 96ULL},
-  {"up0.convt.w", "decoder.upsample.0.0.conv.weight", SC_W_F32, 1, 48, 24, 176640ULL, 4608ULL},
-  {"up0.convt.b", "decoder.upsample.0.0.conv.bias", SC_W_F32, 1, 1, 24, 181248ULL, 96ULL},
-  {"up0.convnext.dw", "decoder.upsample.0.1.dwconv.conv.weight", SC_W_F32, 1, 24, 7, 181376ULL, 672ULL},
-  {"up0.convnext.dw_b", "decoder.upsample.0.1.dwconv.conv.bias", SC_W_F32, 1, 1, 24, 182080ULL, 96ULL},
-  {"up0.convnext.ln_w", "decoder.upsample.0.1.norm.weight", SC_W_F32, 1, 1, 24, 182208ULL, 96ULL},
-  {"up0.convnext.ln_b", "decoder.upsample.0.1.norm.bias", SC_W_F32, 1, 1, 24, 182336ULL, 96ULL},
-  {"up0.convnext.pw1", "decoder.upsample.0.1.pwconv1.weight", SC_W_F32, 1, 96, 24, 182464ULL, 9216ULL},
-  {"up0.convnext.pw1_b", "decoder.upsample.0.1.pwconv1.bias", SC_W_F32, 1, 1, 96, 191680ULL, 384ULL},
-  {"up0.convnext.pw2", "decoder.upsample.0.1.pwconv2.weight", SC_W_F32, 1, 24, 96, 192064ULL, 9216ULL},
-  {"up0.convnext.pw2_b", "decoder.upsample.0.1.pwconv2.bias", SC_W_F32, 1, 1, 24, 201280ULL, 96ULL},
-  {"up0.convnext.gamma", "decoder.upsample.0.1.gamma", SC_W_F32, 1, 1, 24, 201408ULL, 96ULL},
-  {"up1.convt.w", "decoder.upsample.1.0.conv.weight", SC_W_F32, 1, 48, 24, 201536ULL, 4608ULL},
-  {"up1.convt.b", "decoder.upsample.1.0.conv.bias", SC_W_F32, 1, 1, 24, 206144ULL, 96ULL},
-  {"up1.convnext.dw", "decoder.upsample.1.1.dwconv.conv.weight", SC_W_F32, 1, 24, 7, 206272ULL, 672ULL},
-  {"up1.convnext.dw_b", "decoder.upsample.1.1.dwconv.conv.bias", SC_W_F32, 1, 1, 24, 206976ULL, 96ULL},
-  {"up1.convnext.ln_w", "decoder.upsample.1.1.norm.weight", SC_W_F32, 1, 1, 24, 207104ULL, 96ULL},
-  {"up1.convnext.ln_b", "decoder.upsample.1.1.norm.bias", SC_W_F32, 1, 1, 24, 207232ULL, 96ULL},
-  {"up1.convnext.pw1", "decoder.upsample.1.1.pwconv1.weight", SC_W_F32, 1, 96, 24, 207360ULL, 9216ULL},
-  {"up1.convnext.pw1_b", "decoder.upsample.1.1.pwconv1.bias", SC_W_F32, 1, 1, 96, 216576ULL, 384ULL},
-  {"up1.convnext.pw2", "decoder.upsample.1.1.pwconv2.weight", SC_W_F32, 1, 24, 96, 216960ULL, 9216ULL},
-  {"up1.convnext.pw2_b", "decoder.upsample.1.1.pwconv2.bias", SC_W_F32, 1, 1, 24, 226176ULL, 96ULL},
-  {"up1.convnext.gamma", "decoder.upsample.1.1.gamma", SC_W_F32, 1, 1, 24, 226304ULL, 96ULL},
-  {"dec0.w", "decoder.decoder.0.conv.weight", SC_W_F32, 1, 32, 168, 226432ULL, 21504ULL},
-  {"dec0.b", "decoder.decoder.0.conv.bias", SC_W_F32, 1, 1, 32, 247936ULL, 128ULL},
-  {"dec1.snake.alpha", "decoder.decoder.1.block.0.alpha", SC_W_F32, 1, 1, 32, 248064ULL, 128ULL},
-  {"dec1.snake.beta", "decoder.decoder.1.block.0.beta", SC_W_F32, 1, 1, 32, 248192ULL, 128ULL},
-  {"dec1.convt.w", "decoder.decoder.1.block.1.conv.weight", SC_W_F32, 1, 64, 32, 248320ULL, 8192ULL},
-  {"dec1.convt.b", "decoder.decoder.1.block.1.conv.bias", SC_W_F32, 1, 1, 16, 256512ULL, 64ULL},
-  {"dec1.unit0.act1.alpha", "decoder.decoder.1.block.2.act1.alpha", SC_W_F32, 1, 1, 16, 256576ULL, 64ULL},
-  {"dec1.unit0.act1.beta", "decoder.decoder.1.block.2.act1.beta", SC_W_F32, 1, 1, 16, 256640ULL, 64ULL},
-  {"dec1.unit0.conv1.w", "decoder.decoder.1.block.2.conv1.conv.weight", SC_W_F32, 1, 16, 112, 256704ULL, 7168ULL},
-  {"dec1.unit0.conv1.b", "decoder.decoder.1.block.2.conv1.conv.bias", SC_W_F32, 1, 1, 16, 263872ULL, 64ULL},
-  {"dec1.unit0.act2.alpha", "decoder.decoder.1.block.2.act2.alpha", SC_W_F32, 1, 1, 16, 263936ULL, 64ULL},
-  {"dec1.unit0.act2.beta", "decoder.decoder.1.block.2.act2.beta", SC_W_F32, 1, 1, 16, 264000ULL, 64ULL},
-  {"dec1.unit0.conv2.w", "decoder.decoder.1.block.2.conv2.conv.weight", SC_W_F32, 1, 16, 16, 264064ULL, 1024ULL},
-  {"dec1.unit0.conv2.b", "decoder.decoder.1.block.2.conv2.conv.bias", SC_W_F32, 1, 1, 16, 265088ULL, 64ULL},
-  {"dec1.unit1.act1.alpha", "decoder.decoder.1.block.3.act1.alpha", SC_W_F32, 1, 1, 16, 265152ULL, 64ULL},
-  {"dec1.unit1.act1.beta", "decoder.decoder.1.block.3.act1.beta", SC_W_F32, 1, 1, 16, 265216ULL, 64ULL},
-  {"dec1.unit1.conv1.w", "decoder.decoder.1.block.3.conv1.conv.weight", SC_W_F32, 1, 16, 112, 265280ULL, 7168ULL},
-  {"dec1.unit1.conv1.b", "decoder.decoder.1.block.3.conv1.conv.bias", SC_W_F32, 1, 1, 16, 272448ULL, 64ULL},
-  {"dec1.unit1.act2.alpha", "decoder.decoder.1.block.3.act2.alpha", SC_W_F32, 1, 1, 16, 272512ULL, 64ULL},
-  {"dec1.unit1.act2.beta", "decoder.decoder.1.block.3.act2.beta", SC_W_F32, 1, 1, 16, 272576ULL, 64ULL},
-  {"dec1.unit1.conv2.w", "decoder.decoder.1.block.3.conv2.conv.weight", SC_W_F32, 1, 16, 16, 272640ULL, 1024ULL},
-  {"dec1.unit1.conv2.b", "decoder.decoder.1.block.3.conv2.conv.bias", SC_W_F32, 1, 1, 16, 273664ULL, 64ULL},
-  {"dec1.unit2.act1.alpha", "decoder.decoder.1.block.4.act1.alpha", SC_W_F32, 1, 1, 16, 273728ULL, 64ULL},
-  {"dec1.unit2.act1.beta", "decoder.decoder.1.block.4.act1.beta", SC_W_F32, 1, 1, 16, 273792ULL, 64ULL},
-  {"dec1.unit2.conv1.w", "decoder.decoder.1.block.4.conv1.conv.weight", SC_W_F32, 1, 16, 112, 273856ULL, 7168ULL},
-  {"dec1.unit2.conv1.b", "decoder.decoder.1.block.4.conv1.conv.bias", SC_W_F32, 1, 1, 16, 281024ULL, 64ULL},
-  {"dec1.unit2.act2.alpha", "decoder.decoder.1.block.4.act2.alpha", SC_W_F32, 1, 1, 16, 281088ULL, 64ULL},
-  {"dec1.unit2.act2.beta", "decoder.decoder.1.block.4.act2.beta", SC_W_F32, 1, 1, 16, 281152ULL, 64ULL},
-  {"dec1.unit2.conv2.w", "decoder.decoder.1.block.4.conv2.conv.weight", SC_W_F32, 1, 16, 16, 281216ULL, 1024ULL},
-  {"dec1.unit2.conv2.b", "decoder.decoder.1.block.4.conv2.conv.bias", SC_W_F32, 1, 1, 16, 282240ULL, 64ULL},
-  {"dec2.snake.alpha", "decoder.decoder.2.block.0.alpha", SC_W_F32, 1, 1, 16, 282304ULL, 64ULL},
-  {"dec2.snake.beta", "decoder.decoder.2.block.0.beta", SC_W_F32, 1, 1, 16, 282368ULL, 64ULL},
-  {"dec2.convt.w", "decoder.decoder.2.block.1.conv.weight", SC_W_F32, 1, 48, 16, 282432ULL, 3072ULL},
-  {"dec2.convt.b", "decoder.decoder.2.block.1.conv.bias", SC_W_F32, 1, 1, 8, 285504ULL, 32ULL},
-  {"dec2.unit0.act1.alpha", "decoder.decoder.2.block.2.act1.alpha", SC_W_F32, 1, 1, 8, 285568ULL, 32ULL},
-  {"dec2.unit0.act1.beta", "decoder.decoder.2.block.2.act1.beta", SC_W_F32, 1, 1, 8, 285632ULL, 32ULL},
-  {"dec2.unit0.conv1.w", "decoder.decoder.2.block.2.conv1.conv.weight", SC_W_F32, 1, 8, 56, 285696ULL, 1792ULL},
-  {"dec2.unit0.conv1.b", "decoder.decoder.2.block.2.conv1.conv.bias", SC_W_F32, 1, 1, 8, 287488ULL, 32ULL},
-  {"dec2.unit0.act2.alpha", "decoder.decoder.2.block.2.act2.alpha", SC_W_F32, 1, 1, 8, 287552ULL, 32ULL},
-  {"dec2.unit0.act2.beta", "decoder.decoder.2.block.2.act2.beta", SC_W_F32, 1, 1, 8, 287616ULL, 32ULL},
-  {"dec2.unit0.conv2.w", "decoder.decoder.2.block.2.conv2.conv.weight", SC_W_F32, 1, 8, 8, 287680ULL, 256ULL},
-  {"dec2.unit0.conv2.b", "decoder.decoder.2.block.2.conv2.conv.bias", SC_W_F32, 1, 1, 8, 287936ULL, 32ULL},
-  {"dec2.unit1.act1.alpha", "decoder.decoder.2.block.3.act1.alpha", SC_W_F32, 1, 1, 8, 288000ULL, 32ULL},
-  {"dec2.unit1.act1.beta", "decoder.decoder.2.block.3.act1.beta", SC_W_F32, 1, 1, 8, 288064ULL, 32ULL},
-  {"dec2.unit1.conv1.w", "decoder.decoder.2.block.3.conv1.conv.weight", SC_W_F32, 1, 8, 56, 288128ULL, 1792ULL},
-  {"dec2.unit1.conv1.b", "decoder.decoder.2.block.3.conv1.conv.bias", SC_W_F32, 1, 1, 8, 289920ULL, 32ULL},
-  {"dec2.unit1.act2.alpha", "decoder.decoder.2.block.3.act2.alpha", SC_W_F32, 1, 1, 8, 289984ULL, 32ULL},
-  {"dec2.unit1.act2.beta", "decoder.decoder.2.block.3.act2.beta", SC_W_F32, 1, 1, 8, 290048ULL, 32ULL},
-  {"dec2.unit1.conv2.w", "decoder.decoder.2.block.3.conv2.conv.weight", SC_W_F32, 1, 8, 8, 290112ULL, 256ULL},
-  {"dec2.unit1.conv2.b", "decoder.decoder.2.block.3.conv2.conv.bias", SC_W_F32, 1, 1, 8, 290368ULL, 32ULL},
-  {"dec2.unit2.act1.alpha", "decoder.decoder.2.block.4.act1.alpha", SC_W_F32, 1, 1, 8, 290432ULL, 32ULL},
-  {"dec2.unit2.act1.beta", "decoder.decoder.2.block.4.act1.beta", SC_W_F32, 1, 1, 8, 290496ULL, 32ULL},
-  {"dec2.unit2.conv1.w", "decoder.decoder.2.block.4.conv1.conv.weight", SC_W_F32, 1, 8, 56, 290560ULL, 1792ULL},
-  {"dec2.unit2.conv1.b", "decoder.decoder.2.block.4.conv1.conv.bias", SC_W_F32, 1, 1, 8, 292352ULL, 32ULL},
-  {"dec2.unit2.act2.alpha", "decoder.decoder.2.block.4.act2.alpha", SC_W_F32, 1, 1, 8, 292416ULL, 32ULL},
-  {"dec2.unit2.act2.beta", "decoder.decoder.2.block.4.act2.beta", SC_W_F32, 1, 1, 8, 292480ULL, 32ULL},
-  {"dec2.unit2.conv2.w", "decoder.decoder.2.block.4.conv2.conv.weight", SC_W_F32, 1, 8, 8, 292544ULL, 256ULL},
-  {"dec2.unit2.conv2.b", "decoder.decoder.2.block.4.conv2.conv.bias", SC_W_F32, 1, 1, 8, 292800ULL, 32ULL},
-  {"final.snake.alpha", "decoder.decoder.3.alpha", SC_W_F32, 1, 1, 8, 292864ULL, 32ULL},
-  {"final.snake.beta", "decoder.decoder.3.beta", SC_W_F32, 1, 1, 8, 292928ULL, 32ULL},
-  {"final.conv.w", "decoder.decoder.4.conv.weight", SC_W_F32, 1, 1, 56, 292992ULL, 224ULL},
-  {"final.conv.b", "decoder.decoder.4.conv.bias", SC_W_F32, 1, 1, 1, 293248ULL, 4ULL},
+  {"up0.convt.w", "decoder.upsample.0.0.conv.weight as 2 phases", SC_W_F32, 1, 48, 24, 176640ULL, 4608ULL},
+  {"up0.convt.b", "decoder.upsample.0.0.conv.bias x 2", SC_W_F32, 1, 1, 48, 181248ULL, 192ULL},
+  {"up0.convnext.dw", "decoder.upsample.0.1.dwconv.conv.weight", SC_W_F32, 1, 24, 7, 181440ULL, 672ULL},
+  {"up0.convnext.dw_b", "decoder.upsample.0.1.dwconv.conv.bias", SC_W_F32, 1, 1, 24, 182144ULL, 96ULL},
+  {"up0.convnext.ln_w", "decoder.upsample.0.1.norm.weight", SC_W_F32, 1, 1, 24, 182272ULL, 96ULL},
+  {"up0.convnext.ln_b", "decoder.upsample.0.1.norm.bias", SC_W_F32, 1, 1, 24, 182400ULL, 96ULL},
+  {"up0.convnext.pw1", "decoder.upsample.0.1.pwconv1.weight", SC_W_F32, 1, 96, 24, 182528ULL, 9216ULL},
+  {"up0.convnext.pw1_b", "decoder.upsample.0.1.pwconv1.bias", SC_W_F32, 1, 1, 96, 191744ULL, 384ULL},
+  {"up0.convnext.pw2", "decoder.upsample.0.1.pwconv2.weight", SC_W_F32, 1, 24, 96, 192128ULL, 9216ULL},
+  {"up0.convnext.pw2_b", "decoder.upsample.0.1.pwconv2.bias", SC_W_F32, 1, 1, 24, 201344ULL, 96ULL},
+  {"up0.convnext.gamma", "decoder.upsample.0.1.gamma", SC_W_F32, 1, 1, 24, 201472ULL, 96ULL},
+  {"up1.convt.w", "decoder.upsample.1.0.conv.weight as 2 phases", SC_W_F32, 1, 48, 24, 201600ULL, 4608ULL},
+  {"up1.convt.b", "decoder.upsample.1.0.conv.bias x 2", SC_W_F32, 1, 1, 48, 206208ULL, 192ULL},
+  {"up1.convnext.dw", "decoder.upsample.1.1.dwconv.conv.weight", SC_W_F32, 1, 24, 7, 206400ULL, 672ULL},
+  {"up1.convnext.dw_b", "decoder.upsample.1.1.dwconv.conv.bias", SC_W_F32, 1, 1, 24, 207104ULL, 96ULL},
+  {"up1.convnext.ln_w", "decoder.upsample.1.1.norm.weight", SC_W_F32, 1, 1, 24, 207232ULL, 96ULL},
+  {"up1.convnext.ln_b", "decoder.upsample.1.1.norm.bias", SC_W_F32, 1, 1, 24, 207360ULL, 96ULL},
+  {"up1.convnext.pw1", "decoder.upsample.1.1.pwconv1.weight", SC_W_F32, 1, 96, 24, 207488ULL, 9216ULL},
+  {"up1.convnext.pw1_b", "decoder.upsample.1.1.pwconv1.bias", SC_W_F32, 1, 1, 96, 216704ULL, 384ULL},
+  {"up1.convnext.pw2", "decoder.upsample.1.1.pwconv2.weight", SC_W_F32, 1, 24, 96, 217088ULL, 9216ULL},
+  {"up1.convnext.pw2_b", "decoder.upsample.1.1.pwconv2.bias", SC_W_F32, 1, 1, 24, 226304ULL, 96ULL},
+  {"up1.convnext.gamma", "decoder.upsample.1.1.gamma", SC_W_F32, 1, 1, 24, 226432ULL, 96ULL},
+  {"dec0.w", "decoder.decoder.0.conv.weight", SC_W_F32, 1, 32, 168, 226560ULL, 21504ULL},
+  {"dec0.b", "decoder.decoder.0.conv.bias", SC_W_F32, 1, 1, 32, 248064ULL, 128ULL},
+  {"dec1.snake.alpha", "decoder.decoder.1.block.0.alpha", SC_W_F32, 1, 1, 32, 248192ULL, 128ULL},
+  {"dec1.snake.beta", "decoder.decoder.1.block.0.beta", SC_W_F32, 1, 1, 32, 248320ULL, 128ULL},
+  {"dec1.convt.w", "decoder.decoder.1.block.1.conv.weight as 2 phases", SC_W_F32, 1, 32, 64, 248448ULL, 8192ULL},
+  {"dec1.convt.b", "decoder.decoder.1.block.1.conv.bias x 2", SC_W_F32, 1, 1, 32, 256640ULL, 128ULL},
+  {"dec1.unit0.act1.alpha", "decoder.decoder.1.block.2.act1.alpha", SC_W_F32, 1, 1, 16, 256768ULL, 64ULL},
+  {"dec1.unit0.act1.beta", "decoder.decoder.1.block.2.act1.beta", SC_W_F32, 1, 1, 16, 256832ULL, 64ULL},
+  {"dec1.unit0.conv1.w", "decoder.decoder.1.block.2.conv1.conv.weight", SC_W_F32, 1, 16, 112, 256896ULL, 7168ULL},
+  {"dec1.unit0.conv1.b", "decoder.decoder.1.block.2.conv1.conv.bias", SC_W_F32, 1, 1, 16, 264064ULL, 64ULL},
+  {"dec1.unit0.act2.alpha", "decoder.decoder.1.block.2.act2.alpha", SC_W_F32, 1, 1, 16, 264128ULL, 64ULL},
+  {"dec1.unit0.act2.beta", "decoder.decoder.1.block.2.act2.beta", SC_W_F32, 1, 1, 16, 264192ULL, 64ULL},
+  {"dec1.unit0.conv2.w", "decoder.decoder.1.block.2.conv2.conv.weight", SC_W_F32, 1, 16, 16, 264256ULL, 1024ULL},
+  {"dec1.unit0.conv2.b", "decoder.decoder.1.block.2.conv2.conv.bias", SC_W_F32, 1, 1, 16, 265280ULL, 64ULL},
+  {"dec1.unit1.act1.alpha", "decoder.decoder.1.block.3.act1.alpha", SC_W_F32, 1, 1, 16, 265344ULL, 64ULL},
+  {"dec1.unit1.act1.beta", "decoder.decoder.1.block.3.act1.beta", SC_W_F32, 1, 1, 16, 265408ULL, 64ULL},
+  {"dec1.unit1.conv1.w", "decoder.decoder.1.block.3.conv1.conv.weight", SC_W_F32, 1, 16, 112, 265472ULL, 7168ULL},
+  {"dec1.unit1.conv1.b", "decoder.decoder.1.block.3.conv1.conv.bias", SC_W_F32, 1, 1, 16, 272640ULL, 64ULL},
+  {"dec1.unit1.act2.alpha", "decoder.decoder.1.block.3.act2.alpha", SC_W_F32, 1, 1, 16, 272704ULL, 64ULL},
+  {"dec1.unit1.act2.beta", "decoder.decoder.1.block.3.act2.beta", SC_W_F32, 1, 1, 16, 272768ULL, 64ULL},
+  {"dec1.unit1.conv2.w", "decoder.decoder.1.block.3.conv2.conv.weight", SC_W_F32, 1, 16, 16, 272832ULL, 1024ULL},
+  {"dec1.unit1.conv2.b", "decoder.decoder.1.block.3.conv2.conv.bias", SC_W_F32, 1, 1, 16, 273856ULL, 64ULL},
+  {"dec1.unit2.act1.alpha", "decoder.decoder.1.block.4.act1.alpha", SC_W_F32, 1, 1, 16, 273920ULL, 64ULL},
+  {"dec1.unit2.act1.beta", "decoder.decoder.1.block.4.act1.beta", SC_W_F32, 1, 1, 16, 273984ULL, 64ULL},
+  {"dec1.unit2.conv1.w", "decoder.decoder.1.block.4.conv1.conv.weight", SC_W_F32, 1, 16, 112, 274048ULL, 7168ULL},
+  {"dec1.unit2.conv1.b", "decoder.decoder.1.block.4.conv1.conv.bias", SC_W_F32, 1, 1, 16, 281216ULL, 64ULL},
+  {"dec1.unit2.act2.alpha", "decoder.decoder.1.block.4.act2.alpha", SC_W_F32, 1, 1, 16, 281280ULL, 64ULL},
+  {"dec1.unit2.act2.beta", "decoder.decoder.1.block.4.act2.beta", SC_W_F32, 1, 1, 16, 281344ULL, 64ULL},
+  {"dec1.unit2.conv2.w", "decoder.decoder.1.block.4.conv2.conv.weight", SC_W_F32, 1, 16, 16, 281408ULL, 1024ULL},
+  {"dec1.unit2.conv2.b", "decoder.decoder.1.block.4.conv2.conv.bias", SC_W_F32, 1, 1, 16, 282432ULL, 64ULL},
+  {"dec2.snake.alpha", "decoder.decoder.2.block.0.alpha", SC_W_F32, 1, 1, 16, 282496ULL, 64ULL},
+  {"dec2.snake.beta", "decoder.decoder.2.block.0.beta", SC_W_F32, 1, 1, 16, 282560ULL, 64ULL},
+  {"dec2.convt.w", "decoder.decoder.2.block.1.conv.weight as 3 phases", SC_W_F32, 1, 24, 32, 282624ULL, 3072ULL},
+  {"dec2.convt.b", "decoder.decoder.2.block.1.conv.bias x 3", SC_W_F32, 1, 1, 24, 285696ULL, 96ULL},
+  {"dec2.unit0.act1.alpha", "decoder.decoder.2.block.2.act1.alpha", SC_W_F32, 1, 1, 8, 285824ULL, 32ULL},
+  {"dec2.unit0.act1.beta", "decoder.decoder.2.block.2.act1.beta", SC_W_F32, 1, 1, 8, 285888ULL, 32ULL},
+  {"dec2.unit0.conv1.w", "decoder.decoder.2.block.2.conv1.conv.weight", SC_W_F32, 1, 8, 56, 285952ULL, 1792ULL},
+  {"dec2.unit0.conv1.b", "decoder.decoder.2.block.2.conv1.conv.bias", SC_W_F32, 1, 1, 8, 287744ULL, 32ULL},
+  {"dec2.unit0.act2.alpha", "decoder.decoder.2.block.2.act2.alpha", SC_W_F32, 1, 1, 8, 287808ULL, 32ULL},
+  {"dec2.unit0.act2.beta", "decoder.decoder.2.block.2.act2.beta", SC_W_F32, 1, 1, 8, 287872ULL, 32ULL},
+  {"dec2.unit0.conv2.w", "decoder.decoder.2.block.2.conv2.conv.weight", SC_W_F32, 1, 8, 8, 287936ULL, 256ULL},
+  {"dec2.unit0.conv2.b", "decoder.decoder.2.block.2.conv2.conv.bias", SC_W_F32, 1, 1, 8, 288192ULL, 32ULL},
+  {"dec2.unit1.act1.alpha", "decoder.decoder.2.block.3.act1.alpha", SC_W_F32, 1, 1, 8, 288256ULL, 32ULL},
+  {"dec2.unit1.act1.beta", "decoder.decoder.2.block.3.act1.beta", SC_W_F32, 1, 1, 8, 288320ULL, 32ULL},
+  {"dec2.unit1.conv1.w", "decoder.decoder.2.block.3.conv1.conv.weight", SC_W_F32, 1, 8, 56, 288384ULL, 1792ULL},
+  {"dec2.unit1.conv1.b", "decoder.decoder.2.block.3.conv1.conv.bias", SC_W_F32, 1, 1, 8, 290176ULL, 32ULL},
+  {"dec2.unit1.act2.alpha", "decoder.decoder.2.block.3.act2.alpha", SC_W_F32, 1, 1, 8, 290240ULL, 32ULL},
+  {"dec2.unit1.act2.beta", "decoder.decoder.2.block.3.act2.beta", SC_W_F32, 1, 1, 8, 290304ULL, 32ULL},
+  {"dec2.unit1.conv2.w", "decoder.decoder.2.block.3.conv2.conv.weight", SC_W_F32, 1, 8, 8, 290368ULL, 256ULL},
+  {"dec2.unit1.conv2.b", "decoder.decoder.2.block.3.conv2.conv.bias", SC_W_F32, 1, 1, 8, 290624ULL, 32ULL},
+  {"dec2.unit2.act1.alpha", "decoder.decoder.2.block.4.act1.alpha", SC_W_F32, 1, 1, 8, 290688ULL, 32ULL},
+  {"dec2.unit2.act1.beta", "decoder.decoder.2.block.4.act1.beta", SC_W_F32, 1, 1, 8, 290752ULL, 32ULL},
+  {"dec2.unit2.conv1.w", "decoder.decoder.2.block.4.conv1.conv.weight", SC_W_F32, 1, 8, 56, 290816ULL, 1792ULL},
+  {"dec2.unit2.conv1.b", "decoder.decoder.2.block.4.conv1.conv.bias", SC_W_F32, 1, 1, 8, 292608ULL, 32ULL},
+  {"dec2.unit2.act2.alpha", "decoder.decoder.2.block.4.act2.alpha", SC_W_F32, 1, 1, 8, 292672ULL, 32ULL},
+  {"dec2.unit2.act2.beta", "decoder.decoder.2.block.4.act2.beta", SC_W_F32, 1, 1, 8, 292736ULL, 32ULL},
+  {"dec2.unit2.conv2.w", "decoder.decoder.2.block.4.conv2.conv.weight", SC_W_F32, 1, 8, 8, 292800ULL, 256ULL},
+  {"dec2.unit2.conv2.b", "decoder.decoder.2.block.4.conv2.conv.bias", SC_W_F32, 1, 1, 8, 293056ULL, 32ULL},
+  {"final.snake.alpha", "decoder.decoder.3.alpha", SC_W_F32, 1, 1, 8, 293120ULL, 32ULL},
+  {"final.snake.beta", "decoder.decoder.3.beta", SC_W_F32, 1, 1, 8, 293184ULL, 32ULL},
+  {"final.conv.w", "decoder.decoder.4.conv.weight", SC_W_F32, 1, 1, 56, 293248ULL, 224ULL},
+  {"final.conv.b", "decoder.decoder.4.conv.bias", SC_W_F32, 1, 1, 1, 293504ULL, 4ULL},
 };
 
 static const char config_json[] =
@@ -1515,8 +1519,8 @@ static const sc_model_desc desc = {
   "codec", "qwen3_tts_tokenizer_12hz", config_json, 0x64e7ff79405ddd4aULL,
   "0.1.0", "cpu", "",
   64, 32, 2, 64, /* vocab, hidden, layers, max_context */
-  "model.7ce4a7cc4c80842e.weights", 293312ULL, 0x12515b5189ecb583ULL, 0xf9ac79b881dfad68ULL,
-  20160ULL, /* state bytes */
+  "model.1b515f2549251a9d.weights", 293568ULL, 0xadeb7ef3e7494e3cULL, 0xf9ac79b881dfad68ULL,
+  20096ULL, /* state bytes */
   1, entries, 132, tensors,
 };
 
