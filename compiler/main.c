@@ -115,6 +115,22 @@ static const char *const usage_run =
     "  --eos ID               stop after this token\n"
     "  --threads N            kernel threads (default 0 = one per physical core)\n";
 
+/* The options of a model built beside OUT.so (a codec): the build's
+ * toolchain, checks and limits, the CPU, band `band`. */
+static BuildOpts side_build(const BuildOpts *o, const char *dir, const char *out, DType band) {
+  BuildOpts c = build_defaults();
+  c.model_dir = dir;
+  c.out_path = out;
+  c.cc = o->cc;
+  c.fuse = o->fuse;
+  c.quiet = o->quiet;
+  c.check_numerics = o->check_numerics;
+  c.max_session_mb = o->max_session_mb;
+  c.signals = o->signals;
+  c.band = band;
+  return c;
+}
+
 /* A Qwen3-TTS checkpoint directory that holds speech_tokenizer/ gets its
  * codec decoder built beside OUT.so as OUT.codec.so (sc_codec_path), for the
  * CPU (the codec ops have no device lowering yet) in band `band` (f32, the
@@ -127,16 +143,7 @@ static int build_codec(const BuildOpts *o, DType band, sc_error *err) {
   if (access(cfg, F_OK)) return SC_OK;
   if (sc_codec_path(o->out_path, out, sizeof out))
     return sc_fail(err, SC_EUSAGE, "%s: too long to name the codec decoder beside it", o->out_path);
-  BuildOpts c = build_defaults();
-  c.model_dir = dir;
-  c.out_path = out;
-  c.cc = o->cc;
-  c.fuse = o->fuse;
-  c.quiet = o->quiet;
-  c.check_numerics = o->check_numerics;
-  c.max_session_mb = o->max_session_mb;
-  c.signals = o->signals;
-  c.band = band;
+  BuildOpts c = side_build(o, dir, out, band);
   if (!o->quiet) fprintf(stderr, "speechc: %s has a speech tokenizer: building its decoder into %s\n",
                          o->model_dir, out);
   return sc_build(&c, err);
@@ -194,17 +201,8 @@ static int build_mimi(const BuildOpts *o, DType band, sc_error *err) {
     goto done;
   }
   CkptAs as = {.config_text = text, .config_where = "its mimi_name, mimi_config_name", .weights_name = mn->valuestring};
-  BuildOpts b = build_defaults();
-  b.model_dir = c.dir;
+  BuildOpts b = side_build(o, c.dir, out, band);
   b.ckpt_as = &as;
-  b.out_path = out;
-  b.cc = o->cc;
-  b.fuse = o->fuse;
-  b.quiet = o->quiet;
-  b.check_numerics = o->check_numerics;
-  b.max_session_mb = o->max_session_mb;
-  b.signals = o->signals;
-  b.band = band;
   if (!o->quiet) fprintf(stderr, "speechc: %s names its Mimi (%s): building it into %s\n", o->model_dir, mn->valuestring, out);
   rc = sc_build(&b, err);
 done:
