@@ -25,6 +25,9 @@
 # Codec head, Code Predictor + Embed, Speech decoder total, TTFA (first
 # 10-frame chunk) and RTF (prompt included, so both "whole" columns).
 #
+# CODEC_WEIGHTS=bf16 builds the decoder in bf16 (`--codec-weights bf16`:
+# bf16 activations on AMX or AVX512-BF16 where the CPU has them).
+#
 # VARIANTS="NAME:FLAGS ..." runs each band once per variant with FLAGS added
 # to `speechc tts` (commas for spaces), rows named BAND.NAME; e.g. the decoder
 # thread's kernel threads against the old sequential order:
@@ -48,6 +51,8 @@ CKPT=${CKPT:-$WORK/tts06b}
 SRC=${QWEN3TTS_SRC:-/tmp/peers/qwen3-tts}
 PEER_MODEL=${PEER_MODEL:-$CKPT}
 tag=$(basename "$CKPT")
+CODEC_WEIGHTS=${CODEC_WEIGHTS:-f32}   # the decoder's band (--codec-weights)
+ctag=; [ "$CODEC_WEIGHTS" = f32 ] || ctag=-codec-$CODEC_WEIGHTS
 
 # summary RAWFILE...: medians per band over the runs of the files during which
 # other processes took at most MAX_OTHER cores (default: all runs)
@@ -81,9 +86,10 @@ if [ -n "${SUMMARY:-}" ]; then summary $SUMMARY; exit 0; fi
 mkdir -p "$WORK"
 [ -f "$CKPT/speech_tokenizer/model.safetensors" ] || build/make_random_ckpt qwen3-tts-0.6b "$CKPT" --with-codec
 for band in $BANDS; do
-  so=$WORK/tts-$tag-gcc-$band.so
+  so=$WORK/tts-$tag-gcc-$band$ctag.so
   [ -f "$so" ] && [ "$so" -nt "$SPEECHC" ] ||
-    "$SPEECHC" build "$CKPT" -o "$so" --cc gcc --weights "$band" --max-context 512 -q
+    "$SPEECHC" build "$CKPT" -o "$so" --cc gcc --weights "$band" --codec-weights "$CODEC_WEIGHTS" \
+      --max-context 512 -q
 done
 # "<|im_start|>assistant\n" + 12 text tokens + "<|im_end|>\n<|im_start|>assistant\n"
 ids=151644,77091,198,9707,11,1879,1246,525,498,3351,30,1096,374,264,1273,151645,198,151644,77091,198
@@ -122,7 +128,7 @@ for r in $(seq "$ROUNDS"); do
     name=$band${VARIANTS:+.${variant%%:*}}
     IFS=, read -r -a flags <<<"${variant#*:}"
     b0=$(busy); t0=$(date +%s.%N)
-    log=$(flock "$LOCK" /usr/bin/time -f 'cpu %U %S' "$SPEECHC" tts "$WORK/tts-$tag-gcc-$band.so" --text-ids "$ids" \
+    log=$(flock "$LOCK" /usr/bin/time -f 'cpu %U %S' "$SPEECHC" tts "$WORK/tts-$tag-gcc-$band$ctag.so" --text-ids "$ids" \
             --speaker random_speaker --language english --max-frames "$FRAMES" --seed 1 -o "$WORK/tts.wav" \
             --threads "$THREADS" ${NONSTREAM:+--non-streaming} "${flags[@]}" 2>&1 | tr '\r' '\n')
     b1=$(busy); t1=$(date +%s.%N)
