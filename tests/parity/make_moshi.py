@@ -18,13 +18,15 @@ For each switch set this writes tests/data/moshi/<name>/:
   gen.i32            int32 [R, 1 + dep_q]: every row LMGen.step (greedy) returned, in order
   trace.json         dims, seeds, versions
 
-Two switch sets:
+Three switch sets:
   moshi7b_tiny  the 7B's switches (rms_norm_f32, silu gating, interleaved RoPE,
                 multi-linear per-step depformer without a schedule, no depformer
                 positions, 17 streams with the 7B's delay pattern), tiny widths
   family_tiny   layer_norm, ungated GELU FFN, sinusoidal positions (scaled),
                 LayerScale, GQA (kv_repeat 2), a depformer weights schedule,
                 low-rank depformer embeddings, GELU gating, other delays
+  bands_tiny    moshi7b_tiny's switches at widths whose matrices quantize
+                whole (columns multiples of 32), for the bf16 / q8_0 / q4_0 gates
 Also tests/data/moshi/defaults_7b.json: the package's loaders._lm_kwargs and
 the file names CheckpointInfo assumes without a config.json (MOSHI_NAME,
 MIMI_NAME, TEXT_TOKENIZER_NAME), which a config-less directory gets.
@@ -70,6 +72,20 @@ SPECS = {
                 depformer_weights_per_step_schedule=[0, 1, 1, 2], depformer_low_rank_embeddings=6,
                 depformer_gating="gelu", depformer_pos_emb="sin", depformer_max_period=300,
                 delays=[0, 2, 0, 1, 3, 1, 2])),
+    # the 7B's switches at widths the quantized bands take whole (every
+    # matrix's columns a multiple of 32: dim 64, gated FFN 2*288//3 = 192,
+    # depformer 32 with FFN 2*96//3 = 64), for test_moshi's band gates
+    "bands_tiny": dict(
+        seed=3, steps=12, gen_steps=10,
+        lm=dict(dim=64, text_card=64, existing_text_padding_id=3, n_q=16, dep_q=8, card=32,
+                num_heads=2, num_layers=2, hidden_scale=4.5, causal=True, layer_scale=None,
+                context=5, max_period=10000, gating="silu", norm="rms_norm_f32",
+                positional_embedding="rope", depformer_dim=32,
+                depformer_dim_feedforward=96, depformer_num_heads=2,
+                depformer_num_layers=1, depformer_layer_scale=None, depformer_multi_linear=True,
+                depformer_context=8, depformer_max_period=10000, depformer_gating="silu",
+                depformer_pos_emb="none", depformer_weights_per_step=True,
+                delays=[0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1])),
 }
 
 
