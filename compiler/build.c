@@ -43,6 +43,7 @@ BuildOpts build_defaults(void) {
   o.band = DT_F32;
   o.prefill_chunk = 0; /* the family's default (fe_chunk) */
   o.fuse = 1;
+  o.max_batch = 16;
   o.max_session_mb = SC_SESSION_MB_DEFAULT;
   return o;
 }

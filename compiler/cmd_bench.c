@@ -41,7 +41,11 @@ const char *const usage_bench =
     "  --steps N              decode steps to time (default 32)\n"
     "  --threads N            kernel threads (default 0 = one per physical core)\n"
     "  --prompt N             prompt tokens prefilled first (default 16)\n"
-    "  --probe-mb N           size of the bandwidth probe's buffer (default 1024)\n";
+    "  --probe-mb N           size of the bandwidth probe's buffer (default 1024)\n"
+    "  --streams B            also step B sessions together (sc_batch_step: each weight read\n"
+    "                         once per step for all; a Qwen3/Llama artifact built with\n"
+    "                         --max-batch >= 2, the default 16; B above it takes several\n"
+    "                         calls a step) and print aggregate and per-stream tokens/s\n";
 
 static double now(void) {
   struct timespec ts;
@@ -197,11 +201,42 @@ static int probe_bandwidth(int threads, size_t mb, int passes, double *best, dou
   return 0;
 }
 
+/* B sessions, each prefilled with ids, stepped together: the median step
+ * time of `steps` timed steps after 3 untimed ones into *med. */
+static int bench_streams(sc_model *m, int B, const int32_t *ids, int prompt, long steps, double *med,
+                         sc_error *err) {
+  const sc_model_desc *d = sc_model_desc_of(m);
+  sc_session **s = calloc((size_t)B, sizeof *s);
+  int32_t *tok = calloc((size_t)B, sizeof *tok);
+  double *dt = calloc((size_t)steps, sizeof *dt);
+  sc_batch *b = NULL;
+  int rc = s && tok && dt ? sc_batch_new(m, &b, err) : sc_fail(err, SC_ERUNTIME, "out of memory");
+  for (int i = 0; !rc && i < B; i++) {
+    rc = sc_session_open(m, &s[i], err);
+    if (!rc) rc = sc_prefill(s[i], ids, prompt, err);
+    if (!rc) rc = sc_batch_add(b, s[i], err);
+    tok[i] = (int32_t)((i * 131 + 1) % d->vocab);
+  }
+  for (long k = 0; !rc && k < 3 + steps; k++) {
+    for (int i = 0; i < B; i++) tok[i] = (int32_t)(((int64_t)tok[i] * 31 + 7) % d->vocab);
+    double t0 = now();
+    rc = sc_batch_step(b, tok, err);
+    if (k >= 3) dt[k - 3] = now() - t0;
+  }
+  if (!rc) *med = median(dt, (int)steps);
+  sc_batch_free(b);
+  for (int i = 0; s && i < B; i++) sc_session_close(s[i]);
+  free(s);
+  free(tok);
+  free(dt);
+  return rc;
+}
+
 /* ---- the command ----------------------------------------------------------- */
 
 int cmd_bench(int argc, char **argv) {
   const char *path = NULL;
-  long steps = 32, threads = 0, prompt = 16, probe_mb = 1024;
+  long steps = 32, threads = 0, prompt = 16, probe_mb = 1024, streams = 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -220,6 +255,9 @@ int cmd_bench(int argc, char **argv) {
       i++;
     } else if (!strcmp(a, "--probe-mb")) {
       if (parse_count(a, val, 16, 1 << 16, &probe_mb)) return SC_EUSAGE;
+      i++;
+    } else if (!strcmp(a, "--streams")) {
+      if (parse_count(a, val, 1, 4096, &streams)) return SC_EUSAGE;
       i++;
     } else if (a[0] == '-') {
       fprintf(stderr, "speechc: unknown option '%s'\n\n%s", a, usage_bench);
@@ -275,6 +313,8 @@ int cmd_bench(int argc, char **argv) {
     rc = sc_decode(s, tok, &err);
     if (i >= 3) dt[i - 3] = now() - t0;
   }
+  double med_b = 0;
+  if (!rc && streams > 1) rc = bench_streams(m, (int)streams, ids, (int)prompt, steps, &med_b, &err);
   if (rc) {
     fprintf(stderr, "speechc: error: %s\n", err.msg);
     goto done;
@@ -313,6 +353,12 @@ int cmd_bench(int argc, char **argv) {
   printf("read probe    %.2f GB/s best, %.2f median (%ld MB buffer, %d thread%s, 5 passes)\n", best, med_probe,
          probe_mb, used_threads, used_threads > 1 ? "s" : "");
   printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+  if (streams > 1) {
+    printf("streams       %ld sessions stepped together: median %.2f ms/step = %.2f tokens/s aggregate, %.2f per "
+           "stream (%.2fx one stream's)\n", streams, med_b * 1e3, streams / med_b, 1.0 / med_b, streams * med / med_b);
+    printf("bench: streams=%ld step_ms=%.3f agg_tok_s=%.3f stream_tok_s=%.3f speedup=%.3f\n", streams, med_b * 1e3,
+           streams / med_b, 1.0 / med_b, streams * med / med_b);
+  }
   printf("bench: band=%s tok_s=%.3f ms=%.3f bytes=%llu gbps=%.3f probe_gbps=%.3f frac=%.4f threads=%d "
          "prompt=%ld prefill_tok_s=%.3f\n",
          band, 1.0 / med, med * 1e3, bytes, gbs, best, gbs / best, used_threads, prompt, prompt / t_prefill);

@@ -30,13 +30,14 @@ static int read_config(const Checkpoint *c, int qwen3, Qwen3Dims *d, int64_t *vo
   return SC_OK;
 }
 
+/* all_rows: every row's logits (decode_batch), else the last row's. */
 static void build_graph(Module *m, Graph *g, const Qwen3Dims *d, const Qwen3Layer *lw,
-                        int embed, int final_norm, int head, int rope) {
+                        int embed, int final_norm, int head, int rope, int all_rows) {
   int ids = ir_input_ids(g);
   int x = ir_embed(g, ir_weight(m, g, embed), ids, "embed");
   int rope_w = ir_weight(m, g, rope);
   for (int L = 0; L < d->layers; L++) x = fe_qwen3_layer(m, g, x, d, &lw[L], rope_w, "", L);
-  int last = ir_row(g, x, -1, "last");
+  int last = all_rows ? x : ir_row(g, x, -1, "last");
   int f = ir_rmsnorm(g, last, ir_weight(m, g, final_norm), (int)d->hidden, NORM_PLAIN,
                      (float)d->eps, "final_norm");
   int logits = ir_linear(g, f, ir_weight(m, g, head), -1, "lm_head");
@@ -77,8 +78,14 @@ int fe_llm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
   }
   int rope = fe_rope_table(m, max_ctx, (int)d.head_dim, d.theta);
   build_graph(m, ir_graph_new(m, "prefill", SC_IN_IDS, fe_chunk(o, 128, max_ctx)),
-              &d, lw, embed, final_norm, head, rope);
-  build_graph(m, ir_graph_new(m, "decode", SC_IN_IDS, 1), &d, lw, embed, final_norm, head, rope);
+              &d, lw, embed, final_norm, head, rope, 0);
+  build_graph(m, ir_graph_new(m, "decode", SC_IN_IDS, 1), &d, lw, embed, final_norm, head, rope, 0);
+  /* one decode step of up to --max-batch sessions, each row at its own
+   * position in its own caches (sc_io.row_pos / row_state): sc_batch_step.
+   * CPU only for now (the device targets have no all-rows logits path). */
+  if (!strcmp(o->target, "cpu") && o->max_batch > 1)
+    build_graph(m, ir_graph_new(m, "decode_batch", SC_IN_IDS, o->max_batch < max_ctx ? o->max_batch : max_ctx), &d,
+                lw, embed, final_norm, head, rope, 1);
   free(lw);
   return SC_OK;
 fail:

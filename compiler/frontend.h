@@ -22,6 +22,7 @@ typedef struct BuildOpts {
   int prefill_chunk;         /* tokens per prefill call (frames per codec call); 0: fe_chunk's default */
   int delta_chunk;           /* --delta-chunk: Gated DeltaNet prefill in the chunkwise form, tokens
                               * per chunk (0: token by token) */
+  int max_batch;             /* --max-batch: sessions per batched decode step (LMs; 0 or 1: none) */
   int fuse;                  /* 0 with --no-fuse */
   const char *emit_dir;      /* keep generated sources here */
   const char *arch;          /* --cuda-arch: the target's architecture (cuda: NULL = compute_80) */

@@ -69,8 +69,10 @@ static const char *const usage_build =
     "                         max_position_embeddings)); a codec decoder: frames per\n"
     "                         stream (default max_position_embeddings, 8000 = 10.7 min)\n"
     "  --prefill-chunk N      tokens per prefill call (default 128); a codec decoder:\n"
-    "                         frames per call (default 8; ~7.5 MB of scratch per frame\n"
-    "                         at the published shapes)\n"
+    "                         frames per call (default 8; the later blocks run a frame\n"
+    "                         at a time within a call)\n"
+    "  --max-batch N          Qwen3/Llama, CPU: sessions one batched decode step carries\n"
+    "                         (sc_batch_step, bench --streams; default 16; 1: no batch entry)\n"
     "  --delta-chunk N        Gated DeltaNet prompts (Qwen3.5, Qwen3-Next) in the chunkwise\n"
     "                         form, N tokens per chunk (1..256; default 0: token by token,\n"
     "                         faster on the CPUs measured so far; same function)\n"
@@ -283,6 +285,9 @@ static int cmd_build(int argc, char **argv) {
       if (strcmp(o.dump_ir, "frontend") && strcmp(o.dump_ir, "specialize") &&
           strcmp(o.dump_ir, "fuse") && strcmp(o.dump_ir, "plan"))
         return usage_error(usage_build, "--dump-ir expects frontend, specialize, fuse or plan, got '%s'", o.dump_ir);
+    } else if (is_flag(a, "--max-batch")) {
+      if (parse_int("--max-batch", flag_value(argc, argv, &i, "--max-batch"), 1, 1024, &v)) return SC_EUSAGE;
+      o.max_batch = (int)v;
     } else if (!strcmp(a, "--no-fuse")) {
       o.fuse = 0;
     } else if (!strcmp(a, "--check-numerics")) {

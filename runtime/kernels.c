@@ -764,7 +764,8 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
     return;
   }
 #if SC_HAVE_OPENBLAS
-  if (j->wtype == SC_W_F32 && j->T >= BLAS_MIN_T && j->ops != &sc_kern_portable) {
+  if (j->wtype == SC_W_F32 && j->T >= BLAS_MIN_T && j->ops != &sc_kern_portable &&
+      !(ctx && ((const sc_kernel_ctx *)ctx)->rowwise)) {
     blas_run(j, ctx);
     return;
   }

@@ -101,6 +101,9 @@ typedef struct sc_kernel_ctx {
   int bf16_act;  /* bf16 weights may meet activations rounded to bf16 (the
                   * "bf16 activations" GEMM above), set per model by the
                   * runtime: SC_BF16ACT_OFF, _BEST, _AMX or _DP */
+  int rowwise;   /* 1: every row of a call gets the bits it gets alone (no
+                  * OpenBLAS for f32, whose order depends on the rows; the
+                  * batched decode step sets it for its calls) */
 } sc_kernel_ctx;
 
 /* sc_kernel_ctx.bf16_act: off (f32 activations); the best engine this CPU

@@ -71,6 +71,33 @@ int sc_decode(sc_session *s, int32_t id, sc_error *err);
 /* Logits of the last token fed ([vocab]); valid until the next call. */
 const float *sc_logits(const sc_session *s, int *n_vocab);
 
+/* Batched decode (Qwen3 / Llama artifacts built for the CPU with
+ * --max-batch > 1, the default 16): one step appends one token to each of
+ * several sessions of the same model, each at its own position in its own
+ * KV caches, and reads every weight once for all of them (the entry
+ * "decode_batch", rows placed by sc_io.row_pos / row_state).  Each
+ * session's logits and position are then exactly those sc_decode would
+ * have left, bit for bit, whatever the batch, the other sessions or their
+ * positions.  A batch holds sessions (it does not own them): add and
+ * remove between steps, a session in one batch at a time.  Thread safety:
+ * sc_batch_step runs on the first session's kernel threads; no session of
+ * the batch may be used elsewhere during it, and a batch is used by one
+ * thread at a time.  More sessions than the entry's rows take several
+ * calls. */
+typedef struct sc_batch sc_batch;
+int sc_batch_new(sc_model *m, sc_batch **out, sc_error *err);
+void sc_batch_free(sc_batch *b);
+int sc_batch_add(sc_batch *b, sc_session *s, sc_error *err);
+int sc_batch_remove(sc_batch *b, sc_session *s); /* 0, or -1: not in the batch */
+int sc_batch_size(const sc_batch *b);
+/* Sessions in the order they were added (removal keeps the others' order). */
+sc_session *sc_batch_session(const sc_batch *b, int i);
+/* ids[i] goes to sc_batch_session(b, i).  On error no session moved:
+ * positions and logits are as before the call, except that the KV rows of
+ * the failed call's sessions may hold the new tokens (overwritten by the
+ * next step at those positions). */
+int sc_batch_step(sc_batch *b, const int32_t *ids, sc_error *err);
+
 /* Sampling, in HF order: suppressed ids to -inf, repetition penalty over
  * `history` (greedy too, as HF does), then greedy (or temperature <= 0) is
  * argmax with the lowest index winning ties; otherwise temperature, top-k,

@@ -1,0 +1,128 @@
+/*
+ * batch.c — batched decode (speechc.h, sc_batch_*): one call of the
+ * "decode_batch" entry carries one token of each session, row i at its
+ * session's position (sc_io.row_pos) in its session's state block
+ * (sc_io.row_state, the offset of its state from the first session's).
+ * The entry writes every row's logits; each goes to its session.
+ *
+ * Why rows are exact: the projections run as one GEMM over the rows, and
+ * the blocked tiles give each row the bits of a one-row call (kernels.h);
+ * the f32 band's OpenBLAS path would not, so the calls set
+ * sc_kernel_ctx.rowwise; attention reads each row's own cache.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+struct sc_batch {
+  sc_model *m;
+  const sc_entry *e;
+  sc_session **s;
+  int n, cap;
+  int *row_pos;
+  long long *row_state;
+  float *logits; /* [rows, vocab] of one call */
+};
+
+int sc_batch_new(sc_model *m, sc_batch **out, sc_error *err) {
+  *out = NULL;
+  if (!m) return sc_fail(err, SC_EUSAGE, "sc_batch_new: no model");
+  const sc_entry *e = rt_entry(m, "decode_batch");
+  if (!e)
+    return sc_fail(err, SC_EUSAGE, "%s: this %s model has no batched decode entry (hint: a Qwen3 or Llama model "
+                   "built for the CPU with --max-batch 2 or more has one)", m->path, m->d->family);
+  sc_batch *b = calloc(1, sizeof *b);
+  const size_t rows = (size_t)e->max_tokens;
+  if (b) {
+    b->row_pos = malloc(rows * sizeof *b->row_pos);
+    b->row_state = malloc(rows * sizeof *b->row_state);
+    b->logits = malloc(rows * (size_t)m->d->vocab * sizeof *b->logits);
+  }
+  if (!b || !b->row_pos || !b->row_state || !b->logits) {
+    sc_batch_free(b);
+    return sc_fail(err, SC_ERUNTIME, "out of memory");
+  }
+  b->m = m;
+  b->e = e;
+  *out = b;
+  return SC_OK;
+}
+
+void sc_batch_free(sc_batch *b) {
+  if (!b) return;
+  free(b->s);
+  free(b->row_pos);
+  free(b->row_state);
+  free(b->logits);
+  free(b);
+}
+
+int sc_batch_add(sc_batch *b, sc_session *s, sc_error *err) {
+  if (!s || s->m != b->m) return sc_fail(err, SC_EUSAGE, "sc_batch_add: the session is not of the batch's model");
+  for (int i = 0; i < b->n; i++)
+    if (b->s[i] == s) return sc_fail(err, SC_EUSAGE, "sc_batch_add: the session is in the batch already");
+  if (b->n == b->cap) {
+    const int cap = b->cap ? 2 * b->cap : 8;
+    sc_session **p = realloc(b->s, (size_t)cap * sizeof *p);
+    if (!p) return sc_fail(err, SC_ERUNTIME, "out of memory");
+    b->s = p;
+    b->cap = cap;
+  }
+  b->s[b->n++] = s;
+  return SC_OK;
+}
+
+int sc_batch_remove(sc_batch *b, sc_session *s) {
+  for (int i = 0; i < b->n; i++)
+    if (b->s[i] == s) {
+      memmove(&b->s[i], &b->s[i + 1], (size_t)(b->n - i - 1) * sizeof *b->s);
+      b->n--;
+      return 0;
+    }
+  return -1;
+}
+
+int sc_batch_size(const sc_batch *b) { return b->n; }
+
+sc_session *sc_batch_session(const sc_batch *b, int i) { return i >= 0 && i < b->n ? b->s[i] : NULL; }
+
+int sc_batch_step(sc_batch *b, const int32_t *ids, sc_error *err) {
+  const sc_model_desc *d = b->m->d;
+  for (int i = 0; i < b->n; i++) {
+    if (ids[i] < 0 || ids[i] >= d->vocab)
+      return sc_fail(err, SC_EUSAGE, "token %d (session %d of the batch) is outside the vocabulary [0, %d)", ids[i],
+                     i, d->vocab);
+    if (b->s[i]->pos >= d->max_context)
+      return sc_fail(err, SC_ERUNTIME, "context full: session %d of the batch is at position %d, max_context %d "
+                     "(hint: rebuild with a larger --max-context)", i, b->s[i]->pos, d->max_context);
+  }
+  /* all calls first, then the positions and logits: an error moves nothing */
+  const size_t vocab = (size_t)d->vocab;
+  float *keep = b->n > b->e->max_tokens ? malloc((size_t)b->n * vocab * sizeof *keep) : NULL;
+  if (b->n > b->e->max_tokens && !keep) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  int rc = SC_OK;
+  for (int i0 = 0; i0 < b->n && !rc; i0 += b->e->max_tokens) {
+    const int n = b->n - i0 < b->e->max_tokens ? b->n - i0 : b->e->max_tokens;
+    sc_session *a = b->s[i0]; /* runs the call: its kernels, threads and scratch */
+    const unsigned long long base = rt_state_base(a);
+    for (int r = 0; r < n; r++) {
+      b->row_pos[r] = b->s[i0 + r]->pos;
+      b->row_state[r] = (long long)(rt_state_base(b->s[i0 + r]) - base);
+    }
+    sc_io io = {.ids = ids + i0, .n = n, .out = keep ? keep + (size_t)i0 * vocab : b->logits,
+                .row_pos = b->row_pos, .row_state = b->row_state};
+    const int rowwise = a->kctx.rowwise;
+    a->kctx.rowwise = 1;
+    rc = rt_call(a, b->e, &io, err);
+    a->kctx.rowwise = rowwise;
+  }
+  if (!rc)
+    for (int i = 0; i < b->n; i++) {
+      const float *src = keep ? keep + (size_t)i * vocab : b->logits + (size_t)i * vocab;
+      memcpy(b->s[i]->logits, src, vocab * sizeof *src);
+      b->s[i]->pos++;
+    }
+  free(keep);
+  return rc;
+}

@@ -1,0 +1,206 @@
+/*
+ * test_batch.c — batched decode (sc_batch_*, the "decode_batch" entry):
+ * every session of a batch ends each step with the logits and position
+ * sc_decode would have left it, bit for bit.
+ *
+ * For each band (f32, bf16, q8_0, q4_0) the trained tiny Qwen3 of
+ * tests/data/llm (hidden 128: q8_0 / q4_0 rows of whole blocks, and wide
+ * enough that OpenBLAS's f32 order differs from a row alone) is built with
+ * --max-batch 8, and f32 once more with 32 (17 rows in one call: OpenBLAS
+ * would take them, and must not).  Batches of 1, 2, 3, 8 and 17 sessions (17: three calls
+ * of the entry), each session with a prompt of its own length, step 5
+ * times on tokens that differ per session and step; a twin of each session
+ * takes the same tokens through sc_decode, alone.  Then a batch whose
+ * sessions join and leave between steps (one joins fresh, at position 0
+ * after a one-token prompt).  Refusals: a token outside the vocabulary
+ * (nothing moves), a session of another model, one added twice, a model
+ * built with --max-batch 1 (no batch entry).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "build.h"
+#include "check.h"
+#include "model_internal.h"
+
+enum { MAXS = 17, STEPS = 5 };
+
+static char tmpdir[64];
+
+static sc_model *build(DType band, int max_batch, const char *tag) {
+  char out[256];
+  snprintf(out, sizeof out, "%s/%s.so", tmpdir, tag);
+  BuildOpts o = build_defaults();
+  o.model_dir = "tests/data/llm/qwen3_trained_tiny";
+  o.out_path = out;
+  o.quiet = 1;
+  o.band = band;
+  o.max_batch = max_batch;
+  o.max_context = 64;
+  sc_error err = {0};
+  int rc = sc_build(&o, &err);
+  CHECK_MSG(rc == 0, "build %s: %s", tag, err.msg);
+  sc_model *m = NULL;
+  if (!rc) CHECK_MSG(sc_model_open(out, NULL, &m, &err) == 0, "%s", err.msg);
+  return m;
+}
+
+/* Session i's prompt: 1 + (3i mod 7) tokens. */
+static void prompt(sc_session *s, int i, int vocab) {
+  int32_t ids[8];
+  const int n = 1 + (3 * i) % 7;
+  for (int k = 0; k < n; k++) ids[k] = (37 * i + 11 * k + 5) % vocab;
+  sc_error err = {0};
+  CHECK_MSG(sc_prefill(s, ids, n, &err) == 0, "prompt %d: %s", i, err.msg);
+}
+
+static int token(int i, int step, int vocab) { return (53 * i + 29 * step + 7) % vocab; }
+
+/* The batch's session and its twin agree: position and every logit's bits. */
+static void same(sc_session *got, sc_session *want, const char *what, int i, int step) {
+  int vocab = 0;
+  const float *a = sc_logits(got, &vocab), *b = sc_logits(want, NULL);
+  CHECK_MSG(sc_session_pos(got) == sc_session_pos(want), "%s: session %d step %d: position %d, alone %d", what, i,
+            step, sc_session_pos(got), sc_session_pos(want));
+  CHECK_MSG(!memcmp(a, b, (size_t)vocab * sizeof *a), "%s: session %d step %d: logits differ from sc_decode's",
+            what, i, step);
+}
+
+static void sizes(sc_model *m, const char *band) {
+  static const int batch[] = {1, 2, 3, 8, 17};
+  sc_model_info info;
+  sc_model_get_info(m, &info);
+  const int vocab = info.vocab;
+  sc_error err = {0};
+  for (size_t c = 0; c < sizeof batch / sizeof *batch; c++) {
+    const int B = batch[c];
+    sc_session *s[MAXS] = {0}, *t[MAXS] = {0};
+    sc_batch *b = NULL;
+    CHECK_MSG(sc_batch_new(m, &b, &err) == 0, "%s", err.msg);
+    if (!b) return;
+    for (int i = 0; i < B; i++) {
+      CHECK_MSG(sc_session_open(m, &s[i], &err) == 0 && sc_session_open(m, &t[i], &err) == 0, "%s", err.msg);
+      prompt(s[i], i, vocab);
+      prompt(t[i], i, vocab);
+      CHECK_MSG(sc_batch_add(b, s[i], &err) == 0, "%s", err.msg);
+    }
+    CHECK(sc_batch_size(b) == B);
+    for (int step = 0; step < STEPS; step++) {
+      int32_t ids[MAXS];
+      for (int i = 0; i < B; i++) ids[i] = token(i, step, vocab);
+      CHECK_MSG(sc_batch_step(b, ids, &err) == 0, "%s B %d step %d: %s", band, B, step, err.msg);
+      for (int i = 0; i < B; i++) {
+        CHECK_MSG(sc_decode(t[i], ids[i], &err) == 0, "%s", err.msg);
+        char what[64];
+        snprintf(what, sizeof what, "%s, batch of %d", band, B);
+        same(s[i], t[i], what, i, step);
+      }
+    }
+    sc_batch_free(b);
+    for (int i = 0; i < B; i++) sc_session_close(s[i]), sc_session_close(t[i]);
+  }
+}
+
+/* Sessions join and leave between steps; a bad token moves nothing. */
+static void churn(sc_model *m, const char *band) {
+  enum { N = 6 };
+  sc_model_info info;
+  sc_model_get_info(m, &info);
+  const int vocab = info.vocab;
+  sc_error err = {0};
+  sc_session *s[N] = {0}, *t[N] = {0};
+  sc_batch *b = NULL;
+  CHECK_MSG(sc_batch_new(m, &b, &err) == 0, "%s", err.msg);
+  if (!b) return;
+  for (int i = 0; i < N; i++) {
+    CHECK_MSG(sc_session_open(m, &s[i], &err) == 0 && sc_session_open(m, &t[i], &err) == 0, "%s", err.msg);
+    prompt(s[i], i, vocab);
+    prompt(t[i], i, vocab);
+  }
+  /* who is in the batch at each step */
+  static const char *plan[] = {"01", "0123", "023", "0235", "25", "245"};
+  for (int step = 0; step < 6; step++) {
+    for (int i = 0; i < N; i++) {
+      const int want = strchr(plan[step], '0' + i) != NULL;
+      int in = 0;
+      for (int k = 0; k < sc_batch_size(b); k++) in |= sc_batch_session(b, k) == s[i];
+      if (in && !want) CHECK(sc_batch_remove(b, s[i]) == 0);
+      if (!in && want) CHECK_MSG(sc_batch_add(b, s[i], &err) == 0, "%s", err.msg);
+    }
+    const int B = sc_batch_size(b);
+    int32_t ids[N];
+    for (int k = 0; k < B; k++) /* the index of each batch slot's session */
+      for (int i = 0; i < N; i++)
+        if (sc_batch_session(b, k) == s[i]) ids[k] = token(i, step, vocab);
+    if (step == 3) { /* a token outside the vocabulary: refused, nothing moved */
+      int32_t bad[N];
+      memcpy(bad, ids, sizeof bad);
+      bad[B - 1] = vocab;
+      int before[N];
+      for (int k = 0; k < B; k++) before[k] = sc_session_pos(sc_batch_session(b, k));
+      CHECK(sc_batch_step(b, bad, &err) == SC_EUSAGE && strstr(err.msg, "outside the vocabulary"));
+      for (int k = 0; k < B; k++) CHECK(sc_session_pos(sc_batch_session(b, k)) == before[k]);
+    }
+    CHECK_MSG(sc_batch_step(b, ids, &err) == 0, "%s churn step %d: %s", band, step, err.msg);
+    for (int k = 0; k < B; k++)
+      for (int i = 0; i < N; i++)
+        if (sc_batch_session(b, k) == s[i]) {
+          CHECK_MSG(sc_decode(t[i], ids[k], &err) == 0, "%s", err.msg);
+          char what[64];
+          snprintf(what, sizeof what, "%s, joining and leaving", band);
+          same(s[i], t[i], what, i, step);
+        }
+  }
+  /* refusals */
+  CHECK(sc_batch_add(b, sc_batch_session(b, 0), &err) == SC_EUSAGE && strstr(err.msg, "in the batch already"));
+  CHECK(sc_batch_remove(b, s[1]) == -1);
+  sc_batch_free(b);
+  for (int i = 0; i < N; i++) sc_session_close(s[i]), sc_session_close(t[i]);
+}
+
+int main(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-batch-XXXXXX");
+  if (!mkdtemp(tmpdir)) return 1;
+  static const DType bands[] = {DT_F32, DT_BF16, DT_Q8_0, DT_Q4_0};
+  sc_model *first = NULL;
+  for (size_t k = 0; k < sizeof bands / sizeof *bands; k++) {
+    const char *name = ir_dtype_name(bands[k]);
+    sc_model *m = build(bands[k], 8, name);
+    if (!m) continue;
+    sizes(m, name);
+    churn(m, name);
+    printf("%s: batches of 1, 2, 3, 8, 17 and joining / leaving give sc_decode's bits\n", name);
+    if (!first) first = m;
+    else sc_model_close(m);
+  }
+  /* f32 with 17 rows in one call: past OpenBLAS's 16 rows, which the
+   * batch must keep out (its order depends on the rows) */
+  sc_model *wide = build(DT_F32, 32, "f32_wide");
+  if (wide) {
+    sizes(wide, "f32, one call of up to 32 rows");
+    sc_model_close(wide);
+  }
+  /* a session of another model; a model without the batch entry */
+  sc_error err = {0};
+  sc_model *one = build(DT_F32, 1, "nobatch");
+  sc_batch *b = NULL;
+  if (one) {
+    CHECK(sc_batch_new(one, &b, &err) == SC_EUSAGE && strstr(err.msg, "no batched decode entry") && !b);
+    if (first) {
+      sc_session *s = NULL;
+      CHECK(sc_session_open(one, &s, &err) == 0);
+      CHECK(sc_batch_new(first, &b, &err) == 0);
+      if (b && s) CHECK(sc_batch_add(b, s, &err) == SC_EUSAGE && strstr(err.msg, "not of the batch's model"));
+      sc_batch_free(b);
+      sc_session_close(s);
+    }
+    sc_model_close(one);
+  }
+  sc_model_close(first);
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
+  if (system(cmd)) return 1;
+  CHECK_DONE();
+}
