@@ -130,8 +130,8 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
       K->error(K->ctx, "audio: a row's position is outside the context (max_context 64)", io->row_pos[t]);
       return 1;
     }
-  if (!io->row_pos && (pos < 0 || pos + T > 64)) {
-    K->error(K->ctx, "audio: context full (max_context 64)", pos);
+  if (!io->row_pos && (io->pos < 0 || io->pos + T > 64)) {
+    K->error(K->ctx, "audio: context full (max_context 64)", io->pos);
     return 1;
   }
   (void)W; (void)S; (void)X;
