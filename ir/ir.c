@@ -228,6 +228,11 @@ int ir_input_embeds(Graph *g, int64_t cols) {
   return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T, cols, NULL, 0, "embeds");
 }
 
+int ir_input_samples(Graph *g, int64_t per_token) {
+  IR_ASSERT(per_token >= 1 && per_token < IR_ROWS_MAX_FACTOR);
+  return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T_SCALED(per_token, 1), 1, NULL, 0, "pcm");
+}
+
 int ir_input_hidden(Graph *g, int64_t cols) {
   return ir_node(g, OP_INPUT_HIDDEN, DT_F32, 1, cols, NULL, 0, "hidden_in");
 }

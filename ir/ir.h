@@ -240,6 +240,9 @@ int ir_input_ids(Graph *g);
 /* [T, cols] ids: `cols` per token (a codec's codebooks), io->ids row-major. */
 int ir_input_codes(Graph *g, int64_t cols);
 int ir_input_embeds(Graph *g, int64_t cols);
+/* io->embeds read as one channel of T*per_token rows (a codec encoder's
+ * samples: per_token samples a frame). */
+int ir_input_samples(Graph *g, int64_t per_token);
 /* The entry's extra input vector io->hidden_in [1, cols]. */
 int ir_input_hidden(Graph *g, int64_t cols);
 int ir_weight(Module *m, Graph *g, int w);
