@@ -20,7 +20,7 @@ wav() {
 }
 
 setup build "$BIN" build -q "$M" -o "$W/mimi.so"
-expect encode-json 0 "0.40 s of audio -> 5 frames of 4 codes" "real-time factor" -- \
+expect encode-json 0 "0.64 s of audio -> 8 frames of 4 codes" "real-time factor" -- \
   "$BIN" encode "$W/mimi.so" "$IN" -o "$W/codes.json"
 expect encode-bin 0 -- "$BIN" encode "$W/mimi.so" "$IN" -o "$W/codes.bin" -q
 expect encode-is-package 0 -- cmp "$W/codes.bin" "$M/enc_codes.i32"
@@ -28,13 +28,13 @@ expect encode-chunk1 0 -- "$BIN" encode "$W/mimi.so" "$IN" -o "$W/c1.bin" --chun
 expect chunk1-same 0 -- cmp "$W/codes.bin" "$W/c1.bin"
 expect encode-stdout 0 'out:"codebooks": 4' -- "$BIN" encode "$W/mimi.so" "$IN" -o - -q
 expect stdout-same 0 -- bash -c "'$BIN' encode '$W/mimi.so' '$IN' -o - -q | cmp - '$W/codes.json'"
-expect decode-encoded 0 "5 frames -> 0.40 s of audio" -- "$BIN" decode "$W/mimi.so" "$W/codes.json" -o "$W/back.wav"
-expect decode-size 0 -- test "$(stat -c %s "$W/back.wav")" -eq $((44 + 5 * 1920 * 2))
+expect decode-encoded 0 "8 frames -> 0.64 s of audio" -- "$BIN" decode "$W/mimi.so" "$W/codes.json" -o "$W/back.wav"
+expect decode-size 0 -- test "$(stat -c %s "$W/back.wav")" -eq $((44 + 8 * 1920 * 2))
 expect help 0 "out:Whole frames only" -- "$BIN" help encode
 
 # the data of enc_in.wav, whole and cut
 setup data bash -c "tail -c +45 '$IN' > '$W/data'"
-expect data-size 0 -- test "$(stat -c %s "$W/data")" -eq $((5 * 1920 * 2))
+expect data-size 0 -- test "$(stat -c %s "$W/data")" -eq $((8 * 1920 * 2))
 setup cut bash -c "head -c $(((2 * 1920 + 100) * 2)) '$W/data' > '$W/cut'"
 setup wav-cut wav 24000 1 "$W/cut" "$W/cut.wav"
 expect partial-frame 0 "the last 100 samples are not a whole frame of 1920 and are dropped" -- \

@@ -20,7 +20,7 @@ For each spec this writes tests/data/mimi/<name>/:
                      `mimi.streaming(1)`, as Moshi's own loop runs it
   pcm_whole.f32      the package's non-streaming `mimi.decode(codes)` of the whole
                      utterance, for the record (see trace.json "whole_vs_stream")
-  enc_in.wav         a short test signal (enc_frames whole 1920-sample frames,
+  enc_in.wav         a short test signal (enc_frames = 8 whole 1920-sample frames,
                      16-bit mono at 24 kHz: every sample is k / 32768, so the
                      floats the package encodes are the WAV's exactly)
   enc_codes.i32      raw little-endian int32 [enc_frames, K]: the package's
@@ -72,7 +72,7 @@ SPECS = {
     # a decoder transformer context of 5 steps (odd: the ring wraps inside
     # the run and the frame's two steps straddle it), 4 of 6 codebooks.
     "mimi_tiny": dict(
-        seed=11, frames=6, num_codebooks=4, enc_frames=5,
+        seed=11, frames=6, num_codebooks=4, enc_frames=8,
         mimi=dict(
             sample_rate=24000, channels=1, frame_rate=12.5,
             seanet=dict(channels=1, dimension=16, causal=True, n_filters=2, n_residual_layers=2,
@@ -142,13 +142,16 @@ def compute(mimi, codes):
 
 def test_signal(T, seed):
     """T frames of 1920 samples: two chirping tones, a click train and noise,
-    rounded to 16-bit steps (k / 32768) so a 16-bit WAV holds it exactly."""
+    clipped and rounded to 16-bit steps (k / 32768) so a 16-bit WAV holds it
+    exactly."""
     g = torch.Generator().manual_seed(seed)
     n = T * 1920
     t = np.arange(n) / 24000.0
-    x = 0.3 * np.sin(2 * np.pi * (220 + 400 * t) * t) + 0.2 * np.sin(2 * np.pi * 1375 * t + 0.3)
-    x[::997] += 0.5
-    x += 0.05 * torch.randn(n, generator=g, dtype=torch.float64).numpy()
+    # loud (2.6 % of the samples clip): at half this level the tiny model's
+    # semantic codebook gives one code for every frame
+    x = 0.6 * np.sin(2 * np.pi * (220 + 400 * t) * t) + 0.4 * np.sin(2 * np.pi * 1375 * t + 0.3)
+    x[::997] += 1.0
+    x += 0.1 * torch.randn(n, generator=g, dtype=torch.float64).numpy()
     q = np.clip(np.round(x * 32768), -32768, 32767).astype(np.int16)
     return q
 

@@ -9,7 +9,7 @@
  *     test fails if speechc computed the other one;
  *   - frame by frame, in uneven pieces, after a session reset: the same;
  *   - builds: libtcc and gcc, fused and --no-fuse, 4 frames per call and 1;
- *   - encode of enc_in.wav (5 frames): codes identical to the package's
+ *   - encode of enc_in.wav (8 frames): codes identical to the package's
  *     streaming encode (enc_codes.i32) in one call, frame by frame, in
  *     uneven pieces and interleaved with decode calls on the same session
  *     (each direction its own stream), and not the package's
@@ -38,7 +38,7 @@
 #define T 6
 #define K 4
 #define SPF 1920
-#define TE 5 /* encode fixture frames */
+#define TE 8 /* encode fixture frames */
 
 static char tmpdir[64];
 
@@ -87,8 +87,8 @@ static void run_encode(sc_session *s, const char *cc, int fuse, int frames, cons
             fuse, frames);
   sc_session_reset(s);
   memset(got, 0xff, sizeof got);
-  static const int piece[] = {2, 0, 3};
-  for (int k = 0, done = 0; k < 3; done += piece[k++])
+  static const int piece[] = {2, 0, 5, 1};
+  for (int k = 0, done = 0; k < 4; done += piece[k++])
     CHECK_MSG(sc_codec_encode(s, er->pcm + done * SPF, piece[k], got + done * K, &err) == 0, "%s", err.msg);
   CHECK_MSG(same_codes(got, er->codes, TE * K), "%s fuse %d frames/call %d: encode in pieces differs", cc, fuse,
             frames);
@@ -96,9 +96,9 @@ static void run_encode(sc_session *s, const char *cc, int fuse, int frames, cons
   sc_session_reset(s);
   memset(got, 0xff, sizeof got);
   float *pcm = calloc((size_t)T * SPF, sizeof *pcm);
-  for (int t = 0; t < T; t++) {
+  for (int t = 0; t < (T > TE ? T : TE); t++) {
     if (t < TE) CHECK_MSG(sc_codec_encode(s, er->pcm + t * SPF, 1, got + t * K, &err) == 0, "%s", err.msg);
-    CHECK_MSG(sc_codec_decode(s, codes + t * K, 1, pcm + t * SPF, &err) == 0, "%s", err.msg);
+    if (t < T) CHECK_MSG(sc_codec_decode(s, codes + t * K, 1, pcm + t * SPF, &err) == 0, "%s", err.msg);
   }
   const double e = rel_err(pcm, ref, T * SPF);
   CHECK_MSG(same_codes(got, er->codes, TE * K) && e <= 1e-4, "%s fuse %d frames/call %d: encode and decode "
