@@ -1,10 +1,11 @@
 /*
- * fe_mimi.c — Mimi, Kyutai's codec (model_type "mimi"), the decoder half:
- * codes of one frame (80 ms) in, 1920 samples out, as the `moshi`
- * package's MimiModel.decode computes them (moshi/models/compression.py,
- * modules/seanet.py, modules/conv.py, modules/resample.py,
- * quantization/vq.py), tensor names as its state dict has them.  Channels
- * are columns, time steps rows:
+ * fe_mimi.c — Mimi, Kyutai's codec (model_type "mimi"): codes of one frame
+ * (80 ms) in, 1920 samples out, as the `moshi` package's MimiModel.decode
+ * computes them, and 1920 samples in, a frame of codes out, as its encode
+ * (moshi/models/compression.py, modules/seanet.py, modules/conv.py,
+ * modules/resample.py, quantization/vq.py, quantization/core_vq.py), tensor
+ * names as its state dict has them.  Channels are columns, time steps rows.
+ * Decode:
  *
  *   h = P_first·sum_{i<s} cb_i[c_i] + P_rest·sum_{s<=i<K} cb_i[c_i]   split RVQ decode
  *   h = upsample(h)       depthwise ConvTranspose1d, k = 2*stride, no bias
@@ -30,6 +31,23 @@
  * an utterance equals the package's frame-by-frame streaming decode.
  * Entry point "audio": up to --prefill-chunk (4) frames of K codes in,
  * frames x 1920 samples out.  io->pos counts frames (Graph.pos_mul).
+ *
+ * Encode (entry point "encode", the same number of frames per call):
+ *
+ *   h = SEANetEncoder(pcm):
+ *       conv_k(pcm); per ratio r, last first: h = h + conv1(elu(conv_res,d(elu(h))))
+ *                  for d = base^j; h = conv_2r/r(elu(h))   (stride r)
+ *       conv_last(elu(h))
+ *   h = transformer(h)    the encoder's StreamingTransformer, as the decoder's
+ *   h = downsample(h)     Conv1d k = 2*stride, stride, no bias, replicate padding
+ *   codes = split RVQ encode: per group (semantic, acoustic) r = P_in·h, then
+ *       per stage c = argmin_j |r - cb[j]| (VQ_NEAREST), r -= cb[c]
+ *
+ * Every strided conv keeps the package's kernel - stride rows of context
+ * (IM2COL_STRIDED; the downsample's first call pads with copies of its
+ * first row), so one call over an utterance is the package's streaming
+ * encode, one frame per call; the encoder has its own states and ring,
+ * and the runtime its own frame count (sc_codec_encode).
  */
 #include <math.h>
 #include <stdio.h>
@@ -632,6 +650,9 @@ static int rvq_encode(Mb *b, const MimiCfg *d, int x) {
  * encode. */
 static int encode_graph(Module *m, const Checkpoint *c, const BuildOpts *o, const MimiCfg *d, int frames,
                         int max_ctx, sc_error *err) {
+  if (d->q_in != d->dim)
+    return sc_fail(err, SC_EINPUT, "%s: the quantizer takes %lld channels (input_dimension) but the encoder gives "
+                   "%lld (the seanet dimension)", c->config_path, (long long)d->q_in, (long long)d->dim);
   Mb b = {m, c, ir_graph_new(m, "encode", SC_IN_EMBEDS, frames), o->band, err};
   b.g->pos_mul = (int)d->stride;
   int h = ir_input_samples(b.g, d->frame_size);

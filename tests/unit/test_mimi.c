@@ -19,7 +19,8 @@
  *   - sc_codec_get_info: 4 codebooks of 32, 1920 samples at 24 kHz, an
  *     encoder;
  *   - refusals by name: a code outside the codebook, and config switches
- *     speechc does not lower (or the package would refuse).
+ *     speechc does not lower (or the package would refuse), the quantizer's
+ *     input width against the encoder's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -252,6 +253,8 @@ int main(void) {
   refuse("s/\"frame_rate\": 12.5/\"frame_rate\": 10/", "frame_rate 10");
   refuse("/\"sample_rate\"/d", "sample_rate is missing");
   refuse("s/\"context\": 5/\"context\": 1/", "context 1 is shorter");
+  refuse("/\"bins\": 32/{n;s/\"input_dimension\": 16/\"input_dimension\": 12/}",
+         "the quantizer takes 12 channels (input_dimension) but the encoder gives 16");
   free(codes);
   free(ref);
   free(whole);
