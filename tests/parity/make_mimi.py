@@ -5,6 +5,13 @@ Run:  /work/venv-moshi/bin/python tests/parity/make_mimi.py          # -> tests/
       /work/venv-moshi/bin/python tests/parity/make_mimi.py --check  # recompute, compare, write nothing
       /work/venv-moshi/bin/python tests/parity/make_mimi.py --encode-only
           # (re)write only the encode fixtures, from the committed model
+      /work/venv-moshi/bin/python tests/parity/make_mimi.py --published DIR
+          # a random Mimi at the published shapes (get_mimi's defaults, 8
+          # codebooks of 2048) in DIR, outside the repository, with in.wav
+          # (6 frames) and the package's streaming codes codes.i32, for a
+          # check by hand:
+          #   speechc build DIR -o m.so && speechc encode m.so DIR/in.wav -o c.bin
+          #   cmp c.bin DIR/codes.i32
 
 For each spec this writes tests/data/mimi/<name>/:
   config.json        {"model_type": "mimi", "num_codebooks": K} plus the Mimi
@@ -281,9 +288,32 @@ def make(name, spec, check):
     print(name, json.dumps(trace))
 
 
+def published(d):
+    """A random Mimi at the published shapes and its streaming codes (see --published)."""
+    from moshi.models import loaders
+    from safetensors.torch import save_file
+    os.makedirs(d, exist_ok=True)
+    K = 8
+    save_file(randomize(loaders.get_mimi(None, None, num_codebooks=K), 5), os.path.join(d, "model.safetensors"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(dict(model_type="mimi", num_codebooks=K), f)
+    mimi = loaders.get_mimi(os.path.join(d, "model.safetensors"), None, num_codebooks=K).eval()
+    q16 = test_signal(6, 7)
+    write_wav16(os.path.join(d, "in.wav"), q16)
+    codes, margin, margin_abs = encode_stream(mimi, q16.astype(np.float32) / 32768)
+    codes.reshape(-1).tofile(os.path.join(d, "codes.i32"))
+    print(f"{d}: codes.i32 [6, {K}], smallest margin {margin:.3g} relative, {margin_abs:.3g} absolute")
+
+
 def main():
     check = "--check" in sys.argv[1:]
     torch.set_num_threads(1)
+    if "--published" in sys.argv[1:]:
+        i = sys.argv.index("--published")
+        if i + 1 >= len(sys.argv) or os.path.abspath(sys.argv[i + 1]).startswith(ROOT):
+            raise SystemExit("--published needs an output directory outside the repository")
+        published(sys.argv[i + 1])
+        return
     for name, spec in SPECS.items():
         if "--encode-only" in sys.argv[1:]:
             encode_only(name, spec)
