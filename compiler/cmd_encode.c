@@ -106,6 +106,10 @@ int cmd_encode(int argc, char **argv) {
       fprintf(stderr, "speechc: note: %s: the last %zu samples are not a whole frame of %d and are dropped (as the "
               "package's streaming loop drops them)\n", in, left, ci.samples_per_frame);
   }
+  for (size_t i = 0; !rc && i < frames * (size_t)ci.samples_per_frame; i++)
+    if (!(audio.pcm[i] - audio.pcm[i] == 0.0f)) /* a float WAV may hold NaN or inf */
+      rc = sc_fail(&err, SC_EINPUT, "%s: sample %zu (%.3f s) is not finite (%g): Mimi encodes finite samples only",
+                   in, i, (double)i / ci.sample_rate, (double)audio.pcm[i]);
   if (!rc && !(codes = malloc(frames * (size_t)ci.n_codebooks * sizeof *codes)))
     rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
   if (!rc) rc = sc_session_open(m, &s, &err);

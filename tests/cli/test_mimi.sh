@@ -9,14 +9,17 @@
 M=tests/data/mimi/mimi_tiny
 IN=$M/enc_in.wav
 
-# wav RATE CHANNELS DATA_FILE OUT: a 16-bit PCM RIFF header around DATA_FILE
+# wav RATE CHANNELS DATA_FILE OUT [f32]: a 16-bit PCM (or IEEE float32)
+# RIFF header around DATA_FILE
 wav() {
-  local rate=$1 ch=$2 data=$3 out=$4 n
+  local rate=$1 ch=$2 data=$3 out=$4 fmt=1 bytes=2 n
+  [ "${5:-}" = f32 ] && fmt=3 bytes=4
   n=$(stat -c %s "$data")
   le32() { printf "\\x$(printf %02x $(($1 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))\\x$(printf %02x $(($1 >> 16 & 255)))\\x$(printf %02x $(($1 >> 24 & 255)))"; }
   le16() { printf "\\x$(printf %02x $(($1 & 255)))\\x$(printf %02x $(($1 >> 8 & 255)))"; }
-  { printf RIFF; le32 $((36 + n)); printf WAVEfmt\ ; le32 16; le16 1; le16 "$ch"; le32 "$rate"
-    le32 $((rate * ch * 2)); le16 $((ch * 2)); le16 16; printf data; le32 "$n"; cat "$data"; } > "$out"
+  { printf RIFF; le32 $((36 + n)); printf WAVEfmt\ ; le32 16; le16 $fmt; le16 "$ch"; le32 "$rate"
+    le32 $((rate * ch * bytes)); le16 $((ch * bytes)); le16 $((8 * bytes)); printf data; le32 "$n"; cat "$data"; } \
+    > "$out"
 }
 
 setup build "$BIN" build -q "$M" -o "$W/mimi.so"
@@ -48,6 +51,14 @@ setup wav-16k wav 16000 1 "$W/data" "$W/16k.wav"
 expect other-rate 2 "16k.wav" "16000" "24000" -- "$BIN" encode "$W/mimi.so" "$W/16k.wav" -o "$W/x.bin"
 setup wav-stereo wav 24000 2 "$W/data" "$W/st.wav"
 expect stereo 2 "st.wav" "2 channels" -- "$BIN" encode "$W/mimi.so" "$W/st.wav" -o "$W/x.bin"
+
+# float32: silence with one NaN at sample 1000 of frame 1
+setup nan bash -c "{ head -c \$((2920 * 4)) /dev/zero; printf '\\x00\\x00\\xc0\\x7f'; head -c \$((919 * 4)) /dev/zero; } > '$W/nan'"
+setup wav-nan wav 24000 1 "$W/nan" "$W/nan.wav" f32
+expect nan-sample 2 "nan.wav: sample 2920 (0.122 s) is not finite" -- "$BIN" encode "$W/mimi.so" "$W/nan.wav" -o "$W/x.bin"
+setup zero bash -c "head -c \$((3840 * 4)) /dev/zero > '$W/zero'"
+setup wav-f32 wav 24000 1 "$W/zero" "$W/zero.wav" f32
+expect f32-wav 0 "0.16 s of audio -> 2 frames" -- "$BIN" encode "$W/mimi.so" "$W/zero.wav" -o "$W/z.bin"
 
 # refusals
 setup lm "$BIN" build -q "$QWEN" -o "$W/lm.so"
