@@ -384,6 +384,16 @@ static int emit_node(Cg *cg, int i) {
         p->replicate);
     return SC_OK;
   }
+  case OP_VQ_NEAREST: {
+    const int xi = SRC(n, VQ_NEAREST, X), ti = SRC(n, VQ_NEAREST, TABLE);
+    const int has_codes = n->nsrc > S_VQ_NEAREST_CODES;
+    const int ci = has_codes ? SRC(n, VQ_NEAREST, CODES) : -1;
+    OUT("  K->vq_nearest(K->ctx, %s, %lld, %s, %lld, %s, %lld, %lld, %s, %lld, %s, %lld);\n", ref(cg, xi),
+        ld(cg, xi), fref(cg, ti), (long long)node(cg, ti)->rows, has_codes ? ref(cg, ci) : "0",
+        has_codes ? ld(cg, ci) : 0LL, has_codes ? (long long)node(cg, ci)->cols : 0LL, v, (long long)n->ld,
+        rows(n), (long long)node(cg, xi)->cols);
+    return SC_OK;
+  }
   case OP_CONV1D: {
     const int xi = SRC(n, CONV1D, X), wi = SRC(n, CONV1D, W);
     const IrNode *w = node(cg, wi);

@@ -277,8 +277,10 @@ void cg_entry_prologue(Cg *cg, const Graph *g, int host_io, const char *scratch_
         "outside the context (max_context %d)\", io->row_pos[t]);\n      return 1;\n    }\n", max_ctx, g->name,
         max_ctx);
   }
-  OUT("  if (!io->row_pos && (pos < 0 || pos + %s > %d)) {\n    K->error(K->ctx, \"%s: context full (max_context %d)\", "
-      "pos);\n    return 1;\n  }\n", span, max_ctx, g->name, max_ctx);
+  /* max_context counts what io->pos counts: frames where a frame is pos_mul steps */
+  const char *at = g->pos_mul > 1 ? "io->pos" : "pos";
+  OUT("  if (!io->row_pos && (%s < 0 || %s + %s > %d)) {\n    K->error(K->ctx, \"%s: context full (max_context %d)\", "
+      "%s);\n    return 1;\n  }\n", at, at, span, max_ctx, g->name, max_ctx, at);
   OUT("  (void)W; (void)S; (void)X;%s\n", extra);
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "codes.h"
 #include "file.h"
 #include "speechc.h"
 #include "tokenizer.h"
@@ -214,28 +215,6 @@ static int audio_name(const char *out) {
   for (int i = 0; i < 3; i++)
     if (n > 4 && !strcmp(out + n - 4, ext[i])) return 1;
   return 0;
-}
-
-/* Errors go through err, like every other failure: report() prints one line. */
-static int write_codes(const char *path, const int32_t *codes, int frames, int g, sc_error *err) {
-  int bin = strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".bin");
-  FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
-  if (!f) return sc_fail(err, SC_EINPUT, "%s: cannot write: %s", path, strerror(errno));
-  if (bin) {
-    fwrite(codes, sizeof *codes, (size_t)frames * g, f);
-  } else {
-    fprintf(f, "{\"frames\": %d, \"codebooks\": %d, \"codes\": [", frames, g);
-    for (int t = 0; t < frames; t++) {
-      fprintf(f, "%s\n  [", t ? "," : "");
-      for (int k = 0; k < g; k++) fprintf(f, "%s%d", k ? ", " : "", codes[(size_t)t * g + k]);
-      fputc(']', f);
-    }
-    fprintf(f, "\n]}\n");
-  }
-  int bad = ferror(f);
-  if (f != stdout && fclose(f)) bad = 1;
-  if (bad) return sc_fail(err, SC_EINPUT, "%s: write failed", path);
-  return SC_OK;
 }
 
 /* The ids of prefix + body + suffix (the chat template around --text or
@@ -453,8 +432,8 @@ int cmd_tts(int argc, char **argv) {
               st.decoder_calls ? (double)st.decoded / st.decoder_calls : 0.0);
     }
   }
-  if (!rc && !audio) rc = write_codes(out, codes, frames, g, &err);
-  if (!rc && codes_out) rc = write_codes(codes_out, codes, frames, g, &err);
+  if (!rc && !audio) rc = codes_write(out, codes, frames, g, &err);
+  if (!rc && codes_out) rc = codes_write(codes_out, codes, frames, g, &err);
   free(codes);
   free(text_ids);
   free(instruct_ids);

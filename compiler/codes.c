@@ -304,3 +304,25 @@ int codes_read(const char *path, CodesFormat fmt, const CodesSpec *spec, Codes *
   free(buf);
   return rc;
 }
+
+/* codes.h: the JSON object or raw int32, by the name. */
+int codes_write(const char *path, const int32_t *codes, int frames, int g, sc_error *err) {
+  int bin = strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".bin");
+  FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
+  if (!f) return sc_fail(err, SC_EINPUT, "%s: cannot write: %s", path, strerror(errno));
+  if (bin) {
+    fwrite(codes, sizeof *codes, (size_t)frames * g, f);
+  } else {
+    fprintf(f, "{\"frames\": %d, \"codebooks\": %d, \"codes\": [", frames, g);
+    for (int t = 0; t < frames; t++) {
+      fprintf(f, "%s\n  [", t ? "," : "");
+      for (int k = 0; k < g; k++) fprintf(f, "%s%d", k ? ", " : "", codes[(size_t)t * g + k]);
+      fputc(']', f);
+    }
+    fprintf(f, "\n]}\n");
+  }
+  int bad = ferror(f);
+  if (f != stdout && fclose(f)) bad = 1;
+  if (bad) return sc_fail(err, SC_EINPUT, "%s: write failed", path);
+  return SC_OK;
+}

@@ -1,10 +1,11 @@
 /*
- * fe_mimi.c — Mimi, Kyutai's codec (model_type "mimi"), the decoder half:
- * codes of one frame (80 ms) in, 1920 samples out, as the `moshi`
- * package's MimiModel.decode computes them (moshi/models/compression.py,
- * modules/seanet.py, modules/conv.py, modules/resample.py,
- * quantization/vq.py), tensor names as its state dict has them.  Channels
- * are columns, time steps rows:
+ * fe_mimi.c — Mimi, Kyutai's codec (model_type "mimi"): codes of one frame
+ * (80 ms) in, 1920 samples out, as the `moshi` package's MimiModel.decode
+ * computes them, and 1920 samples in, a frame of codes out, as its encode
+ * (moshi/models/compression.py, modules/seanet.py, modules/conv.py,
+ * modules/resample.py, quantization/vq.py, quantization/core_vq.py), tensor
+ * names as its state dict has them.  Channels are columns, time steps rows.
+ * Decode:
  *
  *   h = P_first·sum_{i<s} cb_i[c_i] + P_rest·sum_{s<=i<K} cb_i[c_i]   split RVQ decode
  *   h = upsample(h)       depthwise ConvTranspose1d, k = 2*stride, no bias
@@ -30,6 +31,23 @@
  * an utterance equals the package's frame-by-frame streaming decode.
  * Entry point "audio": up to --prefill-chunk (4) frames of K codes in,
  * frames x 1920 samples out.  io->pos counts frames (Graph.pos_mul).
+ *
+ * Encode (entry point "encode", the same number of frames per call):
+ *
+ *   h = SEANetEncoder(pcm):
+ *       conv_k(pcm); per ratio r, last first: h = h + conv1(elu(conv_res,d(elu(h))))
+ *                  for d = base^j; h = conv_2r/r(elu(h))   (stride r)
+ *       conv_last(elu(h))
+ *   h = transformer(h)    the encoder's StreamingTransformer, as the decoder's
+ *   h = downsample(h)     Conv1d k = 2*stride, stride, no bias, replicate padding
+ *   codes = split RVQ encode: per group (semantic, acoustic) r = P_in·h, then
+ *       per stage c = argmin_j |r - cb[j]| (VQ_NEAREST), r -= cb[c]
+ *
+ * Every strided conv keeps the package's kernel - stride rows of context
+ * (IM2COL_STRIDED; the downsample's first call pads with copies of its
+ * first row), so one call over an utterance is the package's streaming
+ * encode, one frame per call; the encoder has its own states and ring,
+ * and the runtime its own frame count (sc_codec_encode).
  */
 #include <math.h>
 #include <stdio.h>
@@ -411,9 +429,10 @@ static int rvq(Mb *b, const MimiCfg *d) {
   return out;
 }
 
-/* The decoder transformer (ProjectedTransformer): projections where the
- * widths differ, the layers, over x at stride steps per frame. */
-static int transformer(Mb *b, const MimiCfg *d, int x, int max_ctx, int rows) {
+/* A ProjectedTransformer ("<tp>transformer.layers.", "<tp>input_proj",
+ * "<tp>output_projs.0"; names "<np>..."): projections where the widths
+ * differ, the layers, over x at stride steps per frame. */
+static int transformer(Mb *b, const MimiCfg *d, int x, int max_ctx, int rows, const char *tp, const char *np) {
   const MoshiStack *t = &d->tr;
   MoshiLayer ls[64];
   if (t->layers > 64)
@@ -425,24 +444,26 @@ static int transformer(Mb *b, const MimiCfg *d, int x, int max_ctx, int rows) {
                    (long long)d->tr_in, (long long)d->tr_out, (long long)d->dim), -1;
   /* the ring: the window, plus the call's steps written before any attends */
   const int ring = (int)d->context + rows;
+  char t1[200], n1[IR_NAME];
+  snprintf(t1, sizeof t1, "%stransformer.layers.", tp);
   for (int L = 0; L < t->layers; L++)
-    if (fe_moshi_layer_weights(b->m, b->c, b->band, t, "decoder_transformer.transformer.layers.", "dec_tf.", L,
-                               ring, &ls[L], b->err))
-      return -1;
+    if (fe_moshi_layer_weights(b->m, b->c, b->band, t, t1, np, L, ring, &ls[L], b->err)) return -1;
   int sin, rope;
-  fe_moshi_pos_tables(b->m, t, max_ctx * (int)d->stride, "dec_tf.", &sin, &rope);
+  fe_moshi_pos_tables(b->m, t, max_ctx * (int)d->stride, np, &sin, &rope);
   if (d->tr_in != t->dim) {
-    int w = fe_weight(b->m, b->c, "dec_tf.input_proj", "decoder_transformer.input_proj.weight", t->dim, d->tr_in,
-                      b->band, b->err);
+    snprintf(t1, sizeof t1, "%sinput_proj.weight", tp);
+    snprintf(n1, sizeof n1, "%sinput_proj", np);
+    int w = fe_weight(b->m, b->c, n1, t1, t->dim, d->tr_in, b->band, b->err);
     if (w < 0) return -1;
-    x = ir_linear(b->g, x, W(w), -1, "dec_tf.input_proj");
+    x = ir_linear(b->g, x, W(w), -1, n1);
   }
-  x = fe_moshi_stack(b->m, b->g, t, ls, x, sin, rope, (int)d->context, "dec_tf.");
+  x = fe_moshi_stack(b->m, b->g, t, ls, x, sin, rope, (int)d->context, np);
   if (d->tr_out != t->dim) {
-    int w = fe_weight(b->m, b->c, "dec_tf.output_proj", "decoder_transformer.output_projs.0.weight", d->tr_out,
-                      t->dim, b->band, b->err);
+    snprintf(t1, sizeof t1, "%soutput_projs.0.weight", tp);
+    snprintf(n1, sizeof n1, "%soutput_proj", np);
+    int w = fe_weight(b->m, b->c, n1, t1, d->tr_out, t->dim, b->band, b->err);
     if (w < 0) return -1;
-    x = ir_linear(b->g, x, W(w), -1, "dec_tf.output_proj");
+    x = ir_linear(b->g, x, W(w), -1, n1);
   }
   return x;
 }
@@ -505,6 +526,150 @@ static int seanet_decoder(Mb *b, const MimiCfg *d, int h) {
   return conv(b, h, tp, "final.conv", d->channels, d->n_filters, (int)d->last_kernel, 1);
 }
 
+/* A causal StreamingConv1d of stride s (kernel 2s in the encoder) over x:
+ * IM2COL_STRIDED with the package's kernel - stride rows of state (zero
+ * padding, or with replicate the first input row's copies), then LINEAR. */
+static int conv_strided(Mb *b, int x, const char *tp, const char *name, int64_t cout, int64_t cin, int k, int s,
+                        int replicate, int bias) {
+  char t[200], n[IR_NAME], sn[IR_NAME];
+  snprintf(t, sizeof t, "%s.conv.conv.weight", tp);
+  snprintf(n, sizeof n, "%.40s.w", name);
+  int w = fe_conv_weight(b->m, b->c, n, t, FE_CONV, cout, cin, k, b->band, b->err);
+  if (w < 0) return -1;
+  int bw = -1;
+  if (bias) {
+    snprintf(t, sizeof t, "%s.conv.conv.bias", tp);
+    snprintf(n, sizeof n, "%.40s.b", name);
+    if ((bw = fe_weight(b->m, b->c, n, t, 0, cout, DT_F32, b->err)) < 0) return -1;
+  }
+  const int P = k - s; /* (k-1)*1 + 1 - s */
+  int st = -1;
+  if (P > 0 || replicate) {
+    snprintf(sn, sizeof sn, "%.38s.context", name);
+    st = ir_state(b->m, b->g, ir_state_add(b->m, sn, P + (replicate ? 1 : 0), cin));
+  }
+  snprintf(n, sizeof n, "%.40s.cols", name);
+  x = ir_im2col_strided(b->g, x, st, k, 1, s, replicate, n);
+  return ir_linear(b->g, x, W(w), bw >= 0 ? W(bw) : -1, name);
+}
+
+/* SEANetEncoder: encoder.model.<i> in the package's Sequential order (the
+ * ratios reversed: the first block strides by the last ratio). */
+static int seanet_encoder(Mb *b, const MimiCfg *d, int h) {
+  char tp[120], n[IR_NAME], un[IR_NAME];
+  int idx = 0;
+  int64_t mult = 1;
+  snprintf(tp, sizeof tp, "encoder.model.%d", idx++);
+  h = conv(b, h, tp, "enc0", d->n_filters, d->channels, (int)d->kernel, 1);
+  for (int i = 0; i < d->n_ratios && h >= 0; i++) {
+    const int64_t ch = mult * d->n_filters, hidden = ch / d->compress;
+    const int r = d->ratios[d->n_ratios - 1 - i];
+    int64_t dil = 1;
+    for (int j = 0; j < d->n_res && h >= 0; j++, idx++, dil *= d->dil_base) {
+      if (dil > FE_DIM_MAX) return sc_fail(b->err, SC_EINPUT, "%s: seanet dilations overflow", b->c->config_path), -1;
+      snprintf(un, sizeof un, "enc%d.res%d", i + 1, j);
+      snprintf(n, sizeof n, "%.30s.elu1", un);
+      int y = elu(b, h, d->alpha, n);
+      snprintf(tp, sizeof tp, "encoder.model.%d.block.1", idx);
+      snprintf(n, sizeof n, "%.30s.conv1", un);
+      y = conv(b, y, tp, n, hidden, ch, (int)d->res_kernel, (int)dil);
+      if (y < 0) return -1;
+      snprintf(n, sizeof n, "%.30s.elu2", un);
+      y = elu(b, y, d->alpha, n);
+      snprintf(tp, sizeof tp, "encoder.model.%d.block.3", idx);
+      snprintf(n, sizeof n, "%.30s.conv2", un);
+      y = conv(b, y, tp, n, ch, hidden, 1, 1);
+      if (y < 0) return -1;
+      int skip = h;
+      if (!d->true_skip) {
+        snprintf(tp, sizeof tp, "encoder.model.%d.shortcut", idx);
+        snprintf(n, sizeof n, "%.30s.shortcut", un);
+        if ((skip = conv(b, h, tp, n, ch, ch, 1, 1)) < 0) return -1;
+      }
+      snprintf(n, sizeof n, "%.30s.add", un);
+      h = ir_binary(b->g, OP_ADD, skip, y, n);
+    }
+    if (h < 0) return -1;
+    snprintf(n, sizeof n, "enc%d.elu", i + 1);
+    h = elu(b, h, d->alpha, n);
+    idx++;
+    snprintf(tp, sizeof tp, "encoder.model.%d", idx++);
+    snprintf(n, sizeof n, "enc%d.down", i + 1);
+    h = conv_strided(b, h, tp, n, 2 * ch, ch, 2 * r, r, 0, 1);
+    mult *= 2;
+  }
+  if (h < 0) return -1;
+  h = elu(b, h, d->alpha, "enc_final.elu");
+  idx++;
+  snprintf(tp, sizeof tp, "encoder.model.%d", idx);
+  return conv(b, h, tp, "enc_final.conv", d->dim, mult * d->n_filters, (int)d->last_kernel, 1);
+}
+
+/* Split RVQ encode (SplitResidualVectorQuantizer.encode): each group
+ * projects the latent with its own input_proj (a 1x1 conv, no bias), then
+ * its stages each take the nearest entry of their codebook (declared by
+ * the decoder's rvq(), shared) and pass the residual on; the codes of
+ * every stage ride in front (VQ_NEAREST), so the last node's first K
+ * columns are the frame's codes. */
+static int rvq_encode(Mb *b, const MimiCfg *d, int x) {
+  char t[200], n[IR_NAME];
+  int codes = -1; /* [R, codes so far | residual] of the last stage */
+  int done = 0;
+  for (int k = 0; k < 2; k++) {
+    const int64_t first = k ? d->n_sem : 0, end = k ? d->K : d->n_sem;
+    if (end <= first) continue; /* num_codebooks == n_q_semantic: rvq_rest unused */
+    snprintf(t, sizeof t, "quantizer.%s.input_proj.weight", k ? "rvq_rest" : "rvq_first");
+    snprintf(n, sizeof n, "rvq_%s_in", k ? "rest" : "first");
+    int p = fe_conv_weight(b->m, b->c, n, t, FE_CONV, d->q_dim, d->q_in, 1, b->band, b->err);
+    if (p < 0) return -1;
+    int res = ir_linear(b->g, x, W(p), -1, n);
+    for (int64_t i = first; i < end; i++) {
+      snprintf(n, sizeof n, "codebook%lld", (long long)i);
+      const int tab = ir_weight_find(b->m, n);
+      IR_ASSERT(tab >= 0);
+      int prev = -1;
+      if (done) {
+        snprintf(n, sizeof n, "vq%d.codes", done - 1);
+        prev = ir_slice(b->g, codes, 0, done, n);
+      }
+      snprintf(n, sizeof n, "vq%lld", (long long)i);
+      codes = ir_vq_nearest(b->g, res, W(tab), prev, n);
+      done++;
+      snprintf(n, sizeof n, "vq%lld.residual", (long long)i);
+      res = ir_slice(b->g, codes, done, d->q_dim, n);
+    }
+  }
+  return ir_slice(b->g, codes, 0, d->K, "codes");
+}
+
+/* Entry point "encode": frames x frame_size samples in (one channel), the
+ * codes of each frame out as floats [frames, K] (exact integers).  Every
+ * conv keeps its left context, the transformer its ring (positions in
+ * groups of stride steps, a frame's), the downsample its replicate state:
+ * one call over an utterance is the package's frame-by-frame streaming
+ * encode. */
+static int encode_graph(Module *m, const Checkpoint *c, const BuildOpts *o, const MimiCfg *d, int frames,
+                        int max_ctx, sc_error *err) {
+  if (d->q_in != d->dim)
+    return sc_fail(err, SC_EINPUT, "%s: the quantizer takes %lld channels (input_dimension) but the encoder gives "
+                   "%lld (the seanet dimension)", c->config_path, (long long)d->q_in, (long long)d->dim);
+  Mb b = {m, c, ir_graph_new(m, "encode", SC_IN_EMBEDS, frames), o->band, err};
+  b.g->pos_mul = (int)d->stride;
+  int h = ir_input_samples(b.g, d->frame_size);
+  h = seanet_encoder(&b, d, h);
+  if (h < 0) return err->code ? err->code : SC_EINPUT;
+  h = transformer(&b, d, h, max_ctx, frames * (int)d->stride, "encoder_transformer.", "enc_tf.");
+  if (h < 0) return err->code ? err->code : SC_EINPUT;
+  if (d->stride > 1) /* ConvDownsample1d: learnt, groups 1, no bias, pad_mode replicate */
+    h = conv_strided(&b, h, "downsample.conv", "downsample", d->dim, d->dim, (int)(2 * d->stride), (int)d->stride,
+                     1, 0);
+  if (h < 0) return err->code ? err->code : SC_EINPUT;
+  h = rvq_encode(&b, d, h);
+  if (h < 0) return err->code ? err->code : SC_EINPUT;
+  ir_output(b.g, h, OUT_LOGITS);
+  return SC_OK;
+}
+
 int fe_mimi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
   MimiCfg d;
   if (read_config(c, &d, err)) return err->code;
@@ -530,10 +695,10 @@ int fe_mimi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
     int zero = fe_zero_vec(m, "upsample.b", d.dim);
     h = fe_causal_conv_t(m, b.g, h, w, zero, d.dim, (int)(2 * d.stride), (int)d.stride, "upsample");
   }
-  h = transformer(&b, &d, h, max_ctx, frames * (int)d.stride);
+  h = transformer(&b, &d, h, max_ctx, frames * (int)d.stride, "decoder_transformer.", "dec_tf.");
   if (h < 0) return err->code ? err->code : SC_EINPUT;
   h = seanet_decoder(&b, &d, h);
   if (h < 0) return err->code ? err->code : SC_EINPUT;
   ir_output(b.g, h, OUT_LOGITS);
-  return SC_OK;
+  return encode_graph(m, c, o, &d, frames, max_ctx, err);
 }

@@ -23,9 +23,10 @@ int cmd_bench(int argc, char **argv); /* cmd_bench.c */
 int cmd_tts(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv); /* cmd_tokenize.c */
 int cmd_decode(int argc, char **argv);   /* cmd_decode.c */
+int cmd_encode(int argc, char **argv);   /* cmd_encode.c */
 int cmd_moshi(int argc, char **argv);    /* cmd_moshi.c */
 extern const char *const usage_tts, *const usage_bench, *const usage_tokenize, *const usage_decode,
-    *const usage_moshi;
+    *const usage_encode, *const usage_moshi;
 
 static const char *const usage_main =
     "usage: speechc <command> [options]\n"
@@ -41,6 +42,7 @@ static const char *const usage_main =
     "  tts model.so --text-ids ...   Qwen3-TTS codec frames from text token ids\n"
     "  tokenize DIR \"text\"          Qwen tokenizer ids of a text (--decode: ids to text)\n"
     "  decode codec.so CODES -o a.wav  codec codes to audio (a speech_tokenizer/ build)\n"
+    "  encode mimi.so IN.wav -o codes.json  audio to Mimi codes\n"
     "  moshi model.so --user-codes F --codes-out F   Moshi's step loop on codes (LMGen)\n"
     "  help COMMAND                  options of one command\n"
     "\n"
@@ -449,7 +451,7 @@ int main(int argc, char **argv) {
     static const struct { const char *name; const char *const *usage; } help[] = {
         {"build", &usage_build}, {"inspect", &usage_inspect}, {"run", &usage_run},
         {"bench", &usage_bench}, {"tts", &usage_tts}, {"tokenize", &usage_tokenize}, {"decode", &usage_decode},
-        {"moshi", &usage_moshi},
+        {"encode", &usage_encode}, {"moshi", &usage_moshi},
         {"help", &usage_main}};
     const char *what = argc > 2 ? argv[2] : "help";
     for (size_t i = 0; i < sizeof help / sizeof help[0]; i++)
@@ -467,6 +469,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "tts")) return cmd_tts(argc - 2, argv + 2);
   if (!strcmp(cmd, "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
   if (!strcmp(cmd, "decode")) return cmd_decode(argc - 2, argv + 2);
+  if (!strcmp(cmd, "encode")) return cmd_encode(argc - 2, argv + 2);
   if (!strcmp(cmd, "moshi")) return cmd_moshi(argc - 2, argv + 2);
   fprintf(stderr, "speechc: unknown command '%s'\n\n%s", cmd, usage_main);
   return SC_EUSAGE;

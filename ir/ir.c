@@ -267,6 +267,11 @@ int ir_input_embeds(Graph *g, int64_t cols) {
   return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T, cols, NULL, 0, "embeds");
 }
 
+int ir_input_samples(Graph *g, int64_t per_token) {
+  IR_ASSERT(per_token >= 1 && per_token < IR_ROWS_MAX_FACTOR);
+  return ir_node(g, OP_INPUT_EMBEDS, DT_F32, IR_T_SCALED(per_token, 1), 1, NULL, 0, "pcm");
+}
+
 int ir_input_hidden(Graph *g, int64_t cols) {
   return ir_node(g, OP_INPUT_HIDDEN, DT_F32, 1, cols, NULL, 0, "hidden_in");
 }
@@ -505,6 +510,15 @@ int ir_elu(Graph *g, int x, float alpha, const char *name) {
   int n = ir_node(g, OP_ELU, DT_F32, N(x)->rows, N(x)->cols, &x, 1, name);
   N(n)->p.alpha = alpha;
   return n;
+}
+
+int ir_vq_nearest(Graph *g, int x, int table, int codes, const char *name) {
+  const int64_t D = N(x)->cols, P = codes < 0 ? 0 : N(codes)->cols;
+  IR_ASSERT(N(table)->op == OP_WEIGHT && N(table)->dtype == DT_F32 && N(table)->cols == D);
+  IR_ASSERT(codes < 0 || N(codes)->rows == N(x)->rows);
+  int s[3];
+  s[S_VQ_NEAREST_X] = x, s[S_VQ_NEAREST_TABLE] = table, s[S_VQ_NEAREST_CODES] = codes;
+  return ir_node(g, OP_VQ_NEAREST, DT_F32, N(x)->rows, P + 1 + D, s, codes < 0 ? 2 : 3, name);
 }
 
 void ir_attention_align(Graph *g, int a, int align) {
@@ -878,6 +892,16 @@ int ir_verify(const Module *m, const Graph *g, sc_error *err) {
       if (!(n->p.alpha - n->p.alpha == 0)) VFAIL("alpha %g", n->p.alpha);
       if (!rows_match(n->rows, a->rows) || n->cols != a->cols) VFAIL("shape");
       break;
+    case OP_VQ_NEAREST: {
+      if (n->nsrc != 2 && n->nsrc != 3) VFAIL("has %d inputs, expected 2 or 3 (x, table[, codes])", n->nsrc);
+      const IrNode *x = S(VQ_NEAREST, X), *t = S(VQ_NEAREST, TABLE);
+      if (t->op != OP_WEIGHT || t->dtype != DT_F32 || t->cols != x->cols || t->rows < 1 || t->rows >= 1 << 24)
+        VFAIL("table %s: expected an f32 weight [N < 2^24, %lld]", t->name, (long long)x->cols);
+      const int64_t P = n->nsrc == 3 ? S(VQ_NEAREST, CODES)->cols : 0;
+      if (n->nsrc == 3 && !rows_match(S(VQ_NEAREST, CODES)->rows, x->rows)) VFAIL("codes rows");
+      if (!rows_match(n->rows, x->rows) || n->cols != P + 1 + x->cols) VFAIL("output shape");
+      break;
+    }
     case OP_TOPK_ROUTE:
       if (n->p.experts != a->cols || n->p.top_k < 1 || n->p.top_k > n->p.experts || n->cols != 2 * n->p.top_k)
         VFAIL("top %d of %lld experts into %lld cols (expected 1 <= k <= E = the logits' cols, 2k cols)", n->p.top_k,

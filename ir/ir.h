@@ -262,6 +262,9 @@ int ir_input_ids(Graph *g);
 /* [T, cols] ids: `cols` per token (a codec's codebooks), io->ids row-major. */
 int ir_input_codes(Graph *g, int64_t cols);
 int ir_input_embeds(Graph *g, int64_t cols);
+/* io->embeds read as one channel of T*per_token rows (a codec encoder's
+ * samples: per_token samples a frame). */
+int ir_input_samples(Graph *g, int64_t per_token);
 /* The entry's extra input vector io->hidden_in [1, cols]. */
 int ir_input_hidden(Graph *g, int64_t cols);
 int ir_weight(Module *m, Graph *g, int w);
@@ -309,6 +312,11 @@ int ir_layernorm(Graph *g, int x, int w, int b, float eps, const char *name);
 int ir_clamp(Graph *g, int x, float lo, float hi, const char *name);
 /* torch.nn.ELU(alpha) (ELU). */
 int ir_elu(Graph *g, int x, float alpha, const char *name);
+/* One stage of a residual VQ encode (VQ_NEAREST): the nearest row of the
+ * f32 WEIGHT table to each row of x, after the earlier stages' codes
+ * (codes [R, P], or -1 for the first stage); [R, P + 1 + D]: the codes,
+ * this stage's code, the residual x - table[code]. */
+int ir_vq_nearest(Graph *g, int x, int table, int codes, const char *name);
 /* Attention node a (ATTENTION) takes its positions in groups of `align`
  * (ops.def): the window of position p shrinks by align-1 - p % align. */
 void ir_attention_align(Graph *g, int a, int align);

@@ -1,7 +1,8 @@
 /*
  * codec.c — drive a codec decoder artifact (family "codec": the
  * Qwen3-TTS-Tokenizer-12Hz decoder, compiler/fe_codec.c, or Mimi's,
- * compiler/fe_mimi.c): frames of codes in, PCM out.  The artifact's one entry point "audio" takes up to
+ * compiler/fe_mimi.c): frames of codes in, PCM out; and Mimi's encoder, PCM
+ * in, codes out (entry "encode").  The entry point "audio" takes up to
  * max_tokens frames and keeps every conv's left context, the transposed
  * convs' carried sums and the attention ring in the session, so decoding an
  * utterance in one call or frame by frame gives the same samples.
@@ -23,6 +24,13 @@ static int cfg_int(const cJSON *obj, const char *key, int dflt, int *out) {
   if (!cJSON_IsNumber(v) || v->valuedouble < 1 || v->valuedouble > 1e9) return 0;
   *out = v->valueint;
   return 1;
+}
+
+/* An encode entry as compiler/fe_mimi.c makes it: frames of samples in
+ * (embeds), every frame's codes out as floats. */
+static int enc_matches(const sc_entry *e, const sc_codec_info *ci) {
+  return e->input == SC_IN_EMBEDS && e->out_cols == ci->n_codebooks && e->out_all_rows && e->out_rows_mul == 1 &&
+         e->max_tokens >= 1;
 }
 
 int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err) {
@@ -56,6 +64,8 @@ int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err) {
     ok = 0; /* sc_codec_decode reads these three from the entry table */
   if (!ok) return sc_fail(err, SC_EINPUT, "%s: the embedded codec config or its entry point is damaged", m->path);
   info->max_frames = e->max_tokens;
+  const sc_entry *enc = rt_entry(m, "encode");
+  info->can_encode = enc && enc_matches(enc, info);
   return SC_OK;
 }
 
@@ -92,4 +102,44 @@ int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pc
     done += chunk;
   }
   return SC_OK;
+}
+
+int sc_codec_encode(sc_session *s, const float *pcm, int n_frames, int32_t *codes, sc_error *err) {
+  sc_codec_info ci;
+  if (sc_codec_get_info(s->m, &ci, err)) return err->code;
+  if (!ci.can_encode)
+    return sc_fail(err, SC_EUSAGE, "%s: this codec has no encoder (only Mimi's is built: a Mimi directory, "
+                   "model_type mimi)", s->m->path);
+  const sc_entry *e = rt_entry(s->m, "encode");
+  if (n_frames < 0) return sc_fail(err, SC_EUSAGE, "negative frame count %d", n_frames);
+  if (s->enc_pos + (int64_t)n_frames > s->m->d->max_context)
+    return sc_fail(err, SC_ERUNTIME, "the encode stream is full: frame %d + %d exceeds max_context %d frames "
+                   "(hint: rebuild with a larger --max-context, or reset the session)", s->enc_pos, n_frames,
+                   s->m->d->max_context);
+  const size_t F = (size_t)ci.samples_per_frame, K = (size_t)ci.n_codebooks;
+  for (size_t i = 0; i < (size_t)n_frames * F; i++)
+    if (!(pcm[i] - pcm[i] == 0.0f))
+      return sc_fail(err, SC_EUSAGE, "sample %zu (frame %zu) is not finite (%g)", i, i / F, (double)pcm[i]);
+  float *out = malloc((size_t)e->max_tokens * K * sizeof *out);
+  if (!out) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  int rc = SC_OK;
+  for (int done = 0; !rc && done < n_frames;) {
+    const int chunk = n_frames - done < e->max_tokens ? n_frames - done : e->max_tokens;
+    sc_io io = {.embeds = pcm + (size_t)done * F, .n = chunk, .pos = s->enc_pos, .out = out};
+    if ((rc = rt_call(s, e, &io, err))) break;
+    for (size_t i = 0; i < (size_t)chunk * K; i++) {
+      const float c = out[i];
+      if (!(c >= 0.0f && c < (float)ci.codebook_size && c == (float)(int32_t)c)) {
+        rc = sc_fail(err, SC_ERUNTIME, "%s: the encoder gave code %g (frame %zu, codebook %zu), not one of "
+                     "[0, %d): a damaged artifact", s->m->path, (double)c, (size_t)done + i / K, i % K,
+                     ci.codebook_size);
+        break;
+      }
+      codes[(size_t)done * K + i] = (int32_t)c;
+    }
+    s->enc_pos += chunk;
+    done += chunk;
+  }
+  free(out);
+  return rc;
 }

@@ -418,6 +418,58 @@ static void k_layernorm(void *ctx, const float *x, int ldx, const float *w, cons
   sc_pool_run(pool_of(ctx), layernorm_chunk, &j, row_chunks(ctx, R, 4LL * C));
 }
 
+/* ---- VQ_NEAREST ------------------------------------------------------------ */
+
+typedef struct VqJob {
+  const float *x, *table, *codes;
+  float *y;
+  int ldx, ldc, ldy, N, D, P, R;
+} VqJob;
+
+/* Rows of the call, each against every entry: the distance as
+ * torch.cdist's matrix form computes it ([-2x, |x|^2, 1] . [e, 1, |e|^2]),
+ * every sum in f32 in index order; '<' keeps the first of equal ones. */
+static void vq_chunk(void *arg, int c, int n) {
+  const VqJob *j = arg;
+  const int t0 = (int)((long long)j->R * c / n), t1 = (int)((long long)j->R * (c + 1) / n);
+  for (int t = t0; t < t1; t++) {
+    const float *x = j->x + (size_t)t * j->ldx;
+    float *y = j->y + (size_t)t * j->ldy;
+    float xx = 0.0f;
+    for (int k = 0; k < j->D; k++) xx += x[k] * x[k];
+    int best = 0;
+    float best_d = 0.0f;
+    for (int e = 0; e < j->N; e++) {
+      const float *row = j->table + (size_t)e * j->D;
+      float dot = 0.0f, ee = 0.0f;
+      for (int k = 0; k < j->D; k++) {
+        dot += (-2.0f * x[k]) * row[k];
+        ee += row[k] * row[k];
+      }
+      float d2 = dot + xx + ee;
+      d2 = d2 > 0.0f ? d2 : 0.0f; /* clamp_min(0); a NaN stays NaN and never wins */
+      const float d = sqrtf(d2);
+      if (e == 0 || d < best_d) best = e, best_d = d;
+    }
+    for (int k = 0; k < j->P; k++) y[k] = j->codes[(size_t)t * j->ldc + k];
+    y[j->P] = (float)best;
+    const float *row = j->table + (size_t)best * j->D;
+    for (int k = 0; k < j->D; k++) y[j->P + 1 + k] = x[k] - row[k];
+  }
+}
+
+static void k_vq_nearest(void *ctx, const float *x, int ldx, const float *table, int N, const float *codes, int ldc,
+                         int P, float *y, int ldy, int R, int D) {
+  if (R < 1 || D < 1 || N < 1 || N >= 1 << 24 || P < 0 || (P > 0 && !codes)) {
+    sc_kernel_error(ctx, "vq_nearest: bad shape (rows, dimension, entries below 2^24, earlier codes)",
+                    R < 1 ? R : D < 1 ? D : N);
+    return;
+  }
+  VqJob j = {.x = x, .table = table, .codes = codes, .y = y, .ldx = ldx, .ldc = ldc, .ldy = ldy, .N = N, .D = D,
+             .P = P, .R = R};
+  sc_pool_run(pool_of(ctx), vq_chunk, &j, row_chunks(ctx, R, 2LL * N * D));
+}
+
 /* ---- the table ---------------------------------------------------------- */
 
 void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops) {
@@ -426,6 +478,7 @@ void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops) {
   K->dwconv = k_dwconv;
   K->overlap_add = k_overlap_add;
   K->layernorm = k_layernorm;
+  K->vq_nearest = k_vq_nearest;
   K->snake = ops == &sc_kern_avx2           ? snake_avx2
              : ops == &sc_kern_avx512       ? snake_avx512
              : ops == &sc_kern_neon         ? snake_neon

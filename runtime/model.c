@@ -307,6 +307,7 @@ void sc_session_close(sc_session *s) {
 void sc_session_reset(sc_session *s) {
   s->m->be->session_reset(s);
   s->pos = 0;
+  s->enc_pos = 0;
 }
 
 int sc_session_pos(const sc_session *s) { return s->pos; }

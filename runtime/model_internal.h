@@ -31,6 +31,7 @@ struct sc_session {
   unsigned char *state, *scratch; /* the CPU backend's (backend_cpu.c) */
   float *logits;                /* [vocab] */
   int pos;                      /* tokens in the (main) KV cache */
+  int enc_pos;                  /* a codec's encoded frames (its encoder's own stream) */
   sc_kernel_ctx kctx;
   sc_kernels K;
   void *be_data;                /* a device backend's: stream, device state, scratch, io (cuda_rt.c) */

@@ -11,13 +11,14 @@
  * carry rows of several sessions; ids_cols and out_rows_mul per entry.
  * 7: the mixture-of-experts kernels (topk_route, moe), delta_rule's
  * chunk, the descriptor's notes, the fused causal conv (conv1d), the
- * strided im2col (im2col_strided).
+ * strided im2col (im2col_strided).  8: the residual VQ encode stage
+ * (vq_nearest).
  * The runtime refuses an artifact whose version differs and says both.
  */
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 7
+#define SC_ABI_VERSION 8
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -163,6 +164,14 @@ typedef struct sc_kernels {
    * y [R/s, k*C] must not overlap x or state. */
   void (*im2col_strided)(void *ctx, const float *x, int ldx, float *state, float *y, int ldy, int R, int C,
                          int k, int d, int s, int replicate);
+  /* VQ_NEAREST (one stage of a residual VQ encode): per row t < R of x
+   * [R, D], the first j < N of the least sqrt(max(sum_c (-2 x[t,c])
+   * table[j,c] + |x_t|^2 + |table_j|^2, 0)), every sum in f32 in index
+   * order; y[t, 0:P] = codes[t*ldc ..] (P earlier codes; codes NULL when
+   * P is 0), y[t, P] = (float)j, y[t, P+1+c] = x[t,c] - table[j,c].
+   * table [N, D] f32 (ld D); y must not overlap x or codes. */
+  void (*vq_nearest)(void *ctx, const float *x, int ldx, const float *table, int N, const float *codes, int ldc,
+                     int P, float *y, int ldy, int R, int D);
 } sc_kernels;
 
 /* moe's temporaries: the gathered inputs [T*k, H], the experts' SwiGLU

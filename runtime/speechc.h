@@ -277,22 +277,35 @@ typedef int (*sc_moshi_row_cb)(void *user, const int32_t *row, int n_row, int st
 int sc_moshi_push(sc_moshi *g, const int32_t *user_codes, int n_frames, sc_moshi_row_cb on_row, void *cb_user,
                   int *n_pushed, sc_error *err);
 
-/* ---- codec decoders: codes to PCM -----------------------------------------
+/* ---- codecs: codes to PCM, and (Mimi) PCM to codes -------------------------
  * An artifact built from a Qwen3-TTS checkpoint's speech_tokenizer/ (the
- * 12 Hz tokenizer's decoder).  A session is one audio stream: each call
- * continues it, so frames may come one at a time as a talker makes them. */
+ * 12 Hz tokenizer's decoder) or from a Mimi directory (decoder and
+ * encoder).  A session is one audio stream each way: each call continues
+ * it, so frames may come one at a time as a talker makes them (decode) or
+ * as a microphone gives them (encode); the two directions keep their own
+ * state and position. */
 typedef struct sc_codec_info {
   int n_codebooks;          /* codes per frame (16) */
   int codebook_size;        /* each code in [0, codebook_size) */
   int samples_per_frame;    /* PCM samples per frame (1920) */
   int sample_rate;          /* Hz (24000) */
   int max_frames;           /* frames per entry call (sc_codec_decode loops) */
+  int can_encode;           /* 1: sc_codec_encode works (Mimi) */
 } sc_codec_info;
 int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err);
 /* Decode n_frames frames of n_codebooks codes (frame-major) into
  * pcm[n_frames * samples_per_frame], floats in [-1, 1]; the stream's
  * position advances by n_frames.  sc_session_reset starts a new stream. */
 int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pcm, sc_error *err);
+/* Encode n_frames whole frames of samples_per_frame mono samples at
+ * sample_rate (floats, as the package takes them: 16-bit PCM is s / 32768)
+ * into codes[n_frames * n_codebooks] (frame-major), as the moshi package's
+ * streaming Mimi.encode does one frame per call: any split of a stream
+ * gives the same codes.  A partial frame is the caller's to hold back
+ * until it is whole, as the package asks.  A non-finite sample is refused
+ * (SC_EUSAGE).  The encode position advances by n_frames; sc_session_reset
+ * starts a new stream both ways.  SC_EUSAGE on a codec without an encoder. */
+int sc_codec_encode(sc_session *s, const float *pcm, int n_frames, int32_t *codes, sc_error *err);
 /* Where `speechc build` puts the codec decoder of a Qwen3-TTS checkpoint
  * built into model_path: X.so -> X.codec.so (any other name: NAME.codec.so).
  * Non-zero when out (size bytes) is too small. */

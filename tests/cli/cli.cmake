@@ -18,3 +18,8 @@ endforeach()
 add_test(NAME cli_audio
   COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_audio.sh $<TARGET_FILE:speechc>
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+
+# Mimi: speechc encode against the package's codes, and its refusals.
+add_test(NAME cli_mimi
+  COMMAND bash ${CMAKE_SOURCE_DIR}/tests/cli/test_mimi.sh $<TARGET_FILE:speechc>
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})

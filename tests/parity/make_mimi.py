@@ -3,6 +3,15 @@
 
 Run:  /work/venv-moshi/bin/python tests/parity/make_mimi.py          # -> tests/data/mimi/
       /work/venv-moshi/bin/python tests/parity/make_mimi.py --check  # recompute, compare, write nothing
+      /work/venv-moshi/bin/python tests/parity/make_mimi.py --encode-only
+          # (re)write only the encode fixtures, from the committed model
+      /work/venv-moshi/bin/python tests/parity/make_mimi.py --published DIR
+          # a random Mimi at the published shapes (get_mimi's defaults, 8
+          # codebooks of 2048) in DIR, outside the repository, with in.wav
+          # (6 frames) and the package's streaming codes codes.i32, for a
+          # check by hand:
+          #   speechc build DIR -o m.so && speechc encode m.so DIR/in.wav -o c.bin
+          #   cmp c.bin DIR/codes.i32
 
 For each spec this writes tests/data/mimi/<name>/:
   config.json        {"model_type": "mimi", "num_codebooks": K} plus the Mimi
@@ -18,7 +27,27 @@ For each spec this writes tests/data/mimi/<name>/:
                      `mimi.streaming(1)`, as Moshi's own loop runs it
   pcm_whole.f32      the package's non-streaming `mimi.decode(codes)` of the whole
                      utterance, for the record (see trace.json "whole_vs_stream")
-  trace.json         dims, seeds, versions, stats
+  enc_in.wav         a short test signal (enc_frames = 8 whole 1920-sample frames,
+                     16-bit mono at 24 kHz: every sample is k / 32768, so the
+                     floats the package encodes are the WAV's exactly)
+  enc_codes.i32      raw little-endian int32 [enc_frames, K]: the package's
+                     streaming encode of it, one 1920-sample frame per
+                     `mimi.encode` call inside `mimi.streaming(1)`, as
+                     moshi.run_inference feeds Mimi
+  enc_codes_whole.i32  the package's non-streaming `mimi.encode` of the whole
+                     signal, for the record: its encoder transformer sees
+                     `context` steps at every step, the streaming ring
+                     context - 1 at a frame's first (trace.json
+                     "encode_whole_vs_stream" says from which frame they differ)
+  trace.json         dims, seeds, versions, stats; "encode_margin": the
+                     smallest gap, over every frame and codebook, between the
+                     nearest and the second nearest codebook entry (squared
+                     distances in float64 of the package's own residuals,
+                     relative to the nearest): the package's torch.cdist takes
+                     a matmul formula above 25 entries, so a C encode can
+                     only disagree on a near-tie, and this says how far the
+                     fixture is from one; "encode_margin_abs": the smallest
+                     absolute gap of the squared distances
 
 Streaming and non-streaming decode differ once the decoder transformer's
 context fills: streaming, the RingKVCache holds `context` positions and
@@ -50,7 +79,7 @@ SPECS = {
     # a decoder transformer context of 5 steps (odd: the ring wraps inside
     # the run and the frame's two steps straddle it), 4 of 6 codebooks.
     "mimi_tiny": dict(
-        seed=11, frames=6, num_codebooks=4,
+        seed=11, frames=6, num_codebooks=4, enc_frames=8,
         mimi=dict(
             sample_rate=24000, channels=1, frame_rate=12.5,
             seanet=dict(channels=1, dimension=16, causal=True, n_filters=2, n_residual_layers=2,
@@ -118,6 +147,97 @@ def compute(mimi, codes):
     return np.concatenate(outs).astype("<f4"), whole.astype("<f4")
 
 
+def test_signal(T, seed):
+    """T frames of 1920 samples: two chirping tones, a click train and noise,
+    clipped and rounded to 16-bit steps (k / 32768) so a 16-bit WAV holds it
+    exactly."""
+    g = torch.Generator().manual_seed(seed)
+    n = T * 1920
+    t = np.arange(n) / 24000.0
+    # loud (2.6 % of the samples clip): at half this level the tiny model's
+    # semantic codebook gives one code for every frame
+    x = 0.6 * np.sin(2 * np.pi * (220 + 400 * t) * t) + 0.4 * np.sin(2 * np.pi * 1375 * t + 0.3)
+    x[::997] += 1.0
+    x += 0.1 * torch.randn(n, generator=g, dtype=torch.float64).numpy()
+    q = np.clip(np.round(x * 32768), -32768, 32767).astype(np.int16)
+    return q
+
+
+def write_wav16(path, q):
+    import wave
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(24000)
+        w.writeframes(q.astype("<i2").tobytes())
+
+
+def encode_stream(mimi, x):
+    """x float32 [n] (whole frames) -> codes [T, K] of the streaming encode
+    and the smallest relative nearest-vs-second margin of its decisions."""
+    T = x.shape[0] // 1920
+    q = mimi.quantizer
+    codes, margin, margin_abs = [], float("inf"), float("inf")
+    with torch.no_grad(), mimi.streaming(1):
+        for t in range(T):
+            frame = torch.from_numpy(x[t * 1920:(t + 1) * 1920])[None, None]
+            c = mimi.encode(frame)  # [1, K, 1]
+            codes.append(c[0, :, 0].numpy())
+    # the margins, from the package's own latents and residuals
+    with torch.no_grad(), mimi.streaming(1):
+        for t in range(T):
+            frame = torch.from_numpy(x[t * 1920:(t + 1) * 1920])[None, None]
+            emb = mimi._encode_to_unquantized_latent(frame)  # [1, D, 1]
+            k = 0
+            for rvq, n in ((q.rvq_first, q.n_q_semantic), (q.rvq_rest, q.n_q - q.n_q_semantic)):
+                if n == 0:
+                    continue
+                res = rvq.input_proj(emb)[0, :, 0]
+                for layer in rvq.vq.layers[:n]:
+                    e = layer._codebook.embedding
+                    d = ((res.double()[None] - e.double()) ** 2).sum(-1)
+                    s, i = torch.sort(d)
+                    assert int(i[0]) == int(codes[t][k]), (t, k, int(i[0]), int(codes[t][k]))
+                    margin = min(margin, float((s[1] - s[0]) / max(float(s[0]), 1e-30)))
+                    margin_abs = min(margin_abs, float(s[1] - s[0]))
+                    res = res - e[i[0]]
+                    k += 1
+    return np.stack(codes).astype("<i4"), margin, margin_abs
+
+
+def encode_fixtures(mimi, spec):
+    """The encode half: (signal int16, files, trace keys)."""
+    q16 = test_signal(spec["enc_frames"], spec["seed"] + 300)
+    x = q16.astype(np.float32) / 32768
+    enc_codes, margin, margin_abs = encode_stream(mimi, x)
+    assert margin > 1e-4, f"a near-tie in the encode (relative margin {margin}): change the seed"
+    with torch.no_grad():
+        whole = mimi.encode(torch.from_numpy(x)[None, None])[0].T.numpy().astype("<i4")
+    assert whole.shape == enc_codes.shape, (whole.shape, enc_codes.shape)
+    differ = np.nonzero((whole != enc_codes).any(axis=1))[0]
+    keys = dict(enc_frames=spec["enc_frames"], encode_margin=margin, encode_margin_abs=margin_abs,
+                encode_whole_vs_stream=dict(first_frame=int(differ[0]) if len(differ) else -1,
+                                            frames_differing=int(len(differ))))
+    return q16, {"enc_codes.i32": enc_codes, "enc_codes_whole.i32": whole}, keys
+
+
+def encode_only(name, spec):
+    """Rewrite the encode fixtures from the committed model, nothing else."""
+    d = os.path.join(OUT, name)
+    mimi = load(d, spec["mimi"], spec["num_codebooks"]).eval()
+    q16, files, keys = encode_fixtures(mimi, spec)
+    write_wav16(os.path.join(d, "enc_in.wav"), q16)
+    for fn, arr in files.items():
+        arr.reshape(-1).tofile(os.path.join(d, fn))
+    with open(os.path.join(d, "trace.json")) as f:
+        trace = json.load(f)
+    trace.update(keys)
+    trace["encode_torch_version"] = torch.__version__
+    with open(os.path.join(d, "trace.json"), "w") as f:
+        json.dump(trace, f, indent=1)
+    print(name, json.dumps(keys))
+
+
 def make(name, spec, check):
     from moshi.models import loaders
     from safetensors.torch import save_file
@@ -148,7 +268,12 @@ def make(name, spec, check):
                  whole_vs_stream=dict(max_abs=float(diff.max()), rel_to_peak=float(diff.max() / peak),
                                       first_sample=first,
                                       first_frame=first // 1920 if first >= 0 else -1))
-    files = {"codes.i32": codes[0].T.numpy().astype("<i4"), "pcm.f32": stream, "pcm_whole.f32": whole}
+    q16, enc_files, keys = encode_fixtures(mimi, spec)
+    trace.update(keys)
+    files = {"codes.i32": codes[0].T.numpy().astype("<i4"), "pcm.f32": stream, "pcm_whole.f32": whole,
+             **enc_files}
+    if not check:
+        write_wav16(os.path.join(d, "enc_in.wav"), q16)
     if check:
         for fn, arr in files.items():
             old = np.fromfile(os.path.join(d, fn), dtype=arr.dtype)
@@ -163,11 +288,37 @@ def make(name, spec, check):
     print(name, json.dumps(trace))
 
 
+def published(d):
+    """A random Mimi at the published shapes and its streaming codes (see --published)."""
+    from moshi.models import loaders
+    from safetensors.torch import save_file
+    os.makedirs(d, exist_ok=True)
+    K = 8
+    save_file(randomize(loaders.get_mimi(None, None, num_codebooks=K), 5), os.path.join(d, "model.safetensors"))
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(dict(model_type="mimi", num_codebooks=K), f)
+    mimi = loaders.get_mimi(os.path.join(d, "model.safetensors"), None, num_codebooks=K).eval()
+    q16 = test_signal(6, 7)
+    write_wav16(os.path.join(d, "in.wav"), q16)
+    codes, margin, margin_abs = encode_stream(mimi, q16.astype(np.float32) / 32768)
+    codes.reshape(-1).tofile(os.path.join(d, "codes.i32"))
+    print(f"{d}: codes.i32 [6, {K}], smallest margin {margin:.3g} relative, {margin_abs:.3g} absolute")
+
+
 def main():
     check = "--check" in sys.argv[1:]
     torch.set_num_threads(1)
+    if "--published" in sys.argv[1:]:
+        i = sys.argv.index("--published")
+        if i + 1 >= len(sys.argv) or os.path.abspath(sys.argv[i + 1]).startswith(ROOT):
+            raise SystemExit("--published needs an output directory outside the repository")
+        published(sys.argv[i + 1])
+        return
     for name, spec in SPECS.items():
-        make(name, spec, check)
+        if "--encode-only" in sys.argv[1:]:
+            encode_only(name, spec)
+        else:
+            make(name, spec, check)
 
 
 if __name__ == "__main__":

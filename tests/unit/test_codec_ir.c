@@ -519,11 +519,48 @@ static void test_strided(void) {
   ir_module_free(&m);
 }
 
+/* VQ_NEAREST: the builder's shapes (the earlier codes in front), the
+ * verifier's refusals (a table of another width, a bf16 table, a wrong
+ * output width), and the CUDA target refusing it. */
+static void test_vq(void) {
+  Module m;
+  ir_module_init(&m);
+  m.max_context = 64;
+  Graph *g = ir_graph_new(&m, "enc", SC_IN_EMBEDS, 8);
+  const int x = ir_input_embeds(g, 4);
+  const int tw = ir_weight_add(&m, "cb0", DT_F32, 1, 32, 4), tb = ir_weight_add(&m, "cb1", DT_F32, 1, 16, 4);
+  const int a = ir_vq_nearest(g, x, ir_weight(&m, g, tw), -1, "vq0");
+  const int r = ir_slice(g, a, 1, 4, "res0"), c = ir_slice(g, a, 0, 1, "codes0");
+  const int b = ir_vq_nearest(g, r, ir_weight(&m, g, tb), c, "vq1");
+  ir_output(g, ir_slice(g, b, 0, 2, "codes"), OUT_LOGITS);
+  sc_error err = {0};
+  CHECK_MSG(ir_verify(&m, g, &err) == SC_OK, "%s", err.msg);
+  CHECK(g->nodes[a].cols == 5 && g->nodes[b].cols == 6 && g->nodes[b].rows == IR_T && g->nodes[b].nsrc == 3);
+  IrNode keep = g->nodes[b];
+  g->nodes[b].cols = 5;
+  CHECK(ir_verify(&m, g, &err) != SC_OK);
+  CHECK_CONTAINS(err.msg, "output shape");
+  g->nodes[b] = keep;
+  const int t2 = g->nodes[b].src[S_VQ_NEAREST_TABLE];
+  g->nodes[t2].dtype = DT_BF16;
+  CHECK(ir_verify(&m, g, &err) != SC_OK);
+  CHECK_CONTAINS(err.msg, "table cb1: expected an f32 weight [N < 2^24, 4]");
+  g->nodes[t2].dtype = DT_F32;
+  g->nodes[b].nsrc = 1;
+  CHECK(ir_verify(&m, g, &err) != SC_OK);
+  CHECK_CONTAINS(err.msg, "expected 2 or 3 (x, table[, codes])");
+  g->nodes[b] = keep;
+  CHECK(ir_check_target(&m, IR_TARGET_CUDA, &err) != SC_OK);
+  CHECK_CONTAINS(err.msg, "VQ_NEAREST");
+  ir_module_free(&m);
+}
+
 int main(void) {
   snprintf(root, sizeof root, "/tmp/sc_codec_ir.XXXXXX");
   if (!mkdtemp(root)) return 1;
   test_builders_and_verifier();
   test_strided();
+  test_vq();
   test_derived_weights();
   test_mul_broadcast();
   for (int fused = 0; fused < 2; fused++) {

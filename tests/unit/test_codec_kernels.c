@@ -557,6 +557,88 @@ static void test_threads(const sc_kernels *K1) {
   sc_pool_free(c3.pool);
 }
 
+/* ---- VQ_NEAREST ------------------------------------------------------------ */
+
+/* Residual VQ encode in double: each stage the nearest entry by the exact
+ * squared distance (first index on ties), the residual minus it.  Stage
+ * by stage through the kernel (the earlier codes carried in front) gives
+ * the same codes, the residual within f32 rounding; a table with a
+ * duplicated entry takes the first; an entry equal to the input wins
+ * outright (the clamp at 0). */
+static void test_vq_nearest(const sc_kernels *K, sc_kernel_ctx *ctx) {
+  enum { R = 5, D = 7, N = 40, S = 3 };
+  float *x = rnd((size_t)R * D, 1), *tab = rnd((size_t)S * N * D, 1);
+  /* stage 1's entry 9 duplicates entry 30, nearer than every other to row 0 */
+  float *t1 = tab + (size_t)N * D;
+  double res[R][D];
+  int want[R][S];
+  for (int t = 0; t < R; t++)
+    for (int c = 0; c < D; c++) res[t][c] = x[t * D + c];
+  double margin = 1e300;
+  for (int st = 0; st < S; st++) {
+    const float *T = tab + (size_t)st * N * D;
+    if (st == 1) { /* row 0's residual nearly equals entry 30; entry 9 is its copy */
+      for (int c = 0; c < D; c++) t1[30 * D + c] = (float)res[0][c] + 1e-3f, t1[9 * D + c] = t1[30 * D + c];
+    }
+    for (int t = 0; t < R; t++) {
+      double best = 1e300, second = 1e300;
+      int bj = 0;
+      for (int j = 0; j < N; j++) {
+        double d = 0;
+        for (int c = 0; c < D; c++) d += (res[t][c] - T[j * D + c]) * (res[t][c] - T[j * D + c]);
+        if (d < best) second = best, best = d, bj = j;
+        else if (d < second && !(st == 1 && j == 30)) second = d; /* 30 copies 9 */
+      }
+      if (!(st == 1 && t == 0) && second - best < margin) margin = second - best;
+      want[t][st] = bj;
+      for (int c = 0; c < D; c++) res[t][c] -= T[bj * D + c];
+    }
+  }
+  CHECK_MSG(margin > 1e-4, "vq test: the random data has a near-tie (%g): change the seed", margin);
+  CHECK(want[0][1] == 9);
+  /* the kernel, stage by stage: y [R, st + 1 + D] */
+  float *cur = zeros((size_t)R * D), *codes = NULL;
+  memcpy(cur, x, (size_t)R * D * sizeof *cur);
+  for (int st = 0; st < S; st++) {
+    const int P = st, W = P + 1 + D;
+    float *y = zeros((size_t)R * W);
+    K->vq_nearest(K->ctx, cur, D, tab + (size_t)st * N * D, N, codes, P, P, y, W, R, D);
+    CHECK_MSG(!ctx->failed, "%s", ctx->err);
+    free(codes);
+    codes = zeros((size_t)R * (P + 1));
+    for (int t = 0; t < R; t++) {
+      memcpy(codes + (size_t)t * (P + 1), y + (size_t)t * W, (size_t)(P + 1) * sizeof *codes);
+      memcpy(cur + (size_t)t * D, y + (size_t)t * W + P + 1, D * sizeof *cur);
+    }
+    free(y);
+  }
+  int bad = 0;
+  double worst = 0;
+  for (int t = 0; t < R; t++) {
+    for (int st = 0; st < S; st++) bad += codes[t * S + st] != (float)want[t][st];
+    for (int c = 0; c < D; c++) {
+      const double e = fabs(cur[t * D + c] - res[t][c]);
+      if (e > worst) worst = e;
+    }
+  }
+  CHECK_MSG(!bad, "%s vq_nearest: %d codes differ from the double reference", sc_kernels_isa(K), bad);
+  CHECK_MSG(worst < 1e-5, "%s vq_nearest: residual off by %g", sc_kernels_isa(K), worst);
+  /* an entry equal to the row: distance 0 after the clamp, chosen */
+  float e0[2 * 3] = {0.5f, -1.0f, 2.0f, 0.25f, 0.125f, 3.0f}, xr[3] = {0.25f, 0.125f, 3.0f}, y1[4];
+  K->vq_nearest(K->ctx, xr, 3, e0, 2, NULL, 0, 0, y1, 4, 1, 3);
+  CHECK(y1[0] == 1.0f && y1[1] == 0.0f && y1[2] == 0.0f && y1[3] == 0.0f);
+  /* refusals */
+  ctx->failed = 0;
+  K->vq_nearest(K->ctx, xr, 3, e0, 0, NULL, 0, 0, y1, 4, 1, 3);
+  CHECK(ctx->failed);
+  CHECK_CONTAINS(ctx->err, "vq_nearest: bad shape");
+  ctx->failed = 0;
+  K->vq_nearest(K->ctx, xr, 3, e0, 2, NULL, 0, 1, y1, 4, 1, 3); /* earlier codes promised, none given */
+  CHECK(ctx->failed);
+  ctx->failed = 0;
+  free(x), free(tab), free(cur), free(codes);
+}
+
 static void test_layouts(void) {
   const int a = 5, bdim = 3, k = 4;
   float *w = rnd((size_t)a * bdim * k, 1), *o1 = zeros((size_t)a * bdim * k), *o2 = zeros((size_t)a * bdim * k);
@@ -581,6 +663,7 @@ static void test_layouts(void) {
 static void run_all(const sc_kernels *K, sc_kernel_ctx *ctx) {
   test_im2col(K, ctx);
   test_im2col_strided(K, ctx);
+  test_vq_nearest(K, ctx);
   test_conv(K, ctx);
   test_dwconv(K, ctx);
   test_convt(K, ctx);

@@ -1,6 +1,6 @@
 /*
- * test_mimi.c — Mimi's decoder (model_type "mimi", compiler/fe_mimi.c)
- * compiled by speechc against the `moshi` package 0.2.13 on random
+ * test_mimi.c — Mimi (model_type "mimi", compiler/fe_mimi.c), decoder and
+ * encoder, compiled by speechc against the `moshi` package 0.2.13 on random
  * weights (tests/data/mimi/mimi_tiny, made by tests/parity/make_mimi.py):
  *   - the whole utterance in one sc_codec_decode call: PCM within 1e-4 of
  *     the package's streaming decode (max abs error over max |ref|), and
@@ -9,9 +9,18 @@
  *     test fails if speechc computed the other one;
  *   - frame by frame, in uneven pieces, after a session reset: the same;
  *   - builds: libtcc and gcc, fused and --no-fuse, 4 frames per call and 1;
- *   - sc_codec_get_info: 4 codebooks of 32, 1920 samples at 24 kHz;
+ *   - encode of enc_in.wav (8 frames): codes identical to the package's
+ *     streaming encode (enc_codes.i32) in one call, frame by frame, in
+ *     uneven pieces and interleaved with decode calls on the same session
+ *     (each direction its own stream), and not the package's
+ *     non-streaming encode (enc_codes_whole.i32), which the encoder
+ *     transformer's ring makes differ from frame 2 on; a NaN sample and a
+ *     full stream are refused by name;
+ *   - sc_codec_get_info: 4 codebooks of 32, 1920 samples at 24 kHz, an
+ *     encoder;
  *   - refusals by name: a code outside the codebook, and config switches
- *     speechc does not lower (or the package would refuse).
+ *     speechc does not lower (or the package would refuse), the quantizer's
+ *     input width against the encoder's.
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,11 +33,13 @@
 #include "model_internal.h"
 #include "parity_util.h"
 #include "speechc.h"
+#include "wav.h"
 
 #define DIR "tests/data/mimi/mimi_tiny"
 #define T 6
 #define K 4
 #define SPF 1920
+#define TE 8 /* encode fixture frames */
 
 static char tmpdir[64];
 
@@ -48,8 +59,63 @@ static sc_model *build(const char *dir, const char *cc, int fuse, int frames, sc
   return m;
 }
 
+typedef struct EncRef {
+  const float *pcm;        /* [TE * SPF] enc_in.wav */
+  const int32_t *codes;    /* [TE, K] the package's streaming encode */
+  const int32_t *whole;    /* [TE, K] its non-streaming encode */
+} EncRef;
+
+static int same_codes(const int32_t *a, const int32_t *b, int n) { return !memcmp(a, b, (size_t)n * sizeof *a); }
+
+/* Encode, after a reset: one call, frame by frame, uneven pieces, and
+ * interleaved with decoding (the two streams apart); the package's codes. */
+static void run_encode(sc_session *s, const char *cc, int fuse, int frames, const EncRef *er, const int32_t *codes,
+                       const float *ref) {
+  sc_error err = {0};
+  int32_t got[TE * K];
+  sc_session_reset(s);
+  memset(got, 0xff, sizeof got);
+  CHECK_MSG(sc_codec_encode(s, er->pcm, TE, got, &err) == 0, "%s", err.msg);
+  CHECK_MSG(same_codes(got, er->codes, TE * K), "%s fuse %d frames/call %d: encode in one call differs from the "
+            "package's streaming encode", cc, fuse, frames);
+  CHECK_MSG(!same_codes(got, er->whole, TE * K), "%s: equal to the package's non-streaming encode: the fixture no "
+            "longer tells the two apart", cc);
+  sc_session_reset(s);
+  memset(got, 0xff, sizeof got);
+  for (int t = 0; t < TE; t++)
+    CHECK_MSG(sc_codec_encode(s, er->pcm + t * SPF, 1, got + t * K, &err) == 0, "%s", err.msg);
+  CHECK_MSG(same_codes(got, er->codes, TE * K), "%s fuse %d frames/call %d: encode frame by frame differs", cc,
+            fuse, frames);
+  sc_session_reset(s);
+  memset(got, 0xff, sizeof got);
+  static const int piece[] = {2, 0, 5, 1};
+  for (int k = 0, done = 0; k < 4; done += piece[k++])
+    CHECK_MSG(sc_codec_encode(s, er->pcm + done * SPF, piece[k], got + done * K, &err) == 0, "%s", err.msg);
+  CHECK_MSG(same_codes(got, er->codes, TE * K), "%s fuse %d frames/call %d: encode in pieces differs", cc, fuse,
+            frames);
+  /* both directions on one session, a frame of each in turn */
+  sc_session_reset(s);
+  memset(got, 0xff, sizeof got);
+  float *pcm = calloc((size_t)T * SPF, sizeof *pcm);
+  for (int t = 0; t < (T > TE ? T : TE); t++) {
+    if (t < TE) CHECK_MSG(sc_codec_encode(s, er->pcm + t * SPF, 1, got + t * K, &err) == 0, "%s", err.msg);
+    if (t < T) CHECK_MSG(sc_codec_decode(s, codes + t * K, 1, pcm + t * SPF, &err) == 0, "%s", err.msg);
+  }
+  const double e = rel_err(pcm, ref, T * SPF);
+  CHECK_MSG(same_codes(got, er->codes, TE * K) && e <= 1e-4, "%s fuse %d frames/call %d: encode and decode "
+            "interleaved: codes %s, decode rel err %.3g", cc, fuse, frames,
+            same_codes(got, er->codes, TE * K) ? "equal" : "differ", e);
+  free(pcm);
+  /* refusals: a NaN sample, by index */
+  float bad[SPF];
+  memcpy(bad, er->pcm, sizeof bad);
+  bad[7] = NAN;
+  CHECK(sc_codec_encode(s, bad, 1, got, &err) == SC_EUSAGE && strstr(err.msg, "sample 7 (frame 0) is not finite"));
+  printf("  encode: the package's codes in one call, frame by frame, in pieces, interleaved\n");
+}
+
 static void run_one(const char *cc, int fuse, int frames, const int32_t *codes, const float *ref,
-                    const float *whole_ref) {
+                    const float *whole_ref, const EncRef *er) {
   sc_error err = {0};
   sc_model *m = build(DIR, cc, fuse, frames, &err);
   CHECK_MSG(m, "build %s fuse %d frames %d: %s", cc, fuse, frames, err.msg);
@@ -57,7 +123,7 @@ static void run_one(const char *cc, int fuse, int frames, const int32_t *codes, 
   sc_codec_info ci;
   CHECK_MSG(sc_codec_get_info(m, &ci, &err) == 0, "%s", err.msg);
   CHECK(ci.n_codebooks == K && ci.codebook_size == 32 && ci.samples_per_frame == SPF && ci.sample_rate == 24000 &&
-        ci.max_frames == frames);
+        ci.max_frames == frames && ci.can_encode);
   sc_session *s = NULL;
   CHECK_MSG(sc_session_open(m, &s, &err) == 0, "%s", err.msg);
   const int n = T * SPF;
@@ -97,6 +163,7 @@ static void run_one(const char *cc, int fuse, int frames, const int32_t *codes, 
   bad[2] = 32;
   CHECK(sc_codec_decode(s, bad, 1, pcm, &err) == SC_EUSAGE && strstr(err.msg, "codebook 2") &&
         strstr(err.msg, "[0, 32)"));
+  run_encode(s, cc, fuse, frames, er, codes, ref);
   free(pcm);
   sc_session_close(s);
   sc_model_close(m);
@@ -127,11 +194,53 @@ int main(void) {
   CHECK(ref && size == T * SPF * 4);
   float *whole = (float *)slurp(DIR "/pcm_whole.f32", &size);
   CHECK(whole && size == T * SPF * 4);
-  if (!codes || !ref || !whole) CHECK_DONE();
+  sc_wav_audio in = {0};
+  sc_error err = {0};
+  CHECK_MSG(sc_wav_read(DIR "/enc_in.wav", &in, &err) == 0, "%s", err.msg);
+  CHECK(in.frames == TE * SPF && in.channels == 1 && in.sample_rate == 24000);
+  int32_t *enc = (int32_t *)slurp(DIR "/enc_codes.i32", &size);
+  CHECK(enc && size == TE * K * 4);
+  int32_t *enc_whole = (int32_t *)slurp(DIR "/enc_codes_whole.i32", &size);
+  CHECK(enc_whole && size == TE * K * 4);
+  if (!codes || !ref || !whole || !in.pcm || !enc || !enc_whole) CHECK_DONE();
+  const EncRef er = {in.pcm, enc, enc_whole};
   const char *ccs[] = {"tcc", "gcc"};
   for (int c = 0; c < 2; c++)
     for (int fuse = 1; fuse >= 0; fuse--)
-      for (int frames = 4; frames >= 1; frames -= 3) run_one(ccs[c], fuse, frames, codes, ref, whole);
+      for (int frames = 4; frames >= 1; frames -= 3) run_one(ccs[c], fuse, frames, codes, ref, whole, &er);
+
+  /* max_context 3: three frames each way, one a call, then the streams are full, by name */
+  {
+    BuildOpts o = build_defaults();
+    char out[256];
+    snprintf(out, sizeof out, "%s/mimi_ctx3.so", tmpdir);
+    o.model_dir = DIR;
+    o.out_path = out;
+    o.quiet = 1;
+    o.max_context = 3;
+    sc_model *m = NULL;
+    sc_session *s = NULL;
+    int32_t got[TE * K];
+    CHECK_MSG(sc_build(&o, &err) == 0 && sc_model_open(out, NULL, &m, &err) == 0 &&
+              sc_session_open(m, &s, &err) == 0, "%s", err.msg);
+    if (s) {
+      /* one frame a call up to the last: max_context counts frames, not the transformer's steps */
+      for (int t = 0; t < 3; t++)
+        CHECK_MSG(sc_codec_encode(s, in.pcm + t * SPF, 1, got + t * K, &err) == 0, "frame %d: %s", t, err.msg);
+      CHECK(same_codes(got, enc, 3 * K));
+      CHECK(sc_codec_encode(s, in.pcm, 1, got, &err) == SC_ERUNTIME && strstr(err.msg, "the encode stream is full"));
+      float *pcm = calloc(3 * SPF, sizeof *pcm);
+      for (int t = 0; t < 3; t++)
+        CHECK_MSG(sc_codec_decode(s, codes + t * K, 1, pcm + t * SPF, &err) == 0, "decode frame %d after a full "
+                  "encode stream: %s", t, err.msg);
+      const double e = rel_err(pcm, ref, 3 * SPF);
+      CHECK_MSG(e < 1e-4, "max_context 3: decode rel err %.3g", e);
+      CHECK(sc_codec_decode(s, codes, 1, pcm, &err) == SC_ERUNTIME && strstr(err.msg, "the stream is full"));
+      free(pcm);
+    }
+    sc_session_close(s);
+    sc_model_close(m);
+  }
 
   refuse("s/\"pad_mode\": \"constant\"/\"pad_mode\": \"replicate\"/", "pad_mode 'replicate'");
   refuse("s/\"norm\": \"none\"/\"norm\": \"weight_norm\"/", "norm 'weight_norm'");
@@ -144,9 +253,14 @@ int main(void) {
   refuse("s/\"frame_rate\": 12.5/\"frame_rate\": 10/", "frame_rate 10");
   refuse("/\"sample_rate\"/d", "sample_rate is missing");
   refuse("s/\"context\": 5/\"context\": 1/", "context 1 is shorter");
+  refuse("/\"bins\": 32/{n;s/\"input_dimension\": 16/\"input_dimension\": 12/}",
+         "the quantizer takes 12 channels (input_dimension) but the encoder gives 16");
   free(codes);
   free(ref);
   free(whole);
+  free(enc);
+  free(enc_whole);
+  sc_wav_audio_free(&in);
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   CHECK(system(cmd) == 0);
