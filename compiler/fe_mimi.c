@@ -385,6 +385,34 @@ static int elu(Mb *b, int x, double alpha, const char *name) {
   return ir_elu(b->g, x, (float)alpha, name);
 }
 
+/* SEANet's residual block `<side>.model.<idx>` (node names from un) over
+ * h [T, ch]: h (or its 1x1 shortcut) + conv2(elu(conv1_dil(elu(h)))), the
+ * first conv to `hidden` channels.  -1 on error. */
+static int resblock(Mb *b, const MimiCfg *d, int h, const char *side, int idx, const char *un, int64_t ch,
+                    int64_t hidden, int64_t dil) {
+  char tp[200], n[IR_NAME];
+  snprintf(n, sizeof n, "%.30s.elu1", un);
+  int y = elu(b, h, d->alpha, n);
+  snprintf(tp, sizeof tp, "%s.model.%d.block.1", side, idx);
+  snprintf(n, sizeof n, "%.30s.conv1", un);
+  y = conv(b, y, tp, n, hidden, ch, (int)d->res_kernel, (int)dil);
+  if (y < 0) return -1;
+  snprintf(n, sizeof n, "%.30s.elu2", un);
+  y = elu(b, y, d->alpha, n);
+  snprintf(tp, sizeof tp, "%s.model.%d.block.3", side, idx);
+  snprintf(n, sizeof n, "%.30s.conv2", un);
+  y = conv(b, y, tp, n, ch, hidden, 1, 1);
+  if (y < 0) return -1;
+  int skip = h;
+  if (!d->true_skip) {
+    snprintf(tp, sizeof tp, "%s.model.%d.shortcut", side, idx);
+    snprintf(n, sizeof n, "%.30s.shortcut", un);
+    if ((skip = conv(b, h, tp, n, ch, ch, 1, 1)) < 0) return -1;
+  }
+  snprintf(n, sizeof n, "%.30s.add", un);
+  return ir_binary(b->g, OP_ADD, skip, y, n);
+}
+
 /* Split RVQ decode: P_first·(first codebooks) + P_rest·(the others). */
 static int rvq(Mb *b, const MimiCfg *d) {
   int ids = ir_input_codes(b->g, (int)d->K);
@@ -496,26 +524,7 @@ static int seanet_decoder(Mb *b, const MimiCfg *d, int h) {
     for (int j = 0; j < d->n_res && h >= 0; j++, idx++, dil *= d->dil_base) {
       if (dil > FE_DIM_MAX) return sc_fail(b->err, SC_EINPUT, "%s: seanet dilations overflow", b->c->config_path), -1;
       snprintf(un, sizeof un, "dec%d.res%d", i + 1, j);
-      snprintf(n, sizeof n, "%.30s.elu1", un);
-      int y = elu(b, h, d->alpha, n);
-      snprintf(tp, sizeof tp, "decoder.model.%d.block.1", idx);
-      snprintf(n, sizeof n, "%.30s.conv1", un);
-      y = conv(b, y, tp, n, hidden, out, (int)d->res_kernel, (int)dil);
-      if (y < 0) return -1;
-      snprintf(n, sizeof n, "%.30s.elu2", un);
-      y = elu(b, y, d->alpha, n);
-      snprintf(tp, sizeof tp, "decoder.model.%d.block.3", idx);
-      snprintf(n, sizeof n, "%.30s.conv2", un);
-      y = conv(b, y, tp, n, out, hidden, 1, 1);
-      if (y < 0) return -1;
-      int skip = h;
-      if (!d->true_skip) {
-        snprintf(tp, sizeof tp, "decoder.model.%d.shortcut", idx);
-        snprintf(n, sizeof n, "%.30s.shortcut", un);
-        if ((skip = conv(b, h, tp, n, out, out, 1, 1)) < 0) return -1;
-      }
-      snprintf(n, sizeof n, "%.30s.add", un);
-      h = ir_binary(b->g, OP_ADD, skip, y, n);
+      h = resblock(b, d, h, "decoder", idx, un, out, hidden, dil);
     }
     mult /= 2;
   }
@@ -568,26 +577,7 @@ static int seanet_encoder(Mb *b, const MimiCfg *d, int h) {
     for (int j = 0; j < d->n_res && h >= 0; j++, idx++, dil *= d->dil_base) {
       if (dil > FE_DIM_MAX) return sc_fail(b->err, SC_EINPUT, "%s: seanet dilations overflow", b->c->config_path), -1;
       snprintf(un, sizeof un, "enc%d.res%d", i + 1, j);
-      snprintf(n, sizeof n, "%.30s.elu1", un);
-      int y = elu(b, h, d->alpha, n);
-      snprintf(tp, sizeof tp, "encoder.model.%d.block.1", idx);
-      snprintf(n, sizeof n, "%.30s.conv1", un);
-      y = conv(b, y, tp, n, hidden, ch, (int)d->res_kernel, (int)dil);
-      if (y < 0) return -1;
-      snprintf(n, sizeof n, "%.30s.elu2", un);
-      y = elu(b, y, d->alpha, n);
-      snprintf(tp, sizeof tp, "encoder.model.%d.block.3", idx);
-      snprintf(n, sizeof n, "%.30s.conv2", un);
-      y = conv(b, y, tp, n, ch, hidden, 1, 1);
-      if (y < 0) return -1;
-      int skip = h;
-      if (!d->true_skip) {
-        snprintf(tp, sizeof tp, "encoder.model.%d.shortcut", idx);
-        snprintf(n, sizeof n, "%.30s.shortcut", un);
-        if ((skip = conv(b, h, tp, n, ch, ch, 1, 1)) < 0) return -1;
-      }
-      snprintf(n, sizeof n, "%.30s.add", un);
-      h = ir_binary(b->g, OP_ADD, skip, y, n);
+      h = resblock(b, d, h, "encoder", idx, un, ch, hidden, dil);
     }
     if (h < 0) return -1;
     snprintf(n, sizeof n, "enc%d.elu", i + 1);
