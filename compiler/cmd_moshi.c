@@ -14,6 +14,13 @@
  * back while the ids end in a byte piece, which may be half a character.
  * The model is the artifact's OUT.tokenizer/<tokenizer_name> (speechc build
  * copies it there) or --tokenizer FILE|DIR.
+ *
+ * `--input user.wav -o reply.wav` runs the package's run_inference loop
+ * instead of reading codes: the Mimi built beside the model (OUT.codec.so,
+ * or --mimi) encodes each whole 1920-sample frame of the WAV, the first
+ * frame is stepped twice (its first result dropped, as run_inference
+ * does), and every row's audio codes are decoded by the same Mimi session
+ * and written as they come; the loop stops at the end of the input.
  */
 #include <limits.h>
 #include <errno.h>
@@ -31,12 +38,21 @@
 #include "speechc.h"
 #include "spm.h"
 #include "tokenizer.h"
+#include "wav.h"
 
 int cmd_moshi(int argc, char **argv);
 extern const char *const usage_moshi;
 
 const char *const usage_moshi =
     "usage: speechc moshi model.so --user-codes FILE --codes-out FILE [options]\n"
+    "       speechc moshi model.so --input user.wav -o reply.wav [--codes-out FILE] [options]\n"
+    "  --input WAV        the user's audio (24 kHz mono, 16-bit or float; another rate or\n"
+    "                     channel count is refused): run_inference's loop, Mimi encode of\n"
+    "                     each whole 1920-sample frame, Moshi's reply decoded as it comes\n"
+    "  -o, --output PATH  the reply audio: WAV, .raw/.pcm (s16le) or - (stdout)\n"
+    "  --mimi PATH        the Mimi artifact (default: model.codec.so, which speechc build\n"
+    "                     writes beside a Moshi model)\n"
+    "  --f32              write float32 WAV samples instead of 16-bit\n"
     "  --user-codes FILE  JSON {\"codes\": [[c_1..c_U], ...]} (or [[...], ...], or raw int32): the\n"
     "                     user's codes, one row per 80 ms step, U = n_q - dep_q codebooks\n"
     "  --codes-out FILE   JSON {\"tokens\": [[text, a_1..a_dep_q], ...]}: the rows LMGen.step\n"
@@ -137,6 +153,77 @@ static int find_spm(const sc_model *m, const char *model, const char *given, int
   return sc_spm_load(path, out, err);
 }
 
+/* run_inference over a WAV: encode a frame, step (the first frame twice),
+ * decode and write what each step returns.  Rows go to run (codes-out,
+ * text) as with --user-codes. */
+static int duplex(sc_moshi *g, const sc_moshi_info *mi, const char *model, const char *mimi, const char *in,
+                  const char *out, int f32, int threads, Run *run, sc_error *err) {
+  char path[4096];
+  if (!mimi) {
+    if (sc_codec_path(model, path, sizeof path)) return sc_fail(err, SC_EUSAGE, "%s: path too long", model);
+    mimi = path;
+  }
+  sc_model *cm = NULL;
+  sc_session *cs = NULL;
+  sc_codec_info ci;
+  sc_wav_audio audio = {0};
+  sc_wav *w = NULL;
+  int32_t *codes = NULL, *row = NULL;
+  float *pcm = NULL;
+  sc_open_opts opts = {.verify_weights = 1, .threads = threads};
+  int rc = sc_model_open(mimi, &opts, &cm, err);
+  if (rc && !strcmp(mimi, path))
+    snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+             " (hint: speechc build of a Moshi checkpoint writes its Mimi there; or name one with --mimi)");
+  if (!rc) rc = sc_codec_get_info(cm, &ci, err);
+  if (!rc && !ci.can_encode) rc = sc_fail(err, SC_EUSAGE, "%s: this codec has no encoder (a Mimi is needed)", mimi);
+  if (!rc && (ci.n_codebooks != mi->user_codebooks || ci.n_codebooks != mi->dep_q))
+    rc = sc_fail(err, SC_EINPUT, "%s: the Mimi gives %d codebooks, but the model reads %d user codebooks and "
+                 "writes %d (hint: speechc build sets the Mimi's num_codebooks to the model's)", mimi,
+                 ci.n_codebooks, mi->user_codebooks, mi->dep_q);
+  if (!rc && ci.codebook_size != mi->card)
+    rc = sc_fail(err, SC_EINPUT, "%s: the Mimi's codebooks have %d entries, the model's card is %d", mimi,
+                 ci.codebook_size, mi->card);
+  if (!rc) rc = sc_session_open(cm, &cs, err);
+  if (!rc) rc = sc_wav_read(in, &audio, err);
+  if (!rc) rc = sc_wav_expect(&audio, in, ci.sample_rate, 1, err);
+  const int spf = ci.samples_per_frame;
+  const size_t frames = rc ? 0 : audio.frames / (size_t)spf;
+  if (!rc && !frames)
+    rc = sc_fail(err, SC_EINPUT, "%s: %zu samples, less than one frame of %d", in, audio.frames, spf);
+  if (!rc && audio.frames % (size_t)spf && !run->quiet)
+    fprintf(stderr, "speechc: note: %s: the last %zu samples are not a whole frame of %d and are dropped (as "
+            "run_inference drops them)\n", in, audio.frames % (size_t)spf, spf);
+  if (!rc && (!(codes = malloc(sizeof *codes * (size_t)ci.n_codebooks)) ||
+              !(row = malloc(sizeof *row * (size_t)(1 + mi->dep_q))) || !(pcm = malloc(sizeof *pcm * (size_t)spf))))
+    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+  if (!rc) {
+    sc_wav_opts wo = sc_wav_opts_for(out);
+    wo.sample_rate = ci.sample_rate;
+    if (f32) wo.format = SC_WAV_F32;
+    rc = sc_wav_open(out, &wo, &w, err);
+  }
+  int step = 0;
+  for (size_t fr = 0; !rc && fr < frames; fr++) {
+    rc = sc_codec_encode(cs, audio.pcm + fr * (size_t)spf, 1, codes, err);
+    int has = 0;
+    if (!rc && !fr) rc = sc_moshi_step(g, codes, row, &has, err), step++; /* its result dropped */
+    if (!rc) rc = sc_moshi_step(g, codes, row, &has, err);
+    if (rc || !has) continue;
+    if (on_row(run, row, 1 + mi->dep_q, step - mi->max_delay)) rc = run->rc;
+    if (!rc) rc = sc_codec_decode(cs, row + 1, 1, pcm, err);
+    if (!rc) rc = sc_wav_write(w, pcm, (size_t)spf, err);
+    step++;
+  }
+  const int crc = sc_wav_close(w, err);
+  if (!rc) rc = crc;
+  free(codes), free(row), free(pcm);
+  sc_wav_audio_free(&audio);
+  sc_session_close(cs);
+  sc_model_close(cm);
+  return rc;
+}
+
 /* A sampling flag given on the command line, over the checkpoint's value. */
 typedef struct Over {
   int set;
@@ -145,7 +232,8 @@ typedef struct Over {
 
 int cmd_moshi(int argc, char **argv) {
   const char *model = NULL, *in = NULL, *out = NULL, *text_out = NULL, *tokenizer = NULL, *v;
-  int greedy = 0, quiet = 0;
+  const char *input = NULL, *audio_out = NULL, *mimi = NULL;
+  int greedy = 0, quiet = 0, f32 = 0;
   long threads = 0, lv;
   uint64_t seed_u = 0;
   Over temp = {0}, temp_text = {0}, top_k = {0}, top_k_text = {0}, seed = {0};
@@ -156,6 +244,13 @@ int cmd_moshi(int argc, char **argv) {
     else if ((v = flag_value(argc, argv, &i, "--codes-out"))) out = v;
     else if ((v = flag_value(argc, argv, &i, "--text-out"))) text_out = v;
     else if ((v = flag_value(argc, argv, &i, "--tokenizer"))) tokenizer = v;
+    else if ((v = flag_value(argc, argv, &i, "--input"))) input = v;
+    else if ((v = flag_value(argc, argv, &i, "--mimi"))) mimi = v;
+    else if (!strcmp(a, "-o")) {
+      if (i + 1 >= argc) return usage_error(usage_moshi, "%s", "-o needs a path");
+      audio_out = argv[++i];
+    } else if ((v = flag_value(argc, argv, &i, "--output"))) audio_out = v;
+    else if (!strcmp(a, "--f32")) f32 = 1;
     else if (!strcmp(a, "--greedy")) greedy = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = 1;
     else if (is_flag(a, "--temp-text") || is_flag(a, "--temp")) {
@@ -180,7 +275,12 @@ int cmd_moshi(int argc, char **argv) {
     else return usage_error(usage_moshi, "unexpected argument '%s'", a);
   }
   if (!model) return usage_error(usage_moshi, "%s", "missing model.so");
-  if (!in || !out) return usage_error(usage_moshi, "%s", "--user-codes FILE and --codes-out FILE are needed");
+  if (input && in) return usage_error(usage_moshi, "%s", "--input and --user-codes are two ways in: give one");
+  if (input && !audio_out) return usage_error(usage_moshi, "%s", "--input needs -o for the reply audio");
+  if (!input && (audio_out || mimi || f32))
+    return usage_error(usage_moshi, "%s", "-o, --mimi and --f32 go with --input (codes in, codes out: --codes-out)");
+  if (!input && (!in || !out))
+    return usage_error(usage_moshi, "%s", "--user-codes FILE and --codes-out FILE are needed (or --input WAV -o OUT)");
   sc_error err = {0};
   sc_model *m = NULL;
   sc_session *s = NULL;
@@ -207,20 +307,22 @@ int cmd_moshi(int argc, char **argv) {
   if (!rc && spm && sc_spm_size(spm) < info.text_card)
     rc = sc_fail(&err, SC_EINPUT, "the SentencePiece model has %d pieces, fewer than the model's text_card %d "
                  "(hint: is --tokenizer the checkpoint's tokenizer_name?)", sc_spm_size(spm), info.text_card);
-  if (!rc) {
+  if (!rc && in) {
     CodesSpec spec = {.codebooks = info.user_codebooks, .vocab = info.card};
     rc = codes_read(in, CODES_AUTO, &spec, &codes, &err);
   }
-  if (!rc && !(f = strcmp(out, "-") ? fopen(out, "w") : stdout))
+  if (!rc && out && !(f = strcmp(out, "-") ? fopen(out, "w") : stdout))
     rc = sc_fail(&err, SC_EINPUT, "%s: cannot write: %s", out, strerror(errno));
+  if (!rc && !f && !(f = fopen("/dev/null", "w"))) rc = sc_fail(&err, SC_ERUNTIME, "/dev/null: %s", strerror(errno));
   Run run = {.f = f, .quiet = quiet, .spm = spm, .err = &err};
   if (!rc) {
     fputs("{\"tokens\": [", f);
-    rc = sc_moshi_push(g, codes.codes, codes.frames, on_row, &run, NULL, &err);
+    if (input) rc = duplex(g, &info, model, mimi, input, audio_out, f32, (int)threads, &run, &err);
+    else rc = sc_moshi_push(g, codes.codes, codes.frames, on_row, &run, NULL, &err);
     if (!rc) rc = run.rc;
     if (!rc) fputs("\n]}\n", f);
   }
-  if (f && f != stdout && fclose(f) && !rc) rc = sc_fail(&err, SC_EINPUT, "%s: write failed", out);
+  if (f && f != stdout && fclose(f) && !rc) rc = sc_fail(&err, SC_EINPUT, "%s: write failed", out ? out : "/dev/null");
   if (!rc && spm && !quiet) rc = show(&run, 1);
   if (!rc && text_out) {
     char *t = NULL;

@@ -14,6 +14,9 @@
  *   - the bands (tests/data/moshi/bands_tiny, whose matrices quantize
  *     whole): bf16, q8_0 and q4_0 against f32, teacher-forced, on the
  *     logits' cosine and the argmax of every step and codebook;
+ *   - `speechc moshi --input user.wav -o reply.wav` (duplex_tiny,
+ *     tests/parity/make_duplex.py): the rows and the reply PCM of the
+ *     package's run_inference loop;
  *   - config switches speechc does not lower are refused by name.
  * The teacher-forced forward is LMModel.forward's: the codes delayed per
  * stream (the initial tokens before each delay), one temporal step per
@@ -886,6 +889,89 @@ static void cli(void) {
   free(want);
 }
 
+/* `speechc moshi --input user.wav -o reply.wav`: run_inference's loop
+ * against the package's (tests/data/moshi/duplex_tiny, make_duplex.py):
+ * one `speechc build` writes the LM and its Mimi; the rows equal the
+ * package's greedy rows and the reply its PCM within 1e-4 of the peak
+ * (float WAV); the same reply as 16-bit WAV; refusals by name. */
+static void duplex(void) {
+  const char *bin = getenv("SPEECHC_BIN");
+  if (!bin || !*bin) return;
+  const char *dir = "tests/data/moshi/duplex_tiny";
+  const int R = 8, Q = 4, N = R * 1920;
+  int *want = load(dir, "tokens.i32", (long)R * (1 + Q) * 4);
+  float *pcm = load(dir, "reply.f32", (long)N * 4);
+  if (!want || !pcm) return;
+  char cmd[1400], path[300];
+  snprintf(cmd, sizeof cmd, "%s build %s -o %s/duplex.so -q && %s moshi %s/duplex.so --input %s/in.wav -o %s/reply.wav "
+           "--f32 --greedy --codes-out %s/rows.json -q && %s moshi %s/duplex.so --input %s/in.wav -o %s/reply16.wav "
+           "--greedy -q", bin, dir, tmpdir, bin, tmpdir, dir, tmpdir, tmpdir, bin, tmpdir, dir, tmpdir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/rows.json", tmpdir);
+  char *text = slurp(path, NULL);
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  const cJSON *rows = cJSON_GetObjectItem(j, "tokens");
+  CHECK_MSG(cJSON_GetArraySize(rows) == R, "--input: %d rows, expected %d", cJSON_GetArraySize(rows), R);
+  for (int r = 0; r < R && r < cJSON_GetArraySize(rows); r++)
+    for (int k = 0; k <= Q; k++)
+      CHECK_MSG(cJSON_GetArrayItem(cJSON_GetArrayItem(rows, r), k)->valueint == want[r * (1 + Q) + k],
+                "--input: row %d token %d differs from the package's", r, k);
+  const float *got = NULL, *got16 = NULL;
+  long size = 0, size16 = 0;
+  snprintf(path, sizeof path, "%s/reply.wav", tmpdir);
+  char *wav = slurp(path, &size);
+  snprintf(path, sizeof path, "%s/reply16.wav", tmpdir);
+  char *wav16 = slurp(path, &size16);
+  CHECK_MSG(wav && wav16, "%s", "reply.wav / reply16.wav unreadable");
+  /* the data chunk: the last 4N bytes (float) / 2N bytes (s16) */
+  if (wav && size >= 4L * N) got = (const float *)(wav + size - 4L * N);
+  if (wav16 && size16 >= 2L * N) got16 = (const float *)(wav16 + size16 - 2L * N);
+  CHECK_MSG(got && got16, "reply sizes %ld, %ld", size, size16);
+  if (got && got16) {
+    double peak = 0, worst = 0, worst16 = 0;
+    for (int i = 0; i < N; i++) peak = fabs(pcm[i]) > peak ? fabs(pcm[i]) : peak;
+    for (int i = 0; i < N; i++) {
+      float g;
+      memcpy(&g, (const char *)got + 4L * i, 4);
+      const double e = fabs(g - pcm[i]);
+      worst = e > worst ? e : worst;
+      int16_t q;
+      memcpy(&q, (const char *)got16 + 2L * i, 2);
+      const double c = pcm[i] > 1 ? 1 : pcm[i] < -1 ? -1 : pcm[i], e16 = fabs(q / 32768.0 - c);
+      worst16 = e16 > worst16 ? e16 : worst16;
+    }
+    printf("duplex_tiny --input: %d rows as the package's, reply PCM within %.3g (peak %.3g), 16-bit within %.3g\n",
+           R, worst, peak, worst16);
+    CHECK_MSG(worst <= 1e-4 * peak, "--input: reply %.3g off the package's (peak %.3g)", worst, peak);
+    CHECK_MSG(worst16 <= 2.0 / 32768, "--input: 16-bit reply %.3g off", worst16);
+  }
+  free(wav), free(wav16), free(text), free(want), free(pcm);
+  cJSON_Delete(j);
+  /* refusals: two ways in, no -o, a Mimi that is not there, a 16 kHz file */
+  static const struct { const char *args, *want; int code; } bad[] = {
+      {"--input %s/in.wav -o %s/x.wav --user-codes x.json", "give one", 1},
+      {"--input %s/in.wav%.0s", "--input needs -o", 1},
+      {"--input %s/in.wav -o %s/x.wav --mimi /nonexistent.so", "/nonexistent.so", 2},
+      {"--input %s/in16k.wav -o %s/x.wav", "16000", 2},
+  };
+  snprintf(cmd, sizeof cmd, "python3 -c \"import sys; b=bytearray(open('%s/in.wav','rb').read()); "
+           "b[24:28]=(16000).to_bytes(4,'little'); b[28:32]=(32000).to_bytes(4,'little'); "
+           "open('%s/in16k.wav','wb').write(b)\"", dir, tmpdir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    char args[600];
+    snprintf(args, sizeof args, bad[i].args, i == 3 ? tmpdir : dir, tmpdir);
+    snprintf(cmd, sizeof cmd, "%s moshi %s/duplex.so %s 2>%s/err.txt", bin, tmpdir, args, tmpdir);
+    const int st = system(cmd);
+    CHECK_MSG(WEXITSTATUS(st) == bad[i].code, "%s: exit %d, expected %d", cmd, WEXITSTATUS(st), bad[i].code);
+    snprintf(path, sizeof path, "%s/err.txt", tmpdir);
+    char *msg = slurp(path, NULL);
+    CHECK(msg != NULL);
+    if (msg) CHECK_MSG(strstr(msg, bad[i].want) != NULL, "%s: '%s' lacks '%s'", cmd, msg, bad[i].want);
+    free(msg);
+  }
+}
+
 /* The transcript: path's bytes must be the UTF-8 whose hex is `hex`. */
 static int same_hex(const char *path, const char *hex) {
   long n = 0;
@@ -1030,6 +1116,7 @@ int main(void) {
   shipped();
   one_command();
   cli();
+  duplex();
   text_out();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
