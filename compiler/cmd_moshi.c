@@ -153,10 +153,27 @@ static int find_spm(const sc_model *m, const char *model, const char *given, int
   return sc_spm_load(path, out, err);
 }
 
-/* run_inference over a WAV: encode a frame, step (the first frame twice),
- * decode and write what each step returns.  Rows go to run (codes-out,
- * text) as with --user-codes. */
-static int duplex(sc_moshi *g, const sc_moshi_info *mi, const char *model, const char *mimi, const char *in,
+/* What sc_moshi_push_pcm hands back: the row to run (codes-out, text) as
+ * with --user-codes, the audio to the WAV. */
+typedef struct Duplex {
+  Run *run;
+  sc_wav *w;
+  int rc;
+  sc_error *err;
+} Duplex;
+
+static int on_audio(void *user, const int32_t *row, int n_row, const float *pcm, int n_pcm, int step) {
+  Duplex *d = user;
+  if (on_row(d->run, row, n_row, step)) {
+    d->rc = d->run->rc;
+    return 1;
+  }
+  return (d->rc = sc_wav_write(d->w, pcm, (size_t)n_pcm, d->err)) != SC_OK;
+}
+
+/* run_inference over a WAV (sc_moshi_push_pcm: encode a frame, step, the
+ * first frame twice, decode what each step returns), written as it comes. */
+static int duplex(sc_moshi *g, const char *model, const char *mimi, const char *in,
                   const char *out, int f32, int threads, Run *run, sc_error *err) {
   char path[4096];
   if (!mimi) {
@@ -168,22 +185,12 @@ static int duplex(sc_moshi *g, const sc_moshi_info *mi, const char *model, const
   sc_codec_info ci;
   sc_wav_audio audio = {0};
   sc_wav *w = NULL;
-  int32_t *codes = NULL, *row = NULL;
-  float *pcm = NULL;
   sc_open_opts opts = {.verify_weights = 1, .threads = threads};
   int rc = sc_model_open(mimi, &opts, &cm, err);
   if (rc && !strcmp(mimi, path))
     snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
              " (hint: speechc build of a Moshi checkpoint writes its Mimi there; or name one with --mimi)");
   if (!rc) rc = sc_codec_get_info(cm, &ci, err);
-  if (!rc && !ci.can_encode) rc = sc_fail(err, SC_EUSAGE, "%s: this codec has no encoder (a Mimi is needed)", mimi);
-  if (!rc && (ci.n_codebooks != mi->user_codebooks || ci.n_codebooks != mi->dep_q))
-    rc = sc_fail(err, SC_EINPUT, "%s: the Mimi gives %d codebooks, but the model reads %d user codebooks and "
-                 "writes %d (hint: speechc build sets the Mimi's num_codebooks to the model's)", mimi,
-                 ci.n_codebooks, mi->user_codebooks, mi->dep_q);
-  if (!rc && ci.codebook_size != mi->card)
-    rc = sc_fail(err, SC_EINPUT, "%s: the Mimi's codebooks have %d entries, the model's card is %d", mimi,
-                 ci.codebook_size, mi->card);
   if (!rc) rc = sc_session_open(cm, &cs, err);
   if (!rc) rc = sc_wav_read(in, &audio, err);
   if (!rc) rc = sc_wav_expect(&audio, in, ci.sample_rate, 1, err);
@@ -194,30 +201,17 @@ static int duplex(sc_moshi *g, const sc_moshi_info *mi, const char *model, const
   if (!rc && audio.frames % (size_t)spf && !run->quiet)
     fprintf(stderr, "speechc: note: %s: the last %zu samples are not a whole frame of %d and are dropped (as "
             "run_inference drops them)\n", in, audio.frames % (size_t)spf, spf);
-  if (!rc && (!(codes = malloc(sizeof *codes * (size_t)ci.n_codebooks)) ||
-              !(row = malloc(sizeof *row * (size_t)(1 + mi->dep_q))) || !(pcm = malloc(sizeof *pcm * (size_t)spf))))
-    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
   if (!rc) {
     sc_wav_opts wo = sc_wav_opts_for(out);
     wo.sample_rate = ci.sample_rate;
     if (f32) wo.format = SC_WAV_F32;
     rc = sc_wav_open(out, &wo, &w, err);
   }
-  int step = 0;
-  for (size_t fr = 0; !rc && fr < frames; fr++) {
-    rc = sc_codec_encode(cs, audio.pcm + fr * (size_t)spf, 1, codes, err);
-    int has = 0;
-    if (!rc && !fr) rc = sc_moshi_step(g, codes, row, &has, err), step++; /* its result dropped */
-    if (!rc) rc = sc_moshi_step(g, codes, row, &has, err);
-    if (rc || !has) continue;
-    if (on_row(run, row, 1 + mi->dep_q, step - mi->max_delay)) rc = run->rc;
-    if (!rc) rc = sc_codec_decode(cs, row + 1, 1, pcm, err);
-    if (!rc) rc = sc_wav_write(w, pcm, (size_t)spf, err);
-    step++;
-  }
+  Duplex d = {.run = run, .w = w, .err = err};
+  if (!rc) rc = sc_moshi_push_pcm(g, cs, audio.pcm, (int)frames, on_audio, &d, NULL, err);
+  if (!rc) rc = d.rc;
   const int crc = sc_wav_close(w, err);
   if (!rc) rc = crc;
-  free(codes), free(row), free(pcm);
   sc_wav_audio_free(&audio);
   sc_session_close(cs);
   sc_model_close(cm);
@@ -317,7 +311,7 @@ int cmd_moshi(int argc, char **argv) {
   Run run = {.f = f, .quiet = quiet, .spm = spm, .err = &err};
   if (!rc) {
     fputs("{\"tokens\": [", f);
-    if (input) rc = duplex(g, &info, model, mimi, input, audio_out, f32, (int)threads, &run, &err);
+    if (input) rc = duplex(g, model, mimi, input, audio_out, f32, (int)threads, &run, &err);
     else rc = sc_moshi_push(g, codes.codes, codes.frames, on_row, &run, NULL, &err);
     if (!rc) rc = run.rc;
     if (!rc) fputs("\n]}\n", f);

@@ -233,3 +233,42 @@ int sc_moshi_push(sc_moshi *g, const int32_t *user, int n_frames, sc_moshi_row_c
   g->busy = 0;
   return rc;
 }
+
+int sc_moshi_push_pcm(sc_moshi *g, sc_session *codec, const float *pcm, int n_frames, sc_moshi_audio_cb on_audio,
+                      void *cb_user, int *n_pushed, sc_error *err) {
+  if (n_pushed) *n_pushed = 0;
+  if (g->busy)
+    return sc_fail(err, SC_EUSAGE, "sc_moshi_push_pcm: called from a callback of the same generator "
+                   "(hint: return non-zero to stop the push, then push again)");
+  if (!codec || n_frames < 0 || (n_frames > 0 && !pcm))
+    return sc_fail(err, SC_EUSAGE, "sc_moshi_push_pcm: %d frames at %p, codec %p: expected a Mimi session, "
+                   "n_frames >= 0 and the samples", n_frames, (const void *)pcm, (const void *)codec);
+  sc_codec_info ci;
+  if (sc_codec_get_info(codec->m, &ci, err)) return err->code;
+  if (!ci.can_encode) return sc_fail(err, SC_EUSAGE, "sc_moshi_push_pcm: the codec has no encoder (a Mimi is needed)");
+  if (ci.n_codebooks != g->info.user_codebooks || ci.n_codebooks != g->info.dep_q || ci.codebook_size != g->info.card)
+    return sc_fail(err, SC_EINPUT, "sc_moshi_push_pcm: the Mimi gives %d codebooks of %d entries, but the model reads "
+                   "%d user codebooks and writes %d, of %d entries", ci.n_codebooks, ci.codebook_size,
+                   g->info.user_codebooks, g->info.dep_q, g->info.card);
+  const int spf = ci.samples_per_frame, n_row = 1 + g->info.dep_q;
+  float *out = malloc(sizeof *out * (size_t)spf);
+  if (!out) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  int32_t codes[MOSHI_MAX_K], row[MOSHI_MAX_K];
+  int rc = SC_OK, has;
+  g->busy = 1;
+  for (int i = 0; i < n_frames; i++) {
+    if ((rc = sc_codec_encode(codec, pcm + (size_t)i * spf, 1, codes, err))) break;
+    /* run_inference steps the stream's first frame twice: the first time
+     * only so that the transformer sees it (its result is dropped) */
+    if (!g->offset && (rc = step(g, codes, row, &has, err))) break;
+    const int at = g->offset;
+    if ((rc = step(g, codes, row, &has, err))) break;
+    if (n_pushed) *n_pushed = i + 1;
+    if (!has) continue;
+    if ((rc = sc_codec_decode(codec, row + 1, 1, out, err))) break;
+    if (on_audio && on_audio(cb_user, row, n_row, out, spf, at)) break;
+  }
+  g->busy = 0;
+  free(out);
+  return rc;
+}

@@ -251,8 +251,8 @@ void sc_moshi_close(sc_moshi *g);
  * delays leave nothing to return. */
 int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err);
 /* Live use: push the user's frames as they arrive (any number per call,
- * frame-major, user_codebooks codes each; PCM will be accepted here once
- * speechc has Mimi's encoder) and get Moshi's frames through on_row, called
+ * frame-major, user_codebooks codes each; or PCM, sc_moshi_push_pcm below)
+ * and get Moshi's frames through on_row, called
  * once per row LMGen.step returns, exactly the rows of sc_moshi_step:
  * row[0] the text token (a SentencePiece id: runtime/spm.h decodes it),
  * row[1..dep_q] Moshi's audio codes of one 80 ms frame, n_row = 1 + dep_q;
@@ -276,6 +276,18 @@ int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, 
 typedef int (*sc_moshi_row_cb)(void *user, const int32_t *row, int n_row, int step);
 int sc_moshi_push(sc_moshi *g, const int32_t *user_codes, int n_frames, sc_moshi_row_cb on_row, void *cb_user,
                   int *n_pushed, sc_error *err);
+/* The same with the user's audio and Moshi's: n_frames whole frames of
+ * samples_per_frame mono samples (24 kHz floats) are encoded by the Mimi
+ * session `codec` (the model's Mimi: its codebooks must be the model's
+ * user_codebooks = dep_q, its entries card), stepped as run_inference steps
+ * them (the first frame of the stream twice, its first result dropped), and
+ * each row's audio codes decoded by the same session: on_audio gets the row
+ * and its samples_per_frame samples (valid during the call).  The rules of
+ * sc_moshi_push hold (threads, stopping, *n_pushed); the codec session is
+ * the generator's during the call. */
+typedef int (*sc_moshi_audio_cb)(void *user, const int32_t *row, int n_row, const float *pcm, int n_pcm, int step);
+int sc_moshi_push_pcm(sc_moshi *g, sc_session *codec, const float *pcm, int n_frames, sc_moshi_audio_cb on_audio,
+                      void *cb_user, int *n_pushed, sc_error *err);
 
 /* ---- codecs: codes to PCM, and (Mimi) PCM to codes -------------------------
  * An artifact built from a Qwen3-TTS checkpoint's speech_tokenizer/ (the

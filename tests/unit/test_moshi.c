@@ -37,6 +37,7 @@
 #include "model_internal.h"
 #include "parity_util.h"
 #include "safetensors.h"
+#include "wav.h"
 
 static char tmpdir[64];
 
@@ -889,6 +890,24 @@ static void cli(void) {
   free(want);
 }
 
+/* What sc_moshi_push_pcm gave: rows and samples; stop_after > 0 stops the
+ * push once that many rows came. */
+typedef struct Pcm {
+  int tok[16 * 5];
+  float pcm[16 * 1920];
+  int rows, stop_after;
+} Pcm;
+
+static int on_pcm(void *user, const int32_t *row, int n_row, const float *pcm, int n_pcm, int step) {
+  Pcm *p = user;
+  (void)step;
+  if (p->rows >= 16 || n_row != 5 || n_pcm != 1920) return 1;
+  memcpy(p->tok + p->rows * 5, row, sizeof *row * 5);
+  memcpy(p->pcm + p->rows * 1920, pcm, sizeof *pcm * 1920);
+  p->rows++;
+  return p->stop_after && p->rows == p->stop_after;
+}
+
 /* `speechc moshi --input user.wav -o reply.wav`: run_inference's loop
  * against the package's (tests/data/moshi/duplex_tiny, make_duplex.py):
  * one `speechc build` writes the LM and its Mimi; the rows equal the
@@ -945,8 +964,52 @@ static void duplex(void) {
     CHECK_MSG(worst <= 1e-4 * peak, "--input: reply %.3g off the package's (peak %.3g)", worst, peak);
     CHECK_MSG(worst16 <= 2.0 / 32768, "--input: 16-bit reply %.3g off", worst16);
   }
-  free(wav), free(wav16), free(text), free(want), free(pcm);
+  free(wav), free(wav16), free(text);
   cJSON_Delete(j);
+  /* the API: sc_moshi_push_pcm in uneven pieces, stopped after the third
+   * row and resumed, gives the same rows and samples */
+  {
+    char lm[300], mm[300];
+    snprintf(lm, sizeof lm, "%s/duplex.so", tmpdir);
+    snprintf(mm, sizeof mm, "%s/duplex.codec.so", tmpdir);
+    sc_model *m = NULL, *cm = NULL;
+    sc_session *s = NULL, *cs = NULL;
+    sc_moshi *g = NULL;
+    sc_error err = {0};
+    sc_moshi_params p;
+    sc_wav_audio in = {0};
+    snprintf(path, sizeof path, "%s/in.wav", dir);
+    int rc = sc_model_open(lm, NULL, &m, &err) || sc_model_open(mm, NULL, &cm, &err) ||
+             sc_session_open(m, &s, &err) || sc_session_open(cm, &cs, &err) || sc_moshi_defaults(m, &p, &err);
+    p.greedy = 1;
+    if (!rc) rc = sc_moshi_open(s, &p, &g, NULL, &err) || sc_wav_read(path, &in, &err);
+    CHECK_MSG(rc == 0, "%s", err.msg);
+    Pcm got_api = {.stop_after = 3};
+    const int pieces[] = {1, 3, 4};
+    for (int at = 0, k = 0; !rc && k < 3; k++) {
+      int pushed = 0;
+      rc = sc_moshi_push_pcm(g, cs, in.pcm + (size_t)at * 1920, pieces[k], on_pcm, &got_api, &pushed, &err);
+      CHECK_MSG(rc == 0, "push_pcm: %s", err.msg);
+      at += pushed;
+      if (pushed < pieces[k]) { /* stopped: push the rest of this piece */
+        got_api.stop_after = 0;
+        rc = sc_moshi_push_pcm(g, cs, in.pcm + (size_t)at * 1920, pieces[k] - pushed, on_pcm, &got_api, &pushed,
+                               &err);
+        at += pushed;
+      }
+    }
+    CHECK_MSG(got_api.rows == R, "push_pcm: %d rows, expected %d", got_api.rows, R);
+    for (int r = 0; r < R && r < got_api.rows; r++)
+      CHECK_MSG(!memcmp(got_api.tok + r * (1 + Q), want + r * (1 + Q), sizeof(int) * (1 + Q)), "push_pcm row %d", r);
+    double worst = 0;
+    for (int i = 0; i < got_api.rows * 1920; i++) worst = fmax(worst, fabs(got_api.pcm[i] - pcm[i]));
+    CHECK_MSG(worst <= 1e-4 * 4.0, "push_pcm: PCM %.3g off", worst);
+    sc_wav_audio_free(&in);
+    sc_moshi_close(g);
+    sc_session_close(s), sc_session_close(cs);
+    sc_model_close(m), sc_model_close(cm);
+  }
+  free(want), free(pcm);
   /* refusals: two ways in, no -o, a Mimi that is not there, a 16 kHz file */
   static const struct { const char *args, *want; int code; } bad[] = {
       {"--input %s/in.wav -o %s/x.wav --user-codes x.json", "give one", 1},
