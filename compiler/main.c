@@ -353,9 +353,12 @@ static int cmd_inspect(int argc, char **argv) {
   printf("state        %.2f MB per session\n", d->state_bytes / 1048576.0);
   if (d->notes && *d->notes) printf("notes        %s\n", d->notes);
   printf("entry points\n");
+  int width = 10; /* the longest name ("predictor_prefill", "decode_batch") sets the column */
+  for (int i = 0; i < d->n_entries; i++)
+    if ((int)strlen(d->entries[i].name) > width) width = (int)strlen(d->entries[i].name);
   for (int i = 0; i < d->n_entries; i++) {
     const sc_entry *e = &d->entries[i];
-    printf("  %-10s input %s, up to %d tokens, out %d, scratch %.1f KB\n", e->name,
+    printf("  %-*s input %s, up to %d tokens, out %d, scratch %.1f KB\n", width, e->name,
            e->input == SC_IN_IDS ? "ids" : "embeds", e->max_tokens, e->out_cols, e->scratch_bytes / 1024.0);
   }
   printf("tensors (%d)\n", d->n_tensors);
