@@ -69,6 +69,19 @@ int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err) {
   return SC_OK;
 }
 
+int rt_codec_dims(const sc_model *m, sc_codec_info *ci) {
+  const sc_entry *e = rt_entry(m, "audio");
+  memset(ci, 0, sizeof *ci);
+  if (strcmp(m->d->family, "codec") || !e) return -1;
+  ci->n_codebooks = e->ids_cols;
+  ci->codebook_size = m->d->vocab;
+  ci->samples_per_frame = e->out_rows_mul;
+  ci->max_frames = e->max_tokens;
+  const sc_entry *enc = rt_entry(m, "encode");
+  ci->can_encode = enc && enc_matches(enc, ci);
+  return 0;
+}
+
 int sc_codec_path(const char *model_path, char *out, size_t size) {
   size_t n = strlen(model_path);
   if (n > 3 && !strcmp(model_path + n - 3, ".so")) n -= 3;
@@ -78,12 +91,10 @@ int sc_codec_path(const char *model_path, char *out, size_t size) {
 
 int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pcm, sc_error *err) {
   /* per call (a frame at a time in tts): the entry table, not the JSON */
-  const sc_entry *e = rt_entry(s->m, "audio");
-  sc_codec_info check;
-  if ((strcmp(s->m->d->family, "codec") || !e) && sc_codec_get_info(s->m, &check, err))
+  sc_codec_info ci;
+  if (rt_codec_dims(s->m, &ci) && sc_codec_get_info(s->m, &ci, err))
     return err->code; /* not a codec, or a damaged one: its message */
-  const sc_codec_info ci = {.n_codebooks = e->ids_cols, .codebook_size = s->m->d->vocab,
-                            .samples_per_frame = e->out_rows_mul};
+  const sc_entry *e = rt_entry(s->m, "audio");
   if (n_frames < 0) return sc_fail(err, SC_EUSAGE, "negative frame count %d", n_frames);
   if (s->pos + (int64_t)n_frames > s->m->d->max_context)
     return sc_fail(err, SC_ERUNTIME, "the stream is full: frame %d + %d exceeds max_context %d frames "
@@ -105,8 +116,9 @@ int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pc
 }
 
 int sc_codec_encode(sc_session *s, const float *pcm, int n_frames, int32_t *codes, sc_error *err) {
+  /* per call (a frame at a time in the duplex loop): the entry table */
   sc_codec_info ci;
-  if (sc_codec_get_info(s->m, &ci, err)) return err->code;
+  if (rt_codec_dims(s->m, &ci) && sc_codec_get_info(s->m, &ci, err)) return err->code;
   if (!ci.can_encode)
     return sc_fail(err, SC_EUSAGE, "%s: this codec has no encoder (only Mimi's is built: a Mimi directory, "
                    "model_type mimi)", s->m->path);

@@ -51,6 +51,11 @@ size_t rt_out_len(const sc_entry *e, int n);
 /* The session's state block as its entry functions see it (backend.h):
  * sc_io.row_state offsets are differences of these. */
 unsigned long long rt_state_base(const sc_session *s);
+/* A codec's dimensions from its entry table alone (no JSON: per-frame
+ * calls use it): 0 and *ci filled (max_frames, can_encode included), or -1
+ * when m is not a codec or its "audio" entry is missing (then
+ * sc_codec_get_info says why). */
+int rt_codec_dims(const sc_model *m, sc_codec_info *ci);
 
 /* Kernels launched or recorded by the session so far (-1: not cuda). */
 long long rt_cuda_launches(const sc_session *s);

@@ -244,7 +244,7 @@ int sc_moshi_push_pcm(sc_moshi *g, sc_session *codec, const float *pcm, int n_fr
     return sc_fail(err, SC_EUSAGE, "sc_moshi_push_pcm: %d frames at %p, codec %p: expected a Mimi session, "
                    "n_frames >= 0 and the samples", n_frames, (const void *)pcm, (const void *)codec);
   sc_codec_info ci;
-  if (sc_codec_get_info(codec->m, &ci, err)) return err->code;
+  if (rt_codec_dims(codec->m, &ci) && sc_codec_get_info(codec->m, &ci, err)) return err->code;
   if (!ci.can_encode) return sc_fail(err, SC_EUSAGE, "sc_moshi_push_pcm: the codec has no encoder (a Mimi is needed)");
   if (ci.n_codebooks != g->info.user_codebooks || ci.n_codebooks != g->info.dep_q || ci.codebook_size != g->info.card)
     return sc_fail(err, SC_EINPUT, "sc_moshi_push_pcm: the Mimi gives %d codebooks of %d entries, but the model reads "
