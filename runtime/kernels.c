@@ -1113,6 +1113,7 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
 DEFINE_ENTRIES(portable, &sc_kern_portable)
 DEFINE_ENTRIES(avx2, &sc_kern_avx2)
 DEFINE_ENTRIES(avx512, &sc_kern_avx512)
+DEFINE_ENTRIES(avx512vnni, &sc_kern_avx512vnni)
 DEFINE_ENTRIES(neon, &sc_kern_neon)
 DEFINE_ENTRIES(neon_dotprod, &sc_kern_neon_dotprod)
 
@@ -1165,6 +1166,8 @@ static int cpu_has_avx512(void) {
          sc_cpu_has("avx512vl") > 0;
 }
 
+static int cpu_has_avx512vnni(void) { return cpu_has_avx512() && sc_cpu_has("avx512vnni") > 0; }
+
 static int cpu_has_neon(void) {
 #if defined(__aarch64__)
   return 1; /* ASIMD is baseline on AArch64 */
@@ -1201,6 +1204,7 @@ typedef struct IsaEntry {
 
 /* In order of preference (SC_KERNEL_ISAS). */
 static const IsaEntry isas[] = {
+    ISA("avx512-vnni", avx512vnni, cpu_has_avx512vnni, 0),
     ISA("avx512", avx512, cpu_has_avx512, 0),
     ISA("avx2", avx2, cpu_has_avx2, 1),
     ISA("neon-dotprod", neon_dotprod, cpu_has_dotprod, 1),

@@ -116,7 +116,7 @@ int sc_bf16act_engine(int bf16_act);
 
 /* Every ISA speechc has kernels for, in sc_kernels_init's order of
  * preference ("avx512" only when asked for). */
-#define SC_KERNEL_ISAS "avx512,avx2,neon-dotprod,neon,portable"
+#define SC_KERNEL_ISAS "avx512-vnni,avx512,avx2,neon-dotprod,neon,portable"
 
 /* Fill K for the best ISA this CPU runs, or the one the environment
  * variable SPEECHC_ISA names.  ctx (an sc_kernel_ctx, or NULL to drop
@@ -366,6 +366,7 @@ extern const sc_kern_ops sc_kern_avx2;
  * kernels_neon_dotprod.c (AArch64, the latter -march=armv8.2-a+dotprod):
  * likewise all NULL where their target features were not compiled in. */
 extern const sc_kern_ops sc_kern_avx512;
+extern const sc_kern_ops sc_kern_avx512vnni; /* kernels_avx512vnni.c */
 /* kernels_avx2.c's attn_row, which the AVX-512 table shares (there is no
  * bit contract between attention and the other hooks). */
 void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,
