@@ -55,10 +55,12 @@
  * are read, and each expert's rows once per call.
  *
  * bf16 activations (kernels_amx.c): where the runtime allows it for a
- * model (sc_kernel_ctx.bf16_act: codec decoders, whose gate is the
- * waveform's SNR against f32) and the CPU has an engine for it, a bf16
- * linear (not linear_swiglu) whose columns are whole 32-blocks runs on it
- * for any token count, activations rounded to bf16 (to nearest even),
+ * model (sc_kernel_ctx.bf16_act: codec decoders in every call, whose gate
+ * is the waveform's SNR against f32; other models only in calls of at
+ * least bf16_act_min_t tokens, their prefill, never in a rowwise call) and
+ * the CPU has an engine for it, a bf16 linear (linear_swiglu too, as one
+ * linear over the gate and up rows, then silu(g) * u) whose columns are
+ * whole 32-blocks runs on it, activations rounded to bf16 (to nearest even),
  * products exact, sums in f32: on the AMX tiles (when the OS grants the
  * tile state), over pairs then 32-column blocks in the hardware's order;
  * else with AVX512-BF16's vdpbf16ps, one f32 chain over the column pairs
@@ -101,6 +103,10 @@ typedef struct sc_kernel_ctx {
   int bf16_act;  /* bf16 weights may meet activations rounded to bf16 (the
                   * "bf16 activations" GEMM above), set per model by the
                   * runtime: SC_BF16ACT_OFF, _BEST, _AMX or _DP */
+  int bf16_act_min_t; /* 0: bf16_act applies to every call (a codec: a frame
+                       * alone has the bits of a whole call); N: only to calls
+                       * of at least N tokens (an LM's prefill; its decode
+                       * keeps f32 activations) */
   int rowwise;   /* 1: every row of a call gets the bits it gets alone (no
                   * OpenBLAS for f32, whose order depends on the rows; the
                   * batched decode step sets it for its calls) */
