@@ -156,6 +156,9 @@ typedef struct qpair {
   __m512i q;
   __mmask64 neg;
   __m512 dw;
+#ifdef SC_VNNI
+  __m512i corr; /* q8_0: -128 x the sum of each lane's four weights */
+#endif
 } qpair;
 
 /* 64 (two = 0: 32, upper lanes zero) activation bytes at y. */
@@ -166,6 +169,7 @@ ALWAYS_INLINE __m512i y_pair(const int8_t *y, const int two) {
 
 /* q8_0 blocks b0 and b1 (b1 NULL: one block, upper lanes zero): |w| x (x
  * negated where w < 0) through maddubs. */
+#ifndef SC_VNNI
 ALWAYS_INLINE qpair q8_0_wpair(const uint8_t *b0, const uint8_t *b1) {
   const __m512i q = two_halves(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
                                b1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256());
@@ -173,24 +177,35 @@ ALWAYS_INLINE qpair q8_0_wpair(const uint8_t *b0, const uint8_t *b1) {
                    two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f)};
   return p;
 }
-#ifdef SC_VNNI
+ALWAYS_INLINE __m512 q8_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
+  const __m512i yv = y_pair(y, two);
+  const __m512i ys = _mm512_mask_sub_epi8(yv, w.neg, _mm512_setzero_si512(), yv);
+  return finish(_mm512_maddubs_epi16(w.q, ys), two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
+}
+#else
 /* VPDPBUSD: int32 lane k = the sum of byte products 4k..4k+3 at once, the
- * value maddubs + madd reach in two steps (neither saturates here: pairs
+ * value maddubs + madd reach in two steps (neither saturates there: pairs
  * of at most 128 x 127), so the same bits in one instruction. */
 ALWAYS_INLINE __m512 finish32(__m512i s32, __m512 dx, __m512 dw, __m512 acc) {
   return _mm512_fmadd_ps(dw, _mm512_mul_ps(_mm512_cvtepi32_ps(s32), dx), acc);
 }
-#endif
-ALWAYS_INLINE __m512 q8_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
-  const __m512i yv = y_pair(y, two);
-  const __m512i ys = _mm512_mask_sub_epi8(yv, w.neg, _mm512_setzero_si512(), yv);
-#ifdef SC_VNNI
-  return finish32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q, ys), two_scales(dx[0], two ? dx[1] : 0.0f),
-                  w.dw, acc);
-#else
-  return finish(_mm512_maddubs_epi16(w.q, ys), two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
-#endif
+/* q8_0 with unsigned activations: x + 128 (x ^ 0x80) against the signed
+ * weights, from a lane start of -128 x (its four weights' sum), which the
+ * weight side computes once for every token: the same exact integer
+ * sum(x w), one instruction a token and row. */
+ALWAYS_INLINE qpair q8_0_wpair(const uint8_t *b0, const uint8_t *b1) {
+  const __m512i q = two_halves(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
+                               b1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256());
+  const qpair p = {q, 0, two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f),
+                   _mm512_sub_epi32(_mm512_setzero_si512(),
+                                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), q))};
+  return p;
 }
+ALWAYS_INLINE __m512 q8_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
+  const __m512i yu = _mm512_xor_si512(y_pair(y, two), _mm512_set1_epi8((char)0x80));
+  return finish32(_mm512_dpbusd_epi32(w.corr, yu, w.q), two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
+}
+#endif
 
 /* q4_0 blocks b0 and b1 (b1 NULL: one block): each block's 16 bytes in both
  * 128-bit lanes of its half, the second lane shifted right by 4, so that
@@ -199,9 +214,9 @@ ALWAYS_INLINE qpair q4_0_wpair(const uint8_t *b0, const uint8_t *b1) {
   const __m512i raw = two_halves(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2))),
                                  b1 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2)))
                                     : _mm256_setzero_si256());
-  const qpair p = {_mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
-                                    _mm512_set1_epi8(0x0f)),
-                   0, two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f)};
+  const qpair p = {.q = _mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
+                                         _mm512_set1_epi8(0x0f)),
+                   .dw = two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f)};
   return p;
 }
 ALWAYS_INLINE __m512 q4_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
