@@ -343,6 +343,16 @@ int cmd_bench(int argc, char **argv) {
   printf("code          %s; kernels %s, %d thread%s\n",
          d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
          used_threads > 1 ? "s" : "");
+  printf("kernels why   %s\n", sc_kernels_reason(&K));
+  const char *bf = getenv("SPEECHC_BF16_ACT");
+  const int eng = sc_bf16act_engine(!bf || !*bf || !strcmp(bf, "auto") ? SC_BF16ACT_BEST
+                                    : !strcmp(bf, "amx")                 ? SC_BF16ACT_AMX
+                                    : !strcmp(bf, "avx512bf16")          ? SC_BF16ACT_DP
+                                                                         : SC_BF16ACT_OFF);
+  if (strstr(band, "bf16"))
+    printf("bf16 prefill  %s\n", eng == SC_BF16ACT_AMX ? "AMX tiles, activations rounded to bf16 (calls of 16+ tokens)"
+                                  : eng == SC_BF16ACT_DP ? "AVX512-BF16, activations rounded to bf16 (calls of 16+ tokens)"
+                                                         : "f32 activations (no AMX or AVX512-BF16 here, or SPEECHC_BF16_ACT=off)");
   printf("prefill       %ld tokens in %.1f ms = %.1f tokens/s (the first, mapping the weights: %.1f ms)\n",
          prompt, t_prefill * 1e3, prompt / t_prefill, t_cold * 1e3);
   printf("decode        %ld steps: median %.2f ms/token (min %.2f, max %.2f) = %.2f tokens/s\n", steps,

@@ -1243,7 +1243,8 @@ typedef struct IsaEntry {
   const char *name;
   const sc_kern_ops *ops;
   int (*cpu_has)(void);
-  int by_default; /* 0: only when SPEECHC_ISA names it (never run here) */
+  int by_default; /* 0: only when SPEECHC_ISA names it */
+  const char *why; /* why the default is (or is not) this one, as measured */
   __typeof__(((sc_kernels *)0)->linear) linear;
   __typeof__(((sc_kernels *)0)->linear_swiglu) linear_swiglu;
   __typeof__(((sc_kernels *)0)->attention) attention;
@@ -1251,17 +1252,23 @@ typedef struct IsaEntry {
   __typeof__(((sc_kernels *)0)->conv1d) conv1d;
 } IsaEntry;
 
-#define ISA(NAME, SUFFIX, HAS, DEFAULT) \
-  {NAME, &sc_kern_##SUFFIX, HAS, DEFAULT, linear_##SUFFIX, swiglu_##SUFFIX, attention_##SUFFIX, moe_##SUFFIX, \
+#define ISA(NAME, SUFFIX, HAS, DEFAULT, WHY)                                                                  \
+  {NAME, &sc_kern_##SUFFIX, HAS, DEFAULT, WHY, linear_##SUFFIX, swiglu_##SUFFIX, attention_##SUFFIX, moe_##SUFFIX, \
    conv1d_##SUFFIX}
 
-/* In order of preference (SC_KERNEL_ISAS). */
+/* In order of preference (SC_KERNEL_ISAS): the default is the first one
+ * marked by_default that runs here, a choice made by measurement
+ * (docs/PERFORMANCE.md, "ISA choice"); `why` says which. */
 static const IsaEntry isas[] = {
-    ISA("avx512-vnni", avx512vnni, cpu_has_avx512vnni, 0),
-    ISA("avx512", avx512, cpu_has_avx512, 0),
-    ISA("avx2", avx2, cpu_has_avx2, 1),
-    ISA("neon-dotprod", neon_dotprod, cpu_has_dotprod, 1),
-    ISA("neon", neon, cpu_has_neon, 1),
+    ISA("avx512-vnni", avx512vnni, cpu_has_avx512vnni, 1,
+        "the default where the CPU has AVX512-VNNI: the prefill and batched GEMMs of every band run 1.4-2.1x "
+        "avx2's, decode reads at least as fast (AMD Zen 5, docs/PERFORMANCE.md)"),
+    ISA("avx512", avx512, cpu_has_avx512, 0,
+        "only when SPEECHC_ISA names it: on a CPU with VNNI avx512-vnni has its bits and is faster; not measured "
+        "on AVX-512 CPUs without VNNI, where avx2 stays the default"),
+    ISA("avx2", avx2, cpu_has_avx2, 1, "the default on x86-64 CPUs without AVX512-VNNI"),
+    ISA("neon-dotprod", neon_dotprod, cpu_has_dotprod, 1, "the default on AArch64 CPUs with the dot product"),
+    ISA("neon", neon, cpu_has_neon, 1, "the default on AArch64 CPUs without the dot product"),
 };
 
 static const IsaEntry *isa_find(const char *name) {
@@ -1330,6 +1337,14 @@ int sc_kernels_init(sc_kernels *K, void *ctx) {
     if (isas[i].by_default && isa_runs(&isas[i])) return init_isa(K, ctx, isas[i].name, "kernels");
   sc_kernels_init_portable(K, ctx);
   return 0;
+}
+
+const char *sc_kernels_reason(const sc_kernels *K) {
+  const char *want = getenv("SPEECHC_ISA");
+  if (want && *want) return "named by SPEECHC_ISA";
+  for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
+    if (K->linear == isas[i].linear) return isas[i].why;
+  return "no SIMD kernels of this build run on this CPU";
 }
 
 const char *sc_kernels_isa(const sc_kernels *K) {

@@ -137,6 +137,8 @@ int sc_kernels_init_isa(sc_kernels *K, void *ctx, const char *isa);
 void sc_kernels_init_portable(sc_kernels *K, void *ctx);
 /* The name of the ISA whose kernels K holds ("unknown" if none). */
 const char *sc_kernels_isa(const sc_kernels *K);
+/* Why sc_kernels_init chose them (SPEECHC_ISA, or the measured default). */
+const char *sc_kernels_reason(const sc_kernels *K);
 /* Forget a previous error so that the next call starts clean. */
 void sc_kernel_ctx_clear(sc_kernel_ctx *c);
 /* Free the context's scratch (not its pool). */

@@ -821,10 +821,14 @@ static void test_table(const sc_kernels *K, void *ctx) {
 /* The default choice and SPEECHC_ISA. */
 static void test_choice(const sc_kernels *best) {
   const char *isa = sc_kernels_isa(best);
-  CHECK(strcmp(isa, "avx512") != 0); /* never by default: untested here */
+  CHECK(strcmp(isa, "avx512") != 0); /* only when named */
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    CHECK(strcmp(isa, "avx2") == 0);
+  /* avx512-vnni where the CPU has it (and this build its table), else avx2 */
+  if (sc_kern_ops_isa("avx512-vnni"))
+    CHECK_MSG(strcmp(isa, "avx512-vnni") == 0, "default %s on a CPU with AVX512-VNNI", isa);
+  else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    CHECK_MSG(strcmp(isa, "avx2") == 0, "default %s", isa);
+  CHECK(strstr(sc_kernels_reason(best), "default") != NULL);
 #elif defined(__aarch64__)
   CHECK(strcmp(isa, "neon") == 0 || strcmp(isa, "neon-dotprod") == 0);
 #endif
