@@ -1,14 +1,17 @@
 /*
  * libspeechc.c — what libspeechc.so adds to the archives it is made of:
- * its version, and a free() for the buffers its functions hand out
+ * its version; a free() for the buffers its functions hand out
  * (tok_encode's ids, tok_decode's text), so that a caller in another
- * language (Python's ctypes) returns them to the allocator that made them.
+ * language (Python's ctypes) returns them to the allocator that made them;
+ * and its struct sizes (sc_sizeof), so that a binding can check its mirrors.
  * The exported symbols are listed in libspeechc.map.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "sc_abi.h"
 #include "speechc.h"
+#include "tts_text.h"
 
 /* "speechc 0.1.0 (artifact ABI N)": the compiler version and the artifact
  * ABI this library writes and loads. */
@@ -20,6 +23,26 @@ const char *sc_library_version(void) {
 
 /* Free a buffer this library malloc'd for the caller (NULL is fine). */
 void sc_free(void *p) { free(p); }
+
+/* sizeof the named struct of the API, or 0 for a name not listed: a
+ * binding that mirrors these structs (python/speechc/_lib.py) checks its
+ * layout against the library it loaded before calling it. */
+size_t sc_sizeof(const char *name) {
+  static const struct { const char *name; size_t size; } t[] = {
+      {"sc_error", sizeof(sc_error)},
+      {"sc_open_opts", sizeof(sc_open_opts)},
+      {"sc_model_info", sizeof(sc_model_info)},
+      {"sc_sample_params", sizeof(sc_sample_params)},
+      {"sc_codec_info", sizeof(sc_codec_info)},
+      {"sc_tts_params", sizeof(sc_tts_params)},
+      {"TtsTextOpts", sizeof(TtsTextOpts)},
+      {"TtsTextInfo", sizeof(TtsTextInfo)},
+      {"TtsTextRequest", sizeof(TtsTextRequest)},
+  };
+  for (size_t i = 0; name && i < sizeof t / sizeof t[0]; i++)
+    if (!strcmp(name, t[i].name)) return t[i].size;
+  return 0;
+}
 
 /* Debian's libtcc.a is built as position-dependent code that reads libc's
  * stdout, stderr and environ directly (R_X86_64_PC32), which a shared
