@@ -11,7 +11,9 @@
 
 #include "sc_abi.h"
 #include "speechc.h"
+#include "serve_request.h"
 #include "tts_text.h"
+#include "wav.h"
 
 /* "speechc 0.1.0 (artifact ABI N)": the compiler version and the artifact
  * ABI this library writes and loads. */
@@ -38,6 +40,9 @@ size_t sc_sizeof(const char *name) {
       {"TtsTextOpts", sizeof(TtsTextOpts)},
       {"TtsTextInfo", sizeof(TtsTextInfo)},
       {"TtsTextRequest", sizeof(TtsTextRequest)},
+      {"ServeLimits", sizeof(ServeLimits)},
+      {"ServeRequest", sizeof(ServeRequest)},
+      {"sc_wav_opts", sizeof(sc_wav_opts)},
   };
   for (size_t i = 0; name && i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(name, t[i].name)) return t[i].size;

@@ -16,9 +16,11 @@ thread-safety.  Errors are :class:`Error` with the C message.
 from ._lib import library_path
 from .build import build
 from .errors import Error
-from .model import Model, ModelInfo
+from .audio import s16le, wav_bytes, wav_header
+from .model import Model, ModelInfo, SpeechRequest, TtsStream
 
-__all__ = ["Model", "ModelInfo", "Error", "build", "library_path", "version"]
+__all__ = ["Model", "ModelInfo", "SpeechRequest", "TtsStream", "Error", "build", "library_path", "version",
+           "wav_bytes", "wav_header", "s16le"]
 __version__ = "0.1.0"
 
 

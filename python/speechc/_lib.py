@@ -109,11 +109,32 @@ class TtsTextRequest(Structure):
     ]
 
 
+class ServeLimits(Structure):
+    _fields_ = [
+        ("max_frames", c_int), ("voices", POINTER(c_char_p)), ("n_voices", c_int),
+        ("languages", POINTER(c_char_p)), ("n_languages", c_int),
+    ]
+
+
+class ServeRequest(Structure):
+    _fields_ = [
+        ("model", c_char_p), ("input", c_char_p), ("voice", c_char_p), ("language", c_char_p),
+        ("instruct", c_char_p), ("format", c_int), ("stream", c_int), ("params", sc_tts_params),
+    ]
+
+
+class sc_wav_opts(Structure):
+    _fields_ = [("sample_rate", c_int), ("channels", c_int), ("format", c_int), ("raw", c_int)]
+
+
+SC_WAV_HEADER_MAX = 58
+
 # name in sc_sizeof -> the ctypes mirror
 _MIRRORS = {
     "sc_error": sc_error, "sc_open_opts": sc_open_opts, "sc_model_info": sc_model_info,
     "sc_sample_params": sc_sample_params, "sc_codec_info": sc_codec_info, "sc_tts_params": sc_tts_params,
     "TtsTextOpts": TtsTextOpts, "TtsTextInfo": TtsTextInfo, "TtsTextRequest": TtsTextRequest,
+    "ServeLimits": ServeLimits, "ServeRequest": ServeRequest, "sc_wav_opts": sc_wav_opts,
 }
 
 # function name -> (restype, argtypes)
@@ -149,6 +170,11 @@ _PROTOS = {
     "tts_stream_open": (c_int, [c_void_p, POINTER(c_void_p), POINTER(sc_error)]),
     "tts_stream_close": (None, [c_void_p]),
     "tts_text_speak": (c_int, [c_void_p, POINTER(TtsTextRequest), POINTER(c_int), POINTER(sc_error)]),
+    "serve_request_parse": (c_int, [c_char_p, c_size_t, POINTER(ServeLimits), POINTER(ServeRequest),
+                                    POINTER(sc_error)]),
+    "serve_request_free": (None, [POINTER(ServeRequest)]),
+    "sc_wav_header": (ctypes.c_uint, [POINTER(sc_wav_opts), ctypes.c_int64, POINTER(ctypes.c_ubyte)]),
+    "sc_wav_s16le": (None, [POINTER(c_float), c_size_t, c_void_p]),
 }
 
 _lib: Optional[ctypes.CDLL] = None

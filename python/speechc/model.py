@@ -23,6 +23,23 @@ _END = object()
 
 
 @dataclass(frozen=True)
+class SpeechRequest:
+    """A ``POST /v1/audio/speech`` body as ``speechc serve`` reads it
+    (:meth:`Model.parse_speech_request`).
+
+    ``options`` are the keyword arguments of :meth:`Model.tts` /
+    :meth:`Model.tts_stream` the body asks for (speaker from ``voice``,
+    language, instruct, seed, sampling, max_frames).
+    """
+
+    input: str
+    format: str  # "wav" or "pcm" (bare s16le)
+    stream: bool
+    model: Optional[str]
+    options: Dict[str, Any]
+
+
+@dataclass(frozen=True)
 class ModelInfo:
     """What a compiled model is (``speechc inspect`` prints the same).
 
@@ -468,6 +485,50 @@ class Model:
         self._speak(r, lambda pcm: chunks.append(pcm) is not None)
         pcm = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
         return pcm, int(self.info.sample_rate or 0)
+
+    def parse_speech_request(self, body: Union[bytes, str], max_frames: int = 2048) -> SpeechRequest:
+        """Read an OpenAI-shaped speech request (``input``, ``voice``,
+        ``response_format`` wav|pcm, ``speed`` 1.0 only, and speechc's
+        extras: ``language``, ``instruct``, ``seed``, sampling,
+        ``max_frames``, ``stream``) with the parser ``speechc serve`` uses
+        (compiler/serve_request.h), against this model's speakers and
+        languages, so that both servers accept and refuse the same bodies.
+
+        Args:
+            body: the JSON body.
+            max_frames: the most a request may ask for, and its default.
+
+        Raises:
+            Error: (code 1) a body that is not such a request; the message
+                names the field and, for a value outside a set, the values
+                accepted.
+        """
+        self._check_open()
+        if self.info.family != _TTS_FAMILY:
+            raise Error(SC_EUSAGE, f"{self._path} is a {self.info.family} model, not a Qwen3-TTS model")
+        data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+        voices = [v.encode() for v in self.info.speakers]
+        langs = [x.encode() for x in self.info.languages]
+        lim = _lib.ServeLimits(max_frames=max_frames, n_voices=len(voices), n_languages=len(langs))
+        lim.voices = (ctypes.c_char_p * max(1, len(voices)))(*voices)
+        lim.languages = (ctypes.c_char_p * max(1, len(langs)))(*langs)
+        r, err = _lib.ServeRequest(), _lib.sc_error()
+        check(self._L.serve_request_parse(data, len(data), byref(lim), byref(r), byref(err)), err)
+        try:
+            p = r.params
+            t, q = p.talker, p.predictor
+            options: Dict[str, Any] = dict(
+                speaker=None if r.voice is None else _s(r.voice),
+                language=None if r.language is None else _s(r.language),
+                instruct=None if r.instruct is None else _s(r.instruct),
+                seed=int(t.seed), greedy=bool(t.greedy), temperature=float(t.temperature), top_k=int(t.top_k),
+                top_p=float(t.top_p), repetition_penalty=float(t.repetition_penalty),
+                sub_temperature=float(q.temperature), sub_top_k=int(q.top_k), sub_top_p=float(q.top_p),
+                max_frames=int(p.max_frames))
+            return SpeechRequest(input=_s(r.input), format="pcm" if r.format == 1 else "wav", stream=bool(r.stream),
+                                 model=None if r.model is None else _s(r.model), options=options)
+        finally:
+            self._L.serve_request_free(byref(r))
 
     def tts_stream(self, text: str, **options: Any) -> "TtsStream":
         """Speak ``text`` as :meth:`tts` does (same options), yielding each

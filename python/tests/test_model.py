@@ -253,3 +253,43 @@ def test_bad_library_path(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env=dict(os.environ, SPEECHC_LIBRARY=str(tmp_path / "nolib.so")))
     assert r.returncode == 0 and r.stdout.startswith("ERR 2") and "nolib.so" in r.stdout, r.stdout + r.stderr
+
+
+# ---- the speech request and the audio bytes of a server -----------------------
+def test_wav_bytes_are_the_cli_file(tts_so, tts_model, tmp_path):
+    pcm, rate = tts_model.tts("Bytes", seed=2, decoder_batch=1, **SAY)
+    for flags, f32 in (([], False), (["--f32"], True)):
+        out = tmp_path / "b.wav"
+        run_cli("tts", tts_so, "--text", "Bytes", "--seed", 2, "--speaker", "tiny_speaker", "--language", "english",
+                "--max-frames", 12, "--decoder-batch", 1, "-q", "-o", out, *flags)
+        assert speechc.wav_bytes(pcm, rate, f32=f32) == out.read_bytes()
+    raw = tmp_path / "b.raw"
+    run_cli("tts", tts_so, "--text", "Bytes", "--seed", 2, "--speaker", "tiny_speaker", "--language", "english",
+            "--max-frames", 12, "--decoder-batch", 1, "-q", "-o", raw)
+    assert speechc.s16le(pcm) == raw.read_bytes()
+    assert len(speechc.wav_header(24000)) == 44 and speechc.wav_header(24000)[40:44] == b"\xff\xff\xff\xff"
+
+
+def test_parse_speech_request(tts_model):
+    r = tts_model.parse_speech_request(b'{"model": "tts-1", "input": "Hi", "voice": "TINY_SPEAKER", '
+                                       b'"response_format": "pcm", "seed": 7, "language": "english", '
+                                       b'"instructions": "calm", "temperature": 0.5, "sub_top_k": 9, "stream": true}')
+    assert (r.input, r.format, r.stream, r.model) == ("Hi", "pcm", True, "tts-1")
+    o = r.options
+    assert (o["speaker"], o["language"], o["instruct"], o["seed"], o["sub_top_k"]) == \
+        ("tiny_speaker", "english", "calm", 7, 9)
+    assert o["temperature"] == pytest.approx(0.5) and o["top_k"] == 50 and o["max_frames"] == 2048
+    # the options are tts()'s keywords: the same audio as the call written out
+    np.testing.assert_array_equal(tts_model.tts(r.input, **dict(o, max_frames=5), decoder_batch=1)[0],
+                                  tts_model.tts("Hi", speaker="tiny_speaker", language="english", instruct="calm",
+                                                seed=7, temperature=0.5, sub_top_k=9, max_frames=5,
+                                                decoder_batch=1)[0])
+    d = tts_model.parse_speech_request('{"input": "x"}')
+    assert d.format == "wav" and not d.stream and d.options["speaker"] is None
+    for body, msg in ((b'{"input": "x", "speed": 2}', "speed"), (b'{"input": "x", "voice": "bob"}', "tiny_speaker"),
+                      (b'{"input": ""}', "input"), (b"{", "JSON"), (b'{"input": "x", "temprature": 1}', "temprature"),
+                      (b'{"input": "x", "response_format": "mp3"}', "mp3"),
+                      (b'{"input": "x", "max_frames": 99}', "max_frames")):
+        with pytest.raises(speechc.Error, match=msg) as e:
+            tts_model.parse_speech_request(body, max_frames=50)
+        assert e.value.code == 1
