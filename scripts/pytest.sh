@@ -5,7 +5,8 @@
 # python/ with build/libspeechc.so bundled into it (python/setup.py), then
 # pytest with no SPEECHC_LIBRARY, so the bundled copy is what is tested.
 # Needs the build (scripts/test.sh makes it): build/libspeechc.so,
-# build/speechc and build/make_random_ckpt.
+# build/speechc and build/make_random_ckpt.  --install-only stops before
+# pytest (scripts/ray_test.sh); other arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,6 +32,10 @@ PIP=("$VENV/bin/python" -m pip -q --disable-pip-version-check)
 SPEECHC_LIBRARY="$BUILD/libspeechc.so" "${PIP[@]}" install --force-reinstall --no-deps "$ROOT/python"
 rm -rf "$ROOT/python/build" "$ROOT/python/speechc.egg-info"  # setuptools' leftovers in the tree
 t1=$(date +%s)
+if [ "${1:-}" = --install-only ]; then
+  echo "pytest.sh: $VENV ready in $((t1 - t0)) s"
+  exit 0
+fi
 # from another directory, so that `import speechc` is the installed package
 cd "$BUILD"
 env -u SPEECHC_LIBRARY SPEECHC_EXPECT_BUNDLED=1 SPEECHC_BUILD_DIR="$BUILD" \

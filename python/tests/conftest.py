@@ -85,11 +85,10 @@ def llm_so(work):
     return speechc.build(QWEN, work / "llm" / "m.so")
 
 
-@pytest.fixture(scope="session")
-def tts_so(work):
+def build_tiny_tts(work: Path) -> Path:
     """The tiny Qwen3-TTS checkpoint with a random 12 Hz codec decoder in its
     speech_tokenizer/ and a tokenizer that fits it, built in-process: the
-    talker, m.codec.so and m.tokenizer/ in one call."""
+    talker, m.codec.so and m.tokenizer/ in one call, under work/tts/."""
     ckpt = work / "tts-ckpt"
     shutil.copytree(TTS, ckpt)
     subprocess.run([str(BUILD / "make_random_ckpt"), "codec-tiny", str(ckpt / "speech_tokenizer"), "--dtype", "f32"],
@@ -100,6 +99,11 @@ def tts_so(work):
     assert (work / "tts" / "m.codec.so").is_file()
     assert (work / "tts" / "m.tokenizer" / "vocab.json").is_file()
     return out
+
+
+@pytest.fixture(scope="session")
+def tts_so(work):
+    return build_tiny_tts(work)
 
 
 @pytest.fixture(scope="session")
