@@ -16,7 +16,7 @@ import ctypes
 import ctypes.util
 import os
 import threading
-from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_double, c_float, c_int, c_int32,
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char, c_char_p, c_float, c_int, c_int32,
                     c_size_t, c_uint64, c_void_p)
 from pathlib import Path
 from typing import Optional

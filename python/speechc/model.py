@@ -6,7 +6,7 @@ import json
 import os
 import queue
 import threading
-from ctypes import POINTER, byref, c_float, c_int, c_int32, c_size_t, c_void_p
+from ctypes import POINTER, byref, c_int, c_int32, c_size_t, c_void_p
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
@@ -115,7 +115,8 @@ class Model:
     ``.so``, its weight file, and what was built beside it (the tokenizer
     ``X.tokenizer/``, the codec decoder ``X.codec.so``).
 
-    Use it as a context manager, or call :meth:`close`::
+    ``info`` (:class:`ModelInfo`) says what it is.  Use it as a context
+    manager, or call :meth:`close`::
 
         with speechc.Model("tts.so") as m:
             pcm, rate = m.tts("Hello", speaker="ryan", language="english", seed=1)
@@ -213,7 +214,6 @@ class Model:
             hidden=mi.hidden, n_layers=mi.n_layers, max_context=mi.max_context, weight_bytes=mi.weight_bytes,
             state_bytes=mi.state_bytes, config_hash=mi.config_hash,
             config=json.loads(_s(mi.config_json) or "{}"), **kw)
-        """What the model is: :class:`ModelInfo`."""
 
     # ---- life cycle -------------------------------------------------------
     def close(self) -> None:

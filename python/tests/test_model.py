@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import speechc
-from conftest import BIN, PROMPT, QWEN, read_wav, run_cli
+from conftest import PROMPT, QWEN, read_wav, run_cli
 
 SAY = dict(speaker="tiny_speaker", language="english", max_frames=12)
 
