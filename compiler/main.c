@@ -25,8 +25,9 @@ int cmd_tokenize(int argc, char **argv); /* cmd_tokenize.c */
 int cmd_decode(int argc, char **argv);   /* cmd_decode.c */
 int cmd_encode(int argc, char **argv);   /* cmd_encode.c */
 int cmd_moshi(int argc, char **argv);    /* cmd_moshi.c */
+int cmd_serve(int argc, char **argv);    /* cmd_serve.c */
 extern const char *const usage_tts, *const usage_bench, *const usage_tokenize, *const usage_decode,
-    *const usage_encode, *const usage_moshi;
+    *const usage_encode, *const usage_serve, *const usage_moshi;
 
 static const char *const usage_main =
     "usage: speechc <command> [options]\n"
@@ -44,6 +45,7 @@ static const char *const usage_main =
     "  decode codec.so CODES -o a.wav  codec codes to audio (a speech_tokenizer/ build)\n"
     "  encode mimi.so IN.wav -o codes.json  audio to Mimi codes\n"
     "  moshi model.so --user-codes F --codes-out F   Moshi's step loop on codes (LMGen)\n"
+    "  serve model.so [--port N]     a Qwen3-TTS model over HTTP (OpenAI's /v1/audio/speech)\n"
     "  help COMMAND                  options of one command\n"
     "\n"
     "exit codes: 0 ok, 1 usage error, 2 bad input file, 3 runtime failure\n";
@@ -265,7 +267,7 @@ int main(int argc, char **argv) {
     static const struct { const char *name; const char *const *usage; } help[] = {
         {"build", &usage_build}, {"inspect", &usage_inspect}, {"run", &usage_run},
         {"bench", &usage_bench}, {"tts", &usage_tts}, {"tokenize", &usage_tokenize}, {"decode", &usage_decode},
-        {"encode", &usage_encode}, {"moshi", &usage_moshi},
+        {"encode", &usage_encode}, {"moshi", &usage_moshi}, {"serve", &usage_serve},
         {"help", &usage_main}};
     const char *what = argc > 2 ? argv[2] : "help";
     for (size_t i = 0; i < sizeof help / sizeof help[0]; i++)
@@ -285,6 +287,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "decode")) return cmd_decode(argc - 2, argv + 2);
   if (!strcmp(cmd, "encode")) return cmd_encode(argc - 2, argv + 2);
   if (!strcmp(cmd, "moshi")) return cmd_moshi(argc - 2, argv + 2);
+  if (!strcmp(cmd, "serve")) return cmd_serve(argc - 2, argv + 2);
   fprintf(stderr, "speechc: unknown command '%s'\n\n%s", cmd, usage_main);
   return SC_EUSAGE;
 }

@@ -48,7 +48,9 @@ static char *to_json(const ServeRequest *r) {
   cJSON_AddStringToObject(j, "response_format", r->format == SERVE_PCM ? "pcm" : "wav");
   cJSON_AddBoolToObject(j, "stream", r->stream);
   cJSON_AddBoolToObject(j, "greedy", p->talker.greedy);
-  cJSON_AddNumberToObject(j, "seed", (double)p->talker.seed);
+  char seed[32]; /* as an integer: cJSON prints 2^53 as 9.00719925474099e+15 */
+  snprintf(seed, sizeof seed, "%llu", (unsigned long long)p->talker.seed);
+  cJSON_AddRawToObject(j, "seed", seed);
   cJSON_AddNumberToObject(j, "temperature", p->talker.temperature);
   cJSON_AddNumberToObject(j, "top_k", p->talker.top_k);
   cJSON_AddNumberToObject(j, "top_p", p->talker.top_p);
