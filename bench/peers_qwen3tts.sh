@@ -8,8 +8,11 @@
 #
 # Everything third-party lives outside the repository:
 #   QWEN3TTS_SRC  the qwen3-tts source tree (default /tmp/peers/qwen3-tts); it is
-#                 built there with its own Makefile (`make blas`: gcc, OpenBLAS,
-#                 its portable AVX2+FMA baseline on x86)
+#                 built there with its own Makefile (`make blas SIMD=...`: gcc,
+#                 OpenBLAS, and on x86 the best of its SIMD options this CPU
+#                 runs, read from /proc/cpuinfo: avx512bf16, avx512vnni,
+#                 avx512, else its AVX2+FMA baseline; QWEN3TTS_SIMD overrides;
+#                 its `--caps` must then list the features, or the script stops)
 #   PEERS         where the peer model directory goes (default /tmp/peers)
 #   PY            a python with torch + qwen-tts 0.1.1 (default /work/venv/bin/python)
 #
@@ -70,8 +73,35 @@ has() { case " $ENGINES " in *" $1 "*) return 0;; esac; return 1; }
 # 1. the C peer: build (not under the lock) and its model directory
 if has qwen3-tts; then
   [ -f "$SRC/qwen_tts.c" ] || { echo "peers_qwen3tts.sh: no qwen3-tts source at $SRC" >&2; exit 2; }
-  [ -x "$SRC/qwen_tts" ] || make -C "$SRC" blas -j2 >"$PEERS/qwen3-tts-build.log" 2>&1 ||
-    { echo "peers_qwen3tts.sh: qwen3-tts build failed, see $PEERS/qwen3-tts-build.log" >&2; exit 1; }
+  # the peer at its best on this CPU: its fastest SIMD build that runs here
+  flags=" $(grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | cut -d: -f2) "
+  hasf() { for f in "$@"; do case "$flags" in *" $f "*) ;; *) return 1;; esac; done; }
+  simd=${QWEN3TTS_SIMD:-}
+  if [ -z "$simd" ]; then
+    if hasf avx512f avx512bw avx512vl avx512dq avx512_vnni avx512_bf16; then simd=avx512bf16
+    elif hasf avx512f avx512bw avx512vl avx512dq avx512_vnni; then simd=avx512vnni
+    elif hasf avx512f avx512bw avx512vl; then simd=avx512
+    else simd=auto; fi
+  fi
+  # rebuilt when the SIMD option changes (the Makefile does not track it)
+  if [ ! -x "$SRC/qwen_tts" ] || [ "$(cat "$SRC/.speechc-simd" 2>/dev/null)" != "$simd" ]; then
+    make -C "$SRC" clean >/dev/null 2>&1 || true
+    make -C "$SRC" blas SIMD="$simd" -j2 >"$PEERS/qwen3-tts-build.log" 2>&1 ||
+      { echo "peers_qwen3tts.sh: qwen3-tts build (SIMD=$simd) failed, see $PEERS/qwen3-tts-build.log" >&2; exit 1; }
+    echo "$simd" >"$SRC/.speechc-simd"
+  fi
+  caps=$("$SRC/qwen_tts" --caps 2>&1 || true)
+  need=""
+  case $simd in
+    avx512bf16) need="avx512vnni avx512bf16" ;;
+    avx512vnni) need="avx512vnni" ;;
+    avx512) need="avx512f" ;;
+  esac
+  for f in $need; do
+    echo "$caps" | grep -q "runtime cpu:.* $f" ||
+      { echo "peers_qwen3tts.sh: qwen3-tts SIMD=$simd: its --caps does not list $f at run time" >&2; exit 1; }
+  done
+  echo "qwen3-tts: built with SIMD=$simd ($(echo "$caps" | sed -n 's/^ *matvec + attn: *//p'))" >&2
 fi
 MDIR=$PEERS/qwen3tts-06b
 if has qwen3-tts || has torch; then

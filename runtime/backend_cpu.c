@@ -26,6 +26,9 @@ static int cpu_model_open(sc_model *m, sc_error *err) {
 
 static void cpu_model_close(sc_model *m) { (void)m; }
 
+/* An LM's calls from this many tokens on take bf16 activations (below). */
+#define BF16_ACT_MIN_T 16
+
 static int cpu_session_open(sc_session *s, sc_error *err) {
   const sc_model *m = s->m;
   s->state = alloc64((size_t)m->d->state_bytes);
@@ -39,24 +42,28 @@ static int cpu_session_open(sc_session *s, sc_error *err) {
                    "with fewer threads)", m->threads);
   if (sc_kernels_init(&s->K, &s->kctx)) /* SPEECHC_ISA names kernels that cannot run */
     return sc_fail(err, SC_ERUNTIME, "%s", s->kctx.err);
-  /* A codec decoder's bf16 weights may meet bf16 activations (AMX tiles
-   * or AVX512-BF16, kernels.h): its gate is the waveform's SNR against
-   * f32 (test_codec), not the LMs' bit-exact prefill == decode.
-   * SPEECHC_BF16_ACT picks the engine: unset or "auto" the best this CPU
-   * runs, "amx" or "avx512bf16" that one (refused where it cannot run),
-   * "off" the f32 activations. */
-  if (!strcmp(m->d->family, "codec")) {
-    const char *e = getenv("SPEECHC_BF16_ACT");
-    int want = SC_BF16ACT_BEST;
-    if (e && (!strcmp(e, "off") || !strcmp(e, "0"))) want = SC_BF16ACT_OFF;
-    else if (e && !strcmp(e, "amx")) want = SC_BF16ACT_AMX;
-    else if (e && !strcmp(e, "avx512bf16")) want = SC_BF16ACT_DP;
-    else if (e && *e && strcmp(e, "auto"))
-      return sc_fail(err, SC_EUSAGE, "SPEECHC_BF16_ACT=%s: expected auto, amx, avx512bf16 or off", e);
-    if (want > SC_BF16ACT_BEST && sc_bf16act_engine(want) != want)
-      return sc_fail(err, SC_ERUNTIME, "SPEECHC_BF16_ACT=%s: this CPU (or this build) cannot run it", e);
-    s->kctx.bf16_act = want;
-  }
+  /* bf16 weights may meet activations rounded to bf16 (AMX tiles or
+   * AVX512-BF16, kernels.h), as torch's bf16 matmuls and llama.cpp's bf16
+   * dots do.  A codec decoder: in every call, so that a frame decoded
+   * alone has the bits of a whole call; its gate is the waveform's SNR
+   * against f32 (test_codec).  Every other model: only in calls of at
+   * least BF16_ACT_MIN_T tokens (prefill, where the products are the
+   * work); decode keeps f32 activations, bit for bit the f32 dot, and the
+   * batched step (rowwise) never takes it.  SPEECHC_BF16_ACT picks the
+   * engine: unset or "auto" the best this CPU runs, "amx" or "avx512bf16"
+   * that one (refused where it cannot run), "off" f32 activations
+   * everywhere. */
+  const char *e = getenv("SPEECHC_BF16_ACT");
+  int want = SC_BF16ACT_BEST;
+  if (e && (!strcmp(e, "off") || !strcmp(e, "0"))) want = SC_BF16ACT_OFF;
+  else if (e && !strcmp(e, "amx")) want = SC_BF16ACT_AMX;
+  else if (e && !strcmp(e, "avx512bf16")) want = SC_BF16ACT_DP;
+  else if (e && *e && strcmp(e, "auto"))
+    return sc_fail(err, SC_EUSAGE, "SPEECHC_BF16_ACT=%s: expected auto, amx, avx512bf16 or off", e);
+  if (want > SC_BF16ACT_BEST && sc_bf16act_engine(want) != want)
+    return sc_fail(err, SC_ERUNTIME, "SPEECHC_BF16_ACT=%s: this CPU (or this build) cannot run it", e);
+  s->kctx.bf16_act = want;
+  s->kctx.bf16_act_min_t = strcmp(m->d->family, "codec") ? BF16_ACT_MIN_T : 0;
   return SC_OK;
 }
 

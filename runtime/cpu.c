@@ -29,6 +29,7 @@ int sc_cpu_has(const char *f) {
   if (!strcmp(f, "avx512f")) return __builtin_cpu_supports("avx512f") != 0;
   if (!strcmp(f, "avx512bw")) return __builtin_cpu_supports("avx512bw") != 0;
   if (!strcmp(f, "avx512vl")) return __builtin_cpu_supports("avx512vl") != 0;
+  if (!strcmp(f, "avx512vnni")) return __builtin_cpu_supports("avx512vnni") != 0;
   return -1;
 }
 #else

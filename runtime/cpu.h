@@ -7,7 +7,7 @@
 #define SC_CPU_H
 
 /* The feature names speechc knows, comma-separated: for messages. */
-#define SC_CPU_KNOWN "sse4.2,avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl"
+#define SC_CPU_KNOWN "sse4.2,avx,avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni"
 
 /* 1: this CPU (and OS) has feature f; 0: it lacks it; -1: f is not a name
  * speechc knows (SC_CPU_KNOWN). */

@@ -683,8 +683,9 @@ static void amx_chunk(void *arg, int c, int n) {
 
 static int amx_applies(const LinJob *j, void *ctx) {
   const sc_kernel_ctx *c = ctx;
-  return c && c->bf16_act && j->wtype == SC_W_BF16 && !j->swiglu &&
-         j->cols % 32 == 0 && j->ops != &sc_kern_portable && sc_bf16act_engine(c->bf16_act);
+  return c && c->bf16_act && j->wtype == SC_W_BF16 && j->cols % 32 == 0 && j->ops != &sc_kern_portable &&
+         (!j->swiglu || c->bf16_act_min_t) && j->T >= c->bf16_act_min_t && !c->rowwise &&
+         sc_bf16act_engine(c->bf16_act);
 }
 
 /* AVX512-BF16: the tokens per pass whose transposed source fits this
@@ -693,7 +694,59 @@ static int amx_applies(const LinJob *j, void *ctx) {
 
 static void amx_run_one(LinJob *j, void *ctx, const AmxConv *conv);
 
+static void amx_run_rows(LinJob *j, void *ctx, const AmxConv *conv);
+
+/* SwiGLU (an LM's prefill): the gate and up rows as one linear of 2 * rows
+ * into a buffer, in passes of SWIGLU_PASS tokens, then silu(g) * u as
+ * store_rows computes it. */
+#define SWIGLU_PASS 128
+
+typedef struct SwigluJob {
+  const LinJob *j;
+  const float *gu; /* [T][2 * rows]: gate, then up */
+  int t0, T;
+} SwigluJob;
+
+static void swiglu_chunk(void *arg, int c, int n) {
+  const SwigluJob *s = arg;
+  const int a = (int)((long long)s->T * c / n), b = (int)((long long)s->T * (c + 1) / n);
+  for (int t = a; t < b; t++) {
+    const float *d = s->gu + (size_t)t * 2 * s->j->rows;
+    store_rows(s->j, 0, s->j->rows, s->t0 + t, d, d + s->j->rows);
+  }
+}
+
 static void amx_run(LinJob *j, void *ctx, const AmxConv *conv) {
+  if (!j->swiglu) {
+    amx_run_rows(j, ctx, conv);
+    return;
+  }
+  const int pass = j->T < SWIGLU_PASS ? j->T : SWIGLU_PASS;
+  float *gu = NULL;
+  if (posix_memalign((void **)&gu, 64, (size_t)pass * 2 * j->rows * sizeof(float))) {
+    kern_error(ctx, "linear_swiglu: out of memory for the bf16 activations' gate and up", j->T);
+    return;
+  }
+  for (int t0 = 0; t0 < j->T; t0 += pass) {
+    LinJob g = *j;
+    g.swiglu = 0;
+    g.rows = 2 * j->rows;
+    g.T = j->T - t0 < pass ? j->T - t0 : pass;
+    g.x = j->x + (size_t)t0 * j->ldx;
+    g.y = gu;
+    g.ldy = 2 * j->rows;
+    g.bias = NULL;
+    g.acc = 0;
+    amx_run_rows(&g, ctx, NULL);
+    if (((const sc_kernel_ctx *)ctx)->failed) break;
+    SwigluJob sj = {.j = j, .gu = gu, .t0 = t0, .T = g.T};
+    sc_pool *pool = pool_of(ctx);
+    sc_pool_run(pool, swiglu_chunk, &sj, chunks_for(pool, g.T));
+  }
+  free(gu);
+}
+
+static void amx_run_rows(LinJob *j, void *ctx, const AmxConv *conv) {
   if (sc_bf16act_engine(((const sc_kernel_ctx *)ctx)->bf16_act) != SC_BF16ACT_DP) {
     amx_run_one(j, ctx, conv);
     return;
@@ -1113,6 +1166,7 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
 DEFINE_ENTRIES(portable, &sc_kern_portable)
 DEFINE_ENTRIES(avx2, &sc_kern_avx2)
 DEFINE_ENTRIES(avx512, &sc_kern_avx512)
+DEFINE_ENTRIES(avx512vnni, &sc_kern_avx512vnni)
 DEFINE_ENTRIES(neon, &sc_kern_neon)
 DEFINE_ENTRIES(neon_dotprod, &sc_kern_neon_dotprod)
 
@@ -1165,6 +1219,8 @@ static int cpu_has_avx512(void) {
          sc_cpu_has("avx512vl") > 0;
 }
 
+static int cpu_has_avx512vnni(void) { return cpu_has_avx512() && sc_cpu_has("avx512vnni") > 0; }
+
 static int cpu_has_neon(void) {
 #if defined(__aarch64__)
   return 1; /* ASIMD is baseline on AArch64 */
@@ -1201,6 +1257,7 @@ typedef struct IsaEntry {
 
 /* In order of preference (SC_KERNEL_ISAS). */
 static const IsaEntry isas[] = {
+    ISA("avx512-vnni", avx512vnni, cpu_has_avx512vnni, 0),
     ISA("avx512", avx512, cpu_has_avx512, 0),
     ISA("avx2", avx2, cpu_has_avx2, 1),
     ISA("neon-dotprod", neon_dotprod, cpu_has_dotprod, 1),

@@ -55,10 +55,12 @@
  * are read, and each expert's rows once per call.
  *
  * bf16 activations (kernels_amx.c): where the runtime allows it for a
- * model (sc_kernel_ctx.bf16_act: codec decoders, whose gate is the
- * waveform's SNR against f32) and the CPU has an engine for it, a bf16
- * linear (not linear_swiglu) whose columns are whole 32-blocks runs on it
- * for any token count, activations rounded to bf16 (to nearest even),
+ * model (sc_kernel_ctx.bf16_act: codec decoders in every call, whose gate
+ * is the waveform's SNR against f32; other models only in calls of at
+ * least bf16_act_min_t tokens, their prefill, never in a rowwise call) and
+ * the CPU has an engine for it, a bf16 linear (linear_swiglu too, as one
+ * linear over the gate and up rows, then silu(g) * u) whose columns are
+ * whole 32-blocks runs on it, activations rounded to bf16 (to nearest even),
  * products exact, sums in f32: on the AMX tiles (when the OS grants the
  * tile state), over pairs then 32-column blocks in the hardware's order;
  * else with AVX512-BF16's vdpbf16ps, one f32 chain over the column pairs
@@ -101,6 +103,10 @@ typedef struct sc_kernel_ctx {
   int bf16_act;  /* bf16 weights may meet activations rounded to bf16 (the
                   * "bf16 activations" GEMM above), set per model by the
                   * runtime: SC_BF16ACT_OFF, _BEST, _AMX or _DP */
+  int bf16_act_min_t; /* 0: bf16_act applies to every call (a codec: a frame
+                       * alone has the bits of a whole call); N: only to calls
+                       * of at least N tokens (an LM's prefill; its decode
+                       * keeps f32 activations) */
   int rowwise;   /* 1: every row of a call gets the bits it gets alone (no
                   * OpenBLAS for f32, whose order depends on the rows; the
                   * batched decode step sets it for its calls) */
@@ -116,7 +122,7 @@ int sc_bf16act_engine(int bf16_act);
 
 /* Every ISA speechc has kernels for, in sc_kernels_init's order of
  * preference ("avx512" only when asked for). */
-#define SC_KERNEL_ISAS "avx512,avx2,neon-dotprod,neon,portable"
+#define SC_KERNEL_ISAS "avx512-vnni,avx512,avx2,neon-dotprod,neon,portable"
 
 /* Fill K for the best ISA this CPU runs, or the one the environment
  * variable SPEECHC_ISA names.  ctx (an sc_kernel_ctx, or NULL to drop
@@ -366,6 +372,7 @@ extern const sc_kern_ops sc_kern_avx2;
  * kernels_neon_dotprod.c (AArch64, the latter -march=armv8.2-a+dotprod):
  * likewise all NULL where their target features were not compiled in. */
 extern const sc_kern_ops sc_kern_avx512;
+extern const sc_kern_ops sc_kern_avx512vnni; /* kernels_avx512vnni.c */
 /* kernels_avx2.c's attn_row, which the AVX-512 table shares (there is no
  * bit contract between attention and the other hooks). */
 void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,

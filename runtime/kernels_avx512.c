@@ -36,18 +36,23 @@
  */
 #include "kernels.h"
 
-#if (defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
-     defined(__F16C__) && \
-     defined(__AVX2__)) || defined(SC_AVX512_SIMDE)
+#ifndef SC_AVX512_OPS
+#define SC_AVX512_OPS sc_kern_avx512
+#endif
+#ifndef SC_AVX512_NAME
+#define SC_AVX512_NAME "avx512"
+#endif
+
+#if ((defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__FMA__) && \
+      defined(__F16C__) && defined(__AVX2__)) &&                                                     \
+     (!defined(SC_VNNI) || defined(__AVX512VNNI__))) ||                                              \
+    defined(SC_AVX512_SIMDE)
 #ifndef SC_AVX512_SIMDE
 #include <immintrin.h>
 #endif
 #include <math.h>
 #include <string.h>
 
-#ifndef SC_AVX512_OPS
-#define SC_AVX512_OPS sc_kern_avx512
-#endif
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
@@ -151,6 +156,9 @@ typedef struct qpair {
   __m512i q;
   __mmask64 neg;
   __m512 dw;
+#ifdef SC_VNNI
+  __m512i corr; /* q8_0: -128 x the sum of each lane's four weights */
+#endif
 } qpair;
 
 /* 64 (two = 0: 32, upper lanes zero) activation bytes at y. */
@@ -161,6 +169,7 @@ ALWAYS_INLINE __m512i y_pair(const int8_t *y, const int two) {
 
 /* q8_0 blocks b0 and b1 (b1 NULL: one block, upper lanes zero): |w| x (x
  * negated where w < 0) through maddubs. */
+#ifndef SC_VNNI
 ALWAYS_INLINE qpair q8_0_wpair(const uint8_t *b0, const uint8_t *b1) {
   const __m512i q = two_halves(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
                                b1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256());
@@ -173,6 +182,30 @@ ALWAYS_INLINE __m512 q8_0_tok(qpair w, const int8_t *y, const float *dx, const i
   const __m512i ys = _mm512_mask_sub_epi8(yv, w.neg, _mm512_setzero_si512(), yv);
   return finish(_mm512_maddubs_epi16(w.q, ys), two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
 }
+#else
+/* VPDPBUSD: int32 lane k = the sum of byte products 4k..4k+3 at once, the
+ * value maddubs + madd reach in two steps (neither saturates there: pairs
+ * of at most 128 x 127), so the same bits in one instruction. */
+ALWAYS_INLINE __m512 finish32(__m512i s32, __m512 dx, __m512 dw, __m512 acc) {
+  return _mm512_fmadd_ps(dw, _mm512_mul_ps(_mm512_cvtepi32_ps(s32), dx), acc);
+}
+/* q8_0 with unsigned activations: x + 128 (x ^ 0x80) against the signed
+ * weights, from a lane start of -128 x (its four weights' sum), which the
+ * weight side computes once for every token: the same exact integer
+ * sum(x w), one instruction a token and row. */
+ALWAYS_INLINE qpair q8_0_wpair(const uint8_t *b0, const uint8_t *b1) {
+  const __m512i q = two_halves(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
+                               b1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256());
+  const qpair p = {q, 0, two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f),
+                   _mm512_sub_epi32(_mm512_setzero_si512(),
+                                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), q))};
+  return p;
+}
+ALWAYS_INLINE __m512 q8_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
+  const __m512i yu = _mm512_xor_si512(y_pair(y, two), _mm512_set1_epi8((char)0x80));
+  return finish32(_mm512_dpbusd_epi32(w.corr, yu, w.q), two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
+}
+#endif
 
 /* q4_0 blocks b0 and b1 (b1 NULL: one block): each block's 16 bytes in both
  * 128-bit lanes of its half, the second lane shifted right by 4, so that
@@ -181,16 +214,22 @@ ALWAYS_INLINE qpair q4_0_wpair(const uint8_t *b0, const uint8_t *b1) {
   const __m512i raw = two_halves(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b0 + 2))),
                                  b1 ? _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(b1 + 2)))
                                     : _mm256_setzero_si256());
-  const qpair p = {_mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
-                                    _mm512_set1_epi8(0x0f)),
-                   0, two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f)};
+  const qpair p = {.q = _mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
+                                         _mm512_set1_epi8(0x0f)),
+                   .dw = two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f)};
   return p;
 }
 ALWAYS_INLINE __m512 q4_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
   const __m512i yv = y_pair(y, two);
+#ifdef SC_VNNI
+  const __m512i y8 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8(8), yv);
+  const __m512i p = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w.q, yv), y8);
+  return finish32(p, two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
+#else
   const __m512i y8 = _mm512_slli_epi16(_mm512_maddubs_epi16(_mm512_set1_epi8(1), yv), 3);
   const __m512i p = _mm512_sub_epi16(_mm512_maddubs_epi16(w.q, yv), y8);
   return finish(p, two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
+#endif
 }
 
 #define DEFINE_QROW(NAME, WPAIR, TOK, BYTES)                                 \
@@ -246,6 +285,17 @@ ALWAYS_INLINE q4grp q4_group_w(const uint8_t *wg) {
  * lanes 2j, 2j+1 hold block j (exact: eight maddubs lanes of at most 2 x
  * 15 x 127); minus the nibble offsets, acc += (d_w * d_x) * dot. */
 ALWAYS_INLINE __m256 q4_group_tok(const q4grp *g, const unsigned char *xv, __m256 acc) {
+#ifdef SC_VNNI
+  /* int32 lanes j and j + 8 hold block j's byte products: the same exact
+   * integer the int16 route below reaches */
+  __m512i t[2];
+  for (int k = 0; k < 2; k++) /* two short chains: VPDPBUSD's latency */
+    t[k] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), g->lo[k], _mm512_loadu_si512(xv + 64 * k)),
+                               g->hi[k], _mm512_loadu_si512(xv + 128 + 64 * k));
+  const __m512i ts = _mm512_add_epi32(t[0], t[1]);
+  const __m256i dot = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(ts), _mm512_extracti64x4_epi64(ts, 1)),
+                                       _mm256_loadu_si256((const __m256i *)(xv + 256)));
+#else
   __m512i t = _mm512_setzero_si512();
   for (int k = 0; k < 2; k++) {
     const __m512i lo = _mm512_maddubs_epi16(g->lo[k], _mm512_loadu_si512(xv + 64 * k));
@@ -255,6 +305,7 @@ ALWAYS_INLINE __m256 q4_group_tok(const q4grp *g, const unsigned char *xv, __m25
   const __m256i sum16 = _mm256_add_epi16(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
   const __m256i dot = _mm256_sub_epi32(_mm256_madd_epi16(sum16, _mm256_set1_epi16(1)),
                                        _mm256_loadu_si256((const __m256i *)(xv + 256)));
+#endif
   const __m256 s = _mm256_mul_ps(g->dw, _mm256_loadu_ps((const float *)(xv + 288)));
   return _mm256_fmadd_ps(s, _mm256_cvtepi32_ps(dot), acc);
 }
@@ -563,7 +614,7 @@ static void snake_row(const float *x, const float *a, const float *ib, float *y,
 }
 
 const sc_kern_ops SC_AVX512_OPS = {
-    .name = "avx512",
+    .name = SC_AVX512_NAME,
     .dot4_f32 = dot_f32_4,
     .dot1_f32 = dot_f32_1,
     .dot4_bf16 = dot_bf16_4,
@@ -584,6 +635,6 @@ const sc_kern_ops SC_AVX512_OPS = {
     .snake_row = snake_row,
 };
 
-#else /* built without AVX-512: nothing to offer */
-const sc_kern_ops sc_kern_avx512 = {0};
+#else /* built without AVX-512 (or VNNI): nothing to offer */
+const sc_kern_ops SC_AVX512_OPS = {0};
 #endif

@@ -354,6 +354,7 @@ static void snake_impl(const sc_kern_ops *ops, void *ctx, const float *x, int ld
 DEFINE_SNAKE(portable, &sc_kern_portable)
 DEFINE_SNAKE(avx2, &sc_kern_avx2)
 DEFINE_SNAKE(avx512, &sc_kern_avx512)
+DEFINE_SNAKE(avx512vnni, &sc_kern_avx512vnni)
 DEFINE_SNAKE(neon, &sc_kern_neon)
 DEFINE_SNAKE(neon_dotprod, &sc_kern_neon_dotprod)
 
@@ -481,6 +482,7 @@ void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops) {
   K->vq_nearest = k_vq_nearest;
   K->snake = ops == &sc_kern_avx2           ? snake_avx2
              : ops == &sc_kern_avx512       ? snake_avx512
+             : ops == &sc_kern_avx512vnni   ? snake_avx512vnni
              : ops == &sc_kern_neon         ? snake_neon
              : ops == &sc_kern_neon_dotprod ? snake_neon_dotprod
                                             : snake_portable;

@@ -22,6 +22,12 @@ include(${CMAKE_SOURCE_DIR}/tests/cli/cli.cmake)
 include(${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz.cmake)
 include(${CMAKE_SOURCE_DIR}/tests/emu/emu.cmake)
 target_include_directories(test_avx512_simde PRIVATE ${SIMDE_INCLUDE})
+# The same test again on the VNNI variant of the file (kernels_avx512vnni.c).
+add_executable(test_avx512vnni_simde ${CMAKE_SOURCE_DIR}/tests/unit/test_avx512_simde.c)
+target_compile_definitions(test_avx512vnni_simde PRIVATE SC_TEST_VNNI=1)
+target_link_libraries(test_avx512vnni_simde PRIVATE speechc_compiler)
+target_include_directories(test_avx512vnni_simde PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit ${SIMDE_INCLUDE})
+add_test(NAME test_avx512vnni_simde COMMAND test_avx512vnni_simde WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 
 # SPEECHC_ISA end to end: the portable kernels give the trace's tokens too,
 # and an ISA that cannot run fails the session with the override named.

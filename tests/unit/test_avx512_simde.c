@@ -65,7 +65,16 @@ typedef simde__mmask16 __mmask16;
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
 
 #define SC_AVX512_SIMDE 1
+#ifdef SC_TEST_VNNI /* test_avx512vnni_simde: the same file with VPDPBUSD */
+#define SC_VNNI 1
 #define SC_AVX512_OPS sc_kern_avx512_simde
+#define SC_AVX512_NAME "avx512-vnni (SIMDe)"
+#define NATIVE_ISA "avx512-vnni"
+#else
+#define SC_AVX512_OPS sc_kern_avx512_simde
+#define SC_AVX512_NAME "avx512 (SIMDe)"
+#define NATIVE_ISA "avx512"
+#endif
 #include "../../runtime/kernels_avx512.c"
 
 static uint64_t rng_state = 0x452821e638d01377ull;
@@ -287,19 +296,57 @@ static void check_snake(const sc_kern_ops *A) {
   CHECK(!memcmp(z, y, sizeof z));
 }
 
+/* Every quantized dot and GEMM element of A has the bits of B's (the
+ * float bands are the same code in both tables). */
+static void check_same_bits(const sc_kern_ops *A, const sc_kern_ops *B) {
+  enum { NB = GNB, RB8 = NB * SC_Q8_0_BLOCK, RB4 = NB * SC_Q4_0_BLOCK, NT = 9 };
+  static unsigned char w8[4 * RB8], w4[4 * RB4], xp[NT * NB * 64];
+  static float xs[NT * NB * 32], xd[NT * NB];
+  static int8_t xq[NT * NB * 32];
+  for (int i = 0; i < NT * NB * 32; i++) xs[i] = i % 7 == 0 ? (i & 1 ? -2.0f : 2.0f) : frand();
+  make_qweights(w8, w4, NB);
+  for (int t = 0; t < NT; t++)
+    sc_kern_portable.quantize_q8(xs + t * NB * 32, NB, xq + t * NB * 32, xd + t * NB, xp + t * NB * 64);
+  for (int nb = 1; nb <= NB; nb++)
+    for (int band = 0; band < 2; band++) {
+      const unsigned char *w = band ? w4 : w8;
+      const size_t rb = band ? RB4 : RB8;
+      float a[4], b[4], ga[NT * 4], gb[NT * 4];
+      if (band) A->dot4_q4_0(w, rb, xq, xd, xp, nb, a), B->dot4_q4_0(w, rb, xq, xd, xp, nb, b);
+      else A->dot4_q8_0(w, rb, xq, xd, xp, nb, a), B->dot4_q8_0(w, rb, xq, xd, xp, nb, b);
+      CHECK_MSG(!memcmp(a, b, sizeof a), "%s %s nb %d: dot4 differs from %s", A->name, band ? "q4_0" : "q8_0",
+                nb, B->name);
+      /* tokens quantized for nb blocks each: one quantize per token of NB
+       * blocks gives the first nb blocks' bytes but a stride of NB */
+      if (nb != NB) continue;
+      if (band) A->gemm_q4_0(w, rb, 4, xq, xd, xp, nb, NT, ga, 4), B->gemm_q4_0(w, rb, 4, xq, xd, xp, nb, NT, gb, 4);
+      else A->gemm_q8_0(w, rb, 4, xq, xd, xp, nb, NT, ga, 4), B->gemm_q8_0(w, rb, 4, xq, xd, xp, nb, NT, gb, 4);
+      CHECK_MSG(!memcmp(ga, gb, sizeof ga), "%s gemm_%s differs from %s", A->name, band ? "q4_0" : "q8_0",
+                B->name);
+    }
+}
+
 int main(void) {
   sc_kernels K;
   sc_kernels_init_portable(&K, NULL); /* fills sc_f16_table */
   check_ops(&sc_kern_avx512_simde);
   check_gemm(&sc_kern_avx512_simde);
   check_snake(&sc_kern_avx512_simde);
-  printf("avx512 (SIMDe model) agrees with portable\n");
-  const sc_kern_ops *native = sc_kern_ops_isa("avx512");
+  printf("%s agrees with portable\n", SC_AVX512_NAME);
+  const sc_kern_ops *native = sc_kern_ops_isa(NATIVE_ISA);
   if (native) {
     check_ops(native);
     check_gemm(native);
     check_snake(native);
-    printf("avx512 (this CPU) agrees with portable\n");
+    printf("%s (this CPU) agrees with portable\n", NATIVE_ISA);
+  }
+  /* The VNNI table promises the plain AVX-512 table's bits, checked where
+   * the CPU runs both.  (Not the model against the CPU: SIMDe's float
+   * FMA without -mfma rounds twice, so no model has the CPU's bits.) */
+  const sc_kern_ops *plain = sc_kern_ops_isa("avx512");
+  if (plain && native && plain != native) {
+    check_same_bits(native, plain);
+    printf("%s has the bits of avx512 on this CPU\n", NATIVE_ISA);
   }
   CHECK_DONE();
 }

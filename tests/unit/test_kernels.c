@@ -655,11 +655,87 @@ static void test_bf16_act_engine(const sc_kernels *K0, int engine, double tol) {
   sc_kernel_ctx_free(&c0);
 }
 
+/* An LM's prefill (bf16_act_min_t): calls of fewer tokens, and rowwise
+ * calls, keep the f32 activations' bits; longer ones, linear and
+ * linear_swiglu (past one SwiGLU pass of 128 tokens too), agree with
+ * bf16-rounded activations in double within tol, on 1 and 2 threads alike. */
+static void test_bf16_act_prefill(const sc_kernels *K0, int engine, double tol) {
+  enum { C = 64, R = 40, MAXT = 150, LDX = C + 4, LD = R + 3 };
+  static uint16_t w[2 * R * C];
+  static float wf[2 * R * C], x[MAXT * LDX], ya[MAXT * LD], yb[MAXT * LD], yf[MAXT * LD], yr[MAXT * LD];
+  for (int i = 0; i < 2 * R * C; i++) w[i] = to_bf16(frand()), wf[i] = (float)bf16_val(w[i]);
+  fill(x, MAXT * LDX);
+  const int runs = sc_bf16act_engine(engine) == engine;
+  sc_kernel_ctx c1 = {.bf16_act = engine, .bf16_act_min_t = 16}, c0 = {0};
+  sc_kernel_ctx c2 = c1, cr = c1;
+  c2.pool = sc_pool_new(2);
+  cr.rowwise = 1;
+  sc_kernels K1, K2, Kf, Kr;
+  CHECK(sc_kernels_init_isa(&K1, &c1, sc_kernels_isa(K0)) == 0);
+  CHECK(sc_kernels_init_isa(&K2, &c2, sc_kernels_isa(K0)) == 0);
+  CHECK(sc_kernels_init_isa(&Kf, &c0, sc_kernels_isa(K0)) == 0);
+  CHECK(sc_kernels_init_isa(&Kr, &cr, sc_kernels_isa(K0)) == 0);
+  const int Ts[] = {1, 15, 16, 40, 150};
+  for (size_t k = 0; k < sizeof Ts / sizeof *Ts; k++)
+    for (int swiglu = 0; swiglu < 2; swiglu++) {
+      const int T = Ts[k];
+      memset(ya, 0, sizeof ya), memset(yb, 0, sizeof yb), memset(yf, 0, sizeof yf), memset(yr, 0, sizeof yr);
+      if (swiglu) {
+        K1.linear_swiglu(K1.ctx, SC_W_BF16, w, x, LDX, ya, LD, T, R, C);
+        K2.linear_swiglu(K2.ctx, SC_W_BF16, w, x, LDX, yb, LD, T, R, C);
+        Kf.linear_swiglu(Kf.ctx, SC_W_BF16, w, x, LDX, yf, LD, T, R, C);
+        Kr.linear_swiglu(Kr.ctx, SC_W_BF16, w, x, LDX, yr, LD, T, R, C);
+      } else {
+        K1.linear(K1.ctx, SC_W_BF16, w, NULL, x, LDX, ya, LD, T, R, C, 0);
+        K2.linear(K2.ctx, SC_W_BF16, w, NULL, x, LDX, yb, LD, T, R, C, 0);
+        Kf.linear(Kf.ctx, SC_W_BF16, w, NULL, x, LDX, yf, LD, T, R, C, 0);
+        Kr.linear(Kr.ctx, SC_W_BF16, w, NULL, x, LDX, yr, LD, T, R, C, 0);
+      }
+      CHECK_MSG(!memcmp(ya, yb, sizeof ya), "bf16 prefill T %d swiglu %d: 1 vs 2 threads", T, swiglu);
+      CHECK_MSG(!memcmp(yr, yf, sizeof yr), "bf16 prefill T %d swiglu %d: a rowwise call left f32", T, swiglu);
+      if (T < 16 || !runs) {
+        CHECK_MSG(!memcmp(ya, yf, sizeof ya), "bf16 prefill T %d swiglu %d: not the f32 activations' bits", T,
+                  swiglu);
+        continue;
+      }
+      int differs = 0;
+      for (int t = 0; t < T; t++)
+        for (int r = 0; r < R; r++) {
+          double g = 0, u = 0, mg = 0, mu = 0;
+          for (int i = 0; i < C; i++) {
+            const double xv = bf16_rne(x[t * LDX + i]);
+            g += wf[r * C + i] * xv, mg += fabs(wf[r * C + i] * xv);
+            u += wf[(R + r) * C + i] * xv, mu += fabs(wf[(R + r) * C + i] * xv);
+          }
+          const float got = ya[t * LD + r];
+          differs |= !same_bits(got, yf[t * LD + r]);
+          if (!swiglu) {
+            CHECK_MSG(fabs(got - g) <= tol * mg, "bf16 prefill T %d t %d r %d: %.9g vs %.9g", T, t, r, got, g);
+          } else {
+            const double sg = g / (1 + exp(-g)), ref = sg * u;
+            /* silu's slope is at most 1.1: each factor's error, times the other */
+            const double bound = tol * (1.1 * mg * fabs(u) + fabs(sg) * mu) + 1e-6 * fabs(ref);
+            CHECK_MSG(fabs(got - ref) <= bound, "bf16 prefill swiglu T %d t %d r %d: %.9g vs %.9g", T, t, r, got,
+                      ref);
+          }
+        }
+      CHECK_MSG(differs, "bf16 prefill T %d swiglu %d: the bf16 engine did not run", T, swiglu);
+    }
+  CHECK(!c1.failed && !c2.failed && !c0.failed && !cr.failed);
+  sc_pool_free(c2.pool);
+  sc_kernel_ctx_free(&c1);
+  sc_kernel_ctx_free(&c2);
+  sc_kernel_ctx_free(&c0);
+  sc_kernel_ctx_free(&cr);
+}
+
 static void test_bf16_act(const sc_kernels *K0) {
   /* AMX sums pairs then 32-column blocks; vdpbf16ps one chain of 48 pairs
    * here (C = 96): its bound is C roundings of 2^-24 of the magnitude */
   test_bf16_act_engine(K0, SC_BF16ACT_AMX, 2e-6);
   test_bf16_act_engine(K0, SC_BF16ACT_DP, 96 * 0x1p-24);
+  test_bf16_act_prefill(K0, SC_BF16ACT_AMX, 2e-6);
+  test_bf16_act_prefill(K0, SC_BF16ACT_DP, 64 * 0x1p-24);
   /* the default takes AMX where it runs, else AVX512-BF16 */
   const int best = sc_bf16act_engine(SC_BF16ACT_BEST);
   CHECK(best == (sc_amx_usable() ? SC_BF16ACT_AMX : sc_bf16dp_usable() ? SC_BF16ACT_DP : SC_BF16ACT_OFF));

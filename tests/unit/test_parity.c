@@ -17,6 +17,7 @@
 #include "build.h"
 #include "check.h"
 #include "parity_util.h"
+#include "kernels.h"
 #include "speechc.h"
 
 static const char *const models[] = {"qwen3_gqa2_hd32_tied", "qwen3_gqa4_hd16_bf16", "llama_gqa4_sharded",
@@ -74,6 +75,24 @@ static int run_one(const char *name, const char *cc, DType band, int fuse, int c
     memcpy(rows + (size_t)r * V, sc_logits(s, NULL), (size_t)V * sizeof(float));
     e = rel_err(rows + (size_t)r * V, t.logits + (size_t)r * V, V);
     CHECK_MSG(e <= tol, "%s %s decode row %d: rel err %g", name, cc, r, e);
+  }
+  /* bf16 weights: a prefill of 16 tokens or more may take bf16-rounded
+   * activations (SPEECHC_BF16_ACT, on CPUs with AMX or AVX512-BF16): every
+   * row at once, the last row within bf16's rounding of the trace and
+   * with its argmax; where no engine runs, the f32 activations' tolerance */
+  if (band == DT_BF16 && t.n_rows >= 16) {
+    sc_session_reset(s);
+    int32_t all[64];
+    for (int r = 0; r < t.n_rows && r < 64; r++) all[r] = r < t.n_prompt ? t.prompt[r] : t.greedy[r - t.n_prompt];
+    CHECK_MSG(sc_prefill(s, all, t.n_rows, &err) == 0, "%s", err.msg);
+    const float *ref = t.logits + (size_t)(t.n_rows - 1) * V;
+    const float *got = sc_logits(s, NULL);
+    const double bound = sc_bf16act_engine(SC_BF16ACT_BEST) ? 2e-2 : tol;
+    e = rel_err(got, ref, V);
+    CHECK_MSG(e <= bound, "%s %s bf16 prefill of %d rows: rel err %g (bound %g)", name, cc, t.n_rows, e, bound);
+    int ag = 0, ar = 0;
+    for (int i = 1; i < V; i++) ag = got[i] > got[ag] ? i : ag, ar = ref[i] > ref[ar] ? i : ar;
+    CHECK_MSG(ag == ar, "%s %s bf16 prefill of %d rows: argmax %d, trace %d", name, cc, t.n_rows, ag, ar);
   }
   /* greedy generation */
   sc_session_reset(s);
