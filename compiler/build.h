@@ -13,4 +13,20 @@
 BuildOpts build_defaults(void);
 int sc_build(const BuildOpts *o, sc_error *err);
 
+/* The options of `speechc build` (build_set.c): the model's BuildOpts and
+ * what goes beside it. */
+typedef struct BuildArgs {
+  BuildOpts o;
+  int no_codec;     /* --no-codec: the model alone */
+  DType codec_band; /* --codec-weights */
+  int help;         /* -h / --help was given (nothing else parsed) */
+} BuildArgs;
+/* argv (without "speechc build") into *a; a bad option is SC_EUSAGE in err,
+ * worded as the CLI has always worded it.  a->o's strings point into argv. */
+int build_parse_args(int argc, char **argv, BuildArgs *a, sc_error *err);
+/* Everything one `speechc build` makes: the model, its tokenizer copy
+ * (tok_install, tok_install_spm) and, unless no_codec, the codec decoder of
+ * a Qwen3-TTS checkpoint or the Mimi of a Moshi checkpoint as OUT.codec.so. */
+int build_set(const BuildArgs *a, sc_error *err);
+
 #endif

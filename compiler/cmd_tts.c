@@ -18,7 +18,7 @@
 #include "codes.h"
 #include "file.h"
 #include "speechc.h"
-#include "tokenizer.h"
+#include "tts_text.h"
 #include "wav.h"
 
 const char *const usage_tts =
@@ -183,12 +183,12 @@ static int read_ids(const char *flag, const char *arg, int32_t **ids, int *n) {
   return rc;
 }
 
-/* on_frame runs on the generating thread and on_audio on the decoder's:
+/* on_frame runs on the generating thread and on_pcm on the decoder's:
  * they share nothing but `quiet` (read only). */
 typedef struct Progress {
   int quiet;
   sc_wav *wav;        /* audio out, or NULL */
-  sc_error err;       /* a write error (on_audio's; never the generator's err) */
+  sc_error err;       /* a write error (on_pcm's; never the generator's err) */
   int failed;
 } Progress;
 
@@ -201,9 +201,9 @@ static int on_frame(void *user, const int32_t *codes, int g, int frame) {
 
 /* Each frame's audio goes out as soon as it is decoded (on the decoder
  * thread, while the next frames are generated); a write error stops both. */
-static int on_audio(void *user, const int32_t *codes, int g, const float *pcm, int n, int frame) {
+static int on_pcm(void *user, const float *pcm, int n, int frame) {
   Progress *p = user;
-  (void)codes, (void)g, (void)frame;
+  (void)frame;
   if (sc_wav_write(p->wav, pcm, (size_t)n, &p->err)) p->failed = 1;
   return p->failed;
 }
@@ -215,27 +215,6 @@ static int audio_name(const char *out) {
   for (int i = 0; i < 3; i++)
     if (n > 4 && !strcmp(out + n - 4, ext[i])) return 1;
   return 0;
-}
-
-/* The ids of prefix + body + suffix (the chat template around --text or
- * --instruct) by the tokenizer t; *ids malloc'd.  Text that is not UTF-8
- * is a usage error: it is an argument, not a file. */
-static int template_ids(tok_tokenizer *t, const char *flag, const char *prefix, const char *body,
-                        const char *suffix, int32_t **ids, int *n, sc_error *err) {
-  size_t len = strlen(prefix) + strlen(body) + strlen(suffix), k;
-  /* the body alone first, so that a bad byte's offset is into the text given */
-  int rc = tok_encode(t, body, strlen(body), flag, ids, &k, err);
-  free(*ids);
-  *ids = NULL;
-  if (rc) return rc == SC_EINPUT ? (err->code = SC_EUSAGE) : rc;
-  char *s = malloc(len + 1);
-  if (!s) return sc_fail(err, SC_ERUNTIME, "out of memory");
-  snprintf(s, len + 1, "%s%s%s", prefix, body, suffix);
-  rc = tok_encode(t, s, len, flag, ids, &k, err);
-  free(s);
-  if (!rc && k > INT32_MAX) rc = sc_fail(err, SC_EUSAGE, "%s: too long", flag);
-  if (!rc) *n = (int)k;
-  return rc;
 }
 
 int cmd_tts(int argc, char **argv) {
@@ -324,83 +303,60 @@ int cmd_tts(int argc, char **argv) {
   if (text && text_s) return usage_error(usage_tts, "%s", "give one of --text and --text-ids");
   if (instruct && instruct_s)
     return usage_error(usage_tts, "%s", "give one of --instruct and --instruct-ids");
-  char tokbeside[4096];
-  if ((text_s || instruct_s) && !tokdir && !tok_dir_of(path, tokbeside, sizeof tokbeside) &&
-      strcmp(tokbeside, path) && !access(tokbeside, F_OK))
-    tokdir = tokbeside; /* what speechc build copied beside the model */
-  if ((text_s || instruct_s) && !tokdir)
+  /* what speechc build wrote beside the model: its tokenizer, its decoder */
+  char tokbeside[4096], sibling[4096];
+  TtsTextOpts to = tts_text_defaults();
+  to.tokenizer = tokdir;
+  to.codec = codec_path;
+  to.threads = opts.threads;
+  to.decoder_threads = dec_threads;
+  tts_text_resolve(path, &to, tokbeside, sibling);
+  if ((text_s || instruct_s) && !to.tokenizer)
     return usage_error(usage_tts, "%s", "--text and --instruct need --tokenizer DIR, or the model.tokenizer/ "
                        "directory that speechc build writes beside model.so when the checkpoint has a tokenizer "
                        "(hint: the checkpoint directory the model was built from)");
   if (!out) return usage_error(usage_tts, "%s", "missing -o out.wav (or -, out.raw, codes.json, codes.bin)");
   /* audio when -o names it, or for - when a codec decoder is there */
-  char sibling[4096];
-  if (!codec_path && !sc_codec_path(path, sibling, sizeof sibling) && !access(sibling, F_OK)) codec_path = sibling;
-  const int audio = audio_name(out) || (!strcmp(out, "-") && codec_path);
-  if (audio && !codec_path)
+  const int audio = audio_name(out) || (!strcmp(out, "-") && to.codec);
+  if (audio && !to.codec)
     return usage_error(usage_tts, "%s", "-o names audio but there is no codec decoder beside the model "
                        "(hint: build the checkpoint directory that holds speech_tokenizer/, or pass --codec)");
   if (codes_out && !audio) return usage_error(usage_tts, "%s", "--codes goes with an audio -o (the codes are -o here)");
   if (codes_out && !strcmp(codes_out, "-") && !strcmp(out, "-"))
     return usage_error(usage_tts, "%s", "--codes and -o cannot both be - (stdout)");
-  int32_t *text_ids = NULL, *instruct_ids = NULL, *codes = NULL;
+  if (!text_s && !instruct_s) to.tokenizer = NULL; /* ids given: the tokenizer is not read */
+  if (!audio) to.codec = NULL;
+  int32_t *text_ids = NULL, *instruct_ids = NULL;
   int rc = SC_OK;
-  if (text_s || instruct_s) {
-    sc_error terr = {0};
-    tok_tokenizer *t = NULL;
-    rc = tok_load(tokdir, &t, &terr);
-    if (!rc && text_s)
-      rc = template_ids(t, "--text", "<|im_start|>assistant\n", text_s,
-                        "<|im_end|>\n<|im_start|>assistant\n", &text_ids, &p.n_text, &terr);
-    if (!rc && instruct_s)
-      rc = template_ids(t, "--instruct", "<|im_start|>user\n", instruct_s, "<|im_end|>\n",
-                        &instruct_ids, &p.n_instruct, &terr);
-    tok_free(t);
-    if (rc) {
-      free(text_ids);
-      return report(rc, &terr);
-    }
-  }
   if (text) rc = read_ids("--text-ids", text, &text_ids, &p.n_text);
   if (!rc && instruct) rc = read_ids("--instruct-ids", instruct, &instruct_ids, &p.n_instruct);
   if (rc) {
     free(text_ids);
-    free(instruct_ids);
     return rc;
   }
+  sc_error err = {0};
+  TtsText *tt = NULL;
+  TtsStream *ts = NULL;
+  int frames = 0, g = 0;
+  rc = tts_text_open(path, &to, &tt, &err);
+  if (!rc && text_s) rc = tts_text_ids(tt, 0, "--text", text_s, &text_ids, &p.n_text, &err);
+  if (!rc && instruct_s) rc = tts_text_ids(tt, 1, "--instruct", instruct_s, &instruct_ids, &p.n_instruct, &err);
   p.text_ids = text_ids;
   p.instruct_ids = instruct_ids;
-  sc_error err = {0};
-  sc_model *m = NULL, *cm = NULL;
-  sc_session *s = NULL, *cs = NULL;
-  int frames = 0, g = 0;
-  rc = sc_model_open(path, &opts, &m, &err);
-  if (!rc) rc = check_family(m, path, "qwen3_tts", &err);
-  if (!rc && !(g = sc_tts_codebooks(m)))
-    rc = sc_fail(&err, SC_EINPUT, "%s: its embedded Qwen3-TTS config is not usable (hint: rebuild it with this "
-                 "speechc, which checks the config at build time)", path);
-  if (!rc) rc = sc_session_open(m, &s, &err);
-  if (!rc && !(codes = malloc((size_t)p.max_frames * g * sizeof *codes)))
-    rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
-  sc_codec_info ci = {0};
+  if (!rc) rc = tts_stream_open(tt, &ts, &err);
+  const TtsTextInfo *ti = rc ? NULL : tts_text_info(tt);
+  if (ti) g = ti->codebooks;
   if (!rc && audio) {
-    sc_open_opts copts = opts;
-    if (dec_threads) copts.threads = dec_threads;
-    rc = sc_model_open(codec_path, &copts, &cm, &err);
-    if (!rc) rc = sc_codec_get_info(cm, &ci, &err);
-    if (!rc) rc = sc_session_open(cm, &cs, &err);
     sc_wav_opts wo = sc_wav_opts_for(out);
-    wo.sample_rate = ci.sample_rate;
+    wo.sample_rate = ti->sample_rate;
     if (f32) wo.format = SC_WAV_F32;
-    if (!rc) rc = sc_wav_open(out, &wo, &prog.wav, &err);
-    p.codec = cs;
-    p.on_audio = on_audio;
-    p.audio_user = &prog;
+    rc = sc_wav_open(out, &wo, &prog.wav, &err);
   }
   sc_tts_stats st;
   p.stats = &st;
-  if (!rc) rc = sc_tts_generate(s, &p, codes, &frames, on_frame, &prog, &err);
-  if (prog.failed && !rc) { /* on_audio stopped it: the write error */
+  TtsTextRequest req = {.params = p, .on_pcm = audio ? on_pcm : NULL, .on_frame = on_frame, .user = &prog};
+  if (!rc) rc = tts_text_speak(ts, &req, &frames, &err);
+  if (prog.failed && !rc) { /* on_pcm stopped it: the write error */
     err = prog.err;
     rc = err.code;
   }
@@ -421,7 +377,7 @@ int cmd_tts(int argc, char **argv) {
       fprintf(stderr, "(talker + predictor in one device graph: %.1f ms/frame)\n", 1e3 * st.predictor_s / frames);
     if (audio) {
       /* the parts are each timed on their own thread; the whole is the wall clock */
-      const double secs = (double)frames * ci.samples_per_frame / ci.sample_rate, sum = gen + st.decoder_s;
+      const double secs = (double)frames * ti->samples_per_frame / ti->sample_rate, sum = gen + st.decoder_s;
       const double whole = st.wall_s - st.prompt_s;
       fprintf(stderr, "speechc: %.2f s of audio; time to first audio %.3f s; real-time factors: talker %.3f, "
               "predictor %.3f, decoder %.3f (%.1f ms/frame); whole pipeline real-time factor %.3f (prompt "
@@ -432,14 +388,11 @@ int cmd_tts(int argc, char **argv) {
               st.decoder_calls ? (double)st.decoded / st.decoder_calls : 0.0);
     }
   }
-  if (!rc && !audio) rc = codes_write(out, codes, frames, g, &err);
-  if (!rc && codes_out) rc = codes_write(codes_out, codes, frames, g, &err);
-  free(codes);
+  if (!rc && !audio) rc = codes_write(out, tts_stream_codes(ts), frames, g, &err);
+  if (!rc && codes_out) rc = codes_write(codes_out, tts_stream_codes(ts), frames, g, &err);
   free(text_ids);
   free(instruct_ids);
-  sc_session_close(s);
-  sc_model_close(m);
-  sc_session_close(cs);
-  sc_model_close(cm);
+  tts_stream_close(ts);
+  tts_text_close(tt);
   return report(rc, &err);
 }

@@ -25,8 +25,9 @@ int cmd_tokenize(int argc, char **argv); /* cmd_tokenize.c */
 int cmd_decode(int argc, char **argv);   /* cmd_decode.c */
 int cmd_encode(int argc, char **argv);   /* cmd_encode.c */
 int cmd_moshi(int argc, char **argv);    /* cmd_moshi.c */
+int cmd_serve(int argc, char **argv);    /* cmd_serve.c */
 extern const char *const usage_tts, *const usage_bench, *const usage_tokenize, *const usage_decode,
-    *const usage_encode, *const usage_moshi;
+    *const usage_encode, *const usage_serve, *const usage_moshi;
 
 static const char *const usage_main =
     "usage: speechc <command> [options]\n"
@@ -44,6 +45,7 @@ static const char *const usage_main =
     "  decode codec.so CODES -o a.wav  codec codes to audio (a speech_tokenizer/ build)\n"
     "  encode mimi.so IN.wav -o codes.json  audio to Mimi codes\n"
     "  moshi model.so --user-codes F --codes-out F   Moshi's step loop on codes (LMGen)\n"
+    "  serve model.so [--port N]     a Qwen3-TTS model over HTTP (OpenAI's /v1/audio/speech)\n"
     "  help COMMAND                  options of one command\n"
     "\n"
     "exit codes: 0 ok, 1 usage error, 2 bad input file, 3 runtime failure\n";
@@ -119,209 +121,20 @@ static const char *const usage_run =
     "  --eos ID               stop after this token\n"
     "  --threads N            kernel threads (default 0 = one per physical core)\n";
 
-/* The options of a model built beside OUT.so (a codec): the build's
- * toolchain, checks and limits, the CPU, band `band`. */
-static BuildOpts side_build(const BuildOpts *o, const char *dir, const char *out, DType band) {
-  BuildOpts c = build_defaults();
-  c.model_dir = dir;
-  c.out_path = out;
-  c.cc = o->cc;
-  c.fuse = o->fuse;
-  c.quiet = o->quiet;
-  c.check_numerics = o->check_numerics;
-  c.max_session_mb = o->max_session_mb;
-  c.signals = o->signals;
-  c.band = band;
-  return c;
-}
-
-/* A Qwen3-TTS checkpoint directory that holds speech_tokenizer/ gets its
- * codec decoder built beside OUT.so as OUT.codec.so (sc_codec_path), for the
- * CPU (the codec ops have no device lowering yet) in band `band` (f32, the
- * exact path, unless --codec-weights says otherwise).  Nothing to do for
- * other directories. */
-static int build_codec(const BuildOpts *o, DType band, sc_error *err) {
-  char dir[PATH_MAX], cfg[PATH_MAX + 16], out[PATH_MAX];
-  if (snprintf(dir, sizeof dir, "%s/speech_tokenizer", o->model_dir) >= (int)sizeof dir) return SC_OK;
-  snprintf(cfg, sizeof cfg, "%s/config.json", dir);
-  if (access(cfg, F_OK)) return SC_OK;
-  if (sc_codec_path(o->out_path, out, sizeof out))
-    return sc_fail(err, SC_EUSAGE, "%s: too long to name the codec decoder beside it", o->out_path);
-  BuildOpts c = side_build(o, dir, out, band);
-  if (!o->quiet) fprintf(stderr, "speechc: %s has a speech tokenizer: building its decoder into %s\n",
-                         o->model_dir, out);
-  return sc_build(&c, err);
-}
-
-/* A Moshi checkpoint whose mimi_name file is present gets its Mimi built
- * beside OUT.so as OUT.codec.so, as the package's CheckpointInfo.get_mimi
- * makes it: num_codebooks max(dep_q, n_q - dep_q), the Mimi config of
- * mimi_config_name (else the published defaults).  CPU (the codec ops
- * have no device lowering yet). */
-static int build_mimi(const BuildOpts *o, DType band, sc_error *err) {
-  Checkpoint c;
-  if (ckpt_open(&c, o->model_dir, err)) return err->code;
-  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c.config, "model_type");
-  const cJSON *mn = cJSON_GetObjectItemCaseSensitive(c.config, "mimi_name");
-  const cJSON *mc = cJSON_GetObjectItemCaseSensitive(c.config, "mimi_config_name");
-  char path[PATH_MAX], out[PATH_MAX];
-  int rc = SC_OK;
-  cJSON *cfg = NULL;
-  char *text = NULL, *ctext = NULL;
-  if (!cJSON_IsString(mt) || strcmp(mt->valuestring, "moshi") || !cJSON_IsString(mn) ||
-      strchr(mn->valuestring, '/') || snprintf(path, sizeof path, "%s/%s", c.dir, mn->valuestring) >= (int)sizeof path ||
-      access(path, F_OK))
-    goto done; /* not a Moshi checkpoint, or its Mimi is not here */
-  int64_t n_q, dep_q;
-  if ((rc = cfg_int_opt(c.config, c.config_path, "n_q", 8, &n_q, err)) ||
-      (rc = cfg_int_opt(c.config, c.config_path, "dep_q", 8, &dep_q, err)))
-    goto done;
-  if (cJSON_IsString(mc)) {
-    if (strchr(mc->valuestring, '/') ||
-        snprintf(path, sizeof path, "%s/%s", c.dir, mc->valuestring) >= (int)sizeof path) {
-      rc = sc_fail(err, SC_EINPUT, "%s: mimi_config_name '%s' must name a file of the directory", c.config_path,
-                   mc->valuestring);
-      goto done;
-    }
-    if ((rc = json_read_file(path, SC_JSON_MAX, "hint: mimi_config_name names it", &ctext, &cfg, err))) goto done;
-    if (!cJSON_IsObject(cfg)) {
-      rc = sc_fail(err, SC_EINPUT, "%s: expected a JSON object (the Mimi config get_mimi takes)", path);
-      goto done;
-    }
-  } else if (!(cfg = cJSON_CreateObject())) {
-    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
-    goto done;
-  }
-  cJSON_DeleteItemFromObjectCaseSensitive(cfg, "model_type");
-  cJSON_DeleteItemFromObjectCaseSensitive(cfg, "num_codebooks");
-  cJSON_AddStringToObject(cfg, "model_type", "mimi");
-  cJSON_AddNumberToObject(cfg, "num_codebooks", (double)(dep_q > n_q - dep_q ? dep_q : n_q - dep_q));
-  if (!(text = cJSON_PrintUnformatted(cfg))) {
-    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
-    goto done;
-  }
-  if (sc_codec_path(o->out_path, out, sizeof out)) {
-    rc = sc_fail(err, SC_EUSAGE, "%s: too long to name the Mimi codec beside it", o->out_path);
-    goto done;
-  }
-  CkptAs as = {.config_text = text, .config_where = "its mimi_name, mimi_config_name", .weights_name = mn->valuestring};
-  BuildOpts b = side_build(o, c.dir, out, band);
-  b.ckpt_as = &as;
-  if (!o->quiet) fprintf(stderr, "speechc: %s names its Mimi (%s): building it into %s\n", o->model_dir, mn->valuestring, out);
-  rc = sc_build(&b, err);
-done:
-  cJSON_free(text);
-  cJSON_Delete(cfg);
-  free(ctext);
-  ckpt_close(&c);
-  return rc;
-}
-
-/* A Moshi checkpoint's text tokenizer (the SentencePiece model its
- * tokenizer_name names) goes beside OUT.so in OUT.tokenizer/, where
- * `speechc moshi` finds it (tok_install_spm). */
-static int build_spm(const BuildOpts *o, sc_error *err) {
-  Checkpoint c;
-  if (ckpt_open(&c, o->model_dir, err)) return err->code;
-  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(c.config, "model_type");
-  const cJSON *tn = cJSON_GetObjectItemCaseSensitive(c.config, "tokenizer_name");
-  int rc = SC_OK;
-  if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "moshi"))
-    rc = tok_install_spm(c.dir, cJSON_IsString(tn) ? tn->valuestring : TOK_MOSHI_SPM_DEFAULT, o->out_path, o->quiet,
-                         err);
-  ckpt_close(&c);
-  return rc;
-}
-
 static int cmd_build(int argc, char **argv) {
-  BuildOpts o = build_defaults();
-  int no_codec = 0;
-  DType codec_band = DT_F32;
-  long v;
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *val;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_build, stdout); return 0; }
-    if (!strcmp(a, "-o") || is_flag(a, "--output")) {
-      val = !strcmp(a, "-o") ? (i + 1 < argc ? argv[++i] : NULL) : flag_value(argc, argv, &i, "--output");
-      if (!val) return usage_error(usage_build, "%s needs a path", a);
-      o.out_path = val;
-    } else if (is_flag(a, "--cc")) {
-      val = flag_value(argc, argv, &i, "--cc");
-      if (!val || (strcmp(val, "tcc") && strcmp(val, "gcc") && strcmp(val, "clang")))
-        return usage_error(usage_build, "--cc expects tcc, gcc or clang, got '%s'", val ? val : "");
-      o.cc = val;
-    } else if (is_flag(a, "--target")) {
-      val = flag_value(argc, argv, &i, "--target");
-      if (!val || (strcmp(val, "cpu") && strcmp(val, "cuda") && strcmp(val, "metal")))
-        return usage_error(usage_build, "--target expects cpu, cuda or metal, got '%s'", val ? val : "");
-      o.target = val;
-    } else if (is_flag(a, "--cuda-arch")) {
-      if (!(o.arch = flag_value(argc, argv, &i, "--cuda-arch")))
-        return usage_error(usage_build, "%s needs an architecture (sm_80, sm_90, compute_80, ...)", a);
-    } else if (is_flag(a, "--weights")) {
-      val = flag_value(argc, argv, &i, "--weights");
-      const int band = sc_band_find(val);
-      if (band < 0 || !sc_band(band)->linear)
-        return usage_error(usage_build, "--weights expects f32, bf16, q8_0 or q4_0, got '%s'", val ? val : "");
-      o.band = ir_dtype_of_wtype(band);
-    } else if (is_flag(a, "--max-context")) {
-      if (parse_int("--max-context", flag_value(argc, argv, &i, "--max-context"), 1, 1 << 20, &v)) return SC_EUSAGE;
-      o.max_context = (int)v;
-    } else if (is_flag(a, "--delta-chunk")) {
-      if (parse_int("--delta-chunk", flag_value(argc, argv, &i, "--delta-chunk"), 0, 256, &v)) return SC_EUSAGE;
-      o.delta_chunk = (int)v;
-    } else if (is_flag(a, "--prefill-chunk")) {
-      if (parse_int("--prefill-chunk", flag_value(argc, argv, &i, "--prefill-chunk"), 1, 4096, &v)) return SC_EUSAGE;
-      o.prefill_chunk = (int)v;
-    } else if (is_flag(a, "--max-session-mb")) {
-      if (parse_int("--max-session-mb", flag_value(argc, argv, &i, "--max-session-mb"), 1, 1L << 40, &v))
-        return SC_EUSAGE;
-      o.max_session_mb = v;
-    } else if (is_flag(a, "--emit-dir")) {
-      if (!(o.emit_dir = flag_value(argc, argv, &i, "--emit-dir")))
-        return usage_error(usage_build, "%s needs a directory", a);
-    } else if (!strcmp(a, "--dump-ir")) {
-      o.dump_ir = "";
-    } else if (!strncmp(a, "--dump-ir=", 10)) {
-      o.dump_ir = a + 10;
-      if (strcmp(o.dump_ir, "frontend") && strcmp(o.dump_ir, "specialize") &&
-          strcmp(o.dump_ir, "fuse") && strcmp(o.dump_ir, "plan"))
-        return usage_error(usage_build, "--dump-ir expects frontend, specialize, fuse or plan, got '%s'", o.dump_ir);
-    } else if (is_flag(a, "--max-batch")) {
-      if (parse_int("--max-batch", flag_value(argc, argv, &i, "--max-batch"), 1, 1024, &v)) return SC_EUSAGE;
-      o.max_batch = (int)v;
-    } else if (!strcmp(a, "--no-fuse")) {
-      o.fuse = 0;
-    } else if (!strcmp(a, "--check-numerics")) {
-      o.check_numerics = 1;
-    } else if (!strcmp(a, "--no-codec")) {
-      no_codec = 1;
-    } else if (is_flag(a, "--codec-weights")) {
-      val = flag_value(argc, argv, &i, "--codec-weights");
-      if (!val || (strcmp(val, "f32") && strcmp(val, "bf16")))
-        return usage_error(usage_build, "--codec-weights expects f32 or bf16, got '%s'", val ? val : "");
-      codec_band = ir_dtype_of_wtype(sc_band_find(val));
-    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-      o.quiet = 1;
-    } else if (a[0] == '-') {
-      return usage_error(usage_build, "unknown option '%s'", a);
-    } else if (!o.model_dir) {
-      o.model_dir = a;
-    } else {
-      return usage_error(usage_build, "unexpected argument '%s'", a);
-    }
-  }
-  if (!o.model_dir) return usage_error(usage_build, "%s", "missing MODEL_DIR");
-  if (!o.out_path) return usage_error(usage_build, "%s", "missing -o OUT.so");
-  o.signals = 1;
+  BuildArgs a;
   sc_error err = {0};
-  int rc = sc_build(&o, &err);
-  if (!rc) rc = tok_install(o.model_dir, o.out_path, o.quiet, &err);
-  if (!rc) rc = build_spm(&o, &err);
-  if (rc || no_codec) return report(rc, &err);
-  rc = build_codec(&o, codec_band, &err);
-  if (!rc) rc = build_mimi(&o, codec_band, &err);
-  return report(rc, &err);
+  int rc = build_parse_args(argc, argv, &a, &err);
+  if (rc) {
+    fprintf(stderr, "speechc: %s\n\n%s", err.msg, usage_build);
+    return rc;
+  }
+  if (a.help) {
+    fputs(usage_build, stdout);
+    return 0;
+  }
+  a.o.signals = 1;
+  return report(build_set(&a, &err), &err);
 }
 
 static const char *wtype_name(int w) { return sc_band(w) ? sc_band(w)->name : "?"; }
@@ -454,7 +267,7 @@ int main(int argc, char **argv) {
     static const struct { const char *name; const char *const *usage; } help[] = {
         {"build", &usage_build}, {"inspect", &usage_inspect}, {"run", &usage_run},
         {"bench", &usage_bench}, {"tts", &usage_tts}, {"tokenize", &usage_tokenize}, {"decode", &usage_decode},
-        {"encode", &usage_encode}, {"moshi", &usage_moshi},
+        {"encode", &usage_encode}, {"moshi", &usage_moshi}, {"serve", &usage_serve},
         {"help", &usage_main}};
     const char *what = argc > 2 ? argv[2] : "help";
     for (size_t i = 0; i < sizeof help / sizeof help[0]; i++)
@@ -474,6 +287,7 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "decode")) return cmd_decode(argc - 2, argv + 2);
   if (!strcmp(cmd, "encode")) return cmd_encode(argc - 2, argv + 2);
   if (!strcmp(cmd, "moshi")) return cmd_moshi(argc - 2, argv + 2);
+  if (!strcmp(cmd, "serve")) return cmd_serve(argc - 2, argv + 2);
   fprintf(stderr, "speechc: unknown command '%s'\n\n%s", cmd, usage_main);
   return SC_EUSAGE;
 }

@@ -103,33 +103,38 @@ static int pwrite_all(int fd, const unsigned char *p, size_t n, off_t at) {
   return 0;
 }
 
-/* The header for the sizes known now (or WAV_UNKNOWN); its length. */
-static unsigned make_header(const sc_wav *w, unsigned char *h, int known) {
-  int f32 = w->o.format == SC_WAV_F32;
-  uint32_t data = known ? (uint32_t)w->data_bytes : WAV_UNKNOWN;
-  uint32_t riff = known ? (uint32_t)(w->header_bytes - 8 + w->data_bytes) : WAV_UNKNOWN;
-  unsigned align = (unsigned)(w->o.channels * w->bps);
+unsigned sc_wav_header(const sc_wav_opts *o, int64_t frames, unsigned char h[SC_WAV_HEADER_MAX]) {
+  int f32 = o->format == SC_WAV_F32;
+  unsigned bps = f32 ? 4 : 2, align = (unsigned)o->channels * bps, hb = f32 ? 58 : 44;
+  uint64_t data_bytes = frames < 0 ? 0 : (uint64_t)frames * align;
+  uint32_t data = frames >= 0 ? (uint32_t)data_bytes : WAV_UNKNOWN;
+  uint32_t riff = frames >= 0 ? (uint32_t)(hb - 8 + data_bytes) : WAV_UNKNOWN;
   memcpy(h, "RIFF", 4);
   put32(h + 4, riff);
   memcpy(h + 8, "WAVEfmt ", 8);
   put32(h + 16, f32 ? 18 : 16);               /* fmt chunk size */
   put16(h + 20, f32 ? 3 : 1);                 /* WAVE_FORMAT_IEEE_FLOAT / _PCM */
-  put16(h + 22, (unsigned)w->o.channels);
-  put32(h + 24, (uint32_t)w->o.sample_rate);
-  put32(h + 28, (uint32_t)w->o.sample_rate * align); /* bytes per second */
+  put16(h + 22, (unsigned)o->channels);
+  put32(h + 24, (uint32_t)o->sample_rate);
+  put32(h + 28, (uint32_t)o->sample_rate * align); /* bytes per second */
   put16(h + 32, align);                       /* block align */
-  put16(h + 34, (unsigned)(8 * w->bps));      /* bits per sample */
+  put16(h + 34, 8 * bps);                     /* bits per sample */
   unsigned at = 36;
   if (f32) {
     put16(h + 36, 0);                         /* cbSize: no extension */
     memcpy(h + 38, "fact", 4);
     put32(h + 42, 4);
-    put32(h + 46, known ? (uint32_t)w->frames : WAV_UNKNOWN); /* sample frames */
+    put32(h + 46, frames >= 0 ? (uint32_t)frames : WAV_UNKNOWN); /* sample frames */
     at = 50;
   }
   memcpy(h + at, "data", 4);
   put32(h + at + 4, data);
   return at + 8;
+}
+
+/* The header for the sizes known now (or WAV_UNKNOWN); its length. */
+static unsigned make_header(const sc_wav *w, unsigned char *h, int known) {
+  return sc_wav_header(&w->o, known ? (int64_t)w->frames : -1, h);
 }
 
 static int check_opts(const sc_wav_opts *o, const char *name, sc_error *err) {
@@ -210,6 +215,10 @@ static int16_t to_s16(float x) {
   return (int16_t)nearbyint(v * 32767.0);
 }
 
+void sc_wav_s16le(const float *pcm, size_t n, unsigned char *out) {
+  for (size_t i = 0; i < n; i++, out += 2) put16(out, (uint16_t)to_s16(pcm[i]));
+}
+
 int sc_wav_write(sc_wav *w, const float *pcm, size_t n_frames, sc_error *err) {
   if (w->failed) {
     if (err) *err = w->first;
@@ -231,7 +240,8 @@ int sc_wav_write(sc_wav *w, const float *pcm, size_t n_frames, sc_error *err) {
     size_t k = n_frames < chunk ? n_frames : chunk, n = k * ch;
     unsigned char *p = w->buf;
     if (w->o.format == SC_WAV_S16) {
-      for (size_t i = 0; i < n; i++, p += 2) put16(p, (uint16_t)to_s16(pcm[i]));
+      sc_wav_s16le(pcm, n, p);
+      p += 2 * n;
     } else {
       for (size_t i = 0; i < n; i++, p += 4) {
         uint32_t u;

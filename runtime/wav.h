@@ -88,6 +88,16 @@ uint64_t sc_wav_frames(const sc_wav *w);
  * if there was one, else that of the patch or close.  w may be NULL. */
 int sc_wav_close(sc_wav *w, sc_error *err);
 
+/* The pieces of the writer, for callers that hold the bytes themselves
+ * (speechc serve's HTTP bodies): the RIFF header sc_wav_open writes for
+ * o (sample_rate and channels set; raw ignored) and `frames` sample frames,
+ * or the 0xFFFFFFFF "unknown length" sizes when frames < 0; returns its
+ * length (44 for s16, 58 for f32).  And n samples converted to s16le as
+ * sc_wav_write converts them, 2n bytes into out. */
+#define SC_WAV_HEADER_MAX 58
+unsigned sc_wav_header(const sc_wav_opts *o, int64_t frames, unsigned char h[SC_WAV_HEADER_MAX]);
+void sc_wav_s16le(const float *pcm, size_t n, unsigned char *out);
+
 /* ---- reading (wav_read.c) ---------------------------------------------------
  * A whole RIFF/WAVE file of 16-bit PCM or float32 samples (also as
  * WAVE_FORMAT_EXTENSIBLE) to interleaved floats: s16 as s / 32768.

@@ -19,6 +19,9 @@ pkgs+=(libpcre2-dev libutf8proc-dev)
 # runtime/spm.cc: Moshi's text tokens (SentencePiece ids) to text, exactly
 # as the package's DecodeIds (C++; g++ comes with build-essential)
 pkgs+=(libsentencepiece-dev)
+# speechc serve (compiler/cmd_serve.c): the HTTP server library, so that
+# no hand-written HTTP parser faces the network (found with pkg-config)
+pkgs+=(libmicrohttpd-dev pkg-config)
 # tests/unit/test_avx512_simde.c: SIMDe's model of the x86 intrinsics
 pkgs+=(libsimde-dev)
 # scripts/neon.sh (the ctest case neon_qemu): the AArch64 kernels under qemu

@@ -2,7 +2,7 @@
 # Run one libFuzzer target for SECONDS seconds.
 #
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#   TARGET: safetensors | checkpoint | artifact | tokenizer | codes | wav   (tests/fuzz/fuzz_TARGET.c)
+#   TARGET: safetensors | checkpoint | artifact | tokenizer | codes | wav | request   (tests/fuzz/fuzz_TARGET.c)
 #
 # Builds build-fuzz/ (clang, -DSPEECHC_FUZZ=ON: libFuzzer + ASan + UBSan)
 # when needed, writes the seed corpus made from tests/data into
@@ -15,11 +15,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-usage() { echo "usage: $0 safetensors|checkpoint|artifact|tokenizer|codes|wav SECONDS [libFuzzer flags...]" >&2; exit 1; }
+usage() { echo "usage: $0 safetensors|checkpoint|artifact|tokenizer|codes|wav|request SECONDS [libFuzzer flags...]" >&2; exit 1; }
 [ $# -ge 2 ] || usage
 t=$1 secs=$2
 shift 2
-case $t in safetensors|checkpoint|artifact|tokenizer|codes|wav) ;; *) usage ;; esac
+case $t in safetensors|checkpoint|artifact|tokenizer|codes|wav|request) ;; *) usage ;; esac
 case $secs in ''|*[!0-9]*) usage ;; esac
 
 B=build-fuzz
@@ -122,6 +122,10 @@ wav)
   # the WAV fixtures Python wrote (s16, stereo, f32, empty); tests/fuzz/regress/wav
   # has malformed ones
   for f in tests/data/wav/*.wav; do cp "$f" "$SEEDS/"; done
+  ;;
+request)
+  # speechc serve's request bodies: tests/fuzz/regress/request holds good
+  # and bad ones; the dictionary has the field names
   ;;
 esac
 

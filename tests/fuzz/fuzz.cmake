@@ -3,7 +3,7 @@
 # each is also linked with replay.c as replay_<target>, and ctest replays
 # tests/fuzz/regress/<target>/ (inputs that once crashed, plus a few seeds)
 # through it: no clang or libFuzzer needed.
-set(FUZZ_TARGETS safetensors checkpoint artifact tokenizer codes wav)
+set(FUZZ_TARGETS safetensors checkpoint artifact tokenizer codes wav request)
 foreach(t ${FUZZ_TARGETS})
   set(src ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_${t}.c)
   if(SPEECHC_FUZZ)

@@ -1,0 +1,826 @@
+/*
+ * cmd_serve.c — `speechc serve`: a Qwen3-TTS model behind an
+ * OpenAI-compatible HTTP speech endpoint (libmicrohttpd).
+ *
+ *   POST /v1/audio/speech   text in (compiler/serve_request.h), WAV or PCM out;
+ *                           "stream": true sends the audio as it is decoded
+ *   GET  /health            {"status":"ok", ...}
+ *   GET  /v1/models         the one model served
+ *   GET  /metrics           Prometheus text
+ *
+ * Threads: libmicrohttpd runs one thread per connection, and a request
+ * runs on its connection's thread (with sc_tts_generate's decoder thread
+ * beside it); a streamed request generates on a thread of its own while
+ * the connection's thread sends what is decoded.  Each request takes one
+ * of --max-streams streams (compiler/tts_text.h: a talker and a codec
+ * session, opened on first use and reused); when all are busy the request
+ * is refused at once with 503, never queued.  Sessions step one request
+ * each: runtime/batch.c's batched step is for plain LMs, not the TTS talker.
+ *
+ * Audio bytes are those speechc tts writes (sc_wav_header, sc_wav_s16le):
+ * a whole WAV has its sizes; a streamed WAV is the header with the
+ * 0xFFFFFFFF "unknown length" sizes (what speechc tts -o - to a pipe would
+ * write as a WAV, and what players read to the end), then the samples.
+ * By default the decoder takes one frame per call (--decoder-batch 1), so
+ * that the same request and seed give the same bytes however loaded the
+ * server is.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "cli.h"
+#include "serve_metrics.h"
+#include "serve_request.h"
+#include "speechc.h"
+#include "tts_text.h"
+#include "wav.h"
+
+const char *const usage_serve =
+    "usage: speechc serve model.so [--host ADDR] [--port N] [--max-streams N] [options]\n"
+    "\n"
+    "Serves a Qwen3-TTS model (speechc build of a checkpoint with speech_tokenizer/ and a\n"
+    "tokenizer) over HTTP, OpenAI's speech API:\n"
+    "  POST /v1/audio/speech   {\"input\": \"Hello.\", \"voice\": SPEAKER, \"response_format\": \"wav\"|\"pcm\",\n"
+    "                          \"stream\": false|true, \"language\", \"instructions\", \"seed\", \"temperature\",\n"
+    "                          \"top_k\", \"top_p\", \"repetition_penalty\", \"max_frames\", ...} (README)\n"
+    "  GET  /health, /v1/models, /metrics (Prometheus text)\n"
+    "\n"
+    "  --host ADDR             address to listen on (default 127.0.0.1: this machine only;\n"
+    "                          0.0.0.0 or :: for every interface, at your own risk: there\n"
+    "                          is no authentication)\n"
+    "  --port N                TCP port (default 8000; 0: any free port, printed at start)\n"
+    "  --max-streams N         requests generating at once (default 4); one more is refused\n"
+    "                          at once with HTTP 503, not queued.  Each stream holds a talker\n"
+    "                          and a codec session (their KV caches and kernel threads)\n"
+    "  --max-body-kb N         largest request body, KiB (default 64); more is HTTP 413\n"
+    "  --timeout S             seconds a connection may sit idle (a slow or stalled client),\n"
+    "                          and the most one request may generate for (default 60;\n"
+    "                          past it a whole response is HTTP 504, a stream ends early)\n"
+    "  --max-frames N          the most frames a request may ask for, and the default\n"
+    "                          (default 2048; 12.5 frames = 1 s of audio)\n"
+    "  --name NAME             the model's id in /v1/models (default: the file name\n"
+    "                          without .so); requests may name any model\n"
+    "  --tokenizer DIR         the tokenizer (default: model.tokenizer/ beside model.so)\n"
+    "  --codec PATH            the codec decoder (default: model.codec.so beside model.so)\n"
+    "  --threads N             kernel threads of each stream's talker (default 0 = one per\n"
+    "                          physical core; with several streams at once, 1 is often best)\n"
+    "  --decoder-threads N     kernel threads of each stream's codec decoder (default: as\n"
+    "                          --threads)\n"
+    "  --decoder-batch N       frames per decoder call at most (default 1: the same bytes\n"
+    "                          for the same request and seed, however loaded; 0 = the\n"
+    "                          codec's chunk, faster when the decoder falls behind, equal\n"
+    "                          to rounding only)\n"
+    "  -q                      no access log on stderr\n"
+    "\n"
+    "Stops cleanly on SIGINT or SIGTERM: streams in progress end, the port is closed.\n";
+
+#define STREAM_BUFFER_MAX ((size_t)1 << 20) /* bytes a streamed response may run ahead of its client */
+
+typedef struct Server {
+  const char *path, *name;
+  TtsText *tts;
+  const TtsTextInfo *info;
+  ServeLimits limits;
+  sc_tts_params base;           /* the server's decoder settings */
+  size_t max_body;
+  double timeout;
+  int quiet;
+  int stopping;                 /* set once, at SIGINT/SIGTERM (under mu) */
+  /* the streams: slot i is busy[i]; opened on first use */
+  pthread_mutex_t mu;
+  int max_streams, active;
+  TtsStream **streams;
+  int *busy;
+  ServeMetrics metrics;
+} Server;
+
+/* What a connection carries between calls of the access handler. */
+typedef struct Conn {
+  char *body;
+  size_t len, cap;
+  int too_big;
+  double t0;                    /* headers received */
+} Conn;
+
+/* One speech request at work: the generator's side and the sender's. */
+typedef struct Job {
+  Server *srv;
+  int slot;
+  ServeRequest req;
+  int32_t *text_ids, *instruct_ids;
+  int fd;                       /* the client's socket, for a whole response */
+  double t0, deadline, first_audio;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  unsigned char *buf;           /* audio bytes not yet sent (streaming) or the whole body */
+  size_t len, off, cap;
+  int frames, done, cancelled, timed_out, gone, rc;
+  int cut;                      /* stopped short: --timeout or the server stopping */
+  sc_error err;
+  pthread_t thread;
+  int threaded;
+} Job;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- responses ------------------------------------------------------------ */
+
+static void json_escape(char *out, size_t cap, const char *s) {
+  size_t n = 0;
+  for (; *s && n + 7 < cap; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') n += (size_t)snprintf(out + n, cap - n, "\\%c", c);
+    else if (c < 0x20) n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
+    else out[n++] = (char)c;
+  }
+  out[n] = 0;
+}
+
+static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, const char *type, void *data,
+                                   size_t len, int must_free) {
+  struct MHD_Response *r =
+      MHD_create_response_from_buffer(len, data, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
+  if (!r) {
+    if (must_free) free(data);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST");
+  enum MHD_Result ok = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  return ok;
+}
+
+static void log_line(const Server *srv, const char *method, const char *url, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void log_line(const Server *srv, const char *method, const char *url, unsigned status, const char *fmt, ...) {
+  if (srv->quiet) return;
+  char more[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(more, sizeof more, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "speechc serve: %s %.200s %u%s%s\n", method, url, status, more[0] ? " " : "", more);
+}
+
+/* OpenAI's error shape: {"error": {"message", "type", "param", "code"}}. */
+static enum MHD_Result send_error(Server *srv, struct MHD_Connection *c, const char *method, const char *url,
+                                  unsigned status, const char *type, const char *msg) {
+  char esc[2048], body[2300];
+  json_escape(esc, sizeof esc, msg);
+  int n = snprintf(body, sizeof body, "{\"error\":{\"message\":\"%s\",\"type\":\"%s\",\"param\":null,"
+                   "\"code\":null}}\n", esc, type);
+  metrics_request(&srv->metrics, url, status);
+  log_line(srv, method, url, status, "%s", msg);
+  return send_buffer(c, status, "application/json", body, (size_t)n, 0);
+}
+
+/* ---- streams -------------------------------------------------------------- */
+
+/* A free slot, its stream opened on first use; -1 when all are busy
+ * (err: 503), or when the stream cannot be opened (err: 500). */
+static int take_slot(Server *srv, unsigned *status, sc_error *err) {
+  pthread_mutex_lock(&srv->mu);
+  int slot = -1;
+  for (int i = 0; i < srv->max_streams && slot < 0 && !srv->stopping; i++)
+    if (!srv->busy[i]) slot = i;
+  if (slot >= 0) {
+    srv->busy[slot] = 1;
+    srv->active++;
+  }
+  int active = srv->active;
+  pthread_mutex_unlock(&srv->mu);
+  if (slot < 0) {
+    *status = MHD_HTTP_SERVICE_UNAVAILABLE;
+    sc_fail(err, SC_ERUNTIME, srv->stopping ? "the server is shutting down"
+            : "all %d streams are busy (speechc serve --max-streams %d); retry later", srv->max_streams,
+            srv->max_streams);
+    return -1;
+  }
+  metrics_active(&srv->metrics, active);
+  if (!srv->streams[slot] && tts_stream_open(srv->tts, &srv->streams[slot], err)) {
+    pthread_mutex_lock(&srv->mu);
+    srv->busy[slot] = 0;
+    active = --srv->active;
+    pthread_mutex_unlock(&srv->mu);
+    metrics_active(&srv->metrics, active);
+    *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
+    return -1;
+  }
+  return slot;
+}
+
+static void give_slot(Server *srv, int slot) {
+  pthread_mutex_lock(&srv->mu);
+  srv->busy[slot] = 0;
+  int active = --srv->active;
+  pthread_mutex_unlock(&srv->mu);
+  metrics_active(&srv->metrics, active);
+}
+
+/* ---- a speech request ----------------------------------------------------- */
+
+static int stopping(Server *srv) {
+  pthread_mutex_lock(&srv->mu);
+  int s = srv->stopping;
+  pthread_mutex_unlock(&srv->mu);
+  return s;
+}
+
+/* Whether the client has closed its end (for a whole response, which has
+ * nothing to send until the end: the stream's sender finds out by
+ * sending).  A client that half-closes after its request reads as gone. */
+static int client_gone(int fd) {
+  char c;
+  if (fd < 0) return 0;
+  ssize_t r = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Generation goes on while this is 0: not cancelled by the sender, the
+ * client still there, the deadline not passed, the server not stopping.
+ * Called with j->mu held. */
+static int should_stop(Job *j) {
+  if (j->cancelled) return 1;
+  if (now_s() > j->deadline) return j->timed_out = j->cut = 1;
+  if (!j->threaded && client_gone(j->fd)) return j->gone = 1;
+  return j->cut = stopping(j->srv);
+}
+
+static int on_frame(void *user, const int32_t *codes, int g, int frame) {
+  Job *j = user;
+  (void)codes, (void)g, (void)frame;
+  pthread_mutex_lock(&j->mu);
+  int stop = should_stop(j);
+  pthread_mutex_unlock(&j->mu);
+  return stop;
+}
+
+/* A frame's samples as s16le, appended (on the decoder thread).  A stream
+ * that runs STREAM_BUFFER_MAX ahead of its client waits for it. */
+static int on_pcm(void *user, const float *pcm, int n, int frame) {
+  Job *j = user;
+  (void)frame;
+  pthread_mutex_lock(&j->mu);
+  int stop = 0;
+  while (!(stop = should_stop(j)) && j->threaded && j->len - j->off > STREAM_BUFFER_MAX) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100000000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+  }
+  if (!stop && j->off && j->off == j->len) j->off = j->len = 0; /* all sent: start over */
+  size_t need = j->len + 2 * (size_t)n;
+  if (!stop && need > j->cap) {
+    size_t cap = j->cap ? j->cap : 1 << 16;
+    while (cap < need) cap *= 2;
+    unsigned char *b = realloc(j->buf, cap);
+    if (!b) {
+      sc_fail(&j->err, SC_ERUNTIME, "out of memory for the audio");
+      j->rc = SC_ERUNTIME;
+      stop = 1;
+    } else {
+      j->buf = b;
+      j->cap = cap;
+    }
+  }
+  if (!stop) {
+    sc_wav_s16le(pcm, (size_t)n, j->buf + j->len);
+    j->len += 2 * (size_t)n;
+    j->frames++;
+    if (!j->first_audio) j->first_audio = now_s();
+    pthread_cond_broadcast(&j->cv);
+  }
+  pthread_mutex_unlock(&j->mu);
+  return stop;
+}
+
+/* Generate the request's audio into j->buf (after whatever is there). */
+static void generate(Job *j) {
+  Server *srv = j->srv;
+  TtsTextRequest tr = {.params = j->req.params, .on_pcm = on_pcm, .on_frame = on_frame, .user = j};
+  tr.params.text_ids = j->text_ids;
+  tr.params.instruct_ids = j->instruct_ids;
+  tr.params.audio_batch = srv->base.audio_batch;
+  int frames = 0;
+  sc_error err = {0};
+  int rc = tts_text_speak(srv->streams[j->slot], &tr, &frames, &err);
+  pthread_mutex_lock(&j->mu);
+  if (rc && !j->rc) {
+    j->rc = rc;
+    j->err = err;
+  }
+  j->done = 1;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+}
+
+static void *generate_thread(void *arg) {
+  generate(arg);
+  return NULL;
+}
+
+static void job_free(Job *j) {
+  if (!j) return;
+  serve_request_free(&j->req);
+  free(j->text_ids);
+  free(j->instruct_ids);
+  free(j->buf);
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->cv);
+  free(j);
+}
+
+/* The end of a request that held a slot: metrics, the log line of a
+ * success (send_error logs the others), the slot back. */
+static void job_finish(Job *j, unsigned status, const char *how) {
+  Server *srv = j->srv;
+  const double t = now_s() - j->t0;
+  metrics_speech(&srv->metrics, j->frames, j->first_audio ? j->first_audio - j->t0 : -1, t,
+                 j->frames * (double)srv->info->samples_per_frame / srv->info->sample_rate);
+  if (status == 200)
+    log_line(srv, "POST", "/v1/audio/speech", 200, "%s: %d frames in %.3f s, first audio %.3f s", how, j->frames, t,
+           j->first_audio ? j->first_audio - j->t0 : 0.0);
+  give_slot(srv, j->slot);
+}
+
+/* The sender of a stream (the connection's thread): what is decoded, as
+ * soon as it is; it waits for the generator while there is nothing. */
+static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
+  Job *j = cls;
+  (void)pos;
+  pthread_mutex_lock(&j->mu);
+  while (j->len == j->off && !j->done) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100000000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&j->cv, &j->mu, &ts);
+  }
+  ssize_t n;
+  if (j->len > j->off) {
+    size_t k = j->len - j->off < max ? j->len - j->off : max;
+    memcpy(out, j->buf + j->off, k);
+    j->off += k;
+    n = (ssize_t)k;
+    pthread_cond_broadcast(&j->cv);
+  } else {
+    /* an error, --timeout or a shutdown mid-stream ends the chunked body
+     * without its last chunk: the client sees a broken transfer, not
+     * short audio that looks whole */
+    n = j->rc || j->cut ? MHD_CONTENT_READER_END_WITH_ERROR : MHD_CONTENT_READER_END_OF_STREAM;
+  }
+  pthread_mutex_unlock(&j->mu);
+  return n;
+}
+
+/* The response is gone (sent, or the client left): stop the generator,
+ * wait for it, free the job. */
+static void stream_free(void *cls) {
+  Job *j = cls;
+  pthread_mutex_lock(&j->mu);
+  const int finished = j->done && j->off == j->len;
+  j->cancelled = 1;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+  pthread_join(j->thread, NULL);
+  if (!finished && !j->rc && !j->cut) metrics_disconnect(&j->srv->metrics);
+  job_finish(j, 200, j->rc ? j->err.msg : j->timed_out ? "stream: cut at --timeout" : j->cut ? "stream: cut by "
+             "the shutdown" : finished ? "stream" : "stream: the client left");
+  job_free(j);
+}
+
+static unsigned status_of(const Job *j, const char **type) {
+  if (j->timed_out) return *type = "timeout", MHD_HTTP_GATEWAY_TIMEOUT;
+  if (j->rc == SC_EUSAGE) return *type = "invalid_request_error", MHD_HTTP_BAD_REQUEST;
+  return *type = "server_error", MHD_HTTP_INTERNAL_SERVER_ERROR;
+}
+
+/* A whole response: generated here, on the connection's thread (a client
+ * that leaves is noticed at the next frame: client_gone), then sent. */
+static enum MHD_Result respond_whole(Job *j, struct MHD_Connection *c, const char *ctype) {
+  Server *srv = j->srv;
+  const char *url = "/v1/audio/speech", *type = "server_busy";
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+  j->fd = ci ? ci->connect_fd : -1;
+  generate(j);
+  if (j->gone) { /* nobody to answer: counted as nginx's 499, the connection closed */
+    metrics_disconnect(&srv->metrics);
+    metrics_request(&srv->metrics, url, 499);
+    log_line(srv, "POST", url, 499, "the client left after %d frames", j->frames);
+    job_finish(j, 499, "the client left");
+    job_free(j);
+    return MHD_NO;
+  }
+  if (j->rc || j->cut) {
+    unsigned st = MHD_HTTP_SERVICE_UNAVAILABLE; /* the server is stopping */
+    char msg[1100];
+    if (j->rc || j->timed_out) st = status_of(j, &type);
+    if (j->timed_out)
+      snprintf(msg, sizeof msg, "the request ran past --timeout %g s after %d frames (hint: a smaller max_frames, "
+               "or stream: true)", srv->timeout, j->frames);
+    else
+      snprintf(msg, sizeof msg, "%s", j->rc ? j->err.msg : "the server is shutting down");
+    job_finish(j, st, msg);
+    job_free(j);
+    return send_error(srv, c, "POST", url, st, type, msg);
+  }
+  if (j->req.format == SERVE_WAV) { /* the sizes, now that they are known */
+    sc_wav_opts wo = sc_wav_opts_for(NULL);
+    wo.sample_rate = srv->info->sample_rate;
+    sc_wav_header(&wo, j->frames * (int64_t)srv->info->samples_per_frame, j->buf);
+  }
+  metrics_request(&srv->metrics, url, 200);
+  job_finish(j, 200, j->req.format == SERVE_WAV ? "wav" : "pcm");
+  unsigned char *body = j->buf;
+  size_t len = j->len;
+  j->buf = NULL;
+  job_free(j);
+  if (!body) body = malloc(1); /* no frames at all: an empty body */
+  return send_buffer(c, 200, ctype, body, len, 1);
+}
+
+/* A streamed response: the generator on a thread of its own, the
+ * connection's thread sending what it decodes (stream_read).  The first
+ * audio, or an error before it, decides the status. */
+static enum MHD_Result respond_stream(Job *j, struct MHD_Connection *c, const char *ctype) {
+  Server *srv = j->srv;
+  const char *url = "/v1/audio/speech", *type = "server_busy";
+  j->threaded = 1;
+  if (pthread_create(&j->thread, NULL, generate_thread, j)) {
+    job_finish(j, 500, "cannot start a generator thread");
+    job_free(j);
+    return send_error(srv, c, "POST", url, 500, "server_error", "cannot start a generator thread");
+  }
+  pthread_mutex_lock(&j->mu);
+  while (!j->frames && !j->done) pthread_cond_wait(&j->cv, &j->mu);
+  const int failed = !j->frames;
+  pthread_mutex_unlock(&j->mu);
+  if (failed) {
+    pthread_join(j->thread, NULL);
+    unsigned st = MHD_HTTP_SERVICE_UNAVAILABLE;
+    if (j->rc || j->timed_out) st = status_of(j, &type);
+    char msg[1100];
+    snprintf(msg, sizeof msg, "%s", j->timed_out ? "the request ran past --timeout before its first audio"
+             : j->rc ? j->err.msg : "the server is shutting down");
+    job_finish(j, st, msg);
+    job_free(j);
+    return send_error(srv, c, "POST", url, st, type, msg);
+  }
+  struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 1 << 16, stream_read, j,
+                                                             stream_free);
+  if (!r) {
+    stream_free(j);
+    return MHD_NO;
+  }
+  MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+  metrics_request(&srv->metrics, url, 200);
+  enum MHD_Result ok = MHD_queue_response(c, 200, r);
+  MHD_destroy_response(r); /* stream_free runs when the connection is done with it */
+  return ok;
+}
+
+/* POST /v1/audio/speech: the body parsed and tokenized (the client's
+ * errors are 400 before anything runs), a stream taken (503 when none is
+ * free), the WAV header put first (a whole WAV's sizes are patched at the
+ * end), then the audio whole or streamed. */
+static enum MHD_Result speech(Server *srv, struct MHD_Connection *c, Conn *conn) {
+  const char *url = "/v1/audio/speech";
+  Job *j = calloc(1, sizeof *j);
+  if (!j) return send_error(srv, c, "POST", url, 500, "server_error", "out of memory");
+  j->srv = srv;
+  j->slot = -1;
+  j->fd = -1;
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cv, NULL);
+  sc_error err = {0};
+  unsigned status = MHD_HTTP_BAD_REQUEST;
+  const char *type = "invalid_request_error";
+  int rc = serve_request_parse(conn->body, conn->len, &srv->limits, &j->req, &err);
+  int n_text = 0, n_instruct = 0;
+  if (!rc) rc = tts_text_ids(srv->tts, 0, "input", j->req.input, &j->text_ids, &n_text, &err);
+  if (!rc && j->req.instruct)
+    rc = tts_text_ids(srv->tts, 1, "instructions", j->req.instruct, &j->instruct_ids, &n_instruct, &err);
+  if (rc) {
+    if (rc != SC_EUSAGE) status = 500, type = "server_error";
+    job_free(j);
+    return send_error(srv, c, "POST", url, status, type, err.msg);
+  }
+  j->req.params.n_text = n_text;
+  j->req.params.n_instruct = n_instruct;
+  if ((j->slot = take_slot(srv, &status, &err)) < 0) {
+    job_free(j);
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE) metrics_rejected(&srv->metrics);
+    return send_error(srv, c, "POST", url, status, status == 503 ? "server_busy" : "server_error", err.msg);
+  }
+  j->t0 = conn->t0;
+  j->deadline = j->t0 + srv->timeout;
+  const int wav = j->req.format == SERVE_WAV;
+  if (wav) {
+    sc_wav_opts wo = sc_wav_opts_for(NULL);
+    wo.sample_rate = srv->info->sample_rate;
+    if (!(j->buf = malloc(1 << 16))) {
+      job_finish(j, 500, "out of memory");
+      job_free(j);
+      return send_error(srv, c, "POST", url, 500, "server_error", "out of memory");
+    }
+    j->cap = 1 << 16;
+    j->len = sc_wav_header(&wo, j->req.stream ? -1 : 0, j->buf);
+  }
+  const char *ctype = wav ? "audio/wav" : "audio/pcm";
+  return j->req.stream ? respond_stream(j, c, ctype) : respond_whole(j, c, ctype);
+}
+
+/* ---- the other endpoints ---------------------------------------------------- */
+
+static void json_list(char *out, size_t cap, const char *const *names, int n) {
+  size_t at = (size_t)snprintf(out, cap, "[");
+  for (int i = 0; i < n && at < cap; i++) {
+    char esc[256];
+    json_escape(esc, sizeof esc, names[i]);
+    at += (size_t)snprintf(out + at, cap - at, "%s\"%s\"", i ? "," : "", esc);
+  }
+  if (at < cap) snprintf(out + at, cap - at, "]");
+}
+
+static enum MHD_Result models(Server *srv, struct MHD_Connection *c) {
+  char name[512], voices[4096], langs[2048], body[8192];
+  json_escape(name, sizeof name, srv->name);
+  json_list(voices, sizeof voices, srv->info->speakers, srv->info->n_speakers);
+  json_list(langs, sizeof langs, srv->info->languages, srv->info->n_languages);
+  int n = snprintf(body, sizeof body, "{\"object\":\"list\",\"data\":[{\"id\":\"%s\",\"object\":\"model\","
+                   "\"created\":0,\"owned_by\":\"speechc\",\"voices\":%s,\"languages\":%s,\"sample_rate\":%d,"
+                   "\"response_formats\":[\"wav\",\"pcm\"]}]}\n", name, voices, langs, srv->info->sample_rate);
+  metrics_request(&srv->metrics, "/v1/models", 200);
+  return send_buffer(c, 200, "application/json", body, (size_t)n < sizeof body ? (size_t)n : sizeof body - 1, 0);
+}
+
+static enum MHD_Result health(Server *srv, struct MHD_Connection *c) {
+  char body[256];
+  pthread_mutex_lock(&srv->mu);
+  int n = snprintf(body, sizeof body, "{\"status\":\"%s\",\"active_streams\":%d,\"max_streams\":%d}\n",
+                   srv->stopping ? "stopping" : "ok", srv->active, srv->max_streams);
+  pthread_mutex_unlock(&srv->mu);
+  metrics_request(&srv->metrics, "/health", 200);
+  return send_buffer(c, 200, "application/json", body, (size_t)n, 0);
+}
+
+static enum MHD_Result metrics(Server *srv, struct MHD_Connection *c) {
+  metrics_request(&srv->metrics, "/metrics", 200);
+  size_t len = 0;
+  char *text = metrics_text(&srv->metrics, srv->max_streams, &len);
+  if (!text) return send_error(srv, c, "GET", "/metrics", 500, "server_error", "out of memory");
+  return send_buffer(c, 200, "text/plain; version=0.0.4", text, len, 1);
+}
+
+/* ---- libmicrohttpd's callbacks --------------------------------------------- */
+
+static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                              const char *version, const char *upload, size_t *upload_size, void **state) {
+  Server *srv = cls;
+  Conn *conn = *state;
+  (void)version;
+  if (!conn) { /* the headers: the first call */
+    if (!(conn = calloc(1, sizeof *conn))) return MHD_NO;
+    conn->t0 = now_s();
+    *state = conn;
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    char *end;
+    errno = 0;
+    unsigned long long n = cl ? strtoull(cl, &end, 10) : 0;
+    if (cl && (errno || *end || n > srv->max_body)) {
+      char msg[200];
+      snprintf(msg, sizeof msg, "the request body is %s bytes; this server takes at most %zu (speechc serve "
+               "--max-body-kb %zu)", cl, srv->max_body, srv->max_body / 1024);
+      return send_error(srv, c, method, url, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", msg);
+    }
+    return MHD_YES;
+  }
+  if (*upload_size) { /* a piece of the body */
+    if (conn->too_big || conn->len + *upload_size > srv->max_body) {
+      conn->too_big = 1;
+    } else {
+      if (conn->len + *upload_size > conn->cap) {
+        size_t cap = conn->cap ? conn->cap : 4096;
+        while (cap < conn->len + *upload_size) cap *= 2;
+        char *b = realloc(conn->body, cap);
+        if (!b) return MHD_NO;
+        conn->body = b;
+        conn->cap = cap;
+      }
+      memcpy(conn->body + conn->len, upload, *upload_size);
+      conn->len += *upload_size;
+    }
+    *upload_size = 0;
+    return MHD_YES;
+  }
+  /* the whole request is here */
+  if (conn->too_big) {
+    char msg[200];
+    snprintf(msg, sizeof msg, "the request body is more than %zu bytes, the most this server takes (speechc "
+             "serve --max-body-kb %zu)", srv->max_body, srv->max_body / 1024);
+    return send_error(srv, c, method, url, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", msg);
+  }
+  const int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+  if (!strcmp(url, "/v1/audio/speech")) {
+    if (post) return speech(srv, c, conn);
+  } else if (!strcmp(url, "/health")) {
+    if (get) return health(srv, c);
+  } else if (!strcmp(url, "/v1/models")) {
+    if (get) return models(srv, c);
+  } else if (!strcmp(url, "/metrics")) {
+    if (get) return metrics(srv, c);
+  } else {
+    char msg[400];
+    snprintf(msg, sizeof msg, "no endpoint %.200s (endpoints: POST /v1/audio/speech, GET /health, GET /v1/models, "
+             "GET /metrics)", url);
+    return send_error(srv, c, method, url, MHD_HTTP_NOT_FOUND, "invalid_request_error", msg);
+  }
+  char msg[300];
+  snprintf(msg, sizeof msg, "%.20s %.200s: method not allowed; use %s", method, url,
+           !strcmp(url, "/v1/audio/speech") ? "POST" : "GET");
+  return send_error(srv, c, method, url, MHD_HTTP_METHOD_NOT_ALLOWED, "invalid_request_error", msg);
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode toe) {
+  Conn *conn = *state;
+  (void)cls, (void)c, (void)toe;
+  if (conn) free(conn->body);
+  free(conn);
+  *state = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+  const Server *srv = cls;
+  if (srv->quiet) return;
+  fprintf(stderr, "speechc serve: libmicrohttpd: ");
+  vfprintf(stderr, fmt, ap);
+}
+
+/* ---- the command ------------------------------------------------------------ */
+
+/* The address to bind: a numeric IPv4 or IPv6 address or a host name. */
+static int bind_address(const char *host, int port, struct sockaddr_storage *ss, int *v6) {
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
+  char ports[16];
+  snprintf(ports, sizeof ports, "%d", port);
+  int e = getaddrinfo(host, ports, &hints, &res);
+  if (e) {
+    fprintf(stderr, "speechc: error: --host %s: %s\n", host, gai_strerror(e));
+    return SC_EUSAGE;
+  }
+  memcpy(ss, res->ai_addr, res->ai_addrlen);
+  *v6 = res->ai_family == AF_INET6;
+  freeaddrinfo(res);
+  return SC_OK;
+}
+
+int cmd_serve(int argc, char **argv) {
+  const char *path = NULL, *host = "127.0.0.1", *name = NULL;
+  TtsTextOpts to = tts_text_defaults();
+  int port = 8000, max_streams = 4, quiet = 0, max_frames = 2048, decoder_batch = 1;
+  long max_body_kb = 64, v;
+  double timeout = 60;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+#define INT(flag, lo, hi, dst)                                                           \
+  else if (is_flag(a, flag)) {                                                           \
+    if (parse_int(flag, flag_value(argc, argv, &i, flag), lo, hi, &v)) return SC_EUSAGE; \
+    dst = (int)v;                                                                        \
+  }
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage_serve, stdout);
+      return 0;
+    } else if (is_flag(a, "--host")) {
+      if (!(host = flag_value(argc, argv, &i, "--host"))) return usage_error(usage_serve, "%s needs an address", a);
+    } else if (is_flag(a, "--name")) {
+      if (!(name = flag_value(argc, argv, &i, "--name"))) return usage_error(usage_serve, "%s needs a name", a);
+    } else if (is_flag(a, "--tokenizer")) {
+      if (!(to.tokenizer = flag_value(argc, argv, &i, "--tokenizer")))
+        return usage_error(usage_serve, "%s needs a directory", a);
+    } else if (is_flag(a, "--codec")) {
+      if (!(to.codec = flag_value(argc, argv, &i, "--codec"))) return usage_error(usage_serve, "%s needs a path", a);
+    } else if (is_flag(a, "--max-body-kb")) {
+      if (parse_int("--max-body-kb", flag_value(argc, argv, &i, "--max-body-kb"), 1, 1 << 20, &max_body_kb))
+        return SC_EUSAGE;
+    } else if (is_flag(a, "--timeout")) {
+      if (parse_float("--timeout", flag_value(argc, argv, &i, "--timeout"), 1, 86400, &timeout)) return SC_EUSAGE;
+    } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+      quiet = 1;
+    }
+    INT("--port", 0, 65535, port)
+    INT("--max-streams", 1, 256, max_streams)
+    INT("--max-frames", 1, 1 << 20, max_frames)
+    INT("--threads", 0, 1024, to.threads)
+    INT("--decoder-threads", 0, 1024, to.decoder_threads)
+    INT("--decoder-batch", 0, 1 << 20, decoder_batch)
+    else if (a[0] == '-' && a[1]) {
+      return usage_error(usage_serve, "unknown option '%s'", a);
+    } else if (!path) {
+      path = a;
+    } else {
+      return usage_error(usage_serve, "unexpected argument '%s'", a);
+    }
+#undef INT
+  }
+  if (!path) return usage_error(usage_serve, "%s", "missing model.so");
+  char tokbeside[4096], codecbeside[4096], namebuf[256];
+  tts_text_resolve(path, &to, tokbeside, codecbeside);
+  if (!to.tokenizer)
+    return usage_error(usage_serve, "%s", "no tokenizer: pass --tokenizer DIR, or build the model from a checkpoint "
+                       "directory with one (speechc build writes it beside model.so as model.tokenizer/)");
+  if (!to.codec)
+    return usage_error(usage_serve, "%s", "no codec decoder beside the model (hint: build the checkpoint directory "
+                       "that holds speech_tokenizer/, or pass --codec)");
+  if (!name) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t n = strlen(base);
+    if (n > 3 && !strcmp(base + n - 3, ".so")) n -= 3;
+    snprintf(namebuf, sizeof namebuf, "%.*s", (int)n, base);
+    name = namebuf;
+  }
+  struct sockaddr_storage addr;
+  int v6 = 0;
+  if (bind_address(host, port, &addr, &v6)) return SC_EUSAGE;
+
+  Server srv = {.path = path, .name = name, .max_body = (size_t)max_body_kb * 1024, .timeout = timeout,
+                .quiet = quiet, .max_streams = max_streams};
+  sc_error err = {0};
+  int rc = tts_text_open(path, &to, &srv.tts, &err);
+  if (rc) return report(rc, &err);
+  srv.info = tts_text_info(srv.tts);
+  srv.limits = (ServeLimits){max_frames, srv.info->speakers, srv.info->n_speakers, srv.info->languages,
+                             srv.info->n_languages};
+  srv.base = sc_tts_defaults();
+  srv.base.audio_batch = decoder_batch;
+  srv.streams = calloc((size_t)max_streams, sizeof *srv.streams);
+  srv.busy = calloc((size_t)max_streams, sizeof *srv.busy);
+  pthread_mutex_init(&srv.mu, NULL);
+  if (!srv.streams || !srv.busy || metrics_init(&srv.metrics)) {
+    rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
+    goto out;
+  }
+
+  /* SIGINT and SIGTERM are taken by sigwait below: blocked in every thread
+   * (libmicrohttpd's inherit the mask); a client gone mid-write is EPIPE,
+   * not a signal */
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  struct MHD_Daemon *d = MHD_start_daemon(
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+          (v6 ? MHD_USE_IPv6 : 0),
+      (uint16_t)port, NULL, NULL, handle, &srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &srv,
+      MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+      MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ceil(timeout), MHD_OPTION_CONNECTION_LIMIT,
+      (unsigned)(max_streams + 64), MHD_OPTION_NOTIFY_COMPLETED, completed, &srv, MHD_OPTION_END);
+  if (!d) {
+    rc = sc_fail(&err, SC_EUSAGE, "cannot listen on %s port %d: %s (hint: another server there? --port 0 takes "
+                 "any free port)", host, port, strerror(errno));
+    goto out;
+  }
+  const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+  int bound = di ? di->port : port;
+  printf("speechc serve: listening on http://%s%s%s:%d (model %s, %d streams, %d Hz)\n", v6 ? "[" : "", host,
+         v6 ? "]" : "", bound, name, max_streams, srv.info->sample_rate);
+  fflush(stdout);
+  int sig = 0;
+  while (sigwait(&sigs, &sig)) {}
+  if (!quiet) fprintf(stderr, "speechc serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  pthread_mutex_lock(&srv.mu);
+  srv.stopping = 1; /* generators stop at their next frame; new requests get 503 */
+  pthread_mutex_unlock(&srv.mu);
+  MHD_stop_daemon(d);
+out:
+  for (int i = 0; srv.streams && i < max_streams; i++) tts_stream_close(srv.streams[i]);
+  free(srv.streams);
+  free(srv.busy);
+  metrics_free(&srv.metrics);
+  pthread_mutex_destroy(&srv.mu);
+  tts_text_close(srv.tts);
+  return report(rc, &err);
+}

@@ -1,0 +1,651 @@
+"""speechc.Model: a compiled model, opened once, driven from Python."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import queue
+import threading
+from ctypes import POINTER, byref, c_int, c_int32, c_size_t, c_void_p
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from . import _lib
+from ._lib import SC_EUSAGE, check
+from .errors import Error
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+_TTS_FAMILY = "qwen3_tts"
+_END = object()
+
+
+@dataclass(frozen=True)
+class SpeechRequest:
+    """A ``POST /v1/audio/speech`` body as ``speechc serve`` reads it
+    (:meth:`Model.parse_speech_request`).
+
+    ``options`` are the keyword arguments of :meth:`Model.tts` /
+    :meth:`Model.tts_stream` the body asks for (speaker from ``voice``,
+    language, instruct, seed, sampling, max_frames).
+    """
+
+    input: str
+    format: str  # "wav" or "pcm" (bare s16le)
+    stream: bool
+    model: Optional[str]
+    options: Dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a compiled model is (``speechc inspect`` prints the same).
+
+    The TTS fields are set for a Qwen3-TTS model only: ``speakers`` and
+    ``languages`` are the names ``tts`` accepts, ``sample_rate`` and
+    ``samples_per_frame`` those of its codec decoder (``None`` without one).
+    """
+
+    path: str
+    family: str
+    model_type: str
+    target: str
+    compiler_version: str
+    weight_file: str
+    vocab: int
+    hidden: int
+    n_layers: int
+    max_context: int
+    weight_bytes: int
+    state_bytes: int
+    config_hash: int
+    config: Dict[str, Any] = field(repr=False)
+    has_tokenizer: bool = False
+    speakers: Tuple[str, ...] = ()
+    languages: Tuple[str, ...] = ()
+    codebooks: Optional[int] = None
+    sample_rate: Optional[int] = None
+    samples_per_frame: Optional[int] = None
+
+
+def _s(b: Optional[bytes]) -> str:
+    return b.decode("utf-8", "replace") if b is not None else ""
+
+
+def _int32_array(what: str, ids: Sequence[int]) -> "ctypes.Array[c_int32]":
+    try:
+        a = np.asarray(ids)
+    except Exception as e:  # ragged, not numbers
+        raise Error(SC_EUSAGE, f"{what}: expected a sequence of token ids ({e})") from None
+    if a.ndim != 1 or (a.size and a.dtype.kind not in "iu"):
+        raise Error(SC_EUSAGE, f"{what}: expected a flat sequence of integer token ids, got shape {a.shape} "
+                               f"of {a.dtype}")
+    if a.size and (a.min() < -2**31 or a.max() >= 2**31):
+        raise Error(SC_EUSAGE, f"{what}: ids must fit in int32")
+    a = np.ascontiguousarray(a, dtype=np.int32)
+    return (c_int32 * len(a)).from_buffer_copy(a.tobytes()) if a.size else (c_int32 * 1)()
+
+
+def _sampling(base: "_lib.sc_sample_params", what: str, greedy: Optional[bool], temperature: Optional[float],
+              top_k: Optional[int], top_p: Optional[float], repetition_penalty: Optional[float],
+              seed: Optional[int]) -> None:
+    """Overwrite the fields of base that are not None (validated by C)."""
+    if greedy is not None:
+        base.greedy = 1 if greedy else 0
+    for name, v, kind in (("temperature", temperature, float), ("top_k", top_k, int), ("top_p", top_p, float),
+                          ("repetition_penalty", repetition_penalty, float)):
+        if v is None:
+            continue
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
+            raise Error(SC_EUSAGE, f"{what}{name}: expected {'an integer' if kind is int else 'a number'}, "
+                                   f"got {v!r}")
+        if kind is int and not -2**31 <= v < 2**31:
+            raise Error(SC_EUSAGE, f"{what}{name}: {v} is out of range")
+        setattr(base, name, kind(v))
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+            raise Error(SC_EUSAGE, f"seed: expected an integer in [0, 2**64), got {seed!r}")
+        base.seed = seed
+
+
+class Model:
+    """A model built by ``speechc build`` (or :func:`speechc.build`): the
+    ``.so``, its weight file, and what was built beside it (the tokenizer
+    ``X.tokenizer/``, the codec decoder ``X.codec.so``).
+
+    ``info`` (:class:`ModelInfo`) says what it is.  Use it as a context
+    manager, or call :meth:`close`::
+
+        with speechc.Model("tts.so") as m:
+            pcm, rate = m.tts("Hello", speaker="ryan", language="english", seed=1)
+
+    Threads: a Model may be shared by threads.  Every call (``generate``,
+    ``tts``, ``tts_stream``) runs on a session of its own, taken from a pool
+    of idle sessions kept by the Model (a new one opened when none is idle),
+    so concurrent calls run in parallel, each with its own KV caches and
+    kernel threads (``threads`` of them; 0 = one per physical core: give
+    each concurrent caller ``threads=cores // callers``).  ``tokenize`` and
+    ``detokenize`` take a lock.  :meth:`close` must not race with calls in
+    progress.
+    """
+
+    def __init__(self, path: PathLike, *, threads: int = 0, decoder_threads: int = 0, verify_weights: bool = True,
+                 tokenizer: Optional[PathLike] = None, codec: Optional[PathLike] = None):
+        """Open ``path`` and its weight file.
+
+        Args:
+            path: the model ``.so``.
+            threads: kernel threads per session (0: one per physical core).
+            decoder_threads: the codec decoder's, for ``tts`` (0: ``threads``).
+            verify_weights: recompute the weight file's checksum at open.
+            tokenizer: a tokenizer directory (default: ``X.tokenizer/``
+                beside ``X.so``, when there).
+            codec: the codec decoder of a Qwen3-TTS model (default:
+                ``X.codec.so`` beside it, when there).
+
+        Raises:
+            Error: the file is missing or not a speechc artifact, its weight
+                file does not match, ... (the C message says which).
+        """
+        self._L = _lib.lib()
+        self._path = os.fspath(path)
+        self._threads = int(threads)
+        self._lock = threading.Lock()
+        self._closed = False
+        self._m = c_void_p()
+        self._tt = c_void_p()
+        self._tok = c_void_p()
+        self._tok_lock = threading.Lock()
+        self._sessions: List[c_void_p] = []
+        self._streams: List[c_void_p] = []
+        L, err = self._L, _lib.sc_error()
+        opts = _lib.sc_open_opts(verify_weights=1 if verify_weights else 0, threads=self._threads)
+        check(L.sc_model_open(self._path.encode(), byref(opts), byref(self._m), byref(err)), err)
+        try:
+            self._open_rest(tokenizer, codec, decoder_threads, verify_weights)
+        except BaseException:
+            self.close()
+            raise
+
+    def _open_rest(self, tokenizer: Optional[PathLike], codec: Optional[PathLike], decoder_threads: int,
+                   verify_weights: bool) -> None:
+        L, err = self._L, _lib.sc_error()
+        mi = _lib.sc_model_info()
+        L.sc_model_get_info(self._m, byref(mi))
+        # the tokenizer: the one given, else X.tokenizer/ when it is there
+        tokdir = None
+        if tokenizer is not None:
+            tokdir = os.fspath(tokenizer)
+        else:
+            buf = ctypes.create_string_buffer(4096)
+            if L.tok_dir_of(self._path.encode(), buf, len(buf)) == 0 and os.path.isdir(buf.value.decode()):
+                tokdir = buf.value.decode()
+        if tokdir is not None:
+            check(L.tok_load(tokdir.encode(), byref(self._tok), byref(err)), err)
+        kw: Dict[str, Any] = {}
+        family = _s(mi.family)
+        if family == _TTS_FAMILY:
+            o = L.tts_text_defaults()
+            o.threads, o.decoder_threads = self._threads, int(decoder_threads)
+            o.verify_weights = 1 if verify_weights else 0
+            keep = []
+            if tokdir is not None:
+                keep.append(tokdir.encode())
+                o.tokenizer = keep[-1]
+            if codec is not None:
+                keep.append(os.fspath(codec).encode())
+                o.codec = keep[-1]
+            tokbuf, codecbuf = ctypes.create_string_buffer(4096), ctypes.create_string_buffer(4096)
+            L.tts_text_resolve(self._path.encode(), byref(o), tokbuf, codecbuf)
+            check(L.tts_text_open(self._path.encode(), byref(o), byref(self._tt), byref(err)), err)
+            ti = L.tts_text_info(self._tt).contents
+            kw = dict(speakers=tuple(_s(ti.speakers[i]) for i in range(ti.n_speakers)),
+                      languages=tuple(_s(ti.languages[i]) for i in range(ti.n_languages)),
+                      codebooks=ti.codebooks, has_tokenizer=bool(ti.has_tokenizer))
+            if ti.has_codec:
+                kw.update(sample_rate=ti.sample_rate, samples_per_frame=ti.samples_per_frame)
+        else:
+            kw["has_tokenizer"] = bool(self._tok)
+        self.info = ModelInfo(
+            path=self._path, family=family, model_type=_s(mi.model_type), target=_s(mi.target),
+            compiler_version=_s(mi.compiler_version), weight_file=_s(mi.weight_file), vocab=mi.vocab,
+            hidden=mi.hidden, n_layers=mi.n_layers, max_context=mi.max_context, weight_bytes=mi.weight_bytes,
+            state_bytes=mi.state_bytes, config_hash=mi.config_hash,
+            config=json.loads(_s(mi.config_json) or "{}"), **kw)
+
+    # ---- life cycle -------------------------------------------------------
+    def close(self) -> None:
+        """Close the sessions, the model and what was opened with it.
+        Idempotent.  Must not race with calls in progress."""
+        L = self._L
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            for s in self._sessions:
+                L.sc_session_close(s)
+            for s in self._streams:
+                L.tts_stream_close(s)
+            self._sessions, self._streams = [], []
+        if self._tt:
+            L.tts_text_close(self._tt)
+            self._tt = c_void_p()
+        if self._tok:
+            L.tok_free(self._tok)
+            self._tok = c_void_p()
+        if self._m:
+            L.sc_model_close(self._m)
+            self._m = c_void_p()
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __repr__(self) -> str:
+        return f"speechc.Model({self._path!r}{', closed' if self._closed else ''})"
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise Error(SC_EUSAGE, f"{self._path}: the model is closed")
+
+    # pools of idle sessions / TTS streams: one per call in flight
+    def _take(self, pool: List[c_void_p], opener: Callable[[], c_void_p]) -> c_void_p:
+        with self._lock:
+            self._check_open()
+            if pool:
+                return pool.pop()
+        return opener()
+
+    def _give(self, pool: List[c_void_p], s: c_void_p, closer: Callable[[c_void_p], None]) -> None:
+        with self._lock:
+            if not self._closed:
+                pool.append(s)
+                return
+        closer(s)
+
+    def _open_session(self) -> c_void_p:
+        s, err = c_void_p(), _lib.sc_error()
+        check(self._L.sc_session_open(self._m, byref(s), byref(err)), err)
+        return s
+
+    def _open_stream(self) -> c_void_p:
+        s, err = c_void_p(), _lib.sc_error()
+        check(self._L.tts_stream_open(self._tt, byref(s), byref(err)), err)
+        return s
+
+    # ---- language models --------------------------------------------------
+    def generate(self, ids: Sequence[int], n_new: int = 16, *, greedy: Optional[bool] = None,
+                 temperature: Optional[float] = None, top_k: Optional[int] = None, top_p: Optional[float] = None,
+                 repetition_penalty: Optional[float] = None, seed: Optional[int] = None,
+                 eos: Optional[int] = None) -> List[int]:
+        """Prefill ``ids`` and generate up to ``n_new`` tokens (a plain LM:
+        Qwen3, Llama, Qwen3.5), as ``speechc run`` does with the same
+        options.
+
+        Sampling: ``greedy`` (argmax), else ``temperature`` (1.0), ``top_k``
+        (0: off), ``top_p`` (1.0: off), ``repetition_penalty`` (1.0: off),
+        ``seed`` (0): ``None`` keeps those defaults.  Stops after ``eos``
+        when given.  Same seed, same tokens.
+
+        Returns:
+            The new token ids (``eos`` included when it stopped there).
+
+        Raises:
+            Error: not an LM, an id outside the vocabulary, a prompt past
+                the context, a bad sampling value.
+        """
+        self._check_open()
+        if isinstance(n_new, bool) or not isinstance(n_new, int) or not 0 <= n_new < 2**24:
+            raise Error(SC_EUSAGE, f"n_new: expected an integer in [0, 2**24), got {n_new!r}")
+        if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or not 0 <= eos < 2**31):
+            raise Error(SC_EUSAGE, f"eos: expected a token id, got {eos!r}")
+        if self.info.family == _TTS_FAMILY:
+            raise Error(SC_EUSAGE, f"{self._path} is a Qwen3-TTS model; use Model.tts")
+        prompt = _int32_array("ids", ids)
+        n_prompt = len(ids)
+        sp = self._L.sc_sample_defaults()
+        _sampling(sp, "", greedy, temperature, top_k, top_p, repetition_penalty, seed)
+        out = (c_int32 * (n_new + 1))()
+        n_out, err = c_int(0), _lib.sc_error()
+        s = self._take(self._sessions, self._open_session)
+        try:
+            self._L.sc_session_reset(s)  # a pooled session holds its last call's tokens
+            rc = self._L.sc_generate(s, prompt, n_prompt, n_new, byref(sp), -1 if eos is None else eos, out,
+                                     byref(n_out), _lib.TOKEN_CB(), None, byref(err))
+        finally:
+            self._give(self._sessions, s, self._L.sc_session_close)
+        check(rc, err)
+        return list(out[:n_out.value])
+
+    # ---- tokenizer ----------------------------------------------------------
+    def _tokenizer(self) -> c_void_p:
+        self._check_open()
+        if not self._tok:
+            raise Error(SC_EUSAGE, f"{self._path}: no tokenizer (hint: speechc build copies the checkpoint's "
+                                   f"into {os.path.splitext(self._path)[0]}.tokenizer/; or pass tokenizer=DIR)")
+        return self._tok
+
+    def tokenize(self, text: str) -> List[int]:
+        """The token ids of ``text`` (the Qwen byte-level BPE, exactly as
+        HF ``tokenizers``; special tokens such as ``<|im_start|>`` are
+        matched first)."""
+        if not isinstance(text, str):
+            raise Error(SC_EUSAGE, f"tokenize: expected a str, got {type(text).__name__}")
+        data = text.encode("utf-8", "surrogatepass")
+        ids, n, err = POINTER(c_int32)(), c_size_t(0), _lib.sc_error()
+        with self._tok_lock:
+            rc = self._L.tok_encode(self._tokenizer(), data, len(data), b"text", byref(ids), byref(n), byref(err))
+        check(rc, err)
+        try:
+            return list(ids[:n.value]) if n.value else []
+        finally:
+            self._L.sc_free(ids)
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """The text of ``ids`` (special tokens included); bytes that are not
+        UTF-8 (a character cut in two) become U+FFFD."""
+        arr = _int32_array("ids", ids)
+        text, n, err = c_void_p(), c_size_t(0), _lib.sc_error()
+        with self._tok_lock:
+            rc = self._L.tok_decode(self._tokenizer(), arr, len(ids), byref(text), byref(n), byref(err))
+        check(rc, err)
+        try:
+            return ctypes.string_at(text, n.value).decode("utf-8", "replace")
+        finally:
+            self._L.sc_free(text)
+
+    # ---- Qwen3-TTS ------------------------------------------------------------
+    def _request(self, text: str, speaker: Optional[str], language: Optional[str], instruct: Optional[str],
+                 seed: Optional[int], greedy: Optional[bool], temperature: Optional[float], top_k: Optional[int],
+                 top_p: Optional[float], repetition_penalty: Optional[float], sub_temperature: Optional[float],
+                 sub_top_k: Optional[int], sub_top_p: Optional[float], non_streaming: bool,
+                 max_frames: Optional[int], decoder_batch: int, sequential: bool, min_frames: Optional[int] = None
+                 ) -> Tuple["_lib.TtsTextRequest", list]:
+        self._check_open()
+        if self.info.family != _TTS_FAMILY:
+            raise Error(SC_EUSAGE, f"{self._path} is a {self.info.family} model, not a Qwen3-TTS model "
+                                   f"(hint: Model.generate drives plain LMs)")
+        keep: list = []
+
+        def cstr(what: str, v: Optional[str]) -> Optional[bytes]:
+            if v is None:
+                return None
+            if not isinstance(v, str):
+                raise Error(SC_EUSAGE, f"{what}: expected a str, got {type(v).__name__}")
+            b = v.encode("utf-8", "surrogatepass")
+            if b"\0" in b:
+                raise Error(SC_EUSAGE, f"{what}: contains a NUL character")
+            keep.append(b)
+            return b
+
+        r = _lib.TtsTextRequest()
+        if text is None:
+            raise Error(SC_EUSAGE, "text: expected a str, got None")
+        r.text = cstr("text", text)
+        r.instruct = cstr("instruct", instruct)
+        p = self._L.sc_tts_defaults()
+        p.speaker = cstr("speaker", speaker)
+        p.language = cstr("language", language)
+        p.non_streaming = 1 if non_streaming else 0
+        if max_frames is not None:
+            if isinstance(max_frames, bool) or not isinstance(max_frames, int) or not 1 <= max_frames < 2**24:
+                raise Error(SC_EUSAGE, f"max_frames: expected an integer in [1, 2**24), got {max_frames!r}")
+            p.max_frames = max_frames
+        if min_frames is not None:
+            if isinstance(min_frames, bool) or not isinstance(min_frames, int) or not 0 <= min_frames < 2**24:
+                raise Error(SC_EUSAGE, f"min_frames: expected an integer in [0, 2**24), got {min_frames!r}")
+            p.min_frames = min_frames
+        _sampling(p.talker, "", greedy, temperature, top_k, top_p, repetition_penalty, seed)
+        _sampling(p.predictor, "sub_", greedy, sub_temperature, sub_top_k, sub_top_p, None, seed)
+        if isinstance(decoder_batch, bool) or not isinstance(decoder_batch, int) or not 0 <= decoder_batch < 2**20:
+            raise Error(SC_EUSAGE, f"decoder_batch: expected an integer in [0, 2**20), got {decoder_batch!r}")
+        p.audio_batch = decoder_batch
+        p.audio_sequential = 1 if sequential else 0
+        r.params = p
+        return r, keep
+
+    def _speak(self, r: "_lib.TtsTextRequest", on_pcm: Callable[[np.ndarray], bool]) -> int:
+        """Run request r on a pooled stream; on_pcm gets each frame's samples
+        (a copy) on the decoder thread and returns True to stop."""
+        failure: List[BaseException] = []
+
+        def cb(user: Any, pcm: Any, n: int, frame: int) -> int:
+            try:
+                return 1 if on_pcm(np.ctypeslib.as_array(pcm, (n,)).copy()) else 0
+            except BaseException as e:  # raised again by the caller
+                failure.append(e)
+                return 1
+
+        r.on_pcm = _lib.PCM_CB(cb)
+        n_frames, err = c_int(0), _lib.sc_error()
+        s = self._take(self._streams, self._open_stream)
+        try:
+            rc = self._L.tts_text_speak(s, byref(r), byref(n_frames), byref(err))
+        finally:
+            self._give(self._streams, s, self._L.tts_stream_close)
+        if failure:
+            raise failure[0]
+        check(rc, err)
+        return n_frames.value
+
+    def tts(self, text: str, *, speaker: Optional[str] = None, language: Optional[str] = None,
+            instruct: Optional[str] = None, seed: Optional[int] = None, greedy: Optional[bool] = None,
+            temperature: Optional[float] = None, top_k: Optional[int] = None, top_p: Optional[float] = None,
+            repetition_penalty: Optional[float] = None, sub_temperature: Optional[float] = None,
+            sub_top_k: Optional[int] = None, sub_top_p: Optional[float] = None, non_streaming: bool = False,
+            max_frames: Optional[int] = None, min_frames: Optional[int] = None, decoder_batch: int = 0,
+            sequential: bool = False) -> Tuple[np.ndarray, int]:
+        """Speak ``text`` with a Qwen3-TTS model, as ``speechc tts --text``
+        does with the same options: the official chat template, the
+        official sampling defaults (talker top-k 50, temperature 0.9,
+        repetition penalty 1.05; code predictor top-k 50, temperature 0.9;
+        ``None`` keeps a default), and the codec decoder built beside the
+        model.
+
+        Args:
+            text: what to say (UTF-8).
+            speaker: a name of ``info.speakers``.
+            language: a name of ``info.languages``, or ``"auto"``.
+            instruct: an instruction (its own chat template).
+            seed: the samplers' seed (default 0): same seed, same audio.
+            greedy: argmax for talker and code predictor.
+            temperature, top_k, top_p, repetition_penalty: the talker's.
+            sub_temperature, sub_top_k, sub_top_p: the code predictor's.
+            non_streaming: all text in the prompt (``--non-streaming``).
+            max_frames: stop after this many frames (default 2048).
+            min_frames: the codec EOS is suppressed for this many frames
+                (default 2, the official value).
+            decoder_batch: frames per codec call at most (0: the codec's
+                build-time maximum; 1: frame by frame, the same bits as
+                ``sequential``).
+            sequential: decode each frame on the calling thread before the
+                next is generated (no decoder thread).
+
+        Returns:
+            ``(samples, sample_rate)``: mono float32 samples in [-1, 1].
+
+        Raises:
+            Error: no tokenizer or codec decoder, an unknown speaker or
+                language (the message lists the valid ones), a bad value.
+        """
+        r, keep = self._request(text, speaker, language, instruct, seed, greedy, temperature, top_k, top_p,
+                                repetition_penalty, sub_temperature, sub_top_k, sub_top_p, non_streaming,
+                                max_frames, decoder_batch, sequential, min_frames)
+        chunks: List[np.ndarray] = []
+        self._speak(r, lambda pcm: chunks.append(pcm) is not None)
+        pcm = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
+        return pcm, int(self.info.sample_rate or 0)
+
+    def parse_speech_request(self, body: Union[bytes, str], max_frames: int = 2048) -> SpeechRequest:
+        """Read an OpenAI-shaped speech request (``input``, ``voice``,
+        ``response_format`` wav|pcm, ``speed`` 1.0 only, and speechc's
+        extras: ``language``, ``instruct``, ``seed``, sampling,
+        ``max_frames``, ``stream``) with the parser ``speechc serve`` uses
+        (compiler/serve_request.h), against this model's speakers and
+        languages, so that both servers accept and refuse the same bodies.
+
+        Args:
+            body: the JSON body.
+            max_frames: the most a request may ask for, and its default.
+
+        Raises:
+            Error: (code 1) a body that is not such a request; the message
+                names the field and, for a value outside a set, the values
+                accepted.
+        """
+        self._check_open()
+        if self.info.family != _TTS_FAMILY:
+            raise Error(SC_EUSAGE, f"{self._path} is a {self.info.family} model, not a Qwen3-TTS model")
+        data = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else bytes(body)
+        voices = [v.encode() for v in self.info.speakers]
+        langs = [x.encode() for x in self.info.languages]
+        lim = _lib.ServeLimits(max_frames=max_frames, n_voices=len(voices), n_languages=len(langs))
+        lim.voices = (ctypes.c_char_p * max(1, len(voices)))(*voices)
+        lim.languages = (ctypes.c_char_p * max(1, len(langs)))(*langs)
+        r, err = _lib.ServeRequest(), _lib.sc_error()
+        check(self._L.serve_request_parse(data, len(data), byref(lim), byref(r), byref(err)), err)
+        try:
+            p = r.params
+            t, q = p.talker, p.predictor
+            options: Dict[str, Any] = dict(
+                speaker=None if r.voice is None else _s(r.voice),
+                language=None if r.language is None else _s(r.language),
+                instruct=None if r.instruct is None else _s(r.instruct),
+                seed=int(t.seed), greedy=bool(t.greedy), temperature=float(t.temperature), top_k=int(t.top_k),
+                top_p=float(t.top_p), repetition_penalty=float(t.repetition_penalty),
+                sub_temperature=float(q.temperature), sub_top_k=int(q.top_k), sub_top_p=float(q.top_p),
+                max_frames=int(p.max_frames))
+            return SpeechRequest(input=_s(r.input), format="pcm" if r.format == 1 else "wav", stream=bool(r.stream),
+                                 model=None if r.model is None else _s(r.model), options=options)
+        finally:
+            self._L.serve_request_free(byref(r))
+
+    def tts_stream(self, text: str, **options: Any) -> "TtsStream":
+        """Speak ``text`` as :meth:`tts` does (same options), yielding each
+        frame's samples (float32, ``info.samples_per_frame`` of them) as
+        soon as the codec has decoded it, while later frames are generated.
+
+        The chunks concatenate to exactly what :meth:`tts` returns with the
+        same options.  Generation runs on a thread of its own, started by
+        the first ``next()``, at most :attr:`TtsStream.QUEUE` frames ahead
+        of the reader.  To leave early, ``close()`` the iterator (or use it
+        in a ``with`` block, or drop it): that stops the generation before
+        its next frame and waits for the C call to end, so its session is
+        free again.  An error in the middle is raised after the chunks made
+        before it::
+
+            with m.tts_stream("Hello", speaker="ryan") as chunks:
+                for pcm in chunks:
+                    play(pcm)
+        """
+        for k in options:
+            if k not in _TTS_OPTIONS:
+                raise Error(SC_EUSAGE, f"tts_stream: unknown option '{k}' (accepted: {', '.join(_TTS_OPTIONS)})")
+        o = dict(_TTS_DEFAULTS, **options)
+        r, keep = self._request(text, **o)
+        return self._stream(r, keep)
+
+    def _stream(self, r: "_lib.TtsTextRequest", keep: list) -> "TtsStream":
+        return TtsStream(self, r, keep)
+
+
+class TtsStream(Iterator[np.ndarray]):
+    """The iterator :meth:`Model.tts_stream` returns: each frame's PCM as
+    the codec decodes it.
+
+    Generation runs on a thread of its own from the first ``next()``.  At
+    most ``QUEUE`` chunks wait for the consumer: a slower consumer holds
+    the decoder, and through it the generation (``sc_tts_generate`` waits
+    when it is two decoder batches ahead), so a stream never runs far
+    ahead of its reader.  :meth:`close` (called by ``with`` at the end of
+    its block, when the iterator is dropped, and when it is exhausted)
+    stops the generation before its next frame and waits for the C call to
+    return.  ``frames`` is the number of frames generated, set
+    once the call has returned.
+    """
+
+    QUEUE = 8
+
+    def __init__(self, model: Model, r: "_lib.TtsTextRequest", keep: list):
+        self._model, self._r, self._keep = model, r, keep
+        self._q: "queue.Queue[Any]" = queue.Queue(maxsize=self.QUEUE)
+        self._stop = threading.Event()
+        self._failure: List[BaseException] = []
+        self._thread: Optional[threading.Thread] = None
+        self._done = False
+        self.frames: Optional[int] = None
+
+    def _put(self, item: Any) -> bool:
+        """Queue item unless the consumer has gone: False then."""
+        while not self._stop.is_set():
+            try:
+                self._q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _run(self) -> None:
+        try:
+            self.frames = self._model._speak(self._r, lambda pcm: not self._put(pcm))
+        except BaseException as e:
+            self._failure.append(e)
+        finally:
+            self._put(_END)
+
+    def __iter__(self) -> "TtsStream":
+        return self
+
+    def __next__(self) -> np.ndarray:
+        if self._done:
+            raise StopIteration
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="speechc-tts", daemon=True)
+            self._thread.start()
+        try:
+            item = self._q.get()
+        except BaseException:
+            self.close()
+            raise
+        if item is _END:
+            self.close()
+            if self._failure:
+                raise self._failure[0]
+            raise StopIteration
+        return item
+
+    def close(self) -> None:
+        """Stop the generation (if it runs) and wait for it to end."""
+        self._done = True
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def __enter__(self) -> "TtsStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+_TTS_DEFAULTS: Dict[str, Any] = dict(
+    speaker=None, language=None, instruct=None, seed=None, greedy=None, temperature=None, top_k=None, top_p=None,
+    repetition_penalty=None, sub_temperature=None, sub_top_k=None, sub_top_p=None, non_streaming=False,
+    max_frames=None, min_frames=None, decoder_batch=0, sequential=False)
+_TTS_OPTIONS = tuple(_TTS_DEFAULTS)

@@ -1,0 +1,492 @@
+/*
+ * test_serve.c — `speechc serve` over real sockets, with a small HTTP
+ * client of its own (no curl, no Python).
+ *
+ * The model is the committed tiny official TTS checkpoint with a random
+ * codec-tiny decoder (bench/make_random_ckpt) and a byte-level tokenizer
+ * whose ids fit its 512-entry text vocabulary (the one test_cli.sh writes),
+ * built by `speechc build` into a scratch directory.  What holds:
+ *   - a WAV response is byte for byte what `speechc tts --text ... --seed S
+ *     -o x.wav` writes for the same text, speaker and seed; a streamed PCM
+ *     response (chunked) is the same samples, a streamed WAV the same
+ *     samples after a header with the 0xFFFFFFFF sizes;
+ *   - malformed JSON, an oversize body (by Content-Length and chunked), an
+ *     unknown voice, a wrong method or path, a bad response_format, speed,
+ *     garbage instead of HTTP: the right status, an OpenAI-shaped error
+ *     naming the problem, and /health still answers;
+ *   - a client that leaves mid-stream stops its generation (the stream is
+ *     free again at once, far fewer frames made than the request would
+ *     have), and the server keeps serving;
+ *   - with --max-streams 2 held by two streams, a third request gets 503;
+ *   - a whole response is stopped as well when its client leaves (its
+ *     socket checked at each frame);
+ *   - --timeout 1: a long whole response is 504, an idle connection closed;
+ *   - /metrics counts what happened; SIGINT, and SIGTERM with a stream in
+ *     progress, exit 0 (under ASan: no leaks either).
+ */
+#define _GNU_SOURCE /* memmem, strcasestr */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check.h"
+
+static char tmp[64];
+static int port;
+
+/* ---- a tiny HTTP/1.1 client ------------------------------------------------ */
+
+typedef struct Resp {
+  int status;
+  char headers[4096];
+  unsigned char *body; /* de-chunked */
+  size_t len;
+  int chunks;          /* chunks of a chunked body (0: not chunked) */
+} Resp;
+
+static int connect_to(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -1;
+  struct timeval tv = {60, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static int send_all(int fd, const void *p, size_t n) {
+  const char *s = p;
+  while (n) {
+    ssize_t k = send(fd, s, n, MSG_NOSIGNAL);
+    if (k <= 0) return -1;
+    s += k, n -= (size_t)k;
+  }
+  return 0;
+}
+
+/* Send a request: method path, a JSON body (or NULL), extra header lines. */
+static int send_request(int fd, const char *method, const char *path, const char *body, const char *extra) {
+  char head[1024];
+  snprintf(head, sizeof head, "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%s", method, path,
+           extra ? extra : "");
+  if (body && !(extra && strstr(extra, "Transfer-Encoding")))
+    snprintf(head + strlen(head), sizeof head - strlen(head), "Content-Type: application/json\r\n"
+             "Content-Length: %zu\r\n", strlen(body));
+  strcat(head, "\r\n");
+  return send_all(fd, head, strlen(head)) || (body && send_all(fd, body, strlen(body)));
+}
+
+/* Read to EOF; parse the status line, the headers and the (chunked) body. */
+static int read_response(int fd, Resp *r) {
+  memset(r, 0, sizeof *r);
+  size_t cap = 1 << 16, n = 0;
+  unsigned char *buf = malloc(cap);
+  for (;;) {
+    if (n == cap) buf = realloc(buf, cap *= 2);
+    ssize_t k = recv(fd, buf + n, cap - n, 0);
+    if (k <= 0) break;
+    n += (size_t)k;
+  }
+  unsigned char *end = n >= 4 ? memmem(buf, n, "\r\n\r\n", 4) : NULL;
+  if (!end || sscanf((char *)buf, "HTTP/1.%*d %d", &r->status) != 1) {
+    free(buf);
+    return -1;
+  }
+  size_t hl = (size_t)(end - buf);
+  memcpy(r->headers, buf, hl < sizeof r->headers - 1 ? hl : sizeof r->headers - 1);
+  const unsigned char *p = end + 4, *lim = buf + n;
+  r->body = malloc(n + 1);
+  if (strcasestr(r->headers, "Transfer-Encoding: chunked")) {
+    for (;;) {
+      unsigned long k = strtoul((const char *)p, NULL, 16);
+      const unsigned char *nl = memmem(p, (size_t)(lim - p), "\r\n", 2);
+      if (!nl || (size_t)(lim - nl - 2) < k) break; /* a cut body */
+      p = nl + 2;
+      if (!k) break;
+      memcpy(r->body + r->len, p, k);
+      r->len += k;
+      r->chunks++;
+      p += k + 2;
+    }
+  } else {
+    r->len = (size_t)(lim - p);
+    memcpy(r->body, p, r->len);
+  }
+  r->body[r->len] = 0;
+  free(buf);
+  return 0;
+}
+
+static int request(const char *method, const char *path, const char *body, const char *extra, Resp *r) {
+  int fd = connect_to();
+  memset(r, 0, sizeof *r);
+  if (fd < 0) return -1;
+  int rc = send_request(fd, method, path, body, extra) ? -1 : read_response(fd, r);
+  close(fd);
+  return rc;
+}
+
+static int post(const char *body, Resp *r) { return request("POST", "/v1/audio/speech", body, NULL, r); }
+
+static int health_ok(void) {
+  Resp r;
+  int ok = !request("GET", "/health", NULL, NULL, &r) && r.status == 200 && strstr((char *)r.body, "\"ok\"");
+  free(r.body);
+  return ok;
+}
+
+static int active_streams(void) {
+  Resp r;
+  int n = -1;
+  if (!request("GET", "/health", NULL, NULL, &r) && r.status == 200) {
+    const char *a = strstr((char *)r.body, "\"active_streams\":");
+    if (a) n = atoi(a + 17);
+  }
+  free(r.body);
+  return n;
+}
+
+/* The value of a metric line "NAME VALUE" (-1 when missing). */
+static double metric(const char *name) {
+  Resp r;
+  double v = -1;
+  if (!request("GET", "/metrics", NULL, NULL, &r) && r.status == 200) {
+    char *at = (char *)r.body;
+    size_t n = strlen(name);
+    while ((at = strstr(at, name)))
+      if ((at == (char *)r.body || at[-1] == '\n') && at[n] == ' ') {
+        v = atof(at + n + 1);
+        break;
+      } else {
+        at += n;
+      }
+  }
+  free(r.body);
+  return v;
+}
+
+/* Wait (at most secs) until no stream is active; 1 when it happened. */
+static int idle_within(double secs) {
+  for (int i = 0; i < (int)(secs * 50); i++) {
+    if (active_streams() == 0) return 1;
+    usleep(20000);
+  }
+  return 0;
+}
+
+/* A long streamed request on its own connection, its status and first
+ * bytes read, the rest left unread.  seed 5 at temperature 100 makes no
+ * EOS: the tiny talker runs until its context is full, ~2000 frames. */
+#define LONG_STREAM "{\"input\":\"Hello world\",\"seed\":5,\"temperature\":100,\"top_k\":0,\"max_frames\":20000," \
+                    "\"response_format\":\"pcm\",\"stream\":true}"
+static int open_long_stream(void) {
+  int fd = connect_to();
+  if (fd < 0 || send_request(fd, "POST", "/v1/audio/speech", LONG_STREAM, NULL)) return -1;
+  char buf[4096];
+  size_t n = 0;
+  while (n < sizeof buf) { /* the headers and some audio */
+    ssize_t k = recv(fd, buf + n, sizeof buf - n, 0);
+    if (k <= 0) break;
+    n += (size_t)k;
+  }
+  if (n < 12 || strncmp(buf, "HTTP/1.1 200", 12)) {
+    fprintf(stderr, "long stream: %.*s\n", (int)(n < 200 ? n : 200), buf);
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/* ---- the fixture ------------------------------------------------------------ */
+
+/* GPT-2's byte-level alphabet as vocab.json: ids 0..255 in bytes_to_unicode
+ * order, plus the chat template's added tokens at the tiny model's ids. */
+static void write_tokenizer(const char *dir) {
+  char path[2200];
+  snprintf(path, sizeof path, "%s/vocab.json", dir);
+  FILE *f = fopen(path, "w");
+  int id = 0, extra = 0;
+  fputc('{', f);
+  for (int pass = 0; pass < 2; pass++)
+    for (int b = 0; b < 256; b++) {
+      int printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+      if (printable != !pass) continue;
+      fprintf(f, "%s\"\\u%04x\": %d", id ? "," : "", pass ? 256 + extra++ : b, id);
+      id++;
+    }
+  fputs("}\n", f);
+  fclose(f);
+  snprintf(path, sizeof path, "%s/merges.txt", dir);
+  fclose(fopen(path, "w"));
+  snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+  f = fopen(path, "w");
+  fputs("{\"added_tokens_decoder\": {\"300\": {\"content\": \"assistant\"}, \"480\": {\"content\": "
+        "\"<|im_start|>\"}, \"481\": {\"content\": \"<|im_end|>\"}}}\n", f);
+  fclose(f);
+}
+
+static unsigned char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  *n = 0;
+  if (!f) return NULL;
+  unsigned char *b = malloc(1 << 24);
+  *n = fread(b, 1, 1 << 24, f);
+  fclose(f);
+  return b;
+}
+
+/* Start the server; its port from the line it prints.  *pid its process. */
+static int start_server(const char *bin, const char *model, pid_t *pid, const char *timeout) {
+  int pfd[2];
+  if (pipe(pfd)) return -1;
+  *pid = fork();
+  if (*pid == 0) {
+    dup2(pfd[1], 1);
+    close(pfd[0]);
+    close(pfd[1]);
+    execl(bin, bin, "serve", model, "--port", "0", "--max-streams", "2", "--max-body-kb", "4", "--max-frames",
+          "20000", "--threads", "1", "--timeout", timeout, "-q", (char *)NULL);
+    _exit(127);
+  }
+  close(pfd[1]);
+  char line[512];
+  size_t n = 0;
+  while (n < sizeof line - 1) {
+    ssize_t k = read(pfd[0], line + n, 1);
+    if (k <= 0 || line[n] == '\n') break;
+    n++;
+  }
+  line[n] = 0;
+  close(pfd[0]);
+  const char *at = strstr(line, "127.0.0.1:");
+  return at ? atoi(at + 10) : -1;
+}
+
+/* Wait for pid (at most secs): its wait status, or -1 on timeout. */
+static int wait_exit(pid_t pid, double secs) {
+  for (int i = 0; i < (int)(secs * 100); i++) {
+    int st;
+    if (waitpid(pid, &st, WNOHANG) == pid) return st;
+    usleep(10000);
+  }
+  return -1;
+}
+
+int main(void) {
+  signal(SIGPIPE, SIG_IGN);
+  const char *bin = getenv("SPEECHC_BIN");
+  CHECK_MSG(bin && access(bin, X_OK) == 0, "SPEECHC_BIN must name the speechc binary (ctest sets it)");
+  if (!bin) CHECK_DONE();
+  snprintf(tmp, sizeof tmp, "/tmp/speechc_serve_XXXXXX");
+  CHECK(mkdtemp(tmp) != NULL);
+  char cmd[2048], model[128], ref[128];
+  const char *slash = strrchr(bin, '/');
+  snprintf(cmd, sizeof cmd, "cp -r tests/data/tts/tts_tiny_06b_layout %s/tts && '%.*smake_random_ckpt' codec-tiny "
+           "%s/tts/speech_tokenizer --dtype f32 >/dev/null", tmp, slash ? (int)(slash - bin + 1) : 0, bin, tmp);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(cmd, sizeof cmd, "%s/tts", tmp);
+  write_tokenizer(cmd);
+  snprintf(model, sizeof model, "%s/m.so", tmp);
+  snprintf(ref, sizeof ref, "%s/ref.wav", tmp);
+  snprintf(cmd, sizeof cmd, "'%s' build -q %s/tts -o %s && '%s' tts %s --text 'Hello world' --speaker tiny_speaker "
+           "--seed 3 --max-frames 12 --decoder-batch 1 -q -o %s", bin, tmp, model, bin, model, ref);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  size_t ref_len;
+  unsigned char *want = slurp(ref, &ref_len);
+  CHECK(want && ref_len > 44 + 1920 * 2);
+  if (check_failures) CHECK_DONE();
+
+  pid_t pid = -1;
+  port = start_server(bin, model, &pid, "60");
+  CHECK_MSG(port > 0, "the server did not print its port");
+  if (port <= 0) CHECK_DONE();
+  Resp r;
+
+  /* the same bytes as speechc tts: whole, streamed PCM, streamed WAV */
+  const char *say = "{\"model\":\"m\",\"input\":\"Hello world\",\"voice\":\"tiny_speaker\",\"seed\":3,\"max_frames\":12%s}";
+  char body[512];
+  snprintf(body, sizeof body, say, "");
+  CHECK(post(body, &r) == 0 && r.status == 200);
+  CHECK_CONTAINS(r.headers, "audio/wav");
+  CHECK_MSG(r.len == ref_len && !memcmp(r.body, want, ref_len), "WAV: %zu bytes, speechc tts wrote %zu", r.len,
+            ref_len);
+  free(r.body);
+  snprintf(body, sizeof body, say, ",\"stream\":true,\"response_format\":\"pcm\"");
+  CHECK(post(body, &r) == 0 && r.status == 200 && r.chunks >= 1);
+  CHECK_CONTAINS(r.headers, "audio/pcm");
+  CHECK_MSG(r.len == ref_len - 44 && !memcmp(r.body, want + 44, ref_len - 44), "streamed PCM: %zu bytes in %d "
+            "chunks, want %zu", r.len, r.chunks, ref_len - 44);
+  free(r.body);
+  snprintf(body, sizeof body, say, ",\"stream\":true");
+  CHECK(post(body, &r) == 0 && r.status == 200 && r.len == ref_len);
+  static const unsigned char unknown[4] = {0xff, 0xff, 0xff, 0xff};
+  CHECK(r.len == ref_len && !memcmp(r.body, want, 4) && !memcmp(r.body + 4, unknown, 4) &&
+        !memcmp(r.body + 8, want + 8, 32) && !memcmp(r.body + 40, unknown, 4) &&
+        !memcmp(r.body + 44, want + 44, ref_len - 44));
+  free(r.body);
+
+  /* refusals: status, message, and the server still answers */
+  static const struct {
+    const char *method, *path, *body, *extra;
+    int status;
+    const char *says;
+  } bad[] = {
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\",", NULL, 400, "not valid JSON"},
+      {"POST", "/v1/audio/speech", "[1, 2]", NULL, 400, "expected a JSON object"},
+      {"POST", "/v1/audio/speech", "{\"voice\": \"tiny_speaker\"}", NULL, 400, "input: missing"},
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"voice\": \"alloy\"}", NULL, 400,
+       "voice: 'alloy' is not one of this model's: tiny_dialect, tiny_speaker"},
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"response_format\": \"mp3\"}", NULL, 400,
+       "response_format: 'mp3' is not supported"},
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"speed\": 1.25}", NULL, 400, "speed: 1.25 is not supported"},
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"temprature\": 0.5}", NULL, 400,
+       "unknown field 'temprature'"},
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"max_frames\": 20001}", NULL, 400,
+       "max_frames: 20001 is outside [1, 20000]"},
+      {"GET", "/v1/audio/speech", NULL, NULL, 405, "method not allowed; use POST"},
+      {"POST", "/health", "{}", NULL, 405, "method not allowed; use GET"},
+      {"GET", "/v1/audio/speeches", NULL, NULL, 404, "no endpoint /v1/audio/speeches"},
+      {"POST", "/v1/audio/speech", NULL, "Content-Length: 5000\r\n", 413, "this server takes at most 4096"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    CHECK(request(bad[i].method, bad[i].path, bad[i].body, bad[i].extra, &r) == 0);
+    CHECK_MSG(r.status == bad[i].status, "%s %s %s: %d, want %d", bad[i].method, bad[i].path,
+              bad[i].body ? bad[i].body : "", r.status, bad[i].status);
+    CHECK_CONTAINS((char *)r.body, bad[i].says);
+    CHECK_CONTAINS((char *)r.body, "{\"error\":{\"message\":");
+    CHECK_CONTAINS(r.headers, "application/json");
+    free(r.body);
+    CHECK(health_ok());
+  }
+  /* a chunked body past the limit: refused once it is read */
+  {
+    int fd = connect_to();
+    CHECK(fd >= 0 && send_request(fd, "POST", "/v1/audio/speech", NULL, "Transfer-Encoding: chunked\r\n") == 0);
+    static char chunk[1100];
+    memset(chunk, 'a', sizeof chunk);
+    memcpy(chunk, "400\r\n", 5);
+    memcpy(chunk + 5 + 1024, "\r\n", 2);
+    for (int k = 0; k < 6; k++) send_all(fd, chunk, 5 + 1024 + 2);
+    send_all(fd, "0\r\n\r\n", 5);
+    CHECK(read_response(fd, &r) == 0 && r.status == 413);
+    CHECK_CONTAINS((char *)r.body, "more than 4096 bytes");
+    free(r.body);
+    close(fd);
+    CHECK(health_ok());
+  }
+  /* not HTTP at all */
+  {
+    int fd = connect_to();
+    CHECK(fd >= 0 && send_all(fd, "\x01\x02 garbage\r\n\r\n", 14) == 0);
+    read_response(fd, &r);
+    CHECK_MSG(r.status == 0 || r.status == 400, "garbage: %d", r.status);
+    free(r.body);
+    close(fd);
+    CHECK(health_ok());
+  }
+
+  /* a client that leaves mid-stream: its generation stops */
+  double frames0 = metric("speechc_frames_total");
+  int fd = open_long_stream();
+  CHECK(fd >= 0);
+  close(fd);
+  CHECK_MSG(idle_within(3), "the stream is still generating after its client left");
+  double made = metric("speechc_frames_total") - frames0;
+  CHECK_MSG(made > 0 && made < 1000, "%g frames made for a client that left", made);
+  CHECK(metric("speechc_speech_disconnects_total") == 1);
+  CHECK(health_ok());
+
+  /* the same for a whole response: its socket is checked each frame */
+  fd = connect_to();
+  char whole[512];
+  snprintf(whole, sizeof whole, "%.*s}", (int)(strstr(LONG_STREAM, ",\"stream\"") - LONG_STREAM), LONG_STREAM);
+  CHECK(fd >= 0 && send_request(fd, "POST", "/v1/audio/speech", whole, NULL) == 0);
+  for (int i = 0; i < 100 && active_streams() != 1; i++) usleep(10000); /* it has started */
+  frames0 = metric("speechc_frames_total");
+  close(fd);
+  CHECK_MSG(idle_within(3), "the whole response is still generating after its client left");
+  made = metric("speechc_frames_total") - frames0;
+  CHECK_MSG(made >= 0 && made < 1000, "%g frames made for a client that left", made);
+  CHECK(metric("speechc_speech_disconnects_total") == 2);
+  CHECK(health_ok());
+
+  /* both streams busy: the third request is refused at once */
+  int a = open_long_stream(), b = open_long_stream();
+  CHECK(a >= 0 && b >= 0 && active_streams() == 2);
+  snprintf(body, sizeof body, say, "");
+  CHECK(post(body, &r) == 0 && r.status == 503);
+  CHECK_CONTAINS((char *)r.body, "all 2 streams are busy");
+  CHECK_CONTAINS((char *)r.body, "\"type\":\"server_busy\"");
+  free(r.body);
+  close(a);
+  close(b);
+  CHECK(idle_within(3));
+  CHECK(post(body, &r) == 0 && r.status == 200 && r.len == ref_len && !memcmp(r.body, want, ref_len));
+  free(r.body);
+
+  /* what /metrics counted */
+  CHECK(metric("speechc_speech_rejected_total") == 1);
+  CHECK(metric("speechc_http_requests_total{endpoint=\"/v1/audio/speech\",code=\"503\"}") == 1);
+  CHECK(metric("speechc_http_requests_total{endpoint=\"/v1/audio/speech\",code=\"413\"}") == 2);
+  CHECK(metric("speechc_time_to_first_audio_seconds_count") >= 7);
+  CHECK(metric("speechc_active_streams") == 0 && metric("speechc_max_streams") == 2);
+  CHECK(request("GET", "/v1/models", NULL, NULL, &r) == 0 && r.status == 200);
+  CHECK_CONTAINS((char *)r.body, "\"id\":\"m\"");
+  CHECK_CONTAINS((char *)r.body, "\"voices\":[\"tiny_dialect\",\"tiny_speaker\"]");
+  free(r.body);
+
+  /* --timeout: a whole response past it is 504, an idle connection is closed */
+  pid_t pid2 = -1;
+  int port1 = port;
+  port = start_server(bin, model, &pid2, "1");
+  CHECK(port > 0);
+  CHECK(post(whole, &r) == 0 && r.status == 504);
+  CHECK_CONTAINS((char *)r.body, "ran past --timeout 1 s");
+  CHECK_CONTAINS((char *)r.body, "\"type\":\"timeout\"");
+  free(r.body);
+  fd = connect_to();
+  char c;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  CHECK_MSG(fd >= 0 && recv(fd, &c, 1, 0) == 0, "an idle connection was not closed");
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CHECK_MSG(t1.tv_sec - t0.tv_sec < 10, "closed after %ld s", (long)(t1.tv_sec - t0.tv_sec));
+  if (fd >= 0) close(fd);
+  CHECK(health_ok());
+  kill(pid2, SIGINT);
+  int st = wait_exit(pid2, 20);
+  CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "after SIGINT: wait status %d", st);
+  port = port1;
+
+  /* SIGTERM with a stream in progress: the stream ends, the server exits 0 */
+  fd = open_long_stream();
+  CHECK(fd >= 0);
+  kill(pid, SIGTERM);
+  st = wait_exit(pid, 20);
+  CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "after SIGTERM: wait status %d", st);
+  if (st == -1) {
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+  }
+  if (fd >= 0) close(fd);
+
+  free(want);
+  snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+  CHECK(system(cmd) == 0);
+  CHECK_DONE();
+}
