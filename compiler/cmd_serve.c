@@ -70,7 +70,7 @@ const char *const usage_serve =
     "  --max-body-kb N         largest request body, KiB (default 64); more is HTTP 413\n"
     "  --timeout S             seconds a connection may sit idle (a slow or stalled client),\n"
     "                          and the most one request may generate for (default 60;\n"
-    "                          past it a whole response is HTTP 504, a stream ends early)\n"
+    "                          past it a whole response is HTTP 504, a stream is cut)\n"
     "  --max-frames N          the most frames a request may ask for, and the default\n"
     "                          (default 2048; 12.5 frames = 1 s of audio)\n"
     "  --name NAME             the model's id in /v1/models (default: the file name\n"
@@ -87,7 +87,10 @@ const char *const usage_serve =
     "                          to rounding only)\n"
     "  -q                      no access log on stderr\n"
     "\n"
-    "Stops cleanly on SIGINT or SIGTERM: streams in progress end, the port is closed.\n";
+    "Stops cleanly on SIGINT or SIGTERM: generations stop at their next frame (whole\n"
+    "responses get 503, streams are cut: no final chunk), the port is closed, exit 0.\n"
+    "A stream cut by an error, --timeout or the stop ends without its final chunk, so a\n"
+    "client sees a broken transfer, never short audio that looks whole.\n";
 
 #define STREAM_BUFFER_MAX ((size_t)1 << 20) /* bytes a streamed response may run ahead of its client */
 
@@ -746,12 +749,6 @@ int cmd_serve(int argc, char **argv) {
   if (!path) return usage_error(usage_serve, "%s", "missing model.so");
   char tokbeside[4096], codecbeside[4096], namebuf[256];
   tts_text_resolve(path, &to, tokbeside, codecbeside);
-  if (!to.tokenizer)
-    return usage_error(usage_serve, "%s", "no tokenizer: pass --tokenizer DIR, or build the model from a checkpoint "
-                       "directory with one (speechc build writes it beside model.so as model.tokenizer/)");
-  if (!to.codec)
-    return usage_error(usage_serve, "%s", "no codec decoder beside the model (hint: build the checkpoint directory "
-                       "that holds speech_tokenizer/, or pass --codec)");
   if (!name) {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -768,7 +765,17 @@ int cmd_serve(int argc, char **argv) {
                 .quiet = quiet, .max_streams = max_streams};
   sc_error err = {0};
   int rc = tts_text_open(path, &to, &srv.tts, &err);
-  if (rc) return report(rc, &err);
+  if (!rc && !to.tokenizer)
+    rc = sc_fail(&err, SC_EUSAGE, "%s has no tokenizer beside it (hint: pass --tokenizer DIR, or build the model "
+                 "from a checkpoint directory with one: speechc build writes it beside model.so as "
+                 "model.tokenizer/)", path);
+  if (!rc && !to.codec)
+    rc = sc_fail(&err, SC_EUSAGE, "%s has no codec decoder beside it (hint: build the checkpoint directory that "
+                 "holds speech_tokenizer/, or pass --codec)", path);
+  if (rc) {
+    tts_text_close(srv.tts);
+    return report(rc, &err);
+  }
   srv.info = tts_text_info(srv.tts);
   srv.limits = (ServeLimits){max_frames, srv.info->speakers, srv.info->n_speakers, srv.info->languages,
                              srv.info->n_languages};

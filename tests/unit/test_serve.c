@@ -311,6 +311,34 @@ int main(void) {
   CHECK(want && ref_len > 44 + 1920 * 2);
   if (check_failures) CHECK_DONE();
 
+  /* refusals before it listens: exit codes, messages on stderr */
+  static const struct {
+    const char *args;
+    int rc;
+    const char *says;
+  } refuse[] = {
+      {"serve %s/none.so", 2, "none.so"},
+      {"serve %s/m.so --port 99999", 1, "--port expects an integer in [0, 65535]"},
+      {"serve %s/m.so --tokenizer /nonexistent", 2, "/nonexistent"},
+      {"serve %s/m.so --bogus", 1, "unknown option '--bogus'"},
+      {"serve", 1, "missing model.so"},
+  };
+  for (size_t i = 0; i < sizeof refuse / sizeof *refuse; i++) {
+    char args[256], line[1024];
+    snprintf(args, sizeof args, refuse[i].args, tmp);
+    snprintf(cmd, sizeof cmd, "'%s' %s 2>%s/err", bin, args, tmp);
+    int st = system(cmd);
+    snprintf(line, sizeof line, "%s/err", tmp);
+    size_t n;
+    unsigned char *err = slurp(line, &n);
+    CHECK_MSG(WIFEXITED(st) && WEXITSTATUS(st) == refuse[i].rc, "%s: status %d", args, st);
+    CHECK_MSG(err && memmem(err, n, refuse[i].says, strlen(refuse[i].says)), "%s: stderr lacks '%s'", args,
+              refuse[i].says);
+    free(err);
+  }
+  snprintf(cmd, sizeof cmd, "'%s' serve --help | grep -q -- --max-body-kb", bin);
+  CHECK(system(cmd) == 0);
+
   pid_t pid = -1;
   port = start_server(bin, model, &pid, "60");
   CHECK_MSG(port > 0, "the server did not print its port");
