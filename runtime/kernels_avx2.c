@@ -9,8 +9,9 @@
  *   that go into a0; then (a0+a1)+(a2+a3), a horizontal sum (high 128 + low
  *   128, then pairs, then the last two), and the last cols%8 products by
  *   scalar fmaf in index order.
- * dot4 runs four rows through that same sequence sharing each x load, so a
- * row gives the same bits whichever call computes it.
+ * dot4 runs its four rows through that same sequence one after the other
+ * (one stream through their bytes: faster from DRAM than four interleaved
+ * ones), so a row gives the same bits whichever call computes it.
  *
  * Quantized bands (q8_0, q4_0 against 8-bit activations), one row at a
  * time into two 8-float accumulators, then acc0 + acc1 and the same
@@ -80,9 +81,9 @@ ALWAYS_INLINE float hsum8(__m256 v) {
     int i = 0;                                                             \
     for (; i + 32 <= cols; i += 32)                                        \
       for (int k = 0; k < 4; k++) {                                        \
-        if (N == 4 && (k * 8 * sizeof(WT)) % 64 == 0)                      \
-          for (int r = 0; r < N; r++) /* the next group of rows */         \
-            PREFETCH(w + (size_t)(r + 4) * cols + i + 8 * k);              \
+        if ((k * 8 * sizeof(WT)) % 64 == 0)                                \
+          for (int r = 0; r < N; r++)                                      \
+            PREFETCH((const char *)(w + (size_t)r * cols + i + 8 * k) + QPF_AHEAD); \
         __m256 xv = _mm256_loadu_ps(x + i + 8 * k);                        \
         for (int r = 0; r < N; r++)                                        \
           a[r][k] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i + 8 * k), \
@@ -103,8 +104,11 @@ ALWAYS_INLINE float hsum8(__m256 v) {
       out[r] = s;                                                          \
     }                                                                      \
   }                                                                        \
+  /* four rows one after the other: one stream through their contiguous \
+   * bytes reads DRAM faster than four interleaved streams (the bits are  \
+   * the same: each row's order is fixed by cols alone) */               \
   static void NAME##4(const WT *w, const float *x, int cols, float *out) { \
-    NAME##_n(w, x, cols, out, 4);                                          \
+    for (int r = 0; r < 4; r++) NAME##_n(w + (size_t)r * cols, x, cols, out + r, 1); \
   }                                                                        \
   static void NAME##1(const WT *w, const float *x, int cols, float *out) { \
     NAME##_n(w, x, cols, out, 1);                                          \

@@ -13,8 +13,8 @@
  *   at i..i+64 feeds a_k with i+16k..i+16k+16); the 16-float blocks left
  *   after that go into a0; then (a0+a1)+(a2+a3), a horizontal sum (high 256
  *   + low 256, high 128 + low 128, then pairs, then the last two), and the
- *   last cols%16 products by scalar fmaf in index order.  dot4 runs four
- *   rows through that same sequence sharing each x load.
+ *   last cols%16 products by scalar fmaf in index order.  dot4 runs its
+ *   four rows through that same sequence one after the other.
  *
  * Quantized bands, one row at a time into two 16-float accumulators: the
  * blocks go in pairs (2p, 2p+1) to acc(p % 2), lanes 0-7 from block 2p,
@@ -56,6 +56,9 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
+/* GEMV rows stream from DRAM: their bytes this far ahead are asked for
+ * early (as kernels_avx2.c's), which the decode's read rate needs */
+#define QPF_AHEAD 1024
 
 ALWAYS_INLINE __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
 
@@ -86,9 +89,9 @@ ALWAYS_INLINE float hsum16(__m512 v) {
     int i = 0;                                                             \
     for (; i + 64 <= cols; i += 64)                                        \
       for (int k = 0; k < 4; k++) {                                        \
-        if (N == 4 && (k * 16 * sizeof(WT)) % 64 == 0)                     \
-          for (int r = 0; r < N; r++) /* the next group of rows */         \
-            PREFETCH(w + (size_t)(r + 4) * cols + i + 16 * k);             \
+        if ((k * 16 * sizeof(WT)) % 64 == 0)                               \
+          for (int r = 0; r < N; r++)                                      \
+            PREFETCH((const char *)(w + (size_t)r * cols + i + 16 * k) + QPF_AHEAD); \
         __m512 xv = _mm512_loadu_ps(x + i + 16 * k);                       \
         for (int r = 0; r < N; r++)                                        \
           a[r][k] = _mm512_fmadd_ps(LOAD16(w + (size_t)r * cols + i + 16 * k), \
@@ -109,8 +112,11 @@ ALWAYS_INLINE float hsum16(__m512 v) {
       out[r] = s;                                                          \
     }                                                                      \
   }                                                                        \
+  /* four rows one after the other: one stream through their contiguous \
+   * bytes reads DRAM faster than four interleaved streams (the bits are  \
+   * the same: each row's order is fixed by cols alone) */               \
   static void NAME##4(const WT *w, const float *x, int cols, float *out) { \
-    NAME##_n(w, x, cols, out, 4);                                          \
+    for (int r = 0; r < 4; r++) NAME##_n(w + (size_t)r * cols, x, cols, out + r, 1); \
   }                                                                        \
   static void NAME##1(const WT *w, const float *x, int cols, float *out) { \
     NAME##_n(w, x, cols, out, 1);                                          \
@@ -240,6 +246,7 @@ ALWAYS_INLINE __m512 q4_0_tok(qpair w, const int8_t *y, const float *dx, const i
     int p = 0;                                                              \
     for (; p + 2 <= np; p += 2) {                                           \
       const uint8_t *b = w + (size_t)(2 * p) * BYTES;                       \
+      for (int l = 0; l < (4 * BYTES + 63) / 64; l++) PREFETCH(b + QPF_AHEAD + 64 * l); \
       a0 = TOK(WPAIR(b, b + BYTES), xq + 64 * p, xd + 2 * p, 1, a0);        \
       a1 = TOK(WPAIR(b + 2 * BYTES, b + 3 * BYTES), xq + 64 * (p + 1), xd + 2 * p + 2, 1, a1); \
     }                                                                       \
@@ -330,6 +337,8 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
   const int ng = nb / 8;
   int g = 0;
   for (; g + 2 <= ng; g += 2) {
+    const uint8_t *ahead = w + (size_t)g * SC_Q4_GROUP_BYTES + QPF_AHEAD; /* 288 bytes a step */
+    for (int l = 0; l < 5; l++) PREFETCH(ahead + 64 * l);
     g0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, g0);
     g1 = q4_0_group(w + (size_t)(g + 1) * SC_Q4_GROUP_BYTES, xp + (size_t)(g + 1) * SC_Q4_VIEW_GROUP, g1);
   }
