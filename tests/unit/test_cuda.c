@@ -1,7 +1,8 @@
 /*
  * test_cuda.c — the CUDA target on a machine without a GPU:
  *   - the model.cu generated for every tiny checkpoint (three LMs, two
- *     Qwen3-TTS layouts) equals tests/golden/<model>.fused.cuda.cu byte for
+ *     Qwen3-TTS layouts, the dense Qwen3.5, Qwen3.5-MoE and Qwen3-Next
+ *     hybrids) equals tests/golden/<model>.fused.cuda.cu byte for
  *     byte (regenerate with scripts/regen_golden.sh), and two builds give
  *     the same bytes;
  *   - ptxas assembles each model's PTX for sm_80 and sm_90 (registers,
@@ -23,7 +24,7 @@
  *     codes and tokens equal the CPU build's, greedy and seeded (top-k,
  *     top-p, plain temperature, penalties: the device sampler draws what
  *     runtime/sample.c draws), logits still readable after.
- * The numbers themselves are checked by test_parity / test_tts built for
+ * The numbers themselves are checked by test_parity / test_tts / test_gdn built for
  * cuda (ctest: *_cuda_emu here, tests/gpu/run.sh on a GPU).
  *
  * The CUDA toolkit (NVRTC and ptxas) is required, as the README says: if
@@ -49,7 +50,8 @@ static const char *bin;
 
 static const char *const models[] = {"llm/qwen3_gqa2_hd32_tied", "llm/qwen3_gqa4_hd16_bf16",
                                      "llm/llama_gqa4_sharded", "tts/tts_tiny_06b_layout",
-                                     "tts/tts_tiny_17b_layout"};
+                                     "tts/tts_tiny_17b_layout", "gdn/qwen35_dense_tiny",
+                                     "gdn/qwen35_moe_tiny", "gdn/qwen3_next_moe_tiny"};
 
 /* Build tests/data/<model> for cuda into tmpdir/<tag>/model.so, sources
  * in tmpdir/<tag>/src (flags as in scripts/regen_golden.sh). */
