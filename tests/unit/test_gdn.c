@@ -29,6 +29,8 @@
  * that disagree, odd rotary dims, experts without a top-k and the
  * reverse, a top-k above the experts, a missing expert tensor (either
  * layout), a missing grouped projection.
+ * With SPEECHC_TEST_TARGET=cuda (test_gdn_cuda_emu) the models are built
+ * for --target cuda and run on the device or the emulator (device_runs).
  */
 #include <math.h>
 #include <stdio.h>
@@ -48,6 +50,7 @@ static const char *const models[] = {"qwen35_dense_tiny", "qwen35_text_flat", "q
                                      "qwen3_next_moe_tiny"};
 static char tmpdir[64];
 static int delta_chunk; /* --delta-chunk of the next run_one */
+static int prefixes;    /* 0: run_one prefills every prefix; else the prompt and prefixes of this many tokens or more */
 #define MAX_CTX 64
 #define TOL 1e-4
 
@@ -256,6 +259,7 @@ static int run_one(const char *name, const GdnTrace *g, const char *cc, DType ba
   /* prefill in chunks: every prefix, its last row */
   double worst = 0;
   for (int n = 1; n <= t->n_rows; n++) {
+    if (prefixes && n != t->n_prompt && n < prefixes) continue;
     sc_session_reset(s);
     CHECK_MSG(sc_prefill(s, tokens, n, &err) == 0, "%s", err.msg);
     const float *lg = sc_logits(s, NULL);
@@ -466,12 +470,13 @@ static void test_refusals(void) {
 /* SPEECHC_TEST_TARGET=cuda (ctest: test_gdn_cuda_emu, on the emulator of
  * tests/emu): the same checks of the f32 builds at the same tolerances,
  * decode and prefill in chunks of 5 (token by token on the device), and
- * prefill in one call with --delta-chunk 8 (the chunkwise kernel from 16
- * tokens), then bf16 (and q8_0, q4_0 for the MoE models, prefill in one
- * call) held to the logits cosines of the CPU run; the device's kernels sum in another
- * order than the CPU's, so fused and --no-fuse are not compared bit for
- * bit, nor prefill with decode (within 1e-5 instead).  The refusals do
- * not depend on the target: the CPU run has them. */
+ * prefill in one call with --delta-chunk 8 (the prefixes of 16 tokens or
+ * more, where the chunkwise kernel runs, and the prompt); then bf16 (and
+ * q8_0, q4_0 for the MoE models; prefill of the prompt and of every
+ * token) held to the logits cosines of the CPU run.  The device's kernels
+ * sum in another order than the CPU's, so fused and --no-fuse are not
+ * compared bit for bit, nor prefill with decode (within 1e-5 instead).
+ * The refusals do not depend on the target: the CPU run has them. */
 static void device_runs(void) {
   for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
     GdnTrace g;
@@ -480,9 +485,11 @@ static void device_runs(void) {
     float *rows = calloc((size_t)g.t.n_rows * g.t.vocab, 4);
     run_one(models[i], &g, "tcc", DT_F32, 1, 5, rows);
     delta_chunk = 8;
+    prefixes = 16; /* where the chunkwise kernel runs */
     run_one(models[i], &g, "tcc", DT_F32, 1, 128, rows);
     delta_chunk = 0;
     /* the bands: the experts' rows are decoded by the GEMV's own loop */
+    prefixes = g.t.n_rows;
     run_one(models[i], &g, "tcc", DT_BF16, 1, 128, rows);
     const double cs = cosine(rows, g.t.logits, (size_t)g.t.n_rows * g.t.vocab);
     CHECK_MSG(cs > 0.999, "%s bf16: logits cosine %g", models[i], cs);
@@ -492,6 +499,7 @@ static void device_runs(void) {
       cq[q] = cosine(rows, g.t.logits, (size_t)g.t.n_rows * g.t.vocab);
     }
     CHECK_MSG(cq[0] > 0.985 && cq[1] > 0.5, "%s: q8_0 / q4_0 logits cosine %g / %g", models[i], cq[0], cq[1]);
+    prefixes = 0;
     printf("%s on %s: states after the prompt rel err <= %.2g; logits cosine bf16 %.6f, q8_0 %.4f, q4_0 %.4f\n",
            models[i], test_target(), worst_state, cs, cq[0], cq[1]);
     worst_state = 0;
