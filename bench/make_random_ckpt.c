@@ -8,7 +8,8 @@
  *
  *   make_random_ckpt KIND OUT_DIR [--dtype bf16|f32] [--layers N] [--with-codec]
  *
- * KIND: qwen3-0.6b, qwen3-tts-0.6b, qwen3-wide-tiny, codec-12hz (the 12 Hz
+ * KIND: qwen3-0.6b, qwen3-tts-0.6b, qwen3-wide-tiny, qwen35-moe-wide-tiny,
+ * codec-12hz (the 12 Hz
  * tokenizer's decoder at its published shapes, decoder tensors only: what
  * speechc reads of a speech_tokenizer/ directory) or codec-tiny (the same
  * layout, a few MB, with the published 2048-entry codebooks so that any
@@ -18,6 +19,11 @@
  * qwen3-wide-tiny: a 2-layer Qwen3 of a few MB whose matrices are wider
  * than the CUDA prompt GEMM's column step (256) without being multiples of
  * it (hidden 320, intermediate 544), for test_cuda.
+ * qwen35-moe-wide-tiny: a 2-layer Qwen3.5-MoE text model (one Gated
+ * DeltaNet layer, one full-attention layer) of a few MB with the published
+ * 35B-A3B's head sizes (GDN heads of 128, 2 key / 4 value heads;
+ * attention heads of 256, partial rotary 0.25) and top 8 of 8 experts, on
+ * hidden 256, for test_cuda's kernels at the real head sizes.
  * --layers overrides num_hidden_layers (of the talker, for TTS).  The
  * config.json written is the Python tool's.
  */
@@ -93,6 +99,58 @@ static const char cfg_wide[] =
     "ntion_heads\":4,\"num_key_value_heads\":2,\"head_dim\":64,\"intermediate_size\""
     ":544,\"vocab_size\":512,\"tie_word_embeddings\":true,\"rms_norm_eps\":1e-06,\"ro"
     "pe_theta\":10000.0,\"max_position_embeddings\":4096}";
+static const char cfg_gdn_wide[] =
+    "{\"model_type\":\"qwen3_5_moe_text\",\"hidden_size\":256,\"num_hidden_layers\":2,\"num_a"
+    "ttention_heads\":2,\"num_key_value_heads\":1,\"head_dim\":256,\"linear_num_key_heads\":2"
+    ",\"linear_num_value_heads\":4,\"linear_key_head_dim\":128,\"linear_value_head_dim\":128,"
+    "\"linear_conv_kernel_dim\":4,\"num_experts\":8,\"num_experts_per_tok\":8,\"moe_intermedia"
+    "te_size\":64,\"shared_expert_intermediate_size\":64,\"vocab_size\":512,\"tie_word_embedd"
+    "ings\":false,\"rms_norm_eps\":1e-06,\"max_position_embeddings\":4096,\"full_attention_in"
+    "terval\":2,\"hidden_act\":\"silu\",\"rope_parameters\":{\"rope_type\":\"default\",\"rope"
+    "_theta\":10000000.0,\"partial_rotary_factor\":0.25}}";
+
+/* Qwen3.5-MoE text layers (bench/make_random_ckpt.py's gdn_moe_layers):
+ * GDN layers with full attention every `interval`-th, fused experts. */
+typedef struct GdnDims {
+  int64_t H, hd, heads, kv, nk, nv, dk, dv, kconv, E, I, Is, layers, interval;
+} GdnDims;
+
+static void gdn_moe_layers(List *l, const char *prefix, const GdnDims *d) {
+  const int64_t conv = 2 * d->nk * d->dk + d->nv * d->dv, q = d->heads * d->hd, kv = d->kv * d->hd;
+  char n[96];
+  for (int L = 0; L < d->layers; L++) {
+#define T(suffix, r, c) (snprintf(n, sizeof n, "%s%d.%s", prefix, L, suffix), add(l, n, r, c))
+    T("input_layernorm.weight", 0, d->H);
+    T("post_attention_layernorm.weight", 0, d->H);
+    if ((L + 1) % d->interval) {
+      T("linear_attn.in_proj_qkv.weight", conv, d->H);
+      T("linear_attn.in_proj_z.weight", d->nv * d->dv, d->H);
+      T("linear_attn.in_proj_b.weight", d->nv, d->H);
+      T("linear_attn.in_proj_a.weight", d->nv, d->H);
+      snprintf(n, sizeof n, "%s%d.linear_attn.conv1d.weight", prefix, L), add3(l, n, conv, 1, d->kconv);
+      T("linear_attn.A_log", 0, d->nv);
+      T("linear_attn.dt_bias", 0, d->nv);
+      T("linear_attn.norm.weight", 0, d->dv);
+      T("linear_attn.out_proj.weight", d->H, d->nv * d->dv);
+    } else {
+      T("self_attn.q_proj.weight", 2 * q, d->H);
+      T("self_attn.k_proj.weight", kv, d->H);
+      T("self_attn.v_proj.weight", kv, d->H);
+      T("self_attn.o_proj.weight", d->H, q);
+      T("self_attn.q_norm.weight", 0, d->hd);
+      T("self_attn.k_norm.weight", 0, d->hd);
+    }
+    T("mlp.gate.weight", d->E, d->H);
+    snprintf(n, sizeof n, "%s%d.mlp.experts.gate_up_proj", prefix, L), add3(l, n, d->E, 2 * d->I, d->H);
+    snprintf(n, sizeof n, "%s%d.mlp.experts.down_proj", prefix, L), add3(l, n, d->E, d->H, d->I);
+    T("mlp.shared_expert.gate_proj.weight", d->Is, d->H);
+    T("mlp.shared_expert.up_proj.weight", d->Is, d->H);
+    T("mlp.shared_expert.down_proj.weight", d->H, d->Is);
+    T("mlp.shared_expert_gate.weight", 1, d->H);
+#undef T
+  }
+}
+
 static const char cfg_tts[] =
     "{\"model_type\":\"qwen3_tts\",\"tts_model_type\":\"custom_voice\",\"tts_model_s"
     "ize\":\"0b6\",\"tts_pad_token_id\":151671,\"tts_bos_token_id\":151672,\"tts_eo"
@@ -282,6 +340,10 @@ static int write_ckpt(const char *out, const char *cfg, const List *l, int esize
     int vec = !t->rows, bias = strstr(t->name, ".bias") != NULL;
     float scale = vec ? 0.1f : l->fan_in ? 1.0f / sqrtf((float)(t->cols * (t->k ? t->k : 1))) : 0.02f;
     float shift = vec && !bias ? 1.0f : 0.0f;
+    /* a GDN layer's dt_bias as trained models have it (softplus(dt_bias) of
+     * about 0.02): a decay of about 0.95 per token (A = e^A_log, about e),
+     * so that the recurrent state carries across a prompt */
+    if (vec && strstr(t->name, "dt_bias")) shift = -4.0f;
     int64_t n = (t->rows ? t->rows : 1) * t->cols * (t->k ? t->k : 1);
     for (int64_t k = 0; k < n;) {
       size_t m = (size_t)(n - k < (int64_t)buf_n ? n - k : (int64_t)buf_n);
@@ -325,10 +387,12 @@ int main(int argc, char **argv) {
     else shape = NULL, i = argc;
   }
   int tts = shape && !strcmp(shape, "qwen3-tts-0.6b"), wide = shape && !strcmp(shape, "qwen3-wide-tiny");
+  int gdn = shape && !strcmp(shape, "qwen35-moe-wide-tiny");
   int codec = shape && (!strcmp(shape, "codec-12hz") || !strcmp(shape, "codec-tiny"));
-  if (!shape || !out || (!tts && !wide && !codec && strcmp(shape, "qwen3-0.6b")) ||
+  if (!shape || !out || (!tts && !wide && !gdn && !codec && strcmp(shape, "qwen3-0.6b")) ||
       (strcmp(dtype, "bf16") && strcmp(dtype, "f32"))) {
-    fprintf(stderr, "usage: make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b|qwen3-wide-tiny|codec-12hz|codec-tiny OUT_DIR "
+    fprintf(stderr, "usage: make_random_ckpt qwen3-0.6b|qwen3-tts-0.6b|qwen3-wide-tiny|qwen35-moe-wide-tiny|"
+            "codec-12hz|codec-tiny OUT_DIR "
             "[--dtype bf16|f32] [--layers N] [--with-codec]\n");
     return 1;
   }
@@ -337,7 +401,7 @@ int main(int argc, char **argv) {
   if (wide) d = (Dims){320, 544, 64, 4, 2, 2};
   List l = {0};
   char cfg[4096];
-  snprintf(cfg, sizeof cfg, "%s", tts ? cfg_tts : wide ? cfg_wide : cfg_lm);
+  snprintf(cfg, sizeof cfg, "%s", tts ? cfg_tts : wide ? cfg_wide : gdn ? cfg_gdn_wide : cfg_lm);
   if (layers > 0) { /* the first num_hidden_layers is the model's (the talker's) */
     char *p = strstr(cfg, "\"num_hidden_layers\":28");
     if (p) {
@@ -346,7 +410,13 @@ int main(int argc, char **argv) {
       snprintf(p, sizeof cfg - (size_t)(p - cfg), "\"num_hidden_layers\":%d%s", layers, rest);
     }
   }
-  if (codec) {
+  if (gdn) {
+    const GdnDims g = {256, 256, 2, 1, 2, 4, 128, 128, 4, 8, 64, 64, 2, 2};
+    add(&l, "model.embed_tokens.weight", 512, g.H);
+    gdn_moe_layers(&l, "model.layers.", &g);
+    add(&l, "model.norm.weight", 0, g.H);
+    add(&l, "lm_head.weight", 512, g.H);
+  } else if (codec) {
     const CodecDims *c = strcmp(shape, "codec-tiny") ? &codec_pub : &codec_tiny;
     codec_tensors(&l, c);
     codec_config(c, cfg, sizeof cfg);

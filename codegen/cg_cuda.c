@@ -46,6 +46,7 @@ void cu_karg(Cu *cu, const char *type, const char *name, const char *host) {
 
 void cu_kernel_begin(Cu *cu) {
   cu->n_args = 0;
+  cu->suffix = "";
   cu->body.len = 0;
   if (cu->body.s) cu->body.s[0] = 0;
 }
@@ -93,7 +94,7 @@ int cu_kernel_end(Cu *cu, int i, int threads, const char *gx, const char *gy) {
       cu->cap_k = cap;
     }
     CuKernel *kk = &cu->k[cu->n_k++];
-    snprintf(kk->name, sizeof kk->name, "%s_%s", cg->g->name, cg->var[i]);
+    snprintf(kk->name, sizeof kk->name, "%s_%s%s", cg->g->name, cg->var[i], cu->suffix);
     kk->key = key.s;
     key.s = NULL;
     /* device */

@@ -54,7 +54,7 @@
 /* The device expression of a weight argument `name` that node wi feeds:
  * a weight whose set is chosen by io->step is offset on the device (the
  * host passes the base), so that a recorded launch stays valid. */
-static const char *wptr(Cu *cu, int wi, const char *name) {
+const char *cu_wptr(Cu *cu, int wi, const char *name) {
   static _Thread_local char buf[160];
   const IrNode *w = node(&cu->cg, wi);
   if (w->op == OP_WEIGHT) {
@@ -74,7 +74,7 @@ static void norm_w(char *out, size_t size, int mode, const char *w, const char *
   else snprintf(out, size, "%s[%s]", w, c);
 }
 
-static DType band_of(const Cu *cu, int wi) {
+DType cu_band_of(const Cu *cu, int wi) {
   const IrNode *w = node(&cu->cg, wi);
   return w->op == OP_WEIGHT ? cu->cg.m->weights[w->weight].band : DT_F32;
 }
@@ -132,8 +132,7 @@ static void gemv_load_row(Cu *cu, const char *vt, int vec, int nw, long long NV,
   }
 }
 
-/* Indent the text of b after byte `from` by two spaces per line. */
-static void indent_from(StrBuf *b, size_t from) {
+void cu_indent_from(StrBuf *b, size_t from) {
   if (b->failed || from >= b->len) return;
   char *tail = malloc(b->len - from + 1);
   if (!tail) {
@@ -151,6 +150,57 @@ static void indent_from(StrBuf *b, size_t from) {
     line += n;
   }
   free(tail);
+}
+
+/* The dot loop of one warp over a weight row of C columns in band (w0,
+ * and w1 its up row when nw is 2, pointers to the band's elements, or
+ * bytes for q8_0 / q4_0) against TB input rows staged in shared memory
+ * (xs [TB, C]): lane partial sums into a0[tt] (a1[tt]).  pf: the row was
+ * loaded ahead into p0 (p1) by gemv_load_row.  The GEMV kernel's inner
+ * loop, and the MoE kernels' (cg_kernels_gdn.c). */
+void cu_dot_row(Cu *cu, DType band, long long C, int nw, int TB, int pf) {
+  const int quant = sc_band_quantized(ir_wtype(band));
+  const int vec = band == DT_F32 ? (C % 4 ? 1 : 4) : (C % 8 ? 1 : 8);
+  const long long per = 32LL * vec, NV = vec > 1 ? C / per : 0, REM = vec > 1 ? C - NV * per : 0;
+  if (quant) {
+    /* GGML blocks of 32: lane j takes element j of each block (its byte,
+     * or nibble, and the block's f16 scale), so a warp reads a block's
+     * bytes together; the activations stay f32 */
+    const int q8 = band == DT_Q8_0, bb = sc_band(ir_wtype(band))->block_bytes;
+    KB("#pragma unroll 4\n  for (int b = 0; b < %lld; b++) {\n", C / 32);
+    KB("    const int c = b * 32 + lane;\n");
+    for (int j = 0; j < nw; j++) {
+      KB("    const unsigned char *k%d = w%d + b * %d;\n", j, j, bb);
+      KB("    const float d%d = sc_f16(*(const unsigned short *)k%d);\n", j, j);
+      if (q8) KB("    const float q%d = (float)(signed char)k%d[2 + lane];\n", j, j);
+      else KB("    const float q%d = (float)((lane < 16 ? k%d[2 + lane] & 15 : k%d[2 + lane - 16] >> 4) - 8);\n", j, j, j);
+    }
+    KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n", TB);
+    KB("      const float xv = xs[tt * %lld + c];\n", C);
+    KB("      a0[tt] += d0 * (q0 * xv);\n");
+    if (nw == 2) KB("      a1[tt] += d1 * (q1 * xv);\n");
+    KB("    }\n  }\n");
+  } else if (vec == 1) {
+    KB("  for (int c = lane; c < %lld; c += 32) {\n", C);
+    gemv_step(cu, band, 1, nw, TB, C, "    ", NULL);
+    KB("  }\n");
+  } else {
+    if (NV > 0) {
+      KB("#pragma unroll\n  for (int k = 0; k < %lld; k++) {\n", NV);
+      KB("    const int c = (k * 32 + lane) * %d;\n", vec);
+      gemv_step(cu, band, vec, nw, TB, C, "    ", pf ? "k" : NULL);
+      KB("  }\n");
+    }
+    if (REM > 0) {
+      char last[24];
+      snprintf(last, sizeof last, "%lld", NV);
+      KB("  if (lane * %d < %lld) {\n", vec, REM);
+      if (NV > 0) KB("    const int c = %lld + lane * %d;\n", NV * per, vec);
+      else KB("    const int c = lane * %d;\n", vec);
+      gemv_step(cu, band, vec, nw, TB, C, "    ", pf ? last : NULL);
+      KB("  }\n");
+    }
+  }
 }
 
 /* Weight registers a warp may hold for its prefetched row (uint4/float4
@@ -184,7 +234,7 @@ static LinNode lin_node(Cu *cu, int i) {
   l.swiglu = l.n->op == OP_LINEAR_SWIGLU;
   l.o = ir_lin_operands(l.n);
   l.w = node(&cu->cg, l.o.w);
-  l.band = band_of(cu, l.o.w);
+  l.band = cu_band_of(cu, l.o.w);
   l.R = l.swiglu ? l.w->rows / 2 : l.w->rows;
   l.C = l.w->cols;
   return l;
@@ -251,7 +301,7 @@ static int emit_gemv(Cu *cu, int i) {
     if (swiglu) KB(", p1[%lld]", NP);
     KB("; /* this warp's first row, loaded while the input is staged */\n");
     KB("  if (row0 < row_end) {\n");
-    KB("    const %s *w0 = (const %s *)%s + (long long)row0 * %lld;\n", et, et, wptr(cu, wi, "w"), row_units);
+    KB("    const %s *w0 = (const %s *)%s + (long long)row0 * %lld;\n", et, et, cu_wptr(cu, wi, "w"), row_units);
     if (swiglu) KB("    const %s *w1 = w0 + %lldLL; /* the up row */\n", et, R * row_units);
     gemv_load_row(cu, vt, vec, nw, NV, REM, "    ");
     KB("  }\n");
@@ -302,7 +352,7 @@ static int emit_gemv(Cu *cu, int i) {
   }
   KB("  for (int row = row0; row < row_end; row += 8) {\n");
   size_t mark = cu->body.len;
-  KB("  const %s *w0 = (const %s *)%s + (long long)row * %lld;\n", et, et, wptr(cu, wi, "w"), row_units);
+  KB("  const %s *w0 = (const %s *)%s + (long long)row * %lld;\n", et, et, cu_wptr(cu, wi, "w"), row_units);
   if (swiglu) KB("  const %s *w1 = w0 + %lldLL; /* the up row */\n", et, R * row_units);
   if (pf) {
     KB("  if (row != row0) {\n");
@@ -312,45 +362,7 @@ static int emit_gemv(Cu *cu, int i) {
   KB("  float a0[%d]", TB);
   if (swiglu) KB(", a1[%d]", TB);
   KB(";\n#pragma unroll\n  for (int tt = 0; tt < %d; tt++) a0[tt] = %s0.0f;\n", TB, swiglu ? "a1[tt] = " : "");
-  if (quant) {
-    /* GGML blocks of 32: lane j takes element j of each block (its byte,
-     * or nibble, and the block's f16 scale), so a warp reads a block's
-     * bytes together; the activations stay f32 */
-    const int q8 = band == DT_Q8_0, bb = sc_band(ir_wtype(band))->block_bytes;
-    KB("#pragma unroll 4\n  for (int b = 0; b < %lld; b++) {\n", C / 32);
-    KB("    const int c = b * 32 + lane;\n");
-    for (int j = 0; j < nw; j++) {
-      KB("    const unsigned char *k%d = w%d + b * %d;\n", j, j, bb);
-      KB("    const float d%d = sc_f16(*(const unsigned short *)k%d);\n", j, j);
-      if (q8) KB("    const float q%d = (float)(signed char)k%d[2 + lane];\n", j, j);
-      else KB("    const float q%d = (float)((lane < 16 ? k%d[2 + lane] & 15 : k%d[2 + lane - 16] >> 4) - 8);\n", j, j, j);
-    }
-    KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n", TB);
-    KB("      const float xv = xs[tt * %lld + c];\n", C);
-    KB("      a0[tt] += d0 * (q0 * xv);\n");
-    if (swiglu) KB("      a1[tt] += d1 * (q1 * xv);\n");
-    KB("    }\n  }\n");
-  } else if (vec == 1) {
-    KB("  for (int c = lane; c < %lld; c += 32) {\n", C);
-    gemv_step(cu, band, 1, nw, TB, C, "    ", NULL);
-    KB("  }\n");
-  } else {
-    if (NV > 0) {
-      KB("#pragma unroll\n  for (int k = 0; k < %lld; k++) {\n", NV);
-      KB("    const int c = (k * 32 + lane) * %d;\n", vec);
-      gemv_step(cu, band, vec, nw, TB, C, "    ", pf ? "k" : NULL);
-      KB("  }\n");
-    }
-    if (REM > 0) {
-      char last[24];
-      snprintf(last, sizeof last, "%lld", NV);
-      KB("  if (lane * %d < %lld) {\n", vec, REM);
-      if (NV > 0) KB("    const int c = %lld + lane * %d;\n", NV * per, vec);
-      else KB("    const int c = lane * %d;\n", vec);
-      gemv_step(cu, band, vec, nw, TB, C, "    ", pf ? last : NULL);
-      KB("  }\n");
-    }
-  }
+  cu_dot_row(cu, band, C, nw, TB, pf);
   KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
   KB("    a0[tt] = sc_warp_sum(a0[tt])%s;\n", norm1 ? " * rr[tt]" : "");
   if (swiglu) KB("    a1[tt] = sc_warp_sum(a1[tt])%s;\n", norm1 ? " * rr[tt]" : "");
@@ -367,7 +379,7 @@ static int emit_gemv(Cu *cu, int i) {
   }
   KB("    }\n  }\n");
   /* the loop body above was written at function depth: indent it */
-  indent_from(&cu->body, mark);
+  cu_indent_from(&cu->body, mark);
   KB("  }\n");
   char gx[32], gy[64];
   snprintf(gx, sizeof gx, "%lld", (R + RPB - 1) / RPB);
@@ -392,7 +404,7 @@ static int gemm_tiled(const Cu *cu, int i) {
   if (n->rows != IR_T) return 0; /* T tokens exactly (not T*m/d: not a prefill) */
   const IrLinOperands o = ir_lin_operands(n);
   const int wi = o.w, nwi = o.nw;
-  const DType band = band_of(cu, wi);
+  const DType band = cu_band_of(cu, wi);
   const long long C = node(cg, wi)->cols;
   if (band == DT_F32) return C % 4 == 0 && (nwi < 0 || n->p.group == C);
   if (band == DT_BF16) return C % 8 == 0 && (nwi < 0 || n->p.group == C);
@@ -445,7 +457,7 @@ static int emit_gemm_tiled(Cu *cu, int i) {
    * copy of row R-1 that is never written) */
   for (int r = 0; r < CU_GR; r++) {
     KB("  const %s *w%d_%d = (const %s *)%s + (long long)(row0 + %d < %lld ? row0 + %d : %lld) * %lld;\n", et, 0, r,
-       et, wptr(cu, wi, "w"), r, R, r, R - 1, C);
+       et, cu_wptr(cu, wi, "w"), r, R, r, R - 1, C);
     if (swiglu) KB("  const %s *w1_%d = w0_%d + %lldLL; /* the up row */\n", et, r, r, R * C);
   }
   KB("  float a0[%d][%d]", CU_GR, CU_GT);
@@ -508,7 +520,7 @@ static int emit_gemm_tiled(Cu *cu, int i) {
 
 /* Grid of `per_block`-thread blocks covering rows*count items, rows those
  * of value v (a literal, or the launcher's T). */
-static void grid_items(const IrNode *v, long long count, int per_block, char *gx, size_t size) {
+void cu_grid_items(const IrNode *v, long long count, int per_block, char *gx, size_t size) {
   char r[48];
   if (!IR_ROWS_ON_T(v->rows))
     snprintf(gx, size, "%lld", ((long long)v->rows * count + per_block - 1) / per_block);
@@ -542,7 +554,7 @@ static int emit_map(Cu *cu, int i, const char *expr) {
   }
   KB("  y[(long long)t * %lld + c] = %s;\n", (long long)n->ld, expr);
   char gx[64];
-  grid_items(n, C, 256, gx, sizeof gx);
+  cu_grid_items(n, C, 256, gx, sizeof gx);
   return cu_kernel_end(cu, i, 256, gx, "1");
 }
 
@@ -566,7 +578,7 @@ static int emit_copy(Cu *cu, int i, int xi, const char *dst, long long ldy) {
     KB("  y[(long long)t * %lld + c] = x[(long long)t * %lld + c];\n", ldy, ld(cg, xi));
   }
   char gx[64];
-  grid_items(n, C, 256, gx, sizeof gx);
+  cu_grid_items(n, C, 256, gx, sizeof gx);
   return cu_kernel_end(cu, i, 256, gx, "1");
 }
 
@@ -586,7 +598,7 @@ static int emit_embed(Cu *cu, int i) {
   KB("  if (id < 0 || id >= %lld) { /* %s: token id out of range [0, %lld) */\n", (long long)w->rows, n->name,
      (long long)w->rows);
   KB("    if ($tid == 0) sc_fail(io, SC_KID, 1, id);\n    return;\n  }\n");
-  const char *tp = wptr(cu, SRC(n, EMBED, TABLE), "tab");
+  const char *tp = cu_wptr(cu, SRC(n, EMBED, TABLE), "tab");
   if (w->band == DT_F32) {
     KB("  const float *row = (const float *)%s + (long long)id * %lld;\n", tp, C);
     KB("  for (int c = $tid; c < %lld; c += 256) yr[c] = row[c];\n", C);
@@ -687,7 +699,7 @@ static int emit_rope(Cu *cu, int i) {
   KB("  }\n");
   if (R < HD) KB("  for (int i = %d + lane; i < %d; i += 32) b[i] = s[i];\n", R, HD);
   char gx[64];
-  grid_items(n, p->heads, 4, gx, sizeof gx);
+  cu_grid_items(n, p->heads, 4, gx, sizeof gx);
   return cu_kernel_end(cu, i, 128, gx, "1");
 }
 
@@ -706,7 +718,7 @@ static int emit_kv_store(Cu *cu, int i) {
   KB("  ct[(long long)(sc_row_pos(io, t) %% %lld) * %lld + c] = x[(long long)t * %lld + c];\n",
      (long long)c->rows, C, ld(cg, SRC(n, KV_STORE, X)));
   char gx[64];
-  grid_items(x, C, 256, gx, sizeof gx);
+  cu_grid_items(x, C, 256, gx, sizeof gx);
   return cu_kernel_end(cu, i, 256, gx, "1");
 }
 
@@ -1026,6 +1038,12 @@ int cu_emit_node(Cu *cu, int i) {
   case OP_NORM_LINEAR:
   case OP_LINEAR_SWIGLU: return gemm_tiled(cu, i) ? emit_gemm_tiled(cu, i) : emit_gemv(cu, i);
   case OP_RMSNORM: return emit_rmsnorm(cu, i);
+  case OP_L2NORM:
+  case OP_GATED_RMSNORM: return cu_emit_group_norm(cu, i);
+  case OP_DWCONV: return cu_emit_dwconv(cu, i);
+  case OP_DELTA_RULE: return cu_emit_delta_rule(cu, i);
+  case OP_TOPK_ROUTE: return cu_emit_topk_route(cu, i);
+  case OP_MOE_COMBINE: return cu_emit_moe(cu, i);
   case OP_ROPE:
   case OP_NORM_ROPE: return emit_rope(cu, i);
   case OP_KV_STORE: return emit_kv_store(cu, i);
@@ -1064,7 +1082,7 @@ int cu_emit_node(Cu *cu, int i) {
     KB("  const float av = x[(long long)t * %lld + c], bv = x[(long long)t * %lld + %lld + c];\n", ldx, ldx, C);
     KB("  y[(long long)t * %lld + c] = (av / (1.0f + $expf(-av))) * bv;\n", (long long)n->ld);
     char gx[64];
-    grid_items(n, C, 256, gx, sizeof gx);
+    cu_grid_items(n, C, 256, gx, sizeof gx);
     return cu_kernel_end(cu, i, 256, gx, "1");
   }
   case OP_OUTPUT:

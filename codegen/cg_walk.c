@@ -242,7 +242,9 @@ void cg_emit_descriptor_ext(Cg *cg, const CgInfo *info, const char *target, cons
  * follows the scratch size in the comment; `extra` is appended to the
  * (void) line.  host_io: io's pointers are host memory, so rows placed one
  * by one (sc_io.row_pos) have their positions checked here too; a device
- * target's host code cannot read them and leaves that to the runtime. */
+ * target's host code cannot read them and leaves that to the runtime
+ * (it still refuses placed rows in a graph whose state follows one
+ * sequence: that needs only the pointers). */
 void cg_entry_prologue(Cg *cg, const Graph *g, int host_io, const char *scratch_note, const char *extra) {
   int max_ctx = cg->m->max_context;
   OUT("\n/* %s: T %s %d tokens per call; scratch %lld bytes%s */\n", g->name,
@@ -267,7 +269,8 @@ void cg_entry_prologue(Cg *cg, const Graph *g, int host_io, const char *scratch_
     OUT("  const int pos = io->pos;\n");
   char span[16];
   snprintf(span, sizeof span, g->exact ? "%d" : "T", g->max_tokens);
-  if (host_io && sequence_state(g))
+  /* only the pointers are read: a device target's host code can check it too */
+  if (sequence_state(g))
     OUT("  if (io->row_pos || io->row_state) {\n    K->error(K->ctx, \"%s: rows placed one by one (row_pos, "
         "row_state) are not supported: its conv or recurrent state follows one sequence\", 0);\n    return 1;\n"
         "  }\n", g->name);

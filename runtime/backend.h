@@ -15,7 +15,7 @@
 #include "model_internal.h"
 
 /* Bumped when a hook is added, removed or changes its contract. */
-#define SC_BACKEND_VERSION 2
+#define SC_BACKEND_VERSION 3
 
 /*
  * A step program: the calls of one unit of a family driver's work (a
@@ -107,6 +107,10 @@ typedef struct sc_backend_i {
    * rows of several sessions (sc_io.row_state) gives each row's block as
    * its offset from the calling session's. */
   unsigned long long (*state_base)(const sc_session *s);
+  /* Copy bytes of the state block from offset off into out (host
+   * memory), after the calls made so far: what the tests compare with a
+   * reference cache (a GDN layer's conv window and recurrent state). */
+  int (*state_read)(const sc_session *s, size_t off, size_t bytes, void *out, sc_error *err);
 
   /* Sampling where the logits are (NULL: the backend cannot; the caller
    * samples on the host).  can_sample: whether it can draw for smp over n

@@ -86,6 +86,12 @@ static int cpu_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error 
 
 static unsigned long long cpu_state_base(const sc_session *s) { return (unsigned long long)(uintptr_t)s->state; }
 
+static int cpu_state_read(const sc_session *s, size_t off, size_t bytes, void *out, sc_error *err) {
+  (void)err;
+  memcpy(out, s->state + off, bytes);
+  return SC_OK;
+}
+
 const sc_backend_i rt_backend_cpu = {
     .version = SC_BACKEND_VERSION,
     .target = "cpu",
@@ -96,5 +102,6 @@ const sc_backend_i rt_backend_cpu = {
     .session_reset = cpu_session_reset,
     .call = cpu_call,
     .state_base = cpu_state_base,
+    .state_read = cpu_state_read,
     .run_steps = rt_steps_host,
 };

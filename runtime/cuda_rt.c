@@ -639,6 +639,16 @@ static unsigned long long cu_state_base(const sc_session *s) {
   return c->state;
 }
 
+static int cu_state_read(const sc_session *s, size_t off, size_t bytes, void *out, sc_error *err) {
+  const CuSession *c = s->be_data;
+  CuDriver *drv = &c->cm->drv;
+  drv->cuCtxSetCurrent(c->cm->ctx);
+  CUresult r = drv->cuMemcpyDtoHAsync_v2(out, c->state + off, bytes, c->stream);
+  if (!r) r = drv->cuStreamSynchronize(c->stream);
+  if (r) return sc_fail(err, SC_ERUNTIME, "%s: reading the session's state back: %s", s->m->path, cu_err(drv, r));
+  return SC_OK;
+}
+
 static int cu_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
   return cuda_call(s, e, io, NULL, NULL, err);
 }
@@ -988,6 +998,7 @@ const sc_backend_i rt_backend_cuda = {
     .session_reset = cu_session_reset,
     .call = cu_call,
     .state_base = cu_state_base,
+    .state_read = cu_state_read,
     .can_sample = cu_can_sample,
     .call_sampled = cu_call_sampled,
     .sample_history = cu_sample_history,

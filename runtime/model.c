@@ -320,6 +320,14 @@ const float *sc_logits(const sc_session *s, int *n_vocab) {
 
 unsigned long long rt_state_base(const sc_session *s) { return s->m->be->state_base(s); }
 
+int rt_state_read(const sc_session *s, size_t off, size_t bytes, void *out, sc_error *err) {
+  const size_t total = (size_t)s->m->d->state_bytes;
+  if (off > total || bytes > total - off)
+    return sc_fail(err, SC_EUSAGE, "%s: state bytes %zu..%zu are outside the session's %zu", s->m->path, off,
+                   off + bytes, total);
+  return s->m->be->state_read(s, off, bytes, out, err);
+}
+
 /* Rows placed one by one must each lie inside the context: the C
  * target's code checks them again, but a device's host code cannot read
  * them, so every backend relies on this check. */

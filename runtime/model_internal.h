@@ -51,6 +51,9 @@ size_t rt_out_len(const sc_entry *e, int n);
 /* The session's state block as its entry functions see it (backend.h):
  * sc_io.row_state offsets are differences of these. */
 unsigned long long rt_state_base(const sc_session *s);
+/* bytes of the session's state block from offset off into out (host
+ * memory): SC_EUSAGE outside the block, SC_ERUNTIME if the device fails. */
+int rt_state_read(const sc_session *s, size_t off, size_t bytes, void *out, sc_error *err);
 /* A codec's dimensions from its entry table alone (no JSON: per-frame
  * calls use it): 0 and *ci filled (max_frames, can_encode included), or -1
  * when m is not a codec or its "audio" entry is missing (then

@@ -11,7 +11,9 @@
 #      (every tiny checkpoint of tests/data built --target cuda, against the
 #      committed HF transformers / qwen-tts traces: logits within 1e-4
 #      relative for f32 and for the bf16-stored checkpoint, whose values are
-#      exact; greedy tokens and TTS codes identical), test_rows (rows of two
+#      exact; greedy tokens and TTS codes identical), test_gdn (the Qwen3.5 /
+#      Qwen3.5-MoE / Qwen3-Next hybrids: logits, prefill == decode, the GDN
+#      states after the prompt, every band), test_rows (rows of two
 #      sessions placed in one call equal separate calls, bit for bit: ABI 6's
 #      row_pos / row_state on the real kernels), and test_cuda (golden
 #      .cu, ptxas sm_80/sm_90, kernel cache, every band against the CPU,
@@ -117,6 +119,7 @@ export SPEECHC_BIN=$B/speechc
 step parity_llm 180 env SPEECHC_TEST_TARGET=cuda "$B/test_parity"
 step parity_tts 180 env SPEECHC_TEST_TARGET=cuda "$B/test_tts"
 step rows 120 env SPEECHC_TEST_TARGET=cuda "$B/test_rows"
+step parity_gdn 180 env SPEECHC_TEST_TARGET=cuda "$B/test_gdn"
 step test_cuda 300 "$B/test_cuda"
 
 # 4. benchmarks (SKIP_BENCH=1: not)

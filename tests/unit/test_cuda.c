@@ -1,7 +1,8 @@
 /*
  * test_cuda.c — the CUDA target on a machine without a GPU:
  *   - the model.cu generated for every tiny checkpoint (three LMs, two
- *     Qwen3-TTS layouts) equals tests/golden/<model>.fused.cuda.cu byte for
+ *     Qwen3-TTS layouts, the dense Qwen3.5, Qwen3.5-MoE and Qwen3-Next
+ *     hybrids) equals tests/golden/<model>.fused.cuda.cu byte for
  *     byte (regenerate with scripts/regen_golden.sh), and two builds give
  *     the same bytes;
  *   - ptxas assembles each model's PTX for sm_80 and sm_90 (registers,
@@ -22,8 +23,10 @@
  *     one per token (with a penalty, one more for the history), and the
  *     codes and tokens equal the CPU build's, greedy and seeded (top-k,
  *     top-p, plain temperature, penalties: the device sampler draws what
- *     runtime/sample.c draws), logits still readable after.
- * The numbers themselves are checked by test_parity / test_tts built for
+ *     runtime/sample.c draws), logits still readable after; the Gated
+ *     DeltaNet and MoE kernels at the published head sizes (a 40-token
+ *     prompt, chunkwise, then decode) against the CPU build.
+ * The numbers themselves are checked by test_parity / test_tts / test_gdn built for
  * cuda (ctest: *_cuda_emu here, tests/gpu/run.sh on a GPU).
  *
  * The CUDA toolkit (NVRTC and ptxas) is required, as the README says: if
@@ -49,7 +52,8 @@ static const char *bin;
 
 static const char *const models[] = {"llm/qwen3_gqa2_hd32_tied", "llm/qwen3_gqa4_hd16_bf16",
                                      "llm/llama_gqa4_sharded", "tts/tts_tiny_06b_layout",
-                                     "tts/tts_tiny_17b_layout"};
+                                     "tts/tts_tiny_17b_layout", "gdn/qwen35_dense_tiny",
+                                     "gdn/qwen35_moe_tiny", "gdn/qwen3_next_moe_tiny"};
 
 /* Build tests/data/<model> for cuda into tmpdir/<tag>/model.so, sources
  * in tmpdir/<tag>/src (flags as in scripts/regen_golden.sh). */
@@ -385,6 +389,72 @@ static void prompt_gemm(void) {
   }
 }
 
+/* The Gated DeltaNet and MoE kernels at the published head sizes:
+ * bench/make_random_ckpt's qwen35-moe-wide-tiny (GDN heads of 128, so the
+ * delta rule's v columns take 4 blocks of 32 and its chunkwise arrays
+ * fill a block's shared memory; attention heads of 256 with partial
+ * rotary and the output gate; top 8 of 8 experts).  A 40-token prompt in
+ * one prefill call, the cuda build with --delta-chunk 16 (chunks of 16,
+ * 16 and 8 tokens), then 4 decode steps (the recurrent kernel on the
+ * state the prompt left); logits against the CPU build's (token by
+ * token) within 1e-4 relative (max |diff| / max |cpu|), f32.  The
+ * checkpoint's decay (about 0.95 a token) keeps the state of earlier
+ * chunks in the later logits. */
+static void gdn_wide(void) {
+  char ckpt[256], cmd[1024], tool[512];
+  snprintf(ckpt, sizeof ckpt, "%s/gdn_wide", tmpdir);
+  snprintf(tool, sizeof tool, "%s", bin);
+  char *slash = strrchr(tool, '/');
+  snprintf(slash ? slash + 1 : tool, sizeof tool - (size_t)(slash ? slash + 1 - tool : 0), "make_random_ckpt");
+  snprintf(cmd, sizeof cmd, "'%s' qwen35-moe-wide-tiny '%s' --dtype f32", tool, ckpt);
+  if (sh(cmd)) {
+    CHECK_MSG(0, "make_random_ckpt: %s", out_text());
+    return;
+  }
+  enum { V = 512, P = 40, STEPS = 5 };
+  int32_t prompt[P];
+  for (int i = 0; i < P; i++) prompt[i] = (i * 53 + 7) % V;
+  float *logits[2];
+  for (int k = 0; k < 2; k++) { /* cpu, cuda */
+    char out[256];
+    snprintf(out, sizeof out, "%s/gdn_wide_%d.so", tmpdir, k);
+    BuildOpts o = build_defaults();
+    o.model_dir = ckpt;
+    o.out_path = out;
+    o.target = k ? "cuda" : "cpu";
+    o.max_context = 64;
+    o.prefill_chunk = P;
+    o.delta_chunk = k ? 16 : 0;
+    o.quiet = 1;
+    sc_error err = {0};
+    sc_model *m = NULL;
+    sc_session *s = NULL;
+    logits[k] = calloc((size_t)STEPS * V, sizeof(float));
+    int rc = sc_build(&o, &err);
+    if (!rc) rc = sc_model_open(out, NULL, &m, &err);
+    if (!rc) rc = sc_session_open(m, &s, &err);
+    if (!rc) rc = sc_prefill(s, prompt, P, &err);
+    if (!rc) memcpy(logits[k], sc_logits(s, NULL), V * sizeof(float));
+    for (int t = 1; t < STEPS && !rc; t++) {
+      rc = sc_decode(s, prompt[t], &err);
+      if (!rc) memcpy(logits[k] + (size_t)t * V, sc_logits(s, NULL), V * sizeof(float));
+    }
+    CHECK_MSG(rc == 0, "gdn wide %s: %s", o.target, err.msg);
+    sc_session_close(s);
+    sc_model_close(m);
+  }
+  double worst = 0;
+  for (int t = 0; t < STEPS; t++) {
+    const double e = rel_err(logits[1] + (size_t)t * V, logits[0] + (size_t)t * V, V);
+    if (!(e <= worst)) worst = e;
+  }
+  printf("  GDN/MoE at published head sizes: 40-token prefill (chunkwise) + 4 decode steps, worst logits rel err "
+         "vs the cpu: %.2g\n", worst);
+  CHECK_MSG(worst <= 1e-4, "gdn wide: logits rel err %g > 1e-4", worst);
+  free(logits[0]);
+  free(logits[1]);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-cuda-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
@@ -674,6 +744,7 @@ int main(void) {
     device_sampling(path);
     step_split(path);
     prompt_gemm();
+    gdn_wide();
     unsetenv("SPEECHC_LIBCUDA");
   } else {
     printf("  no GPU and SPEECHC_CUDA_EMU not set: device checks skipped (ctest sets it on x86-64)\n");

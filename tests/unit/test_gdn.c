@@ -15,6 +15,7 @@
  *     and delta-rule matrices within 1e-4 of the reference cache's;
  *   - 16 greedy tokens identical (sc_generate), after a session reset;
  *   - fused and --no-fuse give the same bits;
+ *   - a call placing rows one by one (sc_io.row_pos) is refused;
  *   - --delta-chunk 8: prefill calls of 16 tokens or more in the chunkwise
  *     form, held to the same tolerances (and decode's within 1e-5);
  *   - --weights bf16 tracks f32 (greedy tokens, logits cosine); q8_0 and
@@ -28,6 +29,8 @@
  * that disagree, odd rotary dims, experts without a top-k and the
  * reverse, a top-k above the experts, a missing expert tensor (either
  * layout), a missing grouped projection.
+ * With SPEECHC_TEST_TARGET=cuda (test_gdn_cuda_emu) the models are built
+ * for --target cuda and run on the device or the emulator (device_runs).
  */
 #include <math.h>
 #include <stdio.h>
@@ -47,6 +50,7 @@ static const char *const models[] = {"qwen35_dense_tiny", "qwen35_text_flat", "q
                                      "qwen3_next_moe_tiny"};
 static char tmpdir[64];
 static int delta_chunk; /* --delta-chunk of the next run_one */
+static int prefixes;    /* 0: run_one prefills every prefix; else the prompt and prefixes of this many tokens or more */
 #define MAX_CTX 64
 #define TOL 1e-4
 
@@ -77,7 +81,7 @@ static int load(const char *name, GdnTrace *g) {
   const cJSON *e;
   cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "states_after_prompt")) {
     const int L = cJSON_GetObjectItem(e, "layer")->valueint;
-    long size;
+    long size = 0;
     g->layer[g->n_gdn] = L;
     snprintf(path, sizeof path, "%s/%s", dir, cJSON_GetObjectItem(e, "conv_file")->valuestring);
     g->conv[g->n_gdn] = (float *)slurp(path, &size);
@@ -166,9 +170,12 @@ static double worst_state; /* of the f32 builds, reported */
 
 /* The session's states after the prompt against the reference cache's. */
 static void check_states(sc_session *s, const GdnTrace *g, const StateMap *sm, const char *what) {
-  for (int i = 0; i < g->n_gdn; i++) {
-    const float *conv = (const float *)(s->state + sm->conv_off[i]);
-    const float *rec = (const float *)(s->state + sm->rec_off[i]);
+  const size_t nc = (size_t)(g->kconv - 1) * g->conv_dim, nr = (size_t)g->nv * g->dk * g->dv;
+  float *conv = malloc(nc * 4), *rec = malloc(nr * 4);
+  for (int i = 0; i < g->n_gdn && conv && rec; i++) {
+    sc_error err = {0};
+    CHECK_MSG(rt_state_read(s, (size_t)sm->conv_off[i], nc * 4, conv, &err) == 0 &&
+              rt_state_read(s, (size_t)sm->rec_off[i], nr * 4, rec, &err) == 0, "%s: %s", what, err.msg);
     const double ec = rel_strided(conv, g->conv[i], (g->kconv - 1) * g->conv_dim, conv_idx, g);
     const double er = rel_strided(rec, g->rec[i], g->nv * g->dk * g->dv, same_idx, g);
     CHECK_MSG(ec <= TOL && er <= TOL, "%s: layer %d state after the prompt: conv rel err %g, recurrent %g", what,
@@ -176,13 +183,17 @@ static void check_states(sc_session *s, const GdnTrace *g, const StateMap *sm, c
     if (ec > worst_state) worst_state = ec;
     if (er > worst_state) worst_state = er;
   }
+  free(conv);
+  free(rec);
 }
 
 static void copy_states(const sc_session *s, const GdnTrace *g, const StateMap *sm, float *out) {
   const size_t nc = (size_t)(g->kconv - 1) * g->conv_dim, nr = (size_t)g->nv * g->dk * g->dv;
   for (int i = 0; i < g->n_gdn; i++) {
-    memcpy(out, s->state + sm->conv_off[i], nc * 4), out += nc;
-    memcpy(out, s->state + sm->rec_off[i], nr * 4), out += nr;
+    sc_error err = {0};
+    CHECK_MSG(rt_state_read(s, (size_t)sm->conv_off[i], nc * 4, out, &err) == 0 &&
+              rt_state_read(s, (size_t)sm->rec_off[i], nr * 4, out + nc, &err) == 0, "%s", err.msg);
+    out += nc + nr;
   }
 }
 
@@ -200,6 +211,7 @@ static int run_one(const char *name, const GdnTrace *g, const char *cc, DType ba
   o.model_dir = dir;
   o.out_path = out;
   o.cc = cc;
+  o.target = test_target();
   o.band = band;
   o.fuse = fuse;
   o.quiet = 1;
@@ -223,6 +235,9 @@ static int run_one(const char *name, const GdnTrace *g, const char *cc, DType ba
             (unsigned long long)info.state_bytes, (long long)sm.bytes);
   const int V = t->vocab, f32 = band == DT_F32;
   const double tol = f32 ? TOL : 1e30; /* bf16 weights: held to greedy tokens and a cosine below */
+  /* below OpenBLAS's 16 rows every CPU kernel gives T=1's bits; a GPU's
+   * prompt GEMM sums in another order */
+  const int same_bits = chunk < 16 && !strcmp(test_target(), "cpu");
   int32_t tokens[64];
   for (int r = 0; r < t->n_rows; r++) tokens[r] = r < t->n_prompt ? t->prompt[r] : t->greedy[r - t->n_prompt];
   const size_t nstate = (size_t)g->n_gdn * ((size_t)(g->kconv - 1) * g->conv_dim + (size_t)g->nv * g->dk * g->dv);
@@ -244,6 +259,7 @@ static int run_one(const char *name, const GdnTrace *g, const char *cc, DType ba
   /* prefill in chunks: every prefix, its last row */
   double worst = 0;
   for (int n = 1; n <= t->n_rows; n++) {
+    if (prefixes && n != t->n_prompt && n < prefixes) continue;
     sc_session_reset(s);
     CHECK_MSG(sc_prefill(s, tokens, n, &err) == 0, "%s", err.msg);
     const float *lg = sc_logits(s, NULL);
@@ -251,12 +267,12 @@ static int run_one(const char *name, const GdnTrace *g, const char *cc, DType ba
     CHECK_MSG(e <= tol, "%s prefill of %d tokens: rel err %g", what, n, e);
     const double d = rel_err(lg, rows + (size_t)(n - 1) * V, V);
     if (d > worst) worst = d;
-    if (chunk < 16) /* below OpenBLAS's 16 rows every kernel gives T=1's bits */
+    if (same_bits)
       CHECK_MSG(d == 0, "%s prefill of %d tokens differs from decode (rel %g)", what, n, d);
     if (n == t->n_prompt) {
       if (f32) check_states(s, g, &sm, what);
       copy_states(s, g, &sm, st_prefill);
-      if (chunk < 16) CHECK_MSG(!memcmp(st_prefill, st_decode, nstate * 4), "%s: prefill and decode states differ", what);
+      if (same_bits) CHECK_MSG(!memcmp(st_prefill, st_decode, nstate * 4), "%s: prefill and decode states differ", what);
     }
   }
   CHECK_MSG(worst <= 1e-5, "%s: prefill and decode logits differ by %g", what, worst);
@@ -279,6 +295,13 @@ static int run_one(const char *name, const GdnTrace *g, const char *cc, DType ba
               t->greedy[agree]);
   else
     printf("%s: %d of %d greedy tokens before the first difference\n", what, agree, t->n_greedy);
+  /* rows placed one by one: refused, the conv and recurrent states follow one sequence */
+  const int row_pos[1] = {0};
+  float *lg = malloc((size_t)V * sizeof *lg);
+  sc_io io = {.ids = tokens, .n = 1, .out = lg, .row_pos = row_pos};
+  CHECK_MSG(rt_call(s, rt_entry(m, "decode"), &io, &err) != 0 && strstr(err.msg, "rows placed one by one"),
+            "%s: placed rows: %s", what, err.msg);
+  free(lg);
   free(st_decode);
   free(st_prefill);
   sc_session_close(s);
@@ -444,10 +467,53 @@ static void test_refusals(void) {
                 "tensor 'model.layers.1.linear_attn.in_proj_qkvz.weight' is missing", NULL);
 }
 
+/* SPEECHC_TEST_TARGET=cuda (ctest: test_gdn_cuda_emu, on the emulator of
+ * tests/emu): the same checks of the f32 builds at the same tolerances,
+ * decode and prefill in chunks of 5 (token by token on the device), and
+ * prefill in one call with --delta-chunk 8 (the prefixes of 16 tokens or
+ * more, where the chunkwise kernel runs, and the prompt); then bf16 (and
+ * q8_0, q4_0 for the MoE models; prefill of the prompt and of every
+ * token) held to the logits cosines of the CPU run.  The device's kernels
+ * sum in another order than the CPU's, so fused and --no-fuse are not
+ * compared bit for bit, nor prefill with decode (within 1e-5 instead).
+ * The refusals do not depend on the target: the CPU run has them. */
+static void device_runs(void) {
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    GdnTrace g;
+    CHECK_MSG(load(models[i], &g) == 0, "%s: trace", models[i]);
+    if (!g.t.logits) continue;
+    float *rows = calloc((size_t)g.t.n_rows * g.t.vocab, 4);
+    run_one(models[i], &g, "tcc", DT_F32, 1, 5, rows);
+    delta_chunk = 8;
+    prefixes = 16; /* where the chunkwise kernel runs */
+    run_one(models[i], &g, "tcc", DT_F32, 1, 128, rows);
+    delta_chunk = 0;
+    /* the bands: the experts' rows are decoded by the GEMV's own loop */
+    prefixes = g.t.n_rows;
+    run_one(models[i], &g, "tcc", DT_BF16, 1, 128, rows);
+    const double cs = cosine(rows, g.t.logits, (size_t)g.t.n_rows * g.t.vocab);
+    CHECK_MSG(cs > 0.999, "%s bf16: logits cosine %g", models[i], cs);
+    double cq[2] = {1, 1};
+    for (int q = 0; q < 2 && strstr(models[i], "moe"); q++) {
+      run_one(models[i], &g, "tcc", q ? DT_Q4_0 : DT_Q8_0, 1, 128, rows);
+      cq[q] = cosine(rows, g.t.logits, (size_t)g.t.n_rows * g.t.vocab);
+    }
+    CHECK_MSG(cq[0] > 0.985 && cq[1] > 0.5, "%s: q8_0 / q4_0 logits cosine %g / %g", models[i], cq[0], cq[1]);
+    prefixes = 0;
+    printf("%s on %s: states after the prompt rel err <= %.2g; logits cosine bf16 %.6f, q8_0 %.4f, q4_0 %.4f\n",
+           models[i], test_target(), worst_state, cs, cq[0], cq[1]);
+    worst_state = 0;
+    free(rows);
+    unload(&g);
+  }
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-gdn-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
-  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+  const int device = strcmp(test_target(), "cpu") != 0;
+  if (device) device_runs();
+  for (size_t i = 0; !device && i < sizeof models / sizeof models[0]; i++) {
     GdnTrace g;
     CHECK_MSG(load(models[i], &g) == 0, "%s: trace", models[i]);
     if (!g.t.logits) continue;
@@ -484,7 +550,7 @@ int main(void) {
     free(fused), free(unfused), free(other);
     unload(&g);
   }
-  test_refusals();
+  if (!device) test_refusals();
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) {}

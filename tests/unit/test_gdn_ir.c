@@ -8,13 +8,16 @@
  *     printer's parameters;
  *   - the verifier refuses each malformed form naming it;
  *   - the targets column: the C target lowers the graph (the kernel calls
- *     and SOFTPLUS's threshold in the text), CUDA refuses it by op name;
+ *     and SOFTPLUS's threshold in the text), and so does CUDA (a kernel
+ *     per op, named after the node; a chunkwise delta rule whose block
+ *     would not fit in shared memory is refused naming --delta-chunk);
  *   - pass_pack: a weight made of row runs of a tensor (one half of each
  *     head of a packed projection) and a WGEN_NEG_EXP weight hold the
  *     rows and values they say.
  *   - the mixture of experts (TOPK_ROUTE, MOE_COMBINE): builders, printer,
  *     verifier refusals, which inputs stay quantized, the planner's
- *     temporaries, C lowering, CUDA refusal.
+ *     temporaries, C lowering, CUDA lowering (the router kernel, the
+ *     experts' two kernels decoding q8_0 rows).
  * (The kernels: test_gdn_kernels.c, test_moe_kernels.c; the whole models:
  * test_gdn.c.)
  */
@@ -126,12 +129,49 @@ static void test_graph(void) {
   }
   CHECK_MSG(ir_verify(&m, g, &err) == SC_OK, "restored: %s", err.msg);
 
-  /* the C target lowers it; CUDA refuses by name */
+  /* both targets lower it */
   pass_mark_used(&m);
-  pass_plan(&m, target_find("cpu", &err));
+  pass_plan(&m, target_find("cuda", &err));
   CHECK(ir_check_target(&m, IR_TARGET_CPU, &err) == SC_OK);
-  CHECK(ir_check_target(&m, IR_TARGET_CUDA, &err) == SC_EINPUT);
-  CHECK_CONTAINS(err.msg, "cuda target: op DWCONV (conv, graph prefill node");
+  CHECK_MSG(ir_check_target(&m, IR_TARGET_CUDA, &err) == SC_OK, "%s", err.msg);
+  {
+    StrBuf cu, host;
+    sb_init(&cu);
+    sb_init(&host);
+    CgInfo ci = {.weight_file = "m.weights", .band = "bf16", .cpu_features = "", .target = target_find("cuda", &err)};
+    CHECK_MSG(cg_emit_cuda(&m, &ci, &cu, &host, &err) == SC_OK, "%s", err.msg);
+    CHECK_CONTAINS(cu.s, "SC_KERNEL(256) prefill_conv(sc_device_io *io, const float *x, const float *w, float *st,");
+    CHECK_CONTAINS(cu.s, "enum { C = 34, K = 4, D = 1, S = 3 }; /* channels, taps, dilation, state rows */");
+    CHECK_CONTAINS(cu.s, "SC_KERNEL(32) prefill_q_l2norm(");
+    CHECK_CONTAINS(cu.s, "rr = 1.0f / sqrtf(s + 9.99999997e-07f); /* a sum, not a mean */");
+    CHECK_CONTAINS(cu.s, "yr[c] = w[c] * (xr[c] * rr) * (zc / (1.0f + expf(-zc)));");
+    CHECK_CONTAINS(cu.s, "SC_KERNEL(256) prefill_delta_rule(");
+    CHECK_CONTAINS(cu.s, "enum { DK = 4, DV = 3, NW = 8 }; /* k and v head dims, warps */");
+    CHECK_CONTAINS(cu.s, "const int h = blockIdx.x, kh = h / 3, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;");
+    CHECK(!strstr(cu.s, "the chunkwise form")); /* p.block 0: token by token */
+    CHECK_CONTAINS(host.s, "launch_prefill_delta_rule(K, q_l2norm, k_l2norm, v, g, beta, S_delta_state, delta_rule, T)");
+    sb_free(&cu);
+    sb_free(&host);
+    /* the chunkwise form from 16 tokens: its arrays in shared memory */
+    g->max_tokens = 32;
+    g->nodes[n.delta].p.block = 16;
+    sb_init(&cu);
+    sb_init(&host);
+    CHECK_MSG(cg_emit_cuda(&m, &ci, &cu, &host, &err) == SC_OK, "%s", err.msg);
+    CHECK_CONTAINS(cu.s, "if (T >= 16) { /* the chunkwise form, 16 tokens a chunk */");
+    sb_free(&cu);
+    sb_free(&host);
+    g->nodes[n.delta].p.block = 256;
+    sb_init(&cu);
+    sb_init(&host);
+    CHECK(cg_emit_cuda(&m, &ci, &cu, &host, &err) == SC_EINPUT);
+    CHECK_CONTAINS(err.msg, "CUDA target: delta_rule: the delta rule's block needs");
+    CHECK_CONTAINS(err.msg, "(hint: a smaller --delta-chunk, or 0 for the recurrent form)");
+    sb_free(&cu);
+    sb_free(&host);
+    g->nodes[n.delta].p.block = 0;
+    g->max_tokens = 8;
+  }
   StrBuf c;
   sb_init(&c);
   CgInfo info = {.weight_file = "m.weights", .band = "f32", .cpu_features = "", .target = target_find("cpu", &err)};
@@ -145,7 +185,7 @@ static void test_graph(void) {
   sb_free(&c);
   const OpKind gdn[] = {OP_L2NORM, OP_GATED_RMSNORM, OP_DELTA_RULE, OP_DWCONV};
   for (size_t k = 0; k < sizeof gdn / sizeof *gdn; k++)
-    CHECK_MSG(ir_op_targets[gdn[k]] == T_CPU, "%s", ir_op_names[gdn[k]]);
+    CHECK_MSG(ir_op_targets[gdn[k]] == (T_CPU | T_CUDA), "%s", ir_op_names[gdn[k]]);
   ir_module_free(&m);
 }
 
@@ -205,8 +245,30 @@ static void test_moe(void) {
   pass_mark_used(&m);
   pass_plan(&m, target_find("cpu", &err));
   CHECK(g->nodes[moe].aux >= 0); /* the kernel's temporaries */
-  CHECK(ir_check_target(&m, IR_TARGET_CUDA, &err) == SC_EINPUT);
-  CHECK_CONTAINS(err.msg, "cuda target: op TOPK_ROUTE (route, graph prefill node");
+  CHECK_MSG(ir_check_target(&m, IR_TARGET_CUDA, &err) == SC_OK, "%s", err.msg);
+  {
+    StrBuf cu, host;
+    sb_init(&cu);
+    sb_init(&host);
+    CgInfo ci = {.weight_file = "m.weights", .band = "q8_0", .cpu_features = "", .target = target_find("cuda", &err)};
+    CHECK_MSG(cg_emit_cuda(&m, &ci, &cu, &host, &err) == SC_OK, "%s", err.msg);
+    CHECK_CONTAINS(cu.s, "SC_KERNEL(32) prefill_route(");
+    CHECK_CONTAINS(cu.s, "if (lane == 0)\n    for (int j = 0; j < K; j++) yt[j] /= total;"); /* renorm */
+    CHECK_CONTAINS(cu.s, "SC_KERNEL(256) prefill_experts_gate_up(");
+    CHECK_CONTAINS(cu.s, "const unsigned char *w0 = (const unsigned char *)w + ((long long)e * 64 + row) * 68LL;");
+    CHECK_CONTAINS(cu.s, "const float q0 = (float)(signed char)k0[2 + lane];");
+    CHECK_CONTAINS(cu.s, "SC_KERNEL(256) prefill_experts(");
+    CHECK_CONTAINS(cu.s, "const unsigned char *w0 = (const unsigned char *)w + ((long long)re[j] * H + row) * 34LL;");
+    CHECK_CONTAINS(cu.s, "acc += (1.0f / (1.0f + expf(-sg[(long long)t * 1]))) * sh[(long long)t * 64 + row];");
+    /* the pairs' intermediates in the planner's temporary; T * k pairs */
+    char want[160];
+    snprintf(want, sizeof want, "launch_prefill_experts_gate_up(K, embeds, route, W_experts_gate_up, (float *)(X + %lld), T)",
+             (long long)g->nodes[moe].aux);
+    CHECK_CONTAINS(host.s, want);
+    CHECK_CONTAINS(host.s, "return K->launch(K->ctx, 4, 4, T * 2, 1, 256, 1, 1, 0, args);");
+    sb_free(&cu);
+    sb_free(&host);
+  }
   StrBuf c;
   sb_init(&c);
   CgInfo info = {.weight_file = "m.weights", .band = "q8_0", .cpu_features = "", .target = target_find("cpu", &err)};
@@ -215,7 +277,7 @@ static void test_moe(void) {
   CHECK(c.s && strstr(c.s, "K->moe(K->ctx, SC_W_Q8_0, W_experts_gate_up, SC_W_Q8_0, W_experts_down, embeds, 64, route, 4,"));
   CHECK(c.s && strstr(c.s, "shared, 64, shared_gate, 1, experts, 64, X + "));
   sb_free(&c);
-  CHECK(ir_op_targets[OP_TOPK_ROUTE] == T_CPU && ir_op_targets[OP_MOE_COMBINE] == T_CPU);
+  CHECK(ir_op_targets[OP_TOPK_ROUTE] == (T_CPU | T_CUDA) && ir_op_targets[OP_MOE_COMBINE] == (T_CPU | T_CUDA));
   ir_module_free(&m);
 }
 
