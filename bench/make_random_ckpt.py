@@ -2,8 +2,16 @@
 """Write a random checkpoint with the exact shapes of a published model,
 for benchmarks (speed only: the weights are noise).  Needs numpy only.
 
-    python3 bench/make_random_ckpt.py qwen3-0.6b|qwen3-tts-0.6b|qwen3.5-35b-a3b OUT_DIR
+    python3 bench/make_random_ckpt.py qwen3-0.6b|qwen3-tts-0.6b|qwen3.5-0.8b|qwen3.5-35b-a3b OUT_DIR
         [--dtype bf16|f32] [--layers N]
+
+qwen3.5-0.8b: the text model of Qwen3.5-0.8B, dense (qwen3_5_text, what
+Qwen3_5ForCausalLM writes: tensors model.*): hidden 1024, 24 layers (three
+GDN then one full-attention layer, six times), GDN 16/16 heads of 128,
+conv 4, attention 8/2 heads of 256 (gated q_proj), SwiGLU FFN of 3584,
+partial rotary 0.25 with theta 1e7, vocab 248320, tied embeddings
+(~1.5 GB in bf16).  The published checkpoint nests this under
+text_config with tensors model.language_model.*; speechc reads both.
 
 qwen3.5-35b-a3b: the per-layer shapes of Qwen3.5-35B-A3B (hidden 2048,
 GDN 16/32 heads of 128, attention 16/2 heads of 256, 256 experts of 512,
@@ -49,9 +57,26 @@ SHAPES["qwen3.5-35b-a3b"] = dict(
     full_attention_interval=4, hidden_act="silu",
     rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25))
 
-def gdn_moe_layers(prefix, c):
-    H, hd, E, I, Is = c["hidden_size"], c["head_dim"], c["num_experts"], c["moe_intermediate_size"], \
-        c["shared_expert_intermediate_size"]
+SHAPES["qwen3.5-0.8b"] = dict(
+    model_type="qwen3_5_text", hidden_size=1024, num_hidden_layers=24, num_attention_heads=8,
+    num_key_value_heads=2, head_dim=256, linear_num_key_heads=16, linear_num_value_heads=16,
+    linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+    intermediate_size=3584, vocab_size=248320, tie_word_embeddings=True, rms_norm_eps=1e-6,
+    max_position_embeddings=262144, full_attention_interval=4, hidden_act="silu",
+    attention_bias=False, attn_output_gate=True,
+    layer_types=(["linear_attention"] * 3 + ["full_attention"]) * 6,
+    rope_parameters=dict(rope_type="default", rope_theta=10000000.0, partial_rotary_factor=0.25,
+                         mrope_interleaved=True, mrope_section=[11, 11, 10]))
+
+def is_full_attention(c, L):
+    if c.get("layer_types"):
+        return c["layer_types"][L] == "full_attention"
+    return (L + 1) % c["full_attention_interval"] == 0
+
+def gdn_layers(prefix, c):
+    """Qwen3.5 layers: GDN or gated full attention, then the MoE block
+    (num_experts in c) or a dense SwiGLU FFN."""
+    H, hd = c["hidden_size"], c["head_dim"]
     nk, nv, dk, dv = (c["linear_num_key_heads"], c["linear_num_value_heads"], c["linear_key_head_dim"],
                       c["linear_value_head_dim"])
     conv = 2 * nk * dk + nv * dv
@@ -59,7 +84,7 @@ def gdn_moe_layers(prefix, c):
         p = f"{prefix}{L}."
         yield p + "input_layernorm.weight", (H,)
         yield p + "post_attention_layernorm.weight", (H,)
-        if (L + 1) % c["full_attention_interval"]:
+        if not is_full_attention(c, L):
             a = p + "linear_attn."
             yield a + "in_proj_qkv.weight", (conv, H)
             yield a + "in_proj_z.weight", (nv * dv, H)
@@ -78,6 +103,13 @@ def gdn_moe_layers(prefix, c):
             yield p + "self_attn.o_proj.weight", (H, q)
             yield p + "self_attn.q_norm.weight", (hd,)
             yield p + "self_attn.k_norm.weight", (hd,)
+        if "num_experts" not in c:
+            I = c["intermediate_size"]
+            yield p + "mlp.gate_proj.weight", (I, H)
+            yield p + "mlp.up_proj.weight", (I, H)
+            yield p + "mlp.down_proj.weight", (H, I)
+            continue
+        E, I, Is = c["num_experts"], c["moe_intermediate_size"], c["shared_expert_intermediate_size"]
         yield p + "mlp.gate.weight", (E, H)
         yield p + "mlp.experts.gate_up_proj", (E, 2 * I, H)
         yield p + "mlp.experts.down_proj", (E, H, I)
@@ -130,10 +162,11 @@ def tensors(c):
         return
     H = c["hidden_size"]
     yield "model.embed_tokens.weight", (c["vocab_size"], H)
-    if c["model_type"] == "qwen3_5_moe_text":
-        yield from gdn_moe_layers("model.layers.", c)
+    if c["model_type"] in ("qwen3_5_text", "qwen3_5_moe_text"):
+        yield from gdn_layers("model.layers.", c)
         yield "model.norm.weight", (H,)
-        yield "lm_head.weight", (c["vocab_size"], H)
+        if not c["tie_word_embeddings"]:
+            yield "lm_head.weight", (c["vocab_size"], H)
         return
     yield from qwen3_layers("model.layers.", c)
     yield "model.norm.weight", (H,)
@@ -148,6 +181,8 @@ def main():
     c = dict(SHAPES[a.shape])
     if a.layers:
         c["num_hidden_layers"] = a.layers
+        if "layer_types" in c:
+            c["layer_types"] = c["layer_types"][:a.layers]
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "config.json"), "w") as f:
         json.dump(c, f, indent=1)
