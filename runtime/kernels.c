@@ -1258,11 +1258,11 @@ typedef struct IsaEntry {
 
 /* In order of preference (SC_KERNEL_ISAS): the default is the first one
  * marked by_default that runs here, a choice made by measurement
- * (docs/PERFORMANCE.md, "ISA choice"); `why` says which. */
+ * (docs/PERFORMANCE.md, "AVX-512 with VNNI and BF16"); `why` says which. */
 static const IsaEntry isas[] = {
     ISA("avx512-vnni", avx512vnni, cpu_has_avx512vnni, 1,
-        "the default where the CPU has AVX512-VNNI: the prefill and batched GEMMs of every band run 1.4-2.1x "
-        "avx2's, decode reads at least as fast (AMD Zen 5, docs/PERFORMANCE.md)"),
+        "the default where the CPU has AVX512-VNNI: its q8_0/q4_0 prefill GEMMs run 1.6-1.8x avx2's, bf16 "
+        "decode 1.06x, q8_0/q4_0 decode at the same rate (AMD Zen 5, docs/PERFORMANCE.md)"),
     ISA("avx512", avx512, cpu_has_avx512, 0,
         "only when SPEECHC_ISA names it: on a CPU with VNNI avx512-vnni has its bits and is faster; not measured "
         "on AVX-512 CPUs without VNNI, where avx2 stays the default"),
