@@ -344,11 +344,8 @@ int cmd_bench(int argc, char **argv) {
          d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
          used_threads > 1 ? "s" : "");
   printf("kernels why   %s\n", sc_kernels_reason(&K));
-  const char *bf = getenv("SPEECHC_BF16_ACT");
-  const int eng = sc_bf16act_engine(!bf || !*bf || !strcmp(bf, "auto") ? SC_BF16ACT_BEST
-                                    : !strcmp(bf, "amx")                 ? SC_BF16ACT_AMX
-                                    : !strcmp(bf, "avx512bf16")          ? SC_BF16ACT_DP
-                                                                         : SC_BF16ACT_OFF);
+  /* the session opened above refused a bad value */
+  const int eng = sc_bf16act_engine(sc_bf16act_setting(getenv("SPEECHC_BF16_ACT")));
   if (strstr(band, "bf16"))
     printf("bf16 prefill  %s\n", eng == SC_BF16ACT_AMX ? "AMX tiles, activations rounded to bf16 (calls of 16+ tokens)"
                                   : eng == SC_BF16ACT_DP ? "AVX512-BF16, activations rounded to bf16 (calls of 16+ tokens)"

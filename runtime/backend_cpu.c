@@ -54,11 +54,8 @@ static int cpu_session_open(sc_session *s, sc_error *err) {
    * that one (refused where it cannot run), "off" f32 activations
    * everywhere. */
   const char *e = getenv("SPEECHC_BF16_ACT");
-  int want = SC_BF16ACT_BEST;
-  if (e && (!strcmp(e, "off") || !strcmp(e, "0"))) want = SC_BF16ACT_OFF;
-  else if (e && !strcmp(e, "amx")) want = SC_BF16ACT_AMX;
-  else if (e && !strcmp(e, "avx512bf16")) want = SC_BF16ACT_DP;
-  else if (e && *e && strcmp(e, "auto"))
+  const int want = sc_bf16act_setting(e);
+  if (want < 0)
     return sc_fail(err, SC_EUSAGE, "SPEECHC_BF16_ACT=%s: expected auto, amx, avx512bf16 or off", e);
   if (want > SC_BF16ACT_BEST && sc_bf16act_engine(want) != want)
     return sc_fail(err, SC_ERUNTIME, "SPEECHC_BF16_ACT=%s: this CPU (or this build) cannot run it", e);

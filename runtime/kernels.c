@@ -607,6 +607,14 @@ int sc_bf16act_engine(int bf16_act) {
   }
 }
 
+int sc_bf16act_setting(const char *e) {
+  if (!e || !*e || !strcmp(e, "auto")) return SC_BF16ACT_BEST;
+  if (!strcmp(e, "off") || !strcmp(e, "0")) return SC_BF16ACT_OFF;
+  if (!strcmp(e, "amx")) return SC_BF16ACT_AMX;
+  if (!strcmp(e, "avx512bf16")) return SC_BF16ACT_DP;
+  return -1;
+}
+
 /* Weight rows per panel: a panel's bytes stay under this, so that it is
  * reused from L2 across the token blocks a thread runs against it. */
 #define AMX_PANEL_BYTES (512 * 1024)

@@ -119,6 +119,9 @@ enum { SC_BF16ACT_OFF = 0, SC_BF16ACT_BEST = 1, SC_BF16ACT_AMX = 2, SC_BF16ACT_D
 /* The engine a bf16_act setting resolves to here: SC_BF16ACT_AMX,
  * SC_BF16ACT_DP or SC_BF16ACT_OFF. */
 int sc_bf16act_engine(int bf16_act);
+/* The setting a value of SPEECHC_BF16_ACT names: NULL, "" or "auto"
+ * SC_BF16ACT_BEST, "amx", "avx512bf16", "off" (or "0"); -1 for any other. */
+int sc_bf16act_setting(const char *value);
 
 /* Every ISA speechc has kernels for, in sc_kernels_init's order of
  * preference ("avx512" only when asked for). */
