@@ -31,10 +31,12 @@ typedef struct TtsW {
   Qwen3Layer *tl, *pl;
 } TtsW;
 
-static int talker_stack(Module *m, Graph *g, const TtsW *w, int x) {
+/* all_rows: every row's hidden and logits (the batched entries, one row
+ * per stream), else the last row's. */
+static int talker_stack(Module *m, Graph *g, const TtsW *w, int x, int all_rows) {
   int rope = ir_weight(m, g, w->talker_rope);
   for (int L = 0; L < w->td.layers; L++) x = fe_qwen3_layer(m, g, x, &w->td, &w->tl[L], rope, "talker.", L);
-  int last = ir_row(g, x, -1, "talker.last");
+  int last = all_rows ? x : ir_row(g, x, -1, "talker.last");
   int h = ir_rmsnorm(g, last, ir_weight(m, g, w->talker_norm), (int)w->td.hidden, NORM_PLAIN,
                      (float)w->td.eps, "talker.norm");
   ir_output(g, h, OUT_HIDDEN);
@@ -43,13 +45,14 @@ static int talker_stack(Module *m, Graph *g, const TtsW *w, int x) {
   return logits;
 }
 
-/* x: [T, talker hidden] -> logits of head `io->step` for the last row */
-static void predictor_stack(Module *m, Graph *g, const TtsW *w, int x) {
+/* x: [T, talker hidden] -> logits of head `io->step` for the last row
+ * (all_rows: for every row) */
+static void predictor_stack(Module *m, Graph *g, const TtsW *w, int x, int all_rows) {
   if (w->proj >= 0)
     x = ir_linear(g, x, ir_weight(m, g, w->proj), ir_weight(m, g, w->proj_b), "pred.proj");
   int rope = ir_weight(m, g, w->pred_rope);
   for (int L = 0; L < w->pd.layers; L++) x = fe_qwen3_layer(m, g, x, &w->pd, &w->pl[L], rope, "pred.", L);
-  int last = ir_row(g, x, -1, "pred.last");
+  int last = all_rows ? x : ir_row(g, x, -1, "pred.last");
   int h = ir_rmsnorm(g, last, ir_weight(m, g, w->pred_norm), (int)w->pd.hidden, NORM_PLAIN,
                      (float)w->pd.eps, "pred.norm");
   int logits = ir_linear(g, h, ir_weight_set(m, g, w->pred_head, SET_STEP, 0), -1, "pred.head");
@@ -257,15 +260,30 @@ int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
   ir_output(g, x, OUT_LOGITS);
 
   g = ir_graph_new(m, "talker_prefill", SC_IN_EMBEDS, chunk);
-  talker_stack(m, g, &w, ir_input_embeds(g, H));
+  talker_stack(m, g, &w, ir_input_embeds(g, H), 0);
   g = ir_graph_exact(m, "talker_decode", SC_IN_EMBEDS, 1);
-  talker_stack(m, g, &w, ir_input_embeds(g, H));
+  talker_stack(m, g, &w, ir_input_embeds(g, H), 0);
 
   g = ir_graph_exact(m, "predictor_prefill", SC_IN_EMBEDS, 2);
-  predictor_stack(m, g, &w, ir_input_embeds(g, H));
+  predictor_stack(m, g, &w, ir_input_embeds(g, H), 0);
   g = ir_graph_exact(m, "predictor_decode", SC_IN_IDS, 1);
   x = ir_embed(g, ir_weight_set(m, g, w.pred_emb, SET_STEP, -1), ir_input_ids(g), "pred.embed");
-  predictor_stack(m, g, &w, x);
+  predictor_stack(m, g, &w, x, 0);
+
+  /* A frame of up to --max-batch streams at once (sc_tts_batch_step): each
+   * row at its own position in its own session's caches (sc_io.row_pos /
+   * row_state), every row's outputs.  The predictor's prefill carries two
+   * rows per stream ([h, E(c0)] at positions 0 and 1). */
+  if (!strcmp(o->target, "cpu") && o->max_batch > 1) {
+    const int B = o->max_batch < max_ctx ? o->max_batch : max_ctx;
+    g = ir_graph_new(m, "talker_batch", SC_IN_EMBEDS, B);
+    talker_stack(m, g, &w, ir_input_embeds(g, H), 1);
+    g = ir_graph_new(m, "predictor_prefill_batch", SC_IN_EMBEDS, 2 * o->max_batch);
+    predictor_stack(m, g, &w, ir_input_embeds(g, H), 1);
+    g = ir_graph_new(m, "predictor_decode_batch", SC_IN_IDS, o->max_batch);
+    x = ir_embed(g, ir_weight_set(m, g, w.pred_emb, SET_STEP, -1), ir_input_ids(g), "pred.embed");
+    predictor_stack(m, g, &w, x, 1);
+  }
   rc = SC_OK;
 done:
   free(w.tl);

@@ -215,6 +215,47 @@ typedef int (*sc_frame_cb)(void *user, const int32_t *codes, int n_codebooks, in
 int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                     sc_frame_cb on_frame, void *user, sc_error *err);
 
+/* Batched Qwen3-TTS (artifacts built for the CPU with --max-batch > 1, the
+ * default 16): one sc_tts_batch_step makes one frame of every running
+ * stream of the batch, the talker's step, the predictor's prefill and each
+ * of its steps as one call for all of them (entries "talker_batch",
+ * "predictor_prefill_batch", "predictor_decode_batch"), so each weight is
+ * read once per call for all the streams.  Each stream keeps its own
+ * session (its caches, at its own position), parameters, samplers, seed
+ * and history: its codes are exactly those sc_tts_generate gives alone
+ * with the same parameters, bit for bit, whatever the other streams do.
+ * Streams join (sc_tts_batch_add: the session is reset and the prompt
+ * prefilled at once, on that session's threads) and leave between steps;
+ * a stream that ends (codec EOS, max_frames, on_frame's stop, or its own
+ * error such as a full context) stops being stepped and stays in the
+ * batch, with its status, until removed.  Audio is not decoded here:
+ * p->codec must be NULL (decode the codes with sc_codec_decode).
+ * p->stats, when set, gets prompt_s, prompt_rows, frames and wall_s (from
+ * the add to the end).  Thread safety: a step runs on the kernel threads
+ * and scratch of the first running stream's session; no session of the
+ * batch may be used elsewhere while it is in the batch, and a batch is
+ * used by one thread at a time.  More streams than the entries' rows take
+ * several calls per step.  The params' pointers (text, instruct, speaker,
+ * language) must stay valid while the stream is in the batch. */
+typedef struct sc_tts_batch sc_tts_batch;
+int sc_tts_batch_new(sc_model *m, sc_tts_batch **out, sc_error *err);
+void sc_tts_batch_free(sc_tts_batch *b);      /* removes every stream */
+/* codes: [p->max_frames * G], the caller's; *n_frames counts the frames
+ * made so far (as sc_tts_generate's). */
+int sc_tts_batch_add(sc_tts_batch *b, sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
+                     sc_frame_cb on_frame, void *user, sc_error *err);
+int sc_tts_batch_remove(sc_tts_batch *b, sc_session *s); /* 0, or -1: not in the batch */
+int sc_tts_batch_size(const sc_tts_batch *b);    /* streams in the batch, ended or not */
+int sc_tts_batch_running(const sc_tts_batch *b); /* those still running */
+/* One frame of each running stream.  A failed call of the entries ends the
+ * streams it carried with that error, which is also returned; the other
+ * streams go on. */
+int sc_tts_batch_step(sc_tts_batch *b, sc_error *err);
+enum { SC_TTS_RUNNING = 0, SC_TTS_ENDED = 1, SC_TTS_FAILED = 2 };
+/* The stream's state (SC_TTS_*), and for SC_TTS_FAILED its error in err
+ * (may be NULL); -1 when s is not in the batch. */
+int sc_tts_batch_status(const sc_tts_batch *b, const sc_session *s, sc_error *err);
+
 /* ---- Moshi: the RQ-Transformer's step loop (moshi's LMGen) ----------------
  * One call per 80 ms step: the user's audio codes of the step in, and,
  * once the largest delay has passed, one row [text, audio_1..audio_dep_q]

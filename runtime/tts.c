@@ -133,6 +133,14 @@ void tts_config_free(TtsConfig *c) {
   c->json = NULL;
 }
 
+int tts_suppress(const TtsConfig *c, int32_t *out) {
+  int n = 0;
+  for (int id = c->vocab - 1024 > 0 ? c->vocab - 1024 : 0; id < c->vocab; id++)
+    if (id != c->codec_eos) out[n++] = id;
+  out[n] = c->codec_eos;
+  return n;
+}
+
 int sc_tts_codebooks(const sc_model *m) {
   TtsConfig c;
   sc_error err;
@@ -411,11 +419,7 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   sc_sample_params pp = p->predictor;
   pp.seed ^= 0x9e3779b97f4a7c15ull; /* its own stream, still fixed by the seed */
   if ((rc = sc_sampler_new(&pp, &ps, err))) goto done;
-  /* ids [V-1024, V) except EOS; EOS itself while t < min_frames (last slot) */
-  int n_sup = 0;
-  for (int id = V - 1024 > 0 ? V - 1024 : 0; id < V; id++)
-    if (id != c.codec_eos) suppress[n_sup++] = id;
-  suppress[n_sup] = c.codec_eos;
+  const int n_sup = tts_suppress(&c, suppress);
 
   sc_session_reset(s);
   double t0 = start, t1;

@@ -29,6 +29,11 @@ typedef struct TtsPrompt {
 
 int tts_config(const sc_model *m, TtsConfig *c, sc_error *err);
 void tts_config_free(TtsConfig *c);
+/* The ids c0 never takes, as the official generate suppresses them:
+ * [V-1024, V) but the codec EOS, into out[1025]; returns their count n,
+ * and out[n] is the EOS itself (suppressed too while t < min_frames:
+ * pass n + 1 then). */
+int tts_suppress(const TtsConfig *c, int32_t *out);
 int tts_build_prompt(sc_session *s, const TtsConfig *c, const sc_tts_params *p, TtsPrompt *out,
                      sc_error *err);
 void tts_prompt_free(TtsPrompt *p);

@@ -11,7 +11,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The flags must match tests/unit/test_golden.c.
 for model in llm/qwen3_gqa2_hd32_tied llm/qwen3_gqa4_hd16_bf16 llm/llama_gqa4_sharded gdn/qwen35_dense_tiny \
-             gdn/qwen3_next_moe_tiny moshi/moshi7b_tiny moshi/family_tiny mimi/mimi_tiny codec/codec_tiny; do
+             gdn/qwen3_next_moe_tiny moshi/moshi7b_tiny moshi/family_tiny mimi/mimi_tiny codec/codec_tiny \
+             tts/tts_tiny_06b_layout; do
   for fuse in fused unfused; do
     flags=(--cc tcc --max-context 64 --prefill-chunk 16 -q)
     [ "$fuse" = unfused ] && flags+=(--no-fuse)

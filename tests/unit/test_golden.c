@@ -2,7 +2,8 @@
  * test_golden.c — generated code is a product under regression:
  *   - the C emitted for each tiny checkpoint (fused and --no-fuse; the
  *     dense LMs of tests/data/llm, the Qwen3.5 hybrid of tests/data/gdn and
- *     the Moshi RQ-Transformers of tests/data/moshi)
+ *     the Moshi RQ-Transformers of tests/data/moshi, the Qwen3-TTS 0.6B
+ *     layout of tests/data/tts with its batched frame entries)
  *     equals the committed tests/golden/<model>.<fuse>.cpu.c byte for byte, and
  *     so does one quantized build (qwen3_gqa2_hd32_tied, --weights q4_0:
  *     the block-decoding embedding gather; its rows of 64 are shorter than
@@ -64,7 +65,7 @@ int main(void) {
   if (!mkdtemp(tmpdir)) return 1;
   const char *models[] = {"llm/qwen3_gqa2_hd32_tied", "llm/qwen3_gqa4_hd16_bf16", "llm/llama_gqa4_sharded",
                           "gdn/qwen35_dense_tiny", "gdn/qwen3_next_moe_tiny", "moshi/moshi7b_tiny",
-                          "moshi/family_tiny", "mimi/mimi_tiny", "codec/codec_tiny"};
+                          "moshi/family_tiny", "mimi/mimi_tiny", "codec/codec_tiny", "tts/tts_tiny_06b_layout"};
   for (size_t i = 0; i < sizeof models / sizeof *models; i++)
     for (int fuse = 0; fuse < 2; fuse++) {
       char golden[256];
