@@ -45,7 +45,15 @@ const char *const usage_bench =
     "  --streams B            also step B sessions together (sc_batch_step: each weight read\n"
     "                         once per step for all; a Qwen3/Llama artifact built with\n"
     "                         --max-batch >= 2, the default 16; B above it takes several\n"
-    "                         calls a step) and print aggregate and per-stream tokens/s\n";
+    "                         calls a step) and print aggregate and per-stream tokens/s\n"
+    "\n"
+    "A Qwen3-TTS artifact is timed by frames instead: one stream generates\n"
+    "(sc_tts_generate, EOS held off so every run makes the same frames), then B\n"
+    "streams step together (sc_tts_batch_step; --max-batch >= 2 at build, the\n"
+    "default 16), and the bench prints frames/s per stream and in all, the\n"
+    "bytes of weights one frame reads (the talker once, the code predictor once\n"
+    "per code) and, for one stream, the fraction of the read probe.\n"
+    "  --frames N             frames timed per run (default 32; 3 more are warm-up)\n";
 
 static double now(void) {
   struct timespec ts;
@@ -232,11 +240,153 @@ static int bench_streams(sc_model *m, int B, const int32_t *ids, int prompt, lon
   return rc;
 }
 
+/* ---- Qwen3-TTS: frames ---------------------------------------------------- */
+
+/* Bytes of weights one frame reads: the talker's tensors once, the code
+ * predictor's ("pred.") once per code after c0 (G-1 steps), of which a
+ * per-step set (its heads) gives one set a step; embedding tables and RoPE
+ * are gathers (a row each).  The text tables only serve the prompt. */
+static unsigned long long tts_frame_bytes(const sc_model_desc *d, int G) {
+  unsigned long long sum = 0;
+  for (int i = 0; i < d->n_tensors; i++) {
+    const sc_tensor_info *t = &d->tensors[i];
+    const unsigned long long sets = t->sets > 0 ? (unsigned long long)t->sets : 1;
+    const unsigned long long row = t->rows > 0 ? t->bytes / ((unsigned long long)t->rows * sets) : t->bytes;
+    if (!strncmp(t->name, "text_", 5)) continue;
+    if (!strncmp(t->name, "rope.", 5) || has(t->name, "embed")) sum += row;
+    else if (!strncmp(t->name, "pred.", 5)) sum += t->bytes / sets * (unsigned long long)(G - 1);
+    else sum += t->bytes;
+  }
+  return sum;
+}
+
+typedef struct FrameClock {
+  double last, *dt;
+  int n, cap;
+} FrameClock;
+
+static int on_frame_clock(void *user, const int32_t *codes, int n_codes, int frame) {
+  (void)codes;
+  (void)n_codes;
+  (void)frame;
+  FrameClock *c = user;
+  const double t = now();
+  if (c->n < c->cap) c->dt[c->n++] = t - c->last;
+  c->last = t;
+  return 0;
+}
+
+/* The request every bench stream makes: a 16-token text, EOS held off
+ * (min_frames = max_frames) so each run makes max_frames frames. */
+static sc_tts_params tts_bench_params(const int32_t *text, int frames, int i) {
+  sc_tts_params p = sc_tts_defaults();
+  p.text_ids = text;
+  p.n_text = 16;
+  p.max_frames = p.min_frames = frames;
+  p.talker.seed = 1 + (uint64_t)i;
+  p.predictor.seed = 1001 + (uint64_t)i;
+  return p;
+}
+
+static int bench_tts(sc_model *m, const char *path, long frames, long streams, long threads, long probe_mb) {
+  const sc_model_desc *d = sc_model_desc_of(m);
+  const int G = sc_tts_codebooks(m), F = (int)frames + 3;
+  sc_error err = {0};
+  int32_t text[16];
+  cJSON *j = cJSON_Parse(d->config_json);
+  const cJSON *tv = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "talker_config"),
+                                                     "text_vocab_size");
+  const int text_vocab = cJSON_IsNumber(tv) && tv->valueint > 0 ? tv->valueint : 1; /* the build checked it */
+  cJSON_Delete(j);
+  for (int k = 0; k < 16; k++) text[k] = (int32_t)((k * 7919 + 5) % text_vocab);
+  int32_t *codes = malloc((size_t)F * (size_t)G * (size_t)(streams > 1 ? streams : 1) * sizeof *codes);
+  int *n_frames = calloc((size_t)streams, sizeof *n_frames);
+  double *dt = calloc((size_t)F, sizeof *dt), *dtb = calloc((size_t)F, sizeof *dtb);
+  sc_session **s = calloc((size_t)streams, sizeof *s);
+  sc_tts_batch *b = NULL;
+  int rc = codes && n_frames && dt && dtb && s ? SC_OK : sc_fail(&err, SC_ERUNTIME, "out of memory");
+  /* one stream alone; its first frames (and the prompt) are not timed */
+  FrameClock clk = {.dt = dt, .cap = F};
+  sc_tts_stats st = {0};
+  if (!rc) rc = sc_session_open(m, &s[0], &err);
+  if (!rc) {
+    sc_tts_params p = tts_bench_params(text, F, 0);
+    p.stats = &st;
+    clk.last = now();
+    rc = sc_tts_generate(s[0], &p, codes, &n_frames[0], on_frame_clock, &clk, &err);
+  }
+  if (!rc && clk.n < F) rc = sc_fail(&err, SC_ERUNTIME, "bench: the stream made %d frames of %d", clk.n, F);
+  double med = rc ? 0 : median(dt + 3, (int)frames), med_b = 0;
+  /* B streams together */
+  int nb = 0;
+  if (!rc && streams > 1) {
+    rc = sc_tts_batch_new(m, &b, &err);
+    for (int i = 0; !rc && i < streams; i++) {
+      if (!s[i]) rc = sc_session_open(m, &s[i], &err);
+      sc_tts_params p = tts_bench_params(text, F, i);
+      if (!rc) rc = sc_tts_batch_add(b, s[i], &p, codes + (size_t)i * F * G, &n_frames[i], NULL, NULL, &err);
+    }
+    while (!rc && sc_tts_batch_running(b)) {
+      const double t0 = now();
+      rc = sc_tts_batch_step(b, &err);
+      if (nb < F) dtb[nb++] = now() - t0;
+    }
+    for (int i = 0; !rc && i < streams; i++)
+      if (sc_tts_batch_status(b, s[i], &err) != SC_TTS_ENDED || n_frames[i] != F)
+        rc = sc_fail(&err, SC_ERUNTIME, "bench: stream %d made %d frames of %d (%s)", i, n_frames[i], F, err.msg);
+    if (!rc) med_b = median(dtb + 3, (int)frames);
+  }
+  int used_threads = threads > 0 ? (int)threads : sc_physical_cores();
+  double best = 0, med_probe = 0;
+  if (!rc && probe_bandwidth(used_threads, (size_t)probe_mb, 5, &best, &med_probe))
+    rc = sc_fail(&err, SC_ERUNTIME, "out of memory for the %ld MB bandwidth probe (hint: --probe-mb)", probe_mb);
+  if (rc) {
+    fprintf(stderr, "speechc: error: %s\n", err.msg);
+  } else {
+    const unsigned long long bytes = tts_frame_bytes(d, G);
+    const double gbs = (double)bytes / med / 1e9;
+    sc_kernels K;
+    sc_kernels_init(&K, NULL);
+    char others[128];
+    const char *band = main_band(d, others, sizeof others);
+    printf("model         %s (%s, %s)\n", path, d->model_type, d->family);
+    printf("weights       %s, %.1f MB in all%s\n", band, d->weight_bytes / 1e6, others);
+    printf("code          %s; kernels %s, %d thread%s\n",
+           d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
+           used_threads > 1 ? "s" : "");
+    printf("kernels why   %s\n", sc_kernels_reason(&K));
+    printf("one stream    %ld frames: median %.2f ms/frame = %.2f frames/s (real time: 12.5; prompt %d rows "
+           "in %.1f ms)\n", frames, med * 1e3, 1.0 / med, st.prompt_rows, st.prompt_s * 1e3);
+    printf("weights read  %.1f MB per frame (talker once, predictor %d times)\n", bytes / 1e6, G - 1);
+    printf("effective     %.2f GB/s\n", gbs);
+    printf("read probe    %.2f GB/s best, %.2f median (%ld MB buffer, %d thread%s, 5 passes)\n", best, med_probe,
+           probe_mb, used_threads, used_threads > 1 ? "s" : "");
+    printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+    if (streams > 1) {
+      printf("streams       %ld streams stepped together: median %.2f ms/frame = %.2f frames/s in all, %.2f per "
+             "stream (%.2fx one stream's aggregate)\n", streams, med_b * 1e3, streams / med_b, 1.0 / med_b,
+             streams * med / med_b);
+      printf("bench: streams=%ld frame_ms=%.3f agg_frames_s=%.3f stream_frames_s=%.3f speedup=%.3f\n", streams,
+             med_b * 1e3, streams / med_b, 1.0 / med_b, streams * med / med_b);
+    }
+    printf("bench: band=%s frames_s=%.3f ms=%.3f bytes=%llu gbps=%.3f probe_gbps=%.3f frac=%.4f threads=%d\n", band,
+           1.0 / med, med * 1e3, bytes, gbs, best, gbs / best, used_threads);
+  }
+  sc_tts_batch_free(b);
+  for (int i = 0; s && i < streams; i++) sc_session_close(s[i]);
+  free(s);
+  free(codes);
+  free(n_frames);
+  free(dt);
+  free(dtb);
+  return rc;
+}
+
 /* ---- the command ----------------------------------------------------------- */
 
 int cmd_bench(int argc, char **argv) {
   const char *path = NULL;
-  long steps = 32, threads = 0, prompt = 16, probe_mb = 1024, streams = 1;
+  long steps = 32, threads = 0, prompt = 16, probe_mb = 1024, streams = 1, frames = 32;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -259,6 +409,9 @@ int cmd_bench(int argc, char **argv) {
     } else if (!strcmp(a, "--streams")) {
       if (parse_count(a, val, 1, 4096, &streams)) return SC_EUSAGE;
       i++;
+    } else if (!strcmp(a, "--frames")) {
+      if (parse_count(a, val, 1, 100000, &frames)) return SC_EUSAGE;
+      i++;
     } else if (a[0] == '-') {
       fprintf(stderr, "speechc: unknown option '%s'\n\n%s", a, usage_bench);
       return SC_EUSAGE;
@@ -278,6 +431,11 @@ int cmd_bench(int argc, char **argv) {
   sc_model *m = NULL;
   sc_session *s = NULL;
   int rc = sc_model_open(path, &opts, &m, &err);
+  if (!rc && sc_tts_codebooks(m)) {
+    rc = bench_tts(m, path, frames, streams, threads, probe_mb);
+    sc_model_close(m);
+    return rc;
+  }
   if (!rc) rc = check_family(m, path, "llm", &err);
   const sc_model_desc *d = rc ? NULL : sc_model_desc_of(m);
   if (!rc && prompt + 3 + steps > d->max_context)

@@ -445,6 +445,10 @@ DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
   }                                                                           \
   static void NAME(const WT *w, int nr, const float *x, int ldx, int nt, int cols, \
                    float *out, int ldo) {                                     \
+    /* the next block of four rows while this one computes (as the         \
+     * quantized tiles do) */                                              \
+    for (size_t l = 0; l < (size_t)4 * cols * sizeof(WT); l += 64)            \
+      PREFETCH((const char *)(w + (size_t)4 * cols) + l);                     \
     switch (nr) {                                                             \
     case 4: NAME##r(w, cols, x, ldx, nt, out, ldo, 4); break;                 \
     case 3: NAME##r(w, cols, x, ldx, nt, out, ldo, 3); break;                 \
@@ -572,7 +576,13 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
   static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
                    const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
     int r = 0;                                                                   \
-    for (; r + 2 <= nr; r += 2) NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 2); \
+    for (; r + 2 <= nr; r += 2) {                                                \
+      /* the next two rows' bytes (in this block or the next: rows are          \
+       * consecutive) while this pair computes: at several tokens the tiles      \
+       * run too long per byte for the hardware prefetcher to stay ahead */     \
+      for (size_t l = 0; l < 2 * rb; l += 64) PREFETCH(w + (r + 2) * rb + l);    \
+      NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 2);              \
+    }                                                                            \
     if (r < nr) NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 1);    \
   }
 DEFINE_GEMM_Q(gemm_q8_0, q8_tile, Q8_NT)
