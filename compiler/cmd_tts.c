@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <poll.h>
+#include <pthread.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,9 +78,23 @@ const char *const usage_tts =
     "                          --prefill-chunk; 1 = always one: the bits of --sequential)\n"
     "  --sequential            decode each frame before the next is generated, on one thread\n"
     "                          (the order before the decoder thread; for debugging)\n"
-    "  -q                      no per-frame progress on stderr\n";
+    "  -q                      no per-frame progress on stderr\n"
+    "\n"
+    "Several requests at once: give --text (or --text-ids) and -o once per request, in\n"
+    "order; the other options apply to every request.  Their frames are made together\n"
+    "(the batched step: each weight read once per step for all of them), and each output\n"
+    "is what the same command with that one text writes with --decoder-batch 1.\n"
+    "  --max-streams N         requests in the batch at once (default 16); the next one\n"
+    "                          starts as soon as one ends\n";
 
 #define IDS_MAX ((size_t)1 << 20) /* bytes of an ids file: ~150k ids */
+#define MAX_REQUESTS 1024         /* --text / -o pairs of one command */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* A value made only of digits, '-', commas, brackets and whitespace is a
  * list, always: "--text-ids 5" is the id 5 even when a file named 5 is in
@@ -217,8 +233,125 @@ static int audio_name(const char *out) {
   return 0;
 }
 
+/* ---- several requests: one batch ---------------------------------------- */
+
+typedef struct Many {
+  TtsText *tt;
+  TtsSched *q;
+  sc_tts_params p;          /* shared: sampling, speaker, language, instruct ids */
+  const char *instruct_s;
+  const char **texts, **outs;
+  const int *is_ids;
+  int n, next, f32, quiet;
+  pthread_mutex_t mu;       /* next, and the lines on stderr */
+  int rc;                   /* the first error's code */
+} Many;
+
+/* One request: its text or ids, its output (audio or codes) written as
+ * the single-request command would. */
+static int many_one(Many *m, TtsStream *ts, int i, sc_error *err) {
+  const TtsTextInfo *ti = tts_text_info(m->tt);
+  const char *out = m->outs[i];
+  const int audio = audio_name(out);
+  if (audio && !ti->has_codec)
+    return sc_fail(err, SC_EUSAGE, "-o %s names audio but there is no codec decoder beside the model", out);
+  char what[64];
+  snprintf(what, sizeof what, "--text (request %d)", i + 1);
+  sc_tts_stats st = {0};
+  TtsTextRequest req = {.params = m->p, .text_what = what, .instruct = m->instruct_s};
+  req.params.stats = &st;
+  int32_t *ids = NULL;
+  int rc = SC_OK;
+  if (m->is_ids[i]) {
+    rc = read_ids("--text-ids", m->texts[i], &ids, &req.params.n_text);
+    if (rc) return sc_fail(err, rc, "--text-ids of request %d: unreadable (the line above says why)", i + 1);
+    req.params.text_ids = ids;
+  } else {
+    req.text = m->texts[i];
+  }
+  Progress prog = {.quiet = 1};
+  if (audio) {
+    sc_wav_opts wo = sc_wav_opts_for(out);
+    wo.sample_rate = ti->sample_rate;
+    if (m->f32) wo.format = SC_WAV_F32;
+    rc = sc_wav_open(out, &wo, &prog.wav, err);
+    req.on_pcm = on_pcm;
+    req.user = &prog;
+  }
+  int frames = 0;
+  if (!rc) rc = tts_sched_speak(m->q, ts, &req, &frames, err);
+  if (prog.failed && !rc) {
+    *err = prog.err;
+    rc = err->code;
+  }
+  sc_error werr = {0};
+  if (prog.wav && sc_wav_close(prog.wav, &werr) && !rc) {
+    *err = werr;
+    rc = werr.code;
+  }
+  if (!rc && !audio) rc = codes_write(out, tts_stream_codes(ts), frames, ti->codebooks, err);
+  if (!m->quiet) {
+    pthread_mutex_lock(&m->mu);
+    if (rc) fprintf(stderr, "speechc: request %d (-o %s): error: %s\n", i + 1, out, err->msg);
+    else fprintf(stderr, "speechc: request %d: %d frames (%.2f s of audio) in %.3f s -> %s\n", i + 1, frames,
+                 frames / 12.5, st.wall_s, out);
+    pthread_mutex_unlock(&m->mu);
+  }
+  free(ids);
+  return rc;
+}
+
+/* A worker: one stream, requests taken in order until none are left. */
+static void *many_worker(void *arg) {
+  Many *m = arg;
+  TtsStream *ts = NULL;
+  sc_error err = {0};
+  int rc = tts_stream_open(m->tt, &ts, &err);
+  for (;;) {
+    pthread_mutex_lock(&m->mu);
+    const int i = m->next < m->n ? m->next++ : -1;
+    if (rc && !m->rc) {
+      m->rc = rc;
+      fprintf(stderr, "speechc: error: %s\n", err.msg);
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (i < 0 || rc) break;
+    memset(&err, 0, sizeof err);
+    const int r = many_one(m, ts, i, &err);
+    pthread_mutex_lock(&m->mu);
+    if (r && !m->rc) m->rc = r;
+    pthread_mutex_unlock(&m->mu);
+  }
+  tts_stream_close(ts);
+  return NULL;
+}
+
+static int tts_many(Many *m, int max_streams) {
+  sc_error err = {0};
+  const double t0 = now_s();
+  int rc = tts_sched_open(m->tt, &m->q, &err);
+  if (rc) return report(rc, &err);
+  const int nw = m->n < max_streams ? m->n : max_streams;
+  pthread_t *th = calloc((size_t)nw, sizeof *th);
+  int started = 0;
+  pthread_mutex_init(&m->mu, NULL);
+  for (; th && started < nw; started++)
+    if (pthread_create(&th[started], NULL, many_worker, m)) break;
+  if (!started) m->rc = sc_fail(&err, SC_ERUNTIME, "cannot start the request threads");
+  for (int k = 0; k < started; k++) pthread_join(th[k], NULL);
+  tts_sched_close(m->q);
+  pthread_mutex_destroy(&m->mu);
+  free(th);
+  if (!m->rc && !m->quiet)
+    fprintf(stderr, "speechc: %d requests, at most %d at once, in %.3f s\n", m->n, nw, now_s() - t0);
+  return m->rc && !started ? report(m->rc, &err) : m->rc;
+}
+
 int cmd_tts(int argc, char **argv) {
   const char *path = NULL, *text = NULL, *instruct = NULL, *out = NULL;
+  const char *texts[MAX_REQUESTS], *outs[MAX_REQUESTS];
+  int is_ids[MAX_REQUESTS] = {0};
+  int n_texts = 0, n_outs = 0, max_streams = 16;
   const char *text_s = NULL, *instruct_s = NULL, *tokdir = NULL;
   const char *codec_path = NULL, *codes_out = NULL;
   int f32 = 0;
@@ -243,10 +376,15 @@ int cmd_tts(int argc, char **argv) {
   }
     if (is_flag(a, "--text-ids")) {
       if (!(text = flag_value(argc, argv, &i, "--text-ids"))) return usage_error(usage_tts, "%s needs ids", a);
+      if (n_texts == MAX_REQUESTS) return usage_error(usage_tts, "%s", "more than 1024 requests");
+      is_ids[n_texts] = 1;
+      texts[n_texts++] = text;
     } else if (is_flag(a, "--instruct-ids")) {
       if (!(instruct = flag_value(argc, argv, &i, "--instruct-ids"))) return usage_error(usage_tts, "%s needs ids", a);
     } else if (is_flag(a, "--text")) {
       if (!(text_s = flag_value(argc, argv, &i, "--text"))) return usage_error(usage_tts, "%s needs a text", a);
+      if (n_texts == MAX_REQUESTS) return usage_error(usage_tts, "%s", "more than 1024 requests");
+      texts[n_texts++] = text_s;
     } else if (is_flag(a, "--instruct")) {
       if (!(instruct_s = flag_value(argc, argv, &i, "--instruct"))) return usage_error(usage_tts, "%s needs a text", a);
     } else if (is_flag(a, "--tokenizer")) {
@@ -273,11 +411,14 @@ int cmd_tts(int argc, char **argv) {
       prog.quiet = 1;
     } else if (!strcmp(a, "-o")) {
       if (!(out = i + 1 < argc ? argv[++i] : NULL)) return usage_error(usage_tts, "%s needs a path", a);
+      if (n_outs == MAX_REQUESTS) return usage_error(usage_tts, "%s", "more than 1024 outputs");
+      outs[n_outs++] = out;
     }
     INT("--max-frames", 1, 1 << 20, p.max_frames)
     INT("--threads", 0, 1024, opts.threads)
     INT("--decoder-threads", 0, 1024, dec_threads)
     INT("--decoder-batch", 0, 1 << 20, p.audio_batch)
+    INT("--max-streams", 1, 1024, max_streams)
     FLOAT("--temperature", 0, 100, p.talker.temperature)
     INT("--top-k", 0, INT_MAX, p.talker.top_k)
     FLOAT("--top-p", 1e-9, 1, p.talker.top_p)
@@ -300,7 +441,19 @@ int cmd_tts(int argc, char **argv) {
   }
   if (!path) return usage_error(usage_tts, "%s", "missing model.so");
   if (!text && !text_s) return usage_error(usage_tts, "%s", "missing --text-ids or --text");
-  if (text && text_s) return usage_error(usage_tts, "%s", "give one of --text and --text-ids");
+  if (n_texts > 1 || n_outs > 1) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%d texts (--text, --text-ids) and %d -o: several requests need one -o each, "
+             "in the same order", n_texts, n_outs);
+    if (n_texts != n_outs) return usage_error(usage_tts, "%s", msg);
+    for (int k = 0; k < n_outs; k++)
+      if (!strcmp(outs[k], "-"))
+        return usage_error(usage_tts, "%s", "-o - (stdout) takes a single request");
+    if (codes_out) return usage_error(usage_tts, "%s", "--codes takes a single request (with several, -o "
+                                      "codes.json or codes.bin per request)");
+    if (p.audio_sequential) return usage_error(usage_tts, "%s", "--sequential takes a single request");
+  }
+  if (text && text_s && n_texts == 1) return usage_error(usage_tts, "%s", "give one of --text and --text-ids");
   if (instruct && instruct_s)
     return usage_error(usage_tts, "%s", "give one of --instruct and --instruct-ids");
   /* what speechc build wrote beside the model: its tokenizer, its decoder */
@@ -317,7 +470,8 @@ int cmd_tts(int argc, char **argv) {
                        "(hint: the checkpoint directory the model was built from)");
   if (!out) return usage_error(usage_tts, "%s", "missing -o out.wav (or -, out.raw, codes.json, codes.bin)");
   /* audio when -o names it, or for - when a codec decoder is there */
-  const int audio = audio_name(out) || (!strcmp(out, "-") && to.codec);
+  int audio = audio_name(out) || (!strcmp(out, "-") && to.codec);
+  for (int k = 0; n_outs > 1 && k < n_outs; k++) audio |= audio_name(outs[k]);
   if (audio && !to.codec)
     return usage_error(usage_tts, "%s", "-o names audio but there is no codec decoder beside the model "
                        "(hint: build the checkpoint directory that holds speech_tokenizer/, or pass --codec)");
@@ -328,7 +482,7 @@ int cmd_tts(int argc, char **argv) {
   if (!audio) to.codec = NULL;
   int32_t *text_ids = NULL, *instruct_ids = NULL;
   int rc = SC_OK;
-  if (text) rc = read_ids("--text-ids", text, &text_ids, &p.n_text);
+  if (text && n_texts == 1) rc = read_ids("--text-ids", text, &text_ids, &p.n_text);
   if (!rc && instruct) rc = read_ids("--instruct-ids", instruct, &instruct_ids, &p.n_instruct);
   if (rc) {
     free(text_ids);
@@ -339,6 +493,15 @@ int cmd_tts(int argc, char **argv) {
   TtsStream *ts = NULL;
   int frames = 0, g = 0;
   rc = tts_text_open(path, &to, &tt, &err);
+  if (!rc && n_texts > 1) {
+    Many m = {.tt = tt, .p = p, .instruct_s = instruct_s, .texts = texts, .outs = outs, .is_ids = is_ids,
+              .n = n_texts, .f32 = f32, .quiet = prog.quiet};
+    m.p.instruct_ids = instruct_ids;
+    rc = tts_many(&m, max_streams);
+    free(instruct_ids);
+    tts_text_close(tt);
+    return rc;
+  }
   if (!rc && text_s) rc = tts_text_ids(tt, 0, "--text", text_s, &text_ids, &p.n_text, &err);
   if (!rc && instruct_s) rc = tts_text_ids(tt, 1, "--instruct", instruct_s, &instruct_ids, &p.n_instruct, &err);
   p.text_ids = text_ids;

@@ -197,35 +197,235 @@ static int on_audio(void *user, const int32_t *codes, int g, const float *pcm, i
   return r->on_pcm(r->user, pcm, n, frame);
 }
 
-int tts_text_speak(TtsStream *s, const TtsTextRequest *r, int *n_frames, sc_error *err) {
+/* What both ways of speaking do first: the codes buffer sized, the texts
+ * tokenized into p (their ids in *text_ids, *instruct_ids, the caller's
+ * to free). */
+static int speak_prepare(TtsStream *s, const TtsTextRequest *r, sc_tts_params *p, int32_t **text_ids,
+                         int32_t **instruct_ids, sc_error *err) {
   TtsText *t = s->t;
-  sc_tts_params p = r->params;
-  *n_frames = 0;
+  *p = r->params;
+  *text_ids = *instruct_ids = NULL;
   if (r->on_pcm && !s->cs)
     return sc_fail(err, SC_EUSAGE, "%s has no codec decoder to make audio with (hint: build the checkpoint "
                    "directory that holds speech_tokenizer/, which writes model.codec.so beside model.so)", t->path);
-  if (p.max_frames < 1) return sc_fail(err, SC_EUSAGE, "max_frames %d: expected at least 1", p.max_frames);
-  if (p.max_frames > s->cap_frames) {
-    int32_t *c = realloc(s->codes, (size_t)p.max_frames * t->info.codebooks * sizeof *c);
-    if (!c) return sc_fail(err, SC_ERUNTIME, "out of memory for %d frames of codes", p.max_frames);
+  if (p->max_frames < 1) return sc_fail(err, SC_EUSAGE, "max_frames %d: expected at least 1", p->max_frames);
+  if (p->max_frames > s->cap_frames) {
+    int32_t *c = realloc(s->codes, (size_t)p->max_frames * t->info.codebooks * sizeof *c);
+    if (!c) return sc_fail(err, SC_ERUNTIME, "out of memory for %d frames of codes", p->max_frames);
     s->codes = c;
-    s->cap_frames = p.max_frames;
+    s->cap_frames = p->max_frames;
   }
-  int32_t *text_ids = NULL, *instruct_ids = NULL;
   int rc = SC_OK;
   if (r->text) {
-    rc = tts_text_ids(t, 0, r->text_what ? r->text_what : "text", r->text, &text_ids, &p.n_text, err);
-    p.text_ids = text_ids;
+    rc = tts_text_ids(t, 0, r->text_what ? r->text_what : "text", r->text, text_ids, &p->n_text, err);
+    p->text_ids = *text_ids;
   }
   if (!rc && r->instruct) {
-    rc = tts_text_ids(t, 1, r->instruct_what ? r->instruct_what : "instruct", r->instruct, &instruct_ids,
-                      &p.n_instruct, err);
-    p.instruct_ids = instruct_ids;
+    rc = tts_text_ids(t, 1, r->instruct_what ? r->instruct_what : "instruct", r->instruct, instruct_ids,
+                      &p->n_instruct, err);
+    p->instruct_ids = *instruct_ids;
   }
+  return rc;
+}
+
+int tts_text_speak(TtsStream *s, const TtsTextRequest *r, int *n_frames, sc_error *err) {
+  sc_tts_params p;
+  int32_t *text_ids, *instruct_ids;
+  *n_frames = 0;
+  int rc = speak_prepare(s, r, &p, &text_ids, &instruct_ids, err);
   p.codec = r->on_pcm ? s->cs : NULL;
   p.on_audio = r->on_pcm ? on_audio : NULL;
   p.audio_user = (void *)r;
   if (!rc) rc = sc_tts_generate(s->s, &p, s->codes, n_frames, r->on_frame, r->user, err);
+  free(text_ids);
+  free(instruct_ids);
+  return rc;
+}
+
+/* ---- requests stepped together (TtsSched) ---------------------------------
+ * One thread owns the sc_tts_batch: it adds the requests that came in,
+ * makes one frame of every running one, and retires those that ended.
+ * Each request's own thread waits for its frames and decodes their audio
+ * with its stream's codec session, one frame per call, as they come. */
+
+typedef struct SchedJob {
+  struct TtsSched *q;
+  TtsStream *s;
+  sc_tts_params p;
+  int made;                /* frames whose codes are in s->codes (under mu) */
+  int sched_frames;        /* the batch's count (the scheduler's own) */
+  int finished, cancel, rc;
+  sc_error err;
+  pthread_cond_t cv;       /* made or finished changed */
+  struct SchedJob *next;   /* in the queue of requests not yet added */
+} SchedJob;
+
+struct TtsSched {
+  TtsText *t;
+  sc_tts_batch *b;
+  pthread_t thread;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;       /* a request came in, or quit */
+  int quit;
+  SchedJob *queue, **queue_end;
+  SchedJob **run;          /* in the batch */
+  int n_run, cap_run;
+};
+
+/* sc_frame_cb, on the scheduler's thread: publish the frame; a request
+ * that was cancelled ends here. */
+static int sched_on_frame(void *user, const int32_t *codes, int g, int frame) {
+  SchedJob *j = user;
+  (void)codes, (void)g;
+  TtsSched *q = j->q;
+  pthread_mutex_lock(&q->mu);
+  j->made = frame + 1;
+  const int stop = j->cancel;
+  pthread_cond_signal(&j->cv);
+  pthread_mutex_unlock(&q->mu);
+  return stop;
+}
+
+/* Under q->mu: j is over, with rc and err. */
+static void sched_finish(SchedJob *j, int rc, const sc_error *err) {
+  j->rc = rc;
+  if (rc && err) j->err = *err;
+  j->finished = 1;
+  pthread_cond_signal(&j->cv);
+}
+
+static void *sched_main(void *arg) {
+  TtsSched *q = arg;
+  pthread_mutex_lock(&q->mu);
+  for (;;) {
+    while (!q->quit && !q->queue && !q->n_run) pthread_cond_wait(&q->cv, &q->mu);
+    if (q->quit && !q->queue && !q->n_run) break;
+    /* joins: each prompt is prefilled here, on its own session */
+    SchedJob *in = q->queue;
+    q->queue = NULL;
+    q->queue_end = &q->queue;
+    pthread_mutex_unlock(&q->mu);
+    for (SchedJob *j = in, *next; j; j = next) {
+      next = j->next;
+      sc_error e = {0};
+      int rc = SC_OK;
+      if (q->n_run == q->cap_run) {
+        const int cap = q->cap_run ? 2 * q->cap_run : 8;
+        SchedJob **r = realloc(q->run, (size_t)cap * sizeof *r);
+        if (r) q->run = r, q->cap_run = cap;
+        else rc = sc_fail(&e, SC_ERUNTIME, "out of memory");
+      }
+      if (!rc) rc = sc_tts_batch_add(q->b, j->s->s, &j->p, j->s->codes, &j->sched_frames, sched_on_frame, j, &e);
+      pthread_mutex_lock(&q->mu);
+      if (rc) sched_finish(j, rc, &e);
+      else q->run[q->n_run++] = j;
+      pthread_mutex_unlock(&q->mu);
+    }
+    /* one frame of each; a failed call ends the requests it carried */
+    sc_error e = {0};
+    if (sc_tts_batch_running(q->b)) sc_tts_batch_step(q->b, &e);
+    pthread_mutex_lock(&q->mu);
+    for (int i = 0; i < q->n_run;) {
+      SchedJob *j = q->run[i];
+      const int st = sc_tts_batch_status(q->b, j->s->s, &e);
+      if (st == SC_TTS_RUNNING && !j->cancel) {
+        i++;
+        continue;
+      }
+      sc_tts_batch_remove(q->b, j->s->s);
+      sched_finish(j, st == SC_TTS_FAILED ? e.code : SC_OK, &e);
+      q->run[i] = q->run[--q->n_run];
+    }
+  }
+  pthread_mutex_unlock(&q->mu);
+  return NULL;
+}
+
+int tts_sched_open(TtsText *t, TtsSched **out, sc_error *err) {
+  *out = NULL;
+  TtsSched *q = calloc(1, sizeof *q);
+  if (!q) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  q->t = t;
+  q->queue_end = &q->queue;
+  if (sc_tts_batch_new(t->m, &q->b, err)) {
+    free(q);
+    return err->code;
+  }
+  pthread_mutex_init(&q->mu, NULL);
+  pthread_cond_init(&q->cv, NULL);
+  if (pthread_create(&q->thread, NULL, sched_main, q)) {
+    sc_tts_batch_free(q->b);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+    return sc_fail(err, SC_ERUNTIME, "cannot start the batch's thread");
+  }
+  *out = q;
+  return SC_OK;
+}
+
+void tts_sched_close(TtsSched *q) {
+  if (!q) return;
+  pthread_mutex_lock(&q->mu);
+  q->quit = 1;
+  pthread_cond_signal(&q->cv);
+  pthread_mutex_unlock(&q->mu);
+  pthread_join(q->thread, NULL);
+  sc_tts_batch_free(q->b);
+  pthread_mutex_destroy(&q->mu);
+  pthread_cond_destroy(&q->cv);
+  free(q->run);
+  free(q);
+}
+
+int tts_sched_speak(TtsSched *q, TtsStream *s, const TtsTextRequest *r, int *n_frames, sc_error *err) {
+  sc_tts_params p;
+  int32_t *text_ids, *instruct_ids;
+  *n_frames = 0;
+  if (s->t != q->t) return sc_fail(err, SC_EUSAGE, "tts_sched_speak: the stream is of another model");
+  int rc = speak_prepare(s, r, &p, &text_ids, &instruct_ids, err);
+  const int G = s->t->info.codebooks, spf = s->t->info.samples_per_frame;
+  float *pcm = !rc && r->on_pcm ? malloc((size_t)spf * sizeof *pcm) : NULL;
+  if (!rc && r->on_pcm && !pcm) rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+  if (rc) {
+    free(text_ids);
+    free(instruct_ids);
+    return rc;
+  }
+  if (r->on_pcm) sc_session_reset(s->cs);
+  SchedJob j = {.q = q, .s = s, .p = p};
+  pthread_cond_init(&j.cv, NULL);
+  pthread_mutex_lock(&q->mu);
+  *q->queue_end = &j;
+  q->queue_end = &j.next;
+  pthread_cond_signal(&q->cv);
+  int heard = 0, stop = 0;
+  for (;;) {
+    while (!j.finished && (stop || j.made == heard)) pthread_cond_wait(&j.cv, &q->mu);
+    const int made = j.made, finished = j.finished;
+    pthread_mutex_unlock(&q->mu);
+    /* frames [heard, made) are final: the caller's callbacks, then audio */
+    for (; heard < made && !stop; heard++) {
+      const int32_t *f = s->codes + (size_t)heard * G;
+      if (r->on_frame && r->on_frame(r->user, f, G, heard)) stop = 1;
+      if (r->on_pcm && !rc) {
+        if ((rc = sc_codec_decode(s->cs, f, 1, pcm, err))) stop = 1;
+        else if (r->on_pcm(r->user, pcm, spf, heard)) stop = 1;
+      }
+      *n_frames = heard + 1;
+    }
+    pthread_mutex_lock(&q->mu);
+    if (stop) j.cancel = 1;
+    if (finished && (stop || heard == made)) break;
+  }
+  pthread_mutex_unlock(&q->mu);
+  if (!rc && j.rc) {
+    rc = j.rc;
+    *err = j.err;
+  }
+  if (p.stats) p.stats->frames = *n_frames;
+  pthread_cond_destroy(&j.cv);
+  free(pcm);
   free(text_ids);
   free(instruct_ids);
   return rc;

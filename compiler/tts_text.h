@@ -103,4 +103,25 @@ void tts_stream_close(TtsStream *s);
 int tts_text_speak(TtsStream *s, const TtsTextRequest *r, int *n_frames, sc_error *err);
 const int32_t *tts_stream_codes(const TtsStream *s);
 
+/* Requests stepped together: a TtsSched owns a batch of the model
+ * (sc_tts_batch_*; the artifact needs its batched entries: built for the
+ * CPU with --max-batch >= 2, the default) and a thread that makes one
+ * frame of every running request per step, so each weight is read once
+ * per step for all of them.  Any number of threads call tts_sched_speak,
+ * each with a stream of its own; each waits for its frames and decodes
+ * their audio itself with its stream's codec session, one frame per
+ * decoder call, as they come (the bits of sc_tts_params.audio_batch = 1).
+ * A request's codes are exactly tts_text_speak's (sc_tts_batch_add), its
+ * audio those of audio_batch 1.  Close it after every tts_sched_speak has
+ * returned. */
+typedef struct TtsSched TtsSched;
+int tts_sched_open(TtsText *t, TtsSched **out, sc_error *err);
+void tts_sched_close(TtsSched *q);
+/* As tts_text_speak, but with on_frame and on_pcm both on the calling
+ * thread, in frame order (a non-zero return from either stops the
+ * request at that frame).  The decoder settings of params (audio_batch,
+ * audio_sequential, audio_no_share) do not apply; params.stats gets
+ * prompt_s, prompt_rows, frames and wall_s. */
+int tts_sched_speak(TtsSched *q, TtsStream *s, const TtsTextRequest *r, int *n_frames, sc_error *err);
+
 #endif

@@ -47,6 +47,36 @@ expect f32-size 0 -- test "$(stat -c %s "$W/f.wav")" -eq $((58 + frames * 1920 *
 expect tts-codes-json 0 -- "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/c2.json" -q
 expect codes-same 0 -- cmp "$W/codes.json" "$W/c2.json"
 
+# several requests at once (issue 19): one batch, one output each, each
+# what the command with that one text writes (--decoder-batch 1 for audio)
+IDS2=480,300,198,15,16,17,481,198,480,300,198
+expect tts-other 0 -- "$BIN" tts "$W/m.so" --text-ids $IDS2 "${SAY[@]:2}" -o "$W/o1.wav" -q --decoder-batch 1
+expect tts-other-codes 0 -- "$BIN" tts "$W/m.so" --text-ids $IDS2 "${SAY[@]:2}" -o "$W/o1.json" -q
+for ms in 16 1; do
+  expect "tts-many-$ms" 0 "request 3: " "4 requests, at most $(( ms < 4 ? ms : 4 )) at once" -- \
+    "$BIN" tts "$W/m.so" "${SAY[@]:2}" --text-ids $IDS -o "$W/m1.wav" --text-ids $IDS2 -o "$W/m2.json" \
+    --text-ids $IDS2 -o "$W/m3.wav" --text-ids $IDS -o "$W/m4.json" --max-streams $ms
+  expect "many-$ms-wav" 0 -- cmp "$W/out.wav" "$W/m1.wav"
+  expect "many-$ms-other-wav" 0 -- cmp "$W/o1.wav" "$W/m3.wav"
+  expect "many-$ms-codes" 0 -- cmp "$W/o1.json" "$W/m2.json"
+  expect "many-$ms-codes-2" 0 -- cmp "$W/codes.json" "$W/m4.json"
+done
+# one bad request fails alone, by name; the others are written
+expect tts-many-one-bad 1 "request 2 (-o $W/n2.wav): error: text ids: token 999999" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]:2}" --text-ids $IDS -o "$W/n1.wav" --text-ids 999999,$IDS -o "$W/n2.wav"
+expect many-good-kept 0 -- cmp "$W/out.wav" "$W/n1.wav"
+expect tts-many-count 1 "2 texts (--text, --text-ids) and 1 -o" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]:2}" --text-ids $IDS --text-ids $IDS -o "$W/x.wav"
+expect tts-many-stdout 1 "-o - (stdout) takes a single request" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]:2}" --text-ids $IDS -o - --text-ids $IDS -o "$W/x.wav"
+expect tts-many-codes 1 "--codes takes a single request" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]:2}" --text-ids $IDS -o "$W/x.wav" --text-ids $IDS -o "$W/y.wav" --codes "$W/c.json"
+expect tts-many-max-streams 1 "--max-streams" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]:2}" --text-ids $IDS -o "$W/x.wav" --text-ids $IDS -o "$W/y.wav" --max-streams 0
+expect tts-many-no-batch 1 "--max-batch 2 or more" -- \
+  bash -c "'$BIN' build -q '$T' -o '$W/nb.so' --max-batch 1 && '$BIN' tts '$W/nb.so' ${SAY[*]:2} --text-ids $IDS \
+    -o '$W/x.wav' --text-ids $IDS -o '$W/y.wav'"
+
 # the checkpoint's tokenizer travels beside the model (model.tokenizer/)
 TB=tests/data/tokenizer/tiny_bpe
 setup tok-copy cp -r "$TTS6" "$W/tk" &&
