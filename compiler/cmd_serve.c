@@ -67,6 +67,10 @@ const char *const usage_serve =
     "  --max-streams N         requests generating at once (default 4); one more is refused\n"
     "                          at once with HTTP 503, not queued.  Each stream holds a talker\n"
     "                          and a codec session (their KV caches and kernel threads)\n"
+    "  --no-batch              each request generates on its own; by default the frames of\n"
+    "                          all running requests are made together (the batched step:\n"
+    "                          each weight read once per step for all of them; the artifact\n"
+    "                          needs it, speechc build's default --max-batch 16)\n"
     "  --max-body-kb N         largest request body, KiB (default 64); more is HTTP 413\n"
     "  --timeout S             seconds a connection may sit idle (a slow or stalled client),\n"
     "                          and the most one request may generate for (default 60;\n"
@@ -81,10 +85,11 @@ const char *const usage_serve =
     "                          physical core; with several streams at once, 1 is often best)\n"
     "  --decoder-threads N     kernel threads of each stream's codec decoder (default: as\n"
     "                          --threads)\n"
-    "  --decoder-batch N       frames per decoder call at most (default 1: the same bytes\n"
-    "                          for the same request and seed, however loaded; 0 = the\n"
-    "                          codec's chunk, faster when the decoder falls behind, equal\n"
-    "                          to rounding only)\n"
+    "  --decoder-batch N       with --no-batch: frames per decoder call at most (default 1:\n"
+    "                          the same bytes for the same request and seed, however\n"
+    "                          loaded; 0 = the codec's chunk, faster when the decoder falls\n"
+    "                          behind, equal to rounding only).  Batched requests decode one\n"
+    "                          frame per call, each on its own connection's thread\n"
     "  -q                      no access log on stderr\n"
     "\n"
     "Stops cleanly on SIGINT or SIGTERM: generations stop at their next frame (whole\n"
@@ -107,6 +112,7 @@ typedef struct Server {
   /* the streams: slot i is busy[i]; opened on first use */
   pthread_mutex_t mu;
   int max_streams, active;
+  TtsSched *sched;              /* the batched step, or NULL (--no-batch, or no batch entries) */
   TtsStream **streams;
   int *busy;
   ServeMetrics metrics;
@@ -327,7 +333,8 @@ static void generate(Job *j) {
   tr.params.audio_batch = srv->base.audio_batch;
   int frames = 0;
   sc_error err = {0};
-  int rc = tts_text_speak(srv->streams[j->slot], &tr, &frames, &err);
+  int rc = srv->sched ? tts_sched_speak(srv->sched, srv->streams[j->slot], &tr, &frames, &err)
+                      : tts_text_speak(srv->streams[j->slot], &tr, &frames, &err);
   pthread_mutex_lock(&j->mu);
   if (rc && !j->rc) {
     j->rc = rc;
@@ -701,7 +708,7 @@ static int bind_address(const char *host, int port, struct sockaddr_storage *ss,
 int cmd_serve(int argc, char **argv) {
   const char *path = NULL, *host = "127.0.0.1", *name = NULL;
   TtsTextOpts to = tts_text_defaults();
-  int port = 8000, max_streams = 4, quiet = 0, max_frames = 2048, decoder_batch = 1;
+  int port = 8000, max_streams = 4, quiet = 0, max_frames = 2048, decoder_batch = 1, batch = 1;
   long max_body_kb = 64, v;
   double timeout = 60;
   for (int i = 0; i < argc; i++) {
@@ -730,6 +737,8 @@ int cmd_serve(int argc, char **argv) {
       if (parse_float("--timeout", flag_value(argc, argv, &i, "--timeout"), 1, 86400, &timeout)) return SC_EUSAGE;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       quiet = 1;
+    } else if (!strcmp(a, "--no-batch")) {
+      batch = 0;
     }
     INT("--port", 0, 65535, port)
     INT("--max-streams", 1, 256, max_streams)
@@ -747,6 +756,9 @@ int cmd_serve(int argc, char **argv) {
 #undef INT
   }
   if (!path) return usage_error(usage_serve, "%s", "missing model.so");
+  if (batch && decoder_batch != 1)
+    return usage_error(usage_serve, "%s", "--decoder-batch goes with --no-batch (the batched step decodes each "
+                       "request's frames one per call)");
   char tokbeside[4096], codecbeside[4096], namebuf[256];
   tts_text_resolve(path, &to, tokbeside, codecbeside);
   if (!name) {
@@ -775,6 +787,15 @@ int cmd_serve(int argc, char **argv) {
   if (rc) {
     tts_text_close(srv.tts);
     return report(rc, &err);
+  }
+  if (batch && (rc = tts_sched_open(srv.tts, &srv.sched, &err))) {
+    if (err.code != SC_EUSAGE) {
+      tts_text_close(srv.tts);
+      return report(rc, &err);
+    }
+    /* an artifact built with --max-batch 1 has no batched entries */
+    fprintf(stderr, "speechc serve: %s; each request runs on its own\n", err.msg);
+    rc = SC_OK;
   }
   srv.info = tts_text_info(srv.tts);
   srv.limits = (ServeLimits){max_frames, srv.info->speakers, srv.info->n_speakers, srv.info->languages,
@@ -812,8 +833,9 @@ int cmd_serve(int argc, char **argv) {
   }
   const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
   int bound = di ? di->port : port;
-  printf("speechc serve: listening on http://%s%s%s:%d (model %s, %d streams, %d Hz)\n", v6 ? "[" : "", host,
-         v6 ? "]" : "", bound, name, max_streams, srv.info->sample_rate);
+  printf("speechc serve: listening on http://%s%s%s:%d (model %s, %d streams%s, %d Hz)\n", v6 ? "[" : "", host,
+         v6 ? "]" : "", bound, name, max_streams, srv.sched ? " stepped together" : " each on its own",
+         srv.info->sample_rate);
   fflush(stdout);
   int sig = 0;
   while (sigwait(&sigs, &sig)) {}
@@ -821,8 +843,9 @@ int cmd_serve(int argc, char **argv) {
   pthread_mutex_lock(&srv.mu);
   srv.stopping = 1; /* generators stop at their next frame; new requests get 503 */
   pthread_mutex_unlock(&srv.mu);
-  MHD_stop_daemon(d);
+  MHD_stop_daemon(d); /* every request has returned */
 out:
+  tts_sched_close(srv.sched);
   for (int i = 0; srv.streams && i < max_streams; i++) tts_stream_close(srv.streams[i]);
   free(srv.streams);
   free(srv.busy);

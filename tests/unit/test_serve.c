@@ -17,6 +17,8 @@
  *   - a client that leaves mid-stream stops its generation (the stream is
  *     free again at once, far fewer frames made than the request would
  *     have), and the server keeps serving;
+ *   - requests are stepped together by default: one made while a long
+ *     stream runs is the same bytes; with --no-batch as well;
  *   - with --max-streams 2 held by two streams, a third request gets 503;
  *   - a whole response is stopped as well when its client leaves (its
  *     socket checked at each frame);
@@ -250,8 +252,11 @@ static unsigned char *slurp(const char *path, size_t *n) {
   return b;
 }
 
-/* Start the server; its port from the line it prints.  *pid its process. */
-static int start_server(const char *bin, const char *model, pid_t *pid, const char *timeout) {
+static char started_line[512]; /* the line the last server started printed */
+
+/* Start the server; its port from the line it prints.  *pid its process.
+ * extra: one more flag, or NULL. */
+static int start_server(const char *bin, const char *model, pid_t *pid, const char *timeout, const char *extra) {
   int pfd[2];
   if (pipe(pfd)) return -1;
   *pid = fork();
@@ -260,7 +265,7 @@ static int start_server(const char *bin, const char *model, pid_t *pid, const ch
     close(pfd[0]);
     close(pfd[1]);
     execl(bin, bin, "serve", model, "--port", "0", "--max-streams", "2", "--max-body-kb", "4", "--max-frames",
-          "20000", "--threads", "1", "--timeout", timeout, "-q", (char *)NULL);
+          "20000", "--threads", "1", "--timeout", timeout, "-q", extra, (char *)NULL);
     _exit(127);
   }
   close(pfd[1]);
@@ -273,6 +278,7 @@ static int start_server(const char *bin, const char *model, pid_t *pid, const ch
   }
   line[n] = 0;
   close(pfd[0]);
+  snprintf(started_line, sizeof started_line, "%s", line);
   const char *at = strstr(line, "127.0.0.1:");
   return at ? atoi(at + 10) : -1;
 }
@@ -340,7 +346,8 @@ int main(void) {
   CHECK(system(cmd) == 0);
 
   pid_t pid = -1;
-  port = start_server(bin, model, &pid, "60");
+  port = start_server(bin, model, &pid, "60", NULL);
+  CHECK_CONTAINS(started_line, "2 streams stepped together");
   CHECK_MSG(port > 0, "the server did not print its port");
   if (port <= 0) CHECK_DONE();
   Resp r;
@@ -453,6 +460,16 @@ int main(void) {
   CHECK(metric("speechc_speech_disconnects_total") == 2);
   CHECK(health_ok());
 
+  /* a request made in the same batched steps as another: the same bytes */
+  fd = open_long_stream();
+  CHECK(fd >= 0 && active_streams() == 1);
+  snprintf(body, sizeof body, say, "");
+  CHECK(post(body, &r) == 0 && r.status == 200 && r.len == ref_len && !memcmp(r.body, want, ref_len));
+  free(r.body);
+  CHECK_MSG(active_streams() == 1, "the long stream ended while the other request ran");
+  close(fd);
+  CHECK(idle_within(3));
+
   /* both streams busy: the third request is refused at once */
   int a = open_long_stream(), b = open_long_stream();
   CHECK(a >= 0 && b >= 0 && active_streams() == 2);
@@ -481,8 +498,12 @@ int main(void) {
   /* --timeout: a whole response past it is 504, an idle connection is closed */
   pid_t pid2 = -1;
   int port1 = port;
-  port = start_server(bin, model, &pid2, "1");
+  port = start_server(bin, model, &pid2, "1", "--no-batch");
   CHECK(port > 0);
+  CHECK_CONTAINS(started_line, "2 streams each on its own");
+  /* each request on its own: the same bytes */
+  CHECK(post(body, &r) == 0 && r.status == 200 && r.len == ref_len && !memcmp(r.body, want, ref_len));
+  free(r.body);
   CHECK(post(whole, &r) == 0 && r.status == 504);
   CHECK_CONTAINS((char *)r.body, "ran past --timeout 1 s");
   CHECK_CONTAINS((char *)r.body, "\"type\":\"timeout\"");
