@@ -45,6 +45,12 @@ FRAMES=${FRAMES:-25}
 THREADS=${THREADS:-2}
 ENGINES=${ENGINES:-"speechc qwen3-tts"}
 QWEN3TTS_BIN=${QWEN3TTS_BIN:-/tmp/peers/qwen3-tts/qwen_tts}
+# streams each server takes at once: speechc's --max-streams (its running
+# requests stepped together), the peer's --batch-size (its request
+# batching); default the largest client count, at least 4 for speechc
+MAX_CLIENTS=$(printf '%s\n' $CLIENTS | sort -n | tail -1)
+MAX_STREAMS=${MAX_STREAMS:-$(( MAX_CLIENTS > 4 ? MAX_CLIENTS : 4 ))}
+PEER_BATCH=${PEER_BATCH:-$MAX_CLIENTS}
 PEER_PORT=${PEER_PORT:-18080}
 LOCK=${LOCK:-/tmp/speechc-bench.lock}
 TEXT="Hello world, this is a test of the speech server."
@@ -88,7 +94,8 @@ fixture() {
       fi
       SO=$WORK/tiny.so VOICE=tiny_speaker ;;
     06b)
-      if [ ! -f "$WORK/t06q8.so" ]; then
+      # an artifact from before the batched frame entries is rebuilt
+      if [ ! -f "$WORK/t06q8.so" ] || ! "$bin" inspect "$WORK/t06q8.so" | grep -q talker_batch; then
         [ -f "$WORK/t06/model.safetensors" ] || "$mrc" qwen3-tts-0.6b "$WORK/t06" --dtype bf16 --with-codec >/dev/null
         tokenizer "$WORK/t06" 77091 151644 151645
         "$bin" build -q "$WORK/t06" -o "$WORK/t06q8.so" --cc gcc --weights q8_0 --codec-weights bf16
@@ -116,12 +123,13 @@ run() {
 }
 
 echo "# $(date -u +%Y-%m-%dT%H:%MZ) $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) cores," \
-     "load $(cut -d' ' -f1-3 /proc/loadavg); ${SECONDS_PER} s per row, FRAMES=$FRAMES, THREADS=$THREADS"
+     "load $(cut -d' ' -f1-3 /proc/loadavg); ${SECONDS_PER} s per row, FRAMES=$FRAMES, THREADS=$THREADS," \
+     "MAX_STREAMS=$MAX_STREAMS, PEER_BATCH=$PEER_BATCH"
 for config in $CONFIGS; do
   fixture "$config"
   if has speechc; then
     out=$WORK/speechc.out
-    "$bin" serve "$SO" --port 0 --max-streams 4 --threads "$THREADS" --max-frames "$FRAMES" -q >"$out" 2>"$WORK/speechc.err" &
+    "$bin" serve "$SO" --port 0 --max-streams "$MAX_STREAMS" --threads "$THREADS" --max-frames "$FRAMES" -q >"$out" 2>"$WORK/speechc.err" &
     pid=$!
     for _ in $(seq 1 300); do grep -q listening "$out" 2>/dev/null && break; sleep 0.1; done
     port=$(sed -n 's/.*:\([0-9][0-9]*\) (model.*/\1/p' "$out")
@@ -136,7 +144,9 @@ for config in $CONFIGS; do
     # its stdin a FIFO held open here: the peer's server stops at end of input
     rm -f "$WORK/peer.in"
     mkfifo "$WORK/peer.in"
-    "$QWEN3TTS_BIN" -d "$WORK/t06" --serve "$PEER_PORT" -j "$THREADS" -m "$FRAMES" --int8 <"$WORK/peer.in" \
+    batch=()
+    [ "$PEER_BATCH" -ge 2 ] && batch=(--batch-size "$PEER_BATCH")
+    "$QWEN3TTS_BIN" -d "$WORK/t06" --serve "$PEER_PORT" -j "$THREADS" -m "$FRAMES" --int8 "${batch[@]}" <"$WORK/peer.in" \
       >"$WORK/peer.log" 2>&1 &
     pid=$!
     exec 3>"$WORK/peer.in"
