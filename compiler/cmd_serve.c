@@ -239,6 +239,7 @@ static int take_slot(Server *srv, unsigned *status, sc_error *err) {
 }
 
 static void give_slot(Server *srv, int slot) {
+  tts_stream_idle(srv->streams[slot]); /* an idle stream holds no state memory */
   pthread_mutex_lock(&srv->mu);
   srv->busy[slot] = 0;
   int active = --srv->active;

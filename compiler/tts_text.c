@@ -156,6 +156,12 @@ void tts_stream_close(TtsStream *s) {
   free(s);
 }
 
+void tts_stream_idle(TtsStream *s) {
+  if (!s) return;
+  sc_session_reset(s->s);
+  if (s->cs) sc_session_reset(s->cs);
+}
+
 const int32_t *tts_stream_codes(const TtsStream *s) { return s->codes; }
 
 int tts_text_ids(TtsText *t, int instruct, const char *what, const char *body, int32_t **ids, int *n,

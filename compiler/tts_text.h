@@ -96,6 +96,10 @@ int tts_text_ids(TtsText *t, int instruct, const char *what, const char *body, i
 
 int tts_stream_open(TtsText *t, TtsStream **out, sc_error *err);
 void tts_stream_close(TtsStream *s);
+/* Between requests: reset its sessions, which on the CPU gives their
+ * state memory (KV caches, the decoder's states) back to the system until
+ * the next request writes it again. */
+void tts_stream_idle(TtsStream *s);
 /* Run one request on s.  *n_frames receives the frames made (on an error
  * too: those made before it); their codes are tts_stream_codes(s),
  * [frames x codebooks], valid until the next request on s.  A bad text,

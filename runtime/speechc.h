@@ -60,7 +60,9 @@ void sc_model_get_info(const sc_model *m, sc_model_info *info);
 /* Sessions: max_context 0 uses the model's compiled maximum. */
 int sc_session_open(sc_model *m, sc_session **out, sc_error *err);
 void sc_session_close(sc_session *s);
-void sc_session_reset(sc_session *s);  /* position 0, state zeroed */
+/* Position 0, state zeroed; on the CPU the state's memory goes back to
+ * the system (a session holds the pages of the positions it has used). */
+void sc_session_reset(sc_session *s);
 int sc_session_pos(const sc_session *s);
 
 /* Append n tokens (any n >= 1; long prompts are chunked), leaving the
