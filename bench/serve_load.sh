@@ -43,6 +43,7 @@ SECONDS_PER=${SECONDS_PER:-60}
 MAX_REQUESTS=${MAX_REQUESTS:-100000}
 FRAMES=${FRAMES:-25}
 THREADS=${THREADS:-2}
+DECODER_THREADS=${DECODER_THREADS:-0} # speechc serve --decoder-threads (0: as THREADS)
 ENGINES=${ENGINES:-"speechc qwen3-tts"}
 QWEN3TTS_BIN=${QWEN3TTS_BIN:-/tmp/peers/qwen3-tts/qwen_tts}
 # streams each server takes at once: speechc's --max-streams (its running
@@ -129,7 +130,8 @@ for config in $CONFIGS; do
   fixture "$config"
   if has speechc; then
     out=$WORK/speechc.out
-    "$bin" serve "$SO" --port 0 --max-streams "$MAX_STREAMS" --threads "$THREADS" --max-frames "$FRAMES" -q >"$out" 2>"$WORK/speechc.err" &
+    "$bin" serve "$SO" --port 0 --max-streams "$MAX_STREAMS" --threads "$THREADS" \
+      --decoder-threads "$DECODER_THREADS" --max-frames "$FRAMES" -q >"$out" 2>"$WORK/speechc.err" &
     pid=$!
     for _ in $(seq 1 300); do grep -q listening "$out" 2>/dev/null && break; sleep 0.1; done
     port=$(sed -n 's/.*:\([0-9][0-9]*\) (model.*/\1/p' "$out")
