@@ -81,9 +81,8 @@ int fe_llm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
               &d, lw, embed, final_norm, head, rope, 0);
   build_graph(m, ir_graph_new(m, "decode", SC_IN_IDS, 1), &d, lw, embed, final_norm, head, rope, 0);
   /* one decode step of up to --max-batch sessions, each row at its own
-   * position in its own caches (sc_io.row_pos / row_state): sc_batch_step.
-   * CPU only for now (the device targets have no all-rows logits path). */
-  if (!strcmp(o->target, "cpu") && o->max_batch > 1)
+   * position in its own caches (sc_io.row_pos / row_state): sc_batch_step. */
+  if (o->max_batch > 1)
     build_graph(m, ir_graph_new(m, "decode_batch", SC_IN_IDS, o->max_batch < max_ctx ? o->max_batch : max_ctx), &d,
                 lw, embed, final_norm, head, rope, 1);
   free(lw);

@@ -274,7 +274,7 @@ int fe_tts(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
    * row at its own position in its own session's caches (sc_io.row_pos /
    * row_state), every row's outputs.  The predictor's prefill carries two
    * rows per stream ([h, E(c0)] at positions 0 and 1). */
-  if (!strcmp(o->target, "cpu") && o->max_batch > 1) {
+  if (o->max_batch > 1) {
     const int B = o->max_batch < max_ctx ? o->max_batch : max_ctx;
     g = ir_graph_new(m, "talker_batch", SC_IN_EMBEDS, B);
     talker_stack(m, g, &w, ir_input_embeds(g, H), 1);

@@ -31,7 +31,7 @@ int sc_batch_new(sc_model *m, sc_batch **out, sc_error *err) {
   const sc_entry *e = rt_entry(m, "decode_batch");
   if (!e)
     return sc_fail(err, SC_EUSAGE, "%s: this %s model has no batched decode entry (hint: a Qwen3 or Llama model "
-                   "built for the CPU with --max-batch 2 or more has one)", m->path, m->d->family);
+                   "built with --max-batch 2 or more, the default, has one)", m->path, m->d->family);
   sc_batch *b = calloc(1, sizeof *b);
   const size_t rows = (size_t)e->max_tokens;
   if (b) {

@@ -272,7 +272,7 @@ static int cu_model_open(sc_model *m, sc_error *err) {
   for (int i = 0; i < d->n_entries; i++) {
     const sc_entry *e = &d->entries[i];
     if (rt_out_len(e, e->max_tokens) * 4 > cm->io_out) cm->io_out = rt_out_len(e, e->max_tokens) * 4;
-    if ((size_t)e->hidden_cols * 4 > cm->io_hidden) cm->io_hidden = (size_t)e->hidden_cols * 4;
+    if (rt_hidden_len(e, e->max_tokens) * 4 > cm->io_hidden) cm->io_hidden = rt_hidden_len(e, e->max_tokens) * 4;
     if (rt_ids_len(e, e->max_tokens) * 4 > cm->io_ids) cm->io_ids = rt_ids_len(e, e->max_tokens) * 4;
     if ((size_t)e->max_tokens > cm->io_rows) cm->io_rows = (size_t)e->max_tokens;
     if (e->input == SC_IN_EMBEDS && (size_t)e->max_tokens * d->hidden * 4 > cm->io_embeds)
@@ -612,7 +612,7 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
   if (!r && !smp && io->out && out_bytes)
     r = drv->cuMemcpyDtoHAsync_v2(c->host_io + c->off_out, c->io + c->off_out, out_bytes, c->stream);
   if (!r && io->hidden_out && e->hidden_cols)
-    r = drv->cuMemcpyDtoHAsync_v2(c->host_io + c->off_hidden, c->io + c->off_hidden, (size_t)e->hidden_cols * 4,
+    r = drv->cuMemcpyDtoHAsync_v2(c->host_io + c->off_hidden, c->io + c->off_hidden, rt_hidden_len(e, n) * 4,
                                   c->stream);
   CUresult rs = drv->cuStreamSynchronize(c->stream);
   c->syncs++;
@@ -630,7 +630,7 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
     memcpy(io->out, c->host_io + c->off_out, out_bytes);
   }
   if (io->hidden_out && e->hidden_cols)
-    memcpy(io->hidden_out, c->host_io + c->off_hidden, (size_t)e->hidden_cols * 4);
+    memcpy(io->hidden_out, c->host_io + c->off_hidden, rt_hidden_len(e, n) * 4);
   return SC_OK;
 }
 

@@ -64,6 +64,10 @@ size_t rt_out_len(const sc_entry *e, int n) {
   return (size_t)e->out_cols * (e->out_all_rows ? (size_t)n * (size_t)e->out_rows_mul : 1);
 }
 
+size_t rt_hidden_len(const sc_entry *e, int n) {
+  return (size_t)e->hidden_cols * (e->out_all_rows ? (size_t)n : 1);
+}
+
 /* The entry table as the runtime reads it: every entry takes at least
  * one row and one id per row and returns at least one output row per row.
  * The plain-LM drivers (sc_prefill, sc_decode) also need their entries to

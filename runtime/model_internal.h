@@ -48,6 +48,9 @@ int rt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err);
  * out_all_rows, out_rows_mul). */
 size_t rt_ids_len(const sc_entry *e, int n);
 size_t rt_out_len(const sc_entry *e, int n);
+/* The floats io->hidden_out receives: every row's when the entry writes
+ * all rows (the batched frame's talker), else the last row's. */
+size_t rt_hidden_len(const sc_entry *e, int n);
 /* The session's state block as its entry functions see it (backend.h):
  * sc_io.row_state offsets are differences of these. */
 unsigned long long rt_state_base(const sc_session *s);

@@ -260,7 +260,8 @@ typedef struct sc_io {
   int pos;                 /* position of the first row (when row_pos is NULL) */
   int step;                /* weight-set index for per-step entries */
   float *out;              /* [out_cols] (or [n * out_rows_mul, out_cols]) output, e.g. logits */
-  float *hidden_out;       /* [hidden_cols] post-norm hidden of the last row */
+  float *hidden_out;       /* [hidden_cols] post-norm hidden of the last row
+                            * ([n, hidden_cols]: every row's, with out_all_rows) */
   const int *row_pos;      /* [n] position of each row, or NULL: row t at pos + t */
   const long long *row_state; /* [n] byte offset from S of each row's state block
                             * (may be negative), or NULL: every row's is S */

@@ -120,7 +120,7 @@ int sc_tts_batch_new(sc_model *m, sc_tts_batch **out, sc_error *err) {
   if (!b->talker || !b->pprefill || !b->pdecode) {
     sc_tts_batch_free(b);
     return sc_fail(err, SC_EUSAGE, "%s: this Qwen3-TTS model has no batched frame entries (hint: a model built "
-                   "for the CPU with --max-batch 2 or more has them)", m->path);
+                   "with --max-batch 2 or more, the default, has them)", m->path);
   }
   const TtsConfig *c = &b->c;
   int rows = b->talker->max_tokens;

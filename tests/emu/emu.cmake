@@ -10,9 +10,11 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   target_link_options(sc_cuda_emu PRIVATE -fno-sanitize=all)
   target_link_libraries(sc_cuda_emu PRIVATE dl m)
   # The parity tests (and test_rows) again, on --target cuda builds run by the emulator
-  # (test_gdn: the Gated DeltaNet hybrids, dense and MoE).
+  # (test_gdn: the Gated DeltaNet hybrids, dense and MoE; test_batch: batched LM
+  # decode; test_tts_batch: batched
+  # Qwen3-TTS frames, a smaller set of requests).
   # No kernel cache: NVRTC runs every time, as on a fresh machine.
-  foreach(t test_parity test_tts test_rows test_gdn)
+  foreach(t test_parity test_tts test_rows test_gdn test_batch test_tts_batch)
     add_test(NAME ${t}_cuda_emu COMMAND ${t} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(${t}_cuda_emu PROPERTIES ENVIRONMENT
       "SPEECHC_TEST_TARGET=cuda;SPEECHC_LIBCUDA=$<TARGET_FILE:sc_cuda_emu>;SPEECHC_BIN=$<TARGET_FILE:speechc>;SPEECHC_KERNEL_CACHE=off")
@@ -32,7 +34,8 @@ if(NOT sc_cuda_tools_rc EQUAL 0)
                   "(hint: scripts/cuda_tools.sh fetches them)")
 elseif(sc_cuda_tools_env)
   message(STATUS "CUDA tests: NVRTC and ptxas of scripts/cuda_tools.sh (${sc_cuda_tools_env})")
-  foreach(t test_cuda test_parity_cuda_emu test_tts_cuda_emu test_rows_cuda_emu test_gdn_cuda_emu)
+  foreach(t test_cuda test_parity_cuda_emu test_tts_cuda_emu test_rows_cuda_emu test_gdn_cuda_emu
+            test_batch_cuda_emu test_tts_batch_cuda_emu)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${sc_cuda_tools_env})
     endif()

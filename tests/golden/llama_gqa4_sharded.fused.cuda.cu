@@ -984,6 +984,80 @@ SC_KERNEL(256) decode_layer0_mlp_res(sc_device_io *io, const float *x, const uns
 }
 #undef SC_KID
 
+/* decode_batch_lm_head: NORM_LINEAR [T, 200] */
+#define SC_KID 17
+SC_KERNEL(256) decode_batch_lm_head(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 64; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 64 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 64.0f + 9.99999975e-06f);
+  }
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 200 ? row0 + 0 : 199) * 64;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 200 ? row0 + 1 : 199) * 64;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] * nw[c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 200 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 200 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
 /* The arithmetic of a draw, shared with the host sampler: runtime/sc_sample_core.h */
 #define SC_SAMPLE_FN SC_DEVICE
 #define SC_SAMPLE_INF SC_INF
@@ -1101,7 +1175,7 @@ SC_SAMPLE_FN int sc_draw(const sc_cands *c, int n, unsigned long long rng[4]) {
 #endif /* SC_SAMPLE_CORE_H */
 
 /* sc_sample: one token from device logits (sc_abi.h) */
-#define SC_KID 17
+#define SC_KID 18
 /* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the
  * ban id) -inf, seen (bit 0) penalised */
 SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {

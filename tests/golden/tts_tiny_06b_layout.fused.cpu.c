@@ -2660,7 +2660,7 @@ static const sc_model_desc desc = {
   "qwen3_tts", "qwen3_tts", config_json, 0x9e1f07fadda35a0bULL,
   "0.1.0", "cpu", "",
   3072, 64, 2, 64, /* vocab, hidden, layers, max_context */
-  "m.7f2b7bb5159e4915.weights", 2884544ULL, 0xc6ef63b5e8ed48bbULL, 0x8c443858e02f4034ULL,
+  "model.7f2b7bb5159e4915.weights", 2884544ULL, 0xc6ef63b5e8ed48bbULL, 0x8c443858e02f4034ULL,
   82944ULL, /* state bytes */
   10, entries, 44, tensors,
 };

@@ -3508,7 +3508,7 @@ static const sc_model_desc desc = {
   "qwen3_tts", "qwen3_tts", config_json, 0x9e1f07fadda35a0bULL,
   "0.1.0", "cpu", "",
   3072, 64, 2, 64, /* vocab, hidden, layers, max_context */
-  "m.30c0b62beb1e2f1a.weights", 2884544ULL, 0x83251c877e8acc32ULL, 0xed29d4508ab80d69ULL,
+  "model.30c0b62beb1e2f1a.weights", 2884544ULL, 0x83251c877e8acc32ULL, 0xed29d4508ab80d69ULL,
   82944ULL, /* state bytes */
   10, entries, 56, tensors,
 };

@@ -2028,6 +2028,617 @@ SC_KERNEL(256) predictor_decode_pred_layer0_swiglu(sc_device_io *io, const float
 }
 #undef SC_KID
 
+/* talker_batch_talker_norm: RMSNORM [T, 64] */
+#define SC_KID 37
+SC_KERNEL(64) talker_batch_talker_norm(sc_device_io *io, const float *x, const float *w, float *y, int T) {
+  __shared__ float part[2];
+  __shared__ float rr;
+  const long long t = blockIdx.y;
+  const float *xr = x + t * 64 + blockIdx.x * 64;
+  float *yr = y + t * 64 + blockIdx.x * 64;
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < 64; c += 64) ss += xr[c] * xr[c];
+  ss = sc_warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.0f;
+    for (int k = 0; k < 2; k++) s += part[k];
+    rr = 1.0f / sqrtf(s / 64.0f + 9.99999997e-07f);
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < 64; c += 64) yr[c] = (xr[c] * rr) * w[c];
+}
+#undef SC_KID
+
+/* talker_batch_out_hidden: OUTPUT [T, 64] */
+#define SC_KID 38
+SC_KERNEL(256) talker_batch_out_hidden(sc_device_io *io, const float *x, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 64) return;
+  const int t = i / 64, c = i - t * 64;
+  y[(long long)t * 64 + c] = x[(long long)t * 64 + c];
+}
+#undef SC_KID
+
+/* talker_batch_codec_head: LINEAR [T, 3072] */
+#define SC_KID 39
+SC_KERNEL(256) talker_batch_codec_head(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 3072 ? row0 + 0 : 3071) * 64;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 3072 ? row0 + 1 : 3071) * 64;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 3072 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 3072 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* predictor_prefill_batch_pred_proj: LINEAR [T, 32] */
+#define SC_KID 40
+SC_KERNEL(256) predictor_prefill_batch_pred_proj(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *bias, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 32 ? row0 + 0 : 31) * 64;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 32 ? row0 + 1 : 31) * 64;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 32 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 32 + row] = g + bias[row];
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* predictor_prefill_batch_pred_layer0_qkv: NORM_LINEAR [T, 128] */
+#define SC_KID 41
+SC_KERNEL(256) predictor_prefill_batch_pred_layer0_qkv(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 32; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 32 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 32.0f + 9.99999997e-07f);
+  }
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 128 ? row0 + 0 : 127) * 32;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 128 ? row0 + 1 : 127) * 32;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 32; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 32 ? x[(long long)(t0 + tt) * 32 + c] * nw[c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 128 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 128 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* predictor_prefill_batch_pred_layer0_k_store: KV_STORE [17, 32] */
+#define SC_KID 42
+SC_KERNEL(256) predictor_prefill_batch_pred_layer0_k_store(sc_device_io *io, const float *x, float *cache, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 32) return;
+  const int t = i / 32, c = i - t * 32;
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 17) * 32 + c] = x[(long long)t * 32 + c];
+}
+#undef SC_KID
+
+/* predictor_prefill_batch_pred_layer0_v_store: KV_STORE [17, 32] */
+#define SC_KID 43
+SC_KERNEL(256) predictor_prefill_batch_pred_layer0_v_store(sc_device_io *io, const float *x, float *cache, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 32) return;
+  const int t = i / 32, c = i - t * 32;
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 17) * 32 + c] = x[(long long)t * 128 + c];
+}
+#undef SC_KID
+
+/* predictor_prefill_batch_pred_layer0_attn: ATTENTION [T, 64] */
+#define SC_KID 44
+SC_KERNEL(256) predictor_prefill_batch_pred_layer0_attn(sc_device_io *io, const float *q, const float *kc, const float *vc, float *y, int T) {
+  enum { HD = 16, NW = 8, QT = 8 };
+  __shared__ __align__(16) float qs[QT * HD];
+  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const long long kvo = (long long)(h / 2) * HD;
+  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long long)(t0 + j) * 64 + h * HD + c] : 0.0f;
+  }
+  __syncthreads();
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long long sb = sc_row_state(io, t0 + g);
+    const float *kg = (const float *)((const char *)kc + sb), *vg = (const float *)((const char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
+    }
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const float *kr = kg + (long long)(k % 17) * 32 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] */
+          if (k <= pq[j]) s[j] = d[j] * 0.25f;
+      }
+      float pk[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float mn = fmaxf(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const float *vr = vg + (long long)((k0 + r) % 17) * 32 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
+    v /= L;
+    y[(long long)(t0 + j) * 64 + h * HD + c] = v;
+  }
+}
+#undef SC_KID
+
+/* predictor_prefill_batch_pred_layer0_attn_res: LINEAR_ADD [T, 32] */
+#define SC_KID 45
+SC_KERNEL(256) predictor_prefill_batch_pred_layer0_attn_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 32 ? row0 + 0 : 31) * 64;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 32 ? row0 + 1 : 31) * 64;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 64; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 64 ? x[(long long)(t0 + tt) * 64 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 64) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 32 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 32 + row] = r[t * 32 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* predictor_prefill_batch_pred_layer0_swiglu: LINEAR_SWIGLU [T, 64] */
+#define SC_KID 46
+SC_KERNEL(256) predictor_prefill_batch_pred_layer0_swiglu(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 32; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 32 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 32.0f + 9.99999997e-07f);
+  }
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 64 ? row0 + 0 : 63) * 32;
+  const float *w1_0 = w0_0 + 2048LL; /* the up row */
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 64 ? row0 + 1 : 63) * 32;
+  const float *w1_1 = w0_1 + 2048LL; /* the up row */
+  float a0[2][16], a1[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = a1[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 32; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 32 ? x[(long long)(t0 + tt) * 32 + c] * nw[c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv1_0 = __ldg((const float4 *)(w1_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+        const float4 wv1_1 = __ldg((const float4 *)(w1_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a1[0][tt] += wv1_0.x * xa.x + wv1_0.y * xa.y + wv1_0.z * xa.z + wv1_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+          a1[1][tt] += wv1_1.x * xa.x + wv1_1.y * xa.y + wv1_1.z * xa.z + wv1_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv1_0 = __ldg((const float4 *)(w1_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+        const float4 wv1_1 = __ldg((const float4 *)(w1_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a1[0][tt] += wv1_0.x * xa.x + wv1_0.y * xa.y + wv1_0.z * xa.z + wv1_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+          a1[1][tt] += wv1_1.x * xa.x + wv1_1.y * xa.y + wv1_1.z * xa.z + wv1_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      const float u = sc_warp_sum(a1[j][tt]) * rr[tt];
+      if (lane == 0 && row < 64 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 64 + row] = (g / (1.0f + expf(-g))) * u;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* predictor_prefill_batch_pred_head: NORM_LINEAR [T, 64] */
+#define SC_KID 47
+SC_KERNEL(256) predictor_prefill_batch_pred_head(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 32; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 32 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 32.0f + 9.99999997e-07f);
+  }
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 8192LL) + (long long)(row0 + 0 < 64 ? row0 + 0 : 63) * 32;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 8192LL) + (long long)(row0 + 1 < 64 ? row0 + 1 : 63) * 32;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 32; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 32 ? x[(long long)(t0 + tt) * 32 + c] * nw[c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 64 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 64 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* predictor_decode_batch_pred_embed: EMBED [T, 64] */
+#define SC_KID 48
+SC_KERNEL(256) predictor_decode_batch_pred_embed(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
+  const int t = blockIdx.x, id = ids[t];
+  float *yr = y + (long long)t * 64;
+  if (id == -1) {
+    for (int c = threadIdx.x; c < 64; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 64) { /* pred.embed: token id out of range [0, 64) */
+    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const float *row = (const float *)(tab + (long long)(io->step + -1) * 16384LL) + (long long)id * 64;
+  for (int c = threadIdx.x; c < 64; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
 /* The arithmetic of a draw, shared with the host sampler: runtime/sc_sample_core.h */
 #define SC_SAMPLE_FN SC_DEVICE
 #define SC_SAMPLE_INF SC_INF
@@ -2145,7 +2756,7 @@ SC_SAMPLE_FN int sc_draw(const sc_cands *c, int n, unsigned long long rng[4]) {
 #endif /* SC_SAMPLE_CORE_H */
 
 /* sc_sample: one token from device logits (sc_abi.h) */
-#define SC_KID 37
+#define SC_KID 49
 /* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the
  * ban id) -inf, seen (bit 0) penalised */
 SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {
