@@ -75,7 +75,7 @@ static const char *const usage_build =
     "  --prefill-chunk N      tokens per prefill call (default 128); a codec decoder:\n"
     "                         frames per call (default 8; the later blocks run a frame\n"
     "                         at a time within a call)\n"
-    "  --max-batch N          Qwen3/Llama and Qwen3-TTS, CPU: sessions one batched step carries\n"
+    "  --max-batch N          Qwen3/Llama and Qwen3-TTS: sessions one batched step carries\n"
     "                         (sc_batch_step, sc_tts_batch_step, bench --streams, tts with\n"
     "                         several --text; default 16; 1: no batch entries)\n"
     "  --delta-chunk N        Gated DeltaNet prompts (Qwen3.5, Qwen3-Next) in the chunkwise\n"

@@ -73,15 +73,16 @@ int sc_decode(sc_session *s, int32_t id, sc_error *err);
 /* Logits of the last token fed ([vocab]); valid until the next call. */
 const float *sc_logits(const sc_session *s, int *n_vocab);
 
-/* Batched decode (Qwen3 / Llama artifacts built for the CPU with
- * --max-batch > 1, the default 16): one step appends one token to each of
+/* Batched decode (Qwen3 / Llama artifacts built with --max-batch > 1,
+ * the default 16): one step appends one token to each of
  * several sessions of the same model, each at its own position in its own
  * KV caches, and reads every weight once for all of them (the entry
  * "decode_batch", rows placed by sc_io.row_pos / row_state).  Each
  * session's logits and position are then exactly those sc_decode would
- * have left, bit for bit, whatever the batch, the other sessions or their
- * positions.  A batch holds sessions (it does not own them): add and
- * remove between steps, a session in one batch at a time.  Thread safety:
+ * have left, bit for bit on the CPU (within rounding on --target cuda),
+ * whatever the batch, the other sessions or their positions.  A batch
+ * holds sessions (it does not own them): add and remove between steps, a
+ * session in one batch at a time.  Thread safety:
  * sc_batch_step runs on the first session's kernel threads; no session of
  * the batch may be used elsewhere during it, and a batch is used by one
  * thread at a time.  More sessions than the entry's rows take several
@@ -217,7 +218,7 @@ typedef int (*sc_frame_cb)(void *user, const int32_t *codes, int n_codebooks, in
 int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                     sc_frame_cb on_frame, void *user, sc_error *err);
 
-/* Batched Qwen3-TTS (artifacts built for the CPU with --max-batch > 1, the
+/* Batched Qwen3-TTS (artifacts built with --max-batch > 1, the
  * default 16): one sc_tts_batch_step makes one frame of every running
  * stream of the batch, the talker's step, the predictor's prefill and each
  * of its steps as one call for all of them (entries "talker_batch",
