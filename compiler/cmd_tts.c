@@ -441,6 +441,8 @@ int cmd_tts(int argc, char **argv) {
   }
   if (!path) return usage_error(usage_tts, "%s", "missing model.so");
   if (!text && !text_s) return usage_error(usage_tts, "%s", "missing --text-ids or --text");
+  if (text && text_s && n_outs <= 1)
+    return usage_error(usage_tts, "%s", "give one of --text and --text-ids (several requests: one -o after each)");
   if (n_texts > 1 || n_outs > 1) {
     char msg[160];
     snprintf(msg, sizeof msg, "%d texts (--text, --text-ids) and %d -o: several requests need one -o each, "
@@ -453,7 +455,6 @@ int cmd_tts(int argc, char **argv) {
                                       "codes.json or codes.bin per request)");
     if (p.audio_sequential) return usage_error(usage_tts, "%s", "--sequential takes a single request");
   }
-  if (text && text_s && n_texts == 1) return usage_error(usage_tts, "%s", "give one of --text and --text-ids");
   if (instruct && instruct_s)
     return usage_error(usage_tts, "%s", "give one of --instruct and --instruct-ids");
   /* what speechc build wrote beside the model: its tokenizer, its decoder */
