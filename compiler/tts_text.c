@@ -413,8 +413,8 @@ int tts_sched_speak(TtsSched *q, TtsStream *s, const TtsTextRequest *r, int *n_f
     /* frames [heard, made) are final: the caller's callbacks, then audio */
     for (; heard < made && !stop; heard++) {
       const int32_t *f = s->codes + (size_t)heard * G;
-      if (r->on_frame && r->on_frame(r->user, f, G, heard)) stop = 1;
-      if (r->on_pcm && !rc) {
+      if (r->on_frame && r->on_frame(r->user, f, G, heard)) stop = 1; /* as sc_tts_generate: no audio */
+      else if (r->on_pcm) {
         if ((rc = sc_codec_decode(s->cs, f, 1, pcm, err))) stop = 1;
         else if (r->on_pcm(r->user, pcm, spf, heard)) stop = 1;
       }

@@ -67,7 +67,7 @@ struct sc_tts_batch {
   int *row_pos;
   long long *row_state;
   int32_t *ids;
-  float *in, *out, *hid;    /* [2 rows, H], [2 rows, max(V, pV)], [rows, H] */
+  float *in, *out, *hid;    /* [2 rows, H], [2 rows, max(V, pV, H)], [rows, H] */
   int32_t *frame;           /* [rows * G]: the codes of the streams of one call */
   TtsStream **run, **dec, **pred; /* [rows]: a call's streams, those the talker steps, those
                                    * the predictor runs */
@@ -131,7 +131,10 @@ int sc_tts_batch_new(sc_model *m, sc_tts_batch **out, sc_error *err) {
     return sc_fail(err, SC_EINPUT, "%s: the batched frame entries carry no stream (hint: rebuild)", m->path);
   }
   b->rows = rows;
-  const size_t R = (size_t)rows, H = (size_t)c->hidden, V = (size_t)(c->vocab > c->pvocab ? c->vocab : c->pvocab);
+  /* out holds a call's logits, or the E(c0) rows (hidden wide) */
+  size_t V = (size_t)(c->vocab > c->pvocab ? c->vocab : c->pvocab);
+  const size_t R = (size_t)rows, H = (size_t)c->hidden;
+  if (V < H) V = H;
   b->suppress = malloc(1025 * sizeof *b->suppress);
   b->row_pos = malloc(2 * R * sizeof *b->row_pos);
   b->row_state = malloc(2 * R * sizeof *b->row_state);
