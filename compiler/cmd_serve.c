@@ -13,9 +13,10 @@
  * beside it); a streamed request generates on a thread of its own while
  * the connection's thread sends what is decoded.  Each request takes one
  * of --max-streams streams (compiler/tts_text.h: a talker and a codec
- * session, opened on first use and reused); when all are busy the request
- * is refused at once with 503, never queued.  Sessions step one request
- * each: runtime/batch.c's batched step is for plain LMs, not the TTS talker.
+ * session, opened at start and reused); when all are busy the request is
+ * refused at once with 503, never queued.  By default the running
+ * requests' frames are made together (tts_text.h's TtsSched, the batched
+ * step); --no-batch runs each on its own sessions.
  *
  * Audio bytes are those speechc tts writes (sc_wav_header, sc_wav_s16le):
  * a whole WAV has its sizes; a streamed WAV is the header with the
@@ -109,7 +110,7 @@ typedef struct Server {
   double timeout;
   int quiet;
   int stopping;                 /* set once, at SIGINT/SIGTERM (under mu) */
-  /* the streams: slot i is busy[i]; opened on first use */
+  /* the streams: slot i is busy[i]; all opened at start */
   pthread_mutex_t mu;
   int max_streams, active;
   TtsSched *sched;              /* the batched step, or NULL (--no-batch, or no batch entries) */
@@ -205,7 +206,7 @@ static enum MHD_Result send_error(Server *srv, struct MHD_Connection *c, const c
 
 /* ---- streams -------------------------------------------------------------- */
 
-/* A free slot, its stream opened on first use; -1 when all are busy
+/* A free slot (its stream opened at start); -1 when all are busy
  * (err: 503), or when the stream cannot be opened (err: 500). */
 static int take_slot(Server *srv, unsigned *status, sc_error *err) {
   pthread_mutex_lock(&srv->mu);
@@ -810,6 +811,14 @@ int cmd_serve(int argc, char **argv) {
     rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
     goto out;
   }
+  /* every stream now, before listening: a server that cannot hold
+   * --max-streams says so at start, and its memory does not grow with
+   * the load (a session's state pages come and go with its requests) */
+  for (int i = 0; i < max_streams && !rc; i++)
+    if ((rc = tts_stream_open(srv.tts, &srv.streams[i], &err)))
+      snprintf(err.msg + strlen(err.msg), sizeof err.msg - strlen(err.msg),
+               " (stream %d of --max-streams %d)", i + 1, max_streams);
+  if (rc) goto out;
 
   /* SIGINT and SIGTERM are taken by sigwait below: blocked in every thread
    * (libmicrohttpd's inherit the mask); a client gone mid-write is EPIPE,
