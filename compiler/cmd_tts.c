@@ -290,13 +290,12 @@ static int many_one(Many *m, TtsStream *ts, int i, sc_error *err) {
     rc = werr.code;
   }
   if (!rc && !audio) rc = codes_write(out, tts_stream_codes(ts), frames, ti->codebooks, err);
-  if (!m->quiet) {
-    pthread_mutex_lock(&m->mu);
-    if (rc) fprintf(stderr, "speechc: request %d (-o %s): error: %s\n", i + 1, out, err->msg);
-    else fprintf(stderr, "speechc: request %d: %d frames (%.2f s of audio) in %.3f s -> %s\n", i + 1, frames,
-                 frames / 12.5, st.wall_s, out);
-    pthread_mutex_unlock(&m->mu);
-  }
+  pthread_mutex_lock(&m->mu); /* errors always; the progress lines unless -q */
+  if (rc) fprintf(stderr, "speechc: request %d (-o %s): error: %s\n", i + 1, out, err->msg);
+  else if (!m->quiet)
+    fprintf(stderr, "speechc: request %d: %d frames (%.2f s of audio) in %.3f s -> %s\n", i + 1, frames,
+            frames / 12.5, st.wall_s, out);
+  pthread_mutex_unlock(&m->mu);
   free(ids);
   return rc;
 }

@@ -65,6 +65,8 @@ done
 expect tts-many-one-bad 1 "request 2 (-o $W/n2.wav): error: text ids: token 999999" -- \
   "$BIN" tts "$W/m.so" "${SAY[@]:2}" --text-ids $IDS -o "$W/n1.wav" --text-ids 999999,$IDS -o "$W/n2.wav"
 expect many-good-kept 0 -- cmp "$W/out.wav" "$W/n1.wav"
+expect tts-many-one-bad-quiet 1 "request 2 (-o $W/n2.wav): error: text ids: token 999999" -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]:2}" --text-ids $IDS -o "$W/n1.wav" --text-ids 999999,$IDS -o "$W/n2.wav" -q
 expect tts-many-count 1 "2 texts (--text, --text-ids) and 1 -o" -- \
   "$BIN" tts "$W/m.so" "${SAY[@]:2}" --text-ids $IDS --text-ids $IDS -o "$W/x.wav"
 expect tts-many-stdout 1 "-o - (stdout) takes a single request" -- \
