@@ -50,5 +50,10 @@ typedef struct CgDevice {
 int cg_emit_cuda(const Module *m, const CgInfo *info, StrBuf *cu, StrBuf *host, sc_error *err);
 int cg_emit_cuda_tail(const Module *m, const CgInfo *info, const CgDevice *dev, StrBuf *host,
                       sc_error *err);
+/* The Metal target: the same two steps, the kernels in MSL (model.metal);
+ * the code (a .metallib) may be empty: the runtime compiles the source. */
+int cg_emit_metal(const Module *m, const CgInfo *info, StrBuf *msl, StrBuf *host, sc_error *err);
+int cg_emit_metal_tail(const Module *m, const CgInfo *info, const CgDevice *dev, StrBuf *host,
+                       sc_error *err);
 
 #endif

@@ -28,6 +28,11 @@ static const struct {
     {"logf", offsetof(CgDialect, logf)},
     {"fmaxf", offsetof(CgDialect, fmaxf)},
     {"erff", offsetof(CgDialect, erff)},
+    {"dev", offsetof(CgDialect, dev)},
+    {"tg", offsetof(CgDialect, tg)},
+    {"i64", offsetof(CgDialect, i64)},
+    {"ll", offsetof(CgDialect, ll)},
+    {"shared16", offsetof(CgDialect, shared16)},
 };
 
 static const char *word(const CgDialect *d, const char *name, size_t len) {
@@ -57,5 +62,8 @@ void cg_dialect_expand(const CgDialect *d, StrBuf *o, const char *text, size_t l
     IR_ASSERT(s != NULL && "an emitter used a $word the dialect does not have");
     sb_puts(o, s);
     i += n;
+    /* a word spelled "" takes its space along: "const $dev float" is
+     * "const float" in CUDA, "const device float" in Metal */
+    if (!*s && i < len && text[i] == ' ') i++;
   }
 }

@@ -13,31 +13,10 @@
  * in Metal.  No generated text contains `$` otherwise, and an unknown word
  * is a bug in the emitter (it asserts).
  *
- * What a Metal instance fills in (a later increment):
- *   prelude      SC_KERNEL / SC_DEVICE as `kernel void` / `static inline`,
- *                SC_INF as INFINITY, sc_bf16 / sc_f16 over as_type<float>,
- *                sc_warp_sum / sc_warp_max over simd_sum / simd_max,
- *                sc_fail over atomic_compare_exchange_weak_explicit
- *   tid, bid_x, bid_y   the [[thread_position_in_threadgroup]] and
- *                [[threadgroup_position_in_grid]] parameters (param adds
- *                them after the last one, `uint3 sc_tid [[...]]`; the
- *                word is then "sc_tid.x")
- *   barrier      threadgroup_barrier(mem_flags::mem_threadgroup)
- *   warp_barrier simdgroup_barrier(mem_flags::mem_threadgroup)
- *   shared       threadgroup;  align16: alignas(16)
- *   shfl(        simd_shuffle(  (CUDA's full mask has no Metal counterpart)
- *   ldg(         "(" (Metal has no read-only-cache load; a plain load)
- *   restrict     "" ; expf/sqrtf/logf/fmaxf: exp, sqrt, log, fmax
- *   erff         Metal has no erf: a prelude helper (sc_erf) and its name
- *   kernel_head / param: `kernel void name(device sc_device_io *io
- *                [[buffer(0)]], device const float *x [[buffer(1)]], ...,
- *                constant int &T [[buffer(n)]], uint3 sc_tid [[...]])`:
- *                the address space and buffer index go in param.
- * Still CUDA-shaped in the kernels and to be words before Metal: pointer
- * casts without an address space (`(const float4 *)w`, Metal needs
- * `device`), `long long` (Metal: `long`), and the warp size 32 the
- * emitters assume in their index arithmetic (`>> 5`, `& 31`; warp below
- * records it, Apple GPUs have 32-wide simdgroups too).
+ * Instances: dialect_cuda.c and dialect_metal.c (MSL: address spaces on
+ * every pointer, positions as kernel parameters, simd_* reductions; its
+ * header comment lists the differences).  A word spelled "" takes the
+ * space after it along ("const $dev float" is "const float" in CUDA).
  */
 #ifndef SC_CG_DIALECT_H
 #define SC_CG_DIALECT_H
@@ -48,6 +27,9 @@
 
 typedef struct CgDialect {
   const char *name;        /* "cuda" */
+  const char *title;       /* "CUDA": in errors and generated comments */
+  const char *source_name; /* the device source's file: "model.cu" */
+  int shared_bytes;        /* static shared (threadgroup) memory a kernel may declare */
   int warp;                /* threads of a warp / simdgroup: 32, all cg_kernels.c's
                             * lane arithmetic supports yet (cg_emit_cuda asserts it) */
   /* Printed once before the kernels: kernel and device-function
@@ -66,14 +48,30 @@ typedef struct CgDialect {
   const char *ldg;         /* $ldg(p): read-only load; ends in "(" */
   const char *restrict_;   /* $restrict: no-alias pointer qualifier */
   const char *expf, *sqrtf, *logf, *fmaxf, *erff; /* float math */
+  /* Address spaces of pointers ($dev: device memory, $tg: block-shared
+   * memory; CUDA needs neither, Metal both), the 64-bit integer type and
+   * its literal suffix ($i64, $ll), and a 16-byte aligned shared array
+   * ($shared16: the qualifiers in the order the language takes them). */
+  const char *dev, *tg, *i64, *ll, *shared16;
   /* The head of a kernel: qualifier, launch bound and name, up to the
    * parameter list ("SC_KERNEL(256) decode_layer0_qkv"). */
   void (*kernel_head)(StrBuf *o, const char *name, int threads);
   /* One parameter, index 0 first (io), with its separator. */
   void (*param)(StrBuf *o, int index, const char *type, const char *name);
+  /* After the last parameter (NULL: nothing): Metal's thread and
+   * threadgroup positions. */
+  const char *params_end;
+  /* Whether the device sampler (cg_cuda.c) can be written in it: it keeps
+   * a double sum, which Metal does not have. */
+  int sampler;
+  /* Whether one pointer may point into device or shared memory (CUDA's
+   * generic addressing); where not (Metal), a loop reading either is
+   * printed once per address space. */
+  int generic_ptr;
 } CgDialect;
 
-extern const CgDialect cg_dialect_cuda; /* dialect_cuda.c */
+extern const CgDialect cg_dialect_cuda;  /* dialect_cuda.c */
+extern const CgDialect cg_dialect_metal; /* dialect_metal.c */
 
 /* Append text to o with every $word replaced by d's spelling. */
 void cg_dialect_expand(const CgDialect *d, StrBuf *o, const char *text, size_t len);

@@ -42,14 +42,22 @@
  *   sc_sample (sc_abi.h, cg_cuda.c): the sampler every artifact ends
  *     with, launched by the runtime, not by the entry functions.
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cg_kernels.h"
 
-/* Shared memory the GEMV kernels stage their input rows in (floats). */
-#define CU_STAGE_FLOATS 12288
+/* Failing to lower node text: "<Title> target: " + the message. */
+int cu_fail(Cu *cu, const char *fmt, ...) {
+  char msg[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return sc_fail(cu->cg.err, SC_EINPUT, "%s target: %s", cu->d->title, msg);
+}
 
 /* The device expression of a weight argument `name` that node wi feeds:
  * a weight whose set is chosen by io->step is offset on the device (the
@@ -61,7 +69,7 @@ const char *cu_wptr(Cu *cu, int wi, const char *name) {
     const IrWeight *wt = &cu->cg.m->weights[w->weight];
     if (wt->sets > 1 && w->p.set_mode == SET_STEP) {
       long long set_bytes = (long long)(wt->rows * ir_band_row_bytes(wt->band, wt->cols));
-      snprintf(buf, sizeof buf, "(%s + (long long)(io->step + %d) * %lldLL)", name, w->p.off, set_bytes);
+      snprintf(buf, sizeof buf, "(%s + ($i64)(io->step + %d) * %lld$ll)", name, w->p.off, set_bytes);
       return buf;
     }
   }
@@ -92,17 +100,17 @@ static void gemv_step(Cu *cu, DType band, int vec, int nw, int TB, long long C, 
     else if (pf)
       KB("%sconst %s wv%d = p%d[%s];\n", ind, band == DT_F32 ? "float4" : "uint4", j, j, pf);
     else if (band == DT_F32)
-      KB("%sconst float4 wv%d = $ldg((const float4 *)(w%d + c));\n", ind, j, j);
+      KB("%sconst float4 wv%d = $ldg((const $dev float4 *)(w%d + c));\n", ind, j, j);
     else
-      KB("%sconst uint4 wv%d = $ldg((const uint4 *)(w%d + c));\n", ind, j, j);
+      KB("%sconst uint4 wv%d = $ldg((const $dev uint4 *)(w%d + c));\n", ind, j, j);
   }
   KB("#pragma unroll\n%sfor (int tt = 0; tt < %d; tt++) {\n", ind, TB);
   if (vec == 1) {
     KB("%s  const float xv = xs[tt * %lld + c];\n", ind, C);
     for (int j = 0; j < nw; j++) KB("%s  a%d[tt] += wv%d * xv;\n", ind, j, j);
   } else {
-    KB("%s  const float4 xa = *(const float4 *)(xs + tt * %lld + c);\n", ind, C);
-    if (band == DT_BF16) KB("%s  const float4 xb = *(const float4 *)(xs + tt * %lld + c + 4);\n", ind, C);
+    KB("%s  const float4 xa = *(const $tg float4 *)(xs + tt * %lld + c);\n", ind, C);
+    if (band == DT_BF16) KB("%s  const float4 xb = *(const $tg float4 *)(xs + tt * %lld + c + 4);\n", ind, C);
     for (int j = 0; j < nw; j++) {
       if (band == DT_F32)
         KB("%s  a%d[tt] += wv%d.x * xa.x + wv%d.y * xa.y + wv%d.z * xa.z + wv%d.w * xa.w;\n", ind, j, j, j, j, j);
@@ -122,13 +130,13 @@ static void gemv_load_row(Cu *cu, const char *vt, int vec, int nw, long long NV,
   const long long per = 32LL * vec;
   for (int j = 0; j < nw; j++) {
     if (NV > 0)
-      KB("#pragma unroll\n%sfor (int k = 0; k < %lld; k++) p%d[k] = $ldg((const %s *)(w%d + (k * 32 + lane) * %d));\n",
+      KB("#pragma unroll\n%sfor (int k = 0; k < %lld; k++) p%d[k] = $ldg((const $dev %s *)(w%d + (k * 32 + lane) * %d));\n",
          ind, NV, j, vt, j, vec);
     if (REM > 0 && NV > 0)
-      KB("%sif (lane * %d < %lld) p%d[%lld] = $ldg((const %s *)(w%d + %lld + lane * %d));\n", ind, vec, REM, j, NV,
+      KB("%sif (lane * %d < %lld) p%d[%lld] = $ldg((const $dev %s *)(w%d + %lld + lane * %d));\n", ind, vec, REM, j, NV,
          vt, j, NV * per, vec);
     else if (REM > 0)
-      KB("%sif (lane * %d < %lld) p%d[0] = $ldg((const %s *)(w%d + lane * %d));\n", ind, vec, REM, j, vt, j, vec);
+      KB("%sif (lane * %d < %lld) p%d[0] = $ldg((const $dev %s *)(w%d + lane * %d));\n", ind, vec, REM, j, vt, j, vec);
   }
 }
 
@@ -170,8 +178,8 @@ void cu_dot_row(Cu *cu, DType band, long long C, int nw, int TB, int pf) {
     KB("#pragma unroll 4\n  for (int b = 0; b < %lld; b++) {\n", C / 32);
     KB("    const int c = b * 32 + lane;\n");
     for (int j = 0; j < nw; j++) {
-      KB("    const unsigned char *k%d = w%d + b * %d;\n", j, j, bb);
-      KB("    const float d%d = sc_f16(*(const unsigned short *)k%d);\n", j, j);
+      KB("    const $dev unsigned char *k%d = w%d + b * %d;\n", j, j, bb);
+      KB("    const float d%d = sc_f16(*(const $dev unsigned short *)k%d);\n", j, j);
       if (q8) KB("    const float q%d = (float)(signed char)k%d[2 + lane];\n", j, j);
       else KB("    const float q%d = (float)((lane < 16 ? k%d[2 + lane] & 15 : k%d[2 + lane - 16] >> 4) - 8);\n", j, j, j);
     }
@@ -250,19 +258,19 @@ static int emit_gemv(Cu *cu, int i) {
   const long long R = L.R, C = L.C;
   const int quant = sc_band_quantized(ir_wtype(band));
   if (band != DT_F32 && band != DT_BF16 && !quant)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: weight band %s is not supported yet "
+    return cu_fail(cu, "%s: weight band %s is not supported yet "
                    "(accepted: f32, bf16, q8_0, q4_0)", n->name, ir_dtype_name(band));
   if (quant && w->cols % 32)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %s rows of %lld columns (not blocks of 32)",
+    return cu_fail(cu, "%s: %s rows of %lld columns (not blocks of 32)",
                    n->name, ir_dtype_name(band), (long long)w->cols);
   /* shared floats per staged token: the row, and a norm's per-token sums */
   const long long per_token = C + (nwi >= 0 ? 8 + C / n->p.group : 0);
-  if (per_token > CU_STAGE_FLOATS)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %lld input columns exceed the %d a "
-                   "block stages in shared memory", n->name, C, CU_STAGE_FLOATS);
+  if (per_token > CU_SHARED_FLOATS(cu))
+    return cu_fail(cu, "%s: %lld input columns exceed the %d a "
+                   "block stages in shared memory", n->name, C, CU_SHARED_FLOATS(cu));
   const int exact = !IR_ROWS_ON_T(n->rows); /* rows known: a ROW view, or an exact graph */
   int TB = exact ? (n->rows < 4 ? (int)n->rows : 4) : 4;
-  if (TB * per_token > CU_STAGE_FLOATS) TB = (int)(CU_STAGE_FLOATS / per_token);
+  if (TB * per_token > CU_SHARED_FLOATS(cu)) TB = (int)(CU_SHARED_FLOATS(cu) / per_token);
   const int vec = band == DT_F32 ? (C % 4 ? 1 : 4) : (C % 8 ? 1 : 8);
   const long long per = 32LL * vec, NV = vec > 1 ? C / per : 0, REM = vec > 1 ? C - NV * per : 0;
   const int nw = swiglu ? 2 : 1;
@@ -290,7 +298,7 @@ static int emit_gemv(Cu *cu, int i) {
   const char *vt = band == DT_F32 ? "float4" : "uint4";
   const long long row_units = quant ? (long long)ir_band_row_bytes(band, C) : C; /* elements or bytes */
 
-  KB("  $shared $align16 float xs[%lld]; /* [%d tokens, %lld] */\n", (long long)TB * C, TB, C);
+  KB("  $shared16 float xs[%lld]; /* [%d tokens, %lld] */\n", (long long)TB * C, TB, C);
   KB("  const int t0 = $bid_y * %d;\n", TB);
   KB("  const int nt = %s - t0 < %d ? %s - t0 : %d;\n", T, TB, T, TB);
   KB("  const int lane = $tid & 31, row0 = $bid_x * %lld + ($tid >> 5);\n", RPB);
@@ -301,8 +309,8 @@ static int emit_gemv(Cu *cu, int i) {
     if (swiglu) KB(", p1[%lld]", NP);
     KB("; /* this warp's first row, loaded while the input is staged */\n");
     KB("  if (row0 < row_end) {\n");
-    KB("    const %s *w0 = (const %s *)%s + (long long)row0 * %lld;\n", et, et, cu_wptr(cu, wi, "w"), row_units);
-    if (swiglu) KB("    const %s *w1 = w0 + %lldLL; /* the up row */\n", et, R * row_units);
+    KB("    const $dev %s *w0 = (const $dev %s *)%s + ($i64)row0 * %lld;\n", et, et, cu_wptr(cu, wi, "w"), row_units);
+    if (swiglu) KB("    const $dev %s *w1 = w0 + %lld$ll; /* the up row */\n", et, R * row_units);
     gemv_load_row(cu, vt, vec, nw, NV, REM, "    ");
     KB("  }\n");
   }
@@ -315,7 +323,7 @@ static int emit_gemv(Cu *cu, int i) {
     KB("#pragma unroll\n  for (int tt = 0; tt < %d; tt++) {\n", TB);
     KB("    float ss = 0.0f;\n");
     KB("    for (int c = $tid; c < %lld; c += 256) {\n", C);
-    KB("      const float v = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
+    KB("      const float v = tt < nt ? x[($i64)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
     KB("      xs[tt * %lld + c] = v * %s;\n", C, nwf);
     KB("      ss += v * v;\n    }\n");
     KB("    ss = sc_warp_sum(ss);\n");
@@ -328,16 +336,16 @@ static int emit_gemv(Cu *cu, int i) {
   } else {
     KB("  for (int i = $tid; i < %lld; i += 256) {\n", (long long)TB * C);
     KB("    const int tt = i / %lld, c = i - tt * %lld;\n", C, C);
-    KB("    xs[i] = tt < nt ? x[(long long)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
+    KB("    xs[i] = tt < nt ? x[($i64)(t0 + tt) * %lld + c] : 0.0f;\n", ldx);
     KB("  }\n  $barrier;\n");
   }
   if (nwi >= 0 && !norm1) {
     const IrParams *p = &n->p;
     const long long G = C / p->group;
+    KB("  $shared float rs[%lld]; /* shared arrays at the kernel's scope, as Metal wants */\n", (long long)TB * G);
     KB("  { /* RMSNorm of each staged row, per group of %d */\n", p->group);
-    KB("    $shared float rs[%lld];\n", (long long)TB * G);
     KB("    for (int u = $tid >> 5; u < %lld; u += 8) {\n", (long long)TB * G);
-    KB("      const float *xr = xs + u * %d;\n", p->group);
+    KB("      const $tg float *xr = xs + u * %d;\n", p->group);
     KB("      float ss = 0.0f;\n");
     KB("      for (int c = $tid & 31; c < %d; c += 32) ss += xr[c] * xr[c];\n", p->group);
     KB("      ss = sc_warp_sum(ss);\n");
@@ -352,8 +360,8 @@ static int emit_gemv(Cu *cu, int i) {
   }
   KB("  for (int row = row0; row < row_end; row += 8) {\n");
   size_t mark = cu->body.len;
-  KB("  const %s *w0 = (const %s *)%s + (long long)row * %lld;\n", et, et, cu_wptr(cu, wi, "w"), row_units);
-  if (swiglu) KB("  const %s *w1 = w0 + %lldLL; /* the up row */\n", et, R * row_units);
+  KB("  const $dev %s *w0 = (const $dev %s *)%s + ($i64)row * %lld;\n", et, et, cu_wptr(cu, wi, "w"), row_units);
+  if (swiglu) KB("  const $dev %s *w1 = w0 + %lld$ll; /* the up row */\n", et, R * row_units);
   if (pf) {
     KB("  if (row != row0) {\n");
     gemv_load_row(cu, vt, vec, nw, NV, REM, "    ");
@@ -368,7 +376,7 @@ static int emit_gemv(Cu *cu, int i) {
   if (swiglu) KB("    a1[tt] = sc_warp_sum(a1[tt])%s;\n", norm1 ? " * rr[tt]" : "");
   KB("  }\n  if (lane == 0) {\n");
   KB("#pragma unroll\n    for (int tt = 0; tt < %d; tt++) {\n      if (tt >= nt) break;\n", TB);
-  KB("      const long long t = t0 + tt;\n");
+  KB("      const $i64 t = t0 + tt;\n");
   if (swiglu) {
     KB("      const float g = a0[tt], u = a1[tt];\n");
     KB("      y[t * %lld + row] = (g / (1.0f + $expf(-g))) * u;\n", ldy);
@@ -437,7 +445,7 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   lin_kargs(cu, &o);
   cu_karg(cu, "float *", "y", cg->var[i]);
 
-  KB("  $shared $align16 float xs[%d]; /* [%d tokens, %d columns] of the input */\n", CU_GT * CU_GK,
+  KB("  $shared16 float xs[%d]; /* [%d tokens, %d columns] of the input */\n", CU_GT * CU_GK,
      CU_GT, CU_GK);
   KB("  const int t0 = $bid_y * %d;\n", CU_GT);
   KB("  const int nt = T - t0 < %d ? T - t0 : %d;\n", CU_GT, CU_GT);
@@ -448,7 +456,7 @@ static int emit_gemm_tiled(Cu *cu, int i) {
     KB("    float ss = 0.0f;\n");
     KB("    if (tt < nt)\n");
     KB("      for (int c = lane; c < %lld; c += 32) {\n", C);
-    KB("        const float v = x[(long long)(t0 + tt) * %lld + c];\n", ldx);
+    KB("        const float v = x[($i64)(t0 + tt) * %lld + c];\n", ldx);
     KB("        ss += v * v;\n      }\n");
     KB("    ss = sc_warp_sum(ss);\n");
     KB("    if (lane == 0) rr[tt] = 1.0f / $sqrtf(ss / %lld.0f + %s);\n  }\n", C, cg_float(eps, n->p.eps));
@@ -456,9 +464,9 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   /* this warp's rows (clamped: the last block's extra rows compute a
    * copy of row R-1 that is never written) */
   for (int r = 0; r < CU_GR; r++) {
-    KB("  const %s *w%d_%d = (const %s *)%s + (long long)(row0 + %d < %lld ? row0 + %d : %lld) * %lld;\n", et, 0, r,
+    KB("  const $dev %s *w%d_%d = (const $dev %s *)%s + ($i64)(row0 + %d < %lld ? row0 + %d : %lld) * %lld;\n", et, 0, r,
        et, cu_wptr(cu, wi, "w"), r, R, r, R - 1, C);
-    if (swiglu) KB("  const %s *w1_%d = w0_%d + %lldLL; /* the up row */\n", et, r, r, R * C);
+    if (swiglu) KB("  const $dev %s *w1_%d = w0_%d + %lld$ll; /* the up row */\n", et, r, r, R * C);
   }
   KB("  float a0[%d][%d]", CU_GR, CU_GT);
   if (swiglu) KB(", a1[%d][%d]", CU_GR, CU_GT);
@@ -470,7 +478,7 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   KB("    for (int i = $tid; i < %d; i += 256) {\n", CU_GT * CU_GK);
   KB("      const int tt = i / %d, c = k0 + (i & %d);\n", CU_GK, CU_GK - 1);
   if (nwi >= 0) norm_w(nwf, sizeof nwf, n->p.norm_mode, "nw", "c");
-  KB("      xs[i] = tt < nt && c < %lld ? x[(long long)(t0 + tt) * %lld + c]%s%s : 0.0f;\n", C, ldx,
+  KB("      xs[i] = tt < nt && c < %lld ? x[($i64)(t0 + tt) * %lld + c]%s%s : 0.0f;\n", C, ldx,
      nwi >= 0 ? " * " : "", nwi >= 0 ? nwf : "");
   KB("    }\n    $barrier;\n");
   for (int s = 0; s < steps; s++) {
@@ -479,10 +487,10 @@ static int emit_gemm_tiled(Cu *cu, int i) {
     const char *ind = C % CU_GK ? "        " : "      ";
     for (int r = 0; r < CU_GR; r++)
       for (int j = 0; j < nw; j++)
-        KB("%sconst %s wv%d_%d = $ldg((const %s *)(w%d_%d + k0 + c));\n", ind, vt, j, r, vt, j, r);
+        KB("%sconst %s wv%d_%d = $ldg((const $dev %s *)(w%d_%d + k0 + c));\n", ind, vt, j, r, vt, j, r);
     KB("#pragma unroll\n%sfor (int tt = 0; tt < %d; tt++) {\n", ind, CU_GT);
-    KB("%s  const float4 xa = *(const float4 *)(xs + tt * %d + c);\n", ind, CU_GK);
-    if (band == DT_BF16) KB("%s  const float4 xb = *(const float4 *)(xs + tt * %d + c + 4);\n", ind, CU_GK);
+    KB("%s  const float4 xa = *(const $tg float4 *)(xs + tt * %d + c);\n", ind, CU_GK);
+    if (band == DT_BF16) KB("%s  const float4 xb = *(const $tg float4 *)(xs + tt * %d + c + 4);\n", ind, CU_GK);
     for (int r = 0; r < CU_GR; r++)
       for (int j = 0; j < nw; j++) {
         if (band == DT_F32)
@@ -505,7 +513,7 @@ static int emit_gemm_tiled(Cu *cu, int i) {
   KB("      const float g = sc_warp_sum(a0[j][tt])%s;\n", nwi >= 0 ? " * rr[tt]" : "");
   if (swiglu) KB("      const float u = sc_warp_sum(a1[j][tt])%s;\n", nwi >= 0 ? " * rr[tt]" : "");
   KB("      if (lane == 0 && row < %lld && tt < nt) {\n", R);
-  KB("        const long long t = t0 + tt;\n");
+  KB("        const $i64 t = t0 + tt;\n");
   if (swiglu) KB("        y[t * %lld + row] = (g / (1.0f + $expf(-g))) * u;\n", ldy);
   else if (ri >= 0) KB("        y[t * %lld + row] = r[t * %lld + row] + g;\n", ldy, ld(cg, ri));
   else KB("        y[t * %lld + row] = g%s;\n", ldy, bi >= 0 ? " + bias[row]" : "");
@@ -546,13 +554,13 @@ static int emit_map(Cu *cu, int i, const char *expr) {
   KB("  const int i = $bid_x * 256 + $tid;\n");
   KB("  if (i >= %s * %lld) return;\n", rows(n), C);
   KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
-  KB("  const float av = a[(long long)t * %lld + c];\n", ld(cg, n->src[0]));
+  KB("  const float av = a[($i64)t * %lld + c];\n", ld(cg, n->src[0]));
   if (n->nsrc > 1) {
     const IrNode *b = node(cg, n->src[1]);
     int bcast = b->rows == 1 && n->rows != 1;
-    KB("  const float bv = b[%s%lld + c];\n", bcast ? "" : "(long long)t * ", bcast ? 0LL : ld(cg, n->src[1]));
+    KB("  const float bv = b[%s%lld + c];\n", bcast ? "" : "($i64)t * ", bcast ? 0LL : ld(cg, n->src[1]));
   }
-  KB("  y[(long long)t * %lld + c] = %s;\n", (long long)n->ld, expr);
+  KB("  y[($i64)t * %lld + c] = %s;\n", (long long)n->ld, expr);
   char gx[64];
   cu_grid_items(n, C, 256, gx, sizeof gx);
   return cu_kernel_end(cu, i, 256, gx, "1");
@@ -571,11 +579,11 @@ static int emit_copy(Cu *cu, int i, int xi, const char *dst, long long ldy) {
   KB("  if (i >= %s * %lld) return;\n", rows(n), C);
   KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
   if (cu->check_numerics) {
-    KB("  const float v = x[(long long)t * %lld + c];\n", ld(cg, xi));
+    KB("  const float v = x[($i64)t * %lld + c];\n", ld(cg, xi));
     KB("  if (!isfinite(v)) sc_fail(io, SC_KID, 2, i); /* --check-numerics */\n");
-    KB("  y[(long long)t * %lld + c] = v;\n", ldy);
+    KB("  y[($i64)t * %lld + c] = v;\n", ldy);
   } else {
-    KB("  y[(long long)t * %lld + c] = x[(long long)t * %lld + c];\n", ldy, ld(cg, xi));
+    KB("  y[($i64)t * %lld + c] = x[($i64)t * %lld + c];\n", ldy, ld(cg, xi));
   }
   char gx[64];
   cu_grid_items(n, C, 256, gx, sizeof gx);
@@ -593,31 +601,31 @@ static int emit_embed(Cu *cu, int i) {
   cu_karg(cu, "const unsigned char *$restrict ", "tab", cg->var[SRC(n, EMBED, TABLE)]);
   cu_karg(cu, "float *", "y", cg->var[i]);
   KB("  const int t = $bid_x, id = ids[t];\n");
-  KB("  float *yr = y + (long long)t * %lld;\n", (long long)n->ld);
+  KB("  $dev float *yr = y + ($i64)t * %lld;\n", (long long)n->ld);
   KB("  if (id == -1) {\n    for (int c = $tid; c < %lld; c += 256) yr[c] = 0.0f;\n    return;\n  }\n", C);
   KB("  if (id < 0 || id >= %lld) { /* %s: token id out of range [0, %lld) */\n", (long long)w->rows, n->name,
      (long long)w->rows);
   KB("    if ($tid == 0) sc_fail(io, SC_KID, 1, id);\n    return;\n  }\n");
   const char *tp = cu_wptr(cu, SRC(n, EMBED, TABLE), "tab");
   if (w->band == DT_F32) {
-    KB("  const float *row = (const float *)%s + (long long)id * %lld;\n", tp, C);
+    KB("  const $dev float *row = (const $dev float *)%s + ($i64)id * %lld;\n", tp, C);
     KB("  for (int c = $tid; c < %lld; c += 256) yr[c] = row[c];\n", C);
   } else if (w->band == DT_BF16) {
-    KB("  const unsigned short *row = (const unsigned short *)%s + (long long)id * %lld;\n", tp, C);
+    KB("  const $dev unsigned short *row = (const $dev unsigned short *)%s + ($i64)id * %lld;\n", tp, C);
     KB("  for (int c = $tid; c < %lld; c += 256) yr[c] = sc_bf16(row[c]);\n", C);
   } else if (sc_band_quantized(ir_wtype(w->band))) {
     /* GGML blocks, as the C target decodes them */
     int q8 = w->band == DT_Q8_0;
-    KB("  const unsigned char *row = %s + (long long)id * %lldLL; /* %s */\n", tp,
+    KB("  const $dev unsigned char *row = %s + ($i64)id * %lld$ll; /* %s */\n", tp,
        (long long)ir_band_row_bytes(w->band, w->cols), ir_dtype_name(w->band));
     KB("  for (int c = $tid; c < %lld; c += 256) {\n", C);
-    KB("    const unsigned char *blk = row + (c >> 5) * %d;\n", sc_band(ir_wtype(w->band))->block_bytes);
+    KB("    const $dev unsigned char *blk = row + (c >> 5) * %d;\n", sc_band(ir_wtype(w->band))->block_bytes);
     KB("    const float d = sc_f16(blk[0] | (unsigned)blk[1] << 8);\n");
     if (q8) KB("    yr[c] = d * (float)(signed char)blk[2 + (c & 31)];\n");
     else KB("    const int j = c & 31;\n    yr[c] = d * (float)((j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8);\n");
     KB("  }\n");
   } else {
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: embedding band %s is not supported yet",
+    return cu_fail(cu, "embedding band %s is not supported yet",
                    ir_dtype_name(w->band));
   }
   char gx[48];
@@ -637,9 +645,9 @@ static int emit_rmsnorm(Cu *cu, int i) {
   cu_karg(cu, "const float *", "w", ref(cg, SRC(n, RMSNORM, NW)));
   cu_karg(cu, "float *", "y", cg->var[i]);
   KB("  $shared float part[%d];\n  $shared float rr;\n", nt / 32);
-  KB("  const long long t = $bid_y;\n");
-  KB("  const float *xr = x + t * %lld + $bid_x * %d;\n", ld(cg, SRC(n, RMSNORM, X)), p->group);
-  KB("  float *yr = y + t * %lld + $bid_x * %d;\n", (long long)n->ld, p->group);
+  KB("  const $i64 t = $bid_y;\n");
+  KB("  const $dev float *xr = x + t * %lld + $bid_x * %d;\n", ld(cg, SRC(n, RMSNORM, X)), p->group);
+  KB("  $dev float *yr = y + t * %lld + $bid_x * %d;\n", (long long)n->ld, p->group);
   KB("  float ss = 0.0f;\n");
   KB("  for (int c = $tid; c < %d; c += %d) ss += xr[c] * xr[c];\n", p->group, nt);
   KB("  ss = sc_warp_sum(ss);\n  if (($tid & 31) == 0) part[$tid >> 5] = ss;\n  $barrier;\n");
@@ -672,9 +680,9 @@ static int emit_rope(Cu *cu, int i) {
   KB("  const int lane = $tid & 31, u = $bid_x * 4 + ($tid >> 5);\n");
   KB("  if (u >= %s * %d) return;\n", rows(n), p->heads);
   KB("  const int t = u / %d, h = u - t * %d;\n", p->heads, p->heads);
-  KB("  const float *a = x + (long long)t * %lld + h * %d;\n", ld(cg, xi), HD);
-  KB("  float *b = y + (long long)t * %lld + h * %d;\n", (long long)n->ld, HD);
-  KB("  float *s = hb + ($tid >> 5) * %d;\n", HD);
+  KB("  const $dev float *a = x + ($i64)t * %lld + h * %d;\n", ld(cg, xi), HD);
+  KB("  $dev float *b = y + ($i64)t * %lld + h * %d;\n", (long long)n->ld, HD);
+  KB("  $tg float *s = hb + ($tid >> 5) * %d;\n", HD);
   if (norm) {
     norm_w(wf, sizeof wf, p->norm_mode, "nw", "c");
     KB("  float ss = 0.0f;\n");
@@ -687,7 +695,7 @@ static int emit_rope(Cu *cu, int i) {
     KB("  for (int c = lane; c < %d; c += 32) s[c] = a[c];\n", HD);
   }
   KB("  $warp_barrier;\n");
-  KB("  const float *cs = tab + (long long)sc_row_pos(io, t) * %d; /* cos | sin */\n", R);
+  KB("  const $dev float *cs = tab + ($i64)sc_row_pos(io, t) * %d; /* cos | sin */\n", R);
   KB("  for (int i = lane; i < %d; i += 32) {\n", half);
   if (p->rope_mode == ROPE_NEOX) {
     KB("    const float x0 = s[i], x1 = s[i + %d], c = cs[i], sn = cs[%d + i];\n", half, half);
@@ -714,8 +722,8 @@ static int emit_kv_store(Cu *cu, int i) {
   KB("  const int i = $bid_x * 256 + $tid;\n");
   KB("  if (i >= %s * %lld) return;\n", rows(x), C);
   KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
-  KB("  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */\n");
-  KB("  ct[(long long)(sc_row_pos(io, t) %% %lld) * %lld + c] = x[(long long)t * %lld + c];\n",
+  KB("  $dev float *ct = ($dev float *)(($dev char *)cache + sc_row_state(io, t)); /* row t's state block */\n");
+  KB("  ct[($i64)(sc_row_pos(io, t) %% %lld) * %lld + c] = x[($i64)t * %lld + c];\n",
      (long long)c->rows, C, ld(cg, SRC(n, KV_STORE, X)));
   char gx[64];
   cu_grid_items(x, C, 256, gx, sizeof gx);
@@ -742,7 +750,7 @@ static void rope_head_warp(Cu *cu, const IrParams *p, int norm, const char *a, c
     KB("%sfor (int c = lane; c < %d; c += 32) %s[c] = %s[c];\n", ind, HD, s, a);
   }
   KB("%s$warp_barrier;\n", ind);
-  KB("%sconst float *cs = tab + (long long)(%s) * %d; /* cos | sin */\n", ind, at, R);
+  KB("%sconst $dev float *cs = tab + ($i64)(%s) * %d; /* cos | sin */\n", ind, at, R);
   KB("%sfor (int i = lane; i < %d; i += 32) {\n", ind, half);
   if (p->rope_mode == ROPE_NEOX) {
     KB("%s  const float x0 = %s[i], x1 = %s[i + %d], c = cs[i], sn = cs[%d + i];\n", ind, s, s, half, half);
@@ -771,6 +779,19 @@ static void rope_head_warp(Cu *cu, const IrParams *p, int norm, const char *a, c
  * (fp: their positions), not from the caches (no block waits for
  * another's store; a row a store overwrites in a ring is older than any
  * row a query sees). */
+/* The score of one key row against the staged query: d += row . qs, over
+ * HD columns, four at a time where vec (the cache row's pointer is kp in
+ * address space as, a $word). */
+static void attn_dot(Cu *cu, int vec, const char *kp, const char *as, const char *ind) {
+  if (vec) {
+    KB("#pragma unroll 8\n%sfor (int c = 0; c < HD; c += 4) {\n", ind);
+    KB("%s  const float4 kv = *(const %s float4 *)(%s + c), qv = *(const $tg float4 *)(qs + c);\n", ind, as, kp);
+    KB("%s  d += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n%s}\n", ind, ind);
+  } else {
+    KB("%sfor (int c = 0; c < HD; c++) d += %s[c] * qs[c];\n", ind, kp);
+  }
+}
+
 static int emit_attention(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
@@ -789,9 +810,10 @@ static int emit_attention(Cu *cu, int i) {
   IR_ASSERT(!fresh || (NT >= 1 && NT + 2 <= NW));
   /* qs, ks, vs, hb and sm_o below: all static shared memory */
   const long long shared = 4LL * HD * (1 + (fresh ? 3 * NT + 1 : 0) + NW) + 8LL * NW;
-  if (shared > 48 * 1024)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: head_dim %d needs %lld bytes of shared memory per "
-                   "attention block, above the 48 KiB a kernel may declare", n->name, HD, shared);
+  if (shared > cu->d->shared_bytes)
+    return cu_fail(cu, "%s: head_dim %d needs %lld bytes of shared memory per "
+                   "attention block, above the %d KiB a kernel may declare", n->name, HD, shared,
+                   cu->d->shared_bytes / 1024);
   const char *guard = HD % 32 ? "if (c < HD) " : "";
   cu_kernel_begin(cu);
   cu_karg(cu, "const float *", "q", ref(cg, qi));
@@ -812,16 +834,16 @@ static int emit_attention(Cu *cu, int i) {
   if (gate) cu_karg(cu, "const float *", "gate", ref(cg, SRC(n, ATTENTION, GATE)));
   cu_karg(cu, "float *", "y", cg->var[i]);
   KB("  enum { HD = %d, NW = %d };\n", HD, NW);
-  KB("  $shared $align16 float qs[HD];\n");
+  KB("  $shared16 float qs[HD];\n");
   if (fresh) {
     KB("  /* the %d new k and v rows; staging of the heads before rotation */\n", NT);
-    KB("  $shared $align16 float ks[%d * HD], vs[%d * HD], hb[%d * HD];\n", NT, NT, NT + 1);
+    KB("  $shared16 float ks[%d * HD], vs[%d * HD], hb[%d * HD];\n", NT, NT, NT + 1);
   }
   KB("  $shared float sm_m[NW], sm_l[NW], sm_o[NW * HD];\n");
   KB("  const int h = $bid_x, t = $bid_y, wid = $tid >> 5, lane = $tid & 31;\n");
   KB("  const int p = sc_row_pos(io, t);\n");
-  KB("  const long long sb = sc_row_state(io, t); /* row t's state block */\n");
-  KB("  kc = (%sfloat *)((%schar *)kc + sb);\n  vc = (%sfloat *)((%schar *)vc + sb);\n",
+  KB("  const $i64 sb = sc_row_state(io, t); /* row t's state block */\n");
+  KB("  kc = (%s$dev float *)((%s$dev char *)kc + sb);\n  vc = (%s$dev float *)((%s$dev char *)vc + sb);\n",
      fresh ? "" : "const ", fresh ? "" : "const ", fresh ? "" : "const ", fresh ? "" : "const ");
   if (fresh) {
     KB("  int fp[%d]; /* position of new row j when it is in this block's state, else -1 */\n", NT);
@@ -829,25 +851,25 @@ static int emit_attention(Cu *cu, int i) {
   }
   if (p->window > 0) KB("  const int lo = p - %d + 1 > 0 ? p - %d + 1 : 0;\n", p->window, p->window);
   else KB("  const int lo = 0;\n");
-  KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
-  KB("  const float *qh = q + (long long)t * %lld + h * HD;\n", ld(cg, qi));
+  KB("  const $i64 kvo = ($i64)(h / %d) * HD;\n", group);
+  KB("  const $dev float *qh = q + ($i64)t * %lld + h * HD;\n", ld(cg, qi));
   if (fresh) {
     KB("  if (wid == 0) { /* the query head */\n");
-    KB("    float *st = hb;\n");
+    KB("    $tg float *st = hb;\n");
     rope_head_warp(cu, p, norm, "qh", "qn", "st", "qs", "p", "    ");
     KB("  } else if (wid <= %d) { /* new key row wid - 1 of this head's kv head */\n", NT);
     KB("    const int j = wid - 1;\n");
-    KB("    const float *kh = kx + (long long)j * %lld + kvo;\n", ld(cg, kxi));
-    KB("    float *st = hb + wid * HD, *kj = ks + j * HD;\n");
+    KB("    const $dev float *kh = kx + ($i64)j * %lld + kvo;\n", ld(cg, kxi));
+    KB("    $tg float *st = hb + wid * HD, *kj = ks + j * HD;\n");
     rope_head_warp(cu, p, norm, "kh", "kn", "st", "kj", "sc_row_pos(io, j)", "    ");
     KB("  } else if (wid == %d) { /* the new value rows */\n", NT + 1);
-    KB("    for (int i = lane; i < %d * HD; i += 32) vs[i] = vx[(long long)(i / HD) * %lld + kvo + i %% HD];\n",
+    KB("    for (int i = lane; i < %d * HD; i += 32) vs[i] = vx[($i64)(i / HD) * %lld + kvo + i %% HD];\n",
        NT, ld(cg, vxi));
     KB("  }\n  $barrier;\n");
     KB("  if (h %% %d == 0) /* the kv head's first query head stores its token's new rows */\n", group);
     KB("    for (int c = $tid; c < HD; c += NW * 32) {\n");
-    KB("      kc[(long long)(p %% %lld) * %lld + kvo + c] = ks[t * HD + c];\n", CAP, LDKV);
-    KB("      vc[(long long)(p %% %lld) * %lld + kvo + c] = vs[t * HD + c];\n    }\n", CAP, LDKV);
+    KB("      kc[($i64)(p %% %lld) * %lld + kvo + c] = ks[t * HD + c];\n", CAP, LDKV);
+    KB("      vc[($i64)(p %% %lld) * %lld + kvo + c] = vs[t * HD + c];\n    }\n", CAP, LDKV);
   } else {
     KB("  for (int c = $tid; c < HD; c += NW * 32) qs[c] = qh[c];\n");
     KB("  $barrier;\n");
@@ -858,15 +880,21 @@ static int emit_attention(Cu *cu, int i) {
   KB("    const int k = k0 + lane;\n");
   KB("    float s = -SC_INF;\n");
   KB("    if (k <= p) {\n");
-  KB("      const float *kr = kc + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  if (fresh) KB("      for (int j = 0; j < %d; j++)\n        if (fp[j] == k) kr = ks + j * HD;\n", NT);
+  KB("      const $dev float *kr = kc + ($i64)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  if (fresh && cu->d->generic_ptr)
+    KB("      for (int j = 0; j < %d; j++)\n        if (fp[j] == k) kr = ks + j * HD;\n", NT);
   KB("      float d = 0.0f;\n");
-  if (vec) {
-    KB("#pragma unroll 8\n      for (int c = 0; c < HD; c += 4) {\n");
-    KB("        const float4 kv = *(const float4 *)(kr + c), qv = *(const float4 *)(qs + c);\n");
-    KB("        d += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n      }\n");
+  if (fresh && !cu->d->generic_ptr) {
+    /* a pointer has one address space: a fresh row (threadgroup) and a
+     * cached one (device) are read by two copies of the loop */
+    KB("      int fj = -1;\n      for (int j = 0; j < %d; j++)\n        if (fp[j] == k) fj = j;\n", NT);
+    KB("      if (fj >= 0) {\n        const $tg float *kf = ks + fj * HD;\n");
+    attn_dot(cu, vec, "kf", "$tg", "        ");
+    KB("      } else {\n");
+    attn_dot(cu, vec, "kr", "$dev", "        ");
+    KB("      }\n");
   } else {
-    KB("      for (int c = 0; c < HD; c++) d += kr[c] * qs[c];\n");
+    attn_dot(cu, vec, "kr", "$dev", "      ");
   }
   char scale[32];
   KB("      s = d * %s;\n    }\n", cg_float(scale, p->scale));
@@ -877,10 +905,17 @@ static int emit_attention(Cu *cu, int i) {
   KB("    const int nk = p - k0 + 1 < 32 ? p - k0 + 1 : 32;\n");
   KB("    for (int j = 0; j < nk; j++) {\n");
   KB("      const float pj = $shfl(pk, j);\n");
-  KB("      const float *vr = vc + (long long)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
-  if (fresh) KB("      for (int r = 0; r < %d; r++)\n        if (fp[r] == k0 + j) vr = vs + r * HD;\n", NT);
-  KB("      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n        %so[e] += pj * vr[c];\n      }\n",
-     EPL, guard);
+  KB("      const $dev float *vr = vc + ($i64)((k0 + j) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  if (fresh && cu->d->generic_ptr)
+    KB("      for (int r = 0; r < %d; r++)\n        if (fp[r] == k0 + j) vr = vs + r * HD;\n", NT);
+  if (fresh && !cu->d->generic_ptr) {
+    KB("      int fr = -1;\n      for (int r = 0; r < %d; r++)\n        if (fp[r] == k0 + j) fr = r;\n", NT);
+    KB("      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n"
+       "        %so[e] += pj * (fr >= 0 ? vs[fr * HD + c] : vr[c]);\n      }\n", EPL, guard);
+  } else {
+    KB("      for (int e = 0; e < %d; e++) {\n        const int c = lane + 32 * e;\n        %so[e] += pj * vr[c];\n      }\n",
+       EPL, guard);
+  }
   KB("    }\n    m = mn;\n  }\n");
   KB("  if (lane == 0) {\n    sm_m[wid] = m;\n    sm_l[wid] = l;\n  }\n");
   KB("  for (int e = 0; e < %d; e++) {\n    const int c = lane + 32 * e;\n    %ssm_o[wid * HD + c] = o[e];\n  }\n",
@@ -892,9 +927,9 @@ static int emit_attention(Cu *cu, int i) {
   KB("  for (int c = $tid; c < HD; c += NW * 32) {\n");
   KB("    float v = 0.0f;\n    for (int w = 0; w < NW; w++) v += sm_o[w * HD + c] * f[w];\n    v /= L;\n");
   if (gate)
-    KB("    v *= 1.0f / (1.0f + $expf(-gate[(long long)t * %lld + h * HD + c]));\n",
+    KB("    v *= 1.0f / (1.0f + $expf(-gate[($i64)t * %lld + h * HD + c]));\n",
        ld(cg, SRC(n, ATTENTION, GATE)));
-  KB("    y[(long long)t * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
+  KB("    y[($i64)t * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
   char gx[16], gy[48];
   snprintf(gx, sizeof gx, "%d", p->heads);
   return cu_kernel_end(cu, i, 32 * NW, gx, rows_grid(n, gy, sizeof gy));
@@ -932,22 +967,22 @@ static int emit_attention_tiled(Cu *cu, int i) {
   if (gate) cu_karg(cu, "const float *", "gate", ref(cg, SRC(n, ATTENTION, GATE)));
   cu_karg(cu, "float *", "y", cg->var[i]);
   KB("  enum { HD = %d, NW = %d, QT = %d };\n", HD, NW, QT);
-  KB("  $shared $align16 float qs[QT * HD];\n");
+  KB("  $shared16 float qs[QT * HD];\n");
   KB("  $shared float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];\n");
   KB("  const int h = $bid_x, t0 = $bid_y * QT, wid = $tid >> 5, lane = $tid & 31;\n");
   KB("  const int nq = T - t0 < QT ? T - t0 : QT;\n");
-  KB("  const long long kvo = (long long)(h / %d) * HD;\n", group);
+  KB("  const $i64 kvo = ($i64)(h / %d) * HD;\n", group);
   KB("  for (int i = $tid; i < QT * HD; i += NW * 32) {\n");
   KB("    const int j = i / HD, c = i - j * HD;\n");
-  KB("    qs[i] = j < nq ? q[(long long)(t0 + j) * %lld + h * HD + c] : 0.0f;\n  }\n", ld(cg, qi));
+  KB("    qs[i] = j < nq ? q[($i64)(t0 + j) * %lld + h * HD + c] : 0.0f;\n  }\n", ld(cg, qi));
   KB("  $barrier;\n");
   KB("  float m[QT], l[QT], o[QT][%d];\n", EPL);
   KB("#pragma unroll\n  for (int j = 0; j < QT; j++) {\n    m[j] = -SC_INF;\n    l[j] = 0.0f;\n");
   KB("#pragma unroll\n    for (int e = 0; e < %d; e++) o[j][e] = 0.0f;\n  }\n", EPL);
   KB("  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */\n");
   KB("    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;\n");
-  KB("    const long long sb = sc_row_state(io, t0 + g);\n");
-  KB("    const float *kg = (const float *)((const char *)kc + sb), *vg = (const float *)((const char *)vc + sb);\n");
+  KB("    const $i64 sb = sc_row_state(io, t0 + g);\n");
+  KB("    const $dev float *kg = (const $dev float *)((const $dev char *)kc + sb), *vg = (const $dev float *)((const $dev char *)vc + sb);\n");
   KB("    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */\n");
   KB("#pragma unroll\n    for (int j = 0; j < QT; j++) {\n");
   KB("      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;\n");
@@ -961,14 +996,14 @@ static int emit_attention_tiled(Cu *cu, int i) {
   KB("      float s[QT];\n");
   KB("#pragma unroll\n      for (int j = 0; j < QT; j++) s[j] = -SC_INF;\n");
   KB("      if (k <= pl) {\n");
-  KB("        const float *kr = kg + (long long)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("        const $dev float *kr = kg + ($i64)(k %% %lld) * %lld + kvo;\n", CAP, LDKV);
   KB("        float d[QT];\n");
   KB("#pragma unroll\n        for (int j = 0; j < QT; j++) d[j] = 0.0f;\n");
   if (vec) {
     KB("#pragma unroll 4\n        for (int c = 0; c < HD; c += 4) {\n");
-    KB("          const float4 kv = *(const float4 *)(kr + c);\n");
+    KB("          const float4 kv = *(const $dev float4 *)(kr + c);\n");
     KB("#pragma unroll\n          for (int j = 0; j < QT; j++) {\n");
-    KB("            const float4 qv = *(const float4 *)(qs + j * HD + c);\n");
+    KB("            const float4 qv = *(const $tg float4 *)(qs + j * HD + c);\n");
     KB("            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;\n          }\n        }\n");
   } else {
     KB("        for (int c = 0; c < HD; c++) {\n          const float kv = kr[c];\n");
@@ -991,7 +1026,7 @@ static int emit_attention_tiled(Cu *cu, int i) {
   KB("        m[j] = mn;\n      }\n");
   KB("      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;\n");
   KB("      for (int r = 0; r < nk; r++) {\n");
-  KB("        const float *vr = vg + (long long)((k0 + r) %% %lld) * %lld + kvo;\n", CAP, LDKV);
+  KB("        const $dev float *vr = vg + ($i64)((k0 + r) %% %lld) * %lld + kvo;\n", CAP, LDKV);
   KB("        float vv[%d];\n", EPL);
   KB("#pragma unroll\n        for (int e = 0; e < %d; e++) {\n          const int c = lane + 32 * e;\n", EPL);
   KB("          vv[e] = 0.0f;\n          %svv[e] = vr[c];\n        }\n", guard);
@@ -1013,9 +1048,9 @@ static int emit_attention_tiled(Cu *cu, int i) {
   KB("      L += sm_l[w * QT + j] * f;\n      v += sm_o[(w * QT + j) * HD + c] * f;\n    }\n");
   KB("    v /= L;\n");
   if (gate)
-    KB("    v *= 1.0f / (1.0f + $expf(-gate[(long long)(t0 + j) * %lld + h * HD + c]));\n",
+    KB("    v *= 1.0f / (1.0f + $expf(-gate[($i64)(t0 + j) * %lld + h * HD + c]));\n",
        ld(cg, SRC(n, ATTENTION, GATE)));
-  KB("    y[(long long)(t0 + j) * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
+  KB("    y[($i64)(t0 + j) * %lld + h * HD + c] = v;\n  }\n", (long long)n->ld);
   char gx[16], gy[48];
   snprintf(gx, sizeof gx, "%d", p->heads);
   snprintf(gy, sizeof gy, "(T + %d) / %d", QT - 1, QT);
@@ -1079,8 +1114,8 @@ int cu_emit_node(Cu *cu, int i) {
     KB("  const int i = $bid_x * 256 + $tid;\n");
     KB("  if (i >= %s * %lld) return;\n", rows(n), C);
     KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
-    KB("  const float av = x[(long long)t * %lld + c], bv = x[(long long)t * %lld + %lld + c];\n", ldx, ldx, C);
-    KB("  y[(long long)t * %lld + c] = (av / (1.0f + $expf(-av))) * bv;\n", (long long)n->ld);
+    KB("  const float av = x[($i64)t * %lld + c], bv = x[($i64)t * %lld + %lld + c];\n", ldx, ldx, C);
+    KB("  y[($i64)t * %lld + c] = (av / (1.0f + $expf(-av))) * bv;\n", (long long)n->ld);
     char gx[64];
     cu_grid_items(n, C, 256, gx, sizeof gx);
     return cu_kernel_end(cu, i, 256, gx, "1");

@@ -38,6 +38,12 @@ typedef struct Cu {
 /* Kernel text, with the dialect's $words (expanded in cu_kernel_end). */
 #define KB(...) sb_printf(&cu->body, __VA_ARGS__)
 
+/* Shared memory a block may declare, in floats (the staging limit of the
+ * GEMV, router and expert kernels). */
+#define CU_SHARED_FLOATS(cu) ((cu)->d->shared_bytes / 4)
+/* SC_EINPUT with "<Title> target: " before the message. */
+int cu_fail(Cu *cu, const char *fmt, ...);
+
 /* Start a kernel: no arguments, an empty body. */
 void cu_kernel_begin(Cu *cu);
 /* Add a kernel argument: device type and name, host C expression. */

@@ -40,7 +40,6 @@
 #include "cg_kernels.h"
 
 /* Shared floats a kernel may declare (48 KiB, the static limit). */
-#define CU_SHARED_FLOATS 12288
 
 /* ---- DWCONV ----------------------------------------------------------------- */
 
@@ -53,7 +52,7 @@ int cu_emit_dwconv(Cu *cu, int i) {
   const long long C = (long long)n->cols;
   const int K = p->ksize, D = p->dilation, S = (K - 1) * D;
   if (cu_band_of(cu, wi) != DT_F32 || (bias && cu_band_of(cu, SRC(n, DWCONV, B)) != DT_F32))
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: the depthwise conv's weights must be f32", n->name);
+    return cu_fail(cu, "%s: the depthwise conv's weights must be f32", n->name);
   cu_kernel_begin(cu);
   cu_karg(cu, "const float *", "x", ref(cg, xi));
   cu_karg(cu, "const float *", "w", cg->var[wi]);
@@ -64,15 +63,15 @@ int cu_emit_dwconv(Cu *cu, int i) {
   KB("  const int c = $bid_x * 256 + $tid;\n");
   KB("  if (c >= C) return;\n");
   KB("  float wk[K]; /* this channel's taps (w [C, K]) */\n");
-  KB("  for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];\n");
+  KB("  for (int j = 0; j < K; j++) wk[j] = w[($i64)c * K + j];\n");
   KB("  /* xx = the state's S rows, then x's: row r of xx */\n");
-  KB("#define XX(r) ((r) < S ? st[(long long)(r) * C + c] : x[(long long)((r) - S) * %lld + c])\n", ld(cg, xi));
+  KB("#define XX(r) ((r) < S ? st[($i64)(r) * C + c] : x[($i64)((r) - S) * %lld + c])\n", ld(cg, xi));
   KB("  for (int t = 0; t < T; t++) {\n");
   KB("    float acc = %s;\n", bias ? "b[c]" : "0.0f");
   KB("    for (int j = 0; j < K; j++) acc += wk[j] * XX(t + j * D);\n");
-  KB("    y[(long long)t * %lld + c] = acc;\n  }\n", (long long)n->ld);
+  KB("    y[($i64)t * %lld + c] = acc;\n  }\n", (long long)n->ld);
   KB("  /* the state: the last S rows of xx (row r reads row T + r >= r: in place, ascending) */\n");
-  KB("  for (int r = 0; r < S; r++) st[(long long)r * C + c] = XX(T + r);\n");
+  KB("  for (int r = 0; r < S; r++) st[($i64)r * C + c] = XX(T + r);\n");
   KB("#undef XX\n");
   char gx[32];
   snprintf(gx, sizeof gx, "%lld", (C + 255) / 256);
@@ -100,11 +99,11 @@ int cu_emit_group_norm(Cu *cu, int i) {
   }
   cu_karg(cu, "float *", "y", cg->var[i]);
   KB("  $shared float part[%d];\n  $shared float rr;\n", nt / 32);
-  KB("  const long long t = $bid_y;\n");
-  KB("  const float *xr = x + t * %lld + $bid_x * %d;\n", ld(cg, xi), p->group);
+  KB("  const $i64 t = $bid_y;\n");
+  KB("  const $dev float *xr = x + t * %lld + $bid_x * %d;\n", ld(cg, xi), p->group);
   if (gated)
-    KB("  const float *zr = z + t * %lld + $bid_x * %d;\n", ld(cg, SRC(n, GATED_RMSNORM, Z)), p->group);
-  KB("  float *yr = y + t * %lld + $bid_x * %d;\n", (long long)n->ld, p->group);
+    KB("  const $dev float *zr = z + t * %lld + $bid_x * %d;\n", ld(cg, SRC(n, GATED_RMSNORM, Z)), p->group);
+  KB("  $dev float *yr = y + t * %lld + $bid_x * %d;\n", (long long)n->ld, p->group);
   KB("  float ss = 0.0f;\n");
   KB("  for (int c = $tid; c < %d; c += %d) ss += xr[c] * xr[c];\n", p->group, nt);
   KB("  ss = sc_warp_sum(ss);\n  if (($tid & 31) == 0) part[$tid >> 5] = ss;\n  $barrier;\n");
@@ -143,10 +142,10 @@ int cu_emit_delta_rule(Cu *cu, int i) {
   /* shared floats: S's columns, k, q, the warps' partial sums; the chunk's arrays */
   const long long sh_rec = 32LL * DK + 2 * DK + 8 * 32;
   const long long sh_chunk = chunked ? 2LL * L * DK + 2LL * L * L + 4LL * L * 32 + 4LL * L : 0;
-  if (sh_rec + sh_chunk > CU_SHARED_FLOATS)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: the delta rule's block needs %lld bytes of shared memory "
-                   "(head_dim %d, chunk %d), above the 48 KiB a kernel may declare%s", n->name,
-                   4 * (sh_rec + sh_chunk), DK, L,
+  if (sh_rec + sh_chunk > CU_SHARED_FLOATS(cu))
+    return cu_fail(cu, "%s: the delta rule's block needs %lld bytes of shared memory "
+                   "(head_dim %d, chunk %d), above the %d KiB a kernel may declare%s", n->name,
+                   4 * (sh_rec + sh_chunk), DK, L, cu->d->shared_bytes / 1024,
                    chunked ? " (hint: a smaller --delta-chunk, or 0 for the recurrent form)" : "");
   char scale[32];
   cu_kernel_begin(cu);
@@ -164,31 +163,32 @@ int cu_emit_delta_rule(Cu *cu, int i) {
   KB("  $shared float ks[DK], qs[DK], red[NW * 32];\n");
   KB("  const int h = $bid_x, kh = h / %d, wid = $tid >> 5, lane = $tid & 31;\n", NV / NK);
   KB("  const int c = $bid_y * 32 + lane%s;\n", DV % 32 ? ", live = c < DV" : "");
-  KB("  float *Sg = state + (long long)h * DK * DV;\n");
+  KB("  $dev float *Sg = state + ($i64)h * DK * DV;\n");
   KB("  for (int i = wid; i < DK; i += NW) Ss[i * 32 + lane] = %sSg[i * DV + c]%s;\n", DV % 32 ? "live ? " : "",
      DV % 32 ? " : 0.0f" : "");
   if (chunked) {
+    /* the chunk's arrays at the kernel's scope (Metal wants shared arrays there) */
+    KB("  enum { L = %d };\n", L);
+    KB("  /* k, scale * q [L, DK]; k.k and q.k within the chunk [L, L]; v, S0^T k, S0^T q and delta [L, 32];\n"
+       "   * the summed decays G, e^G, beta, e^(G_L - G) [L] */\n");
+    KB("  $shared float Kc[L * DK], Qc[L * DK], KK[L * L], QK[L * L];\n");
+    KB("  $shared float Vc[L * 32], Wc[L * 32], Pc[L * 32], Dc[L * 32], Gc[L], Ec[L], Bc[L], Fc[L];\n");
     KB("  if (T >= %d) { /* the chunkwise form, %d tokens a chunk */\n", CU_DELTA_CHUNK_MIN_T, L);
-    KB("    enum { L = %d };\n", L);
-    KB("    /* k, scale * q [L, DK]; k.k and q.k within the chunk [L, L]; v, S0^T k, S0^T q and delta [L, 32];\n"
-       "     * the summed decays G, e^G, beta, e^(G_L - G) [L] */\n");
-    KB("    $shared float Kc[L * DK], Qc[L * DK], KK[L * L], QK[L * L];\n");
-    KB("    $shared float Vc[L * 32], Wc[L * 32], Pc[L * 32], Dc[L * 32], Gc[L], Ec[L], Bc[L], Fc[L];\n");
     KB("    for (int t0 = 0; t0 < T; t0 += L) {\n");
     KB("      const int n = T - t0 < L ? T - t0 : L;\n");
     KB("      $barrier; /* the previous chunk is used up */\n");
     KB("      for (int i = $tid; i < n * DK; i += NW * 32) {\n");
     KB("        const int t = i / DK, j = i - t * DK;\n");
-    KB("        Kc[i] = k[(long long)(t0 + t) * %lld + kh * DK + j];\n", ldk);
-    KB("        Qc[i] = q[(long long)(t0 + t) * %lld + kh * DK + j] * %s;\n      }\n", ldq, cg_float(scale, p->scale));
+    KB("        Kc[i] = k[($i64)(t0 + t) * %lld + kh * DK + j];\n", ldk);
+    KB("        Qc[i] = q[($i64)(t0 + t) * %lld + kh * DK + j] * %s;\n      }\n", ldq, cg_float(scale, p->scale));
     KB("      for (int i = $tid; i < n * 32; i += NW * 32) {\n");
     KB("        const int t = i >> 5, cc = $bid_y * 32 + (i & 31);\n");
-    KB("        Vc[i] = %sv[(long long)(t0 + t) * %lld + h * DV + cc]%s;\n      }\n", DV % 32 ? "cc < DV ? " : "", ldv,
+    KB("        Vc[i] = %sv[($i64)(t0 + t) * %lld + h * DV + cc]%s;\n      }\n", DV % 32 ? "cc < DV ? " : "", ldv,
        DV % 32 ? " : 0.0f" : "");
     KB("      if ($tid == 0) {\n        float acc = 0.0f;\n");
     KB("        for (int t = 0; t < n; t++) {\n");
-    KB("          acc += g[(long long)(t0 + t) * %lld + h];\n", ldg);
-    KB("          Gc[t] = acc, Ec[t] = $expf(acc), Bc[t] = beta[(long long)(t0 + t) * %lld + h];\n        }\n", ldb);
+    KB("          acc += g[($i64)(t0 + t) * %lld + h];\n", ldg);
+    KB("          Gc[t] = acc, Ec[t] = $expf(acc), Bc[t] = beta[($i64)(t0 + t) * %lld + h];\n        }\n", ldb);
     KB("        for (int t = 0; t < n; t++) Fc[t] = $expf(Gc[n - 1] - Gc[t]);\n      }\n");
     KB("      $barrier;\n");
     KB("      for (int i = $tid; i < n * n; i += NW * 32) { /* (t, s), s <= t */\n");
@@ -217,7 +217,7 @@ int cu_emit_delta_rule(Cu *cu, int i) {
     KB("      for (int t = wid; t < n; t += NW) {\n");
     KB("        float o = Ec[t] * Pc[t * 32 + lane];\n");
     KB("        for (int s = 0; s <= t; s++) o += QK[t * L + s] * Dc[s * 32 + lane];\n");
-    KB("        %sy[(long long)(t0 + t) * %lld + h * DV + c] = o;\n      }\n", DV % 32 ? "if (live) " : "", ldy);
+    KB("        %sy[($i64)(t0 + t) * %lld + h * DV + c] = o;\n      }\n", DV % 32 ? "if (live) " : "", ldy);
     KB("      for (int i = wid; i < DK; i += NW) { /* the state at the chunk's end */\n");
     KB("        float s = Ss[i * 32 + lane] * Ec[n - 1];\n");
     KB("        for (int r = 0; r < n; r++) s += (Fc[r] * Kc[r * DK + i]) * Dc[r * 32 + lane];\n");
@@ -228,9 +228,9 @@ int cu_emit_delta_rule(Cu *cu, int i) {
   size_t mark = cu->body.len;
   KB("  for (int t = 0; t < T; t++) { /* token by token */\n");
   KB("    for (int i = $tid; i < DK; i += NW * 32) {\n");
-  KB("      ks[i] = k[(long long)t * %lld + kh * DK + i];\n", ldk);
-  KB("      qs[i] = q[(long long)t * %lld + kh * DK + i] * %s;\n    }\n", ldq, cg_float(scale, p->scale));
-  KB("    const float decay = $expf(g[(long long)t * %lld + h]), b = beta[(long long)t * %lld + h];\n", ldg, ldb);
+  KB("      ks[i] = k[($i64)t * %lld + kh * DK + i];\n", ldk);
+  KB("      qs[i] = q[($i64)t * %lld + kh * DK + i] * %s;\n    }\n", ldq, cg_float(scale, p->scale));
+  KB("    const float decay = $expf(g[($i64)t * %lld + h]), b = beta[($i64)t * %lld + h];\n", ldg, ldb);
   KB("    $barrier;\n");
   KB("    float part = 0.0f; /* S *= decay; u = S^T k, this warp's rows */\n");
   KB("    for (int i = wid; i < DK; i += NW) {\n");
@@ -241,7 +241,7 @@ int cu_emit_delta_rule(Cu *cu, int i) {
   KB("    float u = 0.0f;\n");
   KB("    for (int w = 0; w < NW; w++) u += red[w * 32 + lane];\n");
   char vt[96];
-  snprintf(vt, sizeof vt, "v[(long long)t * %lld + h * DV + c]", ldv);
+  snprintf(vt, sizeof vt, "v[($i64)t * %lld + h * DV + c]", ldv);
   if (DV % 32) KB("    const float d = ((live ? %s : 0.0f) - u) * b; /* delta = beta (v - u) */\n", vt);
   else KB("    const float d = (%s - u) * b; /* delta = beta (v - u) */\n", vt);
   KB("    float o = 0.0f; /* S += k (x) delta; o = S^T q */\n");
@@ -254,7 +254,7 @@ int cu_emit_delta_rule(Cu *cu, int i) {
   KB("    if (%swid == 0) {\n", live);
   KB("      float yv = 0.0f;\n");
   KB("      for (int w = 0; w < NW; w++) yv += red[w * 32 + lane];\n");
-  KB("      y[(long long)t * %lld + h * DV + c] = yv;\n    }\n  }\n", ldy);
+  KB("      y[($i64)t * %lld + h * DV + c] = yv;\n    }\n  }\n", ldy);
   if (chunked) {
     cu_indent_from(&cu->body, mark);
     KB("  }\n");
@@ -274,17 +274,17 @@ int cu_emit_topk_route(Cu *cu, int i) {
   const IrNode *n = node(cg, i);
   const IrParams *p = &n->p;
   const int xi = n->src[0], E = p->experts, K = p->top_k;
-  if (E > CU_SHARED_FLOATS)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %d experts exceed the %d a router block holds", n->name, E,
-                   CU_SHARED_FLOATS);
+  if (E > CU_SHARED_FLOATS(cu))
+    return cu_fail(cu, "%s: %d experts exceed the %d a router block holds", n->name, E,
+                   CU_SHARED_FLOATS(cu));
   cu_kernel_begin(cu);
   cu_karg(cu, "const float *", "x", ref(cg, xi));
   cu_karg(cu, "float *", "y", cg->var[i]);
   KB("  enum { E = %d, K = %d }; /* experts, chosen per token */\n", E, K);
   KB("  $shared float pr[E]; /* the softmax; -1 once chosen */\n");
   KB("  const int t = $bid_x, lane = $tid;\n");
-  KB("  const float *l = x + (long long)t * %lld;\n", ld(cg, xi));
-  KB("  float *yt = y + (long long)t * %lld;\n", (long long)n->ld);
+  KB("  const $dev float *l = x + ($i64)t * %lld;\n", ld(cg, xi));
+  KB("  $dev float *yt = y + ($i64)t * %lld;\n", (long long)n->ld);
   KB("  float m = -SC_INF, s = 0.0f;\n");
   KB("  for (int e = lane; e < E; e += 32) m = $fmaxf(m, l[e]);\n");
   KB("  m = sc_warp_max(m);\n");
@@ -320,13 +320,12 @@ static long long band_row_units(DType band, long long cols) {
 }
 
 static int moe_band_ok(Cu *cu, const IrNode *n, DType band, long long cols) {
-  Cg *cg = &cu->cg;
   const int quant = sc_band_quantized(ir_wtype(band));
   if (band != DT_F32 && band != DT_BF16 && !quant)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: expert band %s is not supported yet "
+    return cu_fail(cu, "%s: expert band %s is not supported yet "
                    "(accepted: f32, bf16, q8_0, q4_0)", n->name, ir_dtype_name(band));
   if (quant && cols % 32)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: %s expert rows of %lld columns (not blocks of 32)",
+    return cu_fail(cu, "%s: %s expert rows of %lld columns (not blocks of 32)",
                    n->name, ir_dtype_name(band), cols);
   return SC_OK;
 }
@@ -344,9 +343,9 @@ int cu_emit_moe(Cu *cu, int i) {
   int rc = moe_band_ok(cu, n, bgu, H);
   if (!rc) rc = moe_band_ok(cu, n, bd, I);
   if (rc) return rc;
-  if (H > CU_SHARED_FLOATS || K * I > CU_SHARED_FLOATS)
-    return sc_fail(cg->err, SC_EINPUT, "CUDA target: %s: hidden %lld or top-k x intermediate %lld exceeds the %d "
-                   "floats an expert block stages", n->name, H, K * I, CU_SHARED_FLOATS);
+  if (H > CU_SHARED_FLOATS(cu) || K * I > CU_SHARED_FLOATS(cu))
+    return cu_fail(cu, "%s: hidden %lld or top-k x intermediate %lld exceeds the %d "
+                   "floats an expert block stages", n->name, H, K * I, CU_SHARED_FLOATS(cu));
   IR_ASSERT(n->aux >= 0); /* the planner's temporary (cg_c_temp_bytes): the pairs' intermediates */
   char act[64], gx[32], gy[64], rt[48];
   snprintf(act, sizeof act, "(float *)(X + %lld)", (long long)n->aux);
@@ -361,23 +360,23 @@ int cu_emit_moe(Cu *cu, int i) {
   cu_karg(cu, "const unsigned char *$restrict ", "w", cg->var[gui]);
   cu_karg(cu, "float *", "act", act);
   KB("  enum { E = %d, K = %d, I = %lld, H = %lld }; /* experts, top-k, intermediate, hidden */\n", E, K, I, H);
-  KB("  $shared $align16 float xs[H]; /* the pair's token */\n");
+  KB("  $shared16 float xs[H]; /* the pair's token */\n");
   KB("  const int pr = $bid_y, t = pr / K, j = pr - t * K;\n");
-  KB("  const float ef = route[(long long)t * %lld + K + j];\n", ldr);
+  KB("  const float ef = route[($i64)t * %lld + K + j];\n", ldr);
   KB("  const int e = (int)ef;\n");
   KB("  if (!(ef >= 0.0f && ef < (float)E) || (float)e != ef) { /* names no expert */\n");
   KB("    if ($tid == 0 && $bid_x == 0) sc_fail(io, SC_KID, 1, (int)ef);\n    return;\n  }\n");
-  KB("  for (int c = $tid; c < H; c += 256) xs[c] = x[(long long)t * %lld + c];\n", ld(cg, xi));
+  KB("  for (int c = $tid; c < H; c += 256) xs[c] = x[($i64)t * %lld + c];\n", ld(cg, xi));
   KB("  $barrier;\n");
   KB("  const int lane = $tid & 31, row = $bid_x * 8 + ($tid >> 5);\n");
   KB("  if (row >= I) return;\n");
-  KB("  const %s *w0 = (const %s *)%s + ((long long)e * %lld + row) * %lldLL; /* expert e's gate row */\n",
+  KB("  const $dev %s *w0 = (const $dev %s *)%s + (($i64)e * %lld + row) * %lld$ll; /* expert e's gate row */\n",
      band_etype(bgu), band_etype(bgu), cu_wptr(cu, gui, "w"), 2 * I, band_row_units(bgu, H));
-  KB("  const %s *w1 = w0 + %lldLL; /* its up row */\n", band_etype(bgu), I * band_row_units(bgu, H));
+  KB("  const $dev %s *w1 = w0 + %lld$ll; /* its up row */\n", band_etype(bgu), I * band_row_units(bgu, H));
   KB("  float a0[1] = {0.0f}, a1[1] = {0.0f};\n");
   cu_dot_row(cu, bgu, H, 2, 1, 0);
   KB("  const float gv = sc_warp_sum(a0[0]), uv = sc_warp_sum(a1[0]);\n");
-  KB("  if (lane == 0) act[(long long)pr * I + row] = (gv / (1.0f + $expf(-gv))) * uv;\n");
+  KB("  if (lane == 0) act[($i64)pr * I + row] = (gv / (1.0f + $expf(-gv))) * uv;\n");
   snprintf(gx, sizeof gx, "%lld", (I + 7) / 8);
   if (IR_ROWS_ON_T(n->rows)) snprintf(gy, sizeof gy, "%s * %d", T, K);
   else snprintf(gy, sizeof gy, "%lld", (long long)n->rows * K);
@@ -395,13 +394,13 @@ int cu_emit_moe(Cu *cu, int i) {
   }
   cu_karg(cu, "float *", "y", cg->var[i]);
   KB("  enum { E = %d, K = %d, I = %lld, H = %lld }; /* experts, top-k, intermediate, hidden */\n", E, K, I, H);
-  KB("  $shared $align16 float as[K * I]; /* the token's pairs' intermediates */\n");
+  KB("  $shared16 float as[K * I]; /* the token's pairs' intermediates */\n");
   KB("  $shared float rw[K];\n  $shared int re[K]; /* their weights and experts */\n");
   KB("  const int t = $bid_y;\n");
-  KB("  for (int c = $tid; c < K * I; c += 256) as[c] = act[(long long)t * K * I + c];\n");
+  KB("  for (int c = $tid; c < K * I; c += 256) as[c] = act[($i64)t * K * I + c];\n");
   KB("  if ($tid < K) {\n");
-  KB("    const float ef = route[(long long)t * %lld + K + $tid];\n", ldr);
-  KB("    rw[$tid] = route[(long long)t * %lld + $tid];\n", ldr);
+  KB("    const float ef = route[($i64)t * %lld + K + $tid];\n", ldr);
+  KB("    rw[$tid] = route[($i64)t * %lld + $tid];\n", ldr);
   KB("    re[$tid] = ef >= 0.0f && ef < (float)E && (float)(int)ef == ef ? (int)ef : -1; /* -1: _gate_up failed */\n");
   KB("  }\n  $barrier;\n");
   KB("  for (int j = 0; j < K; j++)\n    if (re[j] < 0) return;\n");
@@ -410,8 +409,8 @@ int cu_emit_moe(Cu *cu, int i) {
   KB("  float acc = 0.0f;\n");
   KB("  for (int j = 0; j < K; j++) { /* rank order */\n");
   size_t mark = cu->body.len;
-  KB("  const float *xs = as + j * I;\n");
-  KB("  const %s *w0 = (const %s *)%s + ((long long)re[j] * H + row) * %lldLL; /* expert re[j]'s down row */\n",
+  KB("  const $tg float *xs = as + j * I;\n");
+  KB("  const $dev %s *w0 = (const $dev %s *)%s + (($i64)re[j] * H + row) * %lld$ll; /* expert re[j]'s down row */\n",
      band_etype(bd), band_etype(bd), cu_wptr(cu, wdi, "w"), band_row_units(bd, I));
   KB("  float a0[1] = {0.0f};\n");
   cu_dot_row(cu, bd, I, 1, 1, 0);
@@ -419,9 +418,9 @@ int cu_emit_moe(Cu *cu, int i) {
   cu_indent_from(&cu->body, mark);
   KB("  }\n");
   if (shared)
-    KB("  acc += (1.0f / (1.0f + $expf(-sg[(long long)t * %lld]))) * sh[(long long)t * %lld + row];\n",
+    KB("  acc += (1.0f / (1.0f + $expf(-sg[($i64)t * %lld]))) * sh[($i64)t * %lld + row];\n",
        ld(cg, SRC(n, MOE_COMBINE, SG)), ld(cg, SRC(n, MOE_COMBINE, SH)));
-  KB("  if (lane == 0) y[(long long)t * %lld + row] = acc;\n", (long long)n->ld);
+  KB("  if (lane == 0) y[($i64)t * %lld + row] = acc;\n", (long long)n->ld);
   snprintf(gx, sizeof gx, "%lld", (H + 7) / 8);
   return cu_kernel_end(cu, i, 256, gx, ir_rows_text(n->rows, rt, sizeof rt));
 }

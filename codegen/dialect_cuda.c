@@ -83,6 +83,9 @@ static void param(StrBuf *o, int index, const char *type, const char *name) {
 
 const CgDialect cg_dialect_cuda = {
     .name = "cuda",
+    .title = "CUDA",
+    .source_name = "model.cu",
+    .shared_bytes = 48 * 1024, /* the static limit of every CUDA GPU */
     .warp = 32,
     .prelude = prelude,
     .tid = "threadIdx.x",
@@ -100,6 +103,14 @@ const CgDialect cg_dialect_cuda = {
     .logf = "logf",
     .fmaxf = "fmaxf",
     .erff = "erff",
+    .dev = "",
+    .tg = "",
+    .i64 = "long long",
+    .ll = "LL",
+    .shared16 = "__shared__ __align__(16)",
     .kernel_head = kernel_head,
     .param = param,
+    .params_end = NULL,
+    .generic_ptr = 1,
+    .sampler = 1,
 };

@@ -1,9 +1,7 @@
 /*
- * target.c — the target table (target.h): cpu and cuda.  A target's entry
+ * target.c — the target table (target.h): cpu, cuda and metal.  A target's entry
  * names its emitter and device compiler; the generic sequence that runs
- * them is target_emit.  Metal is planned: an entry here with its emitter
- * (MSL source, compiled by the Metal runtime at load) and no change to the
- * driver.
+ * them is target_emit.
  */
 #include "target.h"
 
@@ -12,6 +10,7 @@
 #include <string.h>
 
 #include "toolchain_cuda.h"
+#include "toolchain_metal.h"
 
 /* cpu: one C file, compiled by libtcc or the system compiler. */
 static int emit_cpu(const Module *m, const CgInfo *info, StrBuf *host, StrBuf *device, sc_error *err) {
@@ -61,7 +60,34 @@ static const Target target_cuda = {
     .device = &device_nvrtc,
 };
 
-static const Target *const targets[] = {&target_cpu, &target_cuda};
+/* metal: the same kernels in MSL (model.metal), embedded as source, and
+ * as a .metallib where Apple's toolchain is (toolchain_metal.c); else the
+ * runtime compiles the source with the Metal framework when the model
+ * loads. */
+static int emit_metal(const Module *m, const CgInfo *info, StrBuf *host, StrBuf *device, sc_error *err) {
+  return cg_emit_metal(m, info, device, host, err);
+}
+
+static const TargetDevice device_metal = {
+    .source_name = "model.metal",
+    .code_name = NULL, /* the .metallib, when there is one, is only embedded */
+    .compile = tc_metal_compile,
+    .tail = cg_emit_metal_tail,
+};
+
+static const Target target_metal = {
+    .name = "metal",
+    .ir = IR_TARGET_METAL,
+    .layout = {0}, /* GGML's blocks, as the CUDA kernels read them */
+    .plan_temp = cg_c_temp_bytes, /* as cuda's */
+    .arch = NULL,
+    .id_text = " metal ",
+    .host_name = "model.c",
+    .emit = emit_metal,
+    .device = &device_metal,
+};
+
+static const Target *const targets[] = {&target_cpu, &target_cuda, &target_metal};
 #define N_TARGETS (int)(sizeof targets / sizeof targets[0])
 
 const Target *target_find(const char *name, sc_error *err) {
@@ -72,8 +98,7 @@ const Target *target_find(const char *name, sc_error *err) {
     size_t len = strlen(names);
     snprintf(names + len, sizeof names - len, "%s%s", i ? ", " : "", targets[i]->name);
   }
-  sc_fail(err, SC_EUSAGE, "--target %s: not implemented yet (accepted today: %s; metal is planned)",
-          name ? name : "", names);
+  sc_fail(err, SC_EUSAGE, "--target %s: unknown target (accepted: %s)", name ? name : "", names);
   return NULL;
 }
 
@@ -93,7 +118,7 @@ int target_emit(const Target *t, const Module *m, const CgInfo *info, const char
   CgDevice dev = {c->code, c->code_bytes, c->device.s, arch};
   if (d->tail(m, info, &dev, &c->host, err)) return err->code;
   c->files[c->n_files++] = (TargetFile){d->source_name, c->device.s, c->device.len};
-  c->files[c->n_files++] = (TargetFile){d->code_name, c->code, strlen(c->code)};
+  if (d->code_name) c->files[c->n_files++] = (TargetFile){d->code_name, c->code, strlen(c->code)};
   return SC_OK;
 }
 

@@ -37,7 +37,7 @@ const char *const ir_op_docs[OP_COUNT] = {
 #include "ops.def"
 #undef OP
 };
-const char *const ir_target_names[IR_TARGET_COUNT] = {"cpu", "cuda"};
+const char *const ir_target_names[IR_TARGET_COUNT] = {"cpu", "cuda", "metal"};
 
 _Noreturn void ir_assert_fail(const char *file, int line, const char *expr) {
   fprintf(stderr, "%s:%d: internal error: assertion failed: %s\n", file, line, expr);

@@ -39,8 +39,8 @@ enum {
 
 /* ops.def's flags and targets columns. */
 enum { F_FUSED = 1, F_VIEW = 2, F_LEAF = 4, F_STATE = 8 };
-typedef enum IrTarget { IR_TARGET_CPU, IR_TARGET_CUDA, IR_TARGET_COUNT } IrTarget;
-enum { T_CPU = 1 << IR_TARGET_CPU, T_CUDA = 1 << IR_TARGET_CUDA };
+typedef enum IrTarget { IR_TARGET_CPU, IR_TARGET_CUDA, IR_TARGET_METAL, IR_TARGET_COUNT } IrTarget;
+enum { T_CPU = 1 << IR_TARGET_CPU, T_CUDA = 1 << IR_TARGET_CUDA, T_METAL = 1 << IR_TARGET_METAL };
 
 typedef enum DType { DT_F32, DT_I32, DT_BF16, DT_F16, DT_Q8_0, DT_Q4_0, DT_COUNT } DType;
 

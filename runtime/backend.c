@@ -7,7 +7,7 @@
 
 #include "backend.h"
 
-static const sc_backend_i *const backends[] = {&rt_backend_cpu, &rt_backend_cuda};
+static const sc_backend_i *const backends[] = {&rt_backend_cpu, &rt_backend_cuda, &rt_backend_metal};
 
 const sc_backend_i *rt_backend_for(const char *target) {
   for (size_t i = 0; i < sizeof backends / sizeof backends[0]; i++)

@@ -145,5 +145,6 @@ const sc_backend_i *rt_backend_for(const char *target);
 
 extern const sc_backend_i rt_backend_cpu;  /* backend_cpu.c */
 extern const sc_backend_i rt_backend_cuda; /* cuda_rt.c */
+extern const sc_backend_i rt_backend_metal; /* backend_metal.c */
 
 #endif

@@ -214,7 +214,7 @@ static int open_once(const char *path, const sc_open_opts *opts, sc_model **out,
     goto fail;
   }
   if (!(m->be = rt_backend_for(m->d->target))) {
-    rc = sc_fail(err, SC_EINPUT, "%s: built for target '%s'; this runtime runs cpu and cuda models",
+    rc = sc_fail(err, SC_EINPUT, "%s: built for target '%s'; this runtime runs cpu, cuda and metal models",
                  path, m->d->target);
     goto fail;
   }

@@ -68,6 +68,9 @@ long long rt_cuda_launches(const sc_session *s);
 /* Host round trips (stream synchronisations) so far (-1: not cuda). */
 long long rt_cuda_round_trips(const sc_session *s);
 
+/* Kernels dispatched by the session so far (-1: not metal). */
+long long rt_metal_dispatches(const sc_session *s);
+
 /* sample.c, for device samplers: a sampler's parameters and generator
  * state, and the state back after the device drew with it. */
 void rt_sampler_state(const sc_sampler *s, sc_sample_params *p, uint64_t rng[4]);

@@ -315,8 +315,10 @@ typedef struct sc_model_desc {
   int n_tensors;
   const sc_tensor_info *tensors;
   /* Device targets (zero on the CPU): the device code (CUDA: PTX text,
-   * NUL-terminated; device_code_bytes excludes the NUL), the source it was
-   * compiled from (for humans), and the kernels K->launch numbers. */
+   * NUL-terminated; device_code_bytes excludes the NUL; Metal: a .metallib
+   * when the build had Apple's toolchain, else empty), the source it was
+   * compiled from (for humans; Metal compiles it at load when there is no
+   * .metallib), and the kernels K->launch numbers. */
   const char *device_code;
   unsigned long long device_code_bytes;
   const char *device_source;

@@ -35,7 +35,7 @@ def build(model_dir: PathLike, out: PathLike, *, weights: Optional[str] = None, 
         weights: ``f32`` (default), ``bf16``, ``q8_0`` or ``q4_0``.
         cc: ``tcc`` (default: the embedded compiler), ``gcc`` or ``clang``
             (``-O3 -march=native``: the artifact then needs this CPU).
-        target: ``cpu`` (default) or ``cuda``.
+        target: ``cpu`` (default), ``cuda`` or ``metal``.
         cuda_arch: for ``cuda``: ``sm_80``, ``sm_90``, ``compute_80``, ...
         max_context, prefill_chunk, max_batch: as ``--max-context``,
             ``--prefill-chunk``, ``--max-batch``.

@@ -26,7 +26,11 @@ expect build-max-context-0 1 "--max-context expects an integer" "'0'" -- \
   "$BIN" build "$QWEN" -o "$FO/m.so" --max-context 0
 expect build-max-context-abc 1 "--max-context expects an integer" "'abc'" -- \
   "$BIN" build "$QWEN" -o "$FO/m.so" --max-context abc
-expect build-target-metal 1 "--target metal" "not implemented" -- "$BIN" build "$QWEN" -o "$FO/m.so" --target metal
+expect build-target-vulkan 1 "--target expects cpu, cuda or metal" "'vulkan'" -- "$BIN" build "$QWEN" -o "$FO/m.so" --target vulkan
+mkdir -p "$W/mt"   # --target metal builds anywhere (the MSL is compiled where it runs)
+expect build-target-metal 0 -- "$BIN" build -q "$QWEN" -o "$W/mt/m.so" --target metal --emit-dir "$W/mt/src"
+expect build-target-metal-source 0 "out:kernel void decode_" -- grep -m1 "kernel void decode_" "$W/mt/src/model.metal"
+expect run-metal-no-device 3 "no Metal device" "--target cpu" -- env -u SPEECHC_LIBMETAL "$BIN" run "$W/mt/m.so" --ids 1,2 -n 1
 expect build-cuda-arch 1 "--cuda-arch sm_x" "sm_XX or compute_XX" -- "$BIN" build "$QWEN" -o "$FO/m.so" --target cuda --cuda-arch sm_x
 expect build-cuda-no-nvrtc 3 "NVRTC not found" "--target cpu" -- env SPEECHC_NVRTC=/nonexistent/libnvrtc.so "$BIN" build "$QWEN" -o "$FO/m.so" --target cuda
 expect build-dump-ir-nonsense 1 "--dump-ir expects" "'nonsense'" -- \

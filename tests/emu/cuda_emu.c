@@ -8,9 +8,10 @@
  * model's CUDA source (scEmuModuleLoadSource; PTX is refused) compiled as
  * C by the system compiler with -DSC_EMULATE (sc_cuda_emu.h).  A launch
  * runs the grid block by block; the threads of a block are coroutines that
- * switch at __syncthreads, __syncwarp and warp shuffles, so block and warp
- * semantics are those of the GPU (a shuffle or barrier that not every live
- * thread of its warp/block reaches is reported as a deadlock).  Stream
+ * switch at __syncthreads, __syncwarp and warp shuffles (emu_threads.c), so
+ * block and warp semantics are those of the GPU (a shuffle or barrier that
+ * not every live thread of its warp/block reaches is reported as a
+ * deadlock).  Stream
  * capture records launches into a graph that cuGraphLaunch replays, as the
  * real driver does.  Everything runs synchronously, one launch at a time.
  *
@@ -27,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "emu_threads.h"
 #include "sc_cuda_emu.h"
 
 typedef int CUresult;
@@ -235,72 +237,30 @@ CUresult cuModuleGetFunction(Func **out, Module *m, const char *name) {
   return OK;
 }
 
-/* ---- threads as coroutines ------------------------------------------------- */
+/* ---- blocks (emu_threads.c runs their threads as coroutines) ------------------ */
 
-__asm__(".text\n"
-        ".globl sc_emu_switch_ctx\n"
-        ".hidden sc_emu_switch_ctx\n"
-        ".type sc_emu_switch_ctx,@function\n"
-        "sc_emu_switch_ctx:\n"
-        "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
-        "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
-        "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n  ret\n"
-        ".size sc_emu_switch_ctx, .-sc_emu_switch_ctx\n");
-void sc_emu_switch_ctx(void **save_sp, void *load_sp);
-
-enum { T_READY, T_BLOCK_BAR, T_WARP_BAR, T_SHFL_BAR, T_DONE };
-#define STACK (16 * 1024)
-#define MAX_THREADS 1024
-
-typedef struct Thread {
-  void *sp;
-  unsigned char *stack;
-  int state;
-  sc_emu_dim3 tid;
-  int lane, warp;
-  int shfl_parity;  /* alternating slot sets: one barrier per shuffle */
-} Thread;
-
-typedef struct Block {
-  Thread th[MAX_THREADS];
-  int n;
-  void *sched_sp;
-  Thread *cur;
-  sc_emu_dim3 bid, bdim, gdim;
+static struct {
   const Func *f;
   unsigned long long args[16];
-  float shfl[2][MAX_THREADS];
-  unsigned char *stacks; /* MAX_THREADS stacks in one mapping (huge pages when possible) */
-  const char *fault;
-} Block;
+  sc_emu_dim3 bid, bdim, gdim;
+  sc_emu_dim3 tid[EMU_MAX_THREADS];
+} blk;
 
-static Block blk;
-
-static void yield_to_scheduler(int state) {
-  Thread *t = blk.cur;
-  t->state = state;
-  sc_emu_switch_ctx(&t->sp, blk.sched_sp);
-}
-
-static void emu_syncthreads(void) { yield_to_scheduler(T_BLOCK_BAR); }
-static void emu_syncwarp(void) { yield_to_scheduler(T_WARP_BAR); }
+static void emu_syncthreads(void) { emu_barrier(); }
+static void emu_syncwarp(void) { emu_warp_barrier(); }
 static float emu_shfl_xor(float v, int mask) {
-  Thread *t = blk.cur;
-  int me = (int)(t - blk.th), p = t->shfl_parity;
-  t->shfl_parity ^= 1;
-  /* a lane can run ahead to its next shuffle (the other slot set) but not
-   * to the one after, which waits for every lane to have read this one */
-  blk.shfl[p][me] = v;
-  yield_to_scheduler(T_SHFL_BAR); /* released only with all 32 lanes there */
-  return blk.shfl[p][t->warp * 32 + (t->lane ^ mask)];
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u = emu_shuffle_xor(u, mask);
+  memcpy(&v, &u, 4);
+  return v;
 }
 static float emu_shfl(float v, int src) {
-  Thread *t = blk.cur;
-  int me = (int)(t - blk.th), p = t->shfl_parity;
-  t->shfl_parity ^= 1;
-  blk.shfl[p][me] = v;
-  yield_to_scheduler(T_SHFL_BAR);
-  return blk.shfl[p][t->warp * 32 + (src & 31)];
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u = emu_shuffle(u, src);
+  memcpy(&v, &u, 4);
+  return v;
 }
 static int emu_atomic_cas(int *p, int c, int v) {
   int old = *p;
@@ -308,96 +268,27 @@ static int emu_atomic_cas(int *p, int c, int v) {
   return old;
 }
 static void emu_check16(const void *p) {
-  if ((uintptr_t)p & 15) blk.fault = "misaligned 16-byte load";
+  if ((uintptr_t)p & 15) emu_fault("misaligned 16-byte load");
 }
 
 static sc_emu_api api = {NULL, NULL, NULL, NULL, emu_syncthreads, emu_syncwarp, emu_shfl_xor,
                          emu_shfl, emu_atomic_cas, emu_check16};
 
-static void thread_main(void) {
-  const Func *f = blk.f;
+static void thread_body(int thread, void *arg) {
+  (void)thread, (void)arg;
   unsigned long long *a = blk.args;
   typedef void (*K16)(unsigned long long, unsigned long long, unsigned long long, unsigned long long,
                       unsigned long long, unsigned long long, unsigned long long, unsigned long long,
                       unsigned long long, unsigned long long, unsigned long long, unsigned long long,
                       unsigned long long, unsigned long long, unsigned long long, unsigned long long);
-  ((K16)f->fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13],
-               a[14], a[15]);
-  yield_to_scheduler(T_DONE);
-  abort(); /* never resumed */
+  ((K16)blk.f->fn)(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9], a[10], a[11], a[12], a[13],
+                   a[14], a[15]);
 }
 
-/* Run one block to completion; 0 or an error text. */
-static const char *run_block(void) {
-  int n = blk.n;
-  if (!blk.stacks) {
-    void *p = mmap(NULL, (size_t)MAX_THREADS * STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return "out of memory for thread stacks";
-    madvise(p, (size_t)MAX_THREADS * STACK, MADV_HUGEPAGE);
-    blk.stacks = p;
-  }
-  for (int i = 0; i < n; i++) {
-    Thread *t = &blk.th[i];
-    t->stack = blk.stacks + (size_t)i * STACK;
-    t->shfl_parity = 0;
-    uintptr_t top = ((uintptr_t)t->stack + STACK) & ~(uintptr_t)15;
-    void **sp = (void **)(top - 16);
-    sp[0] = (void *)thread_main; /* "returned" into */
-    sp[1] = 0;
-    sp -= 6;                     /* the six callee-saved registers */
-    memset(sp, 0, 6 * sizeof *sp);
-    t->sp = sp;
-    t->state = T_READY;
-    t->tid.x = (unsigned)i % blk.bdim.x;
-    t->tid.y = (unsigned)i / blk.bdim.x % blk.bdim.y;
-    t->tid.z = (unsigned)i / (blk.bdim.x * blk.bdim.y);
-    t->lane = i % 32;
-    t->warp = i / 32;
-  }
-  api.bid = &blk.bid;
-  api.bdim = &blk.bdim;
-  api.gdim = &blk.gdim;
-  for (;;) {
-    int progressed = 0, done = 0, at_block = 0;
-    for (int i = 0; i < n; i++) {
-      Thread *t = &blk.th[i];
-      if (t->state != T_READY) continue;
-      blk.cur = t;
-      api.tid = &t->tid;
-      sc_emu_switch_ctx(&blk.sched_sp, t->sp);
-      progressed = 1;
-      if (blk.fault) return blk.fault;
-    }
-    for (int i = 0; i < n; i++) {
-      done += blk.th[i].state == T_DONE;
-      at_block += blk.th[i].state == T_BLOCK_BAR;
-    }
-    if (done == n) return NULL;
-    /* release warps whose live threads all wait at a warp barrier */
-    int released = 0;
-    for (int w = 0; w * 32 < n; w++) {
-      int live = 0, waiting = 0, shfl = 0;
-      for (int i = w * 32; i < n && i < w * 32 + 32; i++) {
-        live += blk.th[i].state != T_DONE;
-        waiting += blk.th[i].state == T_WARP_BAR || blk.th[i].state == T_SHFL_BAR;
-        shfl += blk.th[i].state == T_SHFL_BAR;
-      }
-      if (waiting && waiting == live) {
-        if (shfl && (shfl != 32 || waiting != 32))
-          return "a full-warp shuffle that not all 32 lanes reach (divergence or exited lanes)";
-        for (int i = w * 32; i < n && i < w * 32 + 32; i++)
-          if (blk.th[i].state == T_WARP_BAR || blk.th[i].state == T_SHFL_BAR) blk.th[i].state = T_READY;
-        released = 1;
-      }
-    }
-    if (released) continue;
-    if (at_block && at_block == n - done) {
-      for (int i = 0; i < n; i++)
-        if (blk.th[i].state == T_BLOCK_BAR) blk.th[i].state = T_READY;
-      continue;
-    }
-    if (!progressed) return "deadlock: threads wait at different barriers (divergent __syncthreads or shuffle)";
-  }
+/* threadIdx of the thread about to run */
+static void thread_switch(int thread, void *arg) {
+  (void)arg;
+  api.tid = &blk.tid[thread];
 }
 
 typedef struct Launch {
@@ -409,22 +300,25 @@ typedef struct Launch {
 static CUresult run_launch(const Launch *l) {
   const Func *f = l->f;
   unsigned nt = l->b[0] * l->b[1] * l->b[2];
-  if (!l->g[0] || !l->g[1] || !l->g[2] || !nt || nt > MAX_THREADS || (f->max_threads && (int)nt > f->max_threads)) {
+  if (!l->g[0] || !l->g[1] || !l->g[2] || !nt || nt > EMU_MAX_THREADS || (f->max_threads && (int)nt > f->max_threads)) {
     fprintf(stderr, "cuda_emu: %s: bad launch (grid %u x %u x %u, block %u, bound %d)\n", f->name, l->g[0], l->g[1],
             l->g[2], nt, f->max_threads);
     return ERR_INVALID_VALUE;
   }
   blk.f = f;
   memcpy(blk.args, l->args, sizeof blk.args);
-  blk.n = (int)nt;
   blk.bdim = (sc_emu_dim3){l->b[0], l->b[1], l->b[2]};
   blk.gdim = (sc_emu_dim3){l->g[0], l->g[1], l->g[2]};
-  blk.fault = NULL;
+  for (unsigned i = 0; i < nt; i++)
+    blk.tid[i] = (sc_emu_dim3){i % l->b[0], i / l->b[0] % l->b[1], i / (l->b[0] * l->b[1])};
+  api.bid = &blk.bid;
+  api.bdim = &blk.bdim;
+  api.gdim = &blk.gdim;
   for (unsigned z = 0; z < l->g[2]; z++)
     for (unsigned y = 0; y < l->g[1]; y++)
       for (unsigned x = 0; x < l->g[0]; x++) {
         blk.bid = (sc_emu_dim3){x, y, z};
-        const char *e = run_block();
+        const char *e = emu_run_block((int)nt, thread_body, thread_switch, NULL, 0);
         if (e) {
           fprintf(stderr, "cuda_emu: %s block (%u, %u, %u): %s\n", f->name, x, y, z, e);
           return ERR_LAUNCH_FAILED;

@@ -4,7 +4,7 @@
 # code, runtime, graphs, kernel indexing) without a GPU.  x86-64 only.
 # Built without sanitizers: it switches stacks under their feet.
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
-  add_library(sc_cuda_emu SHARED ${CMAKE_SOURCE_DIR}/tests/emu/cuda_emu.c)
+  add_library(sc_cuda_emu SHARED ${CMAKE_SOURCE_DIR}/tests/emu/cuda_emu.c ${CMAKE_SOURCE_DIR}/tests/emu/emu_threads.c)
   target_compile_definitions(sc_cuda_emu PRIVATE SC_EMU_DIR="${CMAKE_SOURCE_DIR}/tests/emu")
   target_compile_options(sc_cuda_emu PRIVATE -fno-sanitize=all)
   target_link_options(sc_cuda_emu PRIVATE -fno-sanitize=all)
@@ -20,6 +20,24 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
       "SPEECHC_TEST_TARGET=cuda;SPEECHC_LIBCUDA=$<TARGET_FILE:sc_cuda_emu>;SPEECHC_BIN=$<TARGET_FILE:speechc>;SPEECHC_KERNEL_CACHE=off")
   endforeach()
   set_property(TEST test_cuda APPEND PROPERTY ENVIRONMENT "SPEECHC_CUDA_EMU=$<TARGET_FILE:sc_cuda_emu>")
+
+  # The Metal stand-in (tests/emu/metal_emu.c): the runtime's Metal backend
+  # over a CPU emulator of the Metal operations it uses, running --target
+  # metal models' MSL compiled by clang++ over tests/emu/metal/metal_stdlib
+  # (the MSL subset, with address spaces checked).  The parity tests again:
+  # the dense LMs, rows placed per row, both Qwen3-TTS layouts, the Gated
+  # DeltaNet hybrids, batched LM decode and batched Qwen3-TTS frames.
+  add_library(sc_metal_emu SHARED ${CMAKE_SOURCE_DIR}/tests/emu/metal_emu.c ${CMAKE_SOURCE_DIR}/tests/emu/emu_threads.c)
+  target_compile_definitions(sc_metal_emu PRIVATE SC_EMU_DIR="${CMAKE_SOURCE_DIR}/tests/emu")
+  target_compile_options(sc_metal_emu PRIVATE -fno-sanitize=all)
+  target_link_options(sc_metal_emu PRIVATE -fno-sanitize=all)
+  target_link_libraries(sc_metal_emu PRIVATE dl)
+  set_property(TEST test_metal APPEND PROPERTY ENVIRONMENT "SPEECHC_METAL_EMU=$<TARGET_FILE:sc_metal_emu>")
+  foreach(t test_parity test_tts test_rows test_gdn test_batch test_tts_batch)
+    add_test(NAME ${t}_metal_emu COMMAND ${t} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(${t}_metal_emu PROPERTIES ENVIRONMENT
+      "SPEECHC_TEST_TARGET=metal;SPEECHC_LIBMETAL=$<TARGET_FILE:sc_metal_emu>;SPEECHC_BIN=$<TARGET_FILE:speechc>")
+  endforeach()
 endif()
 
 # NVRTC and ptxas for the tests that build --target cuda: the machine's CUDA

@@ -529,7 +529,7 @@ int main(void) {
        "NVRTC not found; install the CUDA toolkit or build with --target cpu", 3},
       {"", "build tests/data/llm/qwen3_gqa2_hd32_tied --target cuda --cuda-arch sm_7 -o M", "--cuda-arch sm_7", 1},
       {"", "build tests/data/llm/qwen3_gqa2_hd32_tied --target cuda --cuda-arch volta -o M", "sm_XX or compute_XX", 1},
-      {"", "build tests/data/llm/qwen3_gqa2_hd32_tied --target metal -o M", "--target metal", 1},
+      {"", "build tests/data/llm/qwen3_gqa2_hd32_tied --target vulkan -o M", "--target expects cpu, cuda or metal", 1},
       {"SPEECHC_LIBCUDA=/nonexistent/libcuda.so.1", "run C1 --ids 1,2 -n 1", "no CUDA driver found", 3},
       {"SPEECHC_LIBCUDA=/nonexistent/libcuda.so.1", "tts C1 --text-ids 1,2,3,4,5,6,7,8,9 -o -",
        "no CUDA driver found", 3},

@@ -185,7 +185,7 @@ static void test_graph(void) {
   sb_free(&c);
   const OpKind gdn[] = {OP_L2NORM, OP_GATED_RMSNORM, OP_DELTA_RULE, OP_DWCONV};
   for (size_t k = 0; k < sizeof gdn / sizeof *gdn; k++)
-    CHECK_MSG(ir_op_targets[gdn[k]] == (T_CPU | T_CUDA), "%s", ir_op_names[gdn[k]]);
+    CHECK_MSG(ir_op_targets[gdn[k]] == (T_CPU | T_CUDA | T_METAL), "%s", ir_op_names[gdn[k]]);
   ir_module_free(&m);
 }
 
@@ -277,7 +277,7 @@ static void test_moe(void) {
   CHECK(c.s && strstr(c.s, "K->moe(K->ctx, SC_W_Q8_0, W_experts_gate_up, SC_W_Q8_0, W_experts_down, embeds, 64, route, 4,"));
   CHECK(c.s && strstr(c.s, "shared, 64, shared_gate, 1, experts, 64, X + "));
   sb_free(&c);
-  CHECK(ir_op_targets[OP_TOPK_ROUTE] == (T_CPU | T_CUDA) && ir_op_targets[OP_MOE_COMBINE] == (T_CPU | T_CUDA));
+  CHECK(ir_op_targets[OP_TOPK_ROUTE] == (T_CPU | T_CUDA | T_METAL) && ir_op_targets[OP_MOE_COMBINE] == (T_CPU | T_CUDA | T_METAL));
   ir_module_free(&m);
 }
 

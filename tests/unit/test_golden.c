@@ -9,6 +9,9 @@
  *     the block-decoding embedding gather; its rows of 64 are shorter than
  *     a q4_0 group, whose decoding test_quant checks end to end)
  *     (regenerate with scripts/regen_golden.sh and review the diff);
+ *   - the Metal Shading Language of the checkpoints the CUDA target builds
+ *     (--target metal: model.metal) equals tests/golden/<model>.fused.metal,
+ *     and one q4_0 build's (block decoding);
  *   - two builds of the same checkpoint give identical source and weight
  *     files (determinism).
  */
@@ -26,8 +29,9 @@
 static char tmpdir[64];
 
 /* model: its directory under tests/data ("llm/qwen3_gqa2_hd32_tied"). */
-static char *build_src(const char *model, int fuse, DType band, const char *tag, long *size, char **weights,
-                       long *wsize) {
+/* target: "cpu" (model.c is read) or "metal" (model.metal). */
+static char *build_target(const char *model, const char *target, int fuse, DType band, const char *tag, long *size,
+                          char **weights, long *wsize) {
   char dir[256], out[512], emit[512], path[600];
   snprintf(dir, sizeof dir, "tests/data/%s", model);
   /* the output is always model.so: its weight file's name is in the code */
@@ -45,9 +49,10 @@ static char *build_src(const char *model, int fuse, DType band, const char *tag,
   o.fuse = fuse;
   o.band = band;
   o.quiet = 1;
+  o.target = target;
   sc_error err = {0};
   CHECK_MSG(sc_build(&o, &err) == 0, "%s: %s", model, err.msg);
-  snprintf(path, sizeof path, "%s/model.c", emit);
+  snprintf(path, sizeof path, "%s/%s", emit, strcmp(target, "metal") ? "model.c" : "model.metal");
   char *src = slurp(path, size);
   if (weights) { /* the one weight file beside it, model.<id>.weights */
     glob_t g;
@@ -58,6 +63,26 @@ static char *build_src(const char *model, int fuse, DType band, const char *tag,
     globfree(&g);
   }
   return src;
+}
+
+static char *build_src(const char *model, int fuse, DType band, const char *tag, long *size, char **weights,
+                       long *wsize) {
+  return build_target(model, "cpu", fuse, band, tag, size, weights, wsize);
+}
+
+/* The Metal target: the MSL of every checkpoint the CUDA target builds
+ * (no device compiler runs at build time, so this needs no toolkit). */
+static void check_metal(const char *model, DType band, const char *suffix) {
+  char golden[256];
+  snprintf(golden, sizeof golden, "tests/golden/%s.fused%s.metal", strchr(model, '/') + 1, suffix);
+  long gsize = 0, size = 0;
+  char *want = slurp(golden, &gsize);
+  CHECK_MSG(want != NULL, "missing %s (run scripts/regen_golden.sh)", golden);
+  char *got = build_target(model, "metal", 1, band, "m", &size, NULL, NULL);
+  CHECK_MSG(got && want && size == gsize && !memcmp(got, want, (size_t)size),
+            "%s: generated code differs from the golden file (review, then scripts/regen_golden.sh)", golden);
+  free(want);
+  free(got);
 }
 
 int main(void) {
@@ -91,6 +116,11 @@ int main(void) {
     free(want);
     free(got);
   }
+  const char *metal[] = {"llm/qwen3_gqa2_hd32_tied", "llm/qwen3_gqa4_hd16_bf16", "llm/llama_gqa4_sharded",
+                         "tts/tts_tiny_06b_layout", "tts/tts_tiny_17b_layout", "gdn/qwen35_dense_tiny",
+                         "gdn/qwen35_moe_tiny", "gdn/qwen3_next_moe_tiny"};
+  for (size_t i = 0; i < sizeof metal / sizeof *metal; i++) check_metal(metal[i], DT_F32, "");
+  check_metal("llm/qwen3_gqa2_hd32_tied", DT_Q4_0, ".q4_0");
   /* determinism: same input, same bytes */
   long s1, s2, w1, w2;
   char *wa, *wb;

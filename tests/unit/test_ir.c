@@ -103,8 +103,15 @@ static void test_target_table(void) {
   const DType plain[] = {DT_F32, DT_BF16, DT_Q8_0};
   for (int k = 0; k < 3; k++) CHECK(target_group(cpu, plain[k]) == 0 && target_group(cuda, plain[k]) == 0);
   CHECK(!cpu->device && cuda->device && cuda->arch);
-  CHECK(target_find("metal", &err) == NULL && err.code == SC_EUSAGE);
-  CHECK_CONTAINS(err.msg, "--target metal: not implemented yet (accepted today: cpu, cuda; metal is planned)");
+  /* metal: the CUDA kernels' layout, a device source and no build-time code */
+  const Target *metal = target_find("metal", &err);
+  CHECK(metal && metal->ir == IR_TARGET_METAL && !strcmp(ir_target_names[metal->ir], "metal"));
+  if (metal) {
+    CHECK(target_group(metal, DT_Q4_0) == 0 && metal->device && !metal->arch);
+    CHECK(!strcmp(metal->device->source_name, "model.metal") && !metal->device->code_name);
+  }
+  CHECK(target_find("vulkan", &err) == NULL && err.code == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "--target vulkan: unknown target (accepted: cpu, cuda, metal)");
 }
 
 static const struct {
@@ -149,11 +156,14 @@ static void test_dialect(void) {
   StrBuf b;
   /* every word: none left unexpanded, none NULL */
   const char *all = "$tid $bid_x $bid_y $barrier; $warp_barrier; $shared $align16 float s[4]; "
-                    "$shfl(v, 1) $ldg(p) $restrict $expf(x) $sqrtf(x) $logf(x) $fmaxf(a, b) $erff(x)";
+                    "$shfl(v, 1) $ldg(p) $restrict $expf(x) $sqrtf(x) $logf(x) $fmaxf(a, b) $erff(x) "
+                    "$dev $tg $i64 1$ll $shared16";
   CHECK_CONTAINS(expand(cu, all, &b), "threadIdx.x blockIdx.x blockIdx.y __syncthreads(); __syncwarp(); "
                  "__shared__ __align__(16) float s[4]; __shfl_sync(0xffffffffu, v, 1) __ldg(p) __restrict__ "
-                 "expf(x) sqrtf(x) logf(x) fmaxf(a, b) erff(x)");
+                 "expf(x) sqrtf(x) logf(x) fmaxf(a, b) erff(x) long long 1LL __shared__ __align__(16)");
   CHECK(!strchr(b.s, '$'));
+  sb_free(&b);
+  CHECK(!strchr(expand(&cg_dialect_metal, all, &b), '$'));
   sb_free(&b);
   CHECK(!strcmp(expand(cu, "  y[i] = 100% * x; /* no words */\n", &b), "  y[i] = 100% * x; /* no words */\n"));
   sb_free(&b);
@@ -164,17 +174,36 @@ static void test_dialect(void) {
   cu->param(&b, 1, "const float *", "x");
   CHECK(!strcmp(b.s, "SC_KERNEL(256) decode_x(sc_device_io *io, const float *x"));
   sb_free(&b);
-  /* the same kernel text in another dialect */
-  CgDialect metal = *cu;
-  metal.tid = "sc_tid.x";
-  metal.barrier = "threadgroup_barrier(mem_flags::mem_threadgroup)";
-  metal.shared = "threadgroup";
-  metal.shfl = "simd_shuffle(";
-  metal.expf = "exp";
+  /* the same kernel text in Metal */
+  const CgDialect *mt = &cg_dialect_metal;
   const char *k = "  $shared float s[32];\n  s[$tid] = $expf(v);\n  $barrier;\n  v = $shfl(v, 3);\n";
-  CHECK(!strcmp(expand(&metal, k, &b), "  threadgroup float s[32];\n  s[sc_tid.x] = exp(v);\n"
+  CHECK(!strcmp(expand(mt, k, &b), "  threadgroup float s[32];\n  s[sc_tid] = exp(v);\n"
                 "  threadgroup_barrier(mem_flags::mem_threadgroup);\n  v = simd_shuffle(v, 3);\n"));
   sb_free(&b);
+  /* address spaces, 64-bit integers, an empty word taking its space along */
+  const char *a = "const $dev float *x = ($dev float *)y + ($i64)t * 4$ll; $tg float *s; $shared16 float q[4];";
+  CHECK(!strcmp(expand(cu, a, &b), "const float *x = (float *)y + (long long)t * 4LL; float *s; "
+                "__shared__ __align__(16) float q[4];"));
+  sb_free(&b);
+  CHECK(!strcmp(expand(mt, a, &b), "const device float *x = (device float *)y + (long)t * 4L; threadgroup float *s; "
+                "alignas(16) threadgroup float q[4];"));
+  sb_free(&b);
+  CHECK(!strcmp(expand(mt, "$ldg(p) $restrict x $erff(v)", &b), "*(p) x sc_erf(v)"));
+  sb_free(&b);
+  /* Metal's kernel signature: buffers in device memory, T by reference in
+   * constant memory, positions as attributed parameters */
+  sb_init(&b);
+  mt->kernel_head(&b, "decode_x", 256);
+  mt->param(&b, 0, "sc_device_io *", "io");
+  mt->param(&b, 1, "const float *", "x");
+  mt->param(&b, 2, "int ", "T");
+  sb_puts(&b, mt->params_end);
+  CHECK(!strcmp(b.s, "kernel void decode_x(device sc_device_io *io [[buffer(0)]],\n    device const float *x "
+                "[[buffer(1)]],\n    constant int &T [[buffer(2)]],\n    uint sc_tid [[thread_position_in_threadgroup]],"
+                "\n    uint2 sc_bid [[threadgroup_position_in_grid]]"));
+  sb_free(&b);
+  CHECK(cu->sampler && !mt->sampler && cu->generic_ptr && !mt->generic_ptr && mt->warp == 32);
+  CHECK(!strstr(mt->prelude, "double") && !strstr(mt->prelude, "long long") && strstr(mt->prelude, "simd_sum"));
 }
 
 /* Rows T*m/d: scale composes and reduces, literals stay literals, equal
