@@ -107,6 +107,14 @@ static const char *fref(Cg *cg, int i) {
   return ring[k];
 }
 
+/* State value i in row t's state block (sc_io.row_state), for the per-row
+ * steps of a graph with row_states. */
+static const char *row_state_ref(Cg *cg, int i) {
+  static _Thread_local char buf[IR_NAME + 96];
+  snprintf(buf, sizeof buf, "(float *)((unsigned char *)%s + (io->row_state ? io->row_state[t] : 0))", ref(cg, i));
+  return buf;
+}
+
 /* Elementwise y = f(a[, b]) with an expression over `a` and `b`; b may be
  * one row broadcast over a's rows (MUL by LayerScale's gamma). */
 static void emit_map(Cg *cg, const IrNode *n, int i, const char *expr) {
@@ -407,6 +415,14 @@ static int emit_node(Cg *cg, int i) {
   }
   case OP_DWCONV: {
     const int xi = SRC(n, DWCONV, X);
+    if (cg->g->row_states) { /* each row a step in its own state block */
+      OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
+      OUT("    K->dwconv(K->ctx, %s + (long)t * %lld, %lld, %s, %s, %s, %s + (long)t * %lld, %lld, 1, %lld, %d, "
+          "%d);\n", ref(cg, xi), ld(cg, xi), ld(cg, xi), fref(cg, SRC(n, DWCONV, W)),
+          n->nsrc > S_DWCONV_B ? fref(cg, SRC(n, DWCONV, B)) : "0", row_state_ref(cg, SRC(n, DWCONV, STATE)), v,
+          (long long)n->ld, (long long)n->ld, (long long)n->cols, p->ksize, p->dilation);
+      return SC_OK;
+    }
     OUT("  K->dwconv(K->ctx, %s, %lld, %s, %s, %s, %s, %lld, %s, %lld, %d, %d);\n", ref(cg, xi), ld(cg, xi),
         fref(cg, SRC(n, DWCONV, W)), n->nsrc > S_DWCONV_B ? fref(cg, SRC(n, DWCONV, B)) : "0",
         ref(cg, SRC(n, DWCONV, STATE)), v, (long long)n->ld, rows(n), (long long)n->cols, p->ksize, p->dilation);
@@ -467,6 +483,17 @@ static int emit_node(Cg *cg, int i) {
     const int q = SRC(n, DELTA_RULE, Q), k = SRC(n, DELTA_RULE, K), vv = SRC(n, DELTA_RULE, V);
     const int gi = SRC(n, DELTA_RULE, G), bi = SRC(n, DELTA_RULE, BETA);
     char scale[32];
+    if (cg->g->row_states) { /* each row a step in its own state block */
+      OUT("  for (int t = 0; t < %s; t++)\n", rows(n));
+      OUT("    K->delta_rule(K->ctx, %s + (long)t * %lld, %lld, %s + (long)t * %lld, %lld, %s + (long)t * %lld, "
+          "%lld,\n", ref(cg, q), ld(cg, q), ld(cg, q), ref(cg, k), ld(cg, k), ld(cg, k), ref(cg, vv), ld(cg, vv),
+          ld(cg, vv));
+      OUT("                  %s + (long)t * %lld, %lld, %s + (long)t * %lld, %lld, %s, %s + (long)t * %lld, "
+          "%lld, 1, %d, %d, %d, %lld, %s, 0);\n", ref(cg, gi), ld(cg, gi), ld(cg, gi), ref(cg, bi), ld(cg, bi),
+          ld(cg, bi), row_state_ref(cg, SRC(n, DELTA_RULE, STATE)), v, (long long)n->ld, (long long)n->ld,
+          p->heads, p->kv_heads, p->head_dim, (long long)(n->cols / p->heads), cg_float(scale, p->scale));
+      return SC_OK;
+    }
     OUT("  K->delta_rule(K->ctx, %s, %lld, %s, %lld, %s, %lld,\n", ref(cg, q), ld(cg, q), ref(cg, k), ld(cg, k),
         ref(cg, vv), ld(cg, vv));
     OUT("                %s, %lld, %s, %lld, %s, %s, %lld, %s, %d, %d, %d, %lld, %s, %d);\n", ref(cg, gi), ld(cg, gi),

@@ -64,6 +64,23 @@ int cu_emit_dwconv(Cu *cu, int i) {
   KB("  if (c >= C) return;\n");
   KB("  float wk[K]; /* this channel's taps (w [C, K]) */\n");
   KB("  for (int j = 0; j < K; j++) wk[j] = w[($i64)c * K + j];\n");
+  if (cg->g->row_states) {
+    /* each row a step of its own session, in its row's state block (the
+     * batched step: sc_io.row_state): the T = 1 arithmetic, then the
+     * window moves up a row */
+    const long long ldx = ld(cg, xi);
+    KB("  for (int t = 0; t < T; t++) {\n");
+    KB("    $dev float *s = ($dev float *)(($dev char *)st + sc_row_state(io, t));\n");
+    KB("    const float xt = x[($i64)t * %lld + c];\n", ldx);
+    KB("    float acc = %s;\n", bias ? "b[c]" : "0.0f");
+    KB("    for (int j = 0; j < K; j++) acc += wk[j] * (j * D < S ? s[($i64)(j * D) * C + c] : xt);\n");
+    KB("    y[($i64)t * %lld + c] = acc;\n", (long long)n->ld);
+    KB("    for (int r = 0; r + 1 < S; r++) s[($i64)r * C + c] = s[($i64)(r + 1) * C + c];\n");
+    KB("    if (S > 0) s[($i64)(S - 1) * C + c] = xt;\n  }\n");
+    char gx[32];
+    snprintf(gx, sizeof gx, "%lld", (C + 255) / 256);
+    return cu_kernel_end(cu, i, 256, gx, "1");
+  }
   KB("  /* xx = the state's S rows, then x's: row r of xx */\n");
   KB("#define XX(r) ((r) < S ? st[($i64)(r) * C + c] : x[($i64)((r) - S) * %lld + c])\n", ld(cg, xi));
   KB("  for (int t = 0; t < T; t++) {\n");
@@ -163,9 +180,21 @@ int cu_emit_delta_rule(Cu *cu, int i) {
   KB("  $shared float ks[DK], qs[DK], red[NW * 32];\n");
   KB("  const int h = $bid_x, kh = h / %d, wid = $tid >> 5, lane = $tid & 31;\n", NV / NK);
   KB("  const int c = $bid_y * 32 + lane%s;\n", DV % 32 ? ", live = c < DV" : "");
-  KB("  $dev float *Sg = state + ($i64)h * DK * DV;\n");
-  KB("  for (int i = wid; i < DK; i += NW) Ss[i * 32 + lane] = %sSg[i * DV + c]%s;\n", DV % 32 ? "live ? " : "",
-     DV % 32 ? " : 0.0f" : "");
+  /* rows: each row a step of its own session, S loaded from and stored to
+   * its row's state block around it (the batched step: sc_io.row_state) */
+  const int rows = cg->g->row_states;
+  IR_ASSERT(!(rows && chunked));
+  char load[128], store[128];
+  snprintf(load, sizeof load, "for (int i = wid; i < DK; i += NW) Ss[i * 32 + lane] = %sSg[i * DV + c]%s;",
+           DV % 32 ? "live ? " : "", DV % 32 ? " : 0.0f" : "");
+  snprintf(store, sizeof store, "for (int i = wid; i < DK; i += NW) %sSg[i * DV + c] = Ss[i * 32 + lane];",
+           DV % 32 ? "if (live) " : "");
+  if (rows) {
+    KB("  $dev float *S0 = state + ($i64)h * DK * DV; /* in the calling session's block */\n");
+  } else {
+    KB("  $dev float *Sg = state + ($i64)h * DK * DV;\n");
+    KB("  %s\n", load);
+  }
   if (chunked) {
     /* the chunk's arrays at the kernel's scope (Metal wants shared arrays there) */
     KB("  enum { L = %d };\n", L);
@@ -227,6 +256,10 @@ int cu_emit_delta_rule(Cu *cu, int i) {
   }
   size_t mark = cu->body.len;
   KB("  for (int t = 0; t < T; t++) { /* token by token */\n");
+  if (rows) {
+    KB("    $dev float *Sg = ($dev float *)(($dev char *)S0 + sc_row_state(io, t)); /* row t's */\n");
+    KB("    %s\n", load);
+  }
   KB("    for (int i = $tid; i < DK; i += NW * 32) {\n");
   KB("      ks[i] = k[($i64)t * %lld + kh * DK + i];\n", ldk);
   KB("      qs[i] = q[($i64)t * %lld + kh * DK + i] * %s;\n    }\n", ldq, cg_float(scale, p->scale));
@@ -254,13 +287,17 @@ int cu_emit_delta_rule(Cu *cu, int i) {
   KB("    if (%swid == 0) {\n", live);
   KB("      float yv = 0.0f;\n");
   KB("      for (int w = 0; w < NW; w++) yv += red[w * 32 + lane];\n");
-  KB("      y[($i64)t * %lld + h * DV + c] = yv;\n    }\n  }\n", ldy);
+  KB("      y[($i64)t * %lld + h * DV + c] = yv;\n    }\n", ldy);
+  if (rows) KB("    %s /* each thread its own elements */\n", store);
+  KB("  }\n");
   if (chunked) {
     cu_indent_from(&cu->body, mark);
     KB("  }\n");
   }
-  KB("  $barrier;\n");
-  KB("  for (int i = wid; i < DK; i += NW) %sSg[i * DV + c] = Ss[i * 32 + lane];\n", DV % 32 ? "if (live) " : "");
+  if (!rows) {
+    KB("  $barrier;\n");
+    KB("  %s\n", store);
+  }
   char gx[16], gy[16];
   snprintf(gx, sizeof gx, "%d", NV);
   snprintf(gy, sizeof gy, "%d", NT);

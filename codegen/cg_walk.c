@@ -127,7 +127,9 @@ void cg_emit_layout(Cg *cg) {
 static int sequence_state(const Graph *g) {
   for (int i = 0; i < g->n_nodes; i++) {
     const IrNode *n = &g->nodes[i];
-    if (!n->dead && (ir_op_flags[n->op] & F_STATE) && n->op != OP_KV_STORE && n->op != OP_ROPE_ATTENTION)
+    const int per_row = g->row_states && (n->op == OP_DWCONV || n->op == OP_DELTA_RULE);
+    if (!n->dead && (ir_op_flags[n->op] & F_STATE) && n->op != OP_KV_STORE && n->op != OP_ROPE_ATTENTION &&
+        !per_row)
       return 1;
   }
   return 0;

@@ -585,8 +585,11 @@ static int moe_ffn(Module *m, Graph *g, int x, const GdnDims *d, const GdnLayer 
 #undef W
 #undef NAME
 
+/* all_rows: every row's logits (the batched step, whose rows are sessions
+ * of their own, each conv window and recurrent state in its row's block). */
 static void build_graph(Module *m, Graph *g, const GdnDims *d, const GdnLayer *lw, int embed, int final_norm,
-                        int head, int rope, int chunk) {
+                        int head, int rope, int chunk, int all_rows) {
+  g->row_states = all_rows;
   int ids = ir_input_ids(g);
   int x = ir_embed(g, ir_weight(m, g, embed), ids, "embed");
   int rope_w = ir_weight(m, g, rope);
@@ -594,7 +597,7 @@ static void build_graph(Module *m, Graph *g, const GdnDims *d, const GdnLayer *l
     x = d->gdn[L] ? gdn_mixer(m, g, x, d, &lw[L], L, chunk) : fe_qwen3_attention(m, g, x, &d->a, &lw[L].b, rope_w, "", L);
     x = d->moe[L] ? moe_ffn(m, g, x, d, &lw[L], L) : fe_qwen3_mlp(m, g, x, &d->a, &lw[L].b, "", L);
   }
-  int last = ir_row(g, x, -1, "last");
+  int last = all_rows ? x : ir_row(g, x, -1, "last");
   int f = ir_rmsnorm(g, last, ir_weight(m, g, final_norm), (int)d->a.hidden, NORM_ONE_PLUS, (float)d->a.eps,
                      "final_norm");
   int logits = ir_linear(g, f, ir_weight(m, g, head), -1, "lm_head");
@@ -675,8 +678,14 @@ int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err)
   ignored_note(m, c);
   const int rope = fe_rope_table(m, max_ctx, d.a.rot_dims, d.a.theta);
   build_graph(m, ir_graph_new(m, "prefill", SC_IN_IDS, fe_chunk(o, 128, max_ctx)), &d, lw, embed, final_norm,
-              head, rope, o->delta_chunk);
-  build_graph(m, ir_graph_new(m, "decode", SC_IN_IDS, 1), &d, lw, embed, final_norm, head, rope, 0);
+              head, rope, o->delta_chunk, 0);
+  build_graph(m, ir_graph_new(m, "decode", SC_IN_IDS, 1), &d, lw, embed, final_norm, head, rope, 0, 0);
+  /* one decode step of up to --max-batch sessions (sc_batch_step): each
+   * row at its own position in its own caches, conv window and recurrent
+   * state (sc_io.row_pos / row_state) */
+  if (o->max_batch > 1)
+    build_graph(m, ir_graph_new(m, "decode_batch", SC_IN_IDS, o->max_batch < max_ctx ? o->max_batch : max_ctx), &d,
+                lw, embed, final_norm, head, rope, 0, 1);
   free(lw);
   free(d.gdn);
   free(d.moe);

@@ -122,6 +122,9 @@ typedef struct Graph {
   int out_all_rows;     /* io->out gets every row (T x out_cols), not just one */
   int pos_mul;          /* 0, 1: row t is at position io->pos + t; m > 1: at m * io->pos + t (a
                          * codec whose transformer runs m steps per frame: io->pos counts frames) */
+  int row_states;       /* its conv and recurrent state ops (DWCONV, DELTA_RULE) step each row
+                         * in the row's own state block (io->row_state[t], else the session's),
+                         * one token at a time: a batched step of the Gated DeltaNet hybrids */
 } Graph;
 
 /* Where a weight's bytes come from: the rows of checkpoint tensors,

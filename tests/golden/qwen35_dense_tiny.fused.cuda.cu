@@ -1582,6 +1582,148 @@ SC_KERNEL(256) decode_layer2_attn_res(sc_device_io *io, const float *x, const un
 }
 #undef SC_KID
 
+/* decode_batch_layer0_conv: DWCONV [T, 136] */
+#define SC_KID 41
+SC_KERNEL(256) decode_batch_layer0_conv(sc_device_io *io, const float *x, const float *w, float *st, float *y, int T) {
+  enum { C = 136, K = 4, D = 1, S = 3 }; /* channels, taps, dilation, state rows */
+  const int c = blockIdx.x * 256 + threadIdx.x;
+  if (c >= C) return;
+  float wk[K]; /* this channel's taps (w [C, K]) */
+  for (int j = 0; j < K; j++) wk[j] = w[(long long)c * K + j];
+  for (int t = 0; t < T; t++) {
+    float *s = (float *)((char *)st + sc_row_state(io, t));
+    const float xt = x[(long long)t * 220 + c];
+    float acc = 0.0f;
+    for (int j = 0; j < K; j++) acc += wk[j] * (j * D < S ? s[(long long)(j * D) * C + c] : xt);
+    y[(long long)t * 136 + c] = acc;
+    for (int r = 0; r + 1 < S; r++) s[(long long)r * C + c] = s[(long long)(r + 1) * C + c];
+    if (S > 0) s[(long long)(S - 1) * C + c] = xt;
+  }
+}
+#undef SC_KID
+
+/* decode_batch_layer0_delta_rule: DELTA_RULE [T, 72] */
+#define SC_KID 42
+SC_KERNEL(256) decode_batch_layer0_delta_rule(sc_device_io *io, const float *q, const float *k, const float *v, const float *g, const float *beta, float *state, float *y, int T) {
+  enum { DK = 16, DV = 12, NW = 8 }; /* k and v head dims, warps */
+  __shared__ float Ss[DK * 32]; /* this block's 32 columns of S [DK, DV] */
+  __shared__ float ks[DK], qs[DK], red[NW * 32];
+  const int h = blockIdx.x, kh = h / 3, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int c = blockIdx.y * 32 + lane, live = c < DV;
+  float *S0 = state + (long long)h * DK * DV; /* in the calling session's block */
+  for (int t = 0; t < T; t++) { /* token by token */
+    float *Sg = (float *)((char *)S0 + sc_row_state(io, t)); /* row t's */
+    for (int i = wid; i < DK; i += NW) Ss[i * 32 + lane] = live ? Sg[i * DV + c] : 0.0f;
+    for (int i = threadIdx.x; i < DK; i += NW * 32) {
+      ks[i] = k[(long long)t * 32 + kh * DK + i];
+      qs[i] = q[(long long)t * 32 + kh * DK + i] * 0.25f;
+    }
+    const float decay = expf(g[(long long)t * 6 + h]), b = beta[(long long)t * 6 + h];
+    __syncthreads();
+    float part = 0.0f; /* S *= decay; u = S^T k, this warp's rows */
+    for (int i = wid; i < DK; i += NW) {
+      const float s = Ss[i * 32 + lane] * decay;
+      Ss[i * 32 + lane] = s;
+      part += s * ks[i];
+    }
+    red[wid * 32 + lane] = part;
+    __syncthreads();
+    float u = 0.0f;
+    for (int w = 0; w < NW; w++) u += red[w * 32 + lane];
+    const float d = ((live ? v[(long long)t * 136 + h * DV + c] : 0.0f) - u) * b; /* delta = beta (v - u) */
+    float o = 0.0f; /* S += k (x) delta; o = S^T q */
+    for (int i = wid; i < DK; i += NW) {
+      const float s = Ss[i * 32 + lane] + ks[i] * d;
+      Ss[i * 32 + lane] = s;
+      o += s * qs[i];
+    }
+    __syncthreads(); /* every warp has read red */
+    red[wid * 32 + lane] = o;
+    __syncthreads();
+    if (live && wid == 0) {
+      float yv = 0.0f;
+      for (int w = 0; w < NW; w++) yv += red[w * 32 + lane];
+      y[(long long)t * 72 + h * DV + c] = yv;
+    }
+    for (int i = wid; i < DK; i += NW) if (live) Sg[i * DV + c] = Ss[i * 32 + lane]; /* each thread its own elements */
+  }
+}
+#undef SC_KID
+
+/* decode_batch_lm_head: NORM_LINEAR [T, 256] */
+#define SC_KID 43
+SC_KERNEL(256) decode_batch_lm_head(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 48; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 48 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 48.0f + 9.99999997e-07f);
+  }
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 256 ? row0 + 0 : 255) * 48;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 256 ? row0 + 1 : 255) * 48;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 48; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 48 ? x[(long long)(t0 + tt) * 48 + c] * (1.0f + nw[c]) : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 48) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 256 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 256 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
 /* The arithmetic of a draw, shared with the host sampler: runtime/sc_sample_core.h */
 #define SC_SAMPLE_FN SC_DEVICE
 #define SC_SAMPLE_INF SC_INF
@@ -1699,7 +1841,7 @@ SC_SAMPLE_FN int sc_draw(const sc_cands *c, int n, unsigned long long rng[4]) {
 #endif /* SC_SAMPLE_CORE_H */
 
 /* sc_sample: one token from device logits (sc_abi.h) */
-#define SC_KID 41
+#define SC_KID 44
 /* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the
  * ban id) -inf, seen (bit 0) penalised */
 SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {

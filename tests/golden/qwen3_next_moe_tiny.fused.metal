@@ -2496,3 +2496,169 @@ kernel void decode_layer2_attn(device sc_device_io *io [[buffer(0)]],
   }
 }
 #undef SC_KID
+
+/* decode_batch_layer0_conv: DWCONV [T, 80] */
+#define SC_KID 59
+kernel void decode_batch_layer0_conv(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *w [[buffer(2)]],
+    device float *st [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  enum { C = 80, K = 4, D = 1, S = 3 }; /* channels, taps, dilation, state rows */
+  const int c = sc_bid.x * 256 + sc_tid;
+  if (c >= C) return;
+  float wk[K]; /* this channel's taps (w [C, K]) */
+  for (int j = 0; j < K; j++) wk[j] = w[(long)c * K + j];
+  for (int t = 0; t < T; t++) {
+    device float *s = (device float *)((device char *)st + sc_row_state(io, t));
+    const float xt = x[(long)t * 128 + c];
+    float acc = 0.0f;
+    for (int j = 0; j < K; j++) acc += wk[j] * (j * D < S ? s[(long)(j * D) * C + c] : xt);
+    y[(long)t * 80 + c] = acc;
+    for (int r = 0; r + 1 < S; r++) s[(long)r * C + c] = s[(long)(r + 1) * C + c];
+    if (S > 0) s[(long)(S - 1) * C + c] = xt;
+  }
+}
+#undef SC_KID
+
+/* decode_batch_layer0_delta_rule: DELTA_RULE [T, 48] */
+#define SC_KID 60
+kernel void decode_batch_layer0_delta_rule(device sc_device_io *io [[buffer(0)]],
+    device const float *q [[buffer(1)]],
+    device const float *k [[buffer(2)]],
+    device const float *v [[buffer(3)]],
+    device const float *g [[buffer(4)]],
+    device const float *beta [[buffer(5)]],
+    device float *state [[buffer(6)]],
+    device float *y [[buffer(7)]],
+    constant int &T [[buffer(8)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  enum { DK = 8, DV = 8, NW = 8 }; /* k and v head dims, warps */
+  threadgroup float Ss[DK * 32]; /* this block's 32 columns of S [DK, DV] */
+  threadgroup float ks[DK], qs[DK], red[NW * 32];
+  const int h = sc_bid.x, kh = h / 3, wid = sc_tid >> 5, lane = sc_tid & 31;
+  const int c = sc_bid.y * 32 + lane, live = c < DV;
+  device float *S0 = state + (long)h * DK * DV; /* in the calling session's block */
+  for (int t = 0; t < T; t++) { /* token by token */
+    device float *Sg = (device float *)((device char *)S0 + sc_row_state(io, t)); /* row t's */
+    for (int i = wid; i < DK; i += NW) Ss[i * 32 + lane] = live ? Sg[i * DV + c] : 0.0f;
+    for (int i = sc_tid; i < DK; i += NW * 32) {
+      ks[i] = k[(long)t * 16 + kh * DK + i];
+      qs[i] = q[(long)t * 16 + kh * DK + i] * 0.353553385f;
+    }
+    const float decay = exp(g[(long)t * 6 + h]), b = beta[(long)t * 6 + h];
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float part = 0.0f; /* S *= decay; u = S^T k, this warp's rows */
+    for (int i = wid; i < DK; i += NW) {
+      const float s = Ss[i * 32 + lane] * decay;
+      Ss[i * 32 + lane] = s;
+      part += s * ks[i];
+    }
+    red[wid * 32 + lane] = part;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    float u = 0.0f;
+    for (int w = 0; w < NW; w++) u += red[w * 32 + lane];
+    const float d = ((live ? v[(long)t * 80 + h * DV + c] : 0.0f) - u) * b; /* delta = beta (v - u) */
+    float o = 0.0f; /* S += k (x) delta; o = S^T q */
+    for (int i = wid; i < DK; i += NW) {
+      const float s = Ss[i * 32 + lane] + ks[i] * d;
+      Ss[i * 32 + lane] = s;
+      o += s * qs[i];
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* every warp has read red */
+    red[wid * 32 + lane] = o;
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (live && wid == 0) {
+      float yv = 0.0f;
+      for (int w = 0; w < NW; w++) yv += red[w * 32 + lane];
+      y[(long)t * 48 + h * DV + c] = yv;
+    }
+    for (int i = wid; i < DK; i += NW) if (live) Sg[i * DV + c] = Ss[i * 32 + lane]; /* each thread its own elements */
+  }
+}
+#undef SC_KID
+
+/* decode_batch_lm_head: NORM_LINEAR [T, 128] */
+#define SC_KID 61
+kernel void decode_batch_lm_head(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *nw [[buffer(2)]],
+    device const unsigned char *w [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  threadgroup float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = sc_tid >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 32; c += 32) {
+        const float v = x[(long)(t0 + tt) * 32 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrt(ss / 32.0f + 9.99999997e-07f);
+  }
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 128 ? row0 + 0 : 127) * 32;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 128 ? row0 + 1 : 127) * 32;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 32; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 32 ? x[(long)(t0 + tt) * 32 + c] * (1.0f + nw[c]) : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 128 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 128 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID

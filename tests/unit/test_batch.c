@@ -14,7 +14,10 @@
  * sessions join and leave between steps (one joins fresh, at position 0
  * after a one-token prompt).  Refusals: a token outside the vocabulary
  * (nothing moves), a session of another model, one added twice, a model
- * built with --max-batch 1 (no batch entry).
+ * built with --max-batch 1 (no batch entry).  The Gated DeltaNet hybrids
+ * of tests/data/gdn (dense, MoE with a shared expert, fused experts; f32
+ * and q4_0) the same way: each row's conv window and recurrent state are
+ * its own session's (on the emulators f32 only).
  * SPEECHC_TEST_TARGET=cuda (test_batch_cuda_emu): the same on --target
  * cuda builds run by the CUDA emulator, logits within 1e-5 (same()).
  */
@@ -32,11 +35,11 @@ enum { MAXS = 17, STEPS = 5 };
 
 static char tmpdir[64];
 
-static sc_model *build(DType band, int max_batch, const char *tag) {
+static sc_model *build_dir(const char *dir, DType band, int max_batch, const char *tag) {
   char out[256];
   snprintf(out, sizeof out, "%s/%s.so", tmpdir, tag);
   BuildOpts o = build_defaults();
-  o.model_dir = "tests/data/llm/qwen3_trained_tiny";
+  o.model_dir = dir;
   o.out_path = out;
   o.quiet = 1;
   o.band = band;
@@ -49,6 +52,10 @@ static sc_model *build(DType band, int max_batch, const char *tag) {
   sc_model *m = NULL;
   if (!rc) CHECK_MSG(sc_model_open(out, NULL, &m, &err) == 0, "%s", err.msg);
   return m;
+}
+
+static sc_model *build(DType band, int max_batch, const char *tag) {
+  return build_dir("tests/data/llm/qwen3_trained_tiny", band, max_batch, tag);
 }
 
 /* Session i's prompt: 1 + (3i mod 7) tokens. */
@@ -187,6 +194,24 @@ int main(void) {
     if (!first) first = m;
     else sc_model_close(m);
   }
+  /* the Gated DeltaNet hybrids: each row's conv window and recurrent
+   * state in its own session's block (dense; MoE with a shared expert, the
+   * grouped projections; fused experts), f32 and q4_0 */
+  static const char *const gdn[] = {"tests/data/gdn/qwen35_dense_tiny", "tests/data/gdn/qwen3_next_moe_tiny",
+                                    "tests/data/gdn/qwen35_moe_tiny"};
+  const int bands_gdn = strcmp(test_target(), "cpu") ? 1 : 2; /* the emulators: f32 alone (their time) */
+  for (size_t g = 0; g < sizeof gdn / sizeof *gdn; g++)
+    for (int q = 0; q < bands_gdn; q++) {
+      const DType band = q ? DT_Q4_0 : DT_F32;
+      char tag[96];
+      snprintf(tag, sizeof tag, "%s_%s", strrchr(gdn[g], '/') + 1, ir_dtype_name(band));
+      sc_model *m = build_dir(gdn[g], band, 8, tag);
+      if (!m) continue;
+      sizes(m, tag);
+      churn(m, tag);
+      printf("%s: batches of 1, 2, 3, 8, 17 and joining / leaving give sc_decode's bits\n", tag);
+      sc_model_close(m);
+    }
   /* f32 with 17 rows in one call: past OpenBLAS's 16 rows, which the
    * batch must keep out (its order depends on the rows) */
   sc_model *wide = build(DT_F32, 32, "f32_wide");
