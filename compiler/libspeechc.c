@@ -35,6 +35,7 @@ size_t sc_sizeof(const char *name) {
       {"sc_open_opts", sizeof(sc_open_opts)},
       {"sc_model_info", sizeof(sc_model_info)},
       {"sc_sample_params", sizeof(sc_sample_params)},
+      {"sc_gen_request", sizeof(sc_gen_request)},
       {"sc_codec_info", sizeof(sc_codec_info)},
       {"sc_tts_params", sizeof(sc_tts_params)},
       {"TtsTextOpts", sizeof(TtsTextOpts)},

@@ -109,11 +109,15 @@ static const char *const usage_inspect =
     "file and every packed tensor.  Also verifies the weight file's checksum.\n";
 
 static const char *const usage_run =
-    "usage: speechc run model.so --ids 1,2,3 [options]\n"
+    "usage: speechc run model.so --ids 1,2,3 [--ids 4,5 ...] [options]\n"
     "\n"
     "Feeds the prompt token ids and prints the generated ids, space-separated.\n"
+    "Several --ids: one line per prompt, in order, the prompts generated together\n"
+    "(one batched step for all of them, sc_generate_batch; each line is what that\n"
+    "prompt alone gives, with the same sampling options and seed).\n"
     "\n"
-    "  --ids LIST             prompt token ids, comma-separated (required)\n"
+    "  --ids LIST             prompt token ids, comma-separated (required; repeat for\n"
+    "                         several prompts, up to 1024)\n"
     "  -n N                   tokens to generate (default 16)\n"
     "  --greedy               argmax decoding (lowest id wins ties)\n"
     "  --temperature T        sampling temperature (default 1.0; 0 = greedy)\n"
@@ -188,8 +192,52 @@ static int cmd_inspect(int argc, char **argv) {
   return 0;
 }
 
+#define RUN_MAX_PROMPTS 1024
+
+/* Several prompts: sessions of m generated together (sc_generate_batch),
+ * or one after the other when m has no batch entry.  One line each. */
+static int run_many(sc_model *m, const char *const *texts, int n, int n_new, const sc_sample_params *sp,
+                    int32_t eos, sc_error *err) {
+  sc_gen_request *req = calloc((size_t)n, sizeof *req);
+  int rc = req ? SC_OK : sc_fail(err, SC_ERUNTIME, "out of memory");
+  for (int i = 0; i < n && !rc; i++) {
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    if ((rc = parse_ids("--ids", texts[i], &ids, &n_ids))) {
+      sc_fail(err, rc, "--ids (prompt %d): not a list of token ids", i + 1);
+      break;
+    }
+    req[i] = (sc_gen_request){NULL, ids, n_ids, n_new, *sp, eos, malloc(((size_t)n_new + 1) * sizeof(int32_t)), 0};
+    if (!req[i].out) rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+    if (!rc) rc = sc_session_open(m, &req[i].session, err);
+  }
+  if (!rc) {
+    sc_batch *probe = NULL;
+    sc_error ignored = {0};
+    const int batched = sc_batch_new(m, &probe, &ignored) == SC_OK; /* has the batch entry */
+    sc_batch_free(probe);
+    if (batched) rc = sc_generate_batch(m, req, n, err);
+    for (int i = 0; i < n && !rc && !batched; i++)
+      rc = sc_generate(req[i].session, req[i].prompt, req[i].n_prompt, n_new, sp, eos, req[i].out, &req[i].n_out,
+                       NULL, NULL, err);
+  }
+  for (int i = 0; i < n && !rc; i++) {
+    for (int k = 0; k < req[i].n_out; k++) printf("%s%d", k ? " " : "", req[i].out[k]);
+    printf("\n");
+  }
+  for (int i = 0; req && i < n; i++) {
+    sc_session_close(req[i].session);
+    free((int32_t *)req[i].prompt);
+    free(req[i].out);
+  }
+  free(req);
+  return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
   const char *path = NULL, *ids_text = NULL;
+  const char *texts[RUN_MAX_PROMPTS];
+  int n_texts = 0;
   long n_new = 16, eos = -1, v;
   double f;
   sc_sample_params sp = sc_sample_defaults();
@@ -199,6 +247,9 @@ static int cmd_run(int argc, char **argv) {
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_run, stdout); return 0; }
     if (is_flag(a, "--ids")) {
       if (!(ids_text = flag_value(argc, argv, &i, "--ids"))) return usage_error(usage_run, "%s needs a list", a);
+      if (n_texts == RUN_MAX_PROMPTS)
+        return usage_error(usage_run, "%s: at most 1024 prompts in one run", "--ids");
+      texts[n_texts++] = ids_text;
     } else if (!strcmp(a, "-n")) {
       if (parse_int("-n", i + 1 < argc ? argv[++i] : NULL, 0, 1 << 24, &n_new)) return SC_EUSAGE;
     } else if (!strcmp(a, "--greedy")) {
@@ -234,6 +285,22 @@ static int cmd_run(int argc, char **argv) {
   }
   if (!path) return usage_error(usage_run, "%s", "missing model.so");
   if (!ids_text) return usage_error(usage_run, "%s", "missing --ids");
+  if (n_texts > 1) {
+    for (int i = 0; i < n_texts; i++) { /* every list checked before the model opens */
+      int32_t *ids = NULL;
+      int n_ids = 0;
+      int rc = parse_ids("--ids", texts[i], &ids, &n_ids);
+      free(ids);
+      if (rc) return rc;
+    }
+    sc_error err = {0};
+    sc_model *m = NULL;
+    int rc = sc_model_open(path, &opts, &m, &err);
+    if (!rc) rc = check_family(m, path, "llm", &err);
+    if (!rc) rc = run_many(m, texts, n_texts, (int)n_new, &sp, (int32_t)eos, &err);
+    sc_model_close(m);
+    return report(rc, &err);
+  }
   int32_t *ids = NULL, *out = NULL;
   int n_ids = 0, n_out = 0;
   int rc = parse_ids("--ids", ids_text, &ids, &n_ids);

@@ -5,11 +5,16 @@
  * (sc_io.row_state, the offset of its state from the first session's).
  * The entry writes every row's logits; each goes to its session.
  *
+ * sc_generate_batch is sc_generate's loop over such steps: each request
+ * draws from its own session's logits with its own sampler, and the
+ * running ones step together.
+ *
  * Why rows are exact: the projections run as one GEMM over the rows, and
  * the blocked tiles give each row the bits of a one-row call (kernels.h);
  * the f32 band's OpenBLAS path would not, so the calls set
  * sc_kernel_ctx.rowwise; attention reads each row's own cache.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,5 +129,92 @@ int sc_batch_step(sc_batch *b, const int32_t *ids, sc_error *err) {
       b->s[i]->pos++;
     }
   free(keep);
+  return rc;
+}
+
+/* One request of sc_generate_batch: its sampler and the history its
+ * repetition penalty reads (prompt, then every token made). */
+typedef struct GenState {
+  sc_sampler *smp;
+  int32_t *hist;
+  int n_hist;
+  int done;
+} GenState;
+
+int sc_generate_batch(sc_model *m, sc_gen_request *reqs, int n, sc_error *err) {
+  if (!m || n < 0 || (n && !reqs)) return sc_fail(err, SC_EUSAGE, "sc_generate_batch: no model or requests");
+  for (int i = 0; i < n; i++) {
+    reqs[i].n_out = 0;
+    if (!reqs[i].session || reqs[i].session->m != m)
+      return sc_fail(err, SC_EUSAGE, "request %d: its session is not of the model", i);
+    if (reqs[i].n_new < 0 || reqs[i].n_prompt < 1 || !reqs[i].prompt || (reqs[i].n_new && !reqs[i].out))
+      return sc_fail(err, SC_EUSAGE, "request %d: a prompt of at least one token, n_new >= 0 and an output buffer "
+                     "are needed (got %d prompt tokens, n_new %d)", i, reqs[i].n_prompt, reqs[i].n_new);
+    for (int j = 0; j < i; j++)
+      if (reqs[j].session == reqs[i].session)
+        return sc_fail(err, SC_EUSAGE, "requests %d and %d share a session", j, i);
+  }
+  sc_batch *b = NULL;
+  if (sc_batch_new(m, &b, err)) return err->code;
+  GenState *g = calloc((size_t)(n ? n : 1), sizeof *g);
+  int *who = malloc((size_t)(n ? n : 1) * sizeof *who); /* batch slot -> request */
+  int32_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+  int rc = g && who && ids ? SC_OK : sc_fail(err, SC_ERUNTIME, "out of memory");
+  for (int i = 0; i < n && !rc; i++) {
+    sc_gen_request *r = &reqs[i];
+    if (!(g[i].hist = malloc(((size_t)r->n_prompt + (size_t)r->n_new + 1) * sizeof *g[i].hist))) {
+      rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+      break;
+    }
+    memcpy(g[i].hist, r->prompt, (size_t)r->n_prompt * sizeof *g[i].hist);
+    g[i].n_hist = r->n_prompt;
+    if ((rc = sc_sampler_new(&r->params, &g[i].smp, err)) || (rc = sc_prefill(r->session, r->prompt, r->n_prompt, err))) {
+      snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), " (request %d)", i);
+      break;
+    }
+    g[i].done = r->n_new == 0;
+  }
+  /* sc_generate's loop, every running request a row: draw, keep, stop or
+   * feed the token back */
+  const int vocab = m->d->vocab;
+  while (!rc) {
+    int rows = 0;
+    for (int i = 0; i < n && !rc; i++) {
+      sc_gen_request *r = &reqs[i];
+      if (g[i].done) continue;
+      int32_t tok = -1;
+      if ((rc = sc_sample(g[i].smp, r->session->logits, vocab, g[i].hist, g[i].n_hist, NULL, 0, &tok, err))) {
+        snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), " (request %d)", i);
+        break;
+      }
+      r->out[r->n_out++] = tok;
+      g[i].hist[g[i].n_hist++] = tok;
+      if (tok == r->eos || r->n_out == r->n_new) {
+        g[i].done = 1;
+        continue;
+      }
+      who[rows] = i;
+      ids[rows++] = tok;
+    }
+    if (rc || !rows) break;
+    /* the batch holds exactly this step's rows, in request order */
+    while (sc_batch_size(b) > 0) sc_batch_remove(b, sc_batch_session(b, 0));
+    for (int k = 0; k < rows && !rc; k++) {
+      const sc_session *ss = reqs[who[k]].session;
+      if (ss->pos >= m->d->max_context)
+        rc = sc_fail(err, SC_ERUNTIME, "request %d: context full at position %d, max_context %d (hint: rebuild with "
+                     "a larger --max-context, or ask for fewer tokens)", who[k], ss->pos, m->d->max_context);
+      else rc = sc_batch_add(b, reqs[who[k]].session, err);
+    }
+    if (!rc) rc = sc_batch_step(b, ids, err);
+  }
+  for (int i = 0; i < n && g; i++) {
+    sc_sampler_free(g[i].smp);
+    free(g[i].hist);
+  }
+  free(g);
+  free(who);
+  free(ids);
+  sc_batch_free(b);
   return rc;
 }

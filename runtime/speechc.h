@@ -132,6 +132,30 @@ int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
                 const sc_sample_params *p, int32_t eos, int32_t *out,
                 int *n_out, sc_token_cb on_token, void *user, sc_error *err);
 
+/* sc_generate for several sessions of one model at once: request i
+ * prefills its prompt on its session, then every step samples each running
+ * request's next token with its own sampler (its params and seed) and
+ * advances all of them with one batched step (sc_batch_step); a request
+ * ends at its eos or after n_new tokens, and the others go on.  Each
+ * request's tokens are those sc_generate gives it alone (the logits are
+ * the same bits on the CPU; the same seed draws the same tokens).  The
+ * sessions must be distinct and of model m, which needs the batch entry
+ * (a Qwen3 / Llama or Qwen3.5-family artifact built with --max-batch 2 or
+ * more, the default).  On an error (naming the request) every request
+ * keeps the tokens made so far in out / n_out.  Thread safety as
+ * sc_batch_step's. */
+typedef struct sc_gen_request {
+  sc_session *session;
+  const int32_t *prompt;    /* n_prompt >= 1 ids */
+  int n_prompt;
+  int n_new;                /* >= 0 */
+  sc_sample_params params;
+  int32_t eos;              /* -1: none */
+  int32_t *out;             /* [n_new] */
+  int n_out;                /* out: tokens made */
+} sc_gen_request;
+int sc_generate_batch(sc_model *m, sc_gen_request *reqs, int n, sc_error *err);
+
 /* ---- Qwen3-TTS: codec frames from text token ids ------------------------
  * The official qwen-tts generation loop (Qwen3TTSForConditionalGeneration.
  * generate): prompt layout, streaming or non-streaming text, the talker's

@@ -53,6 +53,13 @@ class sc_sample_params(Structure):
     ]
 
 
+class sc_gen_request(Structure):
+    _fields_ = [
+        ("session", c_void_p), ("prompt", POINTER(c_int32)), ("n_prompt", c_int), ("n_new", c_int),
+        ("params", sc_sample_params), ("eos", c_int32), ("out", POINTER(c_int32)), ("n_out", c_int),
+    ]
+
+
 class sc_codec_info(Structure):
     _fields_ = [
         ("n_codebooks", c_int), ("codebook_size", c_int), ("samples_per_frame", c_int),
@@ -132,7 +139,7 @@ SC_WAV_HEADER_MAX = 58
 # name in sc_sizeof -> the ctypes mirror
 _MIRRORS = {
     "sc_error": sc_error, "sc_open_opts": sc_open_opts, "sc_model_info": sc_model_info,
-    "sc_sample_params": sc_sample_params, "sc_codec_info": sc_codec_info, "sc_tts_params": sc_tts_params,
+    "sc_sample_params": sc_sample_params, "sc_gen_request": sc_gen_request, "sc_codec_info": sc_codec_info, "sc_tts_params": sc_tts_params,
     "TtsTextOpts": TtsTextOpts, "TtsTextInfo": TtsTextInfo, "TtsTextRequest": TtsTextRequest,
     "ServeLimits": ServeLimits, "ServeRequest": ServeRequest, "sc_wav_opts": sc_wav_opts,
 }
@@ -151,6 +158,7 @@ _PROTOS = {
     "sc_sample_defaults": (sc_sample_params, []),
     "sc_generate": (c_int, [c_void_p, POINTER(c_int32), c_int, c_int, POINTER(sc_sample_params), c_int32,
                             POINTER(c_int32), POINTER(c_int), TOKEN_CB, c_void_p, POINTER(sc_error)]),
+    "sc_generate_batch": (c_int, [c_void_p, POINTER(sc_gen_request), c_int, POINTER(sc_error)]),
     "sc_tts_defaults": (sc_tts_params, []),
     "sc_codec_get_info": (c_int, [c_void_p, POINTER(sc_codec_info), POINTER(sc_error)]),
     "tok_load": (c_int, [c_char_p, POINTER(c_void_p), POINTER(sc_error)]),

@@ -327,6 +327,57 @@ class Model:
         check(rc, err)
         return list(out[:n_out.value])
 
+    def generate_batch(self, prompts: Sequence[Sequence[int]], n_new: int = 16, *, greedy: Optional[bool] = None,
+                       temperature: Optional[float] = None, top_k: Optional[int] = None,
+                       top_p: Optional[float] = None, repetition_penalty: Optional[float] = None,
+                       seed: Optional[int] = None, eos: Optional[int] = None) -> List[List[int]]:
+        """``generate`` for several prompts at once: one batched step
+        advances all of them, each weight read once per step
+        (``sc_generate_batch``; the artifact needs its batch entry, built by
+        default).  Each prompt gets exactly the tokens ``generate`` gives it
+        alone with the same options and seed; one that meets ``eos`` stops
+        while the others go on.  As ``speechc run`` with several ``--ids``.
+
+        Returns:
+            One list of new token ids per prompt, in order.
+        """
+        self._check_open()
+        if isinstance(n_new, bool) or not isinstance(n_new, int) or not 0 <= n_new < 2**24:
+            raise Error(SC_EUSAGE, f"n_new: expected an integer in [0, 2**24), got {n_new!r}")
+        if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or not 0 <= eos < 2**31):
+            raise Error(SC_EUSAGE, f"eos: expected a token id, got {eos!r}")
+        if self.info.family == _TTS_FAMILY:
+            raise Error(SC_EUSAGE, f"{self._path} is a Qwen3-TTS model; use Model.tts")
+        if isinstance(prompts, (str, bytes)) or not isinstance(prompts, Sequence):
+            raise Error(SC_EUSAGE, f"prompts: expected a list of token id lists, got {type(prompts).__name__}")
+        if not prompts:
+            return []
+        sp = self._L.sc_sample_defaults()
+        _sampling(sp, "", greedy, temperature, top_k, top_p, repetition_penalty, seed)
+        n = len(prompts)
+        reqs = (_lib.sc_gen_request * n)()
+        keep = []  # the arrays the requests point into
+        for i, ids in enumerate(prompts):
+            prompt = _int32_array(f"prompts[{i}]", ids)
+            out = (c_int32 * (n_new + 1))()
+            keep.append((prompt, out))
+            reqs[i].prompt, reqs[i].n_prompt, reqs[i].n_new = prompt, len(ids), n_new
+            reqs[i].params, reqs[i].eos, reqs[i].out = sp, -1 if eos is None else eos, out
+        sessions = []
+        err = _lib.sc_error()
+        try:
+            for i in range(n):
+                s = self._take(self._sessions, self._open_session)
+                sessions.append(s)
+                self._L.sc_session_reset(s)  # a pooled session holds its last call's tokens
+                reqs[i].session = s
+            rc = self._L.sc_generate_batch(self._m, reqs, n, byref(err))
+        finally:
+            for s in sessions:
+                self._give(self._sessions, s, self._L.sc_session_close)
+        check(rc, err)
+        return [list(keep[i][1][:reqs[i].n_out]) for i in range(n)]
+
     # ---- tokenizer ----------------------------------------------------------
     def _tokenizer(self) -> c_void_p:
         self._check_open()

@@ -61,6 +61,27 @@ def test_generate_eos_and_sampling_varies(llm_model):
     assert a != b and a == llm_model.generate(PROMPT, 24, seed=1)
 
 
+def test_generate_batch_is_each_alone(llm_so, llm_model):
+    """Several prompts stepped together: each gets generate's tokens alone,
+    greedy and seeded, an eos stopping one while the others go on; the
+    CLI's several --ids give the same lines."""
+    prompts = [PROMPT, [9, 8, 7], [3], PROMPT[:3]]
+    assert llm_model.generate_batch(prompts, 16, greedy=True) == \
+        [llm_model.generate(p, 16, greedy=True) for p in prompts]
+    assert llm_model.generate_batch(prompts, 12, seed=4, top_k=30) == \
+        [llm_model.generate(p, 12, seed=4, top_k=30) for p in prompts]
+    full = llm_model.generate(PROMPT, 16, greedy=True)
+    got = llm_model.generate_batch([PROMPT, [9, 8, 7]], 16, greedy=True, eos=full[3])
+    assert got[0] == full[:full.index(full[3]) + 1]
+    assert got[1] == llm_model.generate([9, 8, 7], 16, greedy=True, eos=full[3])
+    cli = run_cli("run", llm_so, *sum((["--ids", ",".join(map(str, p))] for p in prompts), []), "-n", 16,
+                  "--greedy").stdout.strip().split("\n")
+    assert [[int(x) for x in line.split()] for line in cli] == llm_model.generate_batch(prompts, 16, greedy=True)
+    assert llm_model.generate_batch([], 4) == []
+    with pytest.raises(speechc.Error, match="outside the vocabulary"):
+        llm_model.generate_batch([[1, 2], [3, 999999]], 4)
+
+
 # ---- tokenizer --------------------------------------------------------------
 def test_tokenize_matches_cli(tts_so, tts_model):
     text = "Hi there, <|im_start|>héllo\n"

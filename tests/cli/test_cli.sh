@@ -176,6 +176,25 @@ else
   fi
 fi
 
+# several prompts in one run (sc_generate_batch): each line is that prompt's
+# run alone, the first the trace's greedy tokens
+if [ -n "$prompt" ] && [ "$n_greedy" -eq 16 ]; then
+  if setup run-many-alone "$BIN" run "$W/a/m.so" --ids 9,8,7 -n 16 --greedy; then
+    alone=$(cat "$W/out")
+    expect run-many 0 -- "$BIN" run "$W/a/m.so" --ids "$prompt" --ids 9,8,7 -n 16 --greedy
+    if [ "$(sed -n 1p "$W/out")" != "$greedy" ] || [ "$(sed -n 2p "$W/out")" != "$alone" ] ||
+       [ "$(wc -l <"$W/out")" -ne 2 ]; then
+      fail_case run-many-lines "got '$(tr '\n' '|' <"$W/out")', expected '$greedy|$alone|'"
+    else
+      n_pass=$((n_pass + 1))
+    fi
+  fi
+fi
+expect run-many-bad-ids 1 "--ids expects comma-separated integers" "'1,x'" -- \
+  "$BIN" run "$W/a/m.so" --ids 1,2 --ids 1,x
+expect run-many-out-of-vocab 1 "outside the vocabulary" "(request 1)" -- \
+  "$BIN" run "$W/a/m.so" --ids 1,2 --ids 3,256
+
 expect build-dump-ir-fuse 0 "out:NORM_LINEAR" "out:LINEAR_SWIGLU" "out:; after fuse" -- \
   "$BIN" build -q "$QWEN" -o "$W/dump/m.so" --dump-ir=fuse
 

@@ -17,7 +17,11 @@
  * built with --max-batch 1 (no batch entry).  The Gated DeltaNet hybrids
  * of tests/data/gdn (dense, MoE with a shared expert, fused experts; f32
  * and q4_0) the same way: each row's conv window and recurrent state are
- * its own session's (on the emulators f32 only).
+ * its own session's (on the emulators f32 only).  sc_generate_batch on
+ * every model: six requests differing in prompt, length (0 and 7 of 12),
+ * sampling (greedy, temperature / top-k, top-p, repetition penalty) and
+ * eos give each the tokens sc_generate gives it alone; shared sessions and
+ * a model without the batch entry are refused.
  * SPEECHC_TEST_TARGET=cuda (test_batch_cuda_emu): the same on --target
  * cuda builds run by the CUDA emulator, logits within 1e-5 (same()).
  */
@@ -179,6 +183,67 @@ static void churn(sc_model *m, const char *band) {
   for (int i = 0; i < N; i++) sc_session_close(s[i]), sc_session_close(t[i]);
 }
 
+/* sc_generate_batch: requests differing in prompt, length, sampling and
+ * eos give each the tokens sc_generate gives it alone, and the refusals. */
+static void generate(sc_model *m, const char *band) {
+  enum { R = 6, MAXN = 12 };
+  sc_model_info info;
+  sc_model_get_info(m, &info);
+  const int vocab = info.vocab;
+  sc_sample_params p[R];
+  for (int i = 0; i < R; i++) p[i] = sc_sample_defaults();
+  p[0].greedy = 1;
+  p[1].temperature = 0.8f, p[1].top_k = 20, p[1].seed = 7;
+  p[2].top_p = 0.9f, p[2].seed = 3;
+  p[3].greedy = 1, p[3].repetition_penalty = 1.3f;
+  p[4].temperature = 1.2f, p[4].seed = 11;
+  p[5].greedy = 1;
+  const int n_new[R] = {MAXN, 7, MAXN, 5, 0, MAXN};
+  int32_t prompts[R][8], want[R][MAXN], got[R][MAXN];
+  int n_want[R];
+  int32_t eos[R] = {-1, -1, -1, -1, -1, -1};
+  int stop5 = 0;
+  sc_error err = {0};
+  for (int i = 0; i < R; i++) {
+    for (int k = 0; k < 8; k++) prompts[i][k] = (41 * i + 13 * k + 3) % vocab;
+    if (i == 5) { /* an eos the greedy run meets at its fourth token */
+      sc_session *s = NULL;
+      int n = 0;
+      CHECK(sc_session_open(m, &s, &err) == 0);
+      CHECK(sc_generate(s, prompts[i], 1 + i % 8, MAXN, &p[i], -1, want[i], &n, NULL, NULL, &err) == 0 && n == MAXN);
+      eos[i] = want[i][3];
+      stop5 = 0;
+      while (want[i][stop5] != eos[i]) stop5++;
+      stop5++; /* the tokens up to its first occurrence */
+      sc_session_close(s);
+    }
+    sc_session *s = NULL;
+    CHECK(sc_session_open(m, &s, &err) == 0);
+    CHECK_MSG(sc_generate(s, prompts[i], 1 + i % 8, n_new[i], &p[i], eos[i], want[i], &n_want[i], NULL, NULL, &err) ==
+              0, "%s", err.msg);
+    sc_session_close(s);
+  }
+  sc_session *s[R] = {0};
+  sc_gen_request req[R];
+  for (int i = 0; i < R; i++) {
+    CHECK(sc_session_open(m, &s[i], &err) == 0);
+    req[i] = (sc_gen_request){s[i], prompts[i], 1 + i % 8, n_new[i], p[i], eos[i], got[i], -1};
+  }
+  CHECK_MSG(sc_generate_batch(m, req, R, &err) == 0, "%s: %s", band, err.msg);
+  for (int i = 0; i < R; i++) {
+    CHECK_MSG(req[i].n_out == n_want[i] && !memcmp(got[i], want[i], (size_t)n_want[i] * sizeof got[i][0]),
+              "%s: request %d: %d tokens, alone %d; or they differ", band, i, req[i].n_out, n_want[i]);
+    CHECK(sc_session_pos(s[i]) == 1 + i % 8 + (n_want[i] ? n_want[i] - 1 : 0));
+  }
+  CHECK(n_want[5] == stop5 && n_want[4] == 0 && n_want[1] == 7); /* eos, nothing, a shorter request */
+  /* refusals: a shared session, a session of nothing */
+  req[1].session = s[0];
+  CHECK(sc_generate_batch(m, req, 2, &err) == SC_EUSAGE && strstr(err.msg, "requests 0 and 1 share a session"));
+  req[1].session = NULL;
+  CHECK(sc_generate_batch(m, req, 2, &err) == SC_EUSAGE && strstr(err.msg, "request 1: its session is not of the model"));
+  for (int i = 0; i < R; i++) sc_session_close(s[i]);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-batch-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
@@ -190,7 +255,9 @@ int main(void) {
     if (!m) continue;
     sizes(m, name);
     churn(m, name);
-    printf("%s: batches of 1, 2, 3, 8, 17 and joining / leaving give sc_decode's bits\n", name);
+    generate(m, name);
+    printf("%s: batches of 1, 2, 3, 8, 17 and joining / leaving give sc_decode's bits; sc_generate_batch gives "
+           "sc_generate's tokens\n", name);
     if (!first) first = m;
     else sc_model_close(m);
   }
@@ -209,6 +276,7 @@ int main(void) {
       if (!m) continue;
       sizes(m, tag);
       churn(m, tag);
+      generate(m, tag);
       printf("%s: batches of 1, 2, 3, 8, 17 and joining / leaving give sc_decode's bits\n", tag);
       sc_model_close(m);
     }
@@ -225,6 +293,12 @@ int main(void) {
   sc_batch *b = NULL;
   if (one) {
     CHECK(sc_batch_new(one, &b, &err) == SC_EUSAGE && strstr(err.msg, "no batched decode entry") && !b);
+    sc_session *s1 = NULL;
+    int32_t pr = 1, o1[2];
+    CHECK(sc_session_open(one, &s1, &err) == 0);
+    sc_gen_request r1 = {s1, &pr, 1, 2, sc_sample_defaults(), -1, o1, 0};
+    CHECK(sc_generate_batch(one, &r1, 1, &err) == SC_EUSAGE && strstr(err.msg, "no batched decode entry"));
+    sc_session_close(s1);
     if (first) {
       sc_session *s = NULL;
       CHECK(sc_session_open(one, &s, &err) == 0);
