@@ -632,6 +632,62 @@ static int emit_embed(Cu *cu, int i) {
   return cu_kernel_end(cu, i, 256, rows_grid(n, gx, sizeof gx), "1");
 }
 
+/* LAYERNORM: a block of 256 threads per row: the mean, then the biased
+ * variance about it (two passes, as the CPU kernel), then every column
+ * (x - mean) * rstd * w + b. */
+static int emit_layernorm(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const int xi = SRC(n, LAYERNORM, X);
+  const long long C = (long long)n->cols;
+  char eps[32];
+  cu_kernel_begin(cu);
+  cu_karg(cu, "const float *", "x", ref(cg, xi));
+  cu_karg(cu, "const float *", "w", ref(cg, SRC(n, LAYERNORM, W)));
+  cu_karg(cu, "const float *", "b", ref(cg, SRC(n, LAYERNORM, B)));
+  cu_karg(cu, "float *", "y", cg->var[i]);
+  KB("  $shared float part[8];\n  $shared float stat;\n");
+  KB("  const $i64 t = $bid_x;\n");
+  KB("  const $dev float *xr = x + t * %lld;\n", ld(cg, xi));
+  KB("  $dev float *yr = y + t * %lld;\n", (long long)n->ld);
+  KB("  float s = 0.0f;\n  for (int c = $tid; c < %lld; c += 256) s += xr[c];\n", C);
+  KB("  s = sc_warp_sum(s);\n  if (($tid & 31) == 0) part[$tid >> 5] = s;\n  $barrier;\n");
+  KB("  if ($tid == 0) {\n    float a = 0.0f;\n    for (int k = 0; k < 8; k++) a += part[k];\n");
+  KB("    stat = a / %lld.0f;\n  }\n  $barrier;\n", C);
+  KB("  const float mean = stat;\n");
+  KB("  float q = 0.0f;\n  for (int c = $tid; c < %lld; c += 256) {\n", C);
+  KB("    const float d = xr[c] - mean;\n    q += d * d;\n  }\n");
+  KB("  q = sc_warp_sum(q);\n  if (($tid & 31) == 0) part[$tid >> 5] = q; /* thread 0 has read the first sums */\n");
+  KB("  $barrier;\n");
+  KB("  if ($tid == 0) {\n    float a = 0.0f;\n    for (int k = 0; k < 8; k++) a += part[k];\n");
+  KB("    stat = 1.0f / $sqrtf(a / %lld.0f + %s); /* every thread has read the mean */\n  }\n  $barrier;\n", C,
+     cg_float(eps, n->p.eps));
+  KB("  const float rstd = stat;\n");
+  KB("  for (int c = $tid; c < %lld; c += 256) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];\n", C);
+  return cu_kernel_end(cu, i, 256, rows(n), "1");
+}
+
+/* POS_ADD: one thread per element, y = x + the row's position's table row
+ * (sc_row_pos: io->row_pos[t], or io->pos + t). */
+static int emit_pos_add(Cu *cu, int i) {
+  Cg *cg = &cu->cg;
+  const IrNode *n = node(cg, i);
+  const int xi = SRC(n, POS_ADD, X);
+  const long long C = (long long)n->cols;
+  cu_kernel_begin(cu);
+  cu_karg(cu, "const float *", "x", ref(cg, xi));
+  cu_karg(cu, "const float *", "tab", ref(cg, SRC(n, POS_ADD, TABLE)));
+  cu_karg(cu, "float *", "y", cg->var[i]);
+  KB("  const int i = $bid_x * 256 + $tid;\n");
+  KB("  if (i >= %s * %lld) return;\n", rows(n), C);
+  KB("  const int t = i / %lld, c = i - t * %lld;\n", C, C);
+  KB("  y[($i64)t * %lld + c] = x[($i64)t * %lld + c] + tab[($i64)sc_row_pos(io, t) * %lld + c];\n",
+     (long long)n->ld, ld(cg, xi), C);
+  char gx[64];
+  cu_grid_items(n, C, 256, gx, sizeof gx);
+  return cu_kernel_end(cu, i, 256, gx, "1");
+}
+
 static int emit_rmsnorm(Cu *cu, int i) {
   Cg *cg = &cu->cg;
   const IrNode *n = node(cg, i);
@@ -1073,6 +1129,8 @@ int cu_emit_node(Cu *cu, int i) {
   case OP_NORM_LINEAR:
   case OP_LINEAR_SWIGLU: return gemm_tiled(cu, i) ? emit_gemm_tiled(cu, i) : emit_gemv(cu, i);
   case OP_RMSNORM: return emit_rmsnorm(cu, i);
+  case OP_LAYERNORM: return emit_layernorm(cu, i);
+  case OP_POS_ADD: return emit_pos_add(cu, i);
   case OP_L2NORM:
   case OP_GATED_RMSNORM: return cu_emit_group_norm(cu, i);
   case OP_DWCONV: return cu_emit_dwconv(cu, i);

@@ -28,7 +28,7 @@ cp "$work/src/model.c" tests/golden/qwen3_gqa2_hd32_tied.fused.q4_0.cpu.c
 # build compiles it).  The flags must match tests/unit/test_cuda.c.
 for model in llm/qwen3_gqa2_hd32_tied llm/qwen3_gqa4_hd16_bf16 llm/llama_gqa4_sharded \
              tts/tts_tiny_06b_layout tts/tts_tiny_17b_layout gdn/qwen35_dense_tiny gdn/qwen35_moe_tiny \
-             gdn/qwen3_next_moe_tiny; do
+             gdn/qwen3_next_moe_tiny moshi/moshi7b_tiny moshi/family_tiny; do
   "$bin" build "tests/data/$model" -o "$work/model.so" --emit-dir "$work/cu" --target cuda \
     --cc tcc --max-context 64 --prefill-chunk 16 -q
   cp "$work/cu/model.cu" "tests/golden/${model#*/}.fused.cuda.cu"
@@ -37,7 +37,7 @@ done
 # The flags must match tests/unit/test_golden.c.
 for model in llm/qwen3_gqa2_hd32_tied llm/qwen3_gqa4_hd16_bf16 llm/llama_gqa4_sharded \
              tts/tts_tiny_06b_layout tts/tts_tiny_17b_layout gdn/qwen35_dense_tiny gdn/qwen35_moe_tiny \
-             gdn/qwen3_next_moe_tiny; do
+             gdn/qwen3_next_moe_tiny moshi/moshi7b_tiny moshi/family_tiny; do
   "$bin" build "tests/data/$model" -o "$work/model.so" --emit-dir "$work/mt" --target metal \
     --cc tcc --max-context 64 --prefill-chunk 16 -q
   cp "$work/mt/model.metal" "tests/golden/${model#*/}.fused.metal"

@@ -14,7 +14,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   # decode; test_tts_batch: batched
   # Qwen3-TTS frames, a smaller set of requests).
   # No kernel cache: NVRTC runs every time, as on a fresh machine.
-  foreach(t test_parity test_tts test_rows test_gdn test_batch test_tts_batch)
+  foreach(t test_parity test_tts test_rows test_gdn test_batch test_tts_batch test_moshi)
     add_test(NAME ${t}_cuda_emu COMMAND ${t} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(${t}_cuda_emu PROPERTIES ENVIRONMENT
       "SPEECHC_TEST_TARGET=cuda;SPEECHC_LIBCUDA=$<TARGET_FILE:sc_cuda_emu>;SPEECHC_BIN=$<TARGET_FILE:speechc>;SPEECHC_KERNEL_CACHE=off")
@@ -33,7 +33,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   target_link_options(sc_metal_emu PRIVATE -fno-sanitize=all)
   target_link_libraries(sc_metal_emu PRIVATE dl)
   set_property(TEST test_metal APPEND PROPERTY ENVIRONMENT "SPEECHC_METAL_EMU=$<TARGET_FILE:sc_metal_emu>")
-  foreach(t test_parity test_tts test_rows test_gdn test_batch test_tts_batch)
+  foreach(t test_parity test_tts test_rows test_gdn test_batch test_tts_batch test_moshi)
     add_test(NAME ${t}_metal_emu COMMAND ${t} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(${t}_metal_emu PROPERTIES ENVIRONMENT
       "SPEECHC_TEST_TARGET=metal;SPEECHC_LIBMETAL=$<TARGET_FILE:sc_metal_emu>;SPEECHC_BIN=$<TARGET_FILE:speechc>")
@@ -53,7 +53,7 @@ if(NOT sc_cuda_tools_rc EQUAL 0)
 elseif(sc_cuda_tools_env)
   message(STATUS "CUDA tests: NVRTC and ptxas of scripts/cuda_tools.sh (${sc_cuda_tools_env})")
   foreach(t test_cuda test_parity_cuda_emu test_tts_cuda_emu test_rows_cuda_emu test_gdn_cuda_emu
-            test_batch_cuda_emu test_tts_batch_cuda_emu)
+            test_batch_cuda_emu test_tts_batch_cuda_emu test_moshi_cuda_emu)
     if(TEST ${t})
       set_property(TEST ${t} APPEND PROPERTY ENVIRONMENT ${sc_cuda_tools_env})
     endif()

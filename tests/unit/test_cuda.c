@@ -53,7 +53,8 @@ static const char *bin;
 static const char *const models[] = {"llm/qwen3_gqa2_hd32_tied", "llm/qwen3_gqa4_hd16_bf16",
                                      "llm/llama_gqa4_sharded", "tts/tts_tiny_06b_layout",
                                      "tts/tts_tiny_17b_layout", "gdn/qwen35_dense_tiny",
-                                     "gdn/qwen35_moe_tiny", "gdn/qwen3_next_moe_tiny"};
+                                     "gdn/qwen35_moe_tiny", "gdn/qwen3_next_moe_tiny", "moshi/moshi7b_tiny",
+                                     "moshi/family_tiny"};
 
 /* Build tests/data/<model> for cuda into tmpdir/<tag>/model.so, sources
  * in tmpdir/<tag>/src (flags as in scripts/regen_golden.sh). */

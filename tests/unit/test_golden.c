@@ -118,7 +118,8 @@ int main(void) {
   }
   const char *metal[] = {"llm/qwen3_gqa2_hd32_tied", "llm/qwen3_gqa4_hd16_bf16", "llm/llama_gqa4_sharded",
                          "tts/tts_tiny_06b_layout", "tts/tts_tiny_17b_layout", "gdn/qwen35_dense_tiny",
-                         "gdn/qwen35_moe_tiny", "gdn/qwen3_next_moe_tiny"};
+                         "gdn/qwen35_moe_tiny", "gdn/qwen3_next_moe_tiny", "moshi/moshi7b_tiny",
+                         "moshi/family_tiny"};
   for (size_t i = 0; i < sizeof metal / sizeof *metal; i++) check_metal(metal[i], DT_F32, "");
   check_metal("llm/qwen3_gqa2_hd32_tied", DT_Q4_0, ".q4_0");
   /* determinism: same input, same bytes */
