@@ -274,10 +274,13 @@ static void test_builders_and_verifier(void) {
   sb_free(&cu);
   sb_free(&host);
   /* each codec op alone is refused too (not only the first one met);
-   * DWCONV, the Gated DeltaNet layers' conv as well, CUDA lowers */
-  const OpKind codec[] = {OP_IM2COL, OP_OVERLAP_ADD, OP_SNAKE, OP_LAYERNORM, OP_CLAMP};
+   * DWCONV, the Gated DeltaNet layers' conv as well, the GPU targets
+   * lower, and LAYERNORM (Moshi's transformers) */
+  const OpKind codec[] = {OP_IM2COL, OP_OVERLAP_ADD, OP_SNAKE, OP_CLAMP};
   for (size_t k = 0; k < sizeof codec / sizeof *codec; k++)
     CHECK_MSG(ir_op_targets[codec[k]] == T_CPU, "%s", ir_op_names[codec[k]]);
+  CHECK(ir_op_targets[OP_LAYERNORM] == (T_CPU | T_CUDA | T_METAL) &&
+        ir_op_targets[OP_DWCONV] == (T_CPU | T_CUDA | T_METAL));
   ir_module_free(&m);
 }
 
