@@ -73,7 +73,6 @@ typedef struct MtModel {
   size_t io_out, io_hidden, io_ids, io_embeds, io_hin, io_rows;
 } MtModel;
 
-
 enum { R_WEIGHTS, R_STATE, R_SCRATCH, R_IO, R_COUNT };
 
 typedef struct MtSession {

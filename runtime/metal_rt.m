@@ -129,8 +129,12 @@ static void *mt_library_new(void *dev, const char *source, char *err, size_t err
     MtDev *d = dev;
     id<MTLDevice> device = (__bridge id<MTLDevice>)d->device;
     MTLCompileOptions *o = [MTLCompileOptions new];
-    if (@available(macOS 15.0, *)) o.mathMode = MTLMathModeSafe;
+#if defined(__MAC_15_0) && __MAC_OS_X_VERSION_MAX_ALLOWED >= __MAC_15_0
+    if (@available(macOS 15.0, *)) o.mathMode = MTLMathModeSafe; /* the SDK has it */
     else o.fastMathEnabled = NO;
+#else
+    o.fastMathEnabled = NO;
+#endif
     o.languageVersion = MTLLanguageVersion3_0;
     NSError *e = nil;
     NSString *src = [NSString stringWithUTF8String:source];
