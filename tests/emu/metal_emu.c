@@ -43,9 +43,6 @@ typedef struct Buf {
   size_t size;
   struct Buf *next, **prev;
 } Buf;
-typedef struct Dev {
-  Buf *bufs;
-} Dev;
 static int the_dev;
 
 static void *dev_open(char *name, size_t name_size, char *err, size_t err_size) {
