@@ -19,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend.h"
 #include "cli.h"
 #include "json.h"
 #include "kernels.h"
@@ -27,6 +28,22 @@
 #include "speechc.h"
 
 const sc_model_desc *sc_model_desc_of(const sc_model *m);
+
+/* A device target's device ("cuda": the GPU's name), NULL for the CPU: the
+ * CPU's read probe and kernel ISA then say nothing about the run. */
+static const char *bench_device(const sc_model *m) {
+  const sc_model_desc *d = sc_model_desc_of(m);
+  if (!d || !strcmp(d->target, "cpu")) return NULL;
+  const char *name = m->be && m->be->device_name ? m->be->device_name(m) : NULL;
+  return name ? name : d->target;
+}
+
+/* The lines a device run prints instead of the CPU's probe and kernels. */
+static void device_lines(const sc_model *m, const char *dev, double gbs) {
+  printf("device        %s (--target %s; host code %s)\n", dev, sc_model_desc_of(m)->target,
+         sc_model_desc_of(m)->cpu_features[0] ? "by the system compiler" : "by libtcc");
+  printf("effective     %.2f GB/s of weights (the CPU's read probe does not apply)\n", gbs);
+}
 int cmd_bench(int argc, char **argv);
 extern const char *const usage_bench;
 
@@ -338,7 +355,8 @@ static int bench_tts(sc_model *m, const char *path, long frames, long streams, l
   }
   int used_threads = threads > 0 ? (int)threads : sc_physical_cores();
   double best = 0, med_probe = 0;
-  if (!rc && probe_bandwidth(used_threads, (size_t)probe_mb, 5, &best, &med_probe))
+  const char *dev = bench_device(m);
+  if (!rc && !dev && probe_bandwidth(used_threads, (size_t)probe_mb, 5, &best, &med_probe))
     rc = sc_fail(&err, SC_ERUNTIME, "out of memory for the %ld MB bandwidth probe (hint: --probe-mb)", probe_mb);
   if (rc) {
     fprintf(stderr, "speechc: error: %s\n", err.msg);
@@ -351,17 +369,23 @@ static int bench_tts(sc_model *m, const char *path, long frames, long streams, l
     const char *band = main_band(d, others, sizeof others);
     printf("model         %s (%s, %s)\n", path, d->model_type, d->family);
     printf("weights       %s, %.1f MB in all%s\n", band, d->weight_bytes / 1e6, others);
-    printf("code          %s; kernels %s, %d thread%s\n",
-           d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
-           used_threads > 1 ? "s" : "");
-    printf("kernels why   %s\n", sc_kernels_reason(&K));
+    if (!dev) {
+      printf("code          %s; kernels %s, %d thread%s\n",
+             d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
+             used_threads > 1 ? "s" : "");
+      printf("kernels why   %s\n", sc_kernels_reason(&K));
+    }
     printf("one stream    %ld frames: median %.2f ms/frame = %.2f frames/s (real time: 12.5; prompt %d rows "
            "in %.1f ms)\n", frames, med * 1e3, 1.0 / med, st.prompt_rows, st.prompt_s * 1e3);
     printf("weights read  %.1f MB per frame (talker once, predictor %d times)\n", bytes / 1e6, G - 1);
-    printf("effective     %.2f GB/s\n", gbs);
-    printf("read probe    %.2f GB/s best, %.2f median (%ld MB buffer, %d thread%s, 5 passes)\n", best, med_probe,
-           probe_mb, used_threads, used_threads > 1 ? "s" : "");
-    printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+    if (dev) {
+      device_lines(m, dev, gbs);
+    } else {
+      printf("effective     %.2f GB/s\n", gbs);
+      printf("read probe    %.2f GB/s best, %.2f median (%ld MB buffer, %d thread%s, 5 passes)\n", best, med_probe,
+             probe_mb, used_threads, used_threads > 1 ? "s" : "");
+      printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+    }
     if (streams > 1) {
       printf("streams       %ld streams stepped together: median %.2f ms/frame = %.2f frames/s in all, %.2f per "
              "stream (%.2fx one stream's aggregate)\n", streams, med_b * 1e3, streams / med_b, 1.0 / med_b,
@@ -369,8 +393,9 @@ static int bench_tts(sc_model *m, const char *path, long frames, long streams, l
       printf("bench: streams=%ld frame_ms=%.3f agg_frames_s=%.3f stream_frames_s=%.3f speedup=%.3f\n", streams,
              med_b * 1e3, streams / med_b, 1.0 / med_b, streams * med / med_b);
     }
-    printf("bench: band=%s frames_s=%.3f ms=%.3f bytes=%llu gbps=%.3f probe_gbps=%.3f frac=%.4f threads=%d\n", band,
-           1.0 / med, med * 1e3, bytes, gbs, best, gbs / best, used_threads);
+    printf("bench: band=%s frames_s=%.3f ms=%.3f bytes=%llu gbps=%.3f probe_gbps=%.3f frac=%.4f threads=%d%s%s\n",
+           band, 1.0 / med, med * 1e3, bytes, gbs, best, best > 0 ? gbs / best : 0.0, used_threads,
+           dev ? " target=" : "", dev ? d->target : "");
   }
   sc_tts_batch_free(b);
   for (int i = 0; s && i < streams; i++) sc_session_close(s[i]);
@@ -479,7 +504,8 @@ int cmd_bench(int argc, char **argv) {
   }
   int used_threads = threads > 0 ? (int)threads : sc_physical_cores();
   double best = 0, med_probe = 0;
-  if (probe_bandwidth(used_threads, (size_t)probe_mb, 5, &best, &med_probe)) {
+  const char *dev = bench_device(m);
+  if (!dev && probe_bandwidth(used_threads, (size_t)probe_mb, 5, &best, &med_probe)) {
     rc = sc_fail(&err, SC_ERUNTIME, "out of memory for the %ld MB bandwidth probe (hint: --probe-mb)", probe_mb);
     fprintf(stderr, "speechc: error: %s\n", err.msg);
     goto done;
@@ -498,13 +524,15 @@ int cmd_bench(int argc, char **argv) {
   const char *band = main_band(d, others, sizeof others);
   printf("model         %s (%s, %s)\n", path, d->model_type, d->family);
   printf("weights       %s, %.1f MB in all%s\n", band, d->weight_bytes / 1e6, others);
-  printf("code          %s; kernels %s, %d thread%s\n",
-         d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
-         used_threads > 1 ? "s" : "");
-  printf("kernels why   %s\n", sc_kernels_reason(&K));
+  if (!dev) {
+    printf("code          %s; kernels %s, %d thread%s\n",
+           d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
+           used_threads > 1 ? "s" : "");
+    printf("kernels why   %s\n", sc_kernels_reason(&K));
+  }
   /* the session opened above refused a bad value */
   const int eng = sc_bf16act_engine(sc_bf16act_setting(getenv("SPEECHC_BF16_ACT")));
-  if (strstr(band, "bf16"))
+  if (strstr(band, "bf16") && !dev)
     printf("bf16 prefill  %s\n", eng == SC_BF16ACT_AMX ? "AMX tiles, activations rounded to bf16 (calls of 16+ tokens)"
                                   : eng == SC_BF16ACT_DP ? "AVX512-BF16, activations rounded to bf16 (calls of 16+ tokens)"
                                                          : "f32 activations (no AMX or AVX512-BF16 here, or SPEECHC_BF16_ACT=off)");
@@ -514,10 +542,14 @@ int cmd_bench(int argc, char **argv) {
          med * 1e3, lo * 1e3, hi * 1e3, 1.0 / med);
   printf("weights read  %.1f MB per step (gather-only tables, %.1f MB, count one row)\n", bytes / 1e6,
          gathered / 1e6);
-  printf("effective     %.2f GB/s\n", gbs);
-  printf("read probe    %.2f GB/s best, %.2f median (%ld MB buffer, %d thread%s, 5 passes)\n", best, med_probe,
-         probe_mb, used_threads, used_threads > 1 ? "s" : "");
-  printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+  if (dev) {
+    device_lines(m, dev, gbs);
+  } else {
+    printf("effective     %.2f GB/s\n", gbs);
+    printf("read probe    %.2f GB/s best, %.2f median (%ld MB buffer, %d thread%s, 5 passes)\n", best, med_probe,
+           probe_mb, used_threads, used_threads > 1 ? "s" : "");
+    printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+  }
   if (streams > 1) {
     printf("streams       %ld sessions stepped together: median %.2f ms/step = %.2f tokens/s aggregate, %.2f per "
            "stream (%.2fx one stream's)\n", streams, med_b * 1e3, streams / med_b, 1.0 / med_b, streams * med / med_b);
@@ -525,8 +557,9 @@ int cmd_bench(int argc, char **argv) {
            streams / med_b, 1.0 / med_b, streams * med / med_b);
   }
   printf("bench: band=%s tok_s=%.3f ms=%.3f bytes=%llu gbps=%.3f probe_gbps=%.3f frac=%.4f threads=%d "
-         "prompt=%ld prefill_tok_s=%.3f\n",
-         band, 1.0 / med, med * 1e3, bytes, gbs, best, gbs / best, used_threads, prompt, prompt / t_prefill);
+         "prompt=%ld prefill_tok_s=%.3f%s%s\n",
+         band, 1.0 / med, med * 1e3, bytes, gbs, best, best > 0 ? gbs / best : 0.0, used_threads, prompt,
+         prompt / t_prefill, dev ? " target=" : "", dev ? d->target : "");
 done:
   free(dt);
   free(ids);

@@ -31,6 +31,15 @@ mkdir -p "$W/mt"   # --target metal builds anywhere (the MSL is compiled where i
 expect build-target-metal 0 -- "$BIN" build -q "$QWEN" -o "$W/mt/m.so" --target metal --emit-dir "$W/mt/src"
 expect build-target-metal-source 0 "out:kernel void decode_" -- grep -m1 "kernel void decode_" "$W/mt/src/model.metal"
 expect run-metal-no-device 3 "no Metal device" "--target cpu" -- env -u SPEECHC_LIBMETAL "$BIN" run "$W/mt/m.so" --ids 1,2 -n 1
+# bench on a device model names the device and claims no CPU probe (ctest
+# names the Metal stand-in; x86-64 builds have it)
+if [ -n "${SPEECHC_METAL_EMU:-}" ]; then
+  expect bench-metal 0 "out:device        speechc Metal emulator (--target metal" "out:target=metal" -- \
+    env SPEECHC_LIBMETAL="$SPEECHC_METAL_EMU" "$BIN" bench "$W/mt/m.so" --steps 2 --prompt 2
+  if grep -q "^read probe\|^fraction" "$W/out"; then fail_case bench-metal-no-probe "$(cat "$W/out")"; else n_pass=$((n_pass + 1)); fi
+else
+  echo "note: no Metal stand-in here (SPEECHC_METAL_EMU); bench-metal is not run"
+fi
 expect build-cuda-arch 1 "--cuda-arch sm_x" "sm_XX or compute_XX" -- "$BIN" build "$QWEN" -o "$FO/m.so" --target cuda --cuda-arch sm_x
 expect build-cuda-no-nvrtc 3 "NVRTC not found" "--target cpu" -- env SPEECHC_NVRTC=/nonexistent/libnvrtc.so "$BIN" build "$QWEN" -o "$FO/m.so" --target cuda
 expect build-dump-ir-nonsense 1 "--dump-ir expects" "'nonsense'" -- \

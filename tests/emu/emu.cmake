@@ -33,6 +33,7 @@ if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|AMD64")
   target_link_options(sc_metal_emu PRIVATE -fno-sanitize=all)
   target_link_libraries(sc_metal_emu PRIVATE dl)
   set_property(TEST test_metal APPEND PROPERTY ENVIRONMENT "SPEECHC_METAL_EMU=$<TARGET_FILE:sc_metal_emu>")
+  set_property(TEST cli APPEND PROPERTY ENVIRONMENT "SPEECHC_METAL_EMU=$<TARGET_FILE:sc_metal_emu>")
   foreach(t test_parity test_tts test_rows test_gdn test_batch test_tts_batch test_moshi)
     add_test(NAME ${t}_metal_emu COMMAND ${t} WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
     set_tests_properties(${t}_metal_emu PROPERTIES ENVIRONMENT
