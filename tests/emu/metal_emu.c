@@ -13,10 +13,13 @@
  * that switch at barriers and simdgroup exchanges, so threadgroup and
  * simdgroup semantics are the GPU's.  Buffers are host memory with guard
  * bytes (checked after every command list).  Command lists run when they
- * end, in order, as a command buffer does.
+ * end, in order, as a command buffer does; one at a time (a lock: the
+ * coroutine engine is one per process), so sessions on several threads may
+ * share the stand-in as they share a GPU.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -53,6 +56,8 @@ static void *dev_open(char *name, size_t name_size, char *err, size_t err_size) 
 static void dev_close(void *dev) { (void)dev; }
 
 static Buf *owned;
+/* the owned list and the coroutine engine: one command list runs at a time */
+static pthread_mutex_t run_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *buffer_new(void *dev, size_t bytes, void **contents, uint64_t *gpu, char *err, size_t err_size) {
   (void)dev;
@@ -67,10 +72,12 @@ static void *buffer_new(void *dev, size_t bytes, void **contents, uint64_t *gpu,
   memset(b->base + GUARD + bytes, 0xA5, GUARD);
   b->contents = b->base + GUARD;
   b->size = bytes;
+  pthread_mutex_lock(&run_lock);
   b->next = owned;
   if (owned) owned->prev = &b->next;
   b->prev = &owned;
   owned = b;
+  pthread_mutex_unlock(&run_lock);
   *contents = b->contents;
   *gpu = (uint64_t)(uintptr_t)b->contents; /* one address space: the GPU address is the pointer */
   return b;
@@ -95,8 +102,10 @@ static void buffer_free(void *buf) {
   Buf *b = buf;
   if (!b) return;
   if (b->base) {
+    pthread_mutex_lock(&run_lock);
     *b->prev = b->next;
     if (b->next) b->next->prev = b->prev;
+    pthread_mutex_unlock(&run_lock);
     free(b->base);
   }
   free(b);
@@ -365,6 +374,7 @@ static void thread_body(int thread, void *arg) {
 static int end(void *cmd, char *err, size_t err_size) {
   Cmd *c = cmd;
   int rc = 0;
+  pthread_mutex_lock(&run_lock);
   if (c->bad) {
     say(err, err_size, "metal_emu: %s", c->why);
     rc = 1;
@@ -383,6 +393,7 @@ static int end(void *cmd, char *err, size_t err_size) {
       }
     if (!rc && !guards_ok(run.d->pipe->name, err, err_size)) rc = 1;
   }
+  pthread_mutex_unlock(&run_lock);
   free(c->d);
   free(c);
   return rc;

@@ -3,7 +3,8 @@
  * test_*_metal_emu on the stand-in):
  *   - a --target metal model: greedy tokens through the stand-in equal the
  *     HF transformers trace the CPU target matches (example_generate's),
- *     one command buffer per call, the same dispatches every decode step;
+ *     one command buffer per call, the same dispatches every decode step,
+ *     two sessions generating on two threads at once;
  *     without a Metal device (no SPEECHC_LIBMETAL off macOS) a clear error,
  *     from the API and the CLI; a batched step across two sessions (rows in
  *     each other's buffers) equal to stepping them alone;
@@ -20,6 +21,7 @@
  */
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,27 @@
 #include "speechc.h"
 
 static char tmpdir[64];
+
+typedef struct GenJob {
+  sc_model *m;
+  const int32_t *prompt;
+  int n_prompt;
+  int32_t out[16];
+  int n, rc;
+} GenJob;
+
+/* A session of its own, greedy generation of 16 tokens. */
+static void *gen_thread(void *arg) {
+  GenJob *j = arg;
+  sc_error err = {0};
+  sc_session *s = NULL;
+  sc_sample_params p = sc_sample_defaults();
+  p.greedy = 1;
+  j->rc = sc_session_open(j->m, &s, &err);
+  if (!j->rc) j->rc = sc_generate(s, j->prompt, j->n_prompt, 16, &p, -1, j->out, &j->n, NULL, NULL, &err);
+  sc_session_close(s);
+  return NULL;
+}
 
 static void test_model(const char *emu) {
   char out[128];
@@ -77,6 +100,20 @@ static void test_model(const char *emu) {
   p.greedy = 1;
   CHECK_MSG(sc_generate(s, prompt, 8, 16, &p, -1, got, &n, NULL, NULL, &err) == 0, "%s", err.msg);
   CHECK(n == 16 && !memcmp(got, want, sizeof want));
+  /* two sessions generating on two threads at once: each the trace */
+  {
+    GenJob jobs[2];
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) {
+      jobs[k] = (GenJob){m, prompt, 8, {0}, 0, -1};
+      CHECK(pthread_create(&th[k], NULL, gen_thread, &jobs[k]) == 0);
+    }
+    for (int k = 0; k < 2; k++) {
+      pthread_join(th[k], NULL);
+      CHECK_MSG(jobs[k].rc == 0 && jobs[k].n == 16 && !memcmp(jobs[k].out, want, sizeof want),
+                "thread %d: rc %d, %d tokens", k, jobs[k].rc, jobs[k].n);
+    }
+  }
   /* decode steps: the same dispatches each, one command buffer per call */
   long long d0 = rt_metal_dispatches(s);
   CHECK(sc_decode(s, 5, &err) == 0);
