@@ -316,9 +316,12 @@ static int read_moe(const cJSON *tc, const char *where, const GdnType *ty, GdnDi
   if (d->top_k > d->experts)
     return sc_fail(err, SC_EINPUT, "%s: num_experts_per_tok %lld exceeds num_experts %lld", where,
                    (long long)d->top_k, (long long)d->experts);
-  if (d->moe_inter < 1 || d->moe_inter > FE_DIM_MAX || d->shared_inter < 1 || d->shared_inter > FE_DIM_MAX)
-    return sc_fail(err, SC_EINPUT, "%s: moe_intermediate_size %lld and shared_expert_intermediate_size %lld must "
-                   "be in 1..%d (an empty shared expert is not supported)", where, (long long)d->moe_inter,
+  /* shared_expert_intermediate_size 0: the official block still holds an
+   * empty shared expert and its gate, whose product is zero: the experts
+   * alone */
+  if (d->moe_inter < 1 || d->moe_inter > FE_DIM_MAX || d->shared_inter < 0 || d->shared_inter > FE_DIM_MAX)
+    return sc_fail(err, SC_EINPUT, "%s: moe_intermediate_size %lld must be in 1..%d and "
+                   "shared_expert_intermediate_size %lld in 0..%d", where, (long long)d->moe_inter, FE_DIM_MAX,
                    (long long)d->shared_inter, FE_DIM_MAX);
   if (d->experts * 2 * d->moe_inter > INT32_MAX || d->experts * d->a.hidden > INT32_MAX)
     return sc_fail(err, SC_EINPUT, "%s: %lld experts of %lld x %lld: too many rows", where, (long long)d->experts,
@@ -509,10 +512,13 @@ static int moe_weights(Module *m, const Checkpoint *c, const GdnDims *d, const c
   char name[IR_NAME], tensor[200];
 #define T(s) (snprintf(tensor, sizeof tensor, "%s%d.%s", prefix, L, s), tensor)
 #define NM(s) (snprintf(name, sizeof name, "layer%d.%s", L, s), name)
+  w->sh_gate = w->sh_up = w->sh_down = w->sh_sigmoid = -1;
   if ((w->b.mlp_norm = fe_weight(m, c, NM("mlp_norm"), T("post_attention_layernorm.weight"), 0, H, DT_F32, err)) < 0 ||
       (w->router = fe_weight(m, c, NM("router"), T("mlp.gate.weight"), d->experts, H, DT_F32, err)) < 0 ||
-      expert_weights(m, c, d, prefix, L, band, w, err) ||
-      (w->sh_gate = fe_weight(m, c, NM("shared_gate_proj"), T("mlp.shared_expert.gate_proj.weight"), Is, H, band, err)) < 0 ||
+      expert_weights(m, c, d, prefix, L, band, w, err))
+    return err->code;
+  if (!Is) return SC_OK; /* an empty shared expert: nothing of it is read */
+  if ((w->sh_gate = fe_weight(m, c, NM("shared_gate_proj"), T("mlp.shared_expert.gate_proj.weight"), Is, H, band, err)) < 0 ||
       (w->sh_up = fe_weight(m, c, NM("shared_up_proj"), T("mlp.shared_expert.up_proj.weight"), Is, H, band, err)) < 0 ||
       (w->sh_down = fe_weight(m, c, NM("shared_down_proj"), T("mlp.shared_expert.down_proj.weight"), H, Is, band, err)) < 0 ||
       (w->sh_sigmoid = fe_weight(m, c, NM("shared_expert_gate"), T("mlp.shared_expert_gate.weight"), 1, H, DT_F32, err)) < 0)
@@ -573,11 +579,14 @@ static int moe_ffn(Module *m, Graph *g, int x, const GdnDims *d, const GdnLayer 
   int h = ir_rmsnorm(g, x, W(w->b.mlp_norm), (int)d->a.hidden, NORM_ONE_PLUS, (float)d->a.eps, NAME("mlp_norm"));
   int logits = ir_linear(g, h, W(w->router), -1, NAME("router"));
   int route = ir_topk_route(g, logits, (int)d->top_k, d->renorm, NAME("route"));
-  int gate = ir_linear(g, h, W(w->sh_gate), -1, NAME("shared_gate"));
-  int up = ir_linear(g, h, W(w->sh_up), -1, NAME("shared_up"));
-  int act = ir_binary(g, OP_MUL, ir_unary(g, OP_SILU, gate, NAME("shared_silu")), up, NAME("shared_swiglu"));
-  int sh = ir_linear(g, act, W(w->sh_down), -1, NAME("shared_down"));
-  int sg = ir_linear(g, h, W(w->sh_sigmoid), -1, NAME("shared_expert_gate"));
+  int sh = -1, sg = -1;
+  if (w->sh_gate >= 0) { /* the gated shared expert (none when it is empty) */
+    int gate = ir_linear(g, h, W(w->sh_gate), -1, NAME("shared_gate"));
+    int up = ir_linear(g, h, W(w->sh_up), -1, NAME("shared_up"));
+    int act = ir_binary(g, OP_MUL, ir_unary(g, OP_SILU, gate, NAME("shared_silu")), up, NAME("shared_swiglu"));
+    sh = ir_linear(g, act, W(w->sh_down), -1, NAME("shared_down"));
+    sg = ir_linear(g, h, W(w->sh_sigmoid), -1, NAME("shared_expert_gate"));
+  }
   int y = ir_moe_combine(g, h, route, W(w->experts_gu), W(w->experts_down), sh, sg, (int)d->experts,
                          NAME("experts"));
   return ir_binary(g, OP_ADD, x, y, NAME("mlp_res"));

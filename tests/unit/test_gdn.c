@@ -21,9 +21,11 @@
  *   - --weights bf16 tracks f32 (greedy tokens, logits cosine); q8_0 and
  *     q4_0 keep the logits' cosine above 0.985 and 0.5 (hidden 32: see
  *     main), and their prefill gives decode's bits too;
- * for the dense models and the two MoE ones (Qwen3.5-MoE with fused
+ * for the dense models and the three MoE ones (Qwen3.5-MoE with fused
  * experts; Qwen3-Next with grouped projections, per-expert tensors, a
- * dense layer and no renormalisation); and bad input is refused by name:
+ * dense layer and no renormalisation; Qwen3-Next with
+ * shared_expert_intermediate_size 0, whose official block keeps an empty
+ * shared expert); and bad input is refused by name:
  * an unknown layer type, head counts that do not group, a layer whose
  * tensors are missing, a MoE config of a dense type, tie_word_embeddings
  * that disagree, odd rotary dims, experts without a top-k and the
@@ -47,7 +49,7 @@
 #include "target.h"
 
 static const char *const models[] = {"qwen35_dense_tiny", "qwen35_text_flat", "qwen35_moe_tiny",
-                                     "qwen3_next_moe_tiny"};
+                                     "qwen3_next_moe_tiny", "qwen3_next_moe_noshared_tiny"};
 static char tmpdir[64];
 static int delta_chunk; /* --delta-chunk of the next run_one */
 static int prefixes;    /* 0: run_one prefills every prefix; else the prompt and prefixes of this many tokens or more */
@@ -393,6 +395,7 @@ static void edit_next_layer(cJSON *j) {
   cJSON_ReplaceItemInArray(cJSON_GetObjectItem(j, "layer_types"), 0, cJSON_CreateString("mamba"));
 }
 static void edit_next_heads(cJSON *j) { set_num(j, "linear_num_value_heads", 5); }
+static void edit_shared_neg(cJSON *j) { set_num(j, "shared_expert_intermediate_size", -1); }
 static void edit_mlp_only(cJSON *j) {
   cJSON_ReplaceItemInObject(j, "mlp_only_layers", cJSON_CreateIntArray((const int[]){1, 3}, 2));
 }
@@ -452,6 +455,7 @@ static void test_refusals(void) {
   refuse(X, "next-heads", edit_next_heads,
          "linear_num_value_heads (5) must be a multiple of linear_num_key_heads (2)", NULL);
   refuse(X, "mlp-only", edit_mlp_only, "mlp_only_layers holds 3: expected a layer index in 0..2", NULL);
+  refuse(X, "shared-neg", edit_shared_neg, "shared_expert_intermediate_size -1 in 0..", NULL);
   refuse(X, "dense-next", edit_dense_next, "tensor 'model.layers.0.mlp.gate_proj.weight' is missing", NULL);
   refuse_tensor(X, "expert-missing", "model.layers.2.mlp.experts.3.up_proj.weight",
                 "model.layers.2.mlp.experts.3.up_proj.weighX",
