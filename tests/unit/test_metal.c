@@ -276,8 +276,8 @@ static void test_stand_in(const char *emu) {
  * of 8 experts; the chunkwise delta rule with --delta-chunk 8, whose
  * arrays must fit Metal's 32 KiB of threadgroup memory) in f32: a 40-token
  * prompt in one prefill call, then 4 decode steps; logits within 1e-4
- * relative (max |diff| / max |cpu|), bf16 to a cosine of 0.99999 (the CPU
- * may round activations to bf16 where the GPU kernels keep f32). */
+ * relative (max |diff| / max |cpu|), every band (the CPU build's bf16
+ * activations kept in f32, as the GPU kernels keep them). */
 static void wide(const char *kind, DType band, int delta_chunk) {
   char ckpt[128], cmd[1200], tool[512];
   const char *bin = getenv("SPEECHC_BIN");
@@ -315,7 +315,12 @@ static void wide(const char *kind, DType band, int delta_chunk) {
     sc_session *s = NULL;
     int rc = sc_build(&o, &err);
     if (!rc) rc = sc_model_open(out, NULL, &m, &err);
+    /* the CPU's bf16 prompts keep f32 activations, as the GPU kernels do
+     * (else AMX / AVX512-BF16 machines round them, and the two builds
+     * differ by that, not by the kernels) */
+    if (!k) setenv("SPEECHC_BF16_ACT", "off", 1);
     if (!rc) rc = sc_session_open(m, &s, &err);
+    unsetenv("SPEECHC_BF16_ACT");
     if (!rc) rc = sc_prefill(s, prompt, P, &err);
     if (!rc) memcpy(logits[k], sc_logits(s, NULL), V * sizeof(float));
     for (int t = 1; t < STEPS && !rc; t++) {
@@ -341,8 +346,7 @@ static void wide(const char *kind, DType band, int delta_chunk) {
   }
   printf("  %s %s: 40-token prefill + 4 decode steps on metal, worst logits vs the cpu: rel err %.2g, "
          "cosine %.7f\n", kind, ir_dtype_name(band), worst, worst_cos);
-  if (band == DT_F32) CHECK_MSG(worst <= 1e-4, "%s f32: logits rel err %g > 1e-4", kind, worst);
-  else CHECK_MSG(worst_cos >= 0.99999, "%s %s: logits cosine %.7f", kind, ir_dtype_name(band), worst_cos);
+  CHECK_MSG(worst <= 1e-4, "%s %s: logits rel err %g > 1e-4", kind, ir_dtype_name(band), worst);
   free(logits[0]);
   free(logits[1]);
 }
