@@ -600,7 +600,9 @@ static int emit_embed(Cu *cu, int i) {
   cu_karg(cu, "const int *", "ids", ref(cg, SRC(n, EMBED, IDS)));
   cu_karg(cu, "const unsigned char *$restrict ", "tab", cg->var[SRC(n, EMBED, TABLE)]);
   cu_karg(cu, "float *", "y", cg->var[i]);
-  KB("  const int t = $bid_x, id = ids[t];\n");
+  const long long ids_ld = ld(cg, SRC(n, EMBED, IDS)); /* > 1: one column of a codes input */
+  if (ids_ld > 1) KB("  const int t = $bid_x, id = ids[t * %lld];\n", ids_ld);
+  else KB("  const int t = $bid_x, id = ids[t];\n");
   KB("  $dev float *yr = y + ($i64)t * %lld;\n", (long long)n->ld);
   KB("  if (id == -1) {\n    for (int c = $tid; c < %lld; c += 256) yr[c] = 0.0f;\n    return;\n  }\n", C);
   KB("  if (id < 0 || id >= %lld) { /* %s: token id out of range [0, %lld) */\n", (long long)w->rows, n->name,

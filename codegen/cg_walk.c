@@ -329,7 +329,7 @@ int cg_emit_value(Cg *cg, int i, int steps_on_device) {
     OUT("  const float *%s = io->embeds; /* [%s, %lld] */\n", v, rows(n), (long long)n->cols);
     return 1;
   case OP_INPUT_HIDDEN:
-    OUT("  const float *%s = io->hidden_in; /* [1, %lld] */\n", v, (long long)n->cols);
+    OUT("  const float *%s = io->hidden_in; /* [%s, %lld] */\n", v, rows(n), (long long)n->cols);
     return 1;
   case OP_SLICE:
     OUT("  %s *%s = %s + %d; /* [%s, %lld] view, row stride %lld */\n", vtype(n), v,

@@ -544,6 +544,62 @@ static int stack(Module *m, Graph *g, const MoshiStack *t, const MoshiLayer *ls,
 
 static int lm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 
+/* What the step's graphs read: the stacks, their layers and positional
+ * tables, and the weights around them (lm()). */
+typedef struct MoshiGraphs {
+  const MoshiStack *t, *d;
+  const MoshiLayer *tl, *dl;
+  int K, Q, R, t_sin, t_rope, d_sin, d_rope, context;
+  int text_emb;
+  const int *emb;
+  int out_w, out_b, text_lin, dep_in, dep_text, dep_text_lr, dep_emb, dep_emb_lr, heads;
+} MoshiGraphs;
+
+/* The step's entry points: rows 0 gives "temporal", "depformer_text" and
+ * "depformer_audio" of one row; rows B their "_batch" forms of up to B
+ * rows, each row one conversation (the same ops: a row's values do not
+ * depend on the others'). */
+static void graphs(Module *m, const MoshiGraphs *x, int rows) {
+  const MoshiStack *t = x->t, *d = x->d;
+  char name[IR_NAME];
+#define GRAPH(nm) (rows ? ir_graph_new(m, (snprintf(name, sizeof name, "%s_batch", nm), name), SC_IN_IDS, rows) \
+                        : ir_graph_exact(m, nm, SC_IN_IDS, 1))
+  /* temporal: sum of the audio embeddings in stream order, then the text's */
+  Graph *g = GRAPH("temporal");
+  int ids = ir_input_codes(g, x->K), e = -1;
+  for (int i = 0; i < x->K - 1; i++) {
+    char nm[IR_NAME];
+    snprintf(nm, sizeof nm, "audio%d", i);
+    int a = ir_embed(g, ir_weight(m, g, x->emb[i]), ir_slice(g, ids, i + 1, 1, nm), NULL);
+    snprintf(nm, sizeof nm, "emb_sum%d", i);
+    e = e < 0 ? a : ir_binary(g, OP_ADD, e, a, nm);
+  }
+  int te = ir_embed(g, ir_weight(m, g, x->text_emb), ir_slice(g, ids, 0, 1, "text"), "text_emb");
+  e = ir_binary(g, OP_ADD, e, te, "input");
+  e = stack(m, g, t, x->tl, e, x->t_sin, x->t_rope, x->context, "");
+  int h = norm(m, g, t, e, x->out_w, x->out_b, "out_norm");
+  ir_output(g, h, OUT_HIDDEN);
+  ir_output(g, ir_linear(g, h, ir_weight(m, g, x->text_lin), -1, "text_logits"), OUT_LOGITS);
+
+  /* depformer steps: depformer_in[k](h) + the previous token's embedding */
+  for (int first = 1; first >= 0; first--) {
+    if (!first && x->Q < 2) break;
+    g = GRAPH(first ? "depformer_text" : "depformer_audio");
+    int hin = ir_input_hidden(g, t->dim);
+    int xin = ir_linear(g, hin, wleaf(m, g, x->dep_in), -1, "depformer_in");
+    int tab = first ? ir_weight(m, g, x->dep_text) : ir_weight_set(m, g, x->dep_emb, SET_STEP, -1);
+    int y = ir_embed(g, tab, ir_input_ids(g), first ? "dep_text_emb" : "dep_emb");
+    if (x->R) {
+      int lr = first ? ir_weight(m, g, x->dep_text_lr) : ir_weight_set(m, g, x->dep_emb_lr, SET_STEP, -1);
+      y = ir_linear(g, y, lr, -1, "dep_emb_low_rank");
+    }
+    y = ir_binary(g, OP_ADD, y, xin, "dep_input"); /* a row of each per conversation */
+    y = stack(m, g, d, x->dl, y, x->d_sin, x->d_rope, 0, "dep.");
+    ir_output(g, ir_linear(g, y, ir_weight_set(m, g, x->heads, SET_STEP, 0), -1, "dep_logits"), OUT_LOGITS);
+  }
+#undef GRAPH
+}
+
 /* A config the directory does not hold (the 7B defaults) is named in any
  * error, so that a shape the weights do not have is explained. */
 int fe_moshi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
@@ -622,38 +678,13 @@ static int lm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err)
   pos_tables(m, t, max_ctx, "", &t_sin, &t_rope);
   pos_tables(m, d, Q, "dep.", &d_sin, &d_rope);
 
-  /* temporal: sum of the audio embeddings in stream order, then the text's */
-  Graph *g = ir_graph_exact(m, "temporal", SC_IN_IDS, 1);
-  int ids = ir_input_codes(g, K), x = -1;
-  for (int i = 0; i < K - 1; i++) {
-    snprintf(name, sizeof name, "audio%d", i);
-    int e = ir_embed(g, ir_weight(m, g, emb[i]), ir_slice(g, ids, i + 1, 1, name), NULL);
-    snprintf(name, sizeof name, "emb_sum%d", i);
-    x = x < 0 ? e : ir_binary(g, OP_ADD, x, e, name);
-  }
-  int te = ir_embed(g, ir_weight(m, g, text_emb), ir_slice(g, ids, 0, 1, "text"), "text_emb");
-  x = ir_binary(g, OP_ADD, x, te, "input");
-  x = stack(m, g, t, tl, x, t_sin, t_rope, (int)cfg.context, "");
-  int h = norm(m, g, t, x, out_w, out_b, "out_norm");
-  ir_output(g, h, OUT_HIDDEN);
-  ir_output(g, ir_linear(g, h, ir_weight(m, g, text_lin), -1, "text_logits"), OUT_LOGITS);
-
-  /* depformer steps: depformer_in[k](h) + the previous token's embedding */
-  for (int first = 1; first >= 0; first--) {
-    if (!first && Q < 2) break;
-    g = ir_graph_exact(m, first ? "depformer_text" : "depformer_audio", SC_IN_IDS, 1);
-    int hin = ir_input_hidden(g, t->dim);
-    int xin = ir_linear(g, hin, wleaf(m, g, dep_in), -1, "depformer_in");
-    int tab = first ? ir_weight(m, g, dep_text) : ir_weight_set(m, g, dep_emb, SET_STEP, -1);
-    int e = ir_embed(g, tab, ir_input_ids(g), first ? "dep_text_emb" : "dep_emb");
-    if (R) {
-      int lr = first ? ir_weight(m, g, dep_text_lr) : ir_weight_set(m, g, dep_emb_lr, SET_STEP, -1);
-      e = ir_linear(g, e, lr, -1, "dep_emb_low_rank");
-    }
-    int y = ir_binary(g, OP_ADD, e, xin, "dep_input"); /* xin [1, D] over the row */
-    y = stack(m, g, d, dl, y, d_sin, d_rope, 0, "dep.");
-    ir_output(g, ir_linear(g, y, ir_weight_set(m, g, heads, SET_STEP, 0), -1, "dep_logits"), OUT_LOGITS);
-  }
+  MoshiGraphs gr = {t, d, tl, dl, K, Q, R, t_sin, t_rope, d_sin, d_rope, (int)cfg.context, text_emb, emb, out_w,
+                     out_b, text_lin, dep_in, dep_text, dep_text_lr, dep_emb, dep_emb_lr, heads};
+  graphs(m, &gr, 0);
+  /* A step of up to --max-batch conversations at once (sc_moshi_batch_step):
+   * each row at its own step in its own session's caches (sc_io.row_pos /
+   * row_state), every row's outputs. */
+  if (o->max_batch > 1) graphs(m, &gr, o->max_batch < max_ctx ? o->max_batch : max_ctx);
   rc = SC_OK;
 done:
   free(tl);

@@ -273,7 +273,7 @@ int ir_input_samples(Graph *g, int64_t per_token) {
 }
 
 int ir_input_hidden(Graph *g, int64_t cols) {
-  return ir_node(g, OP_INPUT_HIDDEN, DT_F32, 1, cols, NULL, 0, "hidden_in");
+  return ir_node(g, OP_INPUT_HIDDEN, DT_F32, IR_T, cols, NULL, 0, "hidden_in");
 }
 
 int ir_weight_set(Module *m, Graph *g, int w, int mode, int value) {

@@ -194,7 +194,7 @@ static int mt_model_open(sc_model *m, sc_error *err) {
     if (e->input == SC_IN_EMBEDS && (size_t)e->max_tokens * d->hidden * 4 > mm->io_embeds)
       mm->io_embeds = (size_t)e->max_tokens * d->hidden * 4;
   }
-  mm->io_hin = (size_t)d->hidden * 4;
+  mm->io_hin = mm->io_rows * (size_t)d->hidden * 4; /* hidden_in: a row per input row */
   return SC_OK;
 }
 
@@ -358,7 +358,7 @@ static int mt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *
   h->step = io->step;
   if (fits && io->ids) memcpy(base + c->off_ids, io->ids, rt_ids_len(e, n) * 4);
   if (fits && io->embeds && e->input == SC_IN_EMBEDS) memcpy(base + c->off_embeds, io->embeds, (size_t)n * H * 4);
-  if (io->hidden_in) memcpy(base + c->off_hin, io->hidden_in, (size_t)H * 4);
+  if (fits && io->hidden_in) memcpy(base + c->off_hin, io->hidden_in, (size_t)n * H * 4);
   if (fits && io->row_pos) {
     memcpy(base + c->off_row_pos, io->row_pos, (size_t)n * sizeof(int));
     h->row_pos = c->io_gpu + c->off_row_pos;

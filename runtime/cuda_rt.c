@@ -278,7 +278,7 @@ static int cu_model_open(sc_model *m, sc_error *err) {
     if (e->input == SC_IN_EMBEDS && (size_t)e->max_tokens * d->hidden * 4 > cm->io_embeds)
       cm->io_embeds = (size_t)e->max_tokens * d->hidden * 4;
   }
-  cm->io_hin = (size_t)d->hidden * 4;
+  cm->io_hin = cm->io_rows * (size_t)d->hidden * 4; /* hidden_in: a row per input row */
   return SC_OK;
 }
 
@@ -570,9 +570,9 @@ static int cuda_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_sampl
     memcpy(c->host_io + c->off_embeds, io->embeds, (size_t)n * H * 4);
     up = c->off_embeds + (size_t)n * H * 4;
   }
-  if (io->hidden_in) {
-    memcpy(c->host_io + c->off_hin, io->hidden_in, (size_t)H * 4);
-    up = c->off_hin + (size_t)H * 4;
+  if (fits && io->hidden_in) {
+    memcpy(c->host_io + c->off_hin, io->hidden_in, (size_t)n * H * 4);
+    up = c->off_hin + (size_t)n * H * 4;
   }
   /* rows placed one by one: their positions and state offsets go up too,
    * and the kernels find them through the header */

@@ -16,10 +16,22 @@
  *   4. offset += 1, and the drawn tokens go to cache[.][offset % CT];
  *   5. after max_delay steps, the row cache[k][(offset - max_delay +
  *      delay_k) % CT] for k = 0..dep_q is returned.
+ *
+ * sc_moshi_batch_step runs the same step for several conversations (each
+ * a generator on its own session) with each call made for all of them:
+ * the "_batch" entries carry a row per conversation, at its own step in
+ * its own session's caches (sc_io.row_pos, row_state); the depformer's
+ * rows all sit at the same step k of the frame.  Each generator draws
+ * from its own samplers in the same order as alone, and every row gets the
+ * bits of the one-row call (the blocked tiles, kernels.h; the calls set
+ * sc_kernel_ctx.rowwise, as batch.c's do), so its rows equal
+ * sc_moshi_step's (test_moshi checks it).
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -39,7 +51,14 @@ struct sc_moshi {
   float *alogits;  /* [card] */
   float *h;        /* [dim] */
   sc_sampler *text, *audio;
+  sc_moshi_times times;
 };
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 static int cfg_int(const cJSON *c, const char *key, int dflt) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(c, key);
@@ -168,36 +187,68 @@ void sc_moshi_close(sc_moshi *g) {
   free(g);
 }
 
-/* One LMGen step (the file's comment).  The user's codes are checked before
- * any state changes, so a refused frame leaves the stream as it was. */
-static int step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err) {
+/* The parts of a step (the file's comment), shared by sc_moshi_step and
+ * sc_moshi_batch_step.  check: the user's codes are checked before any
+ * state changes, so a refused frame leaves the stream as it was. */
+static int check_user(const sc_moshi *g, const int32_t *user, sc_error *err) {
   const sc_moshi_info *in = &g->info;
-  const int K = g->K, CT = g->CT, Q = in->dep_q;
-  *has_row = 0;
   for (int i = 0; i < in->user_codebooks; i++)
     if (user[i] < 0 || user[i] >= in->card)
       return sc_fail(err, SC_EINPUT, "step %d: user code %d of codebook %d is outside [0, %d)", g->offset, user[i],
                      i, in->card);
+  return SC_OK;
+}
+
+/* 1-2: the user's codes into the cache, the temporal step's K ids out. */
+static void begin(sc_moshi *g, const int32_t *user, int32_t *ids) {
+  const sc_moshi_info *in = &g->info;
+  const int K = g->K, CT = g->CT, Q = in->dep_q;
   for (int k = Q + 1; k < K; k++) g->cache[k * CT + (g->offset + g->delays[k]) % CT] = user[k - Q - 1];
-  int32_t ids[MOSHI_MAX_K];
   for (int k = 0; k < K; k++)
     ids[k] = g->offset <= g->delays[k] ? (k ? in->card : in->text_card) : g->cache[k * CT + g->offset % CT];
+}
+
+/* 4-5: the drawn tokens toks[1 + dep_q] into the cache; the row, if any. */
+static void finish(sc_moshi *g, const int32_t *toks, int32_t *row, int *has_row) {
+  const sc_moshi_info *in = &g->info;
+  const int CT = g->CT, Q = in->dep_q;
+  g->offset++;
+  g->times.steps++;
+  for (int k = 0; k <= Q; k++) g->cache[k * CT + g->offset % CT] = toks[k];
+  *has_row = g->offset > in->max_delay;
+  if (*has_row)
+    for (int k = 0; k <= Q; k++) row[k] = g->cache[k * CT + (g->offset - in->max_delay + g->delays[k]) % CT];
+}
+
+/* One LMGen step on the one-row entries. */
+static int step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err) {
+  const sc_moshi_info *in = &g->info;
+  const int Q = in->dep_q;
+  *has_row = 0;
+  if (check_user(g, user, err)) return err->code;
+  const double ts = now();
+  int32_t ids[MOSHI_MAX_K];
+  begin(g, user, ids);
   sc_io io = {.ids = ids, .n = 1, .pos = g->offset, .out = g->tlogits, .hidden_out = g->h};
+  double t0 = now();
   if (rt_call(g->s, g->temporal, &io, err)) return err->code;
+  double t1 = now();
+  g->times.temporal_s += t1 - t0;
   int32_t prev, toks[MOSHI_MAX_K];
   if (sc_sample(g->text, g->tlogits, g->text_out, NULL, 0, NULL, 0, &prev, err)) return err->code;
   toks[0] = prev;
+  double dep = 0;
   for (int k = 0; k < Q; k++) {
     sc_io d = {.ids = &prev, .n = 1, .pos = k, .step = k, .hidden_in = g->h, .out = g->alogits};
+    t0 = now();
     if (rt_call(g->s, k ? g->dep_audio : g->dep_text, &d, err)) return err->code;
+    dep += now() - t0;
     if (sc_sample(g->audio, g->alogits, in->card, NULL, 0, NULL, 0, &prev, err)) return err->code;
     toks[k + 1] = prev;
   }
-  g->offset++;
-  for (int k = 0; k <= Q; k++) g->cache[k * CT + g->offset % CT] = toks[k];
-  if (g->offset <= in->max_delay) return SC_OK;
-  for (int k = 0; k <= Q; k++) row[k] = g->cache[k * CT + (g->offset - in->max_delay + g->delays[k]) % CT];
-  *has_row = 1;
+  g->times.depformer_s += dep;
+  g->times.step_s += now() - ts;
+  finish(g, toks, row, has_row);
   return SC_OK;
 }
 
@@ -270,5 +321,197 @@ int sc_moshi_push_pcm(sc_moshi *g, sc_session *codec, const float *pcm, int n_fr
   }
   g->busy = 0;
   free(out);
+  return rc;
+}
+
+void sc_moshi_get_times(const sc_moshi *g, sc_moshi_times *t) { *t = g->times; }
+
+/* ---- several conversations at once ---------------------------------------- */
+
+struct sc_moshi_batch {
+  sc_model *m;
+  const sc_entry *temporal, *dep_text, *dep_audio;
+  int rows;                 /* conversations per call */
+  int K, Q, text_out, dim, card;
+  sc_moshi **g;
+  int n, cap;
+  int *row_pos;
+  long long *row_state;
+  int32_t *ids;             /* [rows, K] */
+  int32_t *prev;            /* [rows] */
+  int32_t *toks;            /* [rows, 1 + Q] */
+  float *tlogits, *h, *alogits; /* [rows, text_out], [rows, dim], [rows, card] */
+  sc_moshi_times times;
+};
+
+void sc_moshi_batch_free(sc_moshi_batch *b) {
+  if (!b) return;
+  free(b->g);
+  free(b->row_pos);
+  free(b->row_state);
+  free(b->ids);
+  free(b->prev);
+  free(b->toks);
+  free(b->tlogits);
+  free(b->h);
+  free(b->alogits);
+  free(b);
+}
+
+int sc_moshi_batch_new(sc_model *m, sc_moshi_batch **out, sc_error *err) {
+  *out = NULL;
+  if (!m) return sc_fail(err, SC_EUSAGE, "sc_moshi_batch_new: no model");
+  if (strcmp(m->d->family, "moshi"))
+    return sc_fail(err, SC_EUSAGE, "%s: a %s model, not a Moshi model (model_type moshi)", m->path, m->d->family);
+  sc_moshi_batch *b = calloc(1, sizeof *b);
+  cJSON *c = cJSON_Parse(m->d->config_json);
+  if (!b || !c) {
+    free(b);
+    cJSON_Delete(c);
+    return sc_fail(err, SC_ERUNTIME, "out of memory");
+  }
+  b->m = m;
+  b->temporal = rt_entry(m, "temporal_batch");
+  b->dep_text = rt_entry(m, "depformer_text_batch");
+  b->dep_audio = rt_entry(m, "depformer_audio_batch");
+  b->K = cfg_int(c, "n_q", 8) + 1;
+  b->Q = cfg_int(c, "dep_q", 8);
+  b->card = cfg_int(c, "card", 1024);
+  cJSON_Delete(c);
+  if (!b->temporal || !b->dep_text || (!b->dep_audio && b->Q > 1)) {
+    sc_moshi_batch_free(b);
+    return sc_fail(err, SC_EUSAGE, "%s: this Moshi model has no batched step entries (hint: a model built with "
+                   "--max-batch 2 or more, the default, has them)", m->path);
+  }
+  int rows = b->temporal->max_tokens;
+  if (b->dep_text->max_tokens < rows) rows = b->dep_text->max_tokens;
+  if (b->dep_audio && b->dep_audio->max_tokens < rows) rows = b->dep_audio->max_tokens;
+  b->rows = rows;
+  b->text_out = b->temporal->out_cols;
+  b->dim = b->temporal->hidden_cols;
+  const size_t R = (size_t)rows;
+  b->row_pos = malloc(R * sizeof *b->row_pos);
+  b->row_state = malloc(R * sizeof *b->row_state);
+  b->ids = malloc(R * (size_t)b->K * sizeof *b->ids);
+  b->prev = malloc(R * sizeof *b->prev);
+  b->toks = malloc(R * (size_t)(1 + b->Q) * sizeof *b->toks);
+  b->tlogits = malloc(R * (size_t)b->text_out * sizeof *b->tlogits);
+  b->h = malloc(R * (size_t)b->dim * sizeof *b->h);
+  b->alogits = malloc(R * (size_t)b->card * sizeof *b->alogits);
+  if (rows < 1 || !b->row_pos || !b->row_state || !b->ids || !b->prev || !b->toks || !b->tlogits || !b->h ||
+      !b->alogits) {
+    sc_moshi_batch_free(b);
+    return rows < 1 ? sc_fail(err, SC_EINPUT, "%s: the batched step entries carry no row (hint: rebuild)", m->path)
+                    : sc_fail(err, SC_ERUNTIME, "out of memory");
+  }
+  *out = b;
+  return SC_OK;
+}
+
+int sc_moshi_batch_add(sc_moshi_batch *b, sc_moshi *g, sc_error *err) {
+  if (!g || g->s->m != b->m)
+    return sc_fail(err, SC_EUSAGE, "sc_moshi_batch_add: the generator is not of the batch's model");
+  for (int i = 0; i < b->n; i++)
+    if (b->g[i] == g || b->g[i]->s == g->s)
+      return sc_fail(err, SC_EUSAGE, "sc_moshi_batch_add: %s", b->g[i] == g ? "the generator is in the batch already"
+                                                                           : "another generator of the batch has "
+                                                                             "the same session");
+  if (b->n == b->cap) {
+    const int cap = b->cap ? 2 * b->cap : 8;
+    sc_moshi **p = realloc(b->g, (size_t)cap * sizeof *p);
+    if (!p) return sc_fail(err, SC_ERUNTIME, "out of memory");
+    b->g = p;
+    b->cap = cap;
+  }
+  b->g[b->n++] = g;
+  return SC_OK;
+}
+
+int sc_moshi_batch_remove(sc_moshi_batch *b, sc_moshi *g) {
+  for (int i = 0; i < b->n; i++)
+    if (b->g[i] == g) {
+      memmove(&b->g[i], &b->g[i + 1], (size_t)(b->n - i - 1) * sizeof *b->g);
+      b->n--;
+      return 0;
+    }
+  return -1;
+}
+
+int sc_moshi_batch_size(const sc_moshi_batch *b) { return b->n; }
+
+sc_moshi *sc_moshi_batch_get(const sc_moshi_batch *b, int i) { return i >= 0 && i < b->n ? b->g[i] : NULL; }
+
+void sc_moshi_batch_get_times(const sc_moshi_batch *b, sc_moshi_times *t) { *t = b->times; }
+
+/* Rows i0 .. i0 + n - 1 of the batch, one call per entry for all of them. */
+static int batch_rows(sc_moshi_batch *b, int i0, int n, const int32_t *user, int32_t *rows, int *has_row,
+                      sc_error *err) {
+  const int K = b->K, Q = b->Q, U = K - 1 - Q;
+  sc_moshi **g = b->g + i0;
+  sc_session *a = g[0]->s; /* runs the calls: its kernels, threads and scratch */
+  const unsigned long long base = rt_state_base(a);
+  for (int r = 0; r < n; r++) {
+    begin(g[r], user + (size_t)(i0 + r) * U, b->ids + (size_t)r * K);
+    b->row_pos[r] = g[r]->offset;
+    b->row_state[r] = (long long)(rt_state_base(g[r]->s) - base);
+  }
+  const int rowwise = a->kctx.rowwise;
+  a->kctx.rowwise = 1;
+  int rc = SC_OK;
+  sc_io io = {.ids = b->ids, .n = n, .out = b->tlogits, .hidden_out = b->h, .row_pos = b->row_pos,
+              .row_state = b->row_state};
+  double t0 = now();
+  rc = rt_call(a, b->temporal, &io, err);
+  double t1 = now();
+  b->times.temporal_s += t1 - t0;
+  for (int r = 0; r < n && !rc; r++) {
+    rc = sc_sample(g[r]->text, b->tlogits + (size_t)r * b->text_out, b->text_out, NULL, 0, NULL, 0, &b->prev[r],
+                   err);
+    b->toks[(size_t)r * (1 + Q)] = b->prev[r];
+  }
+  double dep = 0;
+  for (int k = 0; k < Q && !rc; k++) {
+    for (int r = 0; r < n; r++) b->row_pos[r] = k;
+    sc_io d = {.ids = b->prev, .n = n, .pos = k, .step = k, .hidden_in = b->h, .out = b->alogits,
+               .row_pos = b->row_pos, .row_state = b->row_state};
+    t0 = now();
+    rc = rt_call(a, k ? b->dep_audio : b->dep_text, &d, err);
+    dep += now() - t0;
+    for (int r = 0; r < n && !rc; r++) {
+      rc = sc_sample(g[r]->audio, b->alogits + (size_t)r * b->card, b->card, NULL, 0, NULL, 0, &b->prev[r], err);
+      b->toks[(size_t)r * (1 + Q) + k + 1] = b->prev[r];
+    }
+  }
+  a->kctx.rowwise = rowwise;
+  b->times.depformer_s += dep;
+  if (rc) return rc;
+  for (int r = 0; r < n; r++)
+    finish(g[r], b->toks + (size_t)r * (1 + Q), rows + (size_t)(i0 + r) * (1 + Q), &has_row[i0 + r]);
+  return SC_OK;
+}
+
+int sc_moshi_batch_step(sc_moshi_batch *b, const int32_t *user, int32_t *rows, int *has_row, sc_error *err) {
+  const int U = b->K - 1 - b->Q;
+  for (int i = 0; i < b->n; i++) {
+    has_row[i] = 0;
+    if (b->g[i]->busy)
+      return sc_fail(err, SC_EUSAGE, "sc_moshi_batch_step: generator %d of the batch is inside its own push", i);
+    if (b->g[i]->offset >= b->m->d->max_context)
+      return sc_fail(err, SC_ERUNTIME, "generator %d of the batch: context full at step %d, max_context %d (hint: "
+                     "rebuild with a larger --max-context)", i, b->g[i]->offset, b->m->d->max_context);
+    if (check_user(b->g[i], user + (size_t)i * U, err)) {
+      char msg[sizeof err->msg];
+      snprintf(msg, sizeof msg, "%s", err->msg);
+      return sc_fail(err, err->code, "generator %d of the batch: %s", i, msg);
+    }
+  }
+  const double t0 = now();
+  int rc = SC_OK;
+  for (int i0 = 0; i0 < b->n && !rc; i0 += b->rows)
+    rc = batch_rows(b, i0, b->n - i0 < b->rows ? b->n - i0 : b->rows, user, rows, has_row, err);
+  if (!rc) {
+    b->times.steps++;
+    b->times.step_s += now() - t0;
+  }
   return rc;
 }

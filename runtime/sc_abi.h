@@ -255,7 +255,7 @@ typedef struct sc_device_sampler {
 typedef struct sc_io {
   const int *ids;          /* [n, ids_cols] token ids (SC_IN_IDS) */
   const float *embeds;     /* [n, hidden] input embeddings (SC_IN_EMBEDS) */
-  const float *hidden_in;  /* [hidden] auxiliary input, when the entry has one */
+  const float *hidden_in;  /* [n, hidden] auxiliary input, a row per input row, when the entry has one */
   int n;                   /* rows in this call, 1..max_tokens */
   int pos;                 /* position of the first row (when row_pos is NULL) */
   int step;                /* weight-set index for per-step entries */

@@ -357,6 +357,42 @@ typedef int (*sc_moshi_audio_cb)(void *user, const int32_t *row, int n_row, cons
 int sc_moshi_push_pcm(sc_moshi *g, sc_session *codec, const float *pcm, int n_frames, sc_moshi_audio_cb on_audio,
                       void *cb_user, int *n_pushed, sc_error *err);
 
+/* Where a generator's time went (sc_moshi_step and its pushes; a batch's
+ * steps count in the batch's): whole steps, and within them the temporal
+ * transformer's calls and the depformer's dep_q calls; the rest of a step
+ * is sampling and bookkeeping. */
+typedef struct sc_moshi_times {
+  long steps;
+  double step_s, temporal_s, depformer_s;
+} sc_moshi_times;
+void sc_moshi_get_times(const sc_moshi *g, sc_moshi_times *t);
+
+/* Several conversations of one Moshi model stepped together: each weight
+ * is read once per step for all of them (the "_batch" entries, built with
+ * --max-batch 2 or more, the default; more generators than that take
+ * several calls a step).  Each generator keeps its own session, step,
+ * token cache and samplers, and its rows are bit-identical to stepping it
+ * alone with sc_moshi_step.  Generators may be at different steps, and may
+ * join (sc_moshi_batch_add, e.g. just opened) or leave
+ * (sc_moshi_batch_remove, then sc_moshi_close) between steps; a generator
+ * in a batch may still be stepped alone between batch steps.
+ *   Threads: a batch and its generators are used by one thread at a time;
+ * the calls run on the first generator's session (its threads).
+ *   sc_moshi_batch_step: user[i * user_codebooks ..] are generator i's
+ * codes (i in the order of sc_moshi_batch_get); rows[i * (1 + dep_q) ..]
+ * and has_row[i] what sc_moshi_step would return.  Every generator's codes
+ * and context are checked first: an SC_EINPUT or full context steps none.
+ * After an SC_ERUNTIME the generators are undefined (reopen them). */
+typedef struct sc_moshi_batch sc_moshi_batch;
+int sc_moshi_batch_new(sc_model *m, sc_moshi_batch **out, sc_error *err);
+void sc_moshi_batch_free(sc_moshi_batch *b); /* the generators stay open */
+int sc_moshi_batch_add(sc_moshi_batch *b, sc_moshi *g, sc_error *err);
+int sc_moshi_batch_remove(sc_moshi_batch *b, sc_moshi *g); /* -1: not in the batch */
+int sc_moshi_batch_size(const sc_moshi_batch *b);
+sc_moshi *sc_moshi_batch_get(const sc_moshi_batch *b, int i);
+int sc_moshi_batch_step(sc_moshi_batch *b, const int32_t *user, int32_t *rows, int *has_row, sc_error *err);
+void sc_moshi_batch_get_times(const sc_moshi_batch *b, sc_moshi_times *t);
+
 /* ---- codecs: codes to PCM, and (Mimi) PCM to codes -------------------------
  * An artifact built from a Qwen3-TTS checkpoint's speech_tokenizer/ (the
  * 12 Hz tokenizer's decoder) or from a Mimi directory (decoder and

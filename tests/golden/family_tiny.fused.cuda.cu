@@ -71,7 +71,7 @@ SC_DEVICE void sc_fail(sc_device_io *io, int kernel, int what, int value) {
 /* temporal_EMBED: EMBED [1, 16] */
 #define SC_KID 0
 SC_KERNEL(256) temporal_EMBED(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
-  const int t = blockIdx.x, id = ids[t];
+  const int t = blockIdx.x, id = ids[t * 7];
   float *yr = y + (long long)t * 16;
   if (id == -1) {
     for (int c = threadIdx.x; c < 16; c += 256) yr[c] = 0.0f;
@@ -101,7 +101,7 @@ SC_KERNEL(256) temporal_emb_sum1(sc_device_io *io, const float *a, const float *
 /* temporal_text_emb: EMBED [1, 16] */
 #define SC_KID 2
 SC_KERNEL(256) temporal_text_emb(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
-  const int t = blockIdx.x, id = ids[t];
+  const int t = blockIdx.x, id = ids[t * 7];
   float *yr = y + (long long)t * 16;
   if (id == -1) {
     for (int c = threadIdx.x; c < 16; c += 256) yr[c] = 0.0f;
@@ -1026,6 +1026,1152 @@ SC_KERNEL(256) depformer_audio_dep_emb_low_rank(sc_device_io *io, const float *x
 }
 #undef SC_KID
 
+/* temporal_batch_EMBED: EMBED [T, 16] */
+#define SC_KID 31
+SC_KERNEL(256) temporal_batch_EMBED(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
+  const int t = blockIdx.x, id = ids[t * 7];
+  float *yr = y + (long long)t * 16;
+  if (id == -1) {
+    for (int c = threadIdx.x; c < 16; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 21) { /* EMBED: token id out of range [0, 21) */
+    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const float *row = (const float *)tab + (long long)id * 16;
+  for (int c = threadIdx.x; c < 16; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* temporal_batch_emb_sum1: ADD [T, 16] */
+#define SC_KID 32
+SC_KERNEL(256) temporal_batch_emb_sum1(sc_device_io *io, const float *a, const float *b, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  const float av = a[(long long)t * 16 + c];
+  const float bv = b[(long long)t * 16 + c];
+  y[(long long)t * 16 + c] = av + bv;
+}
+#undef SC_KID
+
+/* temporal_batch_text_emb: EMBED [T, 16] */
+#define SC_KID 33
+SC_KERNEL(256) temporal_batch_text_emb(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
+  const int t = blockIdx.x, id = ids[t * 7];
+  float *yr = y + (long long)t * 16;
+  if (id == -1) {
+    for (int c = threadIdx.x; c < 16; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 31) { /* text_emb: token id out of range [0, 31) */
+    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const float *row = (const float *)tab + (long long)id * 16;
+  for (int c = threadIdx.x; c < 16; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* temporal_batch_positions: POS_ADD [T, 16] */
+#define SC_KID 34
+SC_KERNEL(256) temporal_batch_positions(sc_device_io *io, const float *x, const float *tab, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  y[(long long)t * 16 + c] = x[(long long)t * 16 + c] + tab[(long long)sc_row_pos(io, t) * 16 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_norm1: LAYERNORM [T, 16] */
+#define SC_KID 35
+SC_KERNEL(256) temporal_batch_layer0_norm1(sc_device_io *io, const float *x, const float *w, const float *b, float *y, int T) {
+  __shared__ float part[8];
+  __shared__ float stat;
+  const long long t = blockIdx.x;
+  const float *xr = x + t * 16;
+  float *yr = y + t * 16;
+  float s = 0.0f;
+  for (int c = threadIdx.x; c < 16; c += 256) s += xr[c];
+  s = sc_warp_sum(s);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float a = 0.0f;
+    for (int k = 0; k < 8; k++) a += part[k];
+    stat = a / 16.0f;
+  }
+  __syncthreads();
+  const float mean = stat;
+  float q = 0.0f;
+  for (int c = threadIdx.x; c < 16; c += 256) {
+    const float d = xr[c] - mean;
+    q += d * d;
+  }
+  q = sc_warp_sum(q);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = q; /* thread 0 has read the first sums */
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float a = 0.0f;
+    for (int k = 0; k < 8; k++) a += part[k];
+    stat = 1.0f / sqrtf(a / 16.0f + 9.99999975e-06f); /* every thread has read the mean */
+  }
+  __syncthreads();
+  const float rstd = stat;
+  for (int c = threadIdx.x; c < 16; c += 256) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_qkv: LINEAR [T, 32] */
+#define SC_KID 36
+SC_KERNEL(256) temporal_batch_layer0_qkv(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 32 ? row0 + 0 : 31) * 16;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 32 ? row0 + 1 : 31) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 32 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 32 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_k_store: KV_STORE [4, 8] */
+#define SC_KID 37
+SC_KERNEL(256) temporal_batch_layer0_k_store(sc_device_io *io, const float *x, float *cache, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 4) * 8 + c] = x[(long long)t * 32 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_attn: ATTENTION [T, 16] */
+#define SC_KID 38
+SC_KERNEL(256) temporal_batch_layer0_attn(sc_device_io *io, const float *q, const float *kc, const float *vc, float *y, int T) {
+  enum { HD = 8, NW = 8, QT = 8 };
+  __shared__ __align__(16) float qs[QT * HD];
+  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const long long kvo = (long long)(h / 2) * HD;
+  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long long)(t0 + j) * 32 + h * HD + c] : 0.0f;
+  }
+  __syncthreads();
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long long sb = sc_row_state(io, t0 + g);
+    const float *kg = (const float *)((const char *)kc + sb), *vg = (const float *)((const char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = pq[j] - 4 + 1 > 0 ? pq[j] - 4 + 1 : 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
+    }
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const float *kr = kg + (long long)(k % 4) * 8 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] within its window */
+          if (k <= pq[j] && k > pq[j] - 4) s[j] = d[j] * 0.353553385f;
+      }
+      float pk[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float mn = fmaxf(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const float *vr = vg + (long long)((k0 + r) % 4) * 8 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
+    v /= L;
+    y[(long long)(t0 + j) * 16 + h * HD + c] = v;
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_out: LINEAR [T, 16] */
+#define SC_KID 39
+SC_KERNEL(256) temporal_batch_layer0_out(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 16 ? row0 + 0 : 15) * 16;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 16 ? row0 + 1 : 15) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 16 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_ls1: MUL [T, 16] */
+#define SC_KID 40
+SC_KERNEL(256) temporal_batch_layer0_ls1(sc_device_io *io, const float *a, const float *b, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  const float av = a[(long long)t * 16 + c];
+  const float bv = b[0 + c];
+  y[(long long)t * 16 + c] = av * bv;
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_gelu: GELU [T, 32] */
+#define SC_KID 41
+SC_KERNEL(256) temporal_batch_layer0_gelu(sc_device_io *io, const float *a, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 32) return;
+  const int t = i / 32, c = i - t * 32;
+  const float av = a[(long long)t * 32 + c];
+  y[(long long)t * 32 + c] = 0.5f * av * (1.0f + erff(av * 0.70710678118654752f));
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_linear2: LINEAR [T, 16] */
+#define SC_KID 42
+SC_KERNEL(256) temporal_batch_layer0_linear2(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 16 ? row0 + 0 : 15) * 32;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 16 ? row0 + 1 : 15) * 32;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 32; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 32 ? x[(long long)(t0 + tt) * 32 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 16 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_out_hidden: OUTPUT [T, 16] */
+#define SC_KID 43
+SC_KERNEL(256) temporal_batch_out_hidden(sc_device_io *io, const float *x, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  y[(long long)t * 16 + c] = x[(long long)t * 16 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_text_logits: LINEAR [T, 28] */
+#define SC_KID 44
+SC_KERNEL(256) temporal_batch_text_logits(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 28 ? row0 + 0 : 27) * 16;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 28 ? row0 + 1 : 27) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 28 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 28 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_text_emb: EMBED [T, 6] */
+#define SC_KID 45
+SC_KERNEL(256) depformer_text_batch_dep_text_emb(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
+  const int t = blockIdx.x, id = ids[t];
+  float *yr = y + (long long)t * 6;
+  if (id == -1) {
+    for (int c = threadIdx.x; c < 6; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 31) { /* dep_text_emb: token id out of range [0, 31) */
+    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const float *row = (const float *)tab + (long long)id * 6;
+  for (int c = threadIdx.x; c < 6; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_emb_low_rank: LINEAR [T, 8] */
+#define SC_KID 46
+SC_KERNEL(256) depformer_text_batch_dep_emb_low_rank(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[24]; /* [4 tokens, 6] */
+  const int t0 = blockIdx.y * 4;
+  const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 8 ? blockIdx.x * 8 + 8 : 8;
+  for (int i = threadIdx.x; i < 24; i += 256) {
+    const int tt = i / 6, c = i - tt * 6;
+    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 6 + c] : 0.0f;
+  }
+  __syncthreads();
+  for (int row = row0; row < row_end; row += 8) {
+    const float *w0 = (const float *)w + (long long)row * 6;
+    float a0[4];
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
+    for (int c = lane; c < 6; c += 32) {
+      const float wv0 = w0[c];
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        const float xv = xs[tt * 6 + c];
+        a0[tt] += wv0 * xv;
+      }
+    }
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      a0[tt] = sc_warp_sum(a0[tt]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        if (tt >= nt) break;
+        const long long t = t0 + tt;
+        y[t * 8 + row] = a0[tt];
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_input: LINEAR_ADD [T, 8] */
+#define SC_KID 47
+SC_KERNEL(256) depformer_text_batch_dep_input(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 512LL) + (long long)(row0 + 0 < 8 ? row0 + 0 : 7) * 16;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 512LL) + (long long)(row0 + 1 < 8 ? row0 + 1 : 7) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 8 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 8 + row] = r[t * 8 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_positions: POS_ADD [T, 8] */
+#define SC_KID 48
+SC_KERNEL(256) depformer_text_batch_dep_positions(sc_device_io *io, const float *x, const float *tab, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  y[(long long)t * 8 + c] = x[(long long)t * 8 + c] + tab[(long long)sc_row_pos(io, t) * 8 + c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_norm1: LAYERNORM [T, 8] */
+#define SC_KID 49
+SC_KERNEL(256) depformer_text_batch_dep_layer0_norm1(sc_device_io *io, const float *x, const float *w, const float *b, float *y, int T) {
+  __shared__ float part[8];
+  __shared__ float stat;
+  const long long t = blockIdx.x;
+  const float *xr = x + t * 8;
+  float *yr = y + t * 8;
+  float s = 0.0f;
+  for (int c = threadIdx.x; c < 8; c += 256) s += xr[c];
+  s = sc_warp_sum(s);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = s;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float a = 0.0f;
+    for (int k = 0; k < 8; k++) a += part[k];
+    stat = a / 8.0f;
+  }
+  __syncthreads();
+  const float mean = stat;
+  float q = 0.0f;
+  for (int c = threadIdx.x; c < 8; c += 256) {
+    const float d = xr[c] - mean;
+    q += d * d;
+  }
+  q = sc_warp_sum(q);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = q; /* thread 0 has read the first sums */
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float a = 0.0f;
+    for (int k = 0; k < 8; k++) a += part[k];
+    stat = 1.0f / sqrtf(a / 8.0f + 9.99999975e-06f); /* every thread has read the mean */
+  }
+  __syncthreads();
+  const float rstd = stat;
+  for (int c = threadIdx.x; c < 8; c += 256) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_qkv: LINEAR [T, 16] */
+#define SC_KID 50
+SC_KERNEL(256) depformer_text_batch_dep_layer0_qkv(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 512LL) + (long long)(row0 + 0 < 16 ? row0 + 0 : 15) * 8;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 512LL) + (long long)(row0 + 1 < 16 ? row0 + 1 : 15) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 16 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_k_store: KV_STORE [4, 4] */
+#define SC_KID 51
+SC_KERNEL(256) depformer_text_batch_dep_layer0_k_store(sc_device_io *io, const float *x, float *cache, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 4) return;
+  const int t = i / 4, c = i - t * 4;
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 4) * 4 + c] = x[(long long)t * 16 + c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_attn: ATTENTION [T, 8] */
+#define SC_KID 52
+SC_KERNEL(256) depformer_text_batch_dep_layer0_attn(sc_device_io *io, const float *q, const float *kc, const float *vc, float *y, int T) {
+  enum { HD = 4, NW = 8, QT = 8 };
+  __shared__ __align__(16) float qs[QT * HD];
+  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const long long kvo = (long long)(h / 2) * HD;
+  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long long)(t0 + j) * 16 + h * HD + c] : 0.0f;
+  }
+  __syncthreads();
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long long sb = sc_row_state(io, t0 + g);
+    const float *kg = (const float *)((const char *)kc + sb), *vg = (const float *)((const char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
+    }
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const float *kr = kg + (long long)(k % 4) * 4 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] */
+          if (k <= pq[j]) s[j] = d[j] * 0.5f;
+      }
+      float pk[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float mn = fmaxf(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const float *vr = vg + (long long)((k0 + r) % 4) * 4 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
+    v /= L;
+    y[(long long)(t0 + j) * 8 + h * HD + c] = v;
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_out: LINEAR [T, 8] */
+#define SC_KID 53
+SC_KERNEL(256) depformer_text_batch_dep_layer0_out(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 256LL) + (long long)(row0 + 0 < 8 ? row0 + 0 : 7) * 8;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 256LL) + (long long)(row0 + 1 < 8 ? row0 + 1 : 7) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 8 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 8 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_ls1: MUL [T, 8] */
+#define SC_KID 54
+SC_KERNEL(256) depformer_text_batch_dep_layer0_ls1(sc_device_io *io, const float *a, const float *b, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  const float av = a[(long long)t * 8 + c];
+  const float bv = b[0 + c];
+  y[(long long)t * 8 + c] = av * bv;
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_attn_res: ADD [T, 8] */
+#define SC_KID 55
+SC_KERNEL(256) depformer_text_batch_dep_layer0_attn_res(sc_device_io *io, const float *a, const float *b, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  const float av = a[(long long)t * 8 + c];
+  const float bv = b[(long long)t * 8 + c];
+  y[(long long)t * 8 + c] = av + bv;
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_gating_in: LINEAR [T, 20] */
+#define SC_KID 56
+SC_KERNEL(256) depformer_text_batch_dep_layer0_gating_in(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 640LL) + (long long)(row0 + 0 < 20 ? row0 + 0 : 19) * 8;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 640LL) + (long long)(row0 + 1 < 20 ? row0 + 1 : 19) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 20 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 20 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_gate_34: GELU [T, 10] */
+#define SC_KID 57
+SC_KERNEL(256) depformer_text_batch_dep_layer0_gate_34(sc_device_io *io, const float *a, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 10) return;
+  const int t = i / 10, c = i - t * 10;
+  const float av = a[(long long)t * 20 + c];
+  y[(long long)t * 10 + c] = 0.5f * av * (1.0f + erff(av * 0.70710678118654752f));
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_up_36: MUL [T, 10] */
+#define SC_KID 58
+SC_KERNEL(256) depformer_text_batch_dep_layer0_up_36(sc_device_io *io, const float *a, const float *b, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 10) return;
+  const int t = i / 10, c = i - t * 10;
+  const float av = a[(long long)t * 10 + c];
+  const float bv = b[(long long)t * 20 + c];
+  y[(long long)t * 10 + c] = av * bv;
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_gating_out: LINEAR [T, 8] */
+#define SC_KID 59
+SC_KERNEL(256) depformer_text_batch_dep_layer0_gating_out(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[40]; /* [4 tokens, 10] */
+  const int t0 = blockIdx.y * 4;
+  const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 8 ? blockIdx.x * 8 + 8 : 8;
+  for (int i = threadIdx.x; i < 40; i += 256) {
+    const int tt = i / 10, c = i - tt * 10;
+    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 10 + c] : 0.0f;
+  }
+  __syncthreads();
+  for (int row = row0; row < row_end; row += 8) {
+    const float *w0 = (const float *)(w + (long long)(io->step + 0) * 320LL) + (long long)row * 10;
+    float a0[4];
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
+    for (int c = lane; c < 10; c += 32) {
+      const float wv0 = w0[c];
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        const float xv = xs[tt * 10 + c];
+        a0[tt] += wv0 * xv;
+      }
+    }
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      a0[tt] = sc_warp_sum(a0[tt]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        if (tt >= nt) break;
+        const long long t = t0 + tt;
+        y[t * 8 + row] = a0[tt];
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_audio_batch_dep_emb: EMBED [T, 6] */
+#define SC_KID 60
+SC_KERNEL(256) depformer_audio_batch_dep_emb(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
+  const int t = blockIdx.x, id = ids[t];
+  float *yr = y + (long long)t * 6;
+  if (id == -1) {
+    for (int c = threadIdx.x; c < 6; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 21) { /* dep_emb: token id out of range [0, 21) */
+    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const float *row = (const float *)(tab + (long long)(io->step + -1) * 504LL) + (long long)id * 6;
+  for (int c = threadIdx.x; c < 6; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* depformer_audio_batch_dep_emb_low_rank: LINEAR [T, 8] */
+#define SC_KID 61
+SC_KERNEL(256) depformer_audio_batch_dep_emb_low_rank(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[24]; /* [4 tokens, 6] */
+  const int t0 = blockIdx.y * 4;
+  const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 8 ? blockIdx.x * 8 + 8 : 8;
+  for (int i = threadIdx.x; i < 24; i += 256) {
+    const int tt = i / 6, c = i - tt * 6;
+    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 6 + c] : 0.0f;
+  }
+  __syncthreads();
+  for (int row = row0; row < row_end; row += 8) {
+    const float *w0 = (const float *)(w + (long long)(io->step + -1) * 192LL) + (long long)row * 6;
+    float a0[4];
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
+    for (int c = lane; c < 6; c += 32) {
+      const float wv0 = w0[c];
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        const float xv = xs[tt * 6 + c];
+        a0[tt] += wv0 * xv;
+      }
+    }
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      a0[tt] = sc_warp_sum(a0[tt]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        if (tt >= nt) break;
+        const long long t = t0 + tt;
+        y[t * 8 + row] = a0[tt];
+      }
+    }
+  }
+}
+#undef SC_KID
+
 /* The arithmetic of a draw, shared with the host sampler: runtime/sc_sample_core.h */
 #define SC_SAMPLE_FN SC_DEVICE
 #define SC_SAMPLE_INF SC_INF
@@ -1143,7 +2289,7 @@ SC_SAMPLE_FN int sc_draw(const sc_cands *c, int n, unsigned long long rng[4]) {
 #endif /* SC_SAMPLE_CORE_H */
 
 /* sc_sample: one token from device logits (sc_abi.h) */
-#define SC_KID 31
+#define SC_KID 62
 /* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the
  * ban id) -inf, seen (bit 0) penalised */
 SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {

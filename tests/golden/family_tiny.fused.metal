@@ -72,7 +72,7 @@ kernel void temporal_EMBED(device sc_device_io *io [[buffer(0)]],
     constant int &T [[buffer(4)]],
     uint sc_tid [[thread_position_in_threadgroup]],
     uint2 sc_bid [[threadgroup_position_in_grid]]) {
-  const int t = sc_bid.x, id = ids[t];
+  const int t = sc_bid.x, id = ids[t * 7];
   device float *yr = y + (long)t * 16;
   if (id == -1) {
     for (int c = sc_tid; c < 16; c += 256) yr[c] = 0.0f;
@@ -114,7 +114,7 @@ kernel void temporal_text_emb(device sc_device_io *io [[buffer(0)]],
     constant int &T [[buffer(4)]],
     uint sc_tid [[thread_position_in_threadgroup]],
     uint2 sc_bid [[threadgroup_position_in_grid]]) {
-  const int t = sc_bid.x, id = ids[t];
+  const int t = sc_bid.x, id = ids[t * 7];
   device float *yr = y + (long)t * 16;
   if (id == -1) {
     for (int c = sc_tid; c < 16; c += 256) yr[c] = 0.0f;
@@ -1198,6 +1198,1338 @@ kernel void depformer_audio_dep_emb_low_rank(device sc_device_io *io [[buffer(0)
     if (lane == 0) {
 #pragma unroll
       for (int tt = 0; tt < 1; tt++) {
+        if (tt >= nt) break;
+        const long t = t0 + tt;
+        y[t * 8 + row] = a0[tt];
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_EMBED: EMBED [T, 16] */
+#define SC_KID 31
+kernel void temporal_batch_EMBED(device sc_device_io *io [[buffer(0)]],
+    device const int *ids [[buffer(1)]],
+    device const unsigned char *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int t = sc_bid.x, id = ids[t * 7];
+  device float *yr = y + (long)t * 16;
+  if (id == -1) {
+    for (int c = sc_tid; c < 16; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 21) { /* EMBED: token id out of range [0, 21) */
+    if (sc_tid == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const device float *row = (const device float *)tab + (long)id * 16;
+  for (int c = sc_tid; c < 16; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* temporal_batch_emb_sum1: ADD [T, 16] */
+#define SC_KID 32
+kernel void temporal_batch_emb_sum1(device sc_device_io *io [[buffer(0)]],
+    device const float *a [[buffer(1)]],
+    device const float *b [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  const float av = a[(long)t * 16 + c];
+  const float bv = b[(long)t * 16 + c];
+  y[(long)t * 16 + c] = av + bv;
+}
+#undef SC_KID
+
+/* temporal_batch_text_emb: EMBED [T, 16] */
+#define SC_KID 33
+kernel void temporal_batch_text_emb(device sc_device_io *io [[buffer(0)]],
+    device const int *ids [[buffer(1)]],
+    device const unsigned char *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int t = sc_bid.x, id = ids[t * 7];
+  device float *yr = y + (long)t * 16;
+  if (id == -1) {
+    for (int c = sc_tid; c < 16; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 31) { /* text_emb: token id out of range [0, 31) */
+    if (sc_tid == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const device float *row = (const device float *)tab + (long)id * 16;
+  for (int c = sc_tid; c < 16; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* temporal_batch_positions: POS_ADD [T, 16] */
+#define SC_KID 34
+kernel void temporal_batch_positions(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  y[(long)t * 16 + c] = x[(long)t * 16 + c] + tab[(long)sc_row_pos(io, t) * 16 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_norm1: LAYERNORM [T, 16] */
+#define SC_KID 35
+kernel void temporal_batch_layer0_norm1(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *w [[buffer(2)]],
+    device const float *b [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  threadgroup float part[8];
+  threadgroup float stat;
+  const long t = sc_bid.x;
+  const device float *xr = x + t * 16;
+  device float *yr = y + t * 16;
+  float s = 0.0f;
+  for (int c = sc_tid; c < 16; c += 256) s += xr[c];
+  s = sc_warp_sum(s);
+  if ((sc_tid & 31) == 0) part[sc_tid >> 5] = s;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (sc_tid == 0) {
+    float a = 0.0f;
+    for (int k = 0; k < 8; k++) a += part[k];
+    stat = a / 16.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const float mean = stat;
+  float q = 0.0f;
+  for (int c = sc_tid; c < 16; c += 256) {
+    const float d = xr[c] - mean;
+    q += d * d;
+  }
+  q = sc_warp_sum(q);
+  if ((sc_tid & 31) == 0) part[sc_tid >> 5] = q; /* thread 0 has read the first sums */
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (sc_tid == 0) {
+    float a = 0.0f;
+    for (int k = 0; k < 8; k++) a += part[k];
+    stat = 1.0f / sqrt(a / 16.0f + 9.99999975e-06f); /* every thread has read the mean */
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const float rstd = stat;
+  for (int c = sc_tid; c < 16; c += 256) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_qkv: LINEAR [T, 32] */
+#define SC_KID 36
+kernel void temporal_batch_layer0_qkv(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 32 ? row0 + 0 : 31) * 16;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 32 ? row0 + 1 : 31) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 32 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 32 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_k_store: KV_STORE [4, 8] */
+#define SC_KID 37
+kernel void temporal_batch_layer0_k_store(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device float *cache [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  device float *ct = (device float *)((device char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long)(sc_row_pos(io, t) % 4) * 8 + c] = x[(long)t * 32 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_attn: ATTENTION [T, 16] */
+#define SC_KID 38
+kernel void temporal_batch_layer0_attn(device sc_device_io *io [[buffer(0)]],
+    device const float *q [[buffer(1)]],
+    device const float *kc [[buffer(2)]],
+    device const float *vc [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  enum { HD = 8, NW = 8, QT = 8 };
+  alignas(16) threadgroup float qs[QT * HD];
+  threadgroup float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = sc_bid.x, t0 = sc_bid.y * QT, wid = sc_tid >> 5, lane = sc_tid & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const long kvo = (long)(h / 2) * HD;
+  for (int i = sc_tid; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long)(t0 + j) * 32 + h * HD + c] : 0.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long sb = sc_row_state(io, t0 + g);
+    const device float *kg = (const device float *)((const device char *)kc + sb), *vg = (const device float *)((const device char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = pq[j] - 4 + 1 > 0 ? pq[j] - 4 + 1 : 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
+    }
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const device float *kr = kg + (long)(k % 4) * 8 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const device float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const threadgroup float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] within its window */
+          if (k <= pq[j] && k > pq[j] - 4) s[j] = d[j] * 0.353553385f;
+      }
+      float pk[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float mn = fmax(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : exp(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : exp(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const device float *vr = vg + (long)((k0 + r) % 4) * 8 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = simd_shuffle(pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int i = sc_tid; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmax(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : exp(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
+    v /= L;
+    y[(long)(t0 + j) * 16 + h * HD + c] = v;
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_out: LINEAR [T, 16] */
+#define SC_KID 39
+kernel void temporal_batch_layer0_out(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 16 ? row0 + 0 : 15) * 16;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 16 ? row0 + 1 : 15) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 16 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_ls1: MUL [T, 16] */
+#define SC_KID 40
+kernel void temporal_batch_layer0_ls1(device sc_device_io *io [[buffer(0)]],
+    device const float *a [[buffer(1)]],
+    device const float *b [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  const float av = a[(long)t * 16 + c];
+  const float bv = b[0 + c];
+  y[(long)t * 16 + c] = av * bv;
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_gelu: GELU [T, 32] */
+#define SC_KID 41
+kernel void temporal_batch_layer0_gelu(device sc_device_io *io [[buffer(0)]],
+    device const float *a [[buffer(1)]],
+    device float *y [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 32) return;
+  const int t = i / 32, c = i - t * 32;
+  const float av = a[(long)t * 32 + c];
+  y[(long)t * 32 + c] = 0.5f * av * (1.0f + sc_erf(av * 0.70710678118654752f));
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_linear2: LINEAR [T, 16] */
+#define SC_KID 42
+kernel void temporal_batch_layer0_linear2(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 16 ? row0 + 0 : 15) * 32;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 16 ? row0 + 1 : 15) * 32;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 32; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 32 ? x[(long)(t0 + tt) * 32 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 32) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 16 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_out_hidden: OUTPUT [T, 16] */
+#define SC_KID 43
+kernel void temporal_batch_out_hidden(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device float *y [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  y[(long)t * 16 + c] = x[(long)t * 16 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_text_logits: LINEAR [T, 28] */
+#define SC_KID 44
+kernel void temporal_batch_text_logits(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 28 ? row0 + 0 : 27) * 16;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 28 ? row0 + 1 : 27) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 28 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 28 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_text_emb: EMBED [T, 6] */
+#define SC_KID 45
+kernel void depformer_text_batch_dep_text_emb(device sc_device_io *io [[buffer(0)]],
+    device const int *ids [[buffer(1)]],
+    device const unsigned char *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int t = sc_bid.x, id = ids[t];
+  device float *yr = y + (long)t * 6;
+  if (id == -1) {
+    for (int c = sc_tid; c < 6; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 31) { /* dep_text_emb: token id out of range [0, 31) */
+    if (sc_tid == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const device float *row = (const device float *)tab + (long)id * 6;
+  for (int c = sc_tid; c < 6; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_emb_low_rank: LINEAR [T, 8] */
+#define SC_KID 46
+kernel void depformer_text_batch_dep_emb_low_rank(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[24]; /* [4 tokens, 6] */
+  const int t0 = sc_bid.y * 4;
+  const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 8 + (sc_tid >> 5);
+  const int row_end = sc_bid.x * 8 + 8 < 8 ? sc_bid.x * 8 + 8 : 8;
+  for (int i = sc_tid; i < 24; i += 256) {
+    const int tt = i / 6, c = i - tt * 6;
+    xs[i] = tt < nt ? x[(long)(t0 + tt) * 6 + c] : 0.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int row = row0; row < row_end; row += 8) {
+    const device float *w0 = (const device float *)w + (long)row * 6;
+    float a0[4];
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
+    for (int c = lane; c < 6; c += 32) {
+      const float wv0 = w0[c];
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        const float xv = xs[tt * 6 + c];
+        a0[tt] += wv0 * xv;
+      }
+    }
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      a0[tt] = sc_warp_sum(a0[tt]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        if (tt >= nt) break;
+        const long t = t0 + tt;
+        y[t * 8 + row] = a0[tt];
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_input: LINEAR_ADD [T, 8] */
+#define SC_KID 47
+kernel void depformer_text_batch_dep_input(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device const float *r [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)(w + (long)(io->step + 0) * 512L) + (long)(row0 + 0 < 8 ? row0 + 0 : 7) * 16;
+  const device float *w0_1 = (const device float *)(w + (long)(io->step + 0) * 512L) + (long)(row0 + 1 < 8 ? row0 + 1 : 7) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 8 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 8 + row] = r[t * 8 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_positions: POS_ADD [T, 8] */
+#define SC_KID 48
+kernel void depformer_text_batch_dep_positions(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  y[(long)t * 8 + c] = x[(long)t * 8 + c] + tab[(long)sc_row_pos(io, t) * 8 + c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_norm1: LAYERNORM [T, 8] */
+#define SC_KID 49
+kernel void depformer_text_batch_dep_layer0_norm1(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *w [[buffer(2)]],
+    device const float *b [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  threadgroup float part[8];
+  threadgroup float stat;
+  const long t = sc_bid.x;
+  const device float *xr = x + t * 8;
+  device float *yr = y + t * 8;
+  float s = 0.0f;
+  for (int c = sc_tid; c < 8; c += 256) s += xr[c];
+  s = sc_warp_sum(s);
+  if ((sc_tid & 31) == 0) part[sc_tid >> 5] = s;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (sc_tid == 0) {
+    float a = 0.0f;
+    for (int k = 0; k < 8; k++) a += part[k];
+    stat = a / 8.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const float mean = stat;
+  float q = 0.0f;
+  for (int c = sc_tid; c < 8; c += 256) {
+    const float d = xr[c] - mean;
+    q += d * d;
+  }
+  q = sc_warp_sum(q);
+  if ((sc_tid & 31) == 0) part[sc_tid >> 5] = q; /* thread 0 has read the first sums */
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (sc_tid == 0) {
+    float a = 0.0f;
+    for (int k = 0; k < 8; k++) a += part[k];
+    stat = 1.0f / sqrt(a / 8.0f + 9.99999975e-06f); /* every thread has read the mean */
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  const float rstd = stat;
+  for (int c = sc_tid; c < 8; c += 256) yr[c] = (xr[c] - mean) * rstd * w[c] + b[c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_qkv: LINEAR [T, 16] */
+#define SC_KID 50
+kernel void depformer_text_batch_dep_layer0_qkv(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)(w + (long)(io->step + 0) * 512L) + (long)(row0 + 0 < 16 ? row0 + 0 : 15) * 8;
+  const device float *w0_1 = (const device float *)(w + (long)(io->step + 0) * 512L) + (long)(row0 + 1 < 16 ? row0 + 1 : 15) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 16 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_k_store: KV_STORE [4, 4] */
+#define SC_KID 51
+kernel void depformer_text_batch_dep_layer0_k_store(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device float *cache [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 4) return;
+  const int t = i / 4, c = i - t * 4;
+  device float *ct = (device float *)((device char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long)(sc_row_pos(io, t) % 4) * 4 + c] = x[(long)t * 16 + c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_attn: ATTENTION [T, 8] */
+#define SC_KID 52
+kernel void depformer_text_batch_dep_layer0_attn(device sc_device_io *io [[buffer(0)]],
+    device const float *q [[buffer(1)]],
+    device const float *kc [[buffer(2)]],
+    device const float *vc [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  enum { HD = 4, NW = 8, QT = 8 };
+  alignas(16) threadgroup float qs[QT * HD];
+  threadgroup float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = sc_bid.x, t0 = sc_bid.y * QT, wid = sc_tid >> 5, lane = sc_tid & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const long kvo = (long)(h / 2) * HD;
+  for (int i = sc_tid; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long)(t0 + j) * 16 + h * HD + c] : 0.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long sb = sc_row_state(io, t0 + g);
+    const device float *kg = (const device float *)((const device char *)kc + sb), *vg = (const device float *)((const device char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
+    }
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const device float *kr = kg + (long)(k % 4) * 4 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const device float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const threadgroup float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] */
+          if (k <= pq[j]) s[j] = d[j] * 0.5f;
+      }
+      float pk[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float mn = fmax(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : exp(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : exp(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const device float *vr = vg + (long)((k0 + r) % 4) * 4 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = simd_shuffle(pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int i = sc_tid; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmax(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : exp(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
+    v /= L;
+    y[(long)(t0 + j) * 8 + h * HD + c] = v;
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_out: LINEAR [T, 8] */
+#define SC_KID 53
+kernel void depformer_text_batch_dep_layer0_out(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)(w + (long)(io->step + 0) * 256L) + (long)(row0 + 0 < 8 ? row0 + 0 : 7) * 8;
+  const device float *w0_1 = (const device float *)(w + (long)(io->step + 0) * 256L) + (long)(row0 + 1 < 8 ? row0 + 1 : 7) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 8 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 8 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_ls1: MUL [T, 8] */
+#define SC_KID 54
+kernel void depformer_text_batch_dep_layer0_ls1(device sc_device_io *io [[buffer(0)]],
+    device const float *a [[buffer(1)]],
+    device const float *b [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  const float av = a[(long)t * 8 + c];
+  const float bv = b[0 + c];
+  y[(long)t * 8 + c] = av * bv;
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_attn_res: ADD [T, 8] */
+#define SC_KID 55
+kernel void depformer_text_batch_dep_layer0_attn_res(device sc_device_io *io [[buffer(0)]],
+    device const float *a [[buffer(1)]],
+    device const float *b [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  const float av = a[(long)t * 8 + c];
+  const float bv = b[(long)t * 8 + c];
+  y[(long)t * 8 + c] = av + bv;
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_gating_in: LINEAR [T, 20] */
+#define SC_KID 56
+kernel void depformer_text_batch_dep_layer0_gating_in(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)(w + (long)(io->step + 0) * 640L) + (long)(row0 + 0 < 20 ? row0 + 0 : 19) * 8;
+  const device float *w0_1 = (const device float *)(w + (long)(io->step + 0) * 640L) + (long)(row0 + 1 < 20 ? row0 + 1 : 19) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 20 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 20 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_gate_34: GELU [T, 10] */
+#define SC_KID 57
+kernel void depformer_text_batch_dep_layer0_gate_34(device sc_device_io *io [[buffer(0)]],
+    device const float *a [[buffer(1)]],
+    device float *y [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 10) return;
+  const int t = i / 10, c = i - t * 10;
+  const float av = a[(long)t * 20 + c];
+  y[(long)t * 10 + c] = 0.5f * av * (1.0f + sc_erf(av * 0.70710678118654752f));
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_up_36: MUL [T, 10] */
+#define SC_KID 58
+kernel void depformer_text_batch_dep_layer0_up_36(device sc_device_io *io [[buffer(0)]],
+    device const float *a [[buffer(1)]],
+    device const float *b [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 10) return;
+  const int t = i / 10, c = i - t * 10;
+  const float av = a[(long)t * 10 + c];
+  const float bv = b[(long)t * 20 + c];
+  y[(long)t * 10 + c] = av * bv;
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_gating_out: LINEAR [T, 8] */
+#define SC_KID 59
+kernel void depformer_text_batch_dep_layer0_gating_out(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[40]; /* [4 tokens, 10] */
+  const int t0 = sc_bid.y * 4;
+  const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 8 + (sc_tid >> 5);
+  const int row_end = sc_bid.x * 8 + 8 < 8 ? sc_bid.x * 8 + 8 : 8;
+  for (int i = sc_tid; i < 40; i += 256) {
+    const int tt = i / 10, c = i - tt * 10;
+    xs[i] = tt < nt ? x[(long)(t0 + tt) * 10 + c] : 0.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int row = row0; row < row_end; row += 8) {
+    const device float *w0 = (const device float *)(w + (long)(io->step + 0) * 320L) + (long)row * 10;
+    float a0[4];
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
+    for (int c = lane; c < 10; c += 32) {
+      const float wv0 = w0[c];
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        const float xv = xs[tt * 10 + c];
+        a0[tt] += wv0 * xv;
+      }
+    }
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      a0[tt] = sc_warp_sum(a0[tt]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        if (tt >= nt) break;
+        const long t = t0 + tt;
+        y[t * 8 + row] = a0[tt];
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_audio_batch_dep_emb: EMBED [T, 6] */
+#define SC_KID 60
+kernel void depformer_audio_batch_dep_emb(device sc_device_io *io [[buffer(0)]],
+    device const int *ids [[buffer(1)]],
+    device const unsigned char *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int t = sc_bid.x, id = ids[t];
+  device float *yr = y + (long)t * 6;
+  if (id == -1) {
+    for (int c = sc_tid; c < 6; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 21) { /* dep_emb: token id out of range [0, 21) */
+    if (sc_tid == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const device float *row = (const device float *)(tab + (long)(io->step + -1) * 504L) + (long)id * 6;
+  for (int c = sc_tid; c < 6; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* depformer_audio_batch_dep_emb_low_rank: LINEAR [T, 8] */
+#define SC_KID 61
+kernel void depformer_audio_batch_dep_emb_low_rank(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[24]; /* [4 tokens, 6] */
+  const int t0 = sc_bid.y * 4;
+  const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 8 + (sc_tid >> 5);
+  const int row_end = sc_bid.x * 8 + 8 < 8 ? sc_bid.x * 8 + 8 : 8;
+  for (int i = sc_tid; i < 24; i += 256) {
+    const int tt = i / 6, c = i - tt * 6;
+    xs[i] = tt < nt ? x[(long)(t0 + tt) * 6 + c] : 0.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int row = row0; row < row_end; row += 8) {
+    const device float *w0 = (const device float *)(w + (long)(io->step + -1) * 192L) + (long)row * 6;
+    float a0[4];
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
+    for (int c = lane; c < 6; c += 32) {
+      const float wv0 = w0[c];
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        const float xv = xs[tt * 6 + c];
+        a0[tt] += wv0 * xv;
+      }
+    }
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      a0[tt] = sc_warp_sum(a0[tt]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
         if (tt >= nt) break;
         const long t = t0 + tt;
         y[t * 8 + row] = a0[tt];

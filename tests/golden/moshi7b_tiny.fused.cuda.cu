@@ -71,7 +71,7 @@ SC_DEVICE void sc_fail(sc_device_io *io, int kernel, int what, int value) {
 /* temporal_EMBED: EMBED [1, 16] */
 #define SC_KID 0
 SC_KERNEL(256) temporal_EMBED(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
-  const int t = blockIdx.x, id = ids[t];
+  const int t = blockIdx.x, id = ids[t * 17];
   float *yr = y + (long long)t * 16;
   if (id == -1) {
     for (int c = threadIdx.x; c < 16; c += 256) yr[c] = 0.0f;
@@ -101,7 +101,7 @@ SC_KERNEL(256) temporal_emb_sum1(sc_device_io *io, const float *a, const float *
 /* temporal_text_emb: EMBED [1, 16] */
 #define SC_KID 2
 SC_KERNEL(256) temporal_text_emb(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
-  const int t = blockIdx.x, id = ids[t];
+  const int t = blockIdx.x, id = ids[t * 17];
   float *yr = y + (long long)t * 16;
   if (id == -1) {
     for (int c = threadIdx.x; c < 16; c += 256) yr[c] = 0.0f;
@@ -1007,6 +1007,1147 @@ SC_KERNEL(256) depformer_audio_dep_emb(sc_device_io *io, const int *ids, const u
 }
 #undef SC_KID
 
+/* temporal_batch_EMBED: EMBED [T, 16] */
+#define SC_KID 23
+SC_KERNEL(256) temporal_batch_EMBED(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
+  const int t = blockIdx.x, id = ids[t * 17];
+  float *yr = y + (long long)t * 16;
+  if (id == -1) {
+    for (int c = threadIdx.x; c < 16; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 25) { /* EMBED: token id out of range [0, 25) */
+    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const float *row = (const float *)tab + (long long)id * 16;
+  for (int c = threadIdx.x; c < 16; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* temporal_batch_emb_sum1: ADD [T, 16] */
+#define SC_KID 24
+SC_KERNEL(256) temporal_batch_emb_sum1(sc_device_io *io, const float *a, const float *b, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  const float av = a[(long long)t * 16 + c];
+  const float bv = b[(long long)t * 16 + c];
+  y[(long long)t * 16 + c] = av + bv;
+}
+#undef SC_KID
+
+/* temporal_batch_text_emb: EMBED [T, 16] */
+#define SC_KID 25
+SC_KERNEL(256) temporal_batch_text_emb(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
+  const int t = blockIdx.x, id = ids[t * 17];
+  float *yr = y + (long long)t * 16;
+  if (id == -1) {
+    for (int c = threadIdx.x; c < 16; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 41) { /* text_emb: token id out of range [0, 41) */
+    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const float *row = (const float *)tab + (long long)id * 16;
+  for (int c = threadIdx.x; c < 16; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_qkv: NORM_LINEAR [T, 48] */
+#define SC_KID 26
+SC_KERNEL(256) temporal_batch_layer0_qkv(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 16; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 16 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 16.0f + 9.99999994e-09f);
+  }
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 48 ? row0 + 0 : 47) * 16;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 48 ? row0 + 1 : 47) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long long)(t0 + tt) * 16 + c] * nw[c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 48 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 48 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_q_rope: ROPE [T, 16] */
+#define SC_KID 27
+SC_KERNEL(128) temporal_batch_layer0_q_rope(sc_device_io *io, const float *x, const float *tab, float *y, int T) {
+  __shared__ float hb[32];
+  const int lane = threadIdx.x & 31, u = blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (u >= T * 2) return;
+  const int t = u / 2, h = u - t * 2;
+  const float *a = x + (long long)t * 48 + h * 8;
+  float *b = y + (long long)t * 16 + h * 8;
+  float *s = hb + (threadIdx.x >> 5) * 8;
+  for (int c = lane; c < 8; c += 32) s[c] = a[c];
+  __syncwarp();
+  const float *cs = tab + (long long)sc_row_pos(io, t) * 8; /* cos | sin */
+  for (int i = lane; i < 4; i += 32) {
+    const float x0 = s[2 * i], x1 = s[2 * i + 1], c = cs[i], sn = cs[4 + i];
+    b[2 * i] = x0 * c - x1 * sn;
+    b[2 * i + 1] = x1 * c + x0 * sn;
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_k_store: KV_STORE [5, 16] */
+#define SC_KID 28
+SC_KERNEL(256) temporal_batch_layer0_k_store(sc_device_io *io, const float *x, float *cache, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 5) * 16 + c] = x[(long long)t * 16 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_v_store: KV_STORE [5, 16] */
+#define SC_KID 29
+SC_KERNEL(256) temporal_batch_layer0_v_store(sc_device_io *io, const float *x, float *cache, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 5) * 16 + c] = x[(long long)t * 48 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_attn: ATTENTION [T, 16] */
+#define SC_KID 30
+SC_KERNEL(256) temporal_batch_layer0_attn(sc_device_io *io, const float *q, const float *kc, const float *vc, float *y, int T) {
+  enum { HD = 8, NW = 8, QT = 8 };
+  __shared__ __align__(16) float qs[QT * HD];
+  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const long long kvo = (long long)(h / 1) * HD;
+  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long long)(t0 + j) * 16 + h * HD + c] : 0.0f;
+  }
+  __syncthreads();
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long long sb = sc_row_state(io, t0 + g);
+    const float *kg = (const float *)((const char *)kc + sb), *vg = (const float *)((const char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = pq[j] - 5 + 1 > 0 ? pq[j] - 5 + 1 : 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
+    }
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const float *kr = kg + (long long)(k % 5) * 16 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] within its window */
+          if (k <= pq[j] && k > pq[j] - 5) s[j] = d[j] * 0.353553385f;
+      }
+      float pk[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float mn = fmaxf(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const float *vr = vg + (long long)((k0 + r) % 5) * 16 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
+    v /= L;
+    y[(long long)(t0 + j) * 16 + h * HD + c] = v;
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_attn_res: LINEAR_ADD [T, 16] */
+#define SC_KID 31
+SC_KERNEL(256) temporal_batch_layer0_attn_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 16 ? row0 + 0 : 15) * 16;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 16 ? row0 + 1 : 15) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 16 + row] = r[t * 16 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_gating_in: NORM_LINEAR [T, 88] */
+#define SC_KID 32
+SC_KERNEL(256) temporal_batch_layer0_gating_in(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 16; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 16 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 16.0f + 9.99999994e-09f);
+  }
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 88 ? row0 + 0 : 87) * 16;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 88 ? row0 + 1 : 87) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long long)(t0 + tt) * 16 + c] * nw[c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 88 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 88 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_swiglu: SWIGLU [T, 44] */
+#define SC_KID 33
+SC_KERNEL(256) temporal_batch_layer0_swiglu(sc_device_io *io, const float *x, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 44) return;
+  const int t = i / 44, c = i - t * 44;
+  const float av = x[(long long)t * 88 + c], bv = x[(long long)t * 88 + 44 + c];
+  y[(long long)t * 44 + c] = (av / (1.0f + expf(-av))) * bv;
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_ffn_res: LINEAR_ADD [T, 16] */
+#define SC_KID 34
+SC_KERNEL(256) temporal_batch_layer0_ffn_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 16 ? row0 + 0 : 15) * 44;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 16 ? row0 + 1 : 15) * 44;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 44; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 44 ? x[(long long)(t0 + tt) * 44 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 44) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 44) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 16 + row] = r[t * 16 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_out_norm: RMSNORM [T, 16] */
+#define SC_KID 35
+SC_KERNEL(32) temporal_batch_out_norm(sc_device_io *io, const float *x, const float *w, float *y, int T) {
+  __shared__ float part[1];
+  __shared__ float rr;
+  const long long t = blockIdx.y;
+  const float *xr = x + t * 16 + blockIdx.x * 16;
+  float *yr = y + t * 16 + blockIdx.x * 16;
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < 16; c += 32) ss += xr[c] * xr[c];
+  ss = sc_warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.0f;
+    for (int k = 0; k < 1; k++) s += part[k];
+    rr = 1.0f / sqrtf(s / 16.0f + 9.99999994e-09f);
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < 16; c += 32) yr[c] = (xr[c] * rr) * w[c];
+}
+#undef SC_KID
+
+/* temporal_batch_out_hidden: OUTPUT [T, 16] */
+#define SC_KID 36
+SC_KERNEL(256) temporal_batch_out_hidden(sc_device_io *io, const float *x, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  y[(long long)t * 16 + c] = x[(long long)t * 16 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_text_logits: LINEAR [T, 40] */
+#define SC_KID 37
+SC_KERNEL(256) temporal_batch_text_logits(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)w + (long long)(row0 + 0 < 40 ? row0 + 0 : 39) * 16;
+  const float *w0_1 = (const float *)w + (long long)(row0 + 1 < 40 ? row0 + 1 : 39) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 40 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 40 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_text_emb: EMBED [T, 8] */
+#define SC_KID 38
+SC_KERNEL(256) depformer_text_batch_dep_text_emb(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
+  const int t = blockIdx.x, id = ids[t];
+  float *yr = y + (long long)t * 8;
+  if (id == -1) {
+    for (int c = threadIdx.x; c < 8; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 41) { /* dep_text_emb: token id out of range [0, 41) */
+    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const float *row = (const float *)tab + (long long)id * 8;
+  for (int c = threadIdx.x; c < 8; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_input: LINEAR_ADD [T, 8] */
+#define SC_KID 39
+SC_KERNEL(256) depformer_text_batch_dep_input(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 512LL) + (long long)(row0 + 0 < 8 ? row0 + 0 : 7) * 16;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 512LL) + (long long)(row0 + 1 < 8 ? row0 + 1 : 7) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 8 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 8 + row] = r[t * 8 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_qkv: NORM_LINEAR [T, 24] */
+#define SC_KID 40
+SC_KERNEL(256) depformer_text_batch_dep_layer0_qkv(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 8; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 8 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 8.0f + 9.99999994e-09f);
+  }
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 768LL) + (long long)(row0 + 0 < 24 ? row0 + 0 : 23) * 8;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 768LL) + (long long)(row0 + 1 < 24 ? row0 + 1 : 23) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long long)(t0 + tt) * 8 + c] * nw[c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 24 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 24 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_k_store: KV_STORE [8, 8] */
+#define SC_KID 41
+SC_KERNEL(256) depformer_text_batch_dep_layer0_k_store(sc_device_io *io, const float *x, float *cache, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  float *ct = (float *)((char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long long)(sc_row_pos(io, t) % 8) * 8 + c] = x[(long long)t * 24 + c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_attn: ATTENTION [T, 8] */
+#define SC_KID 42
+SC_KERNEL(256) depformer_text_batch_dep_layer0_attn(sc_device_io *io, const float *q, const float *kc, const float *vc, float *y, int T) {
+  enum { HD = 4, NW = 8, QT = 8 };
+  __shared__ __align__(16) float qs[QT * HD];
+  __shared__ float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = blockIdx.x, t0 = blockIdx.y * QT, wid = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const long long kvo = (long long)(h / 1) * HD;
+  for (int i = threadIdx.x; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long long)(t0 + j) * 24 + h * HD + c] : 0.0f;
+  }
+  __syncthreads();
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long long sb = sc_row_state(io, t0 + g);
+    const float *kg = (const float *)((const char *)kc + sb), *vg = (const float *)((const char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
+    }
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const float *kr = kg + (long long)(k % 8) * 8 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] */
+          if (k <= pq[j]) s[j] = d[j] * 0.5f;
+      }
+      float pk[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float mn = fmaxf(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : expf(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : expf(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const float *vr = vg + (long long)((k0 + r) % 8) * 8 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = __shfl_sync(0xffffffffu, pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
+  __syncthreads();
+  for (int i = threadIdx.x; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmaxf(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : expf(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
+    v /= L;
+    y[(long long)(t0 + j) * 8 + h * HD + c] = v;
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_attn_res: LINEAR_ADD [T, 8] */
+#define SC_KID 43
+SC_KERNEL(256) depformer_text_batch_dep_layer0_attn_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 256LL) + (long long)(row0 + 0 < 8 ? row0 + 0 : 7) * 8;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 256LL) + (long long)(row0 + 1 < 8 ? row0 + 1 : 7) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 8 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 8 + row] = r[t * 8 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_gating_in: NORM_LINEAR [T, 44] */
+#define SC_KID 44
+SC_KERNEL(256) depformer_text_batch_dep_layer0_gating_in(sc_device_io *io, const float *x, const float *nw, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  __shared__ float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = threadIdx.x >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 8; c += 32) {
+        const float v = x[(long long)(t0 + tt) * 8 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrtf(ss / 8.0f + 9.99999994e-09f);
+  }
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 1408LL) + (long long)(row0 + 0 < 44 ? row0 + 0 : 43) * 8;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 1408LL) + (long long)(row0 + 1 < 44 ? row0 + 1 : 43) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long long)(t0 + tt) * 8 + c] * nw[c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 44 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 44 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_swiglu: SWIGLU [T, 22] */
+#define SC_KID 45
+SC_KERNEL(256) depformer_text_batch_dep_layer0_swiglu(sc_device_io *io, const float *x, float *y, int T) {
+  const int i = blockIdx.x * 256 + threadIdx.x;
+  if (i >= T * 22) return;
+  const int t = i / 22, c = i - t * 22;
+  const float av = x[(long long)t * 44 + c], bv = x[(long long)t * 44 + 22 + c];
+  y[(long long)t * 22 + c] = (av / (1.0f + expf(-av))) * bv;
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_ffn_res: LINEAR_ADD [T, 8] */
+#define SC_KID 46
+SC_KERNEL(256) depformer_text_batch_dep_layer0_ffn_res(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, const float *r, float *y, int T) {
+  __shared__ __align__(16) float xs[88]; /* [4 tokens, 22] */
+  const int t0 = blockIdx.y * 4;
+  const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 8 + (threadIdx.x >> 5);
+  const int row_end = blockIdx.x * 8 + 8 < 8 ? blockIdx.x * 8 + 8 : 8;
+  for (int i = threadIdx.x; i < 88; i += 256) {
+    const int tt = i / 22, c = i - tt * 22;
+    xs[i] = tt < nt ? x[(long long)(t0 + tt) * 22 + c] : 0.0f;
+  }
+  __syncthreads();
+  for (int row = row0; row < row_end; row += 8) {
+    const float *w0 = (const float *)(w + (long long)(io->step + 0) * 704LL) + (long long)row * 22;
+    float a0[4];
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
+    for (int c = lane; c < 22; c += 32) {
+      const float wv0 = w0[c];
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        const float xv = xs[tt * 22 + c];
+        a0[tt] += wv0 * xv;
+      }
+    }
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      a0[tt] = sc_warp_sum(a0[tt]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        if (tt >= nt) break;
+        const long long t = t0 + tt;
+        y[t * 8 + row] = r[t * 8 + row] + a0[tt];
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_logits: LINEAR [T, 24] */
+#define SC_KID 47
+SC_KERNEL(256) depformer_text_batch_dep_logits(sc_device_io *io, const float *x, const unsigned char *__restrict__ w, float *y, int T) {
+  __shared__ __align__(16) float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = blockIdx.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = threadIdx.x & 31, row0 = blockIdx.x * 16 + (threadIdx.x >> 5) * 2;
+  const float *w0_0 = (const float *)(w + (long long)(io->step + 0) * 768LL) + (long long)(row0 + 0 < 24 ? row0 + 0 : 23) * 8;
+  const float *w0_1 = (const float *)(w + (long long)(io->step + 0) * 768LL) + (long long)(row0 + 1 < 24 ? row0 + 1 : 23) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    __syncthreads(); /* the previous columns are used up */
+    for (int i = threadIdx.x; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    __syncthreads();
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = __ldg((const float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = __ldg((const float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 24 && tt < nt) {
+        const long long t = t0 + tt;
+        y[t * 24 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_audio_batch_dep_emb: EMBED [T, 8] */
+#define SC_KID 48
+SC_KERNEL(256) depformer_audio_batch_dep_emb(sc_device_io *io, const int *ids, const unsigned char *__restrict__ tab, float *y, int T) {
+  const int t = blockIdx.x, id = ids[t];
+  float *yr = y + (long long)t * 8;
+  if (id == -1) {
+    for (int c = threadIdx.x; c < 8; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 25) { /* dep_emb: token id out of range [0, 25) */
+    if (threadIdx.x == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const float *row = (const float *)(tab + (long long)(io->step + -1) * 800LL) + (long long)id * 8;
+  for (int c = threadIdx.x; c < 8; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
 /* The arithmetic of a draw, shared with the host sampler: runtime/sc_sample_core.h */
 #define SC_SAMPLE_FN SC_DEVICE
 #define SC_SAMPLE_INF SC_INF
@@ -1124,7 +2265,7 @@ SC_SAMPLE_FN int sc_draw(const sc_cands *c, int n, unsigned long long rng[4]) {
 #endif /* SC_SAMPLE_CORE_H */
 
 /* sc_sample: one token from device logits (sc_abi.h) */
-#define SC_KID 23
+#define SC_KID 49
 /* logit v of id i as sample.c scores it: suppressed (mask bit 1, or the
  * ban id) -inf, seen (bit 0) penalised */
 SC_DEVICE float sc_score(float v, int i, const unsigned char *mask, float pen, int ban) {

@@ -72,7 +72,7 @@ kernel void temporal_EMBED(device sc_device_io *io [[buffer(0)]],
     constant int &T [[buffer(4)]],
     uint sc_tid [[thread_position_in_threadgroup]],
     uint2 sc_bid [[threadgroup_position_in_grid]]) {
-  const int t = sc_bid.x, id = ids[t];
+  const int t = sc_bid.x, id = ids[t * 17];
   device float *yr = y + (long)t * 16;
   if (id == -1) {
     for (int c = sc_tid; c < 16; c += 256) yr[c] = 0.0f;
@@ -114,7 +114,7 @@ kernel void temporal_text_emb(device sc_device_io *io [[buffer(0)]],
     constant int &T [[buffer(4)]],
     uint sc_tid [[thread_position_in_threadgroup]],
     uint2 sc_bid [[threadgroup_position_in_grid]]) {
-  const int t = sc_bid.x, id = ids[t];
+  const int t = sc_bid.x, id = ids[t * 17];
   device float *yr = y + (long)t * 16;
   if (id == -1) {
     for (int c = sc_tid; c < 16; c += 256) yr[c] = 0.0f;
@@ -1140,6 +1140,1308 @@ kernel void depformer_text_dep_logits(device sc_device_io *io [[buffer(0)]],
 /* depformer_audio_dep_emb: EMBED [1, 8] */
 #define SC_KID 22
 kernel void depformer_audio_dep_emb(device sc_device_io *io [[buffer(0)]],
+    device const int *ids [[buffer(1)]],
+    device const unsigned char *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int t = sc_bid.x, id = ids[t];
+  device float *yr = y + (long)t * 8;
+  if (id == -1) {
+    for (int c = sc_tid; c < 8; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 25) { /* dep_emb: token id out of range [0, 25) */
+    if (sc_tid == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const device float *row = (const device float *)(tab + (long)(io->step + -1) * 800L) + (long)id * 8;
+  for (int c = sc_tid; c < 8; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* temporal_batch_EMBED: EMBED [T, 16] */
+#define SC_KID 23
+kernel void temporal_batch_EMBED(device sc_device_io *io [[buffer(0)]],
+    device const int *ids [[buffer(1)]],
+    device const unsigned char *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int t = sc_bid.x, id = ids[t * 17];
+  device float *yr = y + (long)t * 16;
+  if (id == -1) {
+    for (int c = sc_tid; c < 16; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 25) { /* EMBED: token id out of range [0, 25) */
+    if (sc_tid == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const device float *row = (const device float *)tab + (long)id * 16;
+  for (int c = sc_tid; c < 16; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* temporal_batch_emb_sum1: ADD [T, 16] */
+#define SC_KID 24
+kernel void temporal_batch_emb_sum1(device sc_device_io *io [[buffer(0)]],
+    device const float *a [[buffer(1)]],
+    device const float *b [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  const float av = a[(long)t * 16 + c];
+  const float bv = b[(long)t * 16 + c];
+  y[(long)t * 16 + c] = av + bv;
+}
+#undef SC_KID
+
+/* temporal_batch_text_emb: EMBED [T, 16] */
+#define SC_KID 25
+kernel void temporal_batch_text_emb(device sc_device_io *io [[buffer(0)]],
+    device const int *ids [[buffer(1)]],
+    device const unsigned char *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int t = sc_bid.x, id = ids[t * 17];
+  device float *yr = y + (long)t * 16;
+  if (id == -1) {
+    for (int c = sc_tid; c < 16; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 41) { /* text_emb: token id out of range [0, 41) */
+    if (sc_tid == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const device float *row = (const device float *)tab + (long)id * 16;
+  for (int c = sc_tid; c < 16; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_qkv: NORM_LINEAR [T, 48] */
+#define SC_KID 26
+kernel void temporal_batch_layer0_qkv(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *nw [[buffer(2)]],
+    device const unsigned char *w [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  threadgroup float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = sc_tid >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 16; c += 32) {
+        const float v = x[(long)(t0 + tt) * 16 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrt(ss / 16.0f + 9.99999994e-09f);
+  }
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 48 ? row0 + 0 : 47) * 16;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 48 ? row0 + 1 : 47) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long)(t0 + tt) * 16 + c] * nw[c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 48 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 48 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_q_rope: ROPE [T, 16] */
+#define SC_KID 27
+kernel void temporal_batch_layer0_q_rope(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  threadgroup float hb[32];
+  const int lane = sc_tid & 31, u = sc_bid.x * 4 + (sc_tid >> 5);
+  if (u >= T * 2) return;
+  const int t = u / 2, h = u - t * 2;
+  const device float *a = x + (long)t * 48 + h * 8;
+  device float *b = y + (long)t * 16 + h * 8;
+  threadgroup float *s = hb + (sc_tid >> 5) * 8;
+  for (int c = lane; c < 8; c += 32) s[c] = a[c];
+  simdgroup_barrier(mem_flags::mem_threadgroup);
+  const device float *cs = tab + (long)sc_row_pos(io, t) * 8; /* cos | sin */
+  for (int i = lane; i < 4; i += 32) {
+    const float x0 = s[2 * i], x1 = s[2 * i + 1], c = cs[i], sn = cs[4 + i];
+    b[2 * i] = x0 * c - x1 * sn;
+    b[2 * i + 1] = x1 * c + x0 * sn;
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_k_store: KV_STORE [5, 16] */
+#define SC_KID 28
+kernel void temporal_batch_layer0_k_store(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device float *cache [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  device float *ct = (device float *)((device char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long)(sc_row_pos(io, t) % 5) * 16 + c] = x[(long)t * 16 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_v_store: KV_STORE [5, 16] */
+#define SC_KID 29
+kernel void temporal_batch_layer0_v_store(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device float *cache [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  device float *ct = (device float *)((device char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long)(sc_row_pos(io, t) % 5) * 16 + c] = x[(long)t * 48 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_attn: ATTENTION [T, 16] */
+#define SC_KID 30
+kernel void temporal_batch_layer0_attn(device sc_device_io *io [[buffer(0)]],
+    device const float *q [[buffer(1)]],
+    device const float *kc [[buffer(2)]],
+    device const float *vc [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  enum { HD = 8, NW = 8, QT = 8 };
+  alignas(16) threadgroup float qs[QT * HD];
+  threadgroup float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = sc_bid.x, t0 = sc_bid.y * QT, wid = sc_tid >> 5, lane = sc_tid & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const long kvo = (long)(h / 1) * HD;
+  for (int i = sc_tid; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long)(t0 + j) * 16 + h * HD + c] : 0.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long sb = sc_row_state(io, t0 + g);
+    const device float *kg = (const device float *)((const device char *)kc + sb), *vg = (const device float *)((const device char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = pq[j] - 5 + 1 > 0 ? pq[j] - 5 + 1 : 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
+    }
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const device float *kr = kg + (long)(k % 5) * 16 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const device float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const threadgroup float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] within its window */
+          if (k <= pq[j] && k > pq[j] - 5) s[j] = d[j] * 0.353553385f;
+      }
+      float pk[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float mn = fmax(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : exp(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : exp(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const device float *vr = vg + (long)((k0 + r) % 5) * 16 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = simd_shuffle(pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int i = sc_tid; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmax(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : exp(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
+    v /= L;
+    y[(long)(t0 + j) * 16 + h * HD + c] = v;
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_attn_res: LINEAR_ADD [T, 16] */
+#define SC_KID 31
+kernel void temporal_batch_layer0_attn_res(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device const float *r [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 16 ? row0 + 0 : 15) * 16;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 16 ? row0 + 1 : 15) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 16 + row] = r[t * 16 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_gating_in: NORM_LINEAR [T, 88] */
+#define SC_KID 32
+kernel void temporal_batch_layer0_gating_in(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *nw [[buffer(2)]],
+    device const unsigned char *w [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  threadgroup float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = sc_tid >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 16; c += 32) {
+        const float v = x[(long)(t0 + tt) * 16 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrt(ss / 16.0f + 9.99999994e-09f);
+  }
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 88 ? row0 + 0 : 87) * 16;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 88 ? row0 + 1 : 87) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long)(t0 + tt) * 16 + c] * nw[c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 88 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 88 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_swiglu: SWIGLU [T, 44] */
+#define SC_KID 33
+kernel void temporal_batch_layer0_swiglu(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device float *y [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 44) return;
+  const int t = i / 44, c = i - t * 44;
+  const float av = x[(long)t * 88 + c], bv = x[(long)t * 88 + 44 + c];
+  y[(long)t * 44 + c] = (av / (1.0f + exp(-av))) * bv;
+}
+#undef SC_KID
+
+/* temporal_batch_layer0_ffn_res: LINEAR_ADD [T, 16] */
+#define SC_KID 34
+kernel void temporal_batch_layer0_ffn_res(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device const float *r [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 16 ? row0 + 0 : 15) * 44;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 16 ? row0 + 1 : 15) * 44;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 44; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 44 ? x[(long)(t0 + tt) * 44 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 44) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 44) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 16 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 16 + row] = r[t * 16 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* temporal_batch_out_norm: RMSNORM [T, 16] */
+#define SC_KID 35
+kernel void temporal_batch_out_norm(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  threadgroup float part[1];
+  threadgroup float rr;
+  const long t = sc_bid.y;
+  const device float *xr = x + t * 16 + sc_bid.x * 16;
+  device float *yr = y + t * 16 + sc_bid.x * 16;
+  float ss = 0.0f;
+  for (int c = sc_tid; c < 16; c += 32) ss += xr[c] * xr[c];
+  ss = sc_warp_sum(ss);
+  if ((sc_tid & 31) == 0) part[sc_tid >> 5] = ss;
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  if (sc_tid == 0) {
+    float s = 0.0f;
+    for (int k = 0; k < 1; k++) s += part[k];
+    rr = 1.0f / sqrt(s / 16.0f + 9.99999994e-09f);
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int c = sc_tid; c < 16; c += 32) yr[c] = (xr[c] * rr) * w[c];
+}
+#undef SC_KID
+
+/* temporal_batch_out_hidden: OUTPUT [T, 16] */
+#define SC_KID 36
+kernel void temporal_batch_out_hidden(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device float *y [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 16) return;
+  const int t = i / 16, c = i - t * 16;
+  y[(long)t * 16 + c] = x[(long)t * 16 + c];
+}
+#undef SC_KID
+
+/* temporal_batch_text_logits: LINEAR [T, 40] */
+#define SC_KID 37
+kernel void temporal_batch_text_logits(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)w + (long)(row0 + 0 < 40 ? row0 + 0 : 39) * 16;
+  const device float *w0_1 = (const device float *)w + (long)(row0 + 1 < 40 ? row0 + 1 : 39) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 40 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 40 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_text_emb: EMBED [T, 8] */
+#define SC_KID 38
+kernel void depformer_text_batch_dep_text_emb(device sc_device_io *io [[buffer(0)]],
+    device const int *ids [[buffer(1)]],
+    device const unsigned char *tab [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int t = sc_bid.x, id = ids[t];
+  device float *yr = y + (long)t * 8;
+  if (id == -1) {
+    for (int c = sc_tid; c < 8; c += 256) yr[c] = 0.0f;
+    return;
+  }
+  if (id < 0 || id >= 41) { /* dep_text_emb: token id out of range [0, 41) */
+    if (sc_tid == 0) sc_fail(io, SC_KID, 1, id);
+    return;
+  }
+  const device float *row = (const device float *)tab + (long)id * 8;
+  for (int c = sc_tid; c < 8; c += 256) yr[c] = row[c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_input: LINEAR_ADD [T, 8] */
+#define SC_KID 39
+kernel void depformer_text_batch_dep_input(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device const float *r [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)(w + (long)(io->step + 0) * 512L) + (long)(row0 + 0 < 8 ? row0 + 0 : 7) * 16;
+  const device float *w0_1 = (const device float *)(w + (long)(io->step + 0) * 512L) + (long)(row0 + 1 < 8 ? row0 + 1 : 7) * 16;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 16; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 16 ? x[(long)(t0 + tt) * 16 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 16) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 8 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 8 + row] = r[t * 8 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_qkv: NORM_LINEAR [T, 24] */
+#define SC_KID 40
+kernel void depformer_text_batch_dep_layer0_qkv(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *nw [[buffer(2)]],
+    device const unsigned char *w [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  threadgroup float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = sc_tid >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 8; c += 32) {
+        const float v = x[(long)(t0 + tt) * 8 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrt(ss / 8.0f + 9.99999994e-09f);
+  }
+  const device float *w0_0 = (const device float *)(w + (long)(io->step + 0) * 768L) + (long)(row0 + 0 < 24 ? row0 + 0 : 23) * 8;
+  const device float *w0_1 = (const device float *)(w + (long)(io->step + 0) * 768L) + (long)(row0 + 1 < 24 ? row0 + 1 : 23) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long)(t0 + tt) * 8 + c] * nw[c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 24 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 24 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_k_store: KV_STORE [8, 8] */
+#define SC_KID 41
+kernel void depformer_text_batch_dep_layer0_k_store(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device float *cache [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 8) return;
+  const int t = i / 8, c = i - t * 8;
+  device float *ct = (device float *)((device char *)cache + sc_row_state(io, t)); /* row t's state block */
+  ct[(long)(sc_row_pos(io, t) % 8) * 8 + c] = x[(long)t * 24 + c];
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_attn: ATTENTION [T, 8] */
+#define SC_KID 42
+kernel void depformer_text_batch_dep_layer0_attn(device sc_device_io *io [[buffer(0)]],
+    device const float *q [[buffer(1)]],
+    device const float *kc [[buffer(2)]],
+    device const float *vc [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  enum { HD = 4, NW = 8, QT = 8 };
+  alignas(16) threadgroup float qs[QT * HD];
+  threadgroup float sm_m[NW * QT], sm_l[NW * QT], sm_o[NW * QT * HD];
+  const int h = sc_bid.x, t0 = sc_bid.y * QT, wid = sc_tid >> 5, lane = sc_tid & 31;
+  const int nq = T - t0 < QT ? T - t0 : QT;
+  const long kvo = (long)(h / 1) * HD;
+  for (int i = sc_tid; i < QT * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    qs[i] = j < nq ? q[(long)(t0 + j) * 24 + h * HD + c] : 0.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  float m[QT], l[QT], o[QT][1];
+#pragma unroll
+  for (int j = 0; j < QT; j++) {
+    m[j] = -SC_INF;
+    l[j] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 1; e++) o[j][e] = 0.0f;
+  }
+  for (int g = 0; g < nq; g++) { /* the queries of each state block in turn (one, unless rows are placed) */
+    if (sc_row_group(io, t0, t0 + g) != t0 + g) continue;
+    const long sb = sc_row_state(io, t0 + g);
+    const device float *kg = (const device float *)((const device char *)kc + sb), *vg = (const device float *)((const device char *)vc + sb);
+    int pq[QT], lo = 0x7fffffff, pl = -1; /* query j's position (-1: another block's), the keys' span */
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      pq[j] = j < nq && sc_row_group(io, t0, t0 + j) == t0 + g ? sc_row_pos(io, t0 + j) : -1;
+      const int lj = 0;
+      if (pq[j] >= 0 && lj < lo) lo = lj;
+      if (pq[j] > pl) pl = pq[j];
+    }
+    for (int k0 = lo + wid * 32; k0 <= pl; k0 += NW * 32) {
+      const int k = k0 + lane;
+      float s[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) s[j] = -SC_INF;
+      if (k <= pl) {
+        const device float *kr = kg + (long)(k % 8) * 8 + kvo;
+        float d[QT];
+#pragma unroll
+        for (int j = 0; j < QT; j++) d[j] = 0.0f;
+#pragma unroll 4
+        for (int c = 0; c < HD; c += 4) {
+          const float4 kv = *(const device float4 *)(kr + c);
+#pragma unroll
+          for (int j = 0; j < QT; j++) {
+            const float4 qv = *(const threadgroup float4 *)(qs + j * HD + c);
+            d[j] += kv.x * qv.x + kv.y * qv.y + kv.z * qv.z + kv.w * qv.w;
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) /* query j sees rows up to pq[j] */
+          if (k <= pq[j]) s[j] = d[j] * 0.5f;
+      }
+      float pk[QT];
+#pragma unroll
+      for (int j = 0; j < QT; j++) {
+        const float mn = fmax(m[j], sc_warp_max(s[j]));
+        const float sa = m[j] == mn ? 1.0f : exp(m[j] - mn); /* -inf == -inf: no rows yet */
+        pk[j] = s[j] == -SC_INF ? 0.0f : exp(s[j] - mn);
+        l[j] = l[j] * sa + sc_warp_sum(pk[j]);
+#pragma unroll
+        for (int e = 0; e < 1; e++) o[j][e] *= sa;
+        m[j] = mn;
+      }
+      const int nk = pl - k0 + 1 < 32 ? pl - k0 + 1 : 32;
+      for (int r = 0; r < nk; r++) {
+        const device float *vr = vg + (long)((k0 + r) % 8) * 8 + kvo;
+        float vv[1];
+#pragma unroll
+        for (int e = 0; e < 1; e++) {
+          const int c = lane + 32 * e;
+          vv[e] = 0.0f;
+          if (c < HD) vv[e] = vr[c];
+        }
+#pragma unroll
+        for (int j = 0; j < QT; j++) {
+          const float pj = simd_shuffle(pk[j], r);
+#pragma unroll
+          for (int e = 0; e < 1; e++) o[j][e] += pj * vv[e];
+        }
+      }
+    }
+  }
+  if (lane == 0)
+#pragma unroll
+    for (int j = 0; j < QT; j++) {
+      sm_m[wid * QT + j] = m[j];
+      sm_l[wid * QT + j] = l[j];
+    }
+#pragma unroll
+  for (int j = 0; j < QT; j++)
+#pragma unroll
+    for (int e = 0; e < 1; e++) {
+      const int c = lane + 32 * e;
+      if (c < HD) sm_o[(wid * QT + j) * HD + c] = o[j][e];
+    }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int i = sc_tid; i < nq * HD; i += NW * 32) {
+    const int j = i / HD, c = i - j * HD;
+    float M = -SC_INF, L = 0.0f, v = 0.0f;
+    for (int w = 0; w < NW; w++) M = fmax(M, sm_m[w * QT + j]);
+    for (int w = 0; w < NW; w++) {
+      const float f = sm_m[w * QT + j] == -SC_INF ? 0.0f : exp(sm_m[w * QT + j] - M);
+      L += sm_l[w * QT + j] * f;
+      v += sm_o[(w * QT + j) * HD + c] * f;
+    }
+    v /= L;
+    y[(long)(t0 + j) * 8 + h * HD + c] = v;
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_attn_res: LINEAR_ADD [T, 8] */
+#define SC_KID 43
+kernel void depformer_text_batch_dep_layer0_attn_res(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device const float *r [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)(w + (long)(io->step + 0) * 256L) + (long)(row0 + 0 < 8 ? row0 + 0 : 7) * 8;
+  const device float *w0_1 = (const device float *)(w + (long)(io->step + 0) * 256L) + (long)(row0 + 1 < 8 ? row0 + 1 : 7) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 8 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 8 + row] = r[t * 8 + row] + g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_gating_in: NORM_LINEAR [T, 44] */
+#define SC_KID 44
+kernel void depformer_text_batch_dep_layer0_gating_in(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const float *nw [[buffer(2)]],
+    device const unsigned char *w [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  threadgroup float rr[16]; /* 1 / rms of each token's row */
+  for (int tt = sc_tid >> 5; tt < 16; tt += 8) {
+    float ss = 0.0f;
+    if (tt < nt)
+      for (int c = lane; c < 8; c += 32) {
+        const float v = x[(long)(t0 + tt) * 8 + c];
+        ss += v * v;
+      }
+    ss = sc_warp_sum(ss);
+    if (lane == 0) rr[tt] = 1.0f / sqrt(ss / 8.0f + 9.99999994e-09f);
+  }
+  const device float *w0_0 = (const device float *)(w + (long)(io->step + 0) * 1408L) + (long)(row0 + 0 < 44 ? row0 + 0 : 43) * 8;
+  const device float *w0_1 = (const device float *)(w + (long)(io->step + 0) * 1408L) + (long)(row0 + 1 < 44 ? row0 + 1 : 43) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long)(t0 + tt) * 8 + c] * nw[c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]) * rr[tt];
+      if (lane == 0 && row < 44 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 44 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_swiglu: SWIGLU [T, 22] */
+#define SC_KID 45
+kernel void depformer_text_batch_dep_layer0_swiglu(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device float *y [[buffer(2)]],
+    constant int &T [[buffer(3)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  const int i = sc_bid.x * 256 + sc_tid;
+  if (i >= T * 22) return;
+  const int t = i / 22, c = i - t * 22;
+  const float av = x[(long)t * 44 + c], bv = x[(long)t * 44 + 22 + c];
+  y[(long)t * 22 + c] = (av / (1.0f + exp(-av))) * bv;
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_layer0_ffn_res: LINEAR_ADD [T, 8] */
+#define SC_KID 46
+kernel void depformer_text_batch_dep_layer0_ffn_res(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device const float *r [[buffer(3)]],
+    device float *y [[buffer(4)]],
+    constant int &T [[buffer(5)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[88]; /* [4 tokens, 22] */
+  const int t0 = sc_bid.y * 4;
+  const int nt = T - t0 < 4 ? T - t0 : 4;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 8 + (sc_tid >> 5);
+  const int row_end = sc_bid.x * 8 + 8 < 8 ? sc_bid.x * 8 + 8 : 8;
+  for (int i = sc_tid; i < 88; i += 256) {
+    const int tt = i / 22, c = i - tt * 22;
+    xs[i] = tt < nt ? x[(long)(t0 + tt) * 22 + c] : 0.0f;
+  }
+  threadgroup_barrier(mem_flags::mem_threadgroup);
+  for (int row = row0; row < row_end; row += 8) {
+    const device float *w0 = (const device float *)(w + (long)(io->step + 0) * 704L) + (long)row * 22;
+    float a0[4];
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) a0[tt] = 0.0f;
+    for (int c = lane; c < 22; c += 32) {
+      const float wv0 = w0[c];
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        const float xv = xs[tt * 22 + c];
+        a0[tt] += wv0 * xv;
+      }
+    }
+#pragma unroll
+    for (int tt = 0; tt < 4; tt++) {
+      a0[tt] = sc_warp_sum(a0[tt]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int tt = 0; tt < 4; tt++) {
+        if (tt >= nt) break;
+        const long t = t0 + tt;
+        y[t * 8 + row] = r[t * 8 + row] + a0[tt];
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_text_batch_dep_logits: LINEAR [T, 24] */
+#define SC_KID 47
+kernel void depformer_text_batch_dep_logits(device sc_device_io *io [[buffer(0)]],
+    device const float *x [[buffer(1)]],
+    device const unsigned char *w [[buffer(2)]],
+    device float *y [[buffer(3)]],
+    constant int &T [[buffer(4)]],
+    uint sc_tid [[thread_position_in_threadgroup]],
+    uint2 sc_bid [[threadgroup_position_in_grid]]) {
+  alignas(16) threadgroup float xs[4096]; /* [16 tokens, 256 columns] of the input */
+  const int t0 = sc_bid.y * 16;
+  const int nt = T - t0 < 16 ? T - t0 : 16;
+  const int lane = sc_tid & 31, row0 = sc_bid.x * 16 + (sc_tid >> 5) * 2;
+  const device float *w0_0 = (const device float *)(w + (long)(io->step + 0) * 768L) + (long)(row0 + 0 < 24 ? row0 + 0 : 23) * 8;
+  const device float *w0_1 = (const device float *)(w + (long)(io->step + 0) * 768L) + (long)(row0 + 1 < 24 ? row0 + 1 : 23) * 8;
+  float a0[2][16];
+#pragma unroll
+  for (int j = 0; j < 2; j++)
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) a0[j][tt] = 0.0f;
+  for (int k0 = 0; k0 < 8; k0 += 256) {
+    threadgroup_barrier(mem_flags::mem_threadgroup); /* the previous columns are used up */
+    for (int i = sc_tid; i < 4096; i += 256) {
+      const int tt = i / 256, c = k0 + (i & 255);
+      xs[i] = tt < nt && c < 8 ? x[(long)(t0 + tt) * 8 + c] : 0.0f;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    {
+      const int c = 0 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+    {
+      const int c = 128 + lane * 4; /* in the staged columns */
+      if (k0 + c < 8) {
+        const float4 wv0_0 = *((const device float4 *)(w0_0 + k0 + c));
+        const float4 wv0_1 = *((const device float4 *)(w0_1 + k0 + c));
+#pragma unroll
+        for (int tt = 0; tt < 16; tt++) {
+          const float4 xa = *(const threadgroup float4 *)(xs + tt * 256 + c);
+          a0[0][tt] += wv0_0.x * xa.x + wv0_0.y * xa.y + wv0_0.z * xa.z + wv0_0.w * xa.w;
+          a0[1][tt] += wv0_1.x * xa.x + wv0_1.y * xa.y + wv0_1.z * xa.z + wv0_1.w * xa.w;
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 2; j++) {
+    const int row = row0 + j;
+#pragma unroll
+    for (int tt = 0; tt < 16; tt++) {
+      const float g = sc_warp_sum(a0[j][tt]);
+      if (lane == 0 && row < 24 && tt < nt) {
+        const long t = t0 + tt;
+        y[t * 24 + row] = g;
+      }
+    }
+  }
+}
+#undef SC_KID
+
+/* depformer_audio_batch_dep_emb: EMBED [T, 8] */
+#define SC_KID 48
+kernel void depformer_audio_batch_dep_emb(device sc_device_io *io [[buffer(0)]],
     device const int *ids [[buffer(1)]],
     device const unsigned char *tab [[buffer(2)]],
     device float *y [[buffer(3)]],

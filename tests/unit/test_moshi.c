@@ -378,6 +378,134 @@ static void lmgen(sc_session *s, const char *dir, const char *name, const char *
   free(want);
 }
 
+/* sc_moshi_batch_step against sc_moshi_step alone: conversations of B =
+ * 1, 2, 3, 8 and 17 at once (17: more than the entries' 16 rows, two
+ * calls a step), B + 3 in all, each with its own user codes, length and
+ * sampling (greedy, or the defaults with a seed of its own), joining at
+ * other steps (three in the first steps, then one each time a
+ * conversation ends: its slot refilled at once), so rows sit at different
+ * steps; every row and has_row equal to the conversation's run alone
+ * (the CPU: the same bits, so the same draws).  Refusals: a code outside
+ * the codebook steps no generator; a generator added twice, or a second
+ * one on the same session. */
+enum { BT_MAXC = 20, BT_MAXL = 12 };
+
+static void bt_user(int c, int st, int U, int card, int32_t *u) {
+  for (int i = 0; i < U; i++) u[i] = (int32_t)((c * 131 + st * 17 + i * 7 + 3) % card);
+}
+
+static void bt_params(const sc_model *m, int c, sc_moshi_params *p) {
+  sc_error err = {0};
+  CHECK(sc_moshi_defaults(m, p, &err) == 0);
+  p->greedy = c % 3 == 0;
+  p->seed = 1000 + (uint64_t)c;
+}
+
+static void batched(sc_model *m, const char *what) {
+  sc_error err = {0};
+  sc_session *s0 = NULL;
+  sc_moshi *g0 = NULL;
+  sc_moshi_info in;
+  CHECK_MSG(sc_session_open(m, &s0, &err) == 0 && sc_moshi_open(s0, NULL, &g0, &in, &err) == 0, "%s", err.msg);
+  sc_moshi_close(g0);
+  if (!s0) return;
+  const int U = in.user_codebooks, W = 1 + in.dep_q;
+  static int32_t want[BT_MAXC][BT_MAXL][64], got[64 * BT_MAXC];
+  static int want_has[BT_MAXC][BT_MAXL], has[BT_MAXC];
+  int32_t u[64], user[64 * BT_MAXC];
+  int len[BT_MAXC];
+  for (int c = 0; c < BT_MAXC; c++) { /* each conversation alone */
+    len[c] = 4 + (c * 5) % (BT_MAXL - 3);
+    sc_moshi_params p;
+    bt_params(m, c, &p);
+    sc_moshi *g = NULL;
+    CHECK_MSG(sc_moshi_open(s0, &p, &g, NULL, &err) == 0, "%s", err.msg);
+    for (int st = 0; g && st < len[c]; st++) {
+      bt_user(c, st, U, in.card, u);
+      CHECK_MSG(sc_moshi_step(g, u, want[c][st], &want_has[c][st], &err) == 0, "%s", err.msg);
+    }
+    sc_moshi_close(g);
+  }
+  static const int Bs[] = {1, 2, 3, 8, 17};
+  for (size_t bi = 0; bi < sizeof Bs / sizeof *Bs; bi++) {
+    const int B = Bs[bi], N = B + 3;
+    sc_moshi_batch *b = NULL;
+    CHECK_MSG(sc_moshi_batch_new(m, &b, &err) == 0, "%s: %s", what, err.msg);
+    if (!b) break;
+    sc_session *ss[BT_MAXC] = {0};
+    sc_moshi *gs[BT_MAXC] = {0};
+    int who[BT_MAXC], at[BT_MAXC] = {0}, next = 0, done = 0, mismatch = 0, rows = 0;
+    for (int t = 0; done < N && t < 200; t++) {
+      /* joins: up to three in the first steps, then whenever a slot is free */
+      while (next < N && sc_moshi_batch_size(b) < B && (next < 3 ? t >= next : 1)) {
+        sc_moshi_params p;
+        bt_params(m, next, &p);
+        CHECK_MSG(sc_session_open(m, &ss[next], &err) == 0 && sc_moshi_open(ss[next], &p, &gs[next], NULL, &err) == 0 &&
+                      sc_moshi_batch_add(b, gs[next], &err) == 0,
+                  "%s", err.msg);
+        next++;
+      }
+      const int n = sc_moshi_batch_size(b);
+      for (int i = 0; i < n; i++) {
+        sc_moshi *g = sc_moshi_batch_get(b, i);
+        int c = 0;
+        while (gs[c] != g) c++;
+        who[i] = c;
+        bt_user(c, at[c], U, in.card, user + (size_t)i * U);
+      }
+      if (!n) continue;
+      if (t == 2 && n > 1) { /* a bad code in the last row: nothing moves */
+        int32_t keep = user[(size_t)(n - 1) * U];
+        user[(size_t)(n - 1) * U] = in.card;
+        CHECK(sc_moshi_batch_step(b, user, got, has, &err) == SC_EINPUT);
+        CHECK_CONTAINS(err.msg, "outside");
+        user[(size_t)(n - 1) * U] = keep;
+        CHECK(sc_moshi_batch_add(b, sc_moshi_batch_get(b, 0), &err) == SC_EUSAGE);
+        sc_moshi *twin = NULL;
+        CHECK(sc_moshi_open(ss[who[0]], NULL, &twin, NULL, &err) == SC_OK);
+        CHECK(sc_moshi_batch_add(b, twin, &err) == SC_EUSAGE);
+        CHECK_CONTAINS(err.msg, "same session");
+        sc_moshi_close(twin); /* reset the session: so step the original no more */
+        sc_moshi_batch_remove(b, gs[who[0]]);
+        /* its alone run restarts: the session's caches were reset */
+        sc_moshi_close(gs[who[0]]);
+        sc_moshi_params p;
+        bt_params(m, who[0], &p);
+        CHECK(sc_moshi_open(ss[who[0]], &p, &gs[who[0]], NULL, &err) == SC_OK);
+        at[who[0]] = 0;
+        CHECK(sc_moshi_batch_add(b, gs[who[0]], &err) == SC_OK);
+        continue;
+      }
+      CHECK_MSG(sc_moshi_batch_step(b, user, got, has, &err) == 0, "%s B=%d: %s", what, B, err.msg);
+      for (int i = 0; i < n; i++) {
+        const int c = who[i], st = at[c]++;
+        if (has[i] != want_has[c][st] || (has[i] && memcmp(got + (size_t)i * W, want[c][st], sizeof *got * W))) {
+          if (!mismatch++)
+            CHECK_MSG(0, "%s B=%d: conversation %d step %d: the batched row differs from its run alone", what, B, c,
+                      st);
+        }
+        rows += has[i];
+        if (at[c] == len[c]) {
+          CHECK(sc_moshi_batch_remove(b, gs[c]) == 0);
+          sc_moshi_close(gs[c]);
+          sc_session_close(ss[c]);
+          gs[c] = NULL;
+          ss[c] = NULL;
+          done++;
+        }
+      }
+    }
+    CHECK_MSG(done == N, "%s B=%d: %d of %d conversations ended", what, B, done, N);
+    if (!mismatch) printf("%s: %d conversations, %d at once: %d rows identical to their runs alone\n", what, N, B, rows);
+    for (int c = 0; c < BT_MAXC; c++) {
+      sc_moshi_close(gs[c]);
+      sc_session_close(ss[c]);
+    }
+    sc_moshi_batch_free(b);
+  }
+  sc_session_close(s0);
+}
+
 /* tests/data/moshi/<name>: logits per row at 1e-4 relative */
 /* A fixture's shapes (trace.json, config.json; dim from the model): *T
  * its steps; 0 when unreadable. */
@@ -466,6 +594,9 @@ static void parity(const char *name, const char *cc, int fuse) {
     int zeros[128] = {0}; /* user codes: row 0 depends on step 0 only */
     if (ref) topk_draws(s, ref, zeros, lm.K - 1 - lm.Q, name);
     sc_session_close(ref);
+    char what[96];
+    snprintf(what, sizeof what, "%s %s", name, test_target());
+    batched(m, what);
   }
   free(codes), free(want), free(wtext), free(wmask), free(wtmask), free(got), free(gtext), free(mask), free(tmask);
   sc_session_close(s);
@@ -554,6 +685,9 @@ static void bands(const char *name) {
               min_cos[b]);
     CHECK_MSG(frac >= min_agree[b], "%s %s: argmax agreement %.4f < %.2f", name, ir_dtype_name(bandv[b]), frac,
               min_agree[b]);
+    char what[96];
+    snprintf(what, sizeof what, "%s %s", name, ir_dtype_name(bandv[b]));
+    batched(m, what);
     sc_session_close(s);
     sc_model_close(m);
   }
