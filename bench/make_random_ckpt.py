@@ -2,7 +2,7 @@
 """Write a random checkpoint with the exact shapes of a published model,
 for benchmarks (speed only: the weights are noise).  Needs numpy only.
 
-    python3 bench/make_random_ckpt.py qwen3-0.6b|qwen3-tts-0.6b|qwen3.5-0.8b|qwen3.5-35b-a3b OUT_DIR
+    python3 bench/make_random_ckpt.py qwen3-0.6b|qwen3-tts-0.6b|qwen3.5-0.8b|qwen3.5-35b-a3b|moshi-7b OUT_DIR
         [--dtype bf16|f32] [--layers N]
 
 qwen3.5-0.8b: the text model of Qwen3.5-0.8B, dense (qwen3_5_text, what
@@ -19,6 +19,15 @@ GDN 16/32 heads of 128, attention 16/2 heads of 256, 256 experts of 512,
 (qwen3_5_moe_text, fused experts), three GDN layers then one full-attention
 layer; --layers N keeps the first N (the published model has 40, ~70 GB
 in bf16).
+
+moshi-7b: Moshi's RQ-Transformer with the 7B's shapes (the moshi package's
+loaders._lm_kwargs: temporal d4096, 32 heads, 32 layers, gated SiLU FFN of
+11264, RMSNorm; depformer d1024 x 6 layers with a weight set per step of
+the 8, FFN 2816; text card 32000, card 2048, 16 streams) under the
+package's state-dict names and config.json (model_type moshi, no Mimi:
+build it with --no-codec); --layers N keeps N temporal layers (the whole
+7B is ~15 GB in bf16).  The names and shapes are those of
+LMModel(**_lm_kwargs).state_dict() (checked against the package 0.2.x).
 """
 import argparse, json, os, struct
 import numpy as np
@@ -156,7 +165,56 @@ def tts_tensors(c):
         yield "talker.code_predictor.small_to_mtp_projection.weight", (Hp, H)
         yield "talker.code_predictor.small_to_mtp_projection.bias", (Hp,)
 
+SHAPES["moshi-7b"] = dict(
+    dim=4096, text_card=32000, existing_text_padding_id=3, n_q=16, dep_q=8, card=2048, num_heads=32,
+    num_layers=32, hidden_scale=4.125, causal=True, layer_scale=None, context=3000, max_period=10000,
+    gating="silu", norm="rms_norm_f32", positional_embedding="rope", depformer_dim=1024,
+    depformer_dim_feedforward=4224, depformer_num_heads=16, depformer_num_layers=6,
+    depformer_layer_scale=None, depformer_multi_linear=True, depformer_context=8,
+    depformer_max_period=10000, depformer_gating="silu", depformer_pos_emb="none",
+    depformer_weights_per_step=True, delays=[0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1],
+    moshi_name="model.safetensors", model_type="moshi")
+
+def moshi_tensors(c):
+    D, DD, Q = c["dim"], c["depformer_dim"], c["dep_q"]
+    hid = 2 * int(c["hidden_scale"] * D) // 3           # the gated FFN's hidden width
+    dhid = 2 * c["depformer_dim_feedforward"] // 3
+    for i in range(c["n_q"]):
+        yield f"emb.{i}.weight", (c["card"] + 1, D)
+    yield "text_emb.weight", (c["text_card"] + 1, D)
+    for L in range(c["num_layers"]):
+        p = f"transformer.layers.{L}."
+        yield p + "norm1.alpha", (1, 1, D)
+        yield p + "self_attn.in_projs.0.weight", (3 * D, D)
+        yield p + "self_attn.out_projs.0.weight", (D, D)
+        yield p + "norm2.alpha", (1, 1, D)
+        yield p + "gating.linear_in.weight", (2 * hid, D)
+        yield p + "gating.linear_out.weight", (D, hid)
+    yield "out_norm.alpha", (1, 1, D)
+    yield "text_linear.weight", (c["text_card"], D)
+    for k in range(Q):
+        yield f"depformer_in.{k}.weight", (DD, D)
+    yield "depformer_text_emb.weight", (c["text_card"] + 1, DD)
+    for k in range(Q - 1):
+        yield f"depformer_emb.{k}.weight", (c["card"] + 1, DD)
+    for L in range(c["depformer_num_layers"]):
+        p = f"depformer.layers.{L}."
+        yield p + "norm1.alpha", (1, 1, DD)
+        for k in range(Q):
+            yield p + f"self_attn.in_projs.{k}.weight", (3 * DD, DD)
+        for k in range(Q):
+            yield p + f"self_attn.out_projs.{k}.weight", (DD, DD)
+        yield p + "norm2.alpha", (1, 1, DD)
+        for k in range(Q):
+            yield p + f"gating.{k}.linear_in.weight", (2 * dhid, DD)
+            yield p + f"gating.{k}.linear_out.weight", (DD, dhid)
+    for k in range(Q):
+        yield f"linears.{k}.weight", (c["card"], DD)
+
 def tensors(c):
+    if c["model_type"] == "moshi":
+        yield from moshi_tensors(c)
+        return
     if c["model_type"] == "qwen3_tts":
         yield from tts_tensors(c)
         return
@@ -179,7 +237,9 @@ def main():
     ap.add_argument("--layers", type=int, default=0)
     a = ap.parse_args()
     c = dict(SHAPES[a.shape])
-    if a.layers:
+    if a.layers and c["model_type"] == "moshi":
+        c["num_layers"] = a.layers
+    elif a.layers:
         c["num_hidden_layers"] = a.layers
         if "layer_types" in c:
             c["layer_types"] = c["layer_types"][:a.layers]
@@ -199,8 +259,8 @@ def main():
     with open(os.path.join(a.out, "model.safetensors"), "wb") as f:
         f.write(struct.pack("<Q", len(h)) + h)
         for name, shape in specs:
-            x = rng.standard_normal(shape, dtype=np.float32) * (0.02 if len(shape) >= 2 else 0.1)
-            if len(shape) == 1 and not name.endswith(".bias"):
+            x = rng.standard_normal(shape, dtype=np.float32) * (0.02 if len(shape) >= 2 and not name.endswith(".alpha") else 0.1)
+            if (len(shape) == 1 or name.endswith(".alpha")) and not name.endswith(".bias"):
                 x += 1.0
             if a.dtype == "bf16":
                 f.write((x.view(np.uint32) >> 16).astype(np.uint16).tobytes())

@@ -70,7 +70,15 @@ const char *const usage_bench =
     "default 16), and the bench prints frames/s per stream and in all, the\n"
     "bytes of weights one frame reads (the talker once, the code predictor once\n"
     "per code) and, for one stream, the fraction of the read probe.\n"
-    "  --frames N             frames timed per run (default 32; 3 more are warm-up)\n";
+    "  --frames N             frames timed per run (default 32; 3 more are warm-up)\n"
+    "\n"
+    "A Moshi artifact is timed by 80 ms steps (--steps of them, 3 more first):\n"
+    "one conversation with LMGen's default sampling on fixed user codes, the\n"
+    "median step, its split (the temporal transformer, the depformer's dep_q\n"
+    "steps, the rest: sampling and bookkeeping), the bytes of weights a step\n"
+    "reads (the temporal transformer once, the depformer once per codebook) and\n"
+    "the fraction of the read probe; with --streams B, B conversations stepped\n"
+    "together (sc_moshi_batch_step), steps/s in all and per conversation.\n";
 
 static double now(void) {
   struct timespec ts;
@@ -407,6 +415,161 @@ static int bench_tts(sc_model *m, const char *path, long frames, long streams, l
   return rc;
 }
 
+/* ---- Moshi: 80 ms steps ----------------------------------------------------- */
+
+/* Bytes of weights one step reads: the temporal transformer's tensors once
+ * (its embedding tables, the text's and the eight streams', a row each),
+ * the depformer's ("dep.", "depformer_", "linears") once per depformer
+ * step: a tensor with per-step sets gives one set a step, one without is
+ * read dep_q times, and its embedding tables give a row a step.  RoPE and
+ * sinusoidal tables are gathers.  *dep gets the depformer's share. */
+static unsigned long long moshi_step_bytes(const sc_model_desc *d, int Q, unsigned long long *dep) {
+  unsigned long long sum = 0;
+  *dep = 0;
+  for (int i = 0; i < d->n_tensors; i++) {
+    const sc_tensor_info *t = &d->tensors[i];
+    const unsigned long long sets = t->sets > 0 ? (unsigned long long)t->sets : 1;
+    const unsigned long long row = t->rows > 0 ? t->bytes / ((unsigned long long)t->rows * sets) : t->bytes;
+    const int in_dep = !strncmp(t->name, "dep.", 4) || !strncmp(t->name, "depformer_", 10) ||
+                       !strcmp(t->name, "linears");
+    const int low_rank = has(t->name, "_emb_lr"); /* a matrix after the gather, read whole */
+    const int gather =
+        !low_rank && (!strncmp(t->name, "rope.", 5) || has(t->name, "sin_positions") || has(t->name, "emb"));
+    const unsigned long long once = gather ? row : sets > 1 ? t->bytes / sets : t->bytes;
+    /* the text token's table serves step 0 of the depformer, the audio ones steps 1..dep_q-1 */
+    const int uses = !strncmp(t->name, "depformer_text_emb", 18) ? 1
+                     : !strncmp(t->name, "depformer_emb", 13) ? (Q > 1 ? Q - 1 : 0)
+                     : in_dep ? Q : 1;
+    const unsigned long long b = once * (unsigned long long)uses;
+    sum += b;
+    if (in_dep) *dep += b;
+  }
+  return sum;
+}
+
+/* The codes user i feeds at step k: a fixed walk, no sampling inside it. */
+static void moshi_user(int i, long k, int U, int card, int32_t *u) {
+  for (int c = 0; c < U; c++) u[c] = (int32_t)((i * 131 + k * 17 + c * 7 + 3) % card);
+}
+
+static int bench_moshi(sc_model *m, const char *path, long steps, long streams, long threads, long probe_mb) {
+  const sc_model_desc *d = sc_model_desc_of(m);
+  sc_error err = {0};
+  const int B = streams > 1 ? (int)streams : 1;
+  sc_session **s = calloc((size_t)B, sizeof *s);
+  sc_moshi **g = calloc((size_t)B, sizeof *g);
+  double *dt = calloc((size_t)steps, sizeof *dt), *dtb = calloc((size_t)steps, sizeof *dtb);
+  int32_t *user = malloc((size_t)B * 64 * sizeof *user), *rows = malloc((size_t)B * 64 * sizeof *rows);
+  int *has = calloc((size_t)B, sizeof *has);
+  sc_moshi_batch *b = NULL;
+  sc_moshi_info in = {0};
+  sc_moshi_times t0 = {0}, t1 = {0}, tb0 = {0}, tb1 = {0};
+  int rc = s && g && dt && dtb && user && rows && has ? SC_OK : sc_fail(&err, SC_ERUNTIME, "out of memory");
+  /* one conversation: LMGen's default sampling, 3 untimed steps first */
+  if (!rc) rc = sc_session_open(m, &s[0], &err);
+  if (!rc) rc = sc_moshi_open(s[0], NULL, &g[0], &in, &err);
+  if (!rc && 3 + steps > d->max_context)
+    rc = sc_fail(&err, SC_EUSAGE, "--steps %ld (+3 warm-up) exceed the model's max context %d", steps, d->max_context);
+  const int U = in.user_codebooks;
+  for (long k = 0; !rc && k < 3 + steps; k++) {
+    moshi_user(0, k, U, in.card, user);
+    if (k == 3) sc_moshi_get_times(g[0], &t0);
+    const double a = now();
+    rc = sc_moshi_step(g[0], user, rows, has, &err);
+    if (k >= 3) dt[k - 3] = now() - a;
+  }
+  if (!rc) sc_moshi_get_times(g[0], &t1);
+  /* B conversations together, opened afresh */
+  if (!rc && B > 1) {
+    rc = sc_moshi_batch_new(m, &b, &err);
+    for (int i = 0; !rc && i < B; i++) {
+      if (!s[i]) rc = sc_session_open(m, &s[i], &err);
+      sc_moshi_params p;
+      if (!rc) rc = sc_moshi_defaults(m, &p, &err);
+      p.seed += (uint64_t)i;
+      sc_moshi_close(g[i]);
+      g[i] = NULL;
+      if (!rc) rc = sc_moshi_open(s[i], &p, &g[i], NULL, &err);
+      if (!rc) rc = sc_moshi_batch_add(b, g[i], &err);
+    }
+    for (long k = 0; !rc && k < 3 + steps; k++) {
+      for (int i = 0; i < B; i++) moshi_user(i, k, U, in.card, user + (size_t)i * U);
+      if (k == 3) sc_moshi_batch_get_times(b, &tb0);
+      const double a = now();
+      rc = sc_moshi_batch_step(b, user, rows, has, &err);
+      if (k >= 3) dtb[k - 3] = now() - a;
+    }
+    if (!rc) sc_moshi_batch_get_times(b, &tb1);
+  }
+  int used_threads = threads > 0 ? (int)threads : sc_physical_cores();
+  double best = 0, med_probe = 0;
+  const char *dev = bench_device(m);
+  if (!rc && !dev && probe_bandwidth(used_threads, (size_t)probe_mb, 5, &best, &med_probe))
+    rc = sc_fail(&err, SC_ERUNTIME, "out of memory for the %ld MB bandwidth probe (hint: --probe-mb)", probe_mb);
+  if (rc) {
+    fprintf(stderr, "speechc: error: %s\n", err.msg);
+  } else {
+    const double med = median(dt, (int)steps), n = (double)(t1.steps - t0.steps);
+    const double tt = (t1.temporal_s - t0.temporal_s) / n, td = (t1.depformer_s - t0.depformer_s) / n,
+                 ts = (t1.step_s - t0.step_s) / n;
+    unsigned long long dep = 0, bytes = moshi_step_bytes(d, in.dep_q, &dep);
+    const double gbs = (double)bytes / med / 1e9;
+    sc_kernels K;
+    sc_kernels_init(&K, NULL);
+    char others[128];
+    const char *band = main_band(d, others, sizeof others);
+    printf("model         %s (%s, %s)\n", path, d->model_type, d->family);
+    printf("weights       %s, %.1f MB in all%s\n", band, d->weight_bytes / 1e6, others);
+    if (!dev) {
+      printf("code          %s; kernels %s, %d thread%s\n",
+             d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
+             used_threads > 1 ? "s" : "");
+      printf("kernels why   %s\n", sc_kernels_reason(&K));
+    }
+    printf("one stream    %ld steps: median %.2f ms/step = %.2f steps/s (real time: 12.5, one step per 80 ms)\n",
+           steps, med * 1e3, 1.0 / med);
+    printf("split         mean per step: temporal %.2f ms, depformer (%d steps) %.2f ms, sampling and the rest "
+           "%.2f ms\n", tt * 1e3, in.dep_q, td * 1e3, (ts - tt - td) * 1e3);
+    printf("weights read  %.1f MB per step (temporal once: %.1f MB; depformer %d times: %.1f MB)\n", bytes / 1e6,
+           (bytes - dep) / 1e6, in.dep_q, dep / 1e6);
+    if (dev) {
+      device_lines(m, dev, gbs);
+    } else {
+      printf("effective     %.2f GB/s (temporal %.2f, depformer %.2f)\n", gbs, (bytes - dep) / tt / 1e9,
+             dep / td / 1e9);
+      printf("read probe    %.2f GB/s best, %.2f median (%ld MB buffer, %d thread%s, 5 passes)\n", best, med_probe,
+             probe_mb, used_threads, used_threads > 1 ? "s" : "");
+      printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+    }
+    if (B > 1) {
+      const double medb = median(dtb, (int)steps), nb = (double)(tb1.steps - tb0.steps);
+      printf("streams       %d conversations stepped together: median %.2f ms/step = %.2f steps/s in all, %.2f per "
+             "stream (%.2fx one stream's); mean per step: temporal %.2f ms, depformer %.2f ms\n", B, medb * 1e3,
+             B / medb, 1.0 / medb, B * med / medb, (tb1.temporal_s - tb0.temporal_s) / nb * 1e3,
+             (tb1.depformer_s - tb0.depformer_s) / nb * 1e3);
+      printf("bench: streams=%d step_ms=%.3f agg_steps_s=%.3f stream_steps_s=%.3f speedup=%.3f\n", B, medb * 1e3,
+             B / medb, 1.0 / medb, B * med / medb);
+    }
+    printf("bench: band=%s steps_s=%.3f ms=%.3f temporal_ms=%.3f depformer_ms=%.3f bytes=%llu gbps=%.3f "
+           "probe_gbps=%.3f frac=%.4f threads=%d%s%s\n",
+           band, 1.0 / med, med * 1e3, tt * 1e3, td * 1e3, bytes, gbs, best, best > 0 ? gbs / best : 0.0,
+           used_threads, dev ? " target=" : "", dev ? d->target : "");
+  }
+  sc_moshi_batch_free(b);
+  for (int i = 0; i < B; i++) {
+    if (g) sc_moshi_close(g[i]);
+    if (s) sc_session_close(s[i]);
+  }
+  free(s);
+  free(g);
+  free(dt);
+  free(dtb);
+  free(user);
+  free(rows);
+  free(has);
+  return rc;
+}
+
 /* ---- the command ----------------------------------------------------------- */
 
 int cmd_bench(int argc, char **argv) {
@@ -458,6 +621,11 @@ int cmd_bench(int argc, char **argv) {
   int rc = sc_model_open(path, &opts, &m, &err);
   if (!rc && sc_tts_codebooks(m)) {
     rc = bench_tts(m, path, frames, streams, threads, probe_mb);
+    sc_model_close(m);
+    return rc;
+  }
+  if (!rc && !strcmp(sc_model_desc_of(m)->family, "moshi")) {
+    rc = bench_moshi(m, path, steps, streams, threads, probe_mb);
     sc_model_close(m);
     return rc;
   }
