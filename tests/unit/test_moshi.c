@@ -1009,6 +1009,21 @@ static void cli(void) {
   int st = system(cmd);
   CHECK_MSG(WEXITSTATUS(st) == 0, "speechc moshi --seed: exit %d (3: sampled = greedy, 4: seed 7 not reproduced, "
             "5: seeds 7 and 8 agree)", WEXITSTATUS(st));
+  /* speechc bench on a Moshi artifact: steps, their split, bytes, and B
+   * conversations together */
+  snprintf(cmd, sizeof cmd, "%s bench %s/cli.so --steps 4 --streams 3 --threads 1 --probe-mb 16 > %s/bench.txt",
+           bin, tmpdir, tmpdir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
+  snprintf(path, sizeof path, "%s/bench.txt", tmpdir);
+  char *out = slurp(path, NULL);
+  static const char *const lines[] = {"one stream    4 steps: median", "split         mean per step: temporal",
+                                      "depformer (4 steps)", "depformer 4 times",
+                                      "streams       3 conversations stepped together",
+                                      "bench: streams=3 step_ms=", "bench: band=f32 steps_s="};
+  for (size_t i = 0; i < sizeof lines / sizeof *lines; i++)
+    CHECK_MSG(out && strstr(out, lines[i]), "speechc bench on Moshi: '%s' missing from:\n%s", lines[i],
+              out ? out : "(no output)");
+  free(out);
   /* a user file with the wrong number of codebooks is refused, naming it */
   snprintf(path, sizeof path, "%s/bad.json", tmpdir);
   f = fopen(path, "w");
