@@ -15,6 +15,11 @@
  * The model is the artifact's OUT.tokenizer/<tokenizer_name> (speechc build
  * copies it there) or --tokenizer FILE|DIR.
  *
+ * Several --user-codes / --codes-out pairs are several conversations: one
+ * generator each on its own session, all stepped by sc_moshi_batch_step
+ * until the last one's codes end (each leaves the batch when its own do),
+ * every output the one its pair gives alone.
+ *
  * `--input user.wav -o reply.wav` runs the package's run_inference loop
  * instead of reading codes: the Mimi built beside the model (OUT.codec.so,
  * or --mimi) encodes each whole 1920-sample frame of the WAV, the first
@@ -45,6 +50,7 @@ extern const char *const usage_moshi;
 
 const char *const usage_moshi =
     "usage: speechc moshi model.so --user-codes FILE --codes-out FILE [options]\n"
+    "       speechc moshi model.so --user-codes A --codes-out A.json --user-codes B --codes-out B.json ...\n"
     "       speechc moshi model.so --input user.wav -o reply.wav [--codes-out FILE] [options]\n"
     "  --input WAV        the user's audio (24 kHz mono, 16-bit or float; another rate or\n"
     "                     channel count is refused): run_inference's loop, Mimi encode of\n"
@@ -57,6 +63,11 @@ const char *const usage_moshi =
     "                     user's codes, one row per 80 ms step, U = n_q - dep_q codebooks\n"
     "  --codes-out FILE   JSON {\"tokens\": [[text, a_1..a_dep_q], ...]}: the rows LMGen.step\n"
     "                     returns, in order (none until the largest delay has passed)\n"
+    "                     Several --user-codes / --codes-out pairs (and as many --text-out, or\n"
+    "                     none) are several conversations, stepped together (each weight read\n"
+    "                     once per step for all; a model built with --max-batch >= 2, the\n"
+    "                     default): each output is what the pair gives alone, with the same\n"
+    "                     flags; a conversation ends with its codes; no text on stderr\n"
     "  --greedy           argmax for every token (LMGen's use_sampling=False)\n"
     "  --temp T           audio temperature (default 0.8, or the checkpoint's lm_gen_config;\n"
     "                     0 = greedy)\n"
@@ -224,8 +235,103 @@ typedef struct Over {
   double v;
 } Over;
 
+/* --text-out: the transcript of a run's text ids, then a newline. */
+static int write_text(const sc_spm *spm, const Run *run, const char *path, sc_error *err) {
+  char *t = NULL;
+  size_t len = 0;
+  FILE *tf = NULL;
+  int rc = sc_spm_decode(spm, run->text, run->n_text, &t, &len, err);
+  if (!rc && !(tf = strcmp(path, "-") ? fopen(path, "w") : stdout))
+    rc = sc_fail(err, SC_EINPUT, "%s: cannot write: %s", path, strerror(errno));
+  if (!rc && (fwrite(t, 1, len, tf) != len || fputc('\n', tf) == EOF))
+    rc = sc_fail(err, SC_EINPUT, "%s: write failed", path);
+  if (tf && tf != stdout && fclose(tf) && !rc) rc = sc_fail(err, SC_EINPUT, "%s: write failed", path);
+  free(t);
+  return rc;
+}
+
+#define MAX_CONVERSATIONS 256
+
+/* Several conversations (the file's comment): ins[i] -> outs[i] (and
+ * texts[i] when texts), each with the parameters p. */
+static int several(sc_model *m, const sc_moshi_params *p, const char *model, const char *tokenizer, const char **ins,
+                   const char **outs, const char **texts, int n, sc_error *err) {
+  sc_session *s[MAX_CONVERSATIONS] = {0};
+  sc_moshi *g[MAX_CONVERSATIONS] = {0};
+  Codes codes[MAX_CONVERSATIONS] = {0};
+  Run run[MAX_CONVERSATIONS] = {0};
+  int at[MAX_CONVERSATIONS] = {0};
+  sc_moshi_info info = {0};
+  sc_moshi_batch *b = NULL;
+  sc_spm *spm = NULL;
+  int32_t *user = NULL, *rows = NULL;
+  int *has = NULL;
+  int rc = sc_moshi_batch_new(m, &b, err);
+  for (int i = 0; !rc && i < n; i++) {
+    rc = sc_session_open(m, &s[i], err);
+    if (!rc) rc = sc_moshi_open(s[i], p, &g[i], &info, err);
+  }
+  if (!rc && (texts || tokenizer)) rc = find_spm(m, model, tokenizer, 1, &spm, err);
+  if (!rc && spm && sc_spm_size(spm) < info.text_card)
+    rc = sc_fail(err, SC_EINPUT, "the SentencePiece model has %d pieces, fewer than the model's text_card %d "
+                 "(hint: is --tokenizer the checkpoint's tokenizer_name?)", sc_spm_size(spm), info.text_card);
+  const int U = info.user_codebooks, W = 1 + info.dep_q;
+  for (int i = 0; !rc && i < n; i++) {
+    CodesSpec spec = {.codebooks = U, .vocab = info.card};
+    rc = codes_read(ins[i], CODES_AUTO, &spec, &codes[i], err);
+    run[i] = (Run){.quiet = 1, .spm = texts ? spm : NULL, .err = err};
+    if (!rc && !(run[i].f = strcmp(outs[i], "-") ? fopen(outs[i], "w") : stdout))
+      rc = sc_fail(err, SC_EINPUT, "%s: cannot write: %s", outs[i], strerror(errno));
+    if (!rc) fputs("{\"tokens\": [", run[i].f);
+    if (!rc && codes[i].frames > 0) rc = sc_moshi_batch_add(b, g[i], err);
+  }
+  if (!rc && (!(user = malloc(sizeof *user * (size_t)n * (size_t)(U ? U : 1))) ||
+              !(rows = malloc(sizeof *rows * (size_t)n * (size_t)W)) || !(has = malloc(sizeof *has * (size_t)n))))
+    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+  int who[MAX_CONVERSATIONS];
+  while (!rc && sc_moshi_batch_size(b) > 0) {
+    const int nb = sc_moshi_batch_size(b);
+    for (int j = 0; j < nb; j++) {
+      int i = 0;
+      while (g[i] != sc_moshi_batch_get(b, j)) i++;
+      who[j] = i;
+      memcpy(user + (size_t)j * U, codes[i].codes + (size_t)at[i] * U, sizeof *user * (size_t)U);
+    }
+    if ((rc = sc_moshi_batch_step(b, user, rows, has, err))) {
+      char msg[sizeof err->msg];
+      snprintf(msg, sizeof msg, "%s", err->msg);
+      sc_fail(err, rc, "%s: %s", ins[who[0]], msg);
+      break;
+    }
+    for (int j = 0; j < nb && !rc; j++) {
+      const int i = who[j], step = at[i]++;
+      if (has[j] && on_row(&run[i], rows + (size_t)j * W, W, step)) rc = run[i].rc;
+      if (at[i] == codes[i].frames) sc_moshi_batch_remove(b, g[i]);
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (!rc && run[i].f) fputs("\n]}\n", run[i].f);
+    if (run[i].f && run[i].f != stdout && fclose(run[i].f) && !rc)
+      rc = sc_fail(err, SC_EINPUT, "%s: write failed", outs[i]);
+    if (!rc && texts) rc = write_text(spm, &run[i], texts[i], err);
+    free(run[i].text);
+    codes_free(&codes[i]);
+    sc_moshi_close(g[i]);
+    sc_session_close(s[i]);
+  }
+  sc_moshi_batch_free(b);
+  sc_spm_free(spm);
+  free(user);
+  free(rows);
+  free(has);
+  return rc;
+}
+
 int cmd_moshi(int argc, char **argv) {
   const char *model = NULL, *in = NULL, *out = NULL, *text_out = NULL, *tokenizer = NULL, *v;
+  const char *ins[MAX_CONVERSATIONS], *outs[MAX_CONVERSATIONS], *texts[MAX_CONVERSATIONS];
+  int n_in = 0, n_out = 0, n_text = 0;
+  char msg[300];
   const char *input = NULL, *audio_out = NULL, *mimi = NULL;
   int greedy = 0, quiet = 0, f32 = 0;
   long threads = 0, lv;
@@ -234,9 +340,20 @@ int cmd_moshi(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { fputs(usage_moshi, stdout); return 0; }
-    if ((v = flag_value(argc, argv, &i, "--user-codes"))) in = v;
-    else if ((v = flag_value(argc, argv, &i, "--codes-out"))) out = v;
-    else if ((v = flag_value(argc, argv, &i, "--text-out"))) text_out = v;
+    if ((is_flag(a, "--user-codes") || is_flag(a, "--codes-out") || is_flag(a, "--text-out")) &&
+        (v = flag_value(argc, argv, &i, is_flag(a, "--user-codes") ? "--user-codes"
+                                        : is_flag(a, "--codes-out") ? "--codes-out" : "--text-out"))) {
+      const char kind = a[2]; /* u, c or t */
+      int *k = kind == 'u' ? &n_in : kind == 'c' ? &n_out : &n_text;
+      if (*k == MAX_CONVERSATIONS) {
+        snprintf(msg, sizeof msg, "more than %d conversations (%s)", MAX_CONVERSATIONS, a);
+        return usage_error(usage_moshi, "%s", msg);
+      }
+      (kind == 'u' ? ins : kind == 'c' ? outs : texts)[(*k)++] = v;
+      if (kind == 'u') in = v;
+      else if (kind == 'c') out = v;
+      else text_out = v;
+    }
     else if ((v = flag_value(argc, argv, &i, "--tokenizer"))) tokenizer = v;
     else if ((v = flag_value(argc, argv, &i, "--input"))) input = v;
     else if ((v = flag_value(argc, argv, &i, "--mimi"))) mimi = v;
@@ -275,6 +392,25 @@ int cmd_moshi(int argc, char **argv) {
     return usage_error(usage_moshi, "%s", "-o, --mimi and --f32 go with --input (codes in, codes out: --codes-out)");
   if (!input && (!in || !out))
     return usage_error(usage_moshi, "%s", "--user-codes FILE and --codes-out FILE are needed (or --input WAV -o OUT)");
+  if (n_in > 1 || n_out > 1 || n_text > 1) {
+    if (input) return usage_error(usage_moshi, "%s", "--input takes one conversation: give one --codes-out / --text-out");
+    if (n_out != n_in) {
+      snprintf(msg, sizeof msg, "%d --user-codes but %d --codes-out: give one output per conversation", n_in, n_out);
+      return usage_error(usage_moshi, "%s", msg);
+    }
+    if (n_text && n_text != n_in) {
+      snprintf(msg, sizeof msg, "%d conversations but %d --text-out: give one per conversation, or none", n_in,
+               n_text);
+      return usage_error(usage_moshi, "%s", msg);
+    }
+    for (int i = 0; i < n_in; i++)
+      for (int j = 0; j < i; j++)
+        if (!strcmp(outs[i], outs[j]) || (n_text && !strcmp(texts[i], texts[j]))) {
+          snprintf(msg, sizeof msg, "conversations %d and %d write the same file '%s'", j + 1, i + 1,
+                   !strcmp(outs[i], outs[j]) ? outs[i] : texts[i]);
+          return usage_error(usage_moshi, "%s", msg);
+        }
+  }
   sc_error err = {0};
   sc_model *m = NULL;
   sc_session *s = NULL;
@@ -294,6 +430,12 @@ int cmd_moshi(int argc, char **argv) {
     if (top_k.set) p.top_k = (int)top_k.v;
     if (top_k_text.set) p.top_k_text = (int)top_k_text.v;
     if (seed.set) p.seed = seed_u;
+    if (n_in > 1) {
+      rc = several(m, &p, model, tokenizer, ins, outs, n_text ? texts : NULL, n_in, &err);
+      sc_session_close(s);
+      sc_model_close(m);
+      return report(rc, &err);
+    }
     rc = sc_moshi_open(s, &p, &g, &info, &err);
   }
   sc_spm *spm = NULL;
@@ -318,18 +460,7 @@ int cmd_moshi(int argc, char **argv) {
   }
   if (f && f != stdout && fclose(f) && !rc) rc = sc_fail(&err, SC_EINPUT, "%s: write failed", out ? out : "/dev/null");
   if (!rc && spm && !quiet) rc = show(&run, 1);
-  if (!rc && text_out) {
-    char *t = NULL;
-    size_t len = 0;
-    FILE *tf = NULL;
-    rc = sc_spm_decode(spm, run.text, run.n_text, &t, &len, &err);
-    if (!rc && !(tf = strcmp(text_out, "-") ? fopen(text_out, "w") : stdout))
-      rc = sc_fail(&err, SC_EINPUT, "%s: cannot write: %s", text_out, strerror(errno));
-    if (!rc && (fwrite(t, 1, len, tf) != len || fputc('\n', tf) == EOF))
-      rc = sc_fail(&err, SC_EINPUT, "%s: write failed", text_out);
-    if (tf && tf != stdout && fclose(tf) && !rc) rc = sc_fail(&err, SC_EINPUT, "%s: write failed", text_out);
-    free(t);
-  }
+  if (!rc && text_out) rc = write_text(spm, &run, text_out, &err);
   free(run.text);
   sc_spm_free(spm);
   codes_free(&codes);

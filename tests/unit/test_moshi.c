@@ -1009,6 +1009,46 @@ static void cli(void) {
   int st = system(cmd);
   CHECK_MSG(WEXITSTATUS(st) == 0, "speechc moshi --seed: exit %d (3: sampled = greedy, 4: seed 7 not reproduced, "
             "5: seeds 7 and 8 agree)", WEXITSTATUS(st));
+  /* several conversations in one run: each output the one its pair gives
+   * alone (default sampling; lengths 10, 6 and 1 steps, so they end apart) */
+  for (int k = 0; k < 2; k++) {
+    snprintf(path, sizeof path, "%s/u%d.json", tmpdir, k + 2);
+    FILE *uf = fopen(path, "w");
+    CHECK_MSG(uf != NULL, "%s", path);
+    if (!uf) return;
+    fputs(k ? "[" : "{\"codes\": [", uf); /* the second as a bare list */
+    for (int st2 = k ? 0 : 3; st2 < (k ? 1 : 9); st2++)
+      fprintf(uf, "%s[%d, %d]", st2 == (k ? 0 : 3) ? "" : ", ", user[st2 * U], user[st2 * U + 1]);
+    fputs(k ? "]\n" : "]}\n", uf);
+    fclose(uf);
+  }
+  snprintf(cmd, sizeof cmd,
+           "cd %s && for u in user u2 u3; do %s moshi cli.so --user-codes $u.json --codes-out $u.alone.json -q || exit 9; done "
+           "&& %s moshi cli.so --user-codes user.json --codes-out user.multi.json --user-codes u2.json --codes-out "
+           "u2.multi.json --user-codes u3.json --codes-out u3.multi.json || exit 8; "
+           "for u in user u2 u3; do cmp -s $u.alone.json $u.multi.json || exit 7; done; "
+           "grep -q '\\[' u2.multi.json || exit 6",
+           tmpdir, bin, bin);
+  st = system(cmd);
+  CHECK_MSG(WEXITSTATUS(st) == 0, "speechc moshi, three conversations: exit %d (9: alone failed, 8: together failed, "
+            "7: an output differs from its run alone, 6: no rows)", WEXITSTATUS(st));
+  static const struct {
+    const char *args, *want;
+  } multi_bad[] = {
+      {"--user-codes user.json --codes-out a.json --user-codes u2.json", "2 --user-codes but 1 --codes-out"},
+      {"--user-codes user.json --codes-out a.json --user-codes u2.json --codes-out a.json", "write the same file"},
+      {"--user-codes user.json --codes-out a.json --user-codes u2.json --codes-out b.json --text-out t.txt",
+       "2 conversations but 1 --text-out"},
+  };
+  for (size_t i = 0; i < sizeof multi_bad / sizeof *multi_bad; i++) {
+    snprintf(cmd, sizeof cmd, "cd %s && %s moshi cli.so %s -q 2> err.txt", tmpdir, bin, multi_bad[i].args);
+    st = system(cmd);
+    snprintf(path, sizeof path, "%s/err.txt", tmpdir);
+    char *msg = slurp(path, NULL);
+    CHECK_MSG(WEXITSTATUS(st) != 0 && msg && strstr(msg, multi_bad[i].want), "%s: exit %d, '%s' lacks '%s'",
+              multi_bad[i].args, WEXITSTATUS(st), msg ? msg : "", multi_bad[i].want);
+    free(msg);
+  }
   /* speechc bench on a Moshi artifact: steps, their split, bytes, and B
    * conversations together */
   snprintf(cmd, sizeof cmd, "%s bench %s/cli.so --steps 4 --streams 3 --threads 1 --probe-mb 16 > %s/bench.txt",
