@@ -21,7 +21,9 @@
  * every model: six requests differing in prompt, length (0 and 7 of 12),
  * sampling (greedy, temperature / top-k, top-p, repetition penalty) and
  * eos give each the tokens sc_generate gives it alone; shared sessions and
- * a model without the batch entry are refused.
+ * a model without the batch entry are refused.  On the CPU the batches
+ * again with SPEECHC_ISA=portable and avx2 (where the CPU has it), each
+ * against sc_decode with the same kernels.
  * SPEECHC_TEST_TARGET=cuda (test_batch_cuda_emu): the same on --target
  * cuda builds run by the CUDA emulator, logits within 1e-5 (same()).
  */
@@ -244,6 +246,26 @@ static void generate(sc_model *m, const char *band) {
   for (int i = 0; i < R; i++) sc_session_close(s[i]);
 }
 
+/* Sessions pick their kernels when they open (SPEECHC_ISA): sizes() and
+ * churn() again with each other ISA this CPU runs (the device targets: none). */
+static void other_isas(sc_model *m, const char *name) {
+  if (strcmp(test_target(), "cpu")) return;
+  const char *isas[2] = {"portable", NULL};
+  int n = 1;
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) isas[n++] = "avx2";
+#endif
+  for (int i = 0; i < n; i++) {
+    char tag[128];
+    snprintf(tag, sizeof tag, "%s SPEECHC_ISA=%s", name, isas[i]);
+    setenv("SPEECHC_ISA", isas[i], 1);
+    sizes(m, tag);
+    churn(m, tag);
+    unsetenv("SPEECHC_ISA");
+    printf("%s: batches give sc_decode's bits\n", tag);
+  }
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-batch-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
@@ -258,6 +280,7 @@ int main(void) {
     generate(m, name);
     printf("%s: batches of 1, 2, 3, 8, 17 and joining / leaving give sc_decode's bits; sc_generate_batch gives "
            "sc_generate's tokens\n", name);
+    other_isas(m, name);
     if (!first) first = m;
     else sc_model_close(m);
   }
@@ -278,6 +301,7 @@ int main(void) {
       churn(m, tag);
       generate(m, tag);
       printf("%s: batches of 1, 2, 3, 8, 17 and joining / leaving give sc_decode's bits\n", tag);
+      other_isas(m, tag);
       sc_model_close(m);
     }
   /* f32 with 17 rows in one call: past OpenBLAS's 16 rows, which the

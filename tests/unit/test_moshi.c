@@ -387,7 +387,8 @@ static void lmgen(sc_session *s, const char *dir, const char *name, const char *
  * steps; every row and has_row equal to the conversation's run alone
  * (the CPU: the same bits, so the same draws).  Refusals: a code outside
  * the codebook steps no generator; a generator added twice, or a second
- * one on the same session. */
+ * one on the same session.  On the CPU again with SPEECHC_ISA=portable and
+ * avx2 (where the CPU has it). */
 enum { BT_MAXC = 20, BT_MAXL = 12 };
 
 static void bt_user(int c, int st, int U, int card, int32_t *u) {
@@ -401,7 +402,7 @@ static void bt_params(const sc_model *m, int c, sc_moshi_params *p) {
   p->seed = 1000 + (uint64_t)c;
 }
 
-static void batched(sc_model *m, const char *what) {
+static void batched_isa(sc_model *m, const char *what) {
   sc_error err = {0};
   sc_session *s0 = NULL;
   sc_moshi *g0 = NULL;
@@ -504,6 +505,25 @@ static void batched(sc_model *m, const char *what) {
     sc_moshi_batch_free(b);
   }
   sc_session_close(s0);
+}
+
+/* batched_isa with the default kernels, then (the CPU) with each other ISA
+ * this CPU runs: sessions pick their kernels when they open. */
+static void batched(sc_model *m, const char *what) {
+  batched_isa(m, what);
+  if (strcmp(test_target(), "cpu")) return;
+  const char *isas[2] = {"portable", NULL};
+  int n = 1;
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) isas[n++] = "avx2";
+#endif
+  for (int i = 0; i < n; i++) {
+    char tag[160];
+    snprintf(tag, sizeof tag, "%s SPEECHC_ISA=%s", what, isas[i]);
+    setenv("SPEECHC_ISA", isas[i], 1);
+    batched_isa(m, tag);
+    unsetenv("SPEECHC_ISA");
+  }
 }
 
 /* tests/data/moshi/<name>: logits per row at 1e-4 relative */
