@@ -10,9 +10,11 @@
  * weights are their sources' rows concatenated.
  *
  * Before the layout, each weight's band is settled: a quantized band is
- * kept only for matrices whose every use is a GEMV operand, an embedding
- * table or an expert matrix (ir_reads_matrix) and whose rows are whole 32-blocks; otherwise the weight is stored
- * in bf16 (cols not a multiple of 32) or f32 (read directly as floats by
+ * kept only for matrices whose every use is a GEMV operand, a fused
+ * convolution's matrix, an embedding table or an expert matrix
+ * (ir_reads_matrix) and whose rows are whole 32-blocks; otherwise the
+ * weight is stored in bf16 (cols not a multiple of 32, or derived other
+ * than as a convolution's matrix) or f32 (read directly as floats by
  * generated code), and its WEIGHT nodes are retyped so that codegen and
  * inspect show the band actually stored.  Computed tables (RoPE cos|sin) are written here in f32,
  * replicating the reference's float32 arithmetic: inv_freq = 1/theta^(2i/d)
@@ -172,7 +174,10 @@ static void settle_bands(Module *m) {
   }
   for (int i = 0; i < m->n_weights; i++) {
     IrWeight *wt = &m->weights[i];
-    if (quantized(wt->band) && (wt->cols % sc_band(ir_wtype(wt->band))->block || wt->gen != WGEN_NONE))
+    /* a convolution's matrix rearranged from the checkpoint (its rows
+     * made in pass_pack's write_derived) is quantized row by row as any */
+    const int conv = wt->gen == WGEN_CONV || wt->gen == WGEN_CONVT || wt->gen == WGEN_CONVT_POLY;
+    if (quantized(wt->band) && (wt->cols % sc_band(ir_wtype(wt->band))->block || (wt->gen != WGEN_NONE && !conv)))
       wt->band = DT_BF16;
   }
   for (int gi = 0; gi < m->n_graphs; gi++)
@@ -215,8 +220,23 @@ static void write_sinpos(Writer *w, const IrWeight *wt, float *row) {
   }
 }
 
-/* One f32 row in the weight's band (f32 or bf16: a derived weight is never
- * quantized, settle_bands sees to that). */
+/* One row of f32 values in a quantized band, as write_quantized writes a
+ * checkpoint's row (q: scratch of two quantized rows). */
+static void put_quantized(Writer *w, const Target *t, const IrWeight *wt, const float *row, unsigned char *q) {
+  const size_t qbytes = (size_t)ir_band_row_bytes(wt->band, wt->cols);
+  if (wt->band == DT_Q8_0) {
+    sc_quantize_row_q8_0(row, (int)wt->cols, q);
+  } else if (!target_group(t, wt->band)) {
+    sc_quantize_row_q4_0(row, (int)wt->cols, q);
+  } else {
+    sc_quantize_row_q4_0(row, (int)wt->cols, q + qbytes);
+    sc_pack_row_q4_0(q + qbytes, (int)wt->cols, q);
+  }
+  put(w, q, qbytes);
+}
+
+/* One f32 row in the weight's band (f32 or bf16; a derived weight is
+ * quantized only when it is a convolution's matrix: write_derived). */
 static void put_row(Writer *w, const IrWeight *wt, const float *row) {
   if (wt->band == DT_F32) {
     put(w, row, (size_t)wt->cols * 4);
@@ -240,7 +260,7 @@ static float *read_all(const IrWeight *wt, int s) {
 
 /* The WGEN_CODEBOOK / _CONV / _CONVT / _CONVT_DW / _NEG_EXP / _REPEAT /
  * _CONVT_POLY weights (ir.h). */
-static int write_derived(Writer *w, const IrWeight *wt, float *row) {
+static int write_derived(Writer *w, const Target *t, const IrWeight *wt, float *row, unsigned char *q) {
   float *a = read_all(wt, 0), *b = wt->gen == WGEN_CODEBOOK ? read_all(wt, 1) : NULL;
   if (!a || (wt->gen == WGEN_CODEBOOK && !b)) {
     free(a);
@@ -273,7 +293,8 @@ static int write_derived(Writer *w, const IrWeight *wt, float *row) {
       const int d0 = conv ? (int)R : (int)C, d1 = conv ? (int)(C / k) : (int)(R / k);
       for (int64_t c = 0; c < C; c++) row[c] = a[sc_conv_weight_src(kind, d0, d1, (int)k, (size_t)r, (size_t)c)];
     }
-    put_row(w, wt, row);
+    if (quantized(wt->band)) put_quantized(w, t, wt, row, q);
+    else put_row(w, wt, row);
   }
   free(a);
   free(b);
@@ -317,7 +338,7 @@ int pass_pack(Module *m, const Target *t, FILE *f, const char *path, uint64_t *c
       for (int64_t r = 0; r < wt->sets * wt->rows; r++) put_row(&w, wt, row);
     }
     else if (wt->gen != WGEN_NONE) {
-      if (write_derived(&w, wt, row)) {
+      if (write_derived(&w, t, wt, row, qrow)) {
         free(row);
         free(qrow);
         free(w.buf);

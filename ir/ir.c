@@ -589,6 +589,7 @@ int ir_moe_combine(Graph *g, int x, int route, int wgu, int wd, int sh, int sg, 
 int ir_reads_matrix(const IrNode *n, int k) {
   if (ir_is_linear(n->op)) return n->src[k] == ir_lin_operands(n).w;
   if (n->op == OP_EMBED) return k == S_EMBED_TABLE;
+  if (n->op == OP_CONV1D) return k == S_CONV1D_W; /* the GEMM of its im2col rows (kernels.c conv1d) */
   if (n->op == OP_MOE_COMBINE) return k == S_MOE_COMBINE_WGU || k == S_MOE_COMBINE_WD;
   return 0;
 }

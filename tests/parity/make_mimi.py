@@ -3,6 +3,7 @@
 
 Run:  /work/venv-moshi/bin/python tests/parity/make_mimi.py          # -> tests/data/mimi/
       /work/venv-moshi/bin/python tests/parity/make_mimi.py --check  # recompute, compare, write nothing
+      /work/venv-moshi/bin/python tests/parity/make_mimi.py --only mimi_wide  # one fixture
       /work/venv-moshi/bin/python tests/parity/make_mimi.py --encode-only
           # (re)write only the encode fixtures, from the committed model
       /work/venv-moshi/bin/python tests/parity/make_mimi.py --published DIR
@@ -91,6 +92,22 @@ SPECS = {
                              context=5, conv_layout=True, max_period=10000, gating="none",
                              norm="layer_norm", positional_embedding="rope", dim_feedforward=24,
                              input_dimension=16, output_dimensions=[16]))),
+    # The same switches wide enough that most matrices quantize whole
+    # (their columns, C_in x kernel for a conv, multiples of 32): the
+    # q8_0 / q4_0 bands are gated on it (test_mimi).  4 of 6 codebooks.
+    "mimi_wide": dict(
+        seed=29, frames=4, num_codebooks=4, enc_frames=6,
+        mimi=dict(
+            sample_rate=24000, channels=1, frame_rate=12.5,
+            seanet=dict(channels=1, dimension=64, causal=True, n_filters=4, n_residual_layers=1,
+                        activation="ELU", compress=2, dilation_base=2, disable_norm_outer_blocks=0,
+                        kernel_size=7, residual_kernel_size=3, last_kernel_size=3, norm="none",
+                        pad_mode="constant", ratios=[8, 6, 5, 4], true_skip=True),
+            quantizer=dict(dimension=32, n_q=6, bins=32, input_dimension=64, output_dimension=64),
+            transformer=dict(d_model=64, num_heads=4, num_layers=2, causal=True, layer_scale=0.01,
+                             context=5, conv_layout=True, max_period=10000, gating="none",
+                             norm="layer_norm", positional_embedding="rope", dim_feedforward=128,
+                             input_dimension=64, output_dimensions=[64]))),
 }
 
 
@@ -314,7 +331,10 @@ def main():
             raise SystemExit("--published needs an output directory outside the repository")
         published(sys.argv[i + 1])
         return
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[1:] else None
     for name, spec in SPECS.items():
+        if only and name != only:
+            continue
         if "--encode-only" in sys.argv[1:]:
             encode_only(name, spec)
         else:

@@ -17,6 +17,10 @@
  *     transformer's ring makes differ from frame 2 on; a NaN sample and a
  *     full stream are refused by name;
  *   - bf16 weights: decode SNR and encode codes against f32, gated;
+ *   - tests/data/mimi/mimi_wide (64 wide, so that the matrices quantize):
+ *     f32 against the package (decode and encode), then bf16, q8_0 and
+ *     q4_0 against that f32, with the share of the weights really stored
+ *     in the band checked (the convolutions' rearranged matrices too);
  *   - sc_codec_get_info: 4 codebooks of 32, 1920 samples at 24 kHz, an
  *     encoder;
  *   - refusals by name: a code outside the codebook, and config switches
@@ -224,6 +228,106 @@ static void refuse(const char *edit, const char *want) {
   if (m) sc_model_close(m);
 }
 
+/* tests/data/mimi/mimi_wide: the same switches, wide enough that most
+ * matrices quantize whole.  f32 against the package (decode within 1e-4
+ * of the peak, the streaming encode's codes); then bf16, q8_0 and q4_0
+ * against that f32: the share of the matrix bytes each band really holds
+ * (>= 90 % for q8_0 / q4_0: the fixture does not fall back), the decode's
+ * SNR and the encode's codes.  Gates measured on Zen 5 (bf16 / q8_0 /
+ * q4_0): see the printout and README. */
+#define WDIR "tests/data/mimi/mimi_wide"
+enum { WT = 4, WK = 4, WTE = 6 };
+
+static sc_model *build_wide(DType band, sc_error *err) {
+  char out[256];
+  snprintf(out, sizeof out, "%s/wide_%s.so", tmpdir, ir_dtype_name(band));
+  BuildOpts o = build_defaults();
+  o.band = band;
+  o.model_dir = WDIR;
+  o.out_path = out;
+  o.quiet = 1;
+  o.prefill_chunk = 4;
+  if (sc_build(&o, err)) return NULL;
+  sc_model *m = NULL;
+  CHECK_MSG(sc_model_open(out, NULL, &m, err) == 0, "%s", err->msg);
+  return m;
+}
+
+/* Decode codes and encode pcm with a fresh session of m. */
+static int wide_run(sc_model *m, const int32_t *codes, const float *pcm, float *out, int32_t *enc, sc_error *err) {
+  sc_session *s = NULL;
+  int rc = sc_session_open(m, &s, err);
+  if (!rc) rc = sc_codec_decode(s, codes, WT, out, err);
+  if (!rc) rc = sc_codec_encode(s, pcm, WTE, enc, err);
+  sc_session_close(s);
+  return rc;
+}
+
+static void wide_bands(void) {
+  long size = 0;
+  int32_t *codes = (int32_t *)slurp(WDIR "/codes.i32", &size);
+  CHECK(codes && size == WT * WK * 4);
+  float *ref = (float *)slurp(WDIR "/pcm.f32", &size);
+  CHECK(ref && size == WT * SPF * 4);
+  int32_t *enc_ref = (int32_t *)slurp(WDIR "/enc_codes.i32", &size);
+  CHECK(enc_ref && size == WTE * WK * 4);
+  sc_wav_audio in = {0};
+  sc_error err = {0};
+  CHECK_MSG(sc_wav_read(WDIR "/enc_in.wav", &in, &err) == 0, "%s", err.msg);
+  CHECK(in.frames == WTE * SPF);
+  float *f32 = calloc(WT * SPF, sizeof *f32), *pcm = calloc(WT * SPF, sizeof *pcm);
+  int32_t enc32[WTE * WK], enc[WTE * WK];
+  sc_model *m = codes && ref && enc_ref && in.pcm ? build_wide(DT_F32, &err) : NULL;
+  CHECK_MSG(m && wide_run(m, codes, in.pcm, f32, enc32, &err) == 0, "mimi_wide f32: %s", err.msg);
+  sc_model_close(m);
+  if (!m) goto done;
+  float peak = 0, worst = 0;
+  for (int i = 0; i < WT * SPF; i++) {
+    peak = fabsf(ref[i]) > peak ? fabsf(ref[i]) : peak;
+    worst = fabsf(f32[i] - ref[i]) > worst ? fabsf(f32[i] - ref[i]) : worst;
+  }
+  printf("mimi_wide f32: decode within %.3g of a %.3g peak; encode codes %s the package's\n", worst, peak,
+         memcmp(enc32, enc_ref, sizeof enc32) ? "DIFFER from" : "identical to");
+  CHECK_MSG(worst <= 1e-4f * peak, "mimi_wide f32 decode: %g from the package's, peak %g", worst, peak);
+  CHECK_MSG(!memcmp(enc32, enc_ref, sizeof enc32), "mimi_wide f32 encode: codes differ from the package's");
+  static const DType bands[] = {DT_BF16, DT_Q8_0, DT_Q4_0};
+  static const double min_snr[] = {35, 25, 8}, min_same[] = {0.9, 0.75, 0.4};
+  for (size_t b = 0; b < sizeof bands / sizeof *bands; b++) {
+    m = build_wide(bands[b], &err);
+    CHECK_MSG(m && wide_run(m, codes, in.pcm, pcm, enc, &err) == 0, "mimi_wide %s: %s", ir_dtype_name(bands[b]),
+              err.msg);
+    if (!m) continue;
+    /* the share of the matrices' bytes stored in the band (vectors and
+     * tables aside: tensors of one row or column are not matrices) */
+    const sc_model_desc *d = m->d;
+    unsigned long long in_band = 0, all = 0;
+    for (int i = 0; i < d->n_tensors; i++) {
+      const sc_tensor_info *t = &d->tensors[i];
+      if (t->rows < 2 || t->cols < 2 || strstr(t->name, "codebook") || strstr(t->name, "rope")) continue;
+      const unsigned long long elems = (unsigned long long)t->rows * t->cols * (t->sets > 0 ? t->sets : 1);
+      all += elems;
+      if (t->wtype == ir_wtype(bands[b])) in_band += elems;
+    }
+    double sig = 0, noise = 0;
+    for (int i = 0; i < WT * SPF; i++) sig += (double)f32[i] * f32[i], noise += ((double)pcm[i] - f32[i]) * (pcm[i] - f32[i]);
+    const double snr = 10 * log10(sig / noise), share = all ? (double)in_band / all : 0;
+    int same = 0;
+    for (int i = 0; i < WTE * WK; i++) same += enc[i] == enc32[i];
+    printf("mimi_wide %s: %.1f %% of the matrices' weights in the band; decode SNR %.2f dB against f32; encode %d "
+           "of %d codes as f32's\n", ir_dtype_name(bands[b]), 100 * share, snr, same, WTE * WK);
+    CHECK_MSG(bands[b] == DT_BF16 || share >= 0.9, "mimi_wide %s: only %.1f %% of the matrices' weights quantized",
+              ir_dtype_name(bands[b]), 100 * share);
+    CHECK_MSG(snr >= min_snr[b], "mimi_wide %s decode SNR %.2f dB < %.0f dB", ir_dtype_name(bands[b]), snr,
+              min_snr[b]);
+    CHECK_MSG(same >= min_same[b] * WTE * WK, "mimi_wide %s encode: %d of %d codes as f32's (< %.0f %%)",
+              ir_dtype_name(bands[b]), same, WTE * WK, 100 * min_same[b]);
+    sc_model_close(m);
+  }
+done:
+  free(codes), free(ref), free(enc_ref), free(f32), free(pcm);
+  sc_wav_audio_free(&in);
+}
+
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc_mimi_XXXXXX");
   CHECK(mkdtemp(tmpdir) != NULL);
@@ -249,6 +353,7 @@ int main(void) {
     for (int fuse = 1; fuse >= 0; fuse--)
       for (int frames = 4; frames >= 1; frames -= 3) run_one(ccs[c], fuse, frames, codes, ref, whole, &er);
   bf16_band(codes, ref, &er);
+  wide_bands();
 
   /* max_context 3: three frames each way, one a call, then the streams are full, by name */
   {
