@@ -298,9 +298,14 @@ static int several(sc_model *m, const sc_moshi_params *p, const char *model, con
       memcpy(user + (size_t)j * U, codes[i].codes + (size_t)at[i] * U, sizeof *user * (size_t)U);
     }
     if ((rc = sc_moshi_batch_step(b, user, rows, has, err))) {
+      /* "generator j of the batch: ..." names conversation who[j]'s file */
       char msg[sizeof err->msg];
-      snprintf(msg, sizeof msg, "%s", err->msg);
-      sc_fail(err, rc, "%s: %s", ins[who[0]], msg);
+      int j = -1, len = 0;
+      if (sscanf(err->msg, "generator %d of the batch: %n", &j, &len) == 1 && len > 0 && j >= 0 && j < nb)
+        snprintf(msg, sizeof msg, "%s: %s", ins[who[j]], err->msg + len);
+      else
+        snprintf(msg, sizeof msg, "%d conversations stepped together: %s", nb, err->msg);
+      sc_fail(err, rc, "%s", msg);
       break;
     }
     for (int j = 0; j < nb && !rc; j++) {

@@ -213,7 +213,6 @@ static void finish(sc_moshi *g, const int32_t *toks, int32_t *row, int *has_row)
   const sc_moshi_info *in = &g->info;
   const int CT = g->CT, Q = in->dep_q;
   g->offset++;
-  g->times.steps++;
   for (int k = 0; k <= Q; k++) g->cache[k * CT + g->offset % CT] = toks[k];
   *has_row = g->offset > in->max_delay;
   if (*has_row)
@@ -248,6 +247,7 @@ static int step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc
   }
   g->times.depformer_s += dep;
   g->times.step_s += now() - ts;
+  g->times.steps++;
   finish(g, toks, row, has_row);
   return SC_OK;
 }
@@ -509,7 +509,7 @@ int sc_moshi_batch_step(sc_moshi_batch *b, const int32_t *user, int32_t *rows, i
   int rc = SC_OK;
   for (int i0 = 0; i0 < b->n && !rc; i0 += b->rows)
     rc = batch_rows(b, i0, b->n - i0 < b->rows ? b->n - i0 : b->rows, user, rows, has_row, err);
-  if (!rc) {
+  if (!rc && b->n) {
     b->times.steps++;
     b->times.step_s += now() - t0;
   }

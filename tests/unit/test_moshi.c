@@ -1069,6 +1069,16 @@ static void cli(void) {
               multi_bad[i].args, WEXITSTATUS(st), msg ? msg : "", multi_bad[i].want);
     free(msg);
   }
+  /* a conversation that outgrows the context is named by its file */
+  snprintf(cmd, sizeof cmd, "rm -f %s/err.txt && %s build %s -o %s/cli5.so -q --max-context 5 --no-codec && cd %s && "
+           "%s moshi cli5.so --user-codes u3.json --codes-out a.json --user-codes user.json --codes-out b.json "
+           "2> err.txt", tmpdir, bin, dir, tmpdir, tmpdir, bin);
+  st = system(cmd);
+  snprintf(path, sizeof path, "%s/err.txt", tmpdir);
+  char *full = slurp(path, NULL);
+  CHECK_MSG(WEXITSTATUS(st) != 0 && full && strstr(full, "user.json: context full at step 5, max_context 5"),
+            "two conversations, one past max_context: exit %d, '%s'", WEXITSTATUS(st), full ? full : "");
+  free(full);
   /* speechc bench on a Moshi artifact: steps, their split, bytes, and B
    * conversations together */
   snprintf(cmd, sizeof cmd, "%s bench %s/cli.so --steps 4 --streams 3 --threads 1 --probe-mb 16 > %s/bench.txt",
