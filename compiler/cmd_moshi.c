@@ -18,7 +18,10 @@
  * Several --user-codes / --codes-out pairs are several conversations: one
  * generator each on its own session, all stepped by sc_moshi_batch_step
  * until the last one's codes end (each leaves the batch when its own do),
- * every output the one its pair gives alone.
+ * every output the one its pair gives alone.  Several --input / -o pairs
+ * are several duplex conversations the same way, each with a Mimi session
+ * of its own (encode and decode per conversation, the Moshi steps
+ * batched).
  *
  * `--input user.wav -o reply.wav` runs the package's run_inference loop
  * instead of reading codes: the Mimi built beside the model (OUT.codec.so,
@@ -52,6 +55,7 @@ const char *const usage_moshi =
     "usage: speechc moshi model.so --user-codes FILE --codes-out FILE [options]\n"
     "       speechc moshi model.so --user-codes A --codes-out A.json --user-codes B --codes-out B.json ...\n"
     "       speechc moshi model.so --input user.wav -o reply.wav [--codes-out FILE] [options]\n"
+    "       speechc moshi model.so --input A.wav -o A_reply.wav --input B.wav -o B_reply.wav ...\n"
     "  --input WAV        the user's audio (24 kHz mono, 16-bit or float; another rate or\n"
     "                     channel count is refused): run_inference's loop, Mimi encode of\n"
     "                     each whole 1920-sample frame, Moshi's reply decoded as it comes\n"
@@ -67,7 +71,9 @@ const char *const usage_moshi =
     "                     none) are several conversations, stepped together (each weight read\n"
     "                     once per step for all; a model built with --max-batch >= 2, the\n"
     "                     default): each output is what the pair gives alone, with the same\n"
-    "                     flags; a conversation ends with its codes; no text on stderr\n"
+    "                     flags; a conversation ends with its codes; no text on stderr.\n"
+    "                     Several --input / -o pairs likewise (each with a --codes-out, or\n"
+    "                     none): duplex conversations, each reply what its pair gives alone\n"
     "  --greedy           argmax for every token (LMGen's use_sampling=False)\n"
     "  --temp T           audio temperature (default 0.8, or the checkpoint's lm_gen_config;\n"
     "                     0 = greedy)\n"
@@ -332,10 +338,128 @@ static int several(sc_model *m, const sc_moshi_params *p, const char *model, con
   return rc;
 }
 
+/* Several duplex conversations (the file's comment): wavs[i] in, replies[i]
+ * out (and outs[i] / texts[i] when given), each as duplex() runs it alone
+ * (sc_moshi_push_pcm's loop: encode a frame, the first frame stepped
+ * twice, decode each returned row), the Moshi steps batched, each
+ * conversation's Mimi a session of its own. */
+static int several_audio(sc_model *m, const sc_moshi_params *p, const char *model, const char *tokenizer,
+                         const char *mimi, const char **wavs, const char **replies, const char **outs,
+                         const char **texts, int n, int f32, int threads, int quiet, sc_error *err) {
+  char path[4096];
+  if (!mimi) {
+    if (sc_codec_path(model, path, sizeof path)) return sc_fail(err, SC_EUSAGE, "%s: path too long", model);
+    mimi = path;
+  }
+  sc_session *s[MAX_CONVERSATIONS] = {0}, *cs[MAX_CONVERSATIONS] = {0};
+  sc_moshi *g[MAX_CONVERSATIONS] = {0};
+  sc_wav_audio audio[MAX_CONVERSATIONS] = {0};
+  sc_wav *w[MAX_CONVERSATIONS] = {0};
+  Run run[MAX_CONVERSATIONS] = {0};
+  size_t frames[MAX_CONVERSATIONS] = {0};
+  int who[MAX_CONVERSATIONS];
+  sc_moshi_info info = {0};
+  sc_codec_info ci = {0};
+  sc_model *cm = NULL;
+  sc_moshi_batch *b = NULL;
+  sc_spm *spm = NULL;
+  int32_t *user = NULL, *rows = NULL;
+  int *has = NULL;
+  float *pcm = NULL;
+  sc_open_opts opts = {.verify_weights = 1, .threads = threads};
+  int rc = sc_model_open(mimi, &opts, &cm, err);
+  if (rc && !strcmp(mimi, path))
+    snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
+             " (hint: speechc build of a Moshi checkpoint writes its Mimi there; or name one with --mimi)");
+  if (!rc) rc = sc_codec_get_info(cm, &ci, err);
+  if (!rc) rc = sc_moshi_batch_new(m, &b, err);
+  for (int i = 0; !rc && i < n; i++) {
+    rc = sc_session_open(m, &s[i], err);
+    if (!rc) rc = sc_moshi_open(s[i], p, &g[i], &info, err);
+    if (!rc) rc = sc_session_open(cm, &cs[i], err);
+  }
+  if (!rc && (!ci.can_encode || ci.n_codebooks != info.user_codebooks || ci.n_codebooks != info.dep_q ||
+              ci.codebook_size != info.card))
+    rc = sc_fail(err, SC_EINPUT, "%s: the Mimi gives %d codebooks of %d entries%s, but the model reads %d user "
+                 "codebooks and writes %d, of %d entries", mimi, ci.n_codebooks, ci.codebook_size,
+                 ci.can_encode ? "" : " and has no encoder", info.user_codebooks, info.dep_q, info.card);
+  if (!rc && (texts || tokenizer)) rc = find_spm(m, model, tokenizer, 1, &spm, err);
+  const int spf = ci.samples_per_frame, U = info.user_codebooks, W = 1 + info.dep_q;
+  for (int i = 0; !rc && i < n; i++) {
+    rc = sc_wav_read(wavs[i], &audio[i], err);
+    if (!rc) rc = sc_wav_expect(&audio[i], wavs[i], ci.sample_rate, 1, err);
+    frames[i] = rc ? 0 : audio[i].frames / (size_t)spf;
+    if (!rc && !frames[i])
+      rc = sc_fail(err, SC_EINPUT, "%s: %zu samples, less than one frame of %d", wavs[i], audio[i].frames, spf);
+    if (!rc && audio[i].frames % (size_t)spf && !quiet)
+      fprintf(stderr, "speechc: note: %s: the last %zu samples are not a whole frame of %d and are dropped (as "
+              "run_inference drops them)\n", wavs[i], audio[i].frames % (size_t)spf, spf);
+    run[i] = (Run){.quiet = 1, .spm = texts ? spm : NULL, .err = err};
+    if (!rc && !(run[i].f = outs ? (strcmp(outs[i], "-") ? fopen(outs[i], "w") : stdout) : fopen("/dev/null", "w")))
+      rc = sc_fail(err, SC_EINPUT, "%s: cannot write: %s", outs ? outs[i] : "/dev/null", strerror(errno));
+    if (!rc) fputs("{\"tokens\": [", run[i].f);
+    if (!rc) {
+      sc_wav_opts wo = sc_wav_opts_for(replies[i]);
+      wo.sample_rate = ci.sample_rate;
+      if (f32) wo.format = SC_WAV_F32;
+      rc = sc_wav_open(replies[i], &wo, &w[i], err);
+    }
+    if (!rc) rc = sc_moshi_batch_add(b, g[i], err);
+  }
+  if (!rc && (!(user = malloc(sizeof *user * (size_t)n * (size_t)U)) ||
+              !(rows = malloc(sizeof *rows * (size_t)n * (size_t)W)) || !(has = malloc(sizeof *has * (size_t)n)) ||
+              !(pcm = malloc(sizeof *pcm * (size_t)spf))))
+    rc = sc_fail(err, SC_ERUNTIME, "out of memory");
+  for (size_t t = 0; !rc && sc_moshi_batch_size(b) > 0; t++) {
+    const int nb = sc_moshi_batch_size(b);
+    for (int j = 0; j < nb && !rc; j++) {
+      int i = 0;
+      while (g[i] != sc_moshi_batch_get(b, j)) i++;
+      who[j] = i;
+      rc = sc_codec_encode(cs[i], audio[i].pcm + t * (size_t)spf, 1, user + (size_t)j * U, err);
+    }
+    /* run_inference steps a stream's first frame twice, the first result dropped */
+    if (!rc && !t) rc = sc_moshi_batch_step(b, user, rows, has, err);
+    if (!rc) rc = sc_moshi_batch_step(b, user, rows, has, err);
+    for (int j = 0; j < nb && !rc; j++) {
+      const int i = who[j];
+      if (has[j]) {
+        if (on_row(&run[i], rows + (size_t)j * W, W, (int)t + 1)) rc = run[i].rc;
+        if (!rc) rc = sc_codec_decode(cs[i], rows + (size_t)j * W + 1, 1, pcm, err);
+        if (!rc) rc = sc_wav_write(w[i], pcm, (size_t)spf, err);
+      }
+      if (!rc && t + 1 == frames[i]) sc_moshi_batch_remove(b, g[i]);
+    }
+  }
+  for (int i = 0; i < n; i++) {
+    if (!rc && run[i].f) fputs("\n]}\n", run[i].f);
+    if (run[i].f && run[i].f != stdout && fclose(run[i].f) && !rc)
+      rc = sc_fail(err, SC_EINPUT, "%s: write failed", outs ? outs[i] : "/dev/null");
+    const int crc = w[i] ? sc_wav_close(w[i], err) : SC_OK;
+    if (!rc) rc = crc;
+    if (!rc && texts) rc = write_text(spm, &run[i], texts[i], err);
+    free(run[i].text);
+    sc_wav_audio_free(&audio[i]);
+    sc_moshi_close(g[i]);
+    sc_session_close(s[i]);
+    sc_session_close(cs[i]);
+  }
+  sc_moshi_batch_free(b);
+  sc_model_close(cm);
+  sc_spm_free(spm);
+  free(user);
+  free(rows);
+  free(has);
+  free(pcm);
+  return rc;
+}
+
 int cmd_moshi(int argc, char **argv) {
   const char *model = NULL, *in = NULL, *out = NULL, *text_out = NULL, *tokenizer = NULL, *v;
   const char *ins[MAX_CONVERSATIONS], *outs[MAX_CONVERSATIONS], *texts[MAX_CONVERSATIONS];
   int n_in = 0, n_out = 0, n_text = 0;
+  const char *inputs[MAX_CONVERSATIONS], *aouts[MAX_CONVERSATIONS];
+  int n_input = 0, n_aout = 0;
   char msg[300];
   const char *input = NULL, *audio_out = NULL, *mimi = NULL;
   int greedy = 0, quiet = 0, f32 = 0;
@@ -360,12 +484,19 @@ int cmd_moshi(int argc, char **argv) {
       else text_out = v;
     }
     else if ((v = flag_value(argc, argv, &i, "--tokenizer"))) tokenizer = v;
-    else if ((v = flag_value(argc, argv, &i, "--input"))) input = v;
+    else if ((v = flag_value(argc, argv, &i, "--input"))) {
+      if (n_input == MAX_CONVERSATIONS) return usage_error(usage_moshi, "%s", "too many --input");
+      inputs[n_input++] = input = v;
+    }
     else if ((v = flag_value(argc, argv, &i, "--mimi"))) mimi = v;
-    else if (!strcmp(a, "-o")) {
-      if (i + 1 >= argc) return usage_error(usage_moshi, "%s", "-o needs a path");
-      audio_out = argv[++i];
-    } else if ((v = flag_value(argc, argv, &i, "--output"))) audio_out = v;
+    else if (!strcmp(a, "-o") || ((v = flag_value(argc, argv, &i, "--output")))) {
+      if (!strcmp(a, "-o")) {
+        if (i + 1 >= argc) return usage_error(usage_moshi, "%s", "-o needs a path");
+        v = argv[++i];
+      }
+      if (n_aout == MAX_CONVERSATIONS) return usage_error(usage_moshi, "%s", "too many -o");
+      aouts[n_aout++] = audio_out = v;
+    }
     else if (!strcmp(a, "--f32")) f32 = 1;
     else if (!strcmp(a, "--greedy")) greedy = 1;
     else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) quiet = 1;
@@ -397,22 +528,38 @@ int cmd_moshi(int argc, char **argv) {
     return usage_error(usage_moshi, "%s", "-o, --mimi and --f32 go with --input (codes in, codes out: --codes-out)");
   if (!input && (!in || !out))
     return usage_error(usage_moshi, "%s", "--user-codes FILE and --codes-out FILE are needed (or --input WAV -o OUT)");
-  if (n_in > 1 || n_out > 1 || n_text > 1) {
-    if (input) return usage_error(usage_moshi, "%s", "--input takes one conversation: give one --codes-out / --text-out");
-    if (n_out != n_in) {
+  /* several conversations: --user-codes / --codes-out pairs, or --input /
+   * -o pairs (each with a --codes-out, or none); as many --text-out, or none */
+  const int n_conv = input ? n_input : n_in;
+  if (n_in > 1 || n_out > 1 || n_text > 1 || n_input > 1 || n_aout > 1) {
+    if (input && n_aout != n_input) {
+      snprintf(msg, sizeof msg, "%d --input but %d -o: give one reply per conversation", n_input, n_aout);
+      return usage_error(usage_moshi, "%s", msg);
+    }
+    if (!input && n_out != n_in) {
       snprintf(msg, sizeof msg, "%d --user-codes but %d --codes-out: give one output per conversation", n_in, n_out);
       return usage_error(usage_moshi, "%s", msg);
     }
-    if (n_text && n_text != n_in) {
-      snprintf(msg, sizeof msg, "%d conversations but %d --text-out: give one per conversation, or none", n_in,
+    if (input && n_out && n_out != n_input) {
+      snprintf(msg, sizeof msg, "%d conversations but %d --codes-out: give one per conversation, or none", n_input,
+               n_out);
+      return usage_error(usage_moshi, "%s", msg);
+    }
+    if (n_text && n_text != n_conv) {
+      snprintf(msg, sizeof msg, "%d conversations but %d --text-out: give one per conversation, or none", n_conv,
                n_text);
       return usage_error(usage_moshi, "%s", msg);
     }
-    for (int i = 0; i < n_in; i++)
+    /* every file written, once */
+    const char *all[3 * MAX_CONVERSATIONS];
+    int n_all = 0;
+    for (int i = 0; i < n_out; i++) all[n_all++] = outs[i];
+    for (int i = 0; i < n_text; i++) all[n_all++] = texts[i];
+    for (int i = 0; input && i < n_aout; i++) all[n_all++] = aouts[i];
+    for (int i = 0; i < n_all; i++)
       for (int j = 0; j < i; j++)
-        if (!strcmp(outs[i], outs[j]) || (n_text && !strcmp(texts[i], texts[j]))) {
-          snprintf(msg, sizeof msg, "conversations %d and %d write the same file '%s'", j + 1, i + 1,
-                   !strcmp(outs[i], outs[j]) ? outs[i] : texts[i]);
+        if (!strcmp(all[i], all[j]) && strcmp(all[i], "-")) {
+          snprintf(msg, sizeof msg, "two outputs write the same file '%s'", all[i]);
           return usage_error(usage_moshi, "%s", msg);
         }
   }
@@ -435,8 +582,10 @@ int cmd_moshi(int argc, char **argv) {
     if (top_k.set) p.top_k = (int)top_k.v;
     if (top_k_text.set) p.top_k_text = (int)top_k_text.v;
     if (seed.set) p.seed = seed_u;
-    if (n_in > 1) {
-      rc = several(m, &p, model, tokenizer, ins, outs, n_text ? texts : NULL, n_in, &err);
+    if (n_conv > 1) {
+      rc = input ? several_audio(m, &p, model, tokenizer, mimi, inputs, aouts, n_out ? outs : NULL,
+                                 n_text ? texts : NULL, n_input, f32, (int)threads, quiet, &err)
+                 : several(m, &p, model, tokenizer, ins, outs, n_text ? texts : NULL, n_in, &err);
       sc_session_close(s);
       sc_model_close(m);
       return report(rc, &err);

@@ -1189,6 +1189,49 @@ static void duplex(void) {
   }
   free(wav), free(wav16), free(text);
   cJSON_Delete(j);
+  /* three duplex conversations in one run (in.wav, its first 6 frames, its
+   * first 2 frames and a half), sampled: each reply, its rows and its
+   * transcript-free codes byte for byte the run of its pair alone */
+  {
+    sc_wav_audio in = {0};
+    sc_error err = {0};
+    char name[300];
+    snprintf(name, sizeof name, "%s/in.wav", dir);
+    CHECK_MSG(sc_wav_read(name, &in, &err) == 0, "%s", err.msg);
+    static const size_t cut[2] = {6 * 1920, 2 * 1920 + 960};
+    for (int k = 0; k < 2 && in.pcm; k++) {
+      snprintf(name, sizeof name, "%s/in%d.wav", tmpdir, k + 2);
+      sc_wav_opts wo = sc_wav_opts_for(name);
+      wo.sample_rate = 24000;
+      sc_wav *w = NULL;
+      CHECK_MSG(sc_wav_open(name, &wo, &w, &err) == 0 && sc_wav_write(w, in.pcm, cut[k], &err) == 0 &&
+                    sc_wav_close(w, &err) == 0,
+                "%s: %s", name, err.msg);
+    }
+    sc_wav_audio_free(&in);
+    snprintf(cmd, sizeof cmd,
+             "cp %s/in.wav %s/in1.wav && cd %s && for k in 1 2 3; do %s moshi duplex.so --input in$k.wav -o a$k.wav "
+             "--codes-out a$k.json -q || exit 9; done && %s moshi duplex.so --input in1.wav -o b1.wav --codes-out "
+             "b1.json --input in2.wav -o b2.wav --codes-out b2.json --input in3.wav -o b3.wav --codes-out b3.json -q "
+             "2> err3.txt || exit 8; for k in 1 2 3; do cmp -s a$k.wav b$k.wav || exit 7; cmp -s a$k.json b$k.json || exit 6; "
+             "done; test $(stat -c %%s b3.wav) -lt $(stat -c %%s b2.wav) || exit 5",
+             dir, tmpdir, tmpdir, bin, bin);
+    const int st = system(cmd);
+    snprintf(name, sizeof name, "%s/err3.txt", tmpdir);
+    char *why = slurp(name, NULL);
+    CHECK_MSG(WEXITSTATUS(st) == 0, "speechc moshi, three --input conversations: exit %d (9: alone failed, 8: "
+              "together failed, 7: a reply differs from its run alone, 6: its rows differ, 5: lengths): %s\n%s",
+              WEXITSTATUS(st), why ? why : "", cmd);
+    free(why);
+    snprintf(cmd, sizeof cmd, "cd %s && %s moshi duplex.so --input in1.wav -o c1.wav --input in2.wav -q 2> err.txt",
+             tmpdir, bin);
+    const int st2 = system(cmd);
+    snprintf(name, sizeof name, "%s/err.txt", tmpdir);
+    char *msg = slurp(name, NULL);
+    CHECK_MSG(WEXITSTATUS(st2) != 0 && msg && strstr(msg, "2 --input but 1 -o"), "unpaired --input: exit %d, '%s'",
+              WEXITSTATUS(st2), msg ? msg : "");
+    free(msg);
+  }
   /* the API: sc_moshi_push_pcm in uneven pieces, stopped after the third
    * row and resumed, gives the same rows and samples */
   {
