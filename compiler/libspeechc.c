@@ -44,6 +44,8 @@ size_t sc_sizeof(const char *name) {
       {"ServeLimits", sizeof(ServeLimits)},
       {"ServeRequest", sizeof(ServeRequest)},
       {"sc_wav_opts", sizeof(sc_wav_opts)},
+      {"sc_moshi_info", sizeof(sc_moshi_info)},
+      {"sc_moshi_params", sizeof(sc_moshi_params)},
   };
   for (size_t i = 0; name && i < sizeof t / sizeof t[0]; i++)
     if (!strcmp(name, t[i].name)) return t[i].size;

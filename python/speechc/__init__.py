@@ -10,17 +10,17 @@ the tokenizer and the compiler)::
         for chunk in m.tts_stream("Hello again", speaker="ryan"):
             ...                                          # each frame's PCM as it is decoded
 
-See ``Model`` for the LM calls (``generate``, ``tokenize``) and for
-thread-safety.  Errors are :class:`Error` with the C message.
+See ``Model`` for the LM calls (``generate``, ``tokenize``), Moshi's
+conversations (``moshi``, ``moshi_batch``) and for thread-safety.  Errors are :class:`Error` with the C message.
 """
 from ._lib import library_path
 from .build import build
 from .errors import Error
 from .audio import s16le, wav_bytes, wav_header
-from .model import Model, ModelInfo, SpeechRequest, TtsStream
+from .model import Model, ModelInfo, MoshiBatch, MoshiConversation, SpeechRequest, TtsStream
 
-__all__ = ["Model", "ModelInfo", "SpeechRequest", "TtsStream", "Error", "build", "library_path", "version",
-           "wav_bytes", "wav_header", "s16le"]
+__all__ = ["Model", "ModelInfo", "MoshiBatch", "MoshiConversation", "SpeechRequest", "TtsStream", "Error", "build",
+           "library_path", "version", "wav_bytes", "wav_header", "s16le"]
 __version__ = "0.1.0"
 
 

@@ -67,6 +67,16 @@ class sc_codec_info(Structure):
     ]
 
 
+class sc_moshi_info(Structure):
+    _fields_ = [("n_q", c_int), ("dep_q", c_int), ("card", c_int), ("text_card", c_int),
+                ("user_codebooks", c_int), ("max_delay", c_int)]
+
+
+class sc_moshi_params(Structure):
+    _fields_ = [("greedy", c_int), ("temp", c_float), ("temp_text", c_float), ("top_k", c_int),
+                ("top_k_text", c_int), ("seed", c_uint64)]
+
+
 # int (*on_audio)(void *user, const int32_t *codes, int n_codebooks, const float *pcm, int n_samples, int frame)
 AUDIO_CB = CFUNCTYPE(c_int, c_void_p, POINTER(c_int32), c_int, POINTER(c_float), c_int, c_int)
 # int (*sc_frame_cb)(void *user, const int32_t *codes, int n_codebooks, int frame)
@@ -142,6 +152,7 @@ _MIRRORS = {
     "sc_sample_params": sc_sample_params, "sc_gen_request": sc_gen_request, "sc_codec_info": sc_codec_info, "sc_tts_params": sc_tts_params,
     "TtsTextOpts": TtsTextOpts, "TtsTextInfo": TtsTextInfo, "TtsTextRequest": TtsTextRequest,
     "ServeLimits": ServeLimits, "ServeRequest": ServeRequest, "sc_wav_opts": sc_wav_opts,
+    "sc_moshi_info": sc_moshi_info, "sc_moshi_params": sc_moshi_params,
 }
 
 # function name -> (restype, argtypes)
@@ -161,6 +172,17 @@ _PROTOS = {
     "sc_generate_batch": (c_int, [c_void_p, POINTER(sc_gen_request), c_int, POINTER(sc_error)]),
     "sc_tts_defaults": (sc_tts_params, []),
     "sc_codec_get_info": (c_int, [c_void_p, POINTER(sc_codec_info), POINTER(sc_error)]),
+    "sc_moshi_defaults": (c_int, [c_void_p, POINTER(sc_moshi_params), POINTER(sc_error)]),
+    "sc_moshi_open": (c_int, [c_void_p, POINTER(sc_moshi_params), POINTER(c_void_p), POINTER(sc_moshi_info),
+                              POINTER(sc_error)]),
+    "sc_moshi_close": (None, [c_void_p]),
+    "sc_moshi_step": (c_int, [c_void_p, POINTER(c_int32), POINTER(c_int32), POINTER(c_int), POINTER(sc_error)]),
+    "sc_moshi_batch_new": (c_int, [c_void_p, POINTER(c_void_p), POINTER(sc_error)]),
+    "sc_moshi_batch_free": (None, [c_void_p]),
+    "sc_moshi_batch_add": (c_int, [c_void_p, c_void_p, POINTER(sc_error)]),
+    "sc_moshi_batch_remove": (c_int, [c_void_p, c_void_p]),
+    "sc_moshi_batch_step": (c_int, [c_void_p, POINTER(c_int32), POINTER(c_int32), POINTER(c_int),
+                                    POINTER(sc_error)]),
     "tok_load": (c_int, [c_char_p, POINTER(c_void_p), POINTER(sc_error)]),
     "tok_free": (None, [c_void_p]),
     "tok_vocab_size": (c_int, [c_void_p]),

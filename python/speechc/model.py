@@ -6,6 +6,7 @@ import json
 import os
 import queue
 import threading
+import weakref
 from ctypes import POINTER, byref, c_int, c_int32, c_size_t, c_void_p
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -19,6 +20,7 @@ from .errors import Error
 PathLike = Union[str, "os.PathLike[str]"]
 
 _TTS_FAMILY = "qwen3_tts"
+_MOSHI_FAMILY = "moshi"
 _END = object()
 
 
@@ -160,6 +162,9 @@ class Model:
         self._tok_lock = threading.Lock()
         self._sessions: List[c_void_p] = []
         self._streams: List[c_void_p] = []
+        # Moshi's batches and conversations hold sessions: closed with the model
+        self._moshi_batches: "weakref.WeakSet[MoshiBatch]" = weakref.WeakSet()
+        self._moshi_convs: "weakref.WeakSet[MoshiConversation]" = weakref.WeakSet()
         L, err = self._L, _lib.sc_error()
         opts = _lib.sc_open_opts(verify_weights=1 if verify_weights else 0, threads=self._threads)
         check(L.sc_model_open(self._path.encode(), byref(opts), byref(self._m), byref(err)), err)
@@ -224,6 +229,10 @@ class Model:
             if self._closed:
                 return
             self._closed = True
+            moshi = list(self._moshi_batches) + list(self._moshi_convs)
+        for o in moshi:  # batches first: closing one takes its conversations out
+            o.close()
+        with self._lock:
             for s in self._sessions:
                 L.sc_session_close(s)
             for s in self._streams:
@@ -377,6 +386,67 @@ class Model:
                 self._give(self._sessions, s, self._L.sc_session_close)
         check(rc, err)
         return [list(keep[i][1][:reqs[i].n_out]) for i in range(n)]
+
+    # ---- Moshi ----------------------------------------------------------------
+    def moshi(self, *, greedy: Optional[bool] = None, temp: Optional[float] = None,
+              temp_text: Optional[float] = None, top_k: Optional[int] = None, top_k_text: Optional[int] = None,
+              seed: Optional[int] = None) -> "MoshiConversation":
+        """A new Moshi conversation (the ``moshi`` package's ``LMGen`` loop)
+        on a session of its own: :meth:`MoshiConversation.step` takes the
+        user's audio codes of one 80 ms step and returns Moshi's row once
+        the delays have passed, exactly as ``speechc moshi --user-codes``.
+
+        Sampling: LMGen's (audio ``temp`` 0.8 / ``top_k`` 250, text
+        ``temp_text`` 0.7 / ``top_k_text`` 25, or the checkpoint's
+        ``lm_gen_config``), ``greedy`` for argmax, ``seed`` (4242): ``None``
+        keeps those.  Same seed, same rows.
+
+        Raises:
+            Error: not a Moshi model, a bad sampling value.
+        """
+        self._check_open()
+        if self.info.family != _MOSHI_FAMILY:
+            raise Error(SC_EUSAGE, f"{self._path} is a {self.info.family} model, not a Moshi model")
+        L, err = self._L, _lib.sc_error()
+        p = _lib.sc_moshi_params()
+        check(L.sc_moshi_defaults(self._m, byref(p), byref(err)), err)
+        if greedy is not None:
+            p.greedy = 1 if greedy else 0
+        for name, v, lo, hi, integer in (("temp", temp, 0.0, 100.0, False), ("temp_text", temp_text, 0.0, 100.0, False),
+                                         ("top_k", top_k, 0, 2**31 - 1, True),
+                                         ("top_k_text", top_k_text, 0, 2**31 - 1, True),
+                                         ("seed", seed, 0, 2**63 - 1, True)):
+            if v is None:
+                continue
+            ok = isinstance(v, int) if integer else isinstance(v, (int, float))
+            if isinstance(v, bool) or not ok or not lo <= v <= hi:
+                raise Error(SC_EUSAGE, f"{name}: expected {'an integer' if integer else 'a number'} in "
+                                       f"[{lo}, {hi}], got {v!r}")
+            setattr(p, name, v)
+        s = self._open_session()
+        g, info = c_void_p(), _lib.sc_moshi_info()
+        rc = L.sc_moshi_open(s, byref(p), byref(g), byref(info), byref(err))
+        if rc:
+            L.sc_session_close(s)
+            check(rc, err)
+        conv = MoshiConversation(self, s, g, info)
+        self._moshi_convs.add(conv)
+        return conv
+
+    def moshi_batch(self) -> "MoshiBatch":
+        """An empty batch of Moshi conversations of this model: each
+        :meth:`MoshiBatch.step` advances all of them at once, each weight
+        read once per step for all (``sc_moshi_batch_step``; the artifact
+        needs its batch entries, built by default), each conversation's
+        rows exactly those of stepping it alone."""
+        self._check_open()
+        if self.info.family != _MOSHI_FAMILY:
+            raise Error(SC_EUSAGE, f"{self._path} is a {self.info.family} model, not a Moshi model")
+        b, err = c_void_p(), _lib.sc_error()
+        check(self._L.sc_moshi_batch_new(self._m, byref(b), byref(err)), err)
+        batch = MoshiBatch(self, b)
+        self._moshi_batches.add(batch)
+        return batch
 
     # ---- tokenizer ----------------------------------------------------------
     def _tokenizer(self) -> c_void_p:
@@ -700,3 +770,151 @@ _TTS_DEFAULTS: Dict[str, Any] = dict(
     repetition_penalty=None, sub_temperature=None, sub_top_k=None, sub_top_p=None, non_streaming=False,
     max_frames=None, min_frames=None, decoder_batch=0, sequential=False)
 _TTS_OPTIONS = tuple(_TTS_DEFAULTS)
+
+
+def _user_codes(what: str, codes: Sequence[int], n: int, card: int) -> "ctypes.Array[c_int32]":
+    if isinstance(codes, (str, bytes)) or not isinstance(codes, (Sequence, np.ndarray)) or len(codes) != n:
+        raise Error(SC_EUSAGE, f"{what}: expected {n} user codes (the model's user codebooks), got {codes!r}")
+    return _int32_array(what, [int(c) for c in codes])
+
+
+class MoshiConversation:
+    """One Moshi conversation (:meth:`Model.moshi`): a generator on a session
+    of its own.  ``info`` holds ``n_q``, ``dep_q``, ``card``, ``text_card``,
+    ``user_codebooks`` and ``max_delay``.  One thread at a time; different
+    conversations run in parallel.  Close it (or use it as a context
+    manager) to free its session; closing removes it from its batches."""
+
+    def __init__(self, model: Model, s: c_void_p, g: c_void_p, info: "_lib.sc_moshi_info"):
+        self._model, self._s, self._g = model, s, g
+        self.info = {k: getattr(info, k) for k, _ in _lib.sc_moshi_info._fields_}
+        self._row = (c_int32 * (1 + info.dep_q))()
+        self._batches: List["MoshiBatch"] = []
+
+    def _check(self) -> None:
+        if not self._g:
+            raise Error(SC_EUSAGE, "the Moshi conversation is closed")
+
+    def step(self, codes: Sequence[int]) -> Optional[List[int]]:
+        """One 80 ms step: the user's ``user_codebooks`` codes in; Moshi's
+        row ``[text, audio_1..audio_dep_q]`` out, or ``None`` while the
+        delays leave nothing to return (the first ``max_delay`` steps).
+
+        Raises:
+            Error: a code outside ``[0, card)`` (the stream is left as it
+                was), the wrong number of codes, a full context.
+        """
+        self._check()
+        u = _user_codes("codes", codes, self.info["user_codebooks"], self.info["card"])
+        has, err = c_int(0), _lib.sc_error()
+        check(self._model._L.sc_moshi_step(self._g, u, self._row, byref(has), byref(err)), err)
+        return list(self._row) if has.value else None
+
+    def push(self, frames: Sequence[Sequence[int]]) -> List[List[int]]:
+        """:meth:`step` over several steps' codes; the rows returned, in order."""
+        rows = []
+        for codes in frames:
+            r = self.step(codes)
+            if r is not None:
+                rows.append(r)
+        return rows
+
+    def close(self) -> None:
+        """Free the conversation and its session.  Idempotent."""
+        for b in list(self._batches):
+            b.remove(self)
+        if self._g:
+            self._model._L.sc_moshi_close(self._g)
+            self._g = c_void_p()
+        if self._s:
+            self._model._L.sc_session_close(self._s)
+            self._s = c_void_p()
+
+    def __enter__(self) -> "MoshiConversation":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class MoshiBatch:
+    """Conversations of one Moshi model stepped together
+    (:meth:`Model.moshi_batch`, ``sc_moshi_batch_*``).  Conversations join
+    (:meth:`add`) and leave (:meth:`remove`) between steps and may be at
+    different steps.  One thread at a time, its conversations included."""
+
+    def __init__(self, model: Model, b: c_void_p):
+        self._model, self._b = model, b
+        self._convs: List[MoshiConversation] = []
+
+    def _check(self) -> None:
+        if not self._b:
+            raise Error(SC_EUSAGE, "the Moshi batch is closed")
+
+    @property
+    def conversations(self) -> List[MoshiConversation]:
+        """The conversations, in the order :meth:`step` takes their codes."""
+        return list(self._convs)
+
+    def add(self, conv: MoshiConversation) -> None:
+        self._check()
+        conv._check()
+        if conv._model is not self._model:
+            raise Error(SC_EUSAGE, "the conversation is of another Model")
+        err = _lib.sc_error()
+        check(self._model._L.sc_moshi_batch_add(self._b, conv._g, byref(err)), err)
+        self._convs.append(conv)
+        conv._batches.append(self)
+
+    def remove(self, conv: MoshiConversation) -> None:
+        if conv not in self._convs:
+            raise Error(SC_EUSAGE, "the conversation is not in the batch")
+        self._model._L.sc_moshi_batch_remove(self._b, conv._g)
+        self._convs.remove(conv)
+        conv._batches.remove(self)
+
+    def step(self, codes: Sequence[Sequence[int]]) -> List[Optional[List[int]]]:
+        """One step of every conversation: ``codes[i]`` the user codes of
+        ``conversations[i]``; its row (or ``None``) at ``i`` of the result,
+        as :meth:`MoshiConversation.step` would return it.  The codes are
+        checked for all before any conversation moves."""
+        self._check()
+        n = len(self._convs)
+        if isinstance(codes, (str, bytes)) or len(codes) != n:
+            raise Error(SC_EUSAGE, f"codes: expected one list of user codes per conversation ({n}), got {codes!r}")
+        if not n:
+            return []
+        info = self._convs[0].info
+        U, W = info["user_codebooks"], 1 + info["dep_q"]
+        user = (c_int32 * (n * U if U else 1))()
+        for i, c in enumerate(codes):
+            user[i * U:(i + 1) * U] = list(_user_codes(f"codes[{i}]", c, U, info["card"]))
+        rows, has, err = (c_int32 * (n * W))(), (c_int * n)(), _lib.sc_error()
+        check(self._model._L.sc_moshi_batch_step(self._b, user, rows, has, byref(err)), err)
+        return [list(rows[i * W:(i + 1) * W]) if has[i] else None for i in range(n)]
+
+    def close(self) -> None:
+        """Free the batch (its conversations stay open).  Idempotent."""
+        for c in list(self._convs):
+            self.remove(c)
+        if self._b:
+            self._model._L.sc_moshi_batch_free(self._b)
+            self._b = c_void_p()
+
+    def __enter__(self) -> "MoshiBatch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass

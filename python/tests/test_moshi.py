@@ -1,0 +1,115 @@
+"""Moshi from Python (Model.moshi, Model.moshi_batch): the rows of the
+`moshi` package's LMGen on the repository's tiny fixture, the batch equal
+to each conversation alone, and the errors."""
+import numpy as np
+import pytest
+
+import speechc
+from conftest import REPO
+
+FAMILY = REPO / "tests/data/moshi/family_tiny"
+
+
+@pytest.fixture(scope="module")
+def moshi_so(work):
+    (work / "moshi").mkdir()
+    return speechc.build(FAMILY, work / "moshi" / "m.so", codec=False)
+
+
+@pytest.fixture(scope="module")
+def moshi_model(moshi_so):
+    with speechc.Model(moshi_so, threads=1) as m:
+        yield m
+
+
+def fixture_codes():
+    """The fixture's user codes [10, 2] and the package's greedy rows [7, 5]."""
+    user = np.fromfile(FAMILY / "user.i32", dtype="<i4").reshape(10, 2)
+    rows = np.fromfile(FAMILY / "gen.i32", dtype="<i4").reshape(7, 5)
+    return user, rows
+
+
+def test_greedy_rows_are_the_packages(moshi_model):
+    user, want = fixture_codes()
+    with moshi_model.moshi(greedy=True) as conv:
+        assert conv.info["user_codebooks"] == 2 and conv.info["dep_q"] == 4
+        got = [conv.step(u) for u in user]
+    assert got[:conv.info["max_delay"]] == [None] * conv.info["max_delay"]
+    assert [r for r in got if r is not None] == want.tolist()
+
+
+def test_push_and_seeds(moshi_model):
+    user, want = fixture_codes()
+    with moshi_model.moshi(greedy=True) as conv:
+        assert conv.push(user) == want.tolist()
+    with moshi_model.moshi(seed=7) as a, moshi_model.moshi(seed=7) as b, moshi_model.moshi(seed=8) as c:
+        ra, rb, rc = a.push(user), b.push(user), c.push(user)
+    assert ra == rb and ra != rc and ra != want.tolist()
+
+
+def test_batch_is_each_alone(moshi_model):
+    user, _ = fixture_codes()
+    seeds, lengths = [1, 2, 3, 4], [10, 6, 3, 8]
+    alone = []
+    for sd, n in zip(seeds, lengths):
+        with moshi_model.moshi(seed=sd) as conv:
+            alone.append([conv.step(u) for u in user[:n]])
+    convs = [moshi_model.moshi(seed=sd) for sd in seeds]
+    got = [[] for _ in seeds]
+    with moshi_model.moshi_batch() as b:
+        # two start at once, a third at step 2, the fourth when the third ends
+        b.add(convs[0])
+        b.add(convs[1])
+        for t in range(14):
+            if t == 2:
+                b.add(convs[2])
+            if t == 5:
+                b.add(convs[3])
+            active = b.conversations
+            if not active:
+                break
+            rows = b.step([user[len(got[convs.index(c)])] for c in active])
+            for c, r in zip(active, rows):
+                i = convs.index(c)
+                got[i].append(r)
+                if len(got[i]) == lengths[i]:
+                    b.remove(c)
+    assert got == alone
+    for c in convs:
+        c.close()
+
+
+def test_errors(moshi_model, llm_model):
+    with pytest.raises(speechc.Error, match="not a Moshi model"):
+        llm_model.moshi()
+    with pytest.raises(speechc.Error, match="not a Moshi model"):
+        llm_model.moshi_batch()
+    with pytest.raises(speechc.Error, match="temp"):
+        moshi_model.moshi(temp=-1)
+    conv = moshi_model.moshi(greedy=True)
+    with pytest.raises(speechc.Error, match="expected 2 user codes"):
+        conv.step([1, 2, 3])
+    with pytest.raises(speechc.Error, match="outside"):
+        conv.step([0, 10**6])
+    assert conv.step([0, 1]) is None  # the refused step moved nothing
+    with moshi_model.moshi_batch() as b:
+        b.add(conv)
+        with pytest.raises(speechc.Error, match="already"):
+            b.add(conv)
+        with pytest.raises(speechc.Error, match="one list of user codes per conversation"):
+            b.step([])
+        conv.close()  # leaves the batch
+        assert b.conversations == []
+    with pytest.raises(speechc.Error, match="closed"):
+        conv.step([0, 1])
+
+
+def test_closing_the_model_closes_conversations(moshi_so):
+    m = speechc.Model(moshi_so, threads=1)
+    conv, b = m.moshi(), m.moshi_batch()
+    b.add(conv)
+    m.close()
+    with pytest.raises(speechc.Error, match="closed"):
+        conv.step([0, 1])
+    with pytest.raises(speechc.Error, match="closed"):
+        b.step([[0, 1]])
