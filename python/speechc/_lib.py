@@ -172,6 +172,8 @@ _PROTOS = {
     "sc_generate_batch": (c_int, [c_void_p, POINTER(sc_gen_request), c_int, POINTER(sc_error)]),
     "sc_tts_defaults": (sc_tts_params, []),
     "sc_codec_get_info": (c_int, [c_void_p, POINTER(sc_codec_info), POINTER(sc_error)]),
+    "sc_codec_decode": (c_int, [c_void_p, POINTER(c_int32), c_int, POINTER(c_float), POINTER(sc_error)]),
+    "sc_codec_encode": (c_int, [c_void_p, POINTER(c_float), c_int, POINTER(c_int32), POINTER(sc_error)]),
     "sc_moshi_defaults": (c_int, [c_void_p, POINTER(sc_moshi_params), POINTER(sc_error)]),
     "sc_moshi_open": (c_int, [c_void_p, POINTER(sc_moshi_params), POINTER(c_void_p), POINTER(sc_moshi_info),
                               POINTER(sc_error)]),

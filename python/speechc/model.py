@@ -21,6 +21,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 _TTS_FAMILY = "qwen3_tts"
 _MOSHI_FAMILY = "moshi"
+_CODEC_FAMILY = "codec"
 _END = object()
 
 
@@ -213,6 +214,12 @@ class Model:
                 kw.update(sample_rate=ti.sample_rate, samples_per_frame=ti.samples_per_frame)
         else:
             kw["has_tokenizer"] = bool(self._tok)
+        self._can_encode = False
+        if family == _CODEC_FAMILY:
+            ci = _lib.sc_codec_info()
+            check(L.sc_codec_get_info(self._m, byref(ci), byref(err)), err)
+            kw.update(codebooks=ci.n_codebooks, sample_rate=ci.sample_rate, samples_per_frame=ci.samples_per_frame)
+            self._codebook_size, self._can_encode = ci.codebook_size, bool(ci.can_encode)
         self.info = ModelInfo(
             path=self._path, family=family, model_type=_s(mi.model_type), target=_s(mi.target),
             compiler_version=_s(mi.compiler_version), weight_file=_s(mi.weight_file), vocab=mi.vocab,
@@ -386,6 +393,88 @@ class Model:
                 self._give(self._sessions, s, self._L.sc_session_close)
         check(rc, err)
         return [list(keep[i][1][:reqs[i].n_out]) for i in range(n)]
+
+    # ---- codecs ---------------------------------------------------------------
+    def _codec(self, what: str) -> None:
+        self._check_open()
+        if self.info.family != _CODEC_FAMILY:
+            raise Error(SC_EUSAGE, f"{what}: {self._path} is a {self.info.family} model, not a codec (build the "
+                                   f"checkpoint's speech_tokenizer/ or a Mimi)")
+
+    def decode(self, codes: Any) -> np.ndarray:
+        """Codes to audio with a codec artifact (the Qwen3-TTS 12 Hz decoder
+        or Mimi): ``codes`` ``[frames, codebooks]`` (ints in ``[0,
+        codebook_size)``), one stream from its start; float32 samples at
+        ``info.sample_rate``, ``info.samples_per_frame`` per frame, those
+        of ``speechc decode --f32``.
+
+        Raises:
+            Error: not a codec, the wrong number of codebooks, a code
+                outside its codebook, more frames than the context.
+        """
+        self._codec("decode")
+        a = np.asarray(codes)
+        K = self.info.codebooks
+        if a.ndim != 2 or a.shape[1] != K or not np.issubdtype(a.dtype, np.integer):
+            raise Error(SC_EUSAGE, f"codes: expected an integer array [frames, {K}], got shape {a.shape} "
+                                   f"({a.dtype})")
+        if a.size and (a.min() < 0 or a.max() >= self._codebook_size):
+            raise Error(SC_EUSAGE, f"codes: every code must be in [0, {self._codebook_size}), found "
+                                   f"{int(a.min())}..{int(a.max())}")
+        frames = a.shape[0]
+        c = np.ascontiguousarray(a, dtype=np.int32)
+        out = np.zeros(frames * self.info.samples_per_frame, dtype=np.float32)
+        if not frames:
+            return out
+        err = _lib.sc_error()
+        s = self._take(self._sessions, self._open_session)
+        try:
+            self._L.sc_session_reset(s)  # a new stream
+            rc = self._L.sc_codec_decode(s, c.ctypes.data_as(POINTER(c_int32)), frames,
+                                         out.ctypes.data_as(POINTER(ctypes.c_float)), byref(err))
+        finally:
+            self._give(self._sessions, s, self._L.sc_session_close)
+        check(rc, err)
+        return out
+
+    def encode(self, pcm: Any) -> np.ndarray:
+        """Audio to codes with a Mimi artifact: mono samples at
+        ``info.sample_rate`` (floats; int16 is taken as ``s / 32768``), whole
+        frames of ``info.samples_per_frame`` (a partial frame is refused:
+        hold it back until it is whole, as the package asks), one stream
+        from its start; int32 codes ``[frames, codebooks]``, those of
+        ``speechc encode``.
+
+        Raises:
+            Error: not a codec with an encoder, a partial frame, a
+                non-finite sample, more frames than the context.
+        """
+        self._codec("encode")
+        if not self._can_encode:
+            raise Error(SC_EUSAGE, f"encode: {self._path} has no encoder (a Mimi has one; the 12 Hz decoder "
+                                   f"does not)")
+        a = np.asarray(pcm)
+        if a.ndim != 1:
+            raise Error(SC_EUSAGE, f"pcm: expected mono samples (one dimension), got shape {a.shape}")
+        x = a.astype(np.float32) / 32768 if a.dtype == np.int16 else np.ascontiguousarray(a, dtype=np.float32)
+        spf = self.info.samples_per_frame
+        if x.size % spf:
+            raise Error(SC_EUSAGE, f"pcm: {x.size} samples are not whole frames of {spf} (the last "
+                                   f"{x.size % spf} are a partial frame)")
+        frames = x.size // spf
+        out = np.zeros((frames, self.info.codebooks), dtype=np.int32)
+        if not frames:
+            return out
+        err = _lib.sc_error()
+        s = self._take(self._sessions, self._open_session)
+        try:
+            self._L.sc_session_reset(s)  # a new stream
+            rc = self._L.sc_codec_encode(s, x.ctypes.data_as(POINTER(ctypes.c_float)), frames,
+                                         out.ctypes.data_as(POINTER(c_int32)), byref(err))
+        finally:
+            self._give(self._sessions, s, self._L.sc_session_close)
+        check(rc, err)
+        return out
 
     # ---- Moshi ----------------------------------------------------------------
     def moshi(self, *, greedy: Optional[bool] = None, temp: Optional[float] = None,
