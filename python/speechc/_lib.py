@@ -179,6 +179,8 @@ _PROTOS = {
                               POINTER(sc_error)]),
     "sc_moshi_close": (None, [c_void_p]),
     "sc_moshi_step": (c_int, [c_void_p, POINTER(c_int32), POINTER(c_int32), POINTER(c_int), POINTER(sc_error)]),
+    "sc_moshi_push_pcm": (c_int, [c_void_p, c_void_p, POINTER(c_float), c_int, AUDIO_CB, c_void_p, POINTER(c_int),
+                                  POINTER(sc_error)]),
     "sc_moshi_batch_new": (c_int, [c_void_p, POINTER(c_void_p), POINTER(sc_error)]),
     "sc_moshi_batch_free": (None, [c_void_p]),
     "sc_moshi_batch_add": (c_int, [c_void_p, c_void_p, POINTER(sc_error)]),

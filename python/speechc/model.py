@@ -166,6 +166,8 @@ class Model:
         # Moshi's batches and conversations hold sessions: closed with the model
         self._moshi_batches: "weakref.WeakSet[MoshiBatch]" = weakref.WeakSet()
         self._moshi_convs: "weakref.WeakSet[MoshiConversation]" = weakref.WeakSet()
+        # conversations whose audio this (Mimi) model encodes and decodes
+        self._moshi_audio: "weakref.WeakSet[MoshiConversation]" = weakref.WeakSet()
         L, err = self._L, _lib.sc_error()
         opts = _lib.sc_open_opts(verify_weights=1 if verify_weights else 0, threads=self._threads)
         check(L.sc_model_open(self._path.encode(), byref(opts), byref(self._m), byref(err)), err)
@@ -237,8 +239,11 @@ class Model:
                 return
             self._closed = True
             moshi = list(self._moshi_batches) + list(self._moshi_convs)
+            audio = list(self._moshi_audio)
         for o in moshi:  # batches first: closing one takes its conversations out
             o.close()
+        for c in audio:  # conversations of another model lose their Mimi stream
+            c._drop_codec()
         with self._lock:
             for s in self._sessions:
                 L.sc_session_close(s)
@@ -879,6 +884,8 @@ class MoshiConversation:
         self.info = {k: getattr(info, k) for k, _ in _lib.sc_moshi_info._fields_}
         self._row = (c_int32 * (1 + info.dep_q))()
         self._batches: List["MoshiBatch"] = []
+        self._cm: Optional[Model] = None  # the Mimi of push_pcm, and its session
+        self._cs = c_void_p()
 
     def _check(self) -> None:
         if not self._g:
@@ -908,10 +915,71 @@ class MoshiConversation:
                 rows.append(r)
         return rows
 
+    def push_pcm(self, pcm: Any, mimi: Model) -> Tuple[List[List[int]], np.ndarray]:
+        """The user's audio in, Moshi's out (``sc_moshi_push_pcm``, the
+        package's ``run_inference`` loop, as ``speechc moshi --input``):
+        mono samples at 24 kHz in whole frames of 1920 (float, or int16 as
+        ``s / 32768``), encoded by ``mimi`` (the model's Mimi, a codec
+        :class:`Model`), stepped (the stream's first frame twice), and
+        each returned row's audio decoded.  The Mimi stream lives with the
+        conversation, so audio may come in pieces; every call must pass
+        the same ``mimi``.
+
+        Returns:
+            (the rows, Moshi's reply samples: 1920 float32 per row).
+        """
+        self._check()
+        mimi._codec("push_pcm")
+        if self._cm is not None and self._cm is not mimi:
+            raise Error(SC_EUSAGE, "push_pcm: this conversation's audio goes through another Mimi model")
+        a = np.asarray(pcm)
+        if a.ndim != 1:
+            raise Error(SC_EUSAGE, f"pcm: expected mono samples (one dimension), got shape {a.shape}")
+        x = a.astype(np.float32) / 32768 if a.dtype == np.int16 else np.ascontiguousarray(a, dtype=np.float32)
+        spf = mimi.info.samples_per_frame
+        if x.size % spf:
+            raise Error(SC_EUSAGE, f"pcm: {x.size} samples are not whole frames of {spf} (the last "
+                                   f"{x.size % spf} are a partial frame)")
+        L, err = self._model._L, _lib.sc_error()
+        if self._cm is None:
+            cs = c_void_p()
+            check(L.sc_session_open(mimi._m, byref(cs), byref(err)), err)
+            self._cm, self._cs = mimi, cs
+            mimi._moshi_audio.add(self)
+        rows: List[List[int]] = []
+        out: List[np.ndarray] = []
+        failure: List[BaseException] = []
+
+        def cb(user: Any, row: Any, n_row: int, p: Any, n: int, step: int) -> int:
+            try:
+                rows.append(list(row[:n_row]))
+                out.append(np.ctypeslib.as_array(p, shape=(n,)).copy())
+                return 0
+            except BaseException as e:  # never unwind through C
+                failure.append(e)
+                return 1
+
+        fn = _lib.AUDIO_CB(cb)
+        pushed = c_int(0)
+        rc = L.sc_moshi_push_pcm(self._g, self._cs, x.ctypes.data_as(POINTER(ctypes.c_float)), x.size // spf, fn,
+                                 None, byref(pushed), byref(err))
+        if failure:
+            raise failure[0]
+        check(rc, err)
+        return rows, (np.concatenate(out) if out else np.zeros(0, dtype=np.float32))
+
+    def _drop_codec(self) -> None:
+        if self._cs:
+            self._cm._L.sc_session_close(self._cs)
+        self._cs, self._cm = c_void_p(), None
+
     def close(self) -> None:
         """Free the conversation and its session.  Idempotent."""
         for b in list(self._batches):
             b.remove(self)
+        if self._cm is not None:
+            self._cm._moshi_audio.discard(self)
+            self._drop_codec()
         if self._g:
             self._model._L.sc_moshi_close(self._g)
             self._g = c_void_p()

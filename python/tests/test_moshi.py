@@ -113,3 +113,40 @@ def test_closing_the_model_closes_conversations(moshi_so):
         conv.step([0, 1])
     with pytest.raises(speechc.Error, match="closed"):
         b.step([[0, 1]])
+
+
+DUPLEX = REPO / "tests/data/moshi/duplex_tiny"
+
+
+@pytest.fixture(scope="module")
+def duplex_so(work):
+    (work / "duplex").mkdir()
+    return speechc.build(DUPLEX, work / "duplex" / "m.so")  # + m.codec.so, its Mimi
+
+
+def test_push_pcm_is_the_packages_and_the_cli(duplex_so, tmp_path):
+    from conftest import read_wav, run_cli
+    pcm, rate = read_wav(DUPLEX / "in.wav")
+    want_rows = np.fromfile(DUPLEX / "tokens.i32", dtype="<i4").reshape(8, 5).tolist()
+    want_pcm = np.fromfile(DUPLEX / "reply.f32", dtype="<f4")
+    with speechc.Model(duplex_so, threads=1) as m, speechc.Model(duplex_so.with_suffix(".codec.so"),
+                                                                  threads=1) as mimi:
+        with m.moshi(greedy=True) as conv:
+            rows, reply = conv.push_pcm(pcm, mimi)
+        assert rows == want_rows
+        assert np.abs(reply - want_pcm).max() <= 1e-4 * np.abs(want_pcm).max()
+        run_cli("moshi", duplex_so, "--input", DUPLEX / "in.wav", "-o", tmp_path / "r.wav", "--f32", "--greedy", "-q")
+        cli, _ = read_wav(tmp_path / "r.wav")
+        assert cli.tobytes() == reply.tobytes()
+        # in pieces (3 frames, then the rest), the same
+        with m.moshi(greedy=True) as conv:
+            r1, p1 = conv.push_pcm(pcm[:3 * 1920], mimi)
+            r2, p2 = conv.push_pcm(pcm[3 * 1920:], mimi)
+        assert r1 + r2 == rows and np.concatenate([p1, p2]).tobytes() == reply.tobytes()
+        conv = m.moshi(greedy=True)
+        with pytest.raises(speechc.Error, match="partial frame"):
+            conv.push_pcm(pcm[:1000], mimi)
+        with pytest.raises(speechc.Error, match="not a codec"):
+            conv.push_pcm(pcm, m)
+    with pytest.raises(speechc.Error, match="closed"):  # closing the model closed it
+        conv.push_pcm(pcm, mimi)
