@@ -458,14 +458,8 @@ class Model:
         if not self._can_encode:
             raise Error(SC_EUSAGE, f"encode: {self._path} has no encoder (a Mimi has one; the 12 Hz decoder "
                                    f"does not)")
-        a = np.asarray(pcm)
-        if a.ndim != 1:
-            raise Error(SC_EUSAGE, f"pcm: expected mono samples (one dimension), got shape {a.shape}")
-        x = a.astype(np.float32) / 32768 if a.dtype == np.int16 else np.ascontiguousarray(a, dtype=np.float32)
         spf = self.info.samples_per_frame
-        if x.size % spf:
-            raise Error(SC_EUSAGE, f"pcm: {x.size} samples are not whole frames of {spf} (the last "
-                                   f"{x.size % spf} are a partial frame)")
+        x = _whole_frames(pcm, spf)
         frames = x.size // spf
         out = np.zeros((frames, self.info.codebooks), dtype=np.int32)
         if not frames:
@@ -482,6 +476,11 @@ class Model:
         return out
 
     # ---- Moshi ----------------------------------------------------------------
+    def _moshi_only(self) -> None:
+        self._check_open()
+        if self.info.family != _MOSHI_FAMILY:
+            raise Error(SC_EUSAGE, f"{self._path} is a {self.info.family} model, not a Moshi model")
+
     def moshi(self, *, greedy: Optional[bool] = None, temp: Optional[float] = None,
               temp_text: Optional[float] = None, top_k: Optional[int] = None, top_k_text: Optional[int] = None,
               seed: Optional[int] = None) -> "MoshiConversation":
@@ -498,9 +497,7 @@ class Model:
         Raises:
             Error: not a Moshi model, a bad sampling value.
         """
-        self._check_open()
-        if self.info.family != _MOSHI_FAMILY:
-            raise Error(SC_EUSAGE, f"{self._path} is a {self.info.family} model, not a Moshi model")
+        self._moshi_only()
         L, err = self._L, _lib.sc_error()
         p = _lib.sc_moshi_params()
         check(L.sc_moshi_defaults(self._m, byref(p), byref(err)), err)
@@ -533,9 +530,7 @@ class Model:
         read once per step for all (``sc_moshi_batch_step``; the artifact
         needs its batch entries, built by default), each conversation's
         rows exactly those of stepping it alone."""
-        self._check_open()
-        if self.info.family != _MOSHI_FAMILY:
-            raise Error(SC_EUSAGE, f"{self._path} is a {self.info.family} model, not a Moshi model")
+        self._moshi_only()
         b, err = c_void_p(), _lib.sc_error()
         check(self._L.sc_moshi_batch_new(self._m, byref(b), byref(err)), err)
         batch = MoshiBatch(self, b)
@@ -866,6 +861,18 @@ _TTS_DEFAULTS: Dict[str, Any] = dict(
 _TTS_OPTIONS = tuple(_TTS_DEFAULTS)
 
 
+def _whole_frames(pcm: Any, spf: int) -> np.ndarray:
+    """Mono samples as float32 (int16 as s / 32768) in whole frames of spf."""
+    a = np.asarray(pcm)
+    if a.ndim != 1:
+        raise Error(SC_EUSAGE, f"pcm: expected mono samples (one dimension), got shape {a.shape}")
+    x = a.astype(np.float32) / 32768 if a.dtype == np.int16 else np.ascontiguousarray(a, dtype=np.float32)
+    if x.size % spf:
+        raise Error(SC_EUSAGE, f"pcm: {x.size} samples are not whole frames of {spf} (the last "
+                               f"{x.size % spf} are a partial frame)")
+    return x
+
+
 def _user_codes(what: str, codes: Sequence[int], n: int, card: int) -> "ctypes.Array[c_int32]":
     if isinstance(codes, (str, bytes)) or not isinstance(codes, (Sequence, np.ndarray)) or len(codes) != n:
         raise Error(SC_EUSAGE, f"{what}: expected {n} user codes (the model's user codebooks), got {codes!r}")
@@ -932,14 +939,8 @@ class MoshiConversation:
         mimi._codec("push_pcm")
         if self._cm is not None and self._cm is not mimi:
             raise Error(SC_EUSAGE, "push_pcm: this conversation's audio goes through another Mimi model")
-        a = np.asarray(pcm)
-        if a.ndim != 1:
-            raise Error(SC_EUSAGE, f"pcm: expected mono samples (one dimension), got shape {a.shape}")
-        x = a.astype(np.float32) / 32768 if a.dtype == np.int16 else np.ascontiguousarray(a, dtype=np.float32)
         spf = mimi.info.samples_per_frame
-        if x.size % spf:
-            raise Error(SC_EUSAGE, f"pcm: {x.size} samples are not whole frames of {spf} (the last "
-                                   f"{x.size % spf} are a partial frame)")
+        x = _whole_frames(pcm, spf)
         L, err = self._model._L, _lib.sc_error()
         if self._cm is None:
             cs = c_void_p()
