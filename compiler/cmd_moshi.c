@@ -188,36 +188,54 @@ static int on_audio(void *user, const int32_t *row, int n_row, const float *pcm,
   return (d->rc = sc_wav_write(d->w, pcm, (size_t)n_pcm, d->err)) != SC_OK;
 }
 
-/* run_inference over a WAV (sc_moshi_push_pcm: encode a frame, step, the
- * first frame twice, decode what each step returns), written as it comes. */
-static int duplex(sc_moshi *g, const char *model, const char *mimi, const char *in,
-                  const char *out, int f32, int threads, Run *run, sc_error *err) {
+/* The Mimi that encodes and decodes a duplex run: --mimi, else the one
+ * speechc build writes beside the model (model.codec.so). */
+static int open_mimi(const char *model, const char *mimi, int threads, sc_model **cm, sc_codec_info *ci,
+                     sc_error *err) {
   char path[4096];
   if (!mimi) {
     if (sc_codec_path(model, path, sizeof path)) return sc_fail(err, SC_EUSAGE, "%s: path too long", model);
     mimi = path;
   }
-  sc_model *cm = NULL;
-  sc_session *cs = NULL;
-  sc_codec_info ci;
-  sc_wav_audio audio = {0};
-  sc_wav *w = NULL;
   sc_open_opts opts = {.verify_weights = 1, .threads = threads};
-  int rc = sc_model_open(mimi, &opts, &cm, err);
-  if (rc && !strcmp(mimi, path))
+  int rc = sc_model_open(mimi, &opts, cm, err);
+  if (rc && mimi == path)
     snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
              " (hint: speechc build of a Moshi checkpoint writes its Mimi there; or name one with --mimi)");
-  if (!rc) rc = sc_codec_get_info(cm, &ci, err);
-  if (!rc) rc = sc_session_open(cm, &cs, err);
-  if (!rc) rc = sc_wav_read(in, &audio, err);
-  if (!rc) rc = sc_wav_expect(&audio, in, ci.sample_rate, 1, err);
-  const int spf = ci.samples_per_frame;
-  const size_t frames = rc ? 0 : audio.frames / (size_t)spf;
-  if (!rc && !frames)
-    rc = sc_fail(err, SC_EINPUT, "%s: %zu samples, less than one frame of %d", in, audio.frames, spf);
-  if (!rc && audio.frames % (size_t)spf && !run->quiet)
+  if (!rc) rc = sc_codec_get_info(*cm, ci, err);
+  return rc;
+}
+
+/* The user's WAV at the Mimi's rate, mono, and its whole frames (samples
+ * past the last are dropped, as run_inference drops them: noted unless
+ * quiet). */
+static int read_input(const char *in, const sc_codec_info *ci, int quiet, sc_wav_audio *audio, size_t *frames,
+                      sc_error *err) {
+  const int spf = ci->samples_per_frame;
+  int rc = sc_wav_read(in, audio, err);
+  if (!rc) rc = sc_wav_expect(audio, in, ci->sample_rate, 1, err);
+  *frames = rc ? 0 : audio->frames / (size_t)spf;
+  if (!rc && !*frames)
+    rc = sc_fail(err, SC_EINPUT, "%s: %zu samples, less than one frame of %d", in, audio->frames, spf);
+  if (!rc && audio->frames % (size_t)spf && !quiet)
     fprintf(stderr, "speechc: note: %s: the last %zu samples are not a whole frame of %d and are dropped (as "
-            "run_inference drops them)\n", in, audio.frames % (size_t)spf, spf);
+            "run_inference drops them)\n", in, audio->frames % (size_t)spf, spf);
+  return rc;
+}
+
+/* run_inference over a WAV (sc_moshi_push_pcm: encode a frame, step, the
+ * first frame twice, decode what each step returns), written as it comes. */
+static int duplex(sc_moshi *g, const char *model, const char *mimi, const char *in,
+                  const char *out, int f32, int threads, Run *run, sc_error *err) {
+  sc_model *cm = NULL;
+  sc_session *cs = NULL;
+  sc_codec_info ci = {0};
+  sc_wav_audio audio = {0};
+  sc_wav *w = NULL;
+  size_t frames = 0;
+  int rc = open_mimi(model, mimi, threads, &cm, &ci, err);
+  if (!rc) rc = sc_session_open(cm, &cs, err);
+  if (!rc) rc = read_input(in, &ci, run->quiet, &audio, &frames, err);
   if (!rc) {
     sc_wav_opts wo = sc_wav_opts_for(out);
     wo.sample_rate = ci.sample_rate;
@@ -308,9 +326,9 @@ static int several(sc_model *m, const sc_moshi_params *p, const char *model, con
       char msg[sizeof err->msg];
       int j = -1, len = 0;
       if (sscanf(err->msg, "generator %d of the batch: %n", &j, &len) == 1 && len > 0 && j >= 0 && j < nb)
-        snprintf(msg, sizeof msg, "%s: %s", ins[who[j]], err->msg + len);
+        snprintf(msg, sizeof msg, "%s: %.900s", ins[who[j]], err->msg + len);
       else
-        snprintf(msg, sizeof msg, "%d conversations stepped together: %s", nb, err->msg);
+        snprintf(msg, sizeof msg, "%d conversations stepped together: %.900s", nb, err->msg);
       sc_fail(err, rc, "%s", msg);
       break;
     }
@@ -346,11 +364,6 @@ static int several(sc_model *m, const sc_moshi_params *p, const char *model, con
 static int several_audio(sc_model *m, const sc_moshi_params *p, const char *model, const char *tokenizer,
                          const char *mimi, const char **wavs, const char **replies, const char **outs,
                          const char **texts, int n, int f32, int threads, int quiet, sc_error *err) {
-  char path[4096];
-  if (!mimi) {
-    if (sc_codec_path(model, path, sizeof path)) return sc_fail(err, SC_EUSAGE, "%s: path too long", model);
-    mimi = path;
-  }
   sc_session *s[MAX_CONVERSATIONS] = {0}, *cs[MAX_CONVERSATIONS] = {0};
   sc_moshi *g[MAX_CONVERSATIONS] = {0};
   sc_wav_audio audio[MAX_CONVERSATIONS] = {0};
@@ -366,12 +379,7 @@ static int several_audio(sc_model *m, const sc_moshi_params *p, const char *mode
   int32_t *user = NULL, *rows = NULL;
   int *has = NULL;
   float *pcm = NULL;
-  sc_open_opts opts = {.verify_weights = 1, .threads = threads};
-  int rc = sc_model_open(mimi, &opts, &cm, err);
-  if (rc && !strcmp(mimi, path))
-    snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg),
-             " (hint: speechc build of a Moshi checkpoint writes its Mimi there; or name one with --mimi)");
-  if (!rc) rc = sc_codec_get_info(cm, &ci, err);
+  int rc = open_mimi(model, mimi, threads, &cm, &ci, err);
   if (!rc) rc = sc_moshi_batch_new(m, &b, err);
   for (int i = 0; !rc && i < n; i++) {
     rc = sc_session_open(m, &s[i], err);
@@ -386,14 +394,7 @@ static int several_audio(sc_model *m, const sc_moshi_params *p, const char *mode
   if (!rc && (texts || tokenizer)) rc = find_spm(m, model, tokenizer, 1, &spm, err);
   const int spf = ci.samples_per_frame, U = info.user_codebooks, W = 1 + info.dep_q;
   for (int i = 0; !rc && i < n; i++) {
-    rc = sc_wav_read(wavs[i], &audio[i], err);
-    if (!rc) rc = sc_wav_expect(&audio[i], wavs[i], ci.sample_rate, 1, err);
-    frames[i] = rc ? 0 : audio[i].frames / (size_t)spf;
-    if (!rc && !frames[i])
-      rc = sc_fail(err, SC_EINPUT, "%s: %zu samples, less than one frame of %d", wavs[i], audio[i].frames, spf);
-    if (!rc && audio[i].frames % (size_t)spf && !quiet)
-      fprintf(stderr, "speechc: note: %s: the last %zu samples are not a whole frame of %d and are dropped (as "
-              "run_inference drops them)\n", wavs[i], audio[i].frames % (size_t)spf, spf);
+    rc = read_input(wavs[i], &ci, quiet, &audio[i], &frames[i], err);
     run[i] = (Run){.quiet = 1, .spm = texts ? spm : NULL, .err = err};
     if (!rc && !(run[i].f = outs ? (strcmp(outs[i], "-") ? fopen(outs[i], "w") : stdout) : fopen("/dev/null", "w")))
       rc = sc_fail(err, SC_EINPUT, "%s: cannot write: %s", outs ? outs[i] : "/dev/null", strerror(errno));
