@@ -76,4 +76,16 @@ static inline double rel_err(const float *a, const float *b, int n) {
   return den > 0 ? num / den : num;
 }
 
+/* The kernel tables (SPEECHC_ISA names) this CPU runs besides its default:
+ * "portable", and "avx2" where the CPU has it, into isas[2]; their count.
+ * Sessions pick their kernels when they open. */
+static inline int test_other_isas(const char **isas) {
+  int n = 0;
+  isas[n++] = "portable";
+#if defined(__x86_64__) || defined(__i386__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) isas[n++] = "avx2";
+#endif
+  return n;
+}
+
 #endif

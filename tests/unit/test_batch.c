@@ -250,11 +250,8 @@ static void generate(sc_model *m, const char *band) {
  * churn() again with each other ISA this CPU runs (the device targets: none). */
 static void other_isas(sc_model *m, const char *name) {
   if (strcmp(test_target(), "cpu")) return;
-  const char *isas[2] = {"portable", NULL};
-  int n = 1;
-#if defined(__x86_64__) || defined(__i386__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) isas[n++] = "avx2";
-#endif
+  const char *isas[2];
+  const int n = test_other_isas(isas);
   for (int i = 0; i < n; i++) {
     char tag[128];
     snprintf(tag, sizeof tag, "%s SPEECHC_ISA=%s", name, isas[i]);

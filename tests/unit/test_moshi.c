@@ -512,11 +512,8 @@ static void batched_isa(sc_model *m, const char *what) {
 static void batched(sc_model *m, const char *what) {
   batched_isa(m, what);
   if (strcmp(test_target(), "cpu")) return;
-  const char *isas[2] = {"portable", NULL};
-  int n = 1;
-#if defined(__x86_64__) || defined(__i386__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) isas[n++] = "avx2";
-#endif
+  const char *isas[2];
+  const int n = test_other_isas(isas);
   for (int i = 0; i < n; i++) {
     char tag[160];
     snprintf(tag, sizeof tag, "%s SPEECHC_ISA=%s", what, isas[i]);

@@ -334,11 +334,8 @@ int main(void) {
   static const DType bands[] = {DT_F32, DT_BF16, DT_Q8_0, DT_Q4_0};
   static const char *const layouts[] = {"tts_tiny_06b_layout", "tts_tiny_17b_layout"};
   /* the ISAs this CPU runs besides its default */
-  const char *isas[3] = {NULL, "portable", NULL};
-  int n_isa = 2;
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) isas[n_isa++] = "avx2";
-#endif
+  const char *isas[3] = {NULL}; /* the default first */
+  int n_isa = 1 + test_other_isas(isas + 1);
   const int cpu = !strcmp(test_target(), "cpu");
   if (!cpu) { /* the device's kernels: no ISA to pick; the emulator's pace */
     n_isa = 1;
