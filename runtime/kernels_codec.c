@@ -199,10 +199,40 @@ static void dwconv_chunk(void *arg, int c, int n) {
   }
 }
 
+/* Rows below DWCONV_DIRECT_ROWS with at most DWCONV_DIRECT_TAPS taps go
+ * through dwconv_direct. */
+#define DWCONV_DIRECT_ROWS 4
+#define DWCONV_DIRECT_TAPS 8
+
+/* A few rows (decode): each channel's taps straight from w [C, k], in
+ * the same order from the same start as dwconv_chunk's, so the same bits
+ * without transposing the taps (which cost more than the rows here). */
+static void dwconv_direct(const ConvJob *j, const float *w) {
+  const int C = j->C, k = j->k;
+  for (int t = 0; t < j->R; t++) {
+    const float *xr[DWCONV_DIRECT_TAPS];
+    for (int q = 0; q < k; q++) xr[q] = xx_row(j->state, j->S, C, j->x, j->ldx, t + q * j->d);
+    float *restrict yt = j->y + (size_t)t * j->ldy;
+    for (int ch = 0; ch < C; ch++) {
+      const float *wc = w + (size_t)ch * k;
+      float acc = j->b ? j->b[ch] : 0.0f;
+      for (int q = 0; q < k; q++) acc += wc[q] * xr[q][ch];
+      yt[ch] = acc;
+    }
+  }
+}
+
 static void k_dwconv(void *ctx, const float *x, int ldx, const float *w, const float *b, float *state,
                      float *y, int ldy, int R, int C, int k, int d) {
   const int S = (k - 1) * d;
   if (sc_conv_bad(ctx, "dwconv", R, C, k, d, S, state)) return;
+  if (R < DWCONV_DIRECT_ROWS && k <= DWCONV_DIRECT_TAPS) {
+    ConvJob j = {.x = x, .b = b, .state = state, .y = y, .ldx = ldx, .ldy = ldy, .R = R, .C = C, .k = k,
+                 .d = d, .S = S};
+    dwconv_direct(&j, w);
+    sc_conv_state_push(state, S, C, x, ldx, R);
+    return;
+  }
   void *owned = NULL;
   float *wt = sc_kernel_scratch(ctx, (size_t)k * C * sizeof *wt, &owned);
   if (!wt) {
