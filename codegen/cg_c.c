@@ -373,7 +373,10 @@ static int emit_node(Cg *cg, int i) {
   }
   case OP_ADD: emit_map(cg, n, i, "a + b"); return SC_OK;
   case OP_MUL: emit_map(cg, n, i, "a * b"); return SC_OK;
-  case OP_SILU: emit_map(cg, n, i, "a / (1.0f + K->expf(-a))"); return SC_OK;
+  case OP_SILU: /* the map a / (1.0f + K->expf(-a)), vectorized by the runtime */
+    OUT("  K->silu(K->ctx, %s, %lld, %s, %lld, %s, %lld);\n", ref(cg, n->src[0]), ld(cg, n->src[0]), v,
+        (long long)n->ld, rows(n), (long long)n->cols);
+    return SC_OK;
   case OP_SIGMOID: emit_map(cg, n, i, "1.0f / (1.0f + K->expf(-a))"); return SC_OK;
   case OP_SOFTPLUS: emit_map(cg, n, i, "a > 20.0f ? a : K->logf(1.0f + K->expf(a))"); return SC_OK;
   case OP_GELU: emit_map(cg, n, i, "0.5f * a * (1.0f + K->erff(a * 0.70710678118654752f))"); return SC_OK;

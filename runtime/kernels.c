@@ -483,12 +483,27 @@ static int job_gemm(const LinJob *j, size_t r0, int n, int t0, int nt, float *ou
   }
 }
 
+/* SwiGLU's pieces of e^-g (sc_expf_n on the stack). */
+#define SILU_PIECE 128
+
+/* y[i] = silu(g[i]) * u[i] = g / (1 + e^-g) * u, the one SwiGLU of the
+ * kernels (y may be g or u). */
+static void swiglu_n(const float *g, const float *u, float *y, int n) {
+  for (int i0 = 0; i0 < n; i0 += SILU_PIECE) {
+    const int m = n - i0 < SILU_PIECE ? n - i0 : SILU_PIECE;
+    float e[SILU_PIECE];
+    for (int i = 0; i < m; i++) e[i] = -g[i0 + i];
+    sc_expf_n(e, e, m);
+    for (int i = 0; i < m; i++) y[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
+  }
+}
+
 /* Rows r..r+n of token t from their dots d (and, for SwiGLU, the up rows'
  * dots u): + bias, accumulate or SwiGLU. */
 static void store_rows(const LinJob *j, int r, int n, int t, const float *d, const float *u) {
   float *yt = j->y + (size_t)t * j->ldy + r;
   if (j->swiglu) {
-    for (int i = 0; i < n; i++) yt[i] = d[i] / (1.0f + expf(-d[i])) * u[i];
+    swiglu_n(d, u, yt, n);
     return;
   }
   for (int i = 0; i < n; i++) {
@@ -517,6 +532,11 @@ static void lin_block(const LinJob *j, int b) {
       float d[GEMM_TOKENS * 4], u[GEMM_TOKENS * 4];
       if (!job_gemm(j, (size_t)r, n, t, nt, d)) break;
       if (j->swiglu) job_gemm(j, (size_t)j->rows + r, n, t, nt, u);
+      if (j->swiglu && n == 4) { /* one pass over the block's gates */
+        swiglu_n(d, u, d, 4 * nt);
+        for (int i = 0; i < nt; i++) memcpy(j->y + (size_t)(t + i) * j->ldy + r, d + 4 * i, 4 * sizeof *d);
+        continue;
+      }
       for (int i = 0; i < nt; i++) store_rows(j, r, n, t + i, d + 4 * i, u + 4 * i);
     }
   for (; t < j->T; t++) {
@@ -527,11 +547,28 @@ static void lin_block(const LinJob *j, int b) {
   }
 }
 
+/* Blocks of four rows whose gates one swiglu_n call takes (one token). */
+#define SWIGLU_BLOCKS 16
+
 static void lin_chunk(void *arg, int c, int n) {
   const LinJob *j = arg;
   const int nblk = (j->rows + 3) / 4;
   const int b0 = (int)((long long)nblk * c / n);
   const int b1 = (int)((long long)nblk * (c + 1) / n);
+  if (j->swiglu && j->T == 1) { /* the dots of several blocks, then their SwiGLU at once */
+    for (int b = b0; b < b1; b += SWIGLU_BLOCKS) {
+      const int be = b1 - b < SWIGLU_BLOCKS ? b1 : b + SWIGLU_BLOCKS;
+      const int r = 4 * b, nr = (4 * be < j->rows ? 4 * be : j->rows) - r;
+      float d[4 * SWIGLU_BLOCKS], u[4 * SWIGLU_BLOCKS];
+      for (int k = b; k < be; k++) {
+        const int rk = 4 * k, nk = j->rows - rk < 4 ? j->rows - rk : 4;
+        job_dot(j, (size_t)rk, nk, 0, d + (rk - r));
+        job_dot(j, (size_t)j->rows + rk, nk, 0, u + (rk - r));
+      }
+      swiglu_n(d, u, j->y + r, nr);
+    }
+    return;
+  }
   for (int b = b0; b < b1; b++) lin_block(j, b);
 }
 
@@ -1046,10 +1083,9 @@ static void attn_chunk(void *arg, int c, int nc) {
       if (s[k] > m) m = s[k];
     }
     float sum = 0.0f;
-    for (int k = 0; k < n; k++) {
-      s[k] = expf(s[k] - m);
-      sum += s[k];
-    }
+    for (int k = 0; k < n; k++) s[k] -= m;
+    sc_expf_n(s, s, n);
+    for (int k = 0; k < n; k++) sum += s[k];
     memset(yh, 0, (size_t)hd * sizeof *yh);
     for (int k = 0; k < n; k++)
       j->ops->axpy(yh, s[k], vc + (size_t)((lo + k) % j->cap) * j->ldkv, hd);
@@ -1178,16 +1214,33 @@ DEFINE_ENTRIES(avx512vnni, &sc_kern_avx512vnni)
 DEFINE_ENTRIES(neon, &sc_kern_neon)
 DEFINE_ENTRIES(neon_dotprod, &sc_kern_neon_dotprod)
 
-static float k_expf(float v) { return expf(v); }
 static float k_sqrtf(float v) { return sqrtf(v); }
 static float k_logf(float v) { return logf(v); }
 static float k_erff(float v) { return erff(v); }
+
+/* sc_kernels.silu: the generated code's SILU, vectorized; the same
+ * expression as its scalar form over K->expf (sc_expf1), so the same bits. */
+static void k_silu(void *ctx, const float *x, int ldx, float *y, int ldy, int R, int C) {
+  (void)ctx;
+  for (int t = 0; t < R; t++) {
+    const float *xr = x + (size_t)t * ldx;
+    float *yr = y + (size_t)t * ldy;
+    for (int c0 = 0; c0 < C; c0 += SILU_PIECE) {
+      const int m = C - c0 < SILU_PIECE ? C - c0 : SILU_PIECE;
+      float e[SILU_PIECE];
+      for (int c = 0; c < m; c++) e[c] = -xr[c0 + c];
+      sc_expf_n(e, e, m);
+      for (int c = 0; c < m; c++) yr[c0 + c] = xr[c0 + c] / (1.0f + e[c]);
+    }
+  }
+}
 
 static void fill_common(sc_kernels *K, void *ctx) {
   memset(K, 0, sizeof *K);
   K->abi_version = SC_ABI_VERSION;
   K->ctx = ctx;
-  K->expf = k_expf;
+  K->expf = sc_expf1;
+  K->silu = k_silu;
   K->sqrtf = k_sqrtf;
   K->logf = k_logf;
   K->erff = k_erff;

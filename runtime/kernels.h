@@ -367,6 +367,22 @@ size_t sc_conv_weight_src(int kind, int dim0, int dim1, int k, size_t row, size_
 void sc_conv_weight_im2col(const float *w, int cout, int cin, int k, float *out);
 void sc_convt_weight_linear(const float *w, int cin, int cout, int k, float *out);
 
+/* y[i] = e^x[i] for n floats (y may be x; vexp.c): within 1 ulp of the
+ * correctly rounded value, +inf above ln(FLT_MAX), 0 below ln of half the
+ * least subnormal, NaN for NaN.  The one exponential of the hot loops
+ * (softmax, SiLU, the sigmoid gates): every kernel table calls it, and its
+ * variants (baseline, AVX2, AVX-512) give the same bits, so nothing
+ * depends on the table, the CPU's vector width or the thread count. */
+void sc_expf_n(const float *x, float *y, int n);
+/* Variant v (0 baseline, 1 AVX2, 2 AVX-512) of sc_expf_n's loop, x and y
+ * not overlapping; NULL where this build or CPU has none (tests compare
+ * them). */
+typedef void (*sc_expf_fn)(const float *x, float *y, int n);
+/* One value, the same bits: sc_kernels.expf, so that the generated code's
+ * SiLU, sigmoid and SwiGLU agree with the kernels' (fused == unfused). */
+float sc_expf1(float x);
+sc_expf_fn sc_expf_variant(int v);
+
 /* The portable loops (kernels.c), always there. */
 extern const sc_kern_ops sc_kern_portable;
 /* Defined in kernels_avx2.c; all hooks NULL when that file was built

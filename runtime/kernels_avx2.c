@@ -353,10 +353,9 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
   float m = -INFINITY, sum = 0.0f;
   for (int j = 0; j < n; j++)
     if (s[j] > m) m = s[j];
-  for (int j = 0; j < n; j++) {
-    s[j] = expf(s[j] - m);
-    sum += s[j];
-  }
+  for (int j = 0; j < n; j++) s[j] -= m;
+  sc_expf_n(s, s, n);
+  for (int j = 0; j < n; j++) sum += s[j];
   const __m256 inv = _mm256_set1_ps(1.0f / sum);
   /* values: 64 columns (eight accumulators) per pass over the keys */
   for (int c0 = 0; c0 < h8; c0 += 64) {

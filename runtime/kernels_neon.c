@@ -346,10 +346,9 @@ static void attn_row(const float *q, const float *kc, const float *vc, size_t ld
   float m = -INFINITY, sum = 0.0f;
   for (int j = 0; j < n; j++)
     if (s[j] > m) m = s[j];
-  for (int j = 0; j < n; j++) {
-    s[j] = expf(s[j] - m);
-    sum += s[j];
-  }
+  for (int j = 0; j < n; j++) s[j] -= m;
+  sc_expf_n(s, s, n);
+  for (int j = 0; j < n; j++) sum += s[j];
   const float inv = 1.0f / sum;
   int c0 = 0;
   for (; c0 + 64 <= h4; c0 += 64) attn_values(vc, ld, lo, n, cap, s, inv, c0, y, 16);

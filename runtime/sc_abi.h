@@ -12,13 +12,14 @@
  * 7: the mixture-of-experts kernels (topk_route, moe), delta_rule's
  * chunk, the descriptor's notes, the fused causal conv (conv1d), the
  * strided im2col (im2col_strided).  8: the residual VQ encode stage
- * (vq_nearest).
+ * (vq_nearest).  9: SiLU over rows (silu), the runtime's one exponential
+ * behind it and expf.
  * The runtime refuses an artifact whose version differs and says both.
  */
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 8
+#define SC_ABI_VERSION 9
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -172,6 +173,9 @@ typedef struct sc_kernels {
    * table [N, D] f32 (ld D); y must not overlap x or codes. */
   void (*vq_nearest)(void *ctx, const float *x, int ldx, const float *table, int N, const float *codes, int ldc,
                      int P, float *y, int ldy, int R, int D);
+  /* SILU over [R, C]: y = x / (1.0f + expf(-x)) with this table's expf,
+   * the bits of that expression element by element; y may be x. */
+  void (*silu)(void *ctx, const float *x, int ldx, float *y, int ldy, int R, int C);
 } sc_kernels;
 
 /* moe's temporaries: the gathered inputs [T*k, H], the experts' SwiGLU

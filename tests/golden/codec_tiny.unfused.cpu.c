@@ -787,11 +787,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
 
   /* tf.layer0.gate_silu = SILU(tf.layer0.gate) */
   float *tf_layer0_gate_silu = (float *)(X + 5632); /* [T, 48] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 48; c++) {
-      const float a = tf_layer0_gate[t * 48 + c];
-      tf_layer0_gate_silu[t * 48 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, tf_layer0_gate, 48, tf_layer0_gate_silu, 48, T, 48);
 
   /* tf.layer0.swiglu = MUL(tf.layer0.gate_silu, tf.layer0.up) */
   float *tf_layer0_swiglu = (float *)(X + 5632); /* [T, 48] */
@@ -943,11 +939,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
 
   /* tf.layer1.gate_silu = SILU(tf.layer1.gate) */
   float *tf_layer1_gate_silu = (float *)(X + 5632); /* [T, 48] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 48; c++) {
-      const float a = tf_layer1_gate[t * 48 + c];
-      tf_layer1_gate_silu[t * 48 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, tf_layer1_gate, 48, tf_layer1_gate_silu, 48, T, 48);
 
   /* tf.layer1.swiglu = MUL(tf.layer1.gate_silu, tf.layer1.up) */
   float *tf_layer1_swiglu = (float *)(X + 5632); /* [T, 48] */

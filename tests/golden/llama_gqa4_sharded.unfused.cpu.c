@@ -193,11 +193,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer0_gate[t * 96 + c];
-      layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 96, layer0_gate_silu, 96, T, 96);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 8192); /* [T, 96] */
@@ -331,11 +327,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer1_gate[t * 96 + c];
-      layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 96, layer1_gate_silu, 96, T, 96);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 8192); /* [T, 96] */
@@ -529,11 +521,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 512); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer0_gate[t * 96 + c];
-      layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 96, layer0_gate_silu, 96, 1, 96);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 512); /* [1, 96] */
@@ -667,11 +655,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 512); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer1_gate[t * 96 + c];
-      layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 96, layer1_gate_silu, 96, 1, 96);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 512); /* [1, 96] */
@@ -866,11 +850,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer0_gate[t * 96 + c];
-      layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 96, layer0_gate_silu, 96, T, 96);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 8192); /* [T, 96] */
@@ -1004,11 +984,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = layer1_gate[t * 96 + c];
-      layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 96, layer1_gate_silu, 96, T, 96);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 8192); /* [T, 96] */

@@ -142,11 +142,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 17152); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer0_conv[t * 136 + c];
-      layer0_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 136, layer0_conv_silu, 136, T, 136);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -262,11 +258,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 17152); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer1_conv[t * 136 + c];
-      layer1_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 136, layer1_conv_silu, 136, T, 136);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -502,11 +494,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer3.conv_silu = SILU(layer3.conv) */
   float *layer3_conv_silu = (float *)(X + 17152); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer3_conv[t * 136 + c];
-      layer3_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer3_conv, 136, layer3_conv_silu, 136, T, 136);
 
   /* layer3.q = SLICE(layer3.conv_silu) */
   float *layer3_q = layer3_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -684,11 +672,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 1088); /* [1, 136] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer0_conv[t * 136 + c];
-      layer0_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 136, layer0_conv_silu, 136, 1, 136);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [1, 32] view, row stride 136 */
@@ -804,11 +788,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 1088); /* [1, 136] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer1_conv[t * 136 + c];
-      layer1_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 136, layer1_conv_silu, 136, 1, 136);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [1, 32] view, row stride 136 */
@@ -1044,11 +1024,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer3.conv_silu = SILU(layer3.conv) */
   float *layer3_conv_silu = (float *)(X + 1088); /* [1, 136] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer3_conv[t * 136 + c];
-      layer3_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer3_conv, 136, layer3_conv_silu, 136, 1, 136);
 
   /* layer3.q = SLICE(layer3.conv_silu) */
   float *layer3_q = layer3_conv_silu + 0; /* [1, 32] view, row stride 136 */
@@ -1224,11 +1200,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 17152); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer0_conv[t * 136 + c];
-      layer0_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 136, layer0_conv_silu, 136, T, 136);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -1346,11 +1318,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 17152); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer1_conv[t * 136 + c];
-      layer1_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 136, layer1_conv_silu, 136, T, 136);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -1588,11 +1556,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer3.conv_silu = SILU(layer3.conv) */
   float *layer3_conv_silu = (float *)(X + 17152); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer3_conv[t * 136 + c];
-      layer3_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer3_conv, 136, layer3_conv_silu, 136, T, 136);
 
   /* layer3.q = SLICE(layer3.conv_silu) */
   float *layer3_q = layer3_conv_silu + 0; /* [T, 32] view, row stride 136 */

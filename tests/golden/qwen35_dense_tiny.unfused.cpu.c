@@ -160,11 +160,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 20224); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer0_conv[t * 136 + c];
-      layer0_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 136, layer0_conv_silu, 136, T, 136);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -261,11 +257,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 6144); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer0_gate[t * 80 + c];
-      layer0_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 80, layer0_gate_silu, 80, T, 80);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 6144); /* [T, 80] */
@@ -323,11 +315,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 20224); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer1_conv[t * 136 + c];
-      layer1_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 136, layer1_conv_silu, 136, T, 136);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -424,11 +412,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 6144); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer1_gate[t * 80 + c];
-      layer1_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 80, layer1_gate_silu, 80, T, 80);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 6144); /* [T, 80] */
@@ -599,11 +583,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.gate_silu = SILU(layer2.gate) */
   float *layer2_gate_silu = (float *)(X + 6144); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer2_gate[t * 80 + c];
-      layer2_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_gate, 80, layer2_gate_silu, 80, T, 80);
 
   /* layer2.swiglu = MUL(layer2.gate_silu, layer2.up) */
   float *layer2_swiglu = (float *)(X + 6144); /* [T, 80] */
@@ -661,11 +641,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer3.conv_silu = SILU(layer3.conv) */
   float *layer3_conv_silu = (float *)(X + 20224); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer3_conv[t * 136 + c];
-      layer3_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer3_conv, 136, layer3_conv_silu, 136, T, 136);
 
   /* layer3.q = SLICE(layer3.conv_silu) */
   float *layer3_q = layer3_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -762,11 +738,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer3.gate_silu = SILU(layer3.gate) */
   float *layer3_gate_silu = (float *)(X + 6144); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer3_gate[t * 80 + c];
-      layer3_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer3_gate, 80, layer3_gate_silu, 80, T, 80);
 
   /* layer3.swiglu = MUL(layer3.gate_silu, layer3.up) */
   float *layer3_swiglu = (float *)(X + 6144); /* [T, 80] */
@@ -888,11 +860,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 1408); /* [1, 136] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer0_conv[t * 136 + c];
-      layer0_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 136, layer0_conv_silu, 136, 1, 136);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [1, 32] view, row stride 136 */
@@ -989,11 +957,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 384); /* [1, 80] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer0_gate[t * 80 + c];
-      layer0_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 80, layer0_gate_silu, 80, 1, 80);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 384); /* [1, 80] */
@@ -1051,11 +1015,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 1408); /* [1, 136] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer1_conv[t * 136 + c];
-      layer1_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 136, layer1_conv_silu, 136, 1, 136);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [1, 32] view, row stride 136 */
@@ -1152,11 +1112,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 384); /* [1, 80] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer1_gate[t * 80 + c];
-      layer1_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 80, layer1_gate_silu, 80, 1, 80);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 384); /* [1, 80] */
@@ -1327,11 +1283,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.gate_silu = SILU(layer2.gate) */
   float *layer2_gate_silu = (float *)(X + 384); /* [1, 80] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer2_gate[t * 80 + c];
-      layer2_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_gate, 80, layer2_gate_silu, 80, 1, 80);
 
   /* layer2.swiglu = MUL(layer2.gate_silu, layer2.up) */
   float *layer2_swiglu = (float *)(X + 384); /* [1, 80] */
@@ -1389,11 +1341,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer3.conv_silu = SILU(layer3.conv) */
   float *layer3_conv_silu = (float *)(X + 1408); /* [1, 136] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer3_conv[t * 136 + c];
-      layer3_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer3_conv, 136, layer3_conv_silu, 136, 1, 136);
 
   /* layer3.q = SLICE(layer3.conv_silu) */
   float *layer3_q = layer3_conv_silu + 0; /* [1, 32] view, row stride 136 */
@@ -1490,11 +1438,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer3.gate_silu = SILU(layer3.gate) */
   float *layer3_gate_silu = (float *)(X + 384); /* [1, 80] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer3_gate[t * 80 + c];
-      layer3_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer3_gate, 80, layer3_gate_silu, 80, 1, 80);
 
   /* layer3.swiglu = MUL(layer3.gate_silu, layer3.up) */
   float *layer3_swiglu = (float *)(X + 384); /* [1, 80] */
@@ -1614,11 +1558,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 20224); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer0_conv[t * 136 + c];
-      layer0_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 136, layer0_conv_silu, 136, T, 136);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -1716,11 +1656,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 6144); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer0_gate[t * 80 + c];
-      layer0_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 80, layer0_gate_silu, 80, T, 80);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 6144); /* [T, 80] */
@@ -1779,11 +1715,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 20224); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer1_conv[t * 136 + c];
-      layer1_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 136, layer1_conv_silu, 136, T, 136);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -1881,11 +1813,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 6144); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer1_gate[t * 80 + c];
-      layer1_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 80, layer1_gate_silu, 80, T, 80);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 6144); /* [T, 80] */
@@ -2056,11 +1984,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.gate_silu = SILU(layer2.gate) */
   float *layer2_gate_silu = (float *)(X + 6144); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer2_gate[t * 80 + c];
-      layer2_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_gate, 80, layer2_gate_silu, 80, T, 80);
 
   /* layer2.swiglu = MUL(layer2.gate_silu, layer2.up) */
   float *layer2_swiglu = (float *)(X + 6144); /* [T, 80] */
@@ -2119,11 +2043,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer3.conv_silu = SILU(layer3.conv) */
   float *layer3_conv_silu = (float *)(X + 20224); /* [T, 136] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 136; c++) {
-      const float a = layer3_conv[t * 136 + c];
-      layer3_conv_silu[t * 136 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer3_conv, 136, layer3_conv_silu, 136, T, 136);
 
   /* layer3.q = SLICE(layer3.conv_silu) */
   float *layer3_q = layer3_conv_silu + 0; /* [T, 32] view, row stride 136 */
@@ -2221,11 +2141,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer3.gate_silu = SILU(layer3.gate) */
   float *layer3_gate_silu = (float *)(X + 6144); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer3_gate[t * 80 + c];
-      layer3_gate_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer3_gate, 80, layer3_gate_silu, 80, T, 80);
 
   /* layer3.swiglu = MUL(layer3.gate_silu, layer3.up) */
   float *layer3_swiglu = (float *)(X + 6144); /* [T, 80] */

@@ -224,11 +224,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer0_gate[t * 128 + c];
-      layer0_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 128, layer0_gate_silu, 128, T, 128);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 8192); /* [T, 128] */
@@ -390,11 +386,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer1_gate[t * 128 + c];
-      layer1_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 128, layer1_gate_silu, 128, T, 128);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 8192); /* [T, 128] */
@@ -616,11 +608,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer0_gate[t * 128 + c];
-      layer0_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 128, layer0_gate_silu, 128, 1, 128);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 512); /* [1, 128] */
@@ -782,11 +770,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer1_gate[t * 128 + c];
-      layer1_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 128, layer1_gate_silu, 128, 1, 128);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 512); /* [1, 128] */
@@ -1009,11 +993,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer0_gate[t * 128 + c];
-      layer0_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 128, layer0_gate_silu, 128, T, 128);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 8192); /* [T, 128] */
@@ -1175,11 +1155,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 128; c++) {
-      const float a = layer1_gate[t * 128 + c];
-      layer1_gate_silu[t * 128 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 128, layer1_gate_silu, 128, T, 128);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 8192); /* [T, 128] */

@@ -238,11 +238,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 12288); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer0_gate[t * 160 + c];
-      layer0_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 160, layer0_gate_silu, 160, T, 160);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 12288); /* [T, 160] */
@@ -404,11 +400,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 12288); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer1_gate[t * 160 + c];
-      layer1_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 160, layer1_gate_silu, 160, T, 160);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 12288); /* [T, 160] */
@@ -570,11 +562,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.gate_silu = SILU(layer2.gate) */
   float *layer2_gate_silu = (float *)(X + 12288); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer2_gate[t * 160 + c];
-      layer2_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_gate, 160, layer2_gate_silu, 160, T, 160);
 
   /* layer2.swiglu = MUL(layer2.gate_silu, layer2.up) */
   float *layer2_swiglu = (float *)(X + 12288); /* [T, 160] */
@@ -796,11 +784,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 768); /* [1, 160] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer0_gate[t * 160 + c];
-      layer0_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 160, layer0_gate_silu, 160, 1, 160);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 768); /* [1, 160] */
@@ -962,11 +946,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 768); /* [1, 160] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer1_gate[t * 160 + c];
-      layer1_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 160, layer1_gate_silu, 160, 1, 160);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 768); /* [1, 160] */
@@ -1128,11 +1108,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.gate_silu = SILU(layer2.gate) */
   float *layer2_gate_silu = (float *)(X + 768); /* [1, 160] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer2_gate[t * 160 + c];
-      layer2_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_gate, 160, layer2_gate_silu, 160, 1, 160);
 
   /* layer2.swiglu = MUL(layer2.gate_silu, layer2.up) */
   float *layer2_swiglu = (float *)(X + 768); /* [1, 160] */
@@ -1355,11 +1331,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.gate_silu = SILU(layer0.gate) */
   float *layer0_gate_silu = (float *)(X + 12288); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer0_gate[t * 160 + c];
-      layer0_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_gate, 160, layer0_gate_silu, 160, T, 160);
 
   /* layer0.swiglu = MUL(layer0.gate_silu, layer0.up) */
   float *layer0_swiglu = (float *)(X + 12288); /* [T, 160] */
@@ -1521,11 +1493,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 12288); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer1_gate[t * 160 + c];
-      layer1_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 160, layer1_gate_silu, 160, T, 160);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 12288); /* [T, 160] */
@@ -1687,11 +1655,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.gate_silu = SILU(layer2.gate) */
   float *layer2_gate_silu = (float *)(X + 12288); /* [T, 160] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 160; c++) {
-      const float a = layer2_gate[t * 160 + c];
-      layer2_gate_silu[t * 160 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_gate, 160, layer2_gate_silu, 160, T, 160);
 
   /* layer2.swiglu = MUL(layer2.gate_silu, layer2.up) */
   float *layer2_swiglu = (float *)(X + 12288); /* [T, 160] */

@@ -143,11 +143,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 13056); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer0_conv[t * 80 + c];
-      layer0_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 80, layer0_conv_silu, 80, T, 80);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [T, 16] view, row stride 80 */
@@ -247,11 +243,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.shared_silu = SILU(layer0.shared_gate) */
   float *layer0_shared_silu = (float *)(X + 12992); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer0_shared_gate[t * 135 + c];
-      layer0_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_shared_gate, 135, layer0_shared_silu, 64, T, 64);
 
   /* layer0.shared_silu = MUL(layer0.shared_silu, layer0.shared_up) */
   float *layer0_shared_silu_45 = (float *)(X + 12992); /* [T, 64] */
@@ -318,11 +310,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 13056); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer1_conv[t * 80 + c];
-      layer1_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 80, layer1_conv_silu, 80, T, 80);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [T, 16] view, row stride 80 */
@@ -542,11 +530,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.shared_silu = SILU(layer2.shared_gate) */
   float *layer2_shared_silu = (float *)(X + 12992); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer2_shared_gate[t * 135 + c];
-      layer2_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_shared_gate, 135, layer2_shared_silu, 64, T, 64);
 
   /* layer2.shared_silu = MUL(layer2.shared_silu, layer2.shared_up) */
   float *layer2_shared_silu_116 = (float *)(X + 12992); /* [T, 64] */
@@ -675,11 +659,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 832); /* [1, 80] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer0_conv[t * 80 + c];
-      layer0_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 80, layer0_conv_silu, 80, 1, 80);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [1, 16] view, row stride 80 */
@@ -779,11 +759,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.shared_silu = SILU(layer0.shared_gate) */
   float *layer0_shared_silu = (float *)(X + 896); /* [1, 64] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer0_shared_gate[t * 135 + c];
-      layer0_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_shared_gate, 135, layer0_shared_silu, 64, 1, 64);
 
   /* layer0.shared_silu = MUL(layer0.shared_silu, layer0.shared_up) */
   float *layer0_shared_silu_45 = (float *)(X + 896); /* [1, 64] */
@@ -850,11 +826,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 832); /* [1, 80] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer1_conv[t * 80 + c];
-      layer1_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 80, layer1_conv_silu, 80, 1, 80);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [1, 16] view, row stride 80 */
@@ -1074,11 +1046,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.shared_silu = SILU(layer2.shared_gate) */
   float *layer2_shared_silu = (float *)(X + 896); /* [1, 64] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer2_shared_gate[t * 135 + c];
-      layer2_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_shared_gate, 135, layer2_shared_silu, 64, 1, 64);
 
   /* layer2.shared_silu = MUL(layer2.shared_silu, layer2.shared_up) */
   float *layer2_shared_silu_116 = (float *)(X + 896); /* [1, 64] */
@@ -1205,11 +1173,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 13056); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer0_conv[t * 80 + c];
-      layer0_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 80, layer0_conv_silu, 80, T, 80);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [T, 16] view, row stride 80 */
@@ -1310,11 +1274,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.shared_silu = SILU(layer0.shared_gate) */
   float *layer0_shared_silu = (float *)(X + 12992); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer0_shared_gate[t * 135 + c];
-      layer0_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_shared_gate, 135, layer0_shared_silu, 64, T, 64);
 
   /* layer0.shared_silu = MUL(layer0.shared_silu, layer0.shared_up) */
   float *layer0_shared_silu_45 = (float *)(X + 12992); /* [T, 64] */
@@ -1382,11 +1342,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 13056); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer1_conv[t * 80 + c];
-      layer1_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 80, layer1_conv_silu, 80, T, 80);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [T, 16] view, row stride 80 */
@@ -1607,11 +1563,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.shared_silu = SILU(layer2.shared_gate) */
   float *layer2_shared_silu = (float *)(X + 12992); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer2_shared_gate[t * 135 + c];
-      layer2_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_shared_gate, 135, layer2_shared_silu, 64, T, 64);
 
   /* layer2.shared_silu = MUL(layer2.shared_silu, layer2.shared_up) */
   float *layer2_shared_silu_116 = (float *)(X + 12992); /* [T, 64] */

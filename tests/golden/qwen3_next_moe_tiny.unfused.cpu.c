@@ -153,11 +153,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 13056); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer0_conv[t * 80 + c];
-      layer0_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 80, layer0_conv_silu, 80, T, 80);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [T, 16] view, row stride 80 */
@@ -262,11 +258,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.shared_silu = SILU(layer0.shared_gate) */
   float *layer0_shared_silu = (float *)(X + 4736); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer0_shared_gate[t * 64 + c];
-      layer0_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_shared_gate, 64, layer0_shared_silu, 64, T, 64);
 
   /* layer0.shared_silu = MUL(layer0.shared_silu, layer0.shared_up) */
   float *layer0_shared_silu_46 = (float *)(X + 4736); /* [T, 64] */
@@ -337,11 +329,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 13056); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer1_conv[t * 80 + c];
-      layer1_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 80, layer1_conv_silu, 80, T, 80);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [T, 16] view, row stride 80 */
@@ -438,11 +426,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer1_gate[t * 64 + c];
-      layer1_gate_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 64, layer1_gate_silu, 64, T, 64);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 4096); /* [T, 64] */
@@ -621,11 +605,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.shared_silu = SILU(layer2.shared_gate) */
   float *layer2_shared_silu = (float *)(X + 4736); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer2_shared_gate[t * 64 + c];
-      layer2_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_shared_gate, 64, layer2_shared_silu, 64, T, 64);
 
   /* layer2.shared_silu = MUL(layer2.shared_silu, layer2.shared_up) */
   float *layer2_shared_silu_132 = (float *)(X + 4736); /* [T, 64] */
@@ -760,11 +740,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 832); /* [1, 80] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer0_conv[t * 80 + c];
-      layer0_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 80, layer0_conv_silu, 80, 1, 80);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [1, 16] view, row stride 80 */
@@ -869,11 +845,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.shared_silu = SILU(layer0.shared_gate) */
   float *layer0_shared_silu = (float *)(X + 384); /* [1, 64] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer0_shared_gate[t * 64 + c];
-      layer0_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_shared_gate, 64, layer0_shared_silu, 64, 1, 64);
 
   /* layer0.shared_silu = MUL(layer0.shared_silu, layer0.shared_up) */
   float *layer0_shared_silu_46 = (float *)(X + 384); /* [1, 64] */
@@ -944,11 +916,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 832); /* [1, 80] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer1_conv[t * 80 + c];
-      layer1_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 80, layer1_conv_silu, 80, 1, 80);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [1, 16] view, row stride 80 */
@@ -1045,11 +1013,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer1_gate[t * 64 + c];
-      layer1_gate_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 64, layer1_gate_silu, 64, 1, 64);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 256); /* [1, 64] */
@@ -1228,11 +1192,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.shared_silu = SILU(layer2.shared_gate) */
   float *layer2_shared_silu = (float *)(X + 384); /* [1, 64] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer2_shared_gate[t * 64 + c];
-      layer2_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_shared_gate, 64, layer2_shared_silu, 64, 1, 64);
 
   /* layer2.shared_silu = MUL(layer2.shared_silu, layer2.shared_up) */
   float *layer2_shared_silu_132 = (float *)(X + 384); /* [1, 64] */
@@ -1365,11 +1325,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.conv_silu = SILU(layer0.conv) */
   float *layer0_conv_silu = (float *)(X + 13056); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer0_conv[t * 80 + c];
-      layer0_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_conv, 80, layer0_conv_silu, 80, T, 80);
 
   /* layer0.q = SLICE(layer0.conv_silu) */
   float *layer0_q = layer0_conv_silu + 0; /* [T, 16] view, row stride 80 */
@@ -1475,11 +1431,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.shared_silu = SILU(layer0.shared_gate) */
   float *layer0_shared_silu = (float *)(X + 4736); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer0_shared_gate[t * 64 + c];
-      layer0_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer0_shared_gate, 64, layer0_shared_silu, 64, T, 64);
 
   /* layer0.shared_silu = MUL(layer0.shared_silu, layer0.shared_up) */
   float *layer0_shared_silu_46 = (float *)(X + 4736); /* [T, 64] */
@@ -1551,11 +1503,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.conv_silu = SILU(layer1.conv) */
   float *layer1_conv_silu = (float *)(X + 13056); /* [T, 80] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 80; c++) {
-      const float a = layer1_conv[t * 80 + c];
-      layer1_conv_silu[t * 80 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_conv, 80, layer1_conv_silu, 80, T, 80);
 
   /* layer1.q = SLICE(layer1.conv_silu) */
   float *layer1_q = layer1_conv_silu + 0; /* [T, 16] view, row stride 80 */
@@ -1653,11 +1601,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.gate_silu = SILU(layer1.gate) */
   float *layer1_gate_silu = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer1_gate[t * 64 + c];
-      layer1_gate_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer1_gate, 64, layer1_gate_silu, 64, T, 64);
 
   /* layer1.swiglu = MUL(layer1.gate_silu, layer1.up) */
   float *layer1_swiglu = (float *)(X + 4096); /* [T, 64] */
@@ -1836,11 +1780,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.shared_silu = SILU(layer2.shared_gate) */
   float *layer2_shared_silu = (float *)(X + 4736); /* [T, 64] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 64; c++) {
-      const float a = layer2_shared_gate[t * 64 + c];
-      layer2_shared_silu[t * 64 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, layer2_shared_gate, 64, layer2_shared_silu, 64, T, 64);
 
   /* layer2.shared_silu = MUL(layer2.shared_silu, layer2.shared_up) */
   float *layer2_shared_silu_132 = (float *)(X + 4736); /* [T, 64] */

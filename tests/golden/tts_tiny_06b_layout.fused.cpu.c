@@ -115,11 +115,7 @@ static int entry_text_embed(const sc_kernels *K, const unsigned char *W, unsigne
 
   /* text_fc1_silu = SILU(text_fc1) */
   float *text_fc1_silu = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 48; c++) {
-      const float a = text_fc1[t * 48 + c];
-      text_fc1_silu[t * 48 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, text_fc1, 48, text_fc1_silu, 48, T, 48);
 
   /* text_proj = LINEAR(text_fc1_silu, text_fc2, text_fc2_bias) */
   float *text_proj = io->out; /* [T, 64] the entry's output itself */

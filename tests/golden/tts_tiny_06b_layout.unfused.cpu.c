@@ -127,11 +127,7 @@ static int entry_text_embed(const sc_kernels *K, const unsigned char *W, unsigne
 
   /* text_fc1_silu = SILU(text_fc1) */
   float *text_fc1_silu = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 48; c++) {
-      const float a = text_fc1[t * 48 + c];
-      text_fc1_silu[t * 48 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, text_fc1, 48, text_fc1_silu, 48, T, 48);
 
   /* text_proj = LINEAR(text_fc1_silu, text_fc2, text_fc2_bias) */
   float *text_proj = io->out; /* [T, 64] the entry's output itself */
@@ -837,11 +833,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer0.gate_silu = SILU(talker.layer0.gate) */
   float *talker_layer0_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = talker_layer0_gate[t * 96 + c];
-      talker_layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, talker_layer0_gate, 96, talker_layer0_gate_silu, 96, T, 96);
 
   /* talker.layer0.swiglu = MUL(talker.layer0.gate_silu, talker.layer0.up) */
   float *talker_layer0_swiglu = (float *)(X + 8192); /* [T, 96] */
@@ -1003,11 +995,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer1.gate_silu = SILU(talker.layer1.gate) */
   float *talker_layer1_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = talker_layer1_gate[t * 96 + c];
-      talker_layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, talker_layer1_gate, 96, talker_layer1_gate_silu, 96, T, 96);
 
   /* talker.layer1.swiglu = MUL(talker.layer1.gate_silu, talker.layer1.up) */
   float *talker_layer1_swiglu = (float *)(X + 8192); /* [T, 96] */
@@ -1217,11 +1205,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.layer0.gate_silu = SILU(talker.layer0.gate) */
   float *talker_layer0_gate_silu = (float *)(X + 512); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = talker_layer0_gate[t * 96 + c];
-      talker_layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, talker_layer0_gate, 96, talker_layer0_gate_silu, 96, 1, 96);
 
   /* talker.layer0.swiglu = MUL(talker.layer0.gate_silu, talker.layer0.up) */
   float *talker_layer0_swiglu = (float *)(X + 512); /* [1, 96] */
@@ -1383,11 +1367,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.layer1.gate_silu = SILU(talker.layer1.gate) */
   float *talker_layer1_gate_silu = (float *)(X + 512); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = talker_layer1_gate[t * 96 + c];
-      talker_layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, talker_layer1_gate, 96, talker_layer1_gate_silu, 96, 1, 96);
 
   /* talker.layer1.swiglu = MUL(talker.layer1.gate_silu, talker.layer1.up) */
   float *talker_layer1_swiglu = (float *)(X + 512); /* [1, 96] */
@@ -1597,11 +1577,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
 
   /* pred.layer0.gate_silu = SILU(pred.layer0.gate) */
   float *pred_layer0_gate_silu = (float *)(X + 1024); /* [2, 96] */
-  for (int t = 0; t < 2; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = pred_layer0_gate[t * 96 + c];
-      pred_layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, pred_layer0_gate, 96, pred_layer0_gate_silu, 96, 2, 96);
 
   /* pred.layer0.swiglu = MUL(pred.layer0.gate_silu, pred.layer0.up) */
   float *pred_layer0_swiglu = (float *)(X + 1024); /* [2, 96] */
@@ -1763,11 +1739,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
 
   /* pred.layer1.gate_silu = SILU(pred.layer1.gate) */
   float *pred_layer1_gate_silu = (float *)(X + 1024); /* [2, 96] */
-  for (int t = 0; t < 2; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = pred_layer1_gate[t * 96 + c];
-      pred_layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, pred_layer1_gate, 96, pred_layer1_gate_silu, 96, 2, 96);
 
   /* pred.layer1.swiglu = MUL(pred.layer1.gate_silu, pred.layer1.up) */
   float *pred_layer1_swiglu = (float *)(X + 1024); /* [2, 96] */
@@ -1999,11 +1971,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
 
   /* pred.layer0.gate_silu = SILU(pred.layer0.gate) */
   float *pred_layer0_gate_silu = (float *)(X + 512); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = pred_layer0_gate[t * 96 + c];
-      pred_layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, pred_layer0_gate, 96, pred_layer0_gate_silu, 96, 1, 96);
 
   /* pred.layer0.swiglu = MUL(pred.layer0.gate_silu, pred.layer0.up) */
   float *pred_layer0_swiglu = (float *)(X + 512); /* [1, 96] */
@@ -2165,11 +2133,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
 
   /* pred.layer1.gate_silu = SILU(pred.layer1.gate) */
   float *pred_layer1_gate_silu = (float *)(X + 512); /* [1, 96] */
-  for (int t = 0; t < 1; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = pred_layer1_gate[t * 96 + c];
-      pred_layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, pred_layer1_gate, 96, pred_layer1_gate_silu, 96, 1, 96);
 
   /* pred.layer1.swiglu = MUL(pred.layer1.gate_silu, pred.layer1.up) */
   float *pred_layer1_swiglu = (float *)(X + 512); /* [1, 96] */
@@ -2381,11 +2345,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer0.gate_silu = SILU(talker.layer0.gate) */
   float *talker_layer0_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = talker_layer0_gate[t * 96 + c];
-      talker_layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, talker_layer0_gate, 96, talker_layer0_gate_silu, 96, T, 96);
 
   /* talker.layer0.swiglu = MUL(talker.layer0.gate_silu, talker.layer0.up) */
   float *talker_layer0_swiglu = (float *)(X + 8192); /* [T, 96] */
@@ -2547,11 +2507,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer1.gate_silu = SILU(talker.layer1.gate) */
   float *talker_layer1_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = talker_layer1_gate[t * 96 + c];
-      talker_layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, talker_layer1_gate, 96, talker_layer1_gate_silu, 96, T, 96);
 
   /* talker.layer1.swiglu = MUL(talker.layer1.gate_silu, talker.layer1.up) */
   float *talker_layer1_swiglu = (float *)(X + 8192); /* [T, 96] */
@@ -2759,11 +2715,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer0.gate_silu = SILU(pred.layer0.gate) */
   float *pred_layer0_gate_silu = (float *)(X + 16384); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = pred_layer0_gate[t * 96 + c];
-      pred_layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, pred_layer0_gate, 96, pred_layer0_gate_silu, 96, T, 96);
 
   /* pred.layer0.swiglu = MUL(pred.layer0.gate_silu, pred.layer0.up) */
   float *pred_layer0_swiglu = (float *)(X + 16384); /* [T, 96] */
@@ -2925,11 +2877,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer1.gate_silu = SILU(pred.layer1.gate) */
   float *pred_layer1_gate_silu = (float *)(X + 16384); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = pred_layer1_gate[t * 96 + c];
-      pred_layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, pred_layer1_gate, 96, pred_layer1_gate_silu, 96, T, 96);
 
   /* pred.layer1.swiglu = MUL(pred.layer1.gate_silu, pred.layer1.up) */
   float *pred_layer1_swiglu = (float *)(X + 16384); /* [T, 96] */
@@ -3159,11 +3107,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer0.gate_silu = SILU(pred.layer0.gate) */
   float *pred_layer0_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = pred_layer0_gate[t * 96 + c];
-      pred_layer0_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, pred_layer0_gate, 96, pred_layer0_gate_silu, 96, T, 96);
 
   /* pred.layer0.swiglu = MUL(pred.layer0.gate_silu, pred.layer0.up) */
   float *pred_layer0_swiglu = (float *)(X + 8192); /* [T, 96] */
@@ -3325,11 +3269,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer1.gate_silu = SILU(pred.layer1.gate) */
   float *pred_layer1_gate_silu = (float *)(X + 8192); /* [T, 96] */
-  for (int t = 0; t < T; t++)
-    for (int c = 0; c < 96; c++) {
-      const float a = pred_layer1_gate[t * 96 + c];
-      pred_layer1_gate_silu[t * 96 + c] = a / (1.0f + K->expf(-a));
-    }
+  K->silu(K->ctx, pred_layer1_gate, 96, pred_layer1_gate_silu, 96, T, 96);
 
   /* pred.layer1.swiglu = MUL(pred.layer1.gate_silu, pred.layer1.up) */
   float *pred_layer1_swiglu = (float *)(X + 8192); /* [T, 96] */

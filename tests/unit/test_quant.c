@@ -244,7 +244,7 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
     k->linear(k->ctx, wtype, w + ROWS * rb, NULL, x, LDX, u, LDY, T3, ROWS, COLS, 0);
     for (int t = 0; t < T3; t++)
       for (int r = 0; r < ROWS; r++) {
-        float gv = g[t * LDY + r], want = gv / (1.0f + expf(-gv)) * u[t * LDY + r];
+        float gv = g[t * LDY + r], want = gv / (1.0f + sc_expf1(-gv)) * u[t * LDY + r];
         CHECK_MSG(same_bits(sw[t * LDY + r], want), "%s band %d swiglu t %d r %d", sc_kernels_isa(k), wtype, t, r);
       }
   }
