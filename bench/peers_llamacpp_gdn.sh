@@ -144,7 +144,9 @@ for round in $(seq "$ROUNDS"); do
 done
 
 # medians; llama.cpp's GB/s counts the same bytes per step as speechc's
-# bench (same shapes, same band) against the probe medians of that band
+# bench (same shapes, same band: the weights and the GDN state read and
+# written) against the probe medians of that band; "w %probe" the weights
+# alone
 "$PY" - "$LOG" <<'EOF'
 import re, statistics, sys
 rows = {}
@@ -156,10 +158,11 @@ med = lambda xs: statistics.median(float(x) for x in xs)
 n = max(len(v) for v in rows.values())
 engines = sorted({e for _, e in rows if e != "llamacpp"}) + ["llamacpp"]
 print(f"Qwen3.5-0.8B shapes (random weights)   (medians of {n} rounds)")
-print(f"{'band':5} {'engine':12} {'tok/s':>7} {'GB/s':>6} {'%probe':>7} {'vs llama.cpp':>12}")
+print(f"{'band':5} {'engine':12} {'tok/s':>7} {'GB/s':>6} {'%probe':>7} {'w %probe':>8} {'vs llama.cpp':>12}")
 for band in dict.fromkeys(b for b, _ in rows):
     sc = [r for e in engines if e != "llamacpp" for r in rows.get((band, e), [])]
-    step_bytes = float(sc[0]["bytes"]) if sc else float("nan")
+    weight_bytes = float(sc[0]["bytes"]) if sc else float("nan")
+    step_bytes = weight_bytes + float(sc[0].get("state_rw_bytes", 0)) if sc else float("nan")
     probe = med(r["probe_gbps"] for r in sc) if sc else float("nan")
     ref = med(r["tok_s"] for r in rows[(band, "llamacpp")]) if (band, "llamacpp") in rows else float("nan")
     for eng in engines:
@@ -168,5 +171,6 @@ for band in dict.fromkeys(b for b, _ in rows):
             continue
         tok = med(r["tok_s"] for r in rs)
         gbs = tok * step_bytes / 1e9
-        print(f"{band:5} {eng:12} {tok:7.2f} {gbs:6.2f} {100 * gbs / probe:6.1f}% {tok / ref:11.2f}x")
+        wfrac = 100 * tok * weight_bytes / 1e9 / probe
+        print(f"{band:5} {eng:12} {tok:7.2f} {gbs:6.2f} {100 * gbs / probe:6.1f}% {wfrac:7.1f}% {tok / ref:11.2f}x")
 EOF

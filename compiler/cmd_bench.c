@@ -6,7 +6,8 @@
  * tokens/s the bench prints the bytes of weights one decode step reads
  * (from the artifact's tensor table: every tensor, except that embedding
  * tables only used as gathers and RoPE tables contribute one row, a
- * mixture of experts' tensors the k chosen experts' share), the
+ * mixture of experts' tensors the k chosen experts' share; a GDN hybrid
+ * adds its recurrent state, read and written once a step), the
  * effective GB/s that implies, and the read bandwidth of a STREAM-like
  * probe (sum a large buffer) on the same number of threads, so that the
  * ratio says how close to the hardware limit the step runs.  Times are
@@ -53,7 +54,10 @@ const char *const usage_bench =
     "Prefills a prompt twice (the first also maps the weights in; the second is\n"
     "timed), times decode steps and prints tokens/s (median), the bytes of weights\n"
     "one step reads, the effective GB/s, and the fraction of the read bandwidth\n"
-    "that a STREAM-like probe measures on the same threads in the same run.\n"
+    "that a STREAM-like probe measures on the same threads in the same run.  A\n"
+    "Gated DeltaNet hybrid (Qwen3.5, Qwen3-Next) also reads and writes its f32\n"
+    "recurrent state every step: the rate and fraction count it, and the\n"
+    "weights' alone are printed beside them.\n"
     "\n"
     "  --steps N              decode steps to time (default 32)\n"
     "  --threads N            kernel threads (default 0 = one per physical core)\n"
@@ -125,6 +129,40 @@ static void moe_counts(const sc_model_desc *d, int *k, int *E) {
   if (cJSON_IsNumber(ne) && cJSON_IsNumber(nk) && ne->valueint > 0 && nk->valueint > 0 && nk->valueint <= ne->valueint)
     *E = ne->valueint, *k = nk->valueint;
   cJSON_Delete(j);
+}
+
+/* A Gated DeltaNet hybrid's per-session recurrent matrices and conv
+ * windows (f32), which every decode step reads and writes once each: the
+ * delta rule's floor besides the weights.  0 for a model without GDN
+ * layers (or a config this cannot read: then nothing is counted). */
+static unsigned long long gdn_state_bytes(const sc_model_desc *d) {
+  cJSON *j = d->config_json ? cJSON_Parse(d->config_json) : NULL;
+  const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "text_config");
+  const cJSON *c = cJSON_IsObject(tc) ? tc : j;
+  const char *keys[] = {"linear_num_value_heads", "linear_num_key_heads", "linear_key_head_dim",
+                        "linear_value_head_dim", "linear_conv_kernel_dim", "num_hidden_layers"};
+  long long v[6];
+  int ok = c != NULL;
+  for (int i = 0; i < 6 && ok; i++) {
+    const cJSON *n = cJSON_GetObjectItemCaseSensitive(c, keys[i]);
+    ok = cJSON_IsNumber(n) && n->valuedouble >= 1 && n->valuedouble <= 1e6;
+    v[i] = ok ? (long long)n->valuedouble : 0;
+  }
+  long long linear = 0;
+  if (ok) {
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(c, "layer_types");
+    const cJSON *fi = cJSON_GetObjectItemCaseSensitive(c, "full_attention_interval");
+    if (cJSON_IsArray(lt)) {
+      const cJSON *e;
+      cJSON_ArrayForEach(e, lt) linear += cJSON_IsString(e) && !strcmp(e->valuestring, "linear_attention");
+    } else if (cJSON_IsNumber(fi) && fi->valueint >= 1) {
+      for (long long i = 0; i < v[5]; i++) linear += (i + 1) % fi->valueint != 0;
+    }
+  }
+  cJSON_Delete(j);
+  const long long nv = v[0], nk = v[1], dk = v[2], dv = v[3], kc = v[4];
+  return ok ? (unsigned long long)linear * 4ull * (unsigned long long)(nv * dk * dv + (kc - 1) * (2 * nk * dk + nv * dv))
+            : 0;
 }
 
 /* A tensor is a gather-only table when it is an embedding table and some
@@ -684,8 +722,10 @@ int cmd_bench(int argc, char **argv) {
     if (dt[i] > hi) hi = dt[i];
   }
   double med = median(dt, (int)steps);
-  unsigned long long gathered = 0, bytes = step_bytes(d, &gathered);
-  double gbs = (double)bytes / med / 1e9;
+  unsigned long long gathered = 0, bytes = step_bytes(d, &gathered), state = gdn_state_bytes(d);
+  /* a GDN hybrid's step also reads and writes its recurrent state: the
+   * effective rate counts both (and the weights' alone are printed too) */
+  double gbs = (double)(bytes + 2 * state) / med / 1e9, gbs_w = (double)bytes / med / 1e9;
   sc_kernels K;
   sc_kernels_init(&K, NULL);
   char others[128];
@@ -710,13 +750,20 @@ int cmd_bench(int argc, char **argv) {
          med * 1e3, lo * 1e3, hi * 1e3, 1.0 / med);
   printf("weights read  %.1f MB per step (gather-only tables, %.1f MB, count one row)\n", bytes / 1e6,
          gathered / 1e6);
+  if (state)
+    printf("state r+w     %.1f MB per step (the GDN layers' recurrent matrices and conv windows, f32: %.1f MB "
+           "read, then written)\n", 2 * state / 1e6, state / 1e6);
   if (dev) {
     device_lines(m, dev, gbs);
   } else {
-    printf("effective     %.2f GB/s\n", gbs);
+    if (state) printf("effective     %.2f GB/s (weights and state; the weights alone %.2f)\n", gbs, gbs_w);
+    else printf("effective     %.2f GB/s\n", gbs);
     printf("read probe    %.2f GB/s best, %.2f median (%ld MB buffer, %d thread%s, 5 passes)\n", best, med_probe,
            probe_mb, used_threads, used_threads > 1 ? "s" : "");
-    printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+    if (state)
+      printf("fraction      %.1f%% of the best probe (the weights alone %.1f%%)\n", 100.0 * gbs / best,
+             100.0 * gbs_w / best);
+    else printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
   }
   if (streams > 1) {
     printf("streams       %ld sessions stepped together: median %.2f ms/step = %.2f tokens/s aggregate, %.2f per "
@@ -724,10 +771,11 @@ int cmd_bench(int argc, char **argv) {
     printf("bench: streams=%ld step_ms=%.3f agg_tok_s=%.3f stream_tok_s=%.3f speedup=%.3f\n", streams, med_b * 1e3,
            streams / med_b, 1.0 / med_b, streams * med / med_b);
   }
-  printf("bench: band=%s tok_s=%.3f ms=%.3f bytes=%llu gbps=%.3f probe_gbps=%.3f frac=%.4f threads=%d "
-         "prompt=%ld prefill_tok_s=%.3f%s%s\n",
-         band, 1.0 / med, med * 1e3, bytes, gbs, best, best > 0 ? gbs / best : 0.0, used_threads, prompt,
-         prompt / t_prefill, dev ? " target=" : "", dev ? d->target : "");
+  printf("bench: band=%s tok_s=%.3f ms=%.3f bytes=%llu state_rw_bytes=%llu gbps=%.3f probe_gbps=%.3f frac=%.4f "
+         "frac_weights=%.4f threads=%d prompt=%ld prefill_tok_s=%.3f%s%s\n",
+         band, 1.0 / med, med * 1e3, bytes, 2 * state, gbs, best, best > 0 ? gbs / best : 0.0,
+         best > 0 ? gbs_w / best : 0.0, used_threads, prompt, prompt / t_prefill, dev ? " target=" : "",
+         dev ? d->target : "");
 done:
   free(dt);
   free(ids);

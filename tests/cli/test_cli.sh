@@ -50,8 +50,9 @@ expect build-help 0 "out:usage: speechc build MODEL_DIR" "out:--max-context" -- 
 # the q8_0 build above: a short run prints its table and the one-line
 # summary (prefill timed warm, the cold first pass reported beside it)
 expect bench-q8_0 0 "out:prefill       4 tokens in" "out:the first, mapping the weights" \
-  "out:bench: band=q8_0 tok_s=" "out:prompt=4 prefill_tok_s=" -- \
+  "out:bench: band=q8_0 tok_s=" "out:prompt=4 prefill_tok_s=" "out:state_rw_bytes=0 " -- \
   "$BIN" bench "$W/q8/m.so" --prompt 4 --steps 2 --threads 1 --probe-mb 16
+if grep -q "^state r+w" "$W/out"; then fail_case bench-q8_0-no-state "$(cat "$W/out")"; else n_pass=$((n_pass + 1)); fi
 expect bench-unknown-flag 1 "unknown option '--bogus'" -- "$BIN" bench "$W/q8/m.so" --bogus
 expect bench-no-model 1 "missing model.so" -- "$BIN" bench
 expect bench-probe-mb-8 1 "--probe-mb expects an integer in [16, 65536]" "'8'" -- \
@@ -166,6 +167,11 @@ mkdir -p "$W/q35"
 if setup q35-build "$BIN" build tests/data/gdn/qwen35_dense_tiny -o "$W/q35/m.so" --max-context 64 -q; then
   expect inspect-notes 0 "out:notes        ignored: mtp.* (1 tensor, the multi-token-prediction head)" \
     "out:only the text model is compiled" "out:layer0.qkv" -- "$BIN" inspect "$W/q35/m.so"
+  # bench counts the GDN state a step reads and writes: 3 linear-attention
+  # layers x (6 v-heads x 16 x 12 recurrent + 3 x (2 x 2 x 16 + 6 x 12)
+  # conv) floats x 4 bytes = 18720, twice
+  expect bench-gdn-state 0 "out:state r+w     0.0 MB per step" "out:state_rw_bytes=37440 " \
+    "out:(the weights alone" -- "$BIN" bench "$W/q35/m.so" --prompt 4 --steps 2 --threads 1 --probe-mb 16
 fi
 
 # trace.json is pretty-printed by Python's json: flatten it and pick arrays.
