@@ -394,8 +394,9 @@ extern const sc_kern_ops sc_kern_avx2;
  * likewise all NULL where their target features were not compiled in. */
 extern const sc_kern_ops sc_kern_avx512;
 extern const sc_kern_ops sc_kern_avx512vnni; /* kernels_avx512vnni.c */
-/* kernels_avx2.c's attn_row, which the AVX-512 table shares (there is no
- * bit contract between attention and the other hooks). */
+/* kernels_avx2.c's attn_row (the AVX-512 tables have their own at twice
+ * the width: there is no bit contract between attention and the other
+ * hooks, nor across tables). */
 void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,
                       int hd, float scale, float *s, float *y);
 extern const sc_kern_ops sc_kern_neon;

@@ -363,6 +363,96 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
 DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
 
+/* ---- attention: one query row (kernels.h attn_row) ------------------- */
+
+#ifndef SC_AVX512_SIMDE
+/* sc_attn_row_avx2's bits at twice the width.  Its two 8-float
+ * accumulators per key (even and odd 8-column blocks) are the two halves
+ * of one 16-float accumulator here, so each FMA does both of its FMAs;
+ * eight keys at a time keep eight chains in flight (a key's score does not
+ * depend on its neighbours: a short last group repeats its last key); the
+ * halves are added and reduced by the same sum4x8, an odd last 8-column
+ * block goes into the low half, the columns past the last multiple of 8
+ * one by one (fmaf).  The values: every column its own chain of FMAs over
+ * the keys in order, 128 columns a pass (the same per column as AVX2's 64). */
+ALWAYS_INLINE __m128 sum4x8_512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+#define HALVES(a) _mm256_add_ps(_mm512_castps512_ps256(a), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)))
+  const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(HALVES(a0), HALVES(a1)), _mm256_hadd_ps(HALVES(a2), HALVES(a3)));
+#undef HALVES
+  return _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1));
+}
+
+static void attn_row(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap, int hd,
+                     float scale, float *s, float *y) {
+  const int h8 = hd & ~7, h16 = hd & ~15;
+  const float *k[8];
+  int row = lo % cap;
+  for (int j = 0; j < n; j += 8) {
+    const int nk = n - j < 8 ? n - j : 8;
+    for (int i = 0; i < 8; i++) {
+      k[i] = kc + (size_t)row * ld; /* empty neighbours repeat the last key */
+      if (i + 1 < nk && ++row == cap) row = 0;
+    }
+    if (++row == cap) row = 0;
+    __m512 a[8];
+    for (int i = 0; i < 8; i++) a[i] = _mm512_setzero_ps();
+    for (int c = 0; c < h16; c += 16) {
+      const __m512 q0 = _mm512_loadu_ps(q + c);
+      for (int i = 0; i < 8; i++) a[i] = _mm512_fmadd_ps(_mm512_loadu_ps(k[i] + c), q0, a[i]);
+    }
+    if (h16 < h8) { /* an odd last 8-column block: AVX2's even accumulator */
+      const __m512 q0 = _mm512_castps256_ps512(_mm256_loadu_ps(q + h16));
+      for (int i = 0; i < 8; i++)
+        a[i] = _mm512_mask3_fmadd_ps(_mm512_castps256_ps512(_mm256_loadu_ps(k[i] + h16)), q0, a[i], 0x00ff);
+    }
+    float d[8];
+    _mm_storeu_ps(d, sum4x8_512(a[0], a[1], a[2], a[3]));
+    _mm_storeu_ps(d + 4, sum4x8_512(a[4], a[5], a[6], a[7]));
+    for (int i = 0; i < nk; i++) {
+      for (int cc = h8; cc < hd; cc++) d[i] = fmaf(q[cc], k[i][cc], d[i]);
+      s[j + i] = d[i] * scale;
+    }
+  }
+  float m = -INFINITY, sum = 0.0f;
+  for (int j = 0; j < n; j++)
+    if (s[j] > m) m = s[j];
+  for (int j = 0; j < n; j++) s[j] -= m;
+  sc_expf_n(s, s, n);
+  for (int j = 0; j < n; j++) sum += s[j];
+  const __m512 inv = _mm512_set1_ps(1.0f / sum);
+  for (int c0 = 0; c0 < h8; c0 += 128) {
+    const int nc = h8 - c0 < 128 ? h8 - c0 : 128, nv = nc / 16, half = nc % 16; /* half: 0 or 8 */
+    __m512 acc[9];
+    for (int r = 0; r < 9; r++) acc[r] = _mm512_setzero_ps();
+    row = lo % cap;
+    for (int j = 0; j < n; j++) {
+      const float *v = vc + (size_t)row * ld + c0;
+      const __m512 p = _mm512_set1_ps(s[j]);
+      if (nv == 8)
+        for (int r = 0; r < 8; r++) acc[r] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * r), acc[r]);
+      else
+        for (int r = 0; r < nv; r++) acc[r] = _mm512_fmadd_ps(p, _mm512_loadu_ps(v + 16 * r), acc[r]);
+      if (half)
+        acc[8] = _mm512_castps256_ps512(_mm256_fmadd_ps(_mm512_castps512_ps256(p), _mm256_loadu_ps(v + 16 * nv),
+                                                        _mm512_castps512_ps256(acc[8])));
+      if (++row == cap) row = 0;
+    }
+    for (int r = 0; r < nv; r++) _mm512_storeu_ps(y + c0 + 16 * r, _mm512_mul_ps(acc[r], inv));
+    if (half)
+      _mm256_storeu_ps(y + c0 + 16 * nv, _mm256_mul_ps(_mm512_castps512_ps256(acc[8]), _mm512_castps512_ps256(inv)));
+  }
+  for (int cc = h8; cc < hd; cc++) {
+    float o = 0.0f;
+    row = lo % cap;
+    for (int j = 0; j < n; j++) {
+      o = fmaf(s[j], vc[(size_t)row * ld + cc], o);
+      if (++row == cap) row = 0;
+    }
+    y[cc] = o * (1.0f / sum);
+  }
+}
+#endif
+
 /* ---- GEMM: tiles of R rows x NT tokens, same bits as the dots ------- */
 
 /* As kernels_avx2.c's: each output's accumulators are independent sums
@@ -645,7 +735,7 @@ const sc_kern_ops SC_AVX512_OPS = {
     .dot4_q4_0 = dot_q4_0_4,
     .dot1_q4_0 = dot_q4_0_1,
 #ifndef SC_AVX512_SIMDE
-    .attn_row = sc_attn_row_avx2,
+    .attn_row = attn_row,
 #endif
     .gemm_f32 = gemm_f32,
     .gemm_bf16 = gemm_bf16,

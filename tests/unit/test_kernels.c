@@ -931,9 +931,41 @@ static void test_expf(void) {
   CHECK_MSG(!diff1, "sc_expf1: %d of %d values differ from sc_expf_n's", diff1, n);
 }
 
+/* The AVX-512 tables' attention row gives AVX2's bits (its two 8-float
+ * accumulators are the halves of one 16-float one): every head size's
+ * column tails, short key groups, a ring that wraps. */
+static void test_attn_row_avx512(void) {
+  const sc_kern_ops *a2 = sc_kern_ops_isa("avx2");
+  if (!a2 || !a2->attn_row) return;
+  static const char *isas[] = {"avx512", "avx512-vnni"};
+  static const int hds[] = {8, 16, 20, 23, 64, 120, 128, 136, 256};
+  enum { CAP = 37, LD = 300 };
+  static float kc[CAP * LD], vc[CAP * LD];
+  float q[256], s1[64], s2[64], y1[256], y2[256];
+  fill(kc, CAP * LD);
+  fill(vc, CAP * LD);
+  for (size_t ii = 0; ii < 2; ii++) {
+    const sc_kern_ops *o = sc_kern_ops_isa(isas[ii]);
+    if (!o || !o->attn_row) continue;
+    int bad = 0, runs = 0;
+    for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++)
+      for (int n = 1; n <= 33; n += 4)
+        for (int lo = 0; lo < CAP; lo += 13) {
+          const int hd = hds[hi];
+          fill(q, hd);
+          a2->attn_row(q, kc, vc, LD, lo, n, CAP, hd, 0.125f, s1, y1);
+          o->attn_row(q, kc, vc, LD, lo, n, CAP, hd, 0.125f, s2, y2);
+          bad += memcmp(y1, y2, (size_t)hd * sizeof *y1) != 0;
+          runs++;
+        }
+    CHECK_MSG(!bad, "%s attn_row: %d of %d rows differ from avx2's bits", isas[ii], bad, runs);
+  }
+}
+
 int main(void) {
   unsetenv("SPEECHC_ISA");
   test_expf();
+  test_attn_row_avx512();
   sc_kernel_ctx cbest = {0}, cport = {0};
   sc_kernels best, port;
   CHECK(sc_kernels_init(&best, &cbest) == 0);
