@@ -547,6 +547,21 @@ static void lin_block(const LinJob *j, int b) {
   }
 }
 
+/* Tokens from which a linear quantizes its activations on the pool (each
+ * token's bits do not depend on the thread). */
+#define QUANT_POOL_T 8
+
+/* Chunk c of n of the tokens' activations, quantized into j->xq, xd, xp
+ * (the linear's scratch, which the job's pointers only read after). */
+static void quant_chunk(void *arg, int c, int n) {
+  const LinJob *j = arg;
+  const int nb = j->cols / SC_QK;
+  const int t0 = (int)((long long)j->T * c / n), t1 = (int)((long long)j->T * (c + 1) / n);
+  for (int t = t0; t < t1; t++)
+    j->ops->quantize_q8(j->x + (size_t)t * j->ldx, nb, (int8_t *)j->xq + (size_t)t * j->cols,
+                        (float *)j->xd + (size_t)t * nb, (unsigned char *)j->xp + (size_t)t * j->cols * 2);
+}
+
 /* Blocks of four rows whose gates one swiglu_n call takes (one token). */
 #define SWIGLU_BLOCKS 16
 
@@ -889,12 +904,14 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
     float *xd = (float *)buf;
     int8_t *xq = (int8_t *)(buf + dbytes);
     unsigned char *xp = buf + dbytes + qbytes;
-    for (int t = 0; t < j->T; t++)
-      j->ops->quantize_q8(j->x + (size_t)t * j->ldx, nb, xq + (size_t)t * j->cols,
-                          xd + (size_t)t * nb, xp + (size_t)t * j->cols * 2);
     j->xq = xq;
     j->xd = xd;
     j->xp = xp;
+    sc_pool *pool = pool_of(ctx);
+    if (j->T >= QUANT_POOL_T && sc_pool_threads(pool) > 1) /* a prompt's tokens on every thread */
+      sc_pool_run(pool, quant_chunk, j, chunks_for(pool, j->T));
+    else
+      quant_chunk(j, 0, 1);
   }
   sc_pool *pool = pool_of(ctx);
   sc_pool_run(pool, lin_chunk, j, chunks_for(pool, (j->rows + 3) / 4));
