@@ -146,7 +146,8 @@ done
 # medians; llama.cpp's GB/s counts the same bytes per step as speechc's
 # bench (same shapes, same band: the weights and the GDN state read and
 # written) against the probe medians of that band; "w %probe" the weights
-# alone
+# alone; "paired" speechc's own figure against a probe pass before every 8
+# steps (speechc bench's frac_paired, median over the rounds)
 "$PY" - "$LOG" <<'EOF'
 import re, statistics, sys
 rows = {}
@@ -158,7 +159,7 @@ med = lambda xs: statistics.median(float(x) for x in xs)
 n = max(len(v) for v in rows.values())
 engines = sorted({e for _, e in rows if e != "llamacpp"}) + ["llamacpp"]
 print(f"Qwen3.5-0.8B shapes (random weights)   (medians of {n} rounds)")
-print(f"{'band':5} {'engine':12} {'tok/s':>7} {'GB/s':>6} {'%probe':>7} {'w %probe':>8} {'vs llama.cpp':>12}")
+print(f"{'band':5} {'engine':12} {'tok/s':>7} {'GB/s':>6} {'%probe':>7} {'w %probe':>8} {'paired':>7} {'vs llama.cpp':>12}")
 for band in dict.fromkeys(b for b, _ in rows):
     sc = [r for e in engines if e != "llamacpp" for r in rows.get((band, e), [])]
     weight_bytes = float(sc[0]["bytes"]) if sc else float("nan")
@@ -172,5 +173,6 @@ for band in dict.fromkeys(b for b, _ in rows):
         tok = med(r["tok_s"] for r in rs)
         gbs = tok * step_bytes / 1e9
         wfrac = 100 * tok * weight_bytes / 1e9 / probe
-        print(f"{band:5} {eng:12} {tok:7.2f} {gbs:6.2f} {100 * gbs / probe:6.1f}% {wfrac:7.1f}% {tok / ref:11.2f}x")
+        pair = f"{100 * med(r['frac_paired'] for r in rs):6.1f}%" if "frac_paired" in rs[0] else f"{'-':>7}"
+        print(f"{band:5} {eng:12} {tok:7.2f} {gbs:6.2f} {100 * gbs / probe:6.1f}% {wfrac:7.1f}% {pair} {tok / ref:11.2f}x")
 EOF

@@ -57,7 +57,9 @@ const char *const usage_bench =
     "that a STREAM-like probe measures on the same threads in the same run.  A\n"
     "Gated DeltaNet hybrid (Qwen3.5, Qwen3-Next) also reads and writes its f32\n"
     "recurrent state every step: the rate and fraction count it, and the\n"
-    "weights' alone are printed beside them.\n"
+    "weights' alone are printed beside them.  On a machine whose bandwidth moves\n"
+    "(a shared host), \"paired\" times the steps in windows of 8 with a probe pass\n"
+    "just before each and prints the median of the windows' fractions.\n"
     "\n"
     "  --steps N              decode steps to time (default 32)\n"
     "  --threads N            kernel threads (default 0 = one per physical core)\n"
@@ -215,6 +217,9 @@ static const char *main_band(const sc_model_desc *d, char *others, size_t size) 
 
 /* ---- the read probe ------------------------------------------------------ */
 
+/* Decode steps per window of the paired fraction (a probe pass each). */
+#define PAIR_STEPS 8
+
 typedef uint64_t v4u64 __attribute__((vector_size(32)));
 
 typedef struct Probe {
@@ -241,34 +246,60 @@ static void probe_chunk(void *arg, int c, int nc) {
   p->sums[c & 255] += s[0] + s[1] + s[2] + s[3]; /* keeps the loads */
 }
 
-/* Best and median GB/s of `passes` reads of an mb-MiB buffer. */
-static int probe_bandwidth(int threads, size_t mb, int passes, double *best, double *med) {
-  Probe p = {0};
-  p.bytes = mb << 20;
-  void *buf = NULL;
-  if (posix_memalign(&buf, 4096, p.bytes)) return -1;
-  memset(buf, 1, p.bytes); /* fault every page in before timing */
-  p.buf = buf;
-  sc_pool *pool = threads > 1 ? sc_pool_new(threads) : NULL;
-  if (threads > 1 && !pool) {
-    free(buf);
+/* The probe's buffer (faulted in) and threads, kept for several passes. */
+typedef struct ProbeRun {
+  Probe p;
+  void *buf;
+  sc_pool *pool;
+  int chunks;
+} ProbeRun;
+
+static void probe_close(ProbeRun *r) {
+  sc_pool_free(r->pool);
+  free(r->buf);
+  memset(r, 0, sizeof *r);
+}
+
+static int probe_open(ProbeRun *r, int threads, size_t mb) {
+  memset(r, 0, sizeof *r);
+  r->p.bytes = mb << 20;
+  if (posix_memalign(&r->buf, 4096, r->p.bytes)) return -1;
+  memset(r->buf, 1, r->p.bytes); /* fault every page in before timing */
+  r->p.buf = r->buf;
+  r->pool = threads > 1 ? sc_pool_new(threads) : NULL;
+  if (threads > 1 && !r->pool) {
+    probe_close(r);
     return -1;
   }
+  r->chunks = 4 * threads; /* as the kernels cut their jobs */
+  sc_pool_run(r->pool, probe_chunk, &r->p, r->chunks); /* warm the threads */
+  return 0;
+}
+
+/* GB/s of one read of the whole buffer. */
+static double probe_pass(ProbeRun *r) {
+  double t0 = now();
+  sc_pool_run(r->pool, probe_chunk, &r->p, r->chunks);
+  return (double)r->p.bytes / (now() - t0) / 1e9;
+}
+
+/* Best and median GB/s of `passes` reads. */
+static void probe_passes(ProbeRun *r, int passes, double *best, double *med) {
   double gbs[16];
   if (passes > 16) passes = 16;
-  const int chunks = 4 * threads; /* as the kernels cut their jobs */
-  sc_pool_run(pool, probe_chunk, &p, chunks); /* warm the threads */
-  for (int k = 0; k < passes; k++) {
-    double t0 = now();
-    sc_pool_run(pool, probe_chunk, &p, chunks);
-    gbs[k] = (double)p.bytes / (now() - t0) / 1e9;
-  }
+  for (int k = 0; k < passes; k++) gbs[k] = probe_pass(r);
   *best = 0;
   for (int k = 0; k < passes; k++)
     if (gbs[k] > *best) *best = gbs[k];
   *med = median(gbs, passes);
-  sc_pool_free(pool);
-  free(buf);
+}
+
+/* Best and median GB/s of `passes` reads of an mb-MiB buffer. */
+static int probe_bandwidth(int threads, size_t mb, int passes, double *best, double *med) {
+  ProbeRun r;
+  if (probe_open(&r, threads, mb)) return -1;
+  probe_passes(&r, passes, best, med);
+  probe_close(&r);
   return 0;
 }
 
@@ -694,9 +725,28 @@ int cmd_bench(int argc, char **argv) {
     t_prefill = now() - t0;
   }
   /* a few untimed steps, then the timed ones; ids follow a fixed walk so
-   * that no sampling sits inside the timing */
+   * that no sampling sits inside the timing.  On the CPU a probe pass
+   * runs before every PAIR_STEPS timed steps: each window's rate against
+   * the bandwidth of that moment (a shared machine's bandwidth moves from
+   * second to second; the passes sit outside the steps' timing). */
+  int used_threads = threads > 0 ? (int)threads : sc_physical_cores();
+  const char *dev = rc ? NULL : bench_device(m);
+  ProbeRun pr = {0};
+  const int paired = !rc && !dev;
+  if (paired && probe_open(&pr, used_threads, (size_t)probe_mb)) {
+    rc = sc_fail(&err, SC_ERUNTIME, "out of memory for the %ld MB bandwidth probe (hint: --probe-mb)", probe_mb);
+  }
+  double *pair_gbs = calloc((size_t)steps / PAIR_STEPS + 1, sizeof *pair_gbs);
+  if (!rc && !pair_gbs) rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
+  int windows = 0;
   int32_t tok = 1;
   for (long i = 0; !rc && i < 3 + steps; i++) {
+    if (paired && i >= 3 && (i - 3) % PAIR_STEPS == 0) {
+      /* past the kernel threads' spin after a step (pool.c), so that
+       * they do not share the cores with the pass */
+      nanosleep(&(struct timespec){0, 2000000}, NULL);
+      pair_gbs[windows++] = probe_pass(&pr);
+    }
     tok = (int32_t)(((int64_t)tok * 31 + 7) % d->vocab);
     double t0 = now();
     rc = sc_decode(s, tok, &err);
@@ -708,21 +758,24 @@ int cmd_bench(int argc, char **argv) {
     fprintf(stderr, "speechc: error: %s\n", err.msg);
     goto done;
   }
-  int used_threads = threads > 0 ? (int)threads : sc_physical_cores();
   double best = 0, med_probe = 0;
-  const char *dev = bench_device(m);
-  if (!dev && probe_bandwidth(used_threads, (size_t)probe_mb, 5, &best, &med_probe)) {
-    rc = sc_fail(&err, SC_ERUNTIME, "out of memory for the %ld MB bandwidth probe (hint: --probe-mb)", probe_mb);
-    fprintf(stderr, "speechc: error: %s\n", err.msg);
-    goto done;
+  if (paired) probe_passes(&pr, 5, &best, &med_probe);
+  unsigned long long gathered = 0, bytes = step_bytes(d, &gathered), state = gdn_state_bytes(d);
+  /* each window's steps (median) against the probe pass before them; the
+   * median of those fractions (sorting a window's slice leaves the whole
+   * run's median and extremes as they are) */
+  double frac_paired = 0;
+  for (int w = 0; w < windows; w++) {
+    const long a = (long)w * PAIR_STEPS, n = steps - a < PAIR_STEPS ? steps - a : PAIR_STEPS;
+    pair_gbs[w] = (double)(bytes + 2 * state) / median(dt + a, (int)n) / 1e9 / pair_gbs[w];
   }
+  if (windows) frac_paired = median(pair_gbs, windows);
   double lo = dt[0], hi = dt[0];
   for (long i = 1; i < steps; i++) {
     if (dt[i] < lo) lo = dt[i];
     if (dt[i] > hi) hi = dt[i];
   }
   double med = median(dt, (int)steps);
-  unsigned long long gathered = 0, bytes = step_bytes(d, &gathered), state = gdn_state_bytes(d);
   /* a GDN hybrid's step also reads and writes its recurrent state: the
    * effective rate counts both (and the weights' alone are printed too) */
   double gbs = (double)(bytes + 2 * state) / med / 1e9, gbs_w = (double)bytes / med / 1e9;
@@ -764,6 +817,13 @@ int cmd_bench(int argc, char **argv) {
       printf("fraction      %.1f%% of the best probe (the weights alone %.1f%%)\n", 100.0 * gbs / best,
              100.0 * gbs_w / best);
     else printf("fraction      %.1f%% of the best probe\n", 100.0 * gbs / best);
+    if (state)
+      printf("paired        %.1f%% (the weights alone %.1f%%; median over %d windows: %d steps against a probe "
+             "pass just before them)\n", 100.0 * frac_paired, 100.0 * frac_paired * bytes / (bytes + 2 * state),
+             windows, PAIR_STEPS);
+    else
+      printf("paired        %.1f%% (median over %d windows: %d steps against a probe pass just before them)\n",
+             100.0 * frac_paired, windows, PAIR_STEPS);
   }
   if (streams > 1) {
     printf("streams       %ld sessions stepped together: median %.2f ms/step = %.2f tokens/s aggregate, %.2f per "
@@ -772,11 +832,13 @@ int cmd_bench(int argc, char **argv) {
            streams / med_b, 1.0 / med_b, streams * med / med_b);
   }
   printf("bench: band=%s tok_s=%.3f ms=%.3f bytes=%llu state_rw_bytes=%llu gbps=%.3f probe_gbps=%.3f frac=%.4f "
-         "frac_weights=%.4f threads=%d prompt=%ld prefill_tok_s=%.3f%s%s\n",
+         "frac_weights=%.4f frac_paired=%.4f threads=%d prompt=%ld prefill_tok_s=%.3f%s%s\n",
          band, 1.0 / med, med * 1e3, bytes, 2 * state, gbs, best, best > 0 ? gbs / best : 0.0,
-         best > 0 ? gbs_w / best : 0.0, used_threads, prompt, prompt / t_prefill, dev ? " target=" : "",
+         best > 0 ? gbs_w / best : 0.0, frac_paired, used_threads, prompt, prompt / t_prefill, dev ? " target=" : "",
          dev ? d->target : "");
 done:
+  probe_close(&pr);
+  free(pair_gbs);
   free(dt);
   free(ids);
   sc_session_close(s);

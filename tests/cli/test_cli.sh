@@ -36,7 +36,7 @@ expect run-metal-no-device 3 "no Metal device" "--target cpu" -- env -u SPEECHC_
 if [ -n "${SPEECHC_METAL_EMU:-}" ]; then
   expect bench-metal 0 "out:device        speechc Metal emulator (--target metal" "out:target=metal" -- \
     env SPEECHC_LIBMETAL="$SPEECHC_METAL_EMU" "$BIN" bench "$W/mt/m.so" --steps 2 --prompt 2
-  if grep -q "^read probe\|^fraction" "$W/out"; then fail_case bench-metal-no-probe "$(cat "$W/out")"; else n_pass=$((n_pass + 1)); fi
+  if grep -q "^read probe\|^fraction\|^paired" "$W/out"; then fail_case bench-metal-no-probe "$(cat "$W/out")"; else n_pass=$((n_pass + 1)); fi
 else
   echo "note: no Metal stand-in here (SPEECHC_METAL_EMU); bench-metal is not run"
 fi
@@ -50,7 +50,8 @@ expect build-help 0 "out:usage: speechc build MODEL_DIR" "out:--max-context" -- 
 # the q8_0 build above: a short run prints its table and the one-line
 # summary (prefill timed warm, the cold first pass reported beside it)
 expect bench-q8_0 0 "out:prefill       4 tokens in" "out:the first, mapping the weights" \
-  "out:bench: band=q8_0 tok_s=" "out:prompt=4 prefill_tok_s=" "out:state_rw_bytes=0 " -- \
+  "out:bench: band=q8_0 tok_s=" "out:prompt=4 prefill_tok_s=" "out:state_rw_bytes=0 " \
+  "out:median over 1 windows: 8 steps against a probe pass" "out: frac_paired=" -- \
   "$BIN" bench "$W/q8/m.so" --prompt 4 --steps 2 --threads 1 --probe-mb 16
 if grep -q "^state r+w" "$W/out"; then fail_case bench-q8_0-no-state "$(cat "$W/out")"; else n_pass=$((n_pass + 1)); fi
 expect bench-unknown-flag 1 "unknown option '--bogus'" -- "$BIN" bench "$W/q8/m.so" --bogus
