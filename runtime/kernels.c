@@ -483,18 +483,26 @@ static int job_gemm(const LinJob *j, size_t r0, int n, int t0, int nt, float *ou
   }
 }
 
-/* SwiGLU's pieces of e^-g (sc_expf_n on the stack). */
+/* SiLU's pieces (e^-x through sc_expf_n on the stack). */
 #define SILU_PIECE 128
 
-/* y[i] = silu(g[i]) * u[i] = g / (1 + e^-g) * u, the one SwiGLU of the
- * kernels (y may be g or u). */
+/* y[i] = x[i] / (1 + e^-x[i]) for m <= SILU_PIECE values (y may be x): the
+ * one SiLU of the kernels, the bits of the generated code's scalar form
+ * over K->expf. */
+static void silu_piece(const float *x, float *y, int m) {
+  float e[SILU_PIECE];
+  for (int i = 0; i < m; i++) e[i] = -x[i];
+  sc_expf_n(e, e, m);
+  for (int i = 0; i < m; i++) y[i] = x[i] / (1.0f + e[i]);
+}
+
+/* y[i] = silu(g[i]) * u[i] (y may be g or u). */
 static void swiglu_n(const float *g, const float *u, float *y, int n) {
   for (int i0 = 0; i0 < n; i0 += SILU_PIECE) {
     const int m = n - i0 < SILU_PIECE ? n - i0 : SILU_PIECE;
-    float e[SILU_PIECE];
-    for (int i = 0; i < m; i++) e[i] = -g[i0 + i];
-    sc_expf_n(e, e, m);
-    for (int i = 0; i < m; i++) y[i0 + i] = g[i0 + i] / (1.0f + e[i]) * u[i0 + i];
+    float sg[SILU_PIECE];
+    silu_piece(g + i0, sg, m);
+    for (int i = 0; i < m; i++) y[i0 + i] = sg[i] * u[i0 + i];
   }
 }
 
@@ -1239,17 +1247,9 @@ static float k_erff(float v) { return erff(v); }
  * expression as its scalar form over K->expf (sc_expf1), so the same bits. */
 static void k_silu(void *ctx, const float *x, int ldx, float *y, int ldy, int R, int C) {
   (void)ctx;
-  for (int t = 0; t < R; t++) {
-    const float *xr = x + (size_t)t * ldx;
-    float *yr = y + (size_t)t * ldy;
-    for (int c0 = 0; c0 < C; c0 += SILU_PIECE) {
-      const int m = C - c0 < SILU_PIECE ? C - c0 : SILU_PIECE;
-      float e[SILU_PIECE];
-      for (int c = 0; c < m; c++) e[c] = -xr[c0 + c];
-      sc_expf_n(e, e, m);
-      for (int c = 0; c < m; c++) yr[c0 + c] = xr[c0 + c] / (1.0f + e[c]);
-    }
-  }
+  for (int t = 0; t < R; t++)
+    for (int c0 = 0; c0 < C; c0 += SILU_PIECE)
+      silu_piece(x + (size_t)t * ldx + c0, y + (size_t)t * ldy + c0, C - c0 < SILU_PIECE ? C - c0 : SILU_PIECE);
 }
 
 static void fill_common(sc_kernels *K, void *ctx) {

@@ -32,6 +32,7 @@ static inline float from_bits(uint32_t u) {
   do {                                                                             \
     float v = a > 88.8f ? 88.8f : a;                                               \
     v = v < -104.0f ? -104.0f : v;                                                 \
+    v = v == v ? v : 0.0f; /* NaN: a finite n below (the result is NaN) */         \
     const float nf = (v * 1.44269504f + 12582912.0f) - 12582912.0f; /* rint */     \
     const float r = (v - nf * 0.693359375f) - nf * -2.12194440e-4f;                \
     float p = 1.9875691500e-4f;                                                    \
