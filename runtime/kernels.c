@@ -491,6 +491,7 @@ static int job_gemm(const LinJob *j, size_t r0, int n, int t0, int nt, float *ou
  * over K->expf. */
 static void silu_piece(const float *x, float *y, int m) {
   float e[SILU_PIECE];
+  if (m < 1) return;
   for (int i = 0; i < m; i++) e[i] = -x[i];
   sc_expf_n(e, e, m);
   for (int i = 0; i < m; i++) y[i] = x[i] / (1.0f + e[i]);
