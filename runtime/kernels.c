@@ -483,6 +483,31 @@ static int job_gemm(const LinJob *j, size_t r0, int n, int t0, int nt, float *ou
   }
 }
 
+/* ---- the attention rows' shared ends (kernels.h) ------------------------ */
+
+float sc_softmax_row(float *s, int n) {
+  float m = -INFINITY, sum = 0.0f;
+  for (int j = 0; j < n; j++)
+    if (s[j] > m) m = s[j];
+  for (int j = 0; j < n; j++) s[j] -= m;
+  sc_expf_n(s, s, n);
+  for (int j = 0; j < n; j++) sum += s[j];
+  return sum;
+}
+
+void sc_attn_value_cols(const float *s, const float *vc, size_t ld, int lo, int n, int cap, int c0, int hd,
+                        float inv, float *y) {
+  for (int cc = c0; cc < hd; cc++) {
+    float o = 0.0f;
+    int row = lo % cap;
+    for (int j = 0; j < n; j++) {
+      o = fmaf(s[j], vc[(size_t)row * ld + cc], o);
+      if (++row == cap) row = 0;
+    }
+    y[cc] = o * inv;
+  }
+}
+
 /* SiLU's pieces (e^-x through sc_expf_n on the stack). */
 #define SILU_PIECE 128
 
@@ -1100,18 +1125,13 @@ static void attn_chunk(void *arg, int c, int nc) {
       j->ops->attn_row(qh, kc, vc, (size_t)j->ldkv, lo, n, j->cap, hd, j->scale, s, yh);
       continue;
     }
-    float m = -INFINITY;
     for (int k = 0; k < n; k++) {
       const float *kr = kc + (size_t)((lo + k) % j->cap) * j->ldkv;
       float d;
       j->ops->dot1_f32(qh, kr, hd, &d);
       s[k] = d * j->scale;
-      if (s[k] > m) m = s[k];
     }
-    float sum = 0.0f;
-    for (int k = 0; k < n; k++) s[k] -= m;
-    sc_expf_n(s, s, n);
-    for (int k = 0; k < n; k++) sum += s[k];
+    const float sum = sc_softmax_row(s, n);
     memset(yh, 0, (size_t)hd * sizeof *yh);
     for (int k = 0; k < n; k++)
       j->ops->axpy(yh, s[k], vc + (size_t)((lo + k) % j->cap) * j->ldkv, hd);

@@ -394,6 +394,13 @@ extern const sc_kern_ops sc_kern_avx2;
  * likewise all NULL where their target features were not compiled in. */
 extern const sc_kern_ops sc_kern_avx512;
 extern const sc_kern_ops sc_kern_avx512vnni; /* kernels_avx512vnni.c */
+/* The ends every attn_row shares (kernels.c): the softmax of a score row
+ * in place (max subtracted, sc_expf_n, summed in key order; returns the
+ * sum), and the value columns c0..hd one by one, each an fmaf chain over
+ * the keys in order times inv (the columns past the vector width). */
+float sc_softmax_row(float *s, int n);
+void sc_attn_value_cols(const float *s, const float *vc, size_t ld, int lo, int n, int cap, int c0, int hd,
+                        float inv, float *y);
 /* kernels_avx2.c's attn_row (the AVX-512 tables have their own at twice
  * the width: there is no bit contract between attention and the other
  * hooks, nor across tables). */

@@ -350,12 +350,7 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
       s[j + i] = d[i] * scale;
     }
   }
-  float m = -INFINITY, sum = 0.0f;
-  for (int j = 0; j < n; j++)
-    if (s[j] > m) m = s[j];
-  for (int j = 0; j < n; j++) s[j] -= m;
-  sc_expf_n(s, s, n);
-  for (int j = 0; j < n; j++) sum += s[j];
+  const float sum = sc_softmax_row(s, n);
   const __m256 inv = _mm256_set1_ps(1.0f / sum);
   /* values: 64 columns (eight accumulators) per pass over the keys */
   for (int c0 = 0; c0 < h8; c0 += 64) {
@@ -374,15 +369,7 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
     }
     for (int r = 0; r < nv; r++) _mm256_storeu_ps(y + c0 + 8 * r, _mm256_mul_ps(acc[r], inv));
   }
-  for (int cc = h8; cc < hd; cc++) {
-    float o = 0.0f;
-    row = lo % cap;
-    for (int j = 0; j < n; j++) {
-      o = fmaf(s[j], vc[(size_t)row * ld + cc], o);
-      if (++row == cap) row = 0;
-    }
-    y[cc] = o * (1.0f / sum);
-  }
+  sc_attn_value_cols(s, vc, ld, lo, n, cap, h8, hd, 1.0f / sum, y);
 }
 
 /* ---- GEMM: tiles of R rows x NT tokens, same bits as the dots ------- */

@@ -413,12 +413,7 @@ static void attn_row(const float *q, const float *kc, const float *vc, size_t ld
       s[j + i] = d[i] * scale;
     }
   }
-  float m = -INFINITY, sum = 0.0f;
-  for (int j = 0; j < n; j++)
-    if (s[j] > m) m = s[j];
-  for (int j = 0; j < n; j++) s[j] -= m;
-  sc_expf_n(s, s, n);
-  for (int j = 0; j < n; j++) sum += s[j];
+  const float sum = sc_softmax_row(s, n);
   const __m512 inv = _mm512_set1_ps(1.0f / sum);
   for (int c0 = 0; c0 < h8; c0 += 128) {
     const int nc = h8 - c0 < 128 ? h8 - c0 : 128, nv = nc / 16, half = nc % 16; /* half: 0 or 8 */
@@ -441,15 +436,7 @@ static void attn_row(const float *q, const float *kc, const float *vc, size_t ld
     if (half)
       _mm256_storeu_ps(y + c0 + 16 * nv, _mm256_mul_ps(_mm512_castps512_ps256(acc[8]), _mm512_castps512_ps256(inv)));
   }
-  for (int cc = h8; cc < hd; cc++) {
-    float o = 0.0f;
-    row = lo % cap;
-    for (int j = 0; j < n; j++) {
-      o = fmaf(s[j], vc[(size_t)row * ld + cc], o);
-      if (++row == cap) row = 0;
-    }
-    y[cc] = o * (1.0f / sum);
-  }
+  sc_attn_value_cols(s, vc, ld, lo, n, cap, h8, hd, 1.0f / sum, y);
 }
 #endif
 

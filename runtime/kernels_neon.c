@@ -343,26 +343,13 @@ static void attn_row(const float *q, const float *kc, const float *vc, size_t ld
       s[j + i] = d[i] * scale;
     }
   }
-  float m = -INFINITY, sum = 0.0f;
-  for (int j = 0; j < n; j++)
-    if (s[j] > m) m = s[j];
-  for (int j = 0; j < n; j++) s[j] -= m;
-  sc_expf_n(s, s, n);
-  for (int j = 0; j < n; j++) sum += s[j];
+  const float sum = sc_softmax_row(s, n);
   const float inv = 1.0f / sum;
   int c0 = 0;
   for (; c0 + 64 <= h4; c0 += 64) attn_values(vc, ld, lo, n, cap, s, inv, c0, y, 16);
   for (; c0 + 16 <= h4; c0 += 16) attn_values(vc, ld, lo, n, cap, s, inv, c0, y, 4);
   for (; c0 < h4; c0 += 4) attn_values(vc, ld, lo, n, cap, s, inv, c0, y, 1);
-  for (int cc = h4; cc < hd; cc++) {
-    float o = 0.0f;
-    row = lo % cap;
-    for (int j = 0; j < n; j++) {
-      o = fmaf(s[j], vc[(size_t)row * ld + cc], o);
-      if (++row == cap) row = 0;
-    }
-    y[cc] = o * inv;
-  }
+  sc_attn_value_cols(s, vc, ld, lo, n, cap, h4, hd, inv, y);
 }
 
 /* ---- GEMM: tiles of R rows x NT tokens, same bits as the dots ------- */
