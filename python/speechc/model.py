@@ -406,6 +406,18 @@ class Model:
             raise Error(SC_EUSAGE, f"{what}: {self._path} is a {self.info.family} model, not a codec (build the "
                                    f"checkpoint's speech_tokenizer/ or a Mimi)")
 
+    def _codec_call(self, fn: Callable[..., int], src: Any, frames: int, dst: Any) -> None:
+        """fn (sc_codec_decode or sc_codec_encode) over frames, on a pooled
+        session reset first: each call is a new stream."""
+        err = _lib.sc_error()
+        s = self._take(self._sessions, self._open_session)
+        try:
+            self._L.sc_session_reset(s)
+            rc = fn(s, src, frames, dst, byref(err))
+        finally:
+            self._give(self._sessions, s, self._L.sc_session_close)
+        check(rc, err)
+
     def decode(self, codes: Any) -> np.ndarray:
         """Codes to audio with a codec artifact (the Qwen3-TTS 12 Hz decoder
         or Mimi): ``codes`` ``[frames, codebooks]`` (ints in ``[0,
@@ -431,15 +443,8 @@ class Model:
         out = np.zeros(frames * self.info.samples_per_frame, dtype=np.float32)
         if not frames:
             return out
-        err = _lib.sc_error()
-        s = self._take(self._sessions, self._open_session)
-        try:
-            self._L.sc_session_reset(s)  # a new stream
-            rc = self._L.sc_codec_decode(s, c.ctypes.data_as(POINTER(c_int32)), frames,
-                                         out.ctypes.data_as(POINTER(ctypes.c_float)), byref(err))
-        finally:
-            self._give(self._sessions, s, self._L.sc_session_close)
-        check(rc, err)
+        self._codec_call(self._L.sc_codec_decode, c.ctypes.data_as(POINTER(c_int32)), frames,
+                         out.ctypes.data_as(POINTER(ctypes.c_float)))
         return out
 
     def encode(self, pcm: Any) -> np.ndarray:
@@ -464,15 +469,8 @@ class Model:
         out = np.zeros((frames, self.info.codebooks), dtype=np.int32)
         if not frames:
             return out
-        err = _lib.sc_error()
-        s = self._take(self._sessions, self._open_session)
-        try:
-            self._L.sc_session_reset(s)  # a new stream
-            rc = self._L.sc_codec_encode(s, x.ctypes.data_as(POINTER(ctypes.c_float)), frames,
-                                         out.ctypes.data_as(POINTER(c_int32)), byref(err))
-        finally:
-            self._give(self._sessions, s, self._L.sc_session_close)
-        check(rc, err)
+        self._codec_call(self._L.sc_codec_encode, x.ctypes.data_as(POINTER(ctypes.c_float)), frames,
+                         out.ctypes.data_as(POINTER(c_int32)))
         return out
 
     # ---- Moshi ----------------------------------------------------------------
