@@ -543,7 +543,7 @@ DEFINE_GEMM_FL(gemm_bf16, uint16_t, load16_bf16, scalar_bf16)
 #define Q8_NT 6 /* 2 x 6 accumulators, 2 x (weights, scales), temporaries */
 #endif
 #ifndef Q4_NT
-#define Q4_NT 4 /* 2 x 4 accumulators, 2 x 4 nibble vectors, temporaries */
+#define Q4_NT 8 /* tokens a tile, two to a register */
 #endif
 #define Q_NTMAX (Q8_NT > Q4_NT ? Q8_NT : Q4_NT)
 
@@ -595,72 +595,133 @@ ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
   q8_0_pairs(w, rb, xq, xd, nb, nb, out, ldo, R, NT);
 }
 
+/* One q4_0 group of one row against one token's view x[4] (its four
+ * 64-byte pieces), the integer part before its halves meet: VNNI, int32
+ * lanes j and j + 8 (block j's byte products); otherwise int16 lanes
+ * whose pairs (2j, 2j+1) and (2j+16, 2j+17) hold block j's (at most 4 x
+ * 2 x 15 x 127, and twice that once the halves meet: no lane
+ * saturates). */
+ALWAYS_INLINE __m512i q4_group_raw(const q4grp *g, const __m512i x[4]) {
+#ifdef SC_VNNI
+  const __m512i z = _mm512_setzero_si512();
+  return _mm512_add_epi32(_mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, g->lo[0], x[0]), g->hi[0], x[2]),
+                          _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(z, g->lo[1], x[1]), g->hi[1], x[3]));
+#else
+  return _mm512_add_epi16(_mm512_add_epi16(_mm512_maddubs_epi16(g->lo[0], x[0]), _mm512_maddubs_epi16(g->hi[0], x[2])),
+                          _mm512_add_epi16(_mm512_maddubs_epi16(g->lo[1], x[1]), _mm512_maddubs_epi16(g->hi[1], x[3])));
+#endif
+}
+
+/* Two tokens' raw sums a, b -> int32 [a's eight block dots | b's]: the
+ * halves of each added (exact), the int16 lanes' pairs summed, minus the
+ * nibble offsets s = [s_a | s_b]: lane for lane the integer q4_group_tok
+ * reaches. */
+ALWAYS_INLINE __m512i q4_pair_dots(__m512i a, __m512i b, __m512i s) {
+  const __m512i h = _mm512_shuffle_i32x4(a, b, 0x44), l = _mm512_shuffle_i32x4(a, b, 0xee);
+#ifdef SC_VNNI
+  return _mm512_sub_epi32(_mm512_add_epi32(h, l), s);
+#else
+  return _mm512_sub_epi32(_mm512_madd_epi16(_mm512_add_epi16(h, l), _mm512_set1_epi16(1)), s);
+#endif
+}
+
+ALWAYS_INLINE __m512 pair256(const void *a, const void *b) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_loadu_pd((const double *)a)),
+                                             _mm256_loadu_pd((const double *)b), 1));
+}
+
 /* q4_0: the tail blocks' sums first (tail[t][r]), then the even groups
- * (g0), the odd groups (g1), and hsum8(g0 + g1) + tail as the dot. */
+ * (g0), the odd groups (g1), and hsum8(g0 + g1) + tail as the dot.  Two
+ * tokens share a register: lanes 0..7 one token's eight blocks, 8..15
+ * the other's (an odd last token is paired with itself), so the float
+ * finish (acc += (d_w d_x) dot) runs sixteen lanes wide with the very
+ * operations q4_group_tok does on eight: the bits of dot_q4_0_row. */
 ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                            const unsigned char *xp, int nb, float *out, int ldo, const int R,
                            const int NT) {
-  const int ng = nb / 8, b = 8 * ng;
+  const int ng = nb / 8, b = 8 * ng, NP = (NT + 1) / 2;
   float tail[Q_NTMAX][2];
   if (b < nb)
     q4_0_pairs(w + (size_t)b * SC_Q4_0_BLOCK, rb, xq + 32 * b, xd + b, nb, nb - b, &tail[0][0], 2, R, NT);
   else
     for (int t = 0; t < NT; t++) tail[t][0] = tail[t][1] = 0.0f; /* the dot adds 0.0f */
-  __m256 part[2][2][Q_NTMAX];
+  __m512 part[2][2][(Q_NTMAX + 1) / 2];
   for (int par = 0; par < 2; par++) {
-    __m256 a[2][Q_NTMAX];
+    __m512 a[2][(Q_NTMAX + 1) / 2];
     for (int r = 0; r < R; r++)
-      for (int t = 0; t < NT; t++) a[r][t] = _mm256_setzero_ps();
+      for (int p = 0; p < NP; p++) a[r][p] = _mm512_setzero_ps();
     for (int g = par; g < ng; g += 2) {
       q4grp q[2];
-      for (int r = 0; r < R; r++) q[r] = q4_group_w(w + r * rb + (size_t)g * SC_Q4_GROUP_BYTES);
-      for (int t = 0; t < NT; t++) {
-        const unsigned char *xv = xp + (size_t)t * 64 * nb + (size_t)g * SC_Q4_VIEW_GROUP;
-        for (int r = 0; r < R; r++) a[r][t] = q4_group_tok(&q[r], xv, a[r][t]);
+      __m512 dw[2];
+      for (int r = 0; r < R; r++) {
+        const uint8_t *wg = w + r * rb + (size_t)g * SC_Q4_GROUP_BYTES;
+        q[r] = q4_group_w(wg);
+        dw[r] = _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(q[r].dw))); /* both halves */
+      }
+      for (int p = 0; p < NP; p++) {
+        const int t1 = 2 * p + 1 < NT ? 2 * p + 1 : 2 * p;
+        const unsigned char *x0 = xp + (size_t)(2 * p) * 64 * nb + (size_t)g * SC_Q4_VIEW_GROUP,
+                            *x1 = xp + (size_t)t1 * 64 * nb + (size_t)g * SC_Q4_VIEW_GROUP;
+        __m512i xa[4], xb[4];
+        for (int k = 0; k < 4; k++) {
+          xa[k] = _mm512_loadu_si512(x0 + 64 * k);
+          xb[k] = _mm512_loadu_si512(x1 + 64 * k);
+        }
+        const __m512i s = _mm512_castps_si512(pair256(x0 + 256, x1 + 256));
+        const __m512 dx = pair256(x0 + 288, x1 + 288);
+        for (int r = 0; r < R; r++) {
+          const __m512i d = q4_pair_dots(q4_group_raw(&q[r], xa), q4_group_raw(&q[r], xb), s);
+          a[r][p] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dx), _mm512_cvtepi32_ps(d), a[r][p]);
+        }
       }
     }
     for (int r = 0; r < R; r++)
-      for (int t = 0; t < NT; t++) part[par][r][t] = a[r][t];
+      for (int p = 0; p < NP; p++) part[par][r][p] = a[r][p];
   }
   for (int r = 0; r < R; r++)
-    for (int t = 0; t < NT; t++)
-      out[(size_t)t * ldo + r] = hsum8(_mm256_add_ps(part[0][r][t], part[1][r][t])) + tail[t][r];
+    for (int p = 0; p < NP; p++) {
+      const __m512 v = _mm512_add_ps(part[0][r][p], part[1][r][p]);
+      out[(size_t)(2 * p) * ldo + r] = hsum8(_mm512_castps512_ps256(v)) + tail[2 * p][r];
+      if (2 * p + 1 < NT)
+        out[(size_t)(2 * p + 1) * ldo + r] =
+            hsum8(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))) + tail[2 * p + 1][r];
+    }
 }
 
-/* Rows in tiles of two (one for an odd last row), tokens as the float
- * bands' in tiles of NT, then 3, 2, 1. */
+/* Tokens in tiles of NT, then 6, 4, 2, 1; each tile against every pair of
+ * rows (one for an odd last row) before the next: a tile's activations
+ * stay in L1 while the rows pass (rows first would stream all nt tokens'
+ * from L2 once per pair), and the nr <= 4 rows stay there for every
+ * tile. */
+#define GEMM_Q_TOKENS(NAME, K)                                                   \
+  do {                                                                           \
+    NAME##t(w, rb, nr, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+            out + (size_t)t * ldo, ldo, K, t == 0);                              \
+    t += K;                                                                      \
+  } while (0)
 #define DEFINE_GEMM_Q(NAME, TILE, NT)                                            \
-  static void NAME##r(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, \
-                      const unsigned char *xp, int nb, int nt, float *out, int ldo, const int R) { \
-    int t = 0;                                                                   \
-    for (; t + NT <= nt; t += NT)                                                \
-      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-           out + (size_t)t * ldo, ldo, R, NT);                                   \
-    if (nt - t >= 3) {                                                           \
-      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-           out + (size_t)t * ldo, ldo, R, 3);                                    \
-      t += 3;                                                                    \
-    }                                                                            \
-    if (nt - t >= 2) {                                                           \
-      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-           out + (size_t)t * ldo, ldo, R, 2);                                    \
-      t += 2;                                                                    \
-    }                                                                            \
-    if (t < nt)                                                                  \
-      TILE(w, rb, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-           out + (size_t)t * ldo, ldo, R, 1);                                    \
-  }                                                                              \
-  static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
-                   const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
+  ALWAYS_INLINE void NAME##t(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
+                             const unsigned char *xp, int nb, float *out, int ldo, const int NTT, \
+                             int first) {                                        \
     int r = 0;                                                                   \
     for (; r + 2 <= nr; r += 2) {                                                \
       /* the next two rows' bytes (in this block or the next: rows are          \
-       * consecutive) while this pair computes: at several tokens the tiles      \
-       * run too long per byte for the hardware prefetcher to stay ahead */     \
-      for (size_t l = 0; l < 2 * rb; l += 64) PREFETCH(w + (r + 2) * rb + l);    \
-      NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 2);              \
+       * consecutive) while this pair computes its first tile */                \
+      if (first)                                                                 \
+        for (size_t l = 0; l < 2 * rb; l += 64) PREFETCH(w + (r + 2) * rb + l);  \
+      TILE(w + r * rb, rb, xq, xd, xp, nb, out + r, ldo, 2, NTT);                \
     }                                                                            \
-    if (r < nr) NAME##r(w + r * rb, rb, xq, xd, xp, nb, nt, out + r, ldo, 1);    \
+    if (r < nr) TILE(w + r * rb, rb, xq, xd, xp, nb, out + r, ldo, 1, NTT);      \
+  }                                                                              \
+  static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
+                   const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
+    int t = 0;                                                                   \
+    _Static_assert(NT <= 8, "the tails below cover fewer than 8 tokens");         \
+    while (t + NT <= nt) GEMM_Q_TOKENS(NAME, NT);                                \
+    if (nt - t >= 6) GEMM_Q_TOKENS(NAME, 6);                                     \
+    if (nt - t >= 4) GEMM_Q_TOKENS(NAME, 4);                                     \
+    if (nt - t >= 2) GEMM_Q_TOKENS(NAME, 2);                                     \
+    if (nt - t >= 1) GEMM_Q_TOKENS(NAME, 1);                                     \
   }
 DEFINE_GEMM_Q(gemm_q8_0, q8_tile, Q8_NT)
 DEFINE_GEMM_Q(gemm_q4_0, q4_tile, Q4_NT)
