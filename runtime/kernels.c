@@ -557,28 +557,55 @@ static void store_rows(const LinJob *j, int r, int n, int t, const float *d, con
  * the ops' blocked form when they have one.  SwiGLU: gate rows
  * w[0..rows), up rows w[rows..2*rows); each g and u is the exact value
  * linear() would produce for that row. */
+/* Tokens t..t+nt (nt <= GEMM_TOKENS) of block b through the blocked form,
+ * or 0 when the ops have none for this band. */
+static int block_gemm(const LinJob *j, int b, int t, int nt) {
+  const int r = 4 * b, n = j->rows - r < 4 ? j->rows - r : 4;
+  float d[GEMM_TOKENS * 4], u[GEMM_TOKENS * 4];
+  if (!job_gemm(j, (size_t)r, n, t, nt, d)) return 0;
+  if (j->swiglu) job_gemm(j, (size_t)j->rows + r, n, t, nt, u);
+  if (j->swiglu && n == 4) { /* one pass over the block's gates */
+    swiglu_n(d, u, d, 4 * nt);
+    for (int i = 0; i < nt; i++) memcpy(j->y + (size_t)(t + i) * j->ldy + r, d + 4 * i, 4 * sizeof *d);
+    return 1;
+  }
+  for (int i = 0; i < nt; i++) store_rows(j, r, n, t + i, d + 4 * i, u + 4 * i);
+  return 1;
+}
+
 static void lin_block(const LinJob *j, int b) {
   const int r = 4 * b, n = j->rows - r < 4 ? j->rows - r : 4;
   int t = 0;
   if (j->T > 1)
-    for (; t < j->T; t += GEMM_TOKENS) {
-      const int nt = j->T - t < GEMM_TOKENS ? j->T - t : GEMM_TOKENS;
-      float d[GEMM_TOKENS * 4], u[GEMM_TOKENS * 4];
-      if (!job_gemm(j, (size_t)r, n, t, nt, d)) break;
-      if (j->swiglu) job_gemm(j, (size_t)j->rows + r, n, t, nt, u);
-      if (j->swiglu && n == 4) { /* one pass over the block's gates */
-        swiglu_n(d, u, d, 4 * nt);
-        for (int i = 0; i < nt; i++) memcpy(j->y + (size_t)(t + i) * j->ldy + r, d + 4 * i, 4 * sizeof *d);
-        continue;
-      }
-      for (int i = 0; i < nt; i++) store_rows(j, r, n, t + i, d + 4 * i, u + 4 * i);
-    }
+    for (; t < j->T; t += GEMM_TOKENS)
+      if (!block_gemm(j, b, t, j->T - t < GEMM_TOKENS ? j->T - t : GEMM_TOKENS)) break;
   for (; t < j->T; t++) {
     float d[4], u[4];
     job_dot(j, (size_t)r, n, t, d);
     if (j->swiglu) job_dot(j, (size_t)j->rows + r, n, t, u);
     store_rows(j, r, n, t, d, u);
   }
+}
+
+/* Blocks of rows that one short run of tokens meets in turn (the ops'
+ * gemm_q4_0_tokens): those tokens' activations stay in L1 while the
+ * blocks' rows (GEMM_GROUP x 4 of them, in L2 after the first run) pass. */
+#define GEMM_GROUP 16
+
+/* Blocks b0..b1 of the job: each by lin_block, or, for q4_0 with a prompt
+ * and ops that ask for it, GEMM_GROUP blocks at a time against runs of
+ * gemm_q4_0_tokens tokens.  Every output is the same tile's either way. */
+static void lin_blocks(const LinJob *j, int b0, int b1) {
+  const int tc = j->ops->gemm_q4_0_tokens;
+  if (j->T > 1 && j->wtype == SC_W_Q4_0 && j->ops->gemm_q4_0 && tc > 0 && tc <= GEMM_TOKENS) {
+    for (int g = b0; g < b1; g += GEMM_GROUP) {
+      const int ge = b1 - g < GEMM_GROUP ? b1 : g + GEMM_GROUP;
+      for (int t = 0; t < j->T; t += tc)
+        for (int b = g; b < ge; b++) block_gemm(j, b, t, j->T - t < tc ? j->T - t : tc);
+    }
+    return;
+  }
+  for (int b = b0; b < b1; b++) lin_block(j, b);
 }
 
 /* Tokens from which a linear quantizes its activations on the pool (each
@@ -618,7 +645,7 @@ static void lin_chunk(void *arg, int c, int n) {
     }
     return;
   }
-  for (int b = b0; b < b1; b++) lin_block(j, b);
+  lin_blocks(j, b0, b1);
 }
 
 #if SC_HAVE_OPENBLAS

@@ -256,6 +256,10 @@ typedef struct sc_kern_ops {
   void (*gemm_q4_0)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, int nt, float *out,
                     int ldo);
+  /* Optional: q4_0 prompts walk runs of this many tokens (<= 24) across
+   * several blocks of rows, so that a run's activations stay in L1 (0 =
+   * every block takes all the tokens, 24 at a time). */
+  int gemm_q4_0_tokens;
   /* Optional: SnakeBeta over one row of n channels, y[i] = x[i] + ib[i] *
    * sc_sin2(x[i] * a[i]) with a = exp(alpha) and ib = 1 / (exp(beta) +
    * 1e-9) given per channel; y may be x (NULL = the portable loop, which

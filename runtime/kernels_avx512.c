@@ -789,6 +789,7 @@ const sc_kern_ops SC_AVX512_OPS = {
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,
     .gemm_q4_0 = gemm_q4_0,
+    .gemm_q4_0_tokens = Q4_NT,
     .snake_row = snake_row,
 };
 

@@ -414,7 +414,7 @@ static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
 
 /* ---- blocked GEMM ------------------------------------------------------- */
 
-enum { GR = 9, GC = 544, GT = 20, GLDX = GC + 3, GLDY = 2 * GR + 1 };
+enum { GR = 67, GC = 544, GT = 20, GLDX = GC + 3, GLDY = 2 * GR + 1 };
 
 /* A matrix of 2*GR rows x cols in band wtype, from uniform floats. */
 static void make_band(int wtype, int cols, unsigned char *w) {
@@ -447,7 +447,9 @@ static void test_gemm_linear(const sc_kernels *K, sc_kernel_ctx *ctx) {
   static float x[GT * GLDX], bias[GR], y0[GT * GLDY], y[GT * GLDY], y1[GLDY];
   /* q4_0: tail blocks only, one whole group, two groups and a tail */
   static const int fcols[] = {37, 100, 136, 224}, qcols[] = {32, 160, 256, 544};
-  static const int rowss[] = {1, 2, 3, 5, 7, 8, 9};
+  /* 67: 17 blocks of four rows, more than one run of blocks that a short
+   * run of tokens meets (kernels.c, GEMM_GROUP) */
+  static const int rowss[] = {1, 2, 3, 5, 7, 8, 9, 67};
   fill(x, GT * GLDX);
   fill(bias, GR);
   fill(y0, GT * GLDY);
@@ -457,7 +459,7 @@ static void test_gemm_linear(const sc_kernels *K, sc_kernel_ctx *ctx) {
       const int cols = wtype == SC_W_F32 || wtype == SC_W_BF16 ? fcols[ci] : qcols[ci];
       const size_t rb = sc_band_row_bytes(wtype, cols);
       make_band(wtype, cols, w);
-      for (int ri = 0; ri < 7; ri++)
+      for (int ri = 0; ri < (int)(sizeof rowss / sizeof *rowss); ri++)
         for (int T = 1; T <= GT; T = T < 9 ? T + 1 : T == 9 ? GT : GT + 1) {
           const int rows = rowss[ri], acc = (T + ri) & 1, swiglu = ci == 1;
           const int blas = wtype == SC_W_F32 && T >= 16 &&
@@ -514,7 +516,7 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
         for (int t = 0; t < GT; t++)
           ops->quantize_q8(x + t * GLDX, nb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2);
       for (int nr = 1; nr <= 4; nr++)
-        for (int nt = 1; nt <= 11; nt++) {
+        for (int nt = 1; nt <= 17; nt++) {
           memset(out, 0xff, sizeof out);
           if (wtype == SC_W_F32) ops->gemm_f32((const float *)w, nr, x, GLDX, nt, cols, out, 4);
           else if (wtype == SC_W_BF16) ops->gemm_bf16((const uint16_t *)w, nr, x, GLDX, nt, cols, out, 4);
