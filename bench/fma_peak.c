@@ -2,7 +2,7 @@
  * fma_peak.c — the machine's measured compute ceilings, for stating what
  * fraction of peak a compute-bound kernel (the 12 Hz codec decoder) reaches.
  *
- *   gcc -O2 -mavx512f -mavx512bf16 -mamx-tile -mamx-bf16 -pthread \
+ *   gcc -O2 -mavx512f -mavx512bf16 -mavx512vnni -mamx-tile -mamx-bf16 -pthread \
  *       bench/fma_peak.c -o build/fma_peak && build/fma_peak [SECONDS]
  *
  * Per thread count (1, 2), best of 5 passes:
@@ -15,6 +15,10 @@
  *             f32 lanes per instruction, counted as 64 flops
  *   amx bf16  tdpbf16ps on 16x32 bf16 tiles (AMX): 16*16*32 MACs per
  *             instruction; skipped if the kernel refuses the tile state
+ *   int8 dot  vpdpbusd zmm (AVX512-VNNI): 64 u8 x s8 products summed into
+ *             16 int32 lanes per instruction, counted as 128 ops (what
+ *             the q8_0 / q4_0 tiles' GFLOP/s count), and instructions per
+ *             cycle per core
  * The loops touch no memory, so these are the ALUs' ceilings, not what a
  * GEMM reaches.  x86-64 only.
  */
@@ -39,7 +43,7 @@ static double now(void) {
 }
 
 typedef struct Job {
-  int kind; /* 0 clock, 1 f32, 2 bf16, 3 amx */
+  int kind; /* 0 clock, 1 f32, 2 bf16, 3 amx, 4 vnni */
   long iters;
   double ops, secs; /* ops: flops (or cycles for the clock) */
   pthread_barrier_t *bar;
@@ -100,6 +104,26 @@ static void run_bf16(Job *j) {
   j->ops = 16.0 * 32 * 2 * (double)j->iters;
 }
 
+static void run_vnni(Job *j) {
+  __m512i b = _mm512_set1_epi8(3), c = _mm512_set1_epi8(-5);
+#define DECL(a, i) __m512i a = _mm512_set1_epi32(i);
+  ACC16(DECL)
+#undef DECL
+  for (long i = 0; i < j->iters; i++) {
+#define DOT(a, i) a = _mm512_dpbusd_epi32(a, b, c);
+    ACC16(DOT)
+#undef DOT
+    __asm__ volatile("" : "+v"(b));
+  }
+  __m512i s = _mm512_setzero_si512();
+#define SUM(a, i) s = _mm512_add_epi32(s, a);
+  ACC16(SUM)
+#undef SUM
+  volatile int sink = _mm512_reduce_add_epi32(s);
+  (void)sink;
+  j->ops = 16.0 * 64 * 2 * (double)j->iters;
+}
+
 typedef struct TileCfg {
   uint8_t palette, start_row, reserved[14];
   uint16_t colsb[16];
@@ -138,6 +162,7 @@ static void *worker(void *p) {
   case 1: run_f32(j); break;
   case 2: run_bf16(j); break;
   case 3: run_amx(j); break;
+  case 4: run_vnni(j); break;
   }
   j->secs = now() - t0;
   return NULL;
@@ -172,16 +197,17 @@ int main(int argc, char **argv) {
   amx_ok = !syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA);
   printf("# fma_peak: best of 5 passes of ~%.2f s; AMX tile state %s\n", target,
          amx_ok ? "granted" : "refused (amx skipped)");
-  printf("%-8s %7s %10s %14s %16s %16s\n", "threads", "GHz", "f32 GF/s", "f32 flop/cyc", "bf16dot GF/s",
-         "amx bf16 GF/s");
+  printf("%-8s %7s %10s %14s %16s %16s %14s %14s\n", "threads", "GHz", "f32 GF/s", "f32 flop/cyc", "bf16dot GF/s",
+         "amx bf16 GF/s", "int8dot GOP/s", "dpbusd/cyc");
   for (int threads = 1; threads <= 2; threads++) {
     /* iterations for ~target seconds at 4 GHz: 100 cycles, 8, 16 and 64 per iteration */
     const double hz = measure(0, threads, (long)(target * 4e7)) / threads;
     const double f32 = measure(1, threads, (long)(target * 5e8));
     const double bf = measure(2, threads, (long)(target * 2.5e8));
     const double amx = amx_ok ? measure(3, threads, (long)(target * 6e7)) : 0;
-    printf("%-8d %7.2f %10.1f %14.1f %16.1f %16.1f\n", threads, hz / 1e9, f32 / 1e9, f32 / hz / threads,
-           bf / 1e9, amx / 1e9);
+    const double i8 = measure(4, threads, (long)(target * 2.5e8));
+    printf("%-8d %7.2f %10.1f %14.1f %16.1f %16.1f %14.1f %14.2f\n", threads, hz / 1e9, f32 / 1e9, f32 / hz / threads,
+           bf / 1e9, amx / 1e9, i8 / 1e9, i8 / 128 / hz / threads);
   }
   return 0;
 }
