@@ -552,11 +552,6 @@ static void store_rows(const LinJob *j, int r, int n, int t, const float *d, con
  * them. */
 #define GEMM_TOKENS 24
 
-/* Chunk c of n: an even share of the blocks of four rows.  For T > 1 each
- * block is reused across all T inputs while it is still in cache, through
- * the ops' blocked form when they have one.  SwiGLU: gate rows
- * w[0..rows), up rows w[rows..2*rows); each g and u is the exact value
- * linear() would produce for that row. */
 /* Tokens t..t+nt (nt <= GEMM_TOKENS) of block b through the blocked form,
  * or 0 when the ops have none for this band. */
 static int block_gemm(const LinJob *j, int b, int t, int nt) {
@@ -573,6 +568,11 @@ static int block_gemm(const LinJob *j, int b, int t, int nt) {
   return 1;
 }
 
+/* Chunk c of n: an even share of the blocks of four rows.  For T > 1 each
+ * block is reused across all T inputs while it is still in cache, through
+ * the ops' blocked form when they have one.  SwiGLU: gate rows
+ * w[0..rows), up rows w[rows..2*rows); each g and u is the exact value
+ * linear() would produce for that row. */
 static void lin_block(const LinJob *j, int b) {
   const int r = 4 * b, n = j->rows - r < 4 ? j->rows - r : 4;
   int t = 0;
