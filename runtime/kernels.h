@@ -195,6 +195,35 @@ void sc_pack_row_q4_0(const void *ggml, int cols, void *out);
  * order) into y[cols]. */
 void sc_dequantize_row(int wtype, const void *row, int cols, float *y);
 
+/* The quantized GEMM's loop over rows, shared by the x86 tables (their
+ * ALWAYS_INLINE, PREFETCH and tile): NAME##t runs one tile of NTT tokens
+ * (xq, xd, xp already at its first token) against every pair of rows (one
+ * for an odd last row) before the caller's next tile, so the tile's
+ * activations stay in L1 while the rows pass and the nr <= 4 rows stay
+ * there for every tile; during the first tile (first != 0) it prefetches
+ * the next two rows (in this block or the next: rows are consecutive),
+ * since at several tokens a tile runs too long per byte for the hardware
+ * prefetcher to stay ahead.  SC_GEMM_Q_TOKENS(NAME, K) runs the K-token
+ * tile at token t of NAME's arguments and advances t. */
+#define SC_DEFINE_GEMM_Q_ROWS(NAME, TILE)                                        \
+  ALWAYS_INLINE void NAME##t(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
+                             const unsigned char *xp, int nb, float *out, int ldo, const int NTT, \
+                             int first) {                                        \
+    int r = 0;                                                                   \
+    for (; r + 2 <= nr; r += 2) {                                                \
+      if (first)                                                                 \
+        for (size_t l = 0; l < 2 * rb; l += 64) PREFETCH(w + (r + 2) * rb + l);  \
+      TILE(w + r * rb, rb, xq, xd, xp, nb, out + r, ldo, 2, NTT);                \
+    }                                                                            \
+    if (r < nr) TILE(w + r * rb, rb, xq, xd, xp, nb, out + r, ldo, 1, NTT);      \
+  }
+#define SC_GEMM_Q_TOKENS(NAME, K)                                                \
+  do {                                                                           \
+    NAME##t(w, rb, nr, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
+            out + (size_t)t * ldo, ldo, K, t == 0);                              \
+    t += K;                                                                      \
+  } while (0)
+
 /*
  * Internal: the per-ISA inner loops that kernels.c's drivers call.  Each
  * dotN computes N row dots W[r]·x for rows w, w+cols, ... (bf16 rows are

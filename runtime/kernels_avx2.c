@@ -542,40 +542,18 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
 /* Tokens in tiles of Q_NT (2 x 3 accumulators, the weights of two rows
  * and the constants fit the 16 registers; 2 x 4 spilled accumulators to
  * the stack, which put a store-to-load forward into their FMA chains),
- * then 2, 1; each tile against every pair of rows (one for an odd last
- * row) before the next, so a tile's activations stay in L1 while the rows
- * pass, and the nr <= 4 rows stay there for every tile. */
+ * then 2, 1, each against every row (SC_DEFINE_GEMM_Q_ROWS, kernels.h). */
 #ifndef Q_NT
 #define Q_NT 3
 #endif
-#define GEMM_Q_TOKENS(NAME, K)                                                   \
-  do {                                                                           \
-    NAME##t(w, rb, nr, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-            out + (size_t)t * ldo, ldo, K, t == 0);                              \
-    t += K;                                                                      \
-  } while (0)
 #define DEFINE_GEMM_Q(NAME, TILE)                                                \
-  ALWAYS_INLINE void NAME##t(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
-                             const unsigned char *xp, int nb, float *out, int ldo, const int NTT, \
-                             int first) {                                        \
-    int r = 0;                                                                   \
-    for (; r + 2 <= nr; r += 2) {                                                \
-      /* the next two rows' bytes (in this block or the next: rows are          \
-       * consecutive) while this pair computes its first tile: at several       \
-       * tokens the tiles run too long per byte for the hardware prefetcher     \
-       * to stay ahead */                                                       \
-      if (first)                                                                 \
-        for (size_t l = 0; l < 2 * rb; l += 64) PREFETCH(w + (r + 2) * rb + l);  \
-      TILE(w + r * rb, rb, xq, xd, xp, nb, out + r, ldo, 2, NTT);                \
-    }                                                                            \
-    if (r < nr) TILE(w + r * rb, rb, xq, xd, xp, nb, out + r, ldo, 1, NTT);      \
-  }                                                                              \
+  SC_DEFINE_GEMM_Q_ROWS(NAME, TILE)                                              \
   static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
                    const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
     int t = 0;                                                                   \
-    while (t + Q_NT <= nt) GEMM_Q_TOKENS(NAME, Q_NT);                            \
-    while (t + 2 <= nt) GEMM_Q_TOKENS(NAME, 2);                                  \
-    if (t < nt) GEMM_Q_TOKENS(NAME, 1);                                          \
+    while (t + Q_NT <= nt) SC_GEMM_Q_TOKENS(NAME, Q_NT);                         \
+    while (t + 2 <= nt) SC_GEMM_Q_TOKENS(NAME, 2);                               \
+    if (t < nt) SC_GEMM_Q_TOKENS(NAME, 1);                                       \
   }
 
 #define Q8_TILE(w, rb, xq, xd, xp, nb, out, ldo, R, NT) q8_tile(w, rb, xq, xd, nb, out, ldo, R, NT)

@@ -688,40 +688,20 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
     }
 }
 
-/* Tokens in tiles of NT, then 6, 4, 2, 1; each tile against every pair of
- * rows (one for an odd last row) before the next: a tile's activations
- * stay in L1 while the rows pass (rows first would stream all nt tokens'
- * from L2 once per pair), and the nr <= 4 rows stay there for every
- * tile. */
-#define GEMM_Q_TOKENS(NAME, K)                                                   \
-  do {                                                                           \
-    NAME##t(w, rb, nr, xq + (size_t)t * 32 * nb, xd + (size_t)t * nb, xp + (size_t)t * 64 * nb, nb, \
-            out + (size_t)t * ldo, ldo, K, t == 0);                              \
-    t += K;                                                                      \
-  } while (0)
+/* Tokens in tiles of NT, then 6, 4, 2, 1, each against every row
+ * (SC_DEFINE_GEMM_Q_ROWS, kernels.h: rows first would stream all nt
+ * tokens' activations from L2 once per pair of rows). */
 #define DEFINE_GEMM_Q(NAME, TILE, NT)                                            \
-  ALWAYS_INLINE void NAME##t(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
-                             const unsigned char *xp, int nb, float *out, int ldo, const int NTT, \
-                             int first) {                                        \
-    int r = 0;                                                                   \
-    for (; r + 2 <= nr; r += 2) {                                                \
-      /* the next two rows' bytes (in this block or the next: rows are          \
-       * consecutive) while this pair computes its first tile */                \
-      if (first)                                                                 \
-        for (size_t l = 0; l < 2 * rb; l += 64) PREFETCH(w + (r + 2) * rb + l);  \
-      TILE(w + r * rb, rb, xq, xd, xp, nb, out + r, ldo, 2, NTT);                \
-    }                                                                            \
-    if (r < nr) TILE(w + r * rb, rb, xq, xd, xp, nb, out + r, ldo, 1, NTT);      \
-  }                                                                              \
+  SC_DEFINE_GEMM_Q_ROWS(NAME, TILE)                                              \
   static void NAME(const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, \
                    const unsigned char *xp, int nb, int nt, float *out, int ldo) { \
     int t = 0;                                                                   \
-    _Static_assert(NT <= 8, "the tails below cover fewer than 8 tokens");         \
-    while (t + NT <= nt) GEMM_Q_TOKENS(NAME, NT);                                \
-    if (nt - t >= 6) GEMM_Q_TOKENS(NAME, 6);                                     \
-    if (nt - t >= 4) GEMM_Q_TOKENS(NAME, 4);                                     \
-    if (nt - t >= 2) GEMM_Q_TOKENS(NAME, 2);                                     \
-    if (nt - t >= 1) GEMM_Q_TOKENS(NAME, 1);                                     \
+    _Static_assert(NT <= 8, "the tails below cover fewer than 8 tokens");        \
+    while (t + NT <= nt) SC_GEMM_Q_TOKENS(NAME, NT);                             \
+    if (nt - t >= 6) SC_GEMM_Q_TOKENS(NAME, 6);                                  \
+    if (nt - t >= 4) SC_GEMM_Q_TOKENS(NAME, 4);                                  \
+    if (nt - t >= 2) SC_GEMM_Q_TOKENS(NAME, 2);                                  \
+    if (nt - t >= 1) SC_GEMM_Q_TOKENS(NAME, 1);                                  \
   }
 DEFINE_GEMM_Q(gemm_q8_0, q8_tile, Q8_NT)
 DEFINE_GEMM_Q(gemm_q4_0, q4_tile, Q4_NT)
