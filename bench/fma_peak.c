@@ -64,65 +64,40 @@ static void run_clock(Job *j) {
   OP(a0, 0) OP(a1, 1) OP(a2, 2) OP(a3, 3) OP(a4, 4) OP(a5, 5) OP(a6, 6) OP(a7, 7) OP(a8, 8) \
   OP(a9, 9) OP(a10, 10) OP(a11, 11) OP(a12, 12) OP(a13, 13) OP(a14, 14) OP(a15, 15)
 
-static void run_f32(Job *j) {
-  __m512 b = _mm512_set1_ps(1.0000001f), c = _mm512_set1_ps(1e-7f);
-#define DECL(a, i) __m512 a = _mm512_set1_ps(1.0f + (float)(i));
-  ACC16(DECL)
-#undef DECL
-  for (long i = 0; i < j->iters; i++) {
-#define FMA(a, i) a = _mm512_fmadd_ps(a, b, c);
-    ACC16(FMA)
-#undef FMA
-    __asm__ volatile("" : "+v"(b));
+/* One runner: b and c the operands, every accumulator a = OP(a, b, c)
+ * for iters rounds (b through an empty asm each round, so the loop is not
+ * folded), the sum kept alive; ops = the work of one round. */
+#define DEFINE_RUN(NAME, VT, BT, B, C, INIT, OP, ZERO, ADD, REDUCE, OPS)    \
+  static void NAME(Job *j) {                                               \
+    BT b = B, c = C;                                                       \
+    ACC16(INIT)                                                            \
+    for (long i = 0; i < j->iters; i++) {                                  \
+      ACC16(OP)                                                            \
+      __asm__ volatile("" : "+v"(b));                                      \
+    }                                                                      \
+    VT s = ZERO;                                                           \
+    ACC16(ADD)                                                             \
+    volatile double sink = (double)REDUCE(s);                              \
+    (void)sink;                                                            \
+    j->ops = (OPS) * (double)j->iters;                                     \
   }
-  __m512 s = _mm512_setzero_ps();
-#define SUM(a, i) s = _mm512_add_ps(s, a);
-  ACC16(SUM)
-#undef SUM
-  volatile float sink = _mm512_reduce_add_ps(s);
-  (void)sink;
-  j->ops = 16.0 * 16 * 2 * (double)j->iters;
-}
 
-static void run_bf16(Job *j) {
-  __m512bh b = (__m512bh)_mm512_set1_epi16(0x3f80), c = (__m512bh)_mm512_set1_epi16(0x3c00);
-#define DECL(a, i) __m512 a = _mm512_set1_ps((float)(i));
-  ACC16(DECL)
-#undef DECL
-  for (long i = 0; i < j->iters; i++) {
-#define DOT(a, i) a = _mm512_dpbf16_ps(a, b, c);
-    ACC16(DOT)
-#undef DOT
-    __asm__ volatile("" : "+v"(b));
-  }
-  __m512 s = _mm512_setzero_ps();
-#define SUM(a, i) s = _mm512_add_ps(s, a);
-  ACC16(SUM)
-#undef SUM
-  volatile float sink = _mm512_reduce_add_ps(s);
-  (void)sink;
-  j->ops = 16.0 * 32 * 2 * (double)j->iters;
-}
+#define F32_INIT(a, i) __m512 a = _mm512_set1_ps(1.0f + (float)(i));
+#define F32_OP(a, i) a = _mm512_fmadd_ps(a, b, c);
+#define PS_ADD(a, i) s = _mm512_add_ps(s, a);
+DEFINE_RUN(run_f32, __m512, __m512, _mm512_set1_ps(1.0000001f), _mm512_set1_ps(1e-7f), F32_INIT, F32_OP,
+           _mm512_setzero_ps(), PS_ADD, _mm512_reduce_add_ps, 16.0 * 16 * 2)
 
-static void run_vnni(Job *j) {
-  __m512i b = _mm512_set1_epi8(3), c = _mm512_set1_epi8(-5);
-#define DECL(a, i) __m512i a = _mm512_set1_epi32(i);
-  ACC16(DECL)
-#undef DECL
-  for (long i = 0; i < j->iters; i++) {
-#define DOT(a, i) a = _mm512_dpbusd_epi32(a, b, c);
-    ACC16(DOT)
-#undef DOT
-    __asm__ volatile("" : "+v"(b));
-  }
-  __m512i s = _mm512_setzero_si512();
-#define SUM(a, i) s = _mm512_add_epi32(s, a);
-  ACC16(SUM)
-#undef SUM
-  volatile int sink = _mm512_reduce_add_epi32(s);
-  (void)sink;
-  j->ops = 16.0 * 64 * 2 * (double)j->iters;
-}
+#define BF16_INIT(a, i) __m512 a = _mm512_set1_ps((float)(i));
+#define BF16_OP(a, i) a = _mm512_dpbf16_ps(a, b, c);
+DEFINE_RUN(run_bf16, __m512, __m512bh, (__m512bh)_mm512_set1_epi16(0x3f80), (__m512bh)_mm512_set1_epi16(0x3c00),
+           BF16_INIT, BF16_OP, _mm512_setzero_ps(), PS_ADD, _mm512_reduce_add_ps, 16.0 * 32 * 2)
+
+#define VNNI_INIT(a, i) __m512i a = _mm512_set1_epi32(i);
+#define VNNI_OP(a, i) a = _mm512_dpbusd_epi32(a, b, c);
+#define EPI32_ADD(a, i) s = _mm512_add_epi32(s, a);
+DEFINE_RUN(run_vnni, __m512i, __m512i, _mm512_set1_epi8(3), _mm512_set1_epi8(-5), VNNI_INIT, VNNI_OP,
+           _mm512_setzero_si512(), EPI32_ADD, _mm512_reduce_add_epi32, 16.0 * 64 * 2)
 
 typedef struct TileCfg {
   uint8_t palette, start_row, reserved[14];
