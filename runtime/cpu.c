@@ -32,6 +32,16 @@ int sc_cpu_has(const char *f) {
   if (!strcmp(f, "avx512vnni")) return __builtin_cpu_supports("avx512vnni") != 0;
   return -1;
 }
+
+int sc_cpu_avx512_split(void) {
+  unsigned a, b, c, d;
+  char vendor[13];
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
+  memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4), vendor[12] = '\0';
+  if (strcmp(vendor, "AuthenticAMD") || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  const unsigned family = (a >> 8 & 0xf) == 0xf ? 0xf + (a >> 20 & 0xff) : a >> 8 & 0xf;
+  return family == 0x19 && sc_cpu_has("avx512f") > 0; /* Zen 3 (19h too) has no AVX-512 */
+}
 #else
 int sc_cpu_has(const char *f) {
   static const char known[] = "," SC_CPU_KNOWN ",";
@@ -42,4 +52,6 @@ int sc_cpu_has(const char *f) {
   strcat(key, ",");
   return strstr(known, key) ? 0 : -1;
 }
+
+int sc_cpu_avx512_split(void) { return 0; }
 #endif

@@ -13,4 +13,8 @@
  * speechc knows (SC_CPU_KNOWN). */
 int sc_cpu_has(const char *f);
 
+/* 1 when this CPU runs 512-bit vector operations as two 256-bit halves
+ * (AMD family 19h, Zen 4: the only such AVX-512 CPU so far), else 0. */
+int sc_cpu_avx512_split(void);
+
 #endif

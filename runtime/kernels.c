@@ -1284,6 +1284,7 @@ DEFINE_ENTRIES(portable, &sc_kern_portable)
 DEFINE_ENTRIES(avx2, &sc_kern_avx2)
 DEFINE_ENTRIES(avx512, &sc_kern_avx512)
 DEFINE_ENTRIES(avx512vnni, &sc_kern_avx512vnni)
+DEFINE_ENTRIES(avx512vnni256, &sc_kern_avx512vnni256)
 DEFINE_ENTRIES(neon, &sc_kern_neon)
 DEFINE_ENTRIES(neon_dotprod, &sc_kern_neon_dotprod)
 
@@ -1370,6 +1371,7 @@ typedef struct IsaEntry {
   const sc_kern_ops *ops;
   int (*cpu_has)(void);
   int by_default; /* 0: only when SPEECHC_ISA names it */
+  int (*prefer)(void); /* NULL, or the CPU property that makes it the default */
   const char *why; /* why the default is (or is not) this one, as measured */
   __typeof__(((sc_kernels *)0)->linear) linear;
   __typeof__(((sc_kernels *)0)->linear_swiglu) linear_swiglu;
@@ -1378,23 +1380,27 @@ typedef struct IsaEntry {
   __typeof__(((sc_kernels *)0)->conv1d) conv1d;
 } IsaEntry;
 
-#define ISA(NAME, SUFFIX, HAS, DEFAULT, WHY)                                                                  \
-  {NAME, &sc_kern_##SUFFIX, HAS, DEFAULT, WHY, linear_##SUFFIX, swiglu_##SUFFIX, attention_##SUFFIX, moe_##SUFFIX, \
-   conv1d_##SUFFIX}
+#define ISA(NAME, SUFFIX, HAS, DEFAULT, PREFER, WHY)                                                           \
+  {NAME, &sc_kern_##SUFFIX, HAS, DEFAULT, PREFER, WHY, linear_##SUFFIX, swiglu_##SUFFIX, attention_##SUFFIX,         \
+   moe_##SUFFIX, conv1d_##SUFFIX}
 
 /* In order of preference (SC_KERNEL_ISAS): the default is the first one
- * marked by_default that runs here, a choice made by measurement
- * (docs/PERFORMANCE.md, "AVX-512 with VNNI and BF16"); `why` says which. */
+ * marked by_default that runs here and whose `prefer` (if any) holds, a
+ * choice made by measurement (docs/PERFORMANCE.md, "AVX-512 with VNNI and
+ * BF16" and "Zen 4"); `why` says which. */
 static const IsaEntry isas[] = {
-    ISA("avx512-vnni", avx512vnni, cpu_has_avx512vnni, 1,
-        "the default where the CPU has AVX512-VNNI: its q8_0/q4_0 prefill GEMMs run 1.6-1.8x avx2's, bf16 "
-        "decode 1.06x, q8_0/q4_0 decode at the same rate (AMD Zen 5, docs/PERFORMANCE.md)"),
-    ISA("avx512", avx512, cpu_has_avx512, 0,
+    ISA("avx512-vnni-256", avx512vnni256, cpu_has_avx512vnni, 1, sc_cpu_avx512_split,
+        "the default where 512-bit operations run as two 256-bit halves (AMD Zen 4): avx512-vnni's bits with "
+        "its bf16 and q8_0 decode loops at 256-bit width, bf16 decode 1.4x avx512-vnni's (docs/PERFORMANCE.md)"),
+    ISA("avx512-vnni", avx512vnni, cpu_has_avx512vnni, 1, NULL,
+        "the default where the CPU has AVX512-VNNI and whole 512-bit operations: its q8_0/q4_0 prefill GEMMs run "
+        "1.6-1.8x avx2's, bf16 decode 1.06x, q8_0/q4_0 decode at the same rate (AMD Zen 5, docs/PERFORMANCE.md)"),
+    ISA("avx512", avx512, cpu_has_avx512, 0, NULL,
         "only when SPEECHC_ISA names it: on a CPU with VNNI avx512-vnni has its bits and is faster; not measured "
         "on AVX-512 CPUs without VNNI, where avx2 stays the default"),
-    ISA("avx2", avx2, cpu_has_avx2, 1, "the default on x86-64 CPUs without AVX512-VNNI"),
-    ISA("neon-dotprod", neon_dotprod, cpu_has_dotprod, 1, "the default on AArch64 CPUs with the dot product"),
-    ISA("neon", neon, cpu_has_neon, 1, "the default on AArch64 CPUs without the dot product"),
+    ISA("avx2", avx2, cpu_has_avx2, 1, NULL, "the default on x86-64 CPUs without AVX512-VNNI"),
+    ISA("neon-dotprod", neon_dotprod, cpu_has_dotprod, 1, NULL, "the default on AArch64 CPUs with the dot product"),
+    ISA("neon", neon, cpu_has_neon, 1, NULL, "the default on AArch64 CPUs without the dot product"),
 };
 
 static const IsaEntry *isa_find(const char *name) {
@@ -1404,6 +1410,7 @@ static const IsaEntry *isa_find(const char *name) {
 }
 
 static int isa_runs(const IsaEntry *e) { return e->ops->dot4_f32 && e->cpu_has(); }
+static int isa_default(const IsaEntry *e) { return e->by_default && isa_runs(e) && (!e->prefer || e->prefer()); }
 
 const sc_kern_ops *sc_kern_ops_isa(const char *isa) {
   if (!strcmp(isa, "portable")) return &sc_kern_portable;
@@ -1460,7 +1467,7 @@ int sc_kernels_init(sc_kernels *K, void *ctx) {
   const char *want = getenv("SPEECHC_ISA");
   if (want && *want) return init_isa(K, ctx, want, "SPEECHC_ISA");
   for (size_t i = 0; i < sizeof isas / sizeof *isas; i++)
-    if (isas[i].by_default && isa_runs(&isas[i])) return init_isa(K, ctx, isas[i].name, "kernels");
+    if (isa_default(&isas[i])) return init_isa(K, ctx, isas[i].name, "kernels");
   sc_kernels_init_portable(K, ctx);
   return 0;
 }

@@ -125,7 +125,7 @@ int sc_bf16act_setting(const char *value);
 
 /* Every ISA speechc has kernels for, in sc_kernels_init's order of
  * preference ("avx512" only when asked for). */
-#define SC_KERNEL_ISAS "avx512-vnni,avx512,avx2,neon-dotprod,neon,portable"
+#define SC_KERNEL_ISAS "avx512-vnni-256,avx512-vnni,avx512,avx2,neon-dotprod,neon,portable"
 
 /* Fill K for the best ISA this CPU runs, or the one the environment
  * variable SPEECHC_ISA names.  ctx (an sc_kernel_ctx, or NULL to drop
@@ -426,7 +426,8 @@ extern const sc_kern_ops sc_kern_avx2;
  * kernels_neon_dotprod.c (AArch64, the latter -march=armv8.2-a+dotprod):
  * likewise all NULL where their target features were not compiled in. */
 extern const sc_kern_ops sc_kern_avx512;
-extern const sc_kern_ops sc_kern_avx512vnni; /* kernels_avx512vnni.c */
+extern const sc_kern_ops sc_kern_avx512vnni;    /* kernels_avx512vnni.c */
+extern const sc_kern_ops sc_kern_avx512vnni256; /* kernels_avx512vnni256.c */
 /* The ends every attn_row shares (kernels.c): the softmax of a score row
  * in place (max subtracted, sc_expf_n, summed in key order; returns the
  * sum), and the value columns c0..hd one by one, each an fmaf chain over

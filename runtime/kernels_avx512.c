@@ -2,11 +2,14 @@
  * kernels_avx512.c — AVX-512 (F, BW, VL) inner loops for kernels.c, built
  * with -mavx512f -mavx512bw -mavx512vl -mavx2 -mfma -mf16c.
  *
- * NOT CHOSEN BY DEFAULT: no machine that built this has executed it (QEMU's
- * TCG has no AVX-512).  sc_kernels_init runs it only when SPEECHC_ISA=avx512
- * and the CPU has all three features; test_kernels and test_quant then
- * compare it with the portable kernels on such a CPU, and test_avx512_simde
- * runs this file's code here through SIMDe's C model of the intrinsics.
+ * Three tables come from this file: "avx512" (this build; only when
+ * SPEECHC_ISA names it), "avx512-vnni" (kernels_avx512vnni.c, the default
+ * on CPUs with AVX512-VNNI) and "avx512-vnni-256" (kernels_avx512vnni256.c:
+ * SC_GEMV_256, the bf16 and q8_0 one-token dots at 256-bit width with the
+ * same bits, the default where 512-bit operations are split in two).
+ * test_kernels and test_quant compare them with the portable kernels on a
+ * CPU that runs them, and test_avx512_simde runs this file's code on any
+ * CPU through SIMDe's C model of the intrinsics (QEMU's TCG has no AVX-512).
  *
  * Per-row accumulation order, fixed by `cols` alone (f32 and bf16):
  *   four 16-float FMA accumulators a0..a3 take the 64-float blocks (block
@@ -80,6 +83,13 @@ ALWAYS_INLINE float hsum16(__m512 v) {
   return _mm_cvtss_f32(s);
 }
 
+ALWAYS_INLINE float hsum8(__m256 v) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
 #define DEFINE_DOT(NAME, WT, LOAD16, SCALAR)                                 \
   ALWAYS_INLINE void NAME##_n(const WT *w, const float *x, int cols,       \
                               float *out, const int N) {                   \
@@ -123,7 +133,42 @@ ALWAYS_INLINE float hsum16(__m512 v) {
   }
 
 DEFINE_DOT(dot_f32_, float, load16_f32, scalar_f32)
+#ifndef SC_GEMV_256
 DEFINE_DOT(dot_bf16_, uint16_t, load16_bf16, scalar_bf16)
+#else
+/* The bf16 dot at 256-bit width (kernels_avx512vnni256.c): each 16-float
+ * accumulator above as its two halves lo, hi, which see the same lanes'
+ * operations in the same order; hsum16's first step is lo + hi.  The same
+ * bits as DEFINE_DOT's. */
+ALWAYS_INLINE __m256 load8_bf16(const uint16_t *p) {
+  const __m128i h = _mm_loadu_si128((const __m128i *)p);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+ALWAYS_INLINE float dot_bf16_row(const uint16_t *w, const float *x, int cols) {
+  __m256 lo[4], hi[4];
+  for (int k = 0; k < 4; k++) lo[k] = hi[k] = _mm256_setzero_ps();
+  int i = 0;
+  for (; i + 64 <= cols; i += 64)
+    for (int k = 0; k < 4; k++) {
+      if (k % 2 == 0) PREFETCH((const char *)(w + i + 16 * k) + QPF_AHEAD);
+      lo[k] = _mm256_fmadd_ps(load8_bf16(w + i + 16 * k), _mm256_loadu_ps(x + i + 16 * k), lo[k]);
+      hi[k] = _mm256_fmadd_ps(load8_bf16(w + i + 16 * k + 8), _mm256_loadu_ps(x + i + 16 * k + 8), hi[k]);
+    }
+  for (; i + 16 <= cols; i += 16) {
+    lo[0] = _mm256_fmadd_ps(load8_bf16(w + i), _mm256_loadu_ps(x + i), lo[0]);
+    hi[0] = _mm256_fmadd_ps(load8_bf16(w + i + 8), _mm256_loadu_ps(x + i + 8), hi[0]);
+  }
+  const __m256 l = _mm256_add_ps(_mm256_add_ps(lo[0], lo[1]), _mm256_add_ps(lo[2], lo[3]));
+  const __m256 h = _mm256_add_ps(_mm256_add_ps(hi[0], hi[1]), _mm256_add_ps(hi[2], hi[3]));
+  float s = hsum8(_mm256_add_ps(l, h));
+  for (int j = i; j < cols; j++) s = fmaf(scalar_bf16(w + j), x[j], s);
+  return s;
+}
+static void dot_bf16_4(const uint16_t *w, const float *x, int cols, float *out) {
+  for (int r = 0; r < 4; r++) out[r] = dot_bf16_row(w + (size_t)r * cols, x, cols);
+}
+static void dot_bf16_1(const uint16_t *w, const float *x, int cols, float *out) { out[0] = dot_bf16_row(w, x, cols); }
+#endif
 
 static void axpy(float *y, float a, const float *x, int n) {
   __m512 av = _mm512_set1_ps(a);
@@ -261,11 +306,55 @@ ALWAYS_INLINE __m512 q4_0_tok(qpair w, const int8_t *y, const float *dx, const i
 DEFINE_QROW(q8_0_blocks, q8_0_wpair, q8_0_tok, SC_Q8_0_BLOCK)
 DEFINE_QROW(q4_0_blocks, q4_0_wpair, q4_0_tok, SC_Q4_0_BLOCK)
 
+#ifndef SC_GEMV_256
 ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                  const unsigned char *xp, int nb) {
   (void)xp;
   return hsum16(q8_0_blocks(w, xq, xd, nb, _mm512_setzero_ps()));
 }
+#else
+/* The q8_0 dot at 256-bit width (kernels_avx512vnni256.c): DEFINE_QROW's
+ * accumulators a0, a1 as their halves e0 | e1 and o0 | o1, block 2p in
+ * the low half and 2p + 1 in the high one, the same exact int32 lanes
+ * (|w| against x negated where w < 0, as sign_epi8 gives: zero where w is
+ * zero, which adds nothing) and the same float steps.  An odd last block
+ * leaves o1 as it is, which is what adding the zmm form's zero upper
+ * lanes does (an accumulator that starts at +0 is never -0).  The same
+ * bits as the 512-bit dot and the GEMM tiles. */
+ALWAYS_INLINE __m256 q8_0_block(const uint8_t *b, const int8_t *y, float dx, __m256 acc) {
+  const __m256i q = _mm256_loadu_si256((const __m256i *)(b + 2));
+  const __m256i ys = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y), q);
+#ifdef SC_VNNI
+  const __m256i s32 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), ys);
+#else
+  const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), ys), _mm256_set1_epi16(1));
+#endif
+  return _mm256_fmadd_ps(_mm256_set1_ps(blk_scale(b)), _mm256_mul_ps(_mm256_cvtepi32_ps(s32), _mm256_set1_ps(dx)),
+                         acc);
+}
+ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
+                                 const unsigned char *xp, int nb) {
+  (void)xp;
+  __m256 e0 = _mm256_setzero_ps(), e1 = _mm256_setzero_ps(), o0 = _mm256_setzero_ps(), o1 = _mm256_setzero_ps();
+  const int np = nb / 2;
+  int p = 0;
+  for (; p + 2 <= np; p += 2) {
+    const uint8_t *b = w + (size_t)(2 * p) * SC_Q8_0_BLOCK;
+    for (int l = 0; l < (4 * SC_Q8_0_BLOCK + 63) / 64; l++) PREFETCH(b + QPF_AHEAD + 64 * l);
+    e0 = q8_0_block(b, xq + 64 * p, xd[2 * p], e0);
+    e1 = q8_0_block(b + SC_Q8_0_BLOCK, xq + 64 * p + 32, xd[2 * p + 1], e1);
+    o0 = q8_0_block(b + 2 * SC_Q8_0_BLOCK, xq + 64 * p + 64, xd[2 * p + 2], o0);
+    o1 = q8_0_block(b + 3 * SC_Q8_0_BLOCK, xq + 64 * p + 96, xd[2 * p + 3], o1);
+  }
+  if (p < np) {
+    const uint8_t *b = w + (size_t)(2 * p) * SC_Q8_0_BLOCK;
+    e0 = q8_0_block(b, xq + 64 * p, xd[2 * p], e0);
+    e1 = q8_0_block(b + SC_Q8_0_BLOCK, xq + 64 * p + 32, xd[2 * p + 1], e1);
+  }
+  if (nb & 1) o0 = q8_0_block(w + (size_t)(nb - 1) * SC_Q8_0_BLOCK, xq + 32 * (nb - 1), xd[nb - 1], o0);
+  return hsum8(_mm256_add_ps(_mm256_add_ps(e0, o0), _mm256_add_ps(e1, o1)));
+}
+#endif
 
 /* One whole q4_0 group (kernels.h) of one row, its weight side: chunks
  * 2k, 2k+1 in one register, low nibbles lo[k], high nibbles hi[k]; dw the
@@ -322,12 +411,6 @@ ALWAYS_INLINE __m256 q4_0_group(const uint8_t *wg, const unsigned char *xv, __m2
   return q4_group_tok(&g, xv, acc);
 }
 
-ALWAYS_INLINE float hsum8(__m256 v) {
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  return _mm_cvtss_f32(h);
-}
 
 /* q4_0: whole groups alternately into g0 and g1 (8 lanes), the last
  * nb % 8 blocks in pairs as q8_0's; then hsum(g0 + g1) + hsum(pairs). */

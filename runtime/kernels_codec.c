@@ -385,6 +385,7 @@ DEFINE_SNAKE(portable, &sc_kern_portable)
 DEFINE_SNAKE(avx2, &sc_kern_avx2)
 DEFINE_SNAKE(avx512, &sc_kern_avx512)
 DEFINE_SNAKE(avx512vnni, &sc_kern_avx512vnni)
+DEFINE_SNAKE(avx512vnni256, &sc_kern_avx512vnni256)
 DEFINE_SNAKE(neon, &sc_kern_neon)
 DEFINE_SNAKE(neon_dotprod, &sc_kern_neon_dotprod)
 
@@ -510,10 +511,11 @@ void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops) {
   K->overlap_add = k_overlap_add;
   K->layernorm = k_layernorm;
   K->vq_nearest = k_vq_nearest;
-  K->snake = ops == &sc_kern_avx2           ? snake_avx2
-             : ops == &sc_kern_avx512       ? snake_avx512
-             : ops == &sc_kern_avx512vnni   ? snake_avx512vnni
-             : ops == &sc_kern_neon         ? snake_neon
-             : ops == &sc_kern_neon_dotprod ? snake_neon_dotprod
-                                            : snake_portable;
+  K->snake = ops == &sc_kern_avx2             ? snake_avx2
+             : ops == &sc_kern_avx512         ? snake_avx512
+             : ops == &sc_kern_avx512vnni     ? snake_avx512vnni
+             : ops == &sc_kern_avx512vnni256  ? snake_avx512vnni256
+             : ops == &sc_kern_neon           ? snake_neon
+             : ops == &sc_kern_neon_dotprod   ? snake_neon_dotprod
+                                              : snake_portable;
 }

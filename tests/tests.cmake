@@ -28,6 +28,12 @@ target_compile_definitions(test_avx512vnni_simde PRIVATE SC_TEST_VNNI=1)
 target_link_libraries(test_avx512vnni_simde PRIVATE speechc_compiler)
 target_include_directories(test_avx512vnni_simde PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit ${SIMDE_INCLUDE})
 add_test(NAME test_avx512vnni_simde COMMAND test_avx512vnni_simde WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+# And on its 256-bit GEMV variant (kernels_avx512vnni256.c).
+add_executable(test_avx512vnni256_simde ${CMAKE_SOURCE_DIR}/tests/unit/test_avx512_simde.c)
+target_compile_definitions(test_avx512vnni256_simde PRIVATE SC_TEST_VNNI=1 SC_TEST_GEMV_256=1)
+target_link_libraries(test_avx512vnni256_simde PRIVATE speechc_compiler)
+target_include_directories(test_avx512vnni256_simde PRIVATE ${CMAKE_SOURCE_DIR}/tests/unit ${SIMDE_INCLUDE})
+add_test(NAME test_avx512vnni256_simde COMMAND test_avx512vnni256_simde WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 
 # SPEECHC_ISA end to end: the portable kernels give the trace's tokens too,
 # and an ISA that cannot run fails the session with the override named.

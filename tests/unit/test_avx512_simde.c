@@ -65,7 +65,13 @@ typedef simde__mmask16 __mmask16;
 #define _mm512_madd_epi16(a, b) simde_mm512_madd_epi16(a, b)
 
 #define SC_AVX512_SIMDE 1
-#ifdef SC_TEST_VNNI /* test_avx512vnni_simde: the same file with VPDPBUSD */
+#if defined(SC_TEST_VNNI) && defined(SC_TEST_GEMV_256) /* test_avx512vnni256_simde */
+#define SC_VNNI 1
+#define SC_GEMV_256 1
+#define SC_AVX512_OPS sc_kern_avx512_simde
+#define SC_AVX512_NAME "avx512-vnni-256 (SIMDe)"
+#define NATIVE_ISA "avx512-vnni-256"
+#elif defined(SC_TEST_VNNI) /* test_avx512vnni_simde: the same file with VPDPBUSD */
 #define SC_VNNI 1
 #define SC_AVX512_OPS sc_kern_avx512_simde
 #define SC_AVX512_NAME "avx512-vnni (SIMDe)"
@@ -296,10 +302,31 @@ static void check_snake(const sc_kern_ops *A) {
   CHECK(!memcmp(z, y, sizeof z));
 }
 
-/* Every quantized dot and GEMM element of A has the bits of B's (the
- * float bands are the same code in both tables). */
+/* Every dot and GEMM element of A has the bits of B's: the quantized
+ * bands, and the float dots (avx512-vnni-256's bf16 dot is its own code). */
 static void check_same_bits(const sc_kern_ops *A, const sc_kern_ops *B) {
-  enum { NB = GNB, RB8 = NB * SC_Q8_0_BLOCK, RB4 = NB * SC_Q4_0_BLOCK, NT = 9 };
+  enum { NB = GNB, RB8 = NB * SC_Q8_0_BLOCK, RB4 = NB * SC_Q4_0_BLOCK, NT = 9, FC = 1093 };
+  static float wf[4 * FC], xf[FC];
+  static uint16_t wb[4 * FC];
+  for (int i = 0; i < 4 * FC; i++) {
+    wf[i] = frand();
+    uint32_t u;
+    memcpy(&u, &wf[i], 4);
+    wb[i] = (uint16_t)(u >> 16);
+  }
+  for (int i = 0; i < FC; i++) xf[i] = frand();
+  static const int colss[] = {1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 577, 1093};
+  for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++) {
+    const int cols = colss[ci];
+    float a[4], b[4];
+    A->dot4_bf16(wb, xf, cols, a), B->dot4_bf16(wb, xf, cols, b);
+    CHECK_MSG(!memcmp(a, b, sizeof a), "%s bf16 cols %d: dot4 differs from %s", A->name, cols, B->name);
+    A->dot1_bf16(wb, xf, cols, a), B->dot1_bf16(wb, xf, cols, b);
+    CHECK_MSG(a[0] == b[0] || (a[0] != a[0] && b[0] != b[0]), "%s bf16 cols %d: dot1 differs from %s", A->name, cols,
+              B->name);
+    A->dot4_f32(wf, xf, cols, a), B->dot4_f32(wf, xf, cols, b);
+    CHECK_MSG(!memcmp(a, b, sizeof a), "%s f32 cols %d: dot4 differs from %s", A->name, cols, B->name);
+  }
   static unsigned char w8[4 * RB8], w4[4 * RB4], xp[NT * NB * 64];
   static float xs[NT * NB * 32], xd[NT * NB];
   static int8_t xq[NT * NB * 32];
