@@ -216,7 +216,7 @@ typedef struct qpair {
 /* 64 (two = 0: 32, upper lanes zero) activation bytes at y. */
 ALWAYS_INLINE __m512i y_pair(const int8_t *y, const int two) {
   /* one 64-byte load for a pair (a 256-bit load and an insert cost a
-   * shuffle more a token and pair; Zen 4's q8_0 tile runs 10 % faster) */
+   * shuffle more a token and pair; Zen 4's q8_0 tile runs 1.14x faster) */
   if (two) return _mm512_loadu_si512(y);
   return two_halves(_mm256_loadu_si256((const __m256i *)y), _mm256_setzero_si256());
 }
@@ -413,7 +413,6 @@ ALWAYS_INLINE __m256 q4_0_group(const uint8_t *wg, const unsigned char *xv, __m2
   const q4grp g = q4_group_w(wg);
   return q4_group_tok(&g, xv, acc);
 }
-
 
 /* q4_0: whole groups alternately into g0 and g1 (8 lanes), the last
  * nb % 8 blocks in pairs as q8_0's; then hsum(g0 + g1) + hsum(pairs). */
