@@ -109,16 +109,21 @@ static void make_qweights(unsigned char *w8, unsigned char *w4, int nbmax) {
   }
 }
 
-static void check_ops(const sc_kern_ops *A) {
-  const sc_kern_ops *P = &sc_kern_portable;
-  static float wf[4 * MAXC], x[MAXC];
-  static uint16_t wb[4 * MAXC];
-  for (int i = 0; i < 4 * MAXC; i++) {
+/* n random f32 weights and the same values truncated to bf16. */
+static void make_fweights(float *wf, uint16_t *wb, int n) {
+  for (int i = 0; i < n; i++) {
     wf[i] = frand();
     uint32_t u;
     memcpy(&u, &wf[i], 4);
     wb[i] = (uint16_t)(u >> 16);
   }
+}
+
+static void check_ops(const sc_kern_ops *A) {
+  const sc_kern_ops *P = &sc_kern_portable;
+  static float wf[4 * MAXC], x[MAXC];
+  static uint16_t wb[4 * MAXC];
+  make_fweights(wf, wb, 4 * MAXC);
   for (int i = 0; i < MAXC; i++) x[i] = frand();
   static const int colss[] = {1, 15, 16, 17, 63, 64, 65, 100, 128, 200, 255, 300};
   for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++) {
@@ -219,12 +224,7 @@ static void check_gemm(const sc_kern_ops *A) {
   if (!(A->gemm_f32 && A->gemm_bf16 && A->gemm_q8_0 && A->gemm_q4_0)) return;
   static float wf[4 * GC], x[GT * GLDX], out[GT * GLDO], ref[GT * 4];
   static uint16_t wb[4 * GC];
-  for (int i = 0; i < 4 * GC; i++) {
-    wf[i] = frand();
-    uint32_t u;
-    memcpy(&u, &wf[i], 4);
-    wb[i] = (uint16_t)(u >> 16);
-  }
+  make_fweights(wf, wb, 4 * GC);
   for (int i = 0; i < GT * GLDX; i++) x[i] = frand();
   static const int colss[] = {1, 15, 16, 17, 32, 63, 64, 65, 100, 300, 577, 1093};
   for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++)
@@ -308,12 +308,7 @@ static void check_same_bits(const sc_kern_ops *A, const sc_kern_ops *B) {
   enum { NB = GNB, RB8 = NB * SC_Q8_0_BLOCK, RB4 = NB * SC_Q4_0_BLOCK, NT = 9, FC = 1093 };
   static float wf[4 * FC], xf[FC];
   static uint16_t wb[4 * FC];
-  for (int i = 0; i < 4 * FC; i++) {
-    wf[i] = frand();
-    uint32_t u;
-    memcpy(&u, &wf[i], 4);
-    wb[i] = (uint16_t)(u >> 16);
-  }
+  make_fweights(wf, wb, 4 * FC);
   for (int i = 0; i < FC; i++) xf[i] = frand();
   static const int colss[] = {1, 15, 16, 17, 63, 64, 65, 127, 128, 129, 577, 1093};
   for (size_t ci = 0; ci < sizeof colss / sizeof *colss; ci++) {
@@ -322,8 +317,7 @@ static void check_same_bits(const sc_kern_ops *A, const sc_kern_ops *B) {
     A->dot4_bf16(wb, xf, cols, a), B->dot4_bf16(wb, xf, cols, b);
     CHECK_MSG(!memcmp(a, b, sizeof a), "%s bf16 cols %d: dot4 differs from %s", A->name, cols, B->name);
     A->dot1_bf16(wb, xf, cols, a), B->dot1_bf16(wb, xf, cols, b);
-    CHECK_MSG(a[0] == b[0] || (a[0] != a[0] && b[0] != b[0]), "%s bf16 cols %d: dot1 differs from %s", A->name, cols,
-              B->name);
+    CHECK_MSG(!memcmp(a, b, sizeof a[0]), "%s bf16 cols %d: dot1 differs from %s", A->name, cols, B->name);
     A->dot4_f32(wf, xf, cols, a), B->dot4_f32(wf, xf, cols, b);
     CHECK_MSG(!memcmp(a, b, sizeof a), "%s f32 cols %d: dot4 differs from %s", A->name, cols, B->name);
   }
