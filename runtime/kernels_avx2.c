@@ -389,8 +389,9 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
  * x FL_NT = 2 tokens: 8 accumulators, the 4 rows' vectors and one
  * activation vector fit the 16 registers (4 x 3 spilled an accumulator,
  * and its store-to-load forward sat in an FMA chain).  Zen 4 under
- * SPEECHC_ISA=avx2, bench/kern_micro bf16 64 2 8: 3.6 -> 2.9 ms; T = 2..8
- * from DRAM 4-9 % faster (bf16), the same or faster (f32). */
+ * SPEECHC_ISA=avx2, bench/kern_micro bf16 64 2 8: 3.6 -> 2.9 ms; T = 4
+ * and 8 from DRAM 5-11 % faster, T = 2 the same.  The partial sums are
+ * token-major, so a call of few tokens touches few of their lines. */
 #ifndef FL_NT
 #define FL_NT 2
 #endif
@@ -403,16 +404,16 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
 #define DEFINE_GEMM_FL(NAME, WT, LOAD8, SCALAR)                                \
   /* One tile's four passes over the segment [i0, i1) of the 32-column     \
    * blocks: pass k feeds accumulator k of every output (columns i0+8k..   \
-   * step 32), from and back to part[k][r][t0 + t].  The rows are w (row   \
+   * step 32), from and back to part[t0 + t][k][r].  The rows are w (row   \
    * stride cols), or with WIDE their segment widened to f32 in wf (row    \
    * stride FL_SEG). */                                                    \
   ALWAYS_INLINE void NAME##tile(const WT *w, int cols, const float *wf, const float *x, int ldx, \
-                                int i0, int i1, __m256 part[4][4][FL_MAXT], int t0, const int R, \
+                                int i0, int i1, __m256 part[FL_MAXT][4][4], int t0, const int R, \
                                 const int NT, const int WIDE) {               \
     for (int k = 0; k < 4; k++) {                                             \
       __m256 a[4][FL_NT];                                                     \
       for (int r = 0; r < R; r++)                                             \
-        for (int t = 0; t < NT; t++) a[r][t] = i0 ? part[k][r][t0 + t] : _mm256_setzero_ps(); \
+        for (int t = 0; t < NT; t++) a[r][t] = i0 ? part[t0 + t][k][r] : _mm256_setzero_ps(); \
       for (int i = i0 + 8 * k; i < i1; i += 32) {                             \
         __m256 wv[4];                                                         \
         for (int r = 0; r < R; r++)                                           \
@@ -427,19 +428,18 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
         }                                                                     \
       }                                                                       \
       for (int r = 0; r < R; r++)                                             \
-        for (int t = 0; t < NT; t++) part[k][r][t0 + t] = a[r][t];            \
+        for (int t = 0; t < NT; t++) part[t0 + t][k][r] = a[r][t];            \
     }                                                                         \
   }                                                                           \
   /* tokens 0..nt (nt <= FL_MAXT) against R rows */                          \
   ALWAYS_INLINE void NAME##chunk(const WT *w, int cols, const float *x, int ldx, int nt, \
-                                 float *out, int ldo, const int R, const int WIDE) { \
-    __m256 part[4][4][FL_MAXT];                                               \
-    float wf[WIDE ? 4 * FL_SEG : 1] __attribute__((aligned(32)));             \
+                                 float *out, int ldo, const int R, float *wf, const int WIDE) { \
+    __m256 part[FL_MAXT][4][4];                                               \
     const int n32 = cols & ~31, n8 = cols & ~7;                               \
     if (n32 == 0)                                                             \
       for (int k = 0; k < 4; k++)                                             \
         for (int r = 0; r < R; r++)                                           \
-          for (int t = 0; t < nt; t++) part[k][r][t] = _mm256_setzero_ps();   \
+          for (int t = 0; t < nt; t++) part[t][k][r] = _mm256_setzero_ps();   \
     for (int i0 = 0; i0 < n32; i0 += FL_SEG) {                                \
       const int i1 = n32 - i0 < FL_SEG ? n32 : i0 + FL_SEG;                   \
       if (WIDE)                                                               \
@@ -454,12 +454,12 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
       for (int t = 0; t < nt; t++) {                                          \
         const __m256 xv = _mm256_loadu_ps(x + (size_t)t * ldx + i);           \
         for (int r = 0; r < R; r++)                                           \
-          part[0][r][t] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i), xv, part[0][r][t]); \
+          part[t][0][r] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i), xv, part[t][0][r]); \
       }                                                                       \
     for (int r = 0; r < R; r++)                                               \
       for (int t = 0; t < nt; t++) {                                          \
-        const __m256 v = _mm256_add_ps(_mm256_add_ps(part[0][r][t], part[1][r][t]), \
-                                       _mm256_add_ps(part[2][r][t], part[3][r][t])); \
+        const __m256 v = _mm256_add_ps(_mm256_add_ps(part[t][0][r], part[t][1][r]), \
+                                       _mm256_add_ps(part[t][2][r], part[t][3][r])); \
         float sum = hsum8(v);                                                 \
         const WT *wr = w + (size_t)r * cols;                                  \
         const float *xt = x + (size_t)t * ldx;                                \
@@ -471,10 +471,11 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
                       float *out, int ldo, const int R) {                     \
     for (int t = 0; t < nt; t += FL_MAXT) {                                   \
       const int n = nt - t < FL_MAXT ? nt - t : FL_MAXT;                      \
-      if (sizeof(WT) < 4 && n >= FL_WIDE_T)                                   \
-        NAME##chunk(w, cols, x + (size_t)t * ldx, ldx, n, out + (size_t)t * ldo, ldo, R, 1); \
-      else                                                                    \
-        NAME##chunk(w, cols, x + (size_t)t * ldx, ldx, n, out + (size_t)t * ldo, ldo, R, 0); \
+      if (sizeof(WT) < 4 && n >= FL_WIDE_T) {                                 \
+        float wf[4 * FL_SEG] __attribute__((aligned(32)));                    \
+        NAME##chunk(w, cols, x + (size_t)t * ldx, ldx, n, out + (size_t)t * ldo, ldo, R, wf, 1); \
+      } else                                                                  \
+        NAME##chunk(w, cols, x + (size_t)t * ldx, ldx, n, out + (size_t)t * ldo, ldo, R, NULL, 0); \
     }                                                                         \
   }                                                                           \
   static void NAME(const WT *w, int nr, const float *x, int ldx, int nt, int cols, \
