@@ -264,6 +264,50 @@ void sc_pack_row_q4_0(const void *ggml, int cols, void *out) {
   }
 }
 
+/* Block b of a q8_0 row in the grouped order (kernels.h): its scale at
+ * *d, and its element e at the returned pointer + (e / 4) * *qstep +
+ * e % 4. */
+static const uint8_t *q8g_block(const uint8_t *row, int nb, int b, const uint8_t **d, size_t *qstep) {
+  const int whole = nb / SC_Q8_GROUP * SC_Q8_GROUP;
+  if (b < whole) {
+    const uint8_t *g = row + (size_t)(b / SC_Q8_GROUP) * SC_Q8_GROUP_BYTES;
+    *d = g + 2 * (b % SC_Q8_GROUP);
+    *qstep = 32;
+    return g + 16 + 4 * (b % SC_Q8_GROUP);
+  }
+  const uint8_t *blk = row + (size_t)b * SC_Q8_0_BLOCK; /* where GGML has it */
+  *d = blk;
+  *qstep = 4;
+  return blk + 2;
+}
+
+void sc_pack_row_q8_0g(const void *ggml, int cols, void *out) {
+  const uint8_t *src = ggml;
+  uint8_t *row = out;
+  const int nb = cols / SC_QK;
+  for (int b = 0; b < nb; b++) {
+    const uint8_t *blk = src + (size_t)b * SC_Q8_0_BLOCK, *d;
+    size_t step;
+    uint8_t *q = (uint8_t *)q8g_block(row, nb, b, &d, &step);
+    memcpy((uint8_t *)d, blk, 2);
+    for (int e = 0; e < SC_QK; e++) q[(e / 4) * step + e % 4] = blk[2 + e];
+  }
+}
+
+void sc_unpack_row_q8_0g(const void *grouped, int cols, void *ggml) {
+  const uint8_t *row = grouped;
+  uint8_t *dst = ggml;
+  const int nb = cols / SC_QK;
+  for (int b = 0; b < nb; b++) {
+    uint8_t *blk = dst + (size_t)b * SC_Q8_0_BLOCK;
+    const uint8_t *d;
+    size_t step;
+    const uint8_t *q = q8g_block(row, nb, b, &d, &step);
+    memcpy(blk, d, 2);
+    for (int e = 0; e < SC_QK; e++) blk[2 + e] = q[(e / 4) * step + e % 4];
+  }
+}
+
 void sc_dequantize_row(int wtype, const void *row, int cols, float *y) {
   const uint8_t *p = row;
   switch (wtype) {
@@ -370,6 +414,27 @@ ALWAYS_INLINE void pdot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
   for (int r = 0; r < N; r++) out[r] = acc[r];
 }
 
+/* q8_0 rows in the grouped order: the GGML-order dot's bits, block by
+ * block (only the bytes' places differ). */
+ALWAYS_INLINE void pdot_q8_0g_n(const uint8_t *w, size_t rb, const int8_t *xq,
+                                const float *xd, const unsigned char *xp, int nb, float *out,
+                                const int N) {
+  (void)xp;
+  float acc[4] = {0};
+  for (int b = 0; b < nb; b++) {
+    const int8_t *y = xq + b * SC_QK;
+    for (int r = 0; r < N; r++) {
+      const uint8_t *dp;
+      size_t step;
+      const uint8_t *q = q8g_block(w + r * rb, nb, b, &dp, &step);
+      int s = 0;
+      for (int e = 0; e < SC_QK; e++) s += (int8_t)q[(e / 4) * step + e % 4] * y[e];
+      acc[r] += (blk_d_fast(dp) * xd[b]) * (float)s;
+    }
+  }
+  for (int r = 0; r < N; r++) out[r] = acc[r];
+}
+
 #define DEFINE_QDOT(NAME)                                                    \
   static void NAME##4(const uint8_t *w, size_t rb, const int8_t *xq,        \
                       const float *xd, const unsigned char *xp, int nb, float *out) { \
@@ -381,6 +446,7 @@ ALWAYS_INLINE void pdot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
   }
 DEFINE_QDOT(pdot_q8_0_)
 DEFINE_QDOT(pdot_q4_0_)
+DEFINE_QDOT(pdot_q8_0g_)
 
 const sc_kern_ops sc_kern_portable = {
     .name = "portable",
@@ -394,6 +460,8 @@ const sc_kern_ops sc_kern_portable = {
     .dot1_q8_0 = pdot_q8_0_1,
     .dot4_q4_0 = pdot_q4_0_4,
     .dot1_q4_0 = pdot_q4_0_1,
+    .dot4_q8_0g = pdot_q8_0g_4,
+    .dot1_q8_0g = pdot_q8_0g_1,
 };
 
 /* ---- drivers ------------------------------------------------------------ */

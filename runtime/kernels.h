@@ -169,6 +169,18 @@ void sc_kernel_ctx_free(sc_kernel_ctx *c);
  *   bytes each).
  * A row has the same size as in GGML, cols/32 blocks.  The sizes and the
  * per-band table (row bytes, names) are in sc_bands.h.
+ *
+ * q8_0's grouped order (issue 18; kernels and packer in place, not yet
+ * what the packer writes or the linear kernels read: until every ISA has
+ * its kernels, artifacts keep GGML's q8_0 blocks):
+ *   each whole group g of blocks 8g..8g+7 is SC_Q8_GROUP_BYTES: the eight
+ *   f16 scales d[8] (block 8g+j's at j), then eight chunks k = 4h + c
+ *   (h = 0..1, c = 0..3) of 32 bytes, chunk byte 4j + i = element
+ *   16h + 4c + i of block 8g+j (exactly where quantize_q8's view xp puts
+ *   the activation that meets it, so 32-bit lane j of a chunk's products
+ *   belongs to block j);
+ *   the last cols/32 % 8 blocks follow as plain GGML blocks.
+ * (SC_Q8_GROUP, SC_Q8_GROUP_BYTES: sc_bands.h.)
  */
 #define SC_Q4_VIEW_GROUP 320   /* bytes of the activation view per group */
 uint16_t sc_f32_to_f16(float f);
@@ -191,6 +203,10 @@ void sc_quantize_row_q4_0(const float *x, int cols, void *out);
 /* A row of GGML q4_0 blocks -> the CPU's grouped order (same size; in and
  * out must not overlap). */
 void sc_pack_row_q4_0(const void *ggml, int cols, void *out);
+/* A row of GGML q8_0 blocks -> q8_0's grouped order above (same size; in
+ * and out must not overlap), and back. */
+void sc_pack_row_q8_0g(const void *ggml, int cols, void *out);
+void sc_unpack_row_q8_0g(const void *grouped, int cols, void *ggml);
 /* Dequantize one row of band wtype (any SC_W_*; q4_0 in the CPU's grouped
  * order) into y[cols]. */
 void sc_dequantize_row(int wtype, const void *row, int cols, float *y);
@@ -285,6 +301,18 @@ typedef struct sc_kern_ops {
   void (*gemm_q4_0)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, int nt, float *out,
                     int ldo);
+  /* Optional, not yet called by the linear kernels: q8_0 rows in the
+   * grouped order (above), with dot4/dot1/gemm's contracts; per whole
+   * group, lane j the exact integer dot of block 8g+j, then acc +=
+   * (d_w * d_x) * dot; the last nb % 8 blocks as the ISA's GGML-order
+   * q8_0 dot. */
+  void (*dot4_q8_0g)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
+                     const float *xd, const unsigned char *xp, int nb, float *out);
+  void (*dot1_q8_0g)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
+                     const float *xd, const unsigned char *xp, int nb, float *out);
+  void (*gemm_q8_0g)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
+                     const float *xd, const unsigned char *xp, int nb, int nt, float *out,
+                     int ldo);
   /* Optional: q4_0 prompts walk runs of this many tokens (<= 24) across
    * several blocks of rows, so that a run's activations stay in L1 (0 =
    * every block takes all the tokens, 24 at a time). */

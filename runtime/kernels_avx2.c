@@ -26,6 +26,14 @@
  * maddubs; q4_0 nibbles 0..15 through maddubs, minus 8 * (the x they
  * meet).
  *
+ * q8_0 in the grouped order (kernels.h; the *_q8_0g hooks, not yet what
+ * the linear kernels call): per whole group the eight blocks' exact
+ * integer dots in the lanes of one int32 vector (|w| x sign(x, w) through
+ * maddubs and madd, chunk by chunk), converted, fma by d_w * d_x (eight
+ * scales from one F16C conversion) into one accumulator; then the last nb
+ * % 8 blocks as above (partial sums x d_x, fma by d_w) into the same one;
+ * then the horizontal sum.
+ *
  * GEMM (T > 1): tiles of rows x tokens that give every element exactly the
  * dot's operations in the dot's order (see the gemm_* section).
  */
@@ -242,6 +250,46 @@ ALWAYS_INLINE __m256 q4_0_group(const uint8_t *wg, const unsigned char *xv, __m2
   return q4_group_end(sum16, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)), xv, acc);
 }
 
+/* q8_0 in the grouped order (kernels.h): one whole group of one row
+ * against the view of one token, lane j the exact integer dot of block
+ * 8g+j (each chunk's maddubs pairs and madd quads are exact, and the
+ * int32 sums cannot overflow: 32 x 128 x 127).  aq(k) = |w| of chunk k:
+ * the GEMM computes it once for all its tokens. */
+ALWAYS_INLINE __m256i q8g_chunk(__m256i q, __m256i aq, const unsigned char *xc, __m256i sum) {
+  const __m256i y = _mm256_loadu_si256((const __m256i *)xc);
+  return _mm256_add_epi32(sum, _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(y, q)),
+                                                 _mm256_set1_epi16(1)));
+}
+/* ... then acc += (d_w * d_x) * dot, lane by lane. */
+ALWAYS_INLINE __m256 q8g_end(__m256i dot, __m256 dw, const unsigned char *xv, __m256 acc) {
+  return _mm256_fmadd_ps(_mm256_mul_ps(dw, _mm256_loadu_ps((const float *)(xv + 288))),
+                         _mm256_cvtepi32_ps(dot), acc);
+}
+
+/* One q8_0 row in the grouped order: the whole groups in turn into one
+ * accumulator (a group's eight chunks are long enough to hide the FMA's
+ * latency), then the last nb % 8 blocks as GGML blocks into the same one
+ * (q8_0_block: partial sums x d_x, fma by d_w), then the horizontal sum. */
+ALWAYS_INLINE float dot_q8_0g_row(const uint8_t *w, const int8_t *xq, const float *xd,
+                                  const unsigned char *xp, int nb) {
+  __m256 acc = _mm256_setzero_ps();
+  const int ng = nb / SC_Q8_GROUP;
+  for (int g = 0; g < ng; g++) {
+    const uint8_t *wg = w + (size_t)g * SC_Q8_GROUP_BYTES;
+    const unsigned char *xv = xp + (size_t)g * SC_Q4_VIEW_GROUP;
+    for (int l = 0; l < 5; l++) PREFETCH(wg + QPF_AHEAD + 64 * l); /* 272 bytes a group */
+    __m256i sum = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k++) {
+      const __m256i q = _mm256_loadu_si256((const __m256i *)(wg + 16 + 32 * k));
+      sum = q8g_chunk(q, _mm256_sign_epi8(q, q), xv + 32 * k, sum);
+    }
+    acc = q8g_end(sum, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)), xv, acc);
+  }
+  for (int b = SC_Q8_GROUP * ng; b < nb; b++)
+    acc = q8_0_block(w + (size_t)b * SC_Q8_0_BLOCK, xq + 32 * b, xd + b, acc);
+  return hsum8(acc);
+}
+
 /* One row, all blocks: the row is one sequential stream, which the
  * hardware prefetcher follows (four rows at a time would be four short
  * streams).  Two accumulators, even and odd steps, hide the FMA latency. */
@@ -299,8 +347,14 @@ ALWAYS_INLINE void dot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq, con
                       const float *xd, const unsigned char *xp, int nb, float *out) { \
     NAME##n(w, rb, xq, xd, xp, nb, out, 1);                                 \
   }
+ALWAYS_INLINE void dot_q8_0g_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+                               const unsigned char *xp, int nb, float *out, const int N) {
+  for (int r = 0; r < N; r++) out[r] = dot_q8_0g_row(w + r * rb, xq, xd, xp, nb);
+}
+
 DEFINE_QDOT(dot_q8_0_)
 DEFINE_QDOT(dot_q4_0_)
+DEFINE_QDOT(dot_q8_0g_)
 
 /* ---- attention: one query row (kernels.h attn_row) ------------------- */
 
@@ -576,6 +630,49 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
       out[(size_t)t * ldo + r] = hsum8(_mm256_add_ps(part[0][r][t], part[1][r][t]));
 }
 
+/* q8_0 in the grouped order: every whole group into each output's one
+ * float accumulator, then the last nb % 8 blocks, then the horizontal
+ * sum, as the dot.  The integer sums of a group sit in registers (R x NT
+ * of them, with the rows' chunks and their |w|); the float accumulators
+ * are touched once a group. */
+ALWAYS_INLINE void q8g_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+                            const unsigned char *xp, int nb, float *out, int ldo, const int R,
+                            const int NT) {
+  __m256 a[2][4];
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < NT; t++) a[r][t] = _mm256_setzero_ps();
+  const int ng = nb / SC_Q8_GROUP;
+  for (int g = 0; g < ng; g++) {
+    __m256i sum[2][4];
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < NT; t++) sum[r][t] = _mm256_setzero_si256();
+    for (int k = 0; k < 8; k++) {
+      __m256i q[2], aq[2];
+      for (int r = 0; r < R; r++) {
+        q[r] = _mm256_loadu_si256((const __m256i *)(w + r * rb + (size_t)g * SC_Q8_GROUP_BYTES + 16 + 32 * k));
+        aq[r] = _mm256_sign_epi8(q[r], q[r]);
+      }
+      for (int t = 0; t < NT; t++) {
+        const unsigned char *xc = xp + (size_t)t * 64 * nb + (size_t)g * SC_Q4_VIEW_GROUP + 32 * k;
+        for (int r = 0; r < R; r++) sum[r][t] = q8g_chunk(q[r], aq[r], xc, sum[r][t]);
+      }
+    }
+    for (int r = 0; r < R; r++) {
+      const __m256 dw =
+          _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + r * rb + (size_t)g * SC_Q8_GROUP_BYTES)));
+      for (int t = 0; t < NT; t++)
+        a[r][t] = q8g_end(sum[r][t], dw, xp + (size_t)t * 64 * nb + (size_t)g * SC_Q4_VIEW_GROUP, a[r][t]);
+    }
+  }
+  for (int b = SC_Q8_GROUP * ng; b < nb; b++)
+    for (int r = 0; r < R; r++)
+      for (int t = 0; t < NT; t++)
+        a[r][t] = q8_0_block(w + r * rb + (size_t)b * SC_Q8_0_BLOCK, xq + (size_t)t * 32 * nb + 32 * b,
+                             xd + (size_t)t * nb + b, a[r][t]);
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < NT; t++) out[(size_t)t * ldo + r] = hsum8(a[r][t]);
+}
+
 /* Tokens in tiles of Q_NT (2 x 3 accumulators, the weights of two rows
  * and the constants fit the 16 registers; 2 x 4 spilled accumulators to
  * the stack, which put a store-to-load forward into their FMA chains),
@@ -596,6 +693,8 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
 #define Q8_TILE(w, rb, xq, xd, xp, nb, out, ldo, R, NT) q8_tile(w, rb, xq, xd, nb, out, ldo, R, NT)
 DEFINE_GEMM_Q(gemm_q8_0, Q8_TILE)
 DEFINE_GEMM_Q(gemm_q4_0, q4_tile)
+#define Q8G_TILE(w, rb, xq, xd, xp, nb, out, ldo, R, NT) q8g_tile(w, rb, xq, xd, xp, nb, out, ldo, R, NT)
+DEFINE_GEMM_Q(gemm_q8_0g, Q8G_TILE)
 
 /* ---- SnakeBeta ------------------------------------------------------------
  * sc_sin2 (kernels.h) on eight lanes: the same steps, the products fused
@@ -656,6 +755,9 @@ const sc_kern_ops sc_kern_avx2 = {
     .gemm_f32 = gemm_f32,
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,
+    .dot4_q8_0g = dot_q8_0g_4,
+    .dot1_q8_0g = dot_q8_0g_1,
+    .gemm_q8_0g = gemm_q8_0g,
     .gemm_q4_0 = gemm_q4_0,
     .snake_row = snake_row,
 };

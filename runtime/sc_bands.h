@@ -30,6 +30,11 @@
  * whole group (eight scales, then four 32-byte chunks of nibbles). */
 #define SC_Q4_GROUP 8
 #define SC_Q4_GROUP_BYTES (SC_Q4_GROUP * SC_Q4_0_BLOCK)
+/* q8_0's grouped order (kernels.h; not yet the artifacts' layout): blocks
+ * per group and the bytes of a whole group (eight scales, then eight
+ * 32-byte chunks). */
+#define SC_Q8_GROUP 8
+#define SC_Q8_GROUP_BYTES (SC_Q8_GROUP * SC_Q8_0_BLOCK)
 
 #define SC_W_COUNT 5 /* SC_W_F32 .. SC_W_Q4_0 */
 
