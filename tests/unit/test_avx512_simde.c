@@ -7,6 +7,8 @@
  *     last block; q4_0 whole groups and a tail), on edge values (-128
  *     weights, +-127 activations);
  *   - dot4 and dot1 give a row the same bits; quantize_q8 the portable bits;
+ *   - q8_0 in the grouped order (the *_q8_0g hooks) likewise, against the
+ *     portable GGML-order dot;
  *   - every element of the GEMM hooks has its own dot1's bits (check_gemm);
  *   - snake_row agrees with sc_snake1 to 1e-6, past the polynomial's
  *     range too, and in place (check_snake).
@@ -186,6 +188,28 @@ static void check_ops(const sc_kern_ops *A) {
                   nb, r, a1, a4[r]);
       }
     }
+
+  /* q8_0 in the grouped order (kernels.h): the same rows packed, against
+   * the portable GGML-order dot; dot1 and dot4 the same bits */
+  CHECK_MSG(A->dot4_q8_0g && A->dot1_q8_0g && A->gemm_q8_0g, "%s lacks a q8_0g hook", A->name);
+  if (!(A->dot4_q8_0g && A->dot1_q8_0g && A->gemm_q8_0g)) return;
+  for (int nb = 1; nb <= NBMAX; nb++) {
+    static unsigned char wg[4 * RB8];
+    for (int r = 0; r < 4; r++) sc_pack_row_q8_0g(w8 + r * RB8, nb * 32, wg + r * RB8);
+    float a4[4], p4[4], a1;
+    A->dot4_q8_0g(wg, RB8, xq, xd, xp, nb, a4);
+    P->dot4_q8_0(w8, RB8, xq, xd, xp, nb, p4);
+    for (int r = 0; r < 4; r++) {
+      float wr[NBMAX * 32];
+      sc_dequantize_row(SC_W_Q8_0, w8 + r * RB8, nb * 32, wr);
+      double m = 0;
+      for (int c = 0; c < nb * 32; c++) m += fabs((double)wr[c] * xd[c / 32] * xq[c]);
+      CHECK_MSG(fabs(a4[r] - p4[r]) <= 1e-5 * m + 1e-30, "%s q8_0g nb %d r %d: %g vs portable %g", A->name, nb, r,
+                a4[r], p4[r]);
+      A->dot1_q8_0g(wg + r * RB8, RB8, xq, xd, xp, nb, &a1);
+      CHECK_MSG(same_bits(a1, a4[r]), "%s q8_0g nb %d r %d: dot1 %g, dot4 %g", A->name, nb, r, a1, a4[r]);
+    }
+  }
 }
 
 /* The GEMM hooks: every element out[t * GLDO + r] has the bits of A's own
@@ -196,7 +220,7 @@ static void check_ops(const sc_kern_ops *A) {
  * and four whole groups, with and without a tail.  Tokens are GLDX
  * floats apart, an odd stride, and GLDO > 4 catches a wrong row stride. */
 enum { GT = 13, GLDO = 5, GC = 1093, GLDX = GC + 3, GNB = 35 };
-static const char *gband_name[] = {"f32", "bf16", "q8_0", "q4_0"};
+static const char *gband_name[] = {"f32", "bf16", "q8_0", "q4_0", "q8_0g"};
 
 static int untouched(float f) {
   uint32_t u;
@@ -245,7 +269,7 @@ static void check_gemm(const sc_kern_ops *A) {
     }
 
   enum { RB8 = GNB * SC_Q8_0_BLOCK, RB4 = GNB * SC_Q4_0_BLOCK };
-  static unsigned char w8[4 * RB8], w4[4 * RB4], xp[GT * GNB * 64];
+  static unsigned char w8[4 * RB8], w4[4 * RB4], wg8[4 * RB8], xp[GT * GNB * 64];
   static float xs[GT * GNB * 32], xd[GT * GNB];
   static int8_t xq[GT * GNB * 32];
   make_qweights(w8, w4, GNB);
@@ -255,8 +279,9 @@ static void check_gemm(const sc_kern_ops *A) {
     const int nb = nbs[ni];
     for (int t = 0; t < GT; t++) /* token t's activations where the hooks look for them */
       P->quantize_q8(xs + t * 32 * nb, nb, xq + t * 32 * nb, xd + t * nb, xp + (size_t)t * 64 * nb);
-    for (int band = 2; band < 4; band++) {
-      const unsigned char *w = band == 3 ? w4 : w8;
+    for (int r = 0; r < 4; r++) sc_pack_row_q8_0g(w8 + r * RB8, nb * 32, wg8 + r * RB8); /* band 4: q8_0g */
+    for (int band = 2; band < 5; band++) {
+      const unsigned char *w = band == 3 ? w4 : band == 4 ? wg8 : w8;
       const size_t rb = band == 3 ? RB4 : RB8;
       for (int t = 0; t < GT; t++)
         for (int r = 0; r < 4; r++) {
@@ -264,12 +289,14 @@ static void check_gemm(const sc_kern_ops *A) {
           const float *d = xd + t * nb;
           const unsigned char *v = xp + (size_t)t * 64 * nb;
           if (band == 3) A->dot1_q4_0(w + r * rb, rb, q, d, v, nb, &ref[t * 4 + r]);
+          else if (band == 4) A->dot1_q8_0g(w + r * rb, rb, q, d, v, nb, &ref[t * 4 + r]);
           else A->dot1_q8_0(w + r * rb, rb, q, d, v, nb, &ref[t * 4 + r]);
         }
       for (int nr = 1; nr <= 4; nr++)
         for (int nt = 1; nt <= GT; nt++) {
           memset(out, 0xff, sizeof out);
           if (band == 3) A->gemm_q4_0(w, rb, nr, xq, xd, xp, nb, nt, out, GLDO);
+          else if (band == 4) A->gemm_q8_0g(w, rb, nr, xq, xd, xp, nb, nt, out, GLDO);
           else A->gemm_q8_0(w, rb, nr, xq, xd, xp, nb, nt, out, GLDO);
           check_gemm_out(A, band, nb, nr, nt, out, ref);
         }
