@@ -281,8 +281,42 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
     (void)rb;                                                               \
     out[0] = ROW(w, xq, xd, xp, nb);                                        \
   }
+/* q8_0 in the grouped order (kernels.h; the *_q8_0g hooks, not yet what
+ * the linear kernels call), as q4_0's groups without the nibbles: the
+ * first 16 bytes of a chunk hold blocks 0-3, the next 16 blocks 4-7, so
+ * idot4 gives each block its own int32 lane (exact: SMULL pairs of at
+ * most 128 x 127); then acc += (d_w * d_x) * dot, blocks 0-3 into acc[0],
+ * 4-7 into acc[1].  In pieces, which the GEMM tile shares. */
+ALWAYS_INLINE float32x4_t q8g_half_end(int32x4_t d, float32x4_t dw, const unsigned char *xv, int k,
+                                       float32x4_t acc) {
+  const float32x4_t sc = vmulq_f32(dw, vld1q_f32((const float *)(const void *)(xv + 288) + 4 * k));
+  return vfmaq_f32(acc, sc, vcvtq_f32_s32(d));
+}
+ALWAYS_INLINE void q8_0g_group(const uint8_t *wg, const unsigned char *xv, float32x4_t acc[2]) {
+  int32x4_t d[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
+  for (int c = 0; c < 8; c++)
+    for (int k = 0; k < 2; k++)
+      d[k] = idot4(d[k], vld1q_s8((const int8_t *)wg + 16 + 32 * c + 16 * k),
+                   vld1q_s8((const int8_t *)xv + 32 * c + 16 * k));
+  for (int k = 0; k < 2; k++) acc[k] = q8g_half_end(d[k], q4_scales(wg, k), xv, k, acc[k]);
+}
+
+/* q8_0 grouped: whole groups alternately into a[0] and a[1], the last nb
+ * % 8 blocks as GGML-order q8_0's; sums as dot_q4_0_row's. */
+ALWAYS_INLINE float dot_q8_0g_row(const uint8_t *w, const int8_t *xq, const float *xd,
+                                  const unsigned char *xp, int nb) {
+  float32x4_t a[2][2] = {{vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}, {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}};
+  const int ng = nb / 8;
+  for (int g = 0; g < ng; g++)
+    q8_0g_group(w + (size_t)g * SC_Q8_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a[g & 1]);
+  const int b = 8 * ng;
+  const float tail = b < nb ? hsum4(q8_0_blocks(w + (size_t)b * SC_Q8_0_BLOCK, xq + 32 * b, xd + b, nb - b)) : 0.0f;
+  return hsum4(vaddq_f32(vaddq_f32(a[0][0], a[0][1]), vaddq_f32(a[1][0], a[1][1]))) + tail;
+}
+
 DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
+DEFINE_QDOT(dot_q8_0g_, dot_q8_0g_row)
 
 /* ---- attention: one query row (kernels.h attn_row) ------------------- */
 
@@ -548,6 +582,52 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
     }
 }
 
+/* q8_0 grouped: as q4_tile, the chunks' bytes as they are. */
+ALWAYS_INLINE void q8g_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+                            const unsigned char *xp, int nb, float *out, int ldo, const int R, const int NT) {
+  float32x4_t part[2][2][2][Q_NT]; /* [parity][half][row][token] */
+  const int ng = nb / 8;
+  for (int par = 0; par < 2; par++) {
+    float32x4_t a[2][2][Q_NT];
+    for (int k = 0; k < 2; k++)
+      for (int r = 0; r < R; r++)
+        for (int t = 0; t < NT; t++) a[k][r][t] = vdupq_n_f32(0.0f);
+    for (int g = par; g < ng; g += 2) {
+      const size_t wo = (size_t)g * SC_Q8_GROUP_BYTES, xo = (size_t)g * SC_Q4_VIEW_GROUP;
+      for (int k = 0; k < 2; k++) {
+        int32x4_t d[2][Q_NT];
+        for (int r = 0; r < R; r++)
+          for (int t = 0; t < NT; t++) d[r][t] = vdupq_n_s32(0);
+        for (int c = 0; c < 8; c++) {
+          int8x16_t wv[2];
+          for (int r = 0; r < R; r++) wv[r] = vld1q_s8((const int8_t *)w + r * rb + wo + 16 + 32 * c + 16 * k);
+          for (int t = 0; t < NT; t++) {
+            const int8x16_t xv = vld1q_s8((const int8_t *)xp + (size_t)t * 64 * nb + xo + 32 * c + 16 * k);
+            for (int r = 0; r < R; r++) d[r][t] = idot4(d[r][t], wv[r], xv);
+          }
+        }
+        for (int r = 0; r < R; r++) {
+          const float32x4_t dw = q4_scales(w + r * rb + wo, k);
+          for (int t = 0; t < NT; t++)
+            a[k][r][t] = q8g_half_end(d[r][t], dw, xp + (size_t)t * 64 * nb + xo, k, a[k][r][t]);
+        }
+      }
+    }
+    for (int k = 0; k < 2; k++)
+      for (int r = 0; r < R; r++)
+        for (int t = 0; t < NT; t++) part[par][k][r][t] = a[k][r][t];
+  }
+  float32x4_t tail[2][Q_NT];
+  const int b = 8 * ng;
+  if (b < nb) q8_0_tile_blocks(w, rb, xq, xd, nb, b, tail, R, NT);
+  for (int r = 0; r < R; r++)
+    for (int t = 0; t < NT; t++) {
+      const float tl = b < nb ? hsum4(tail[r][t]) : 0.0f;
+      out[(size_t)t * ldo + r] = hsum4(vaddq_f32(vaddq_f32(part[0][0][r][t], part[0][1][r][t]),
+                                                 vaddq_f32(part[1][0][r][t], part[1][1][r][t]))) + tl;
+    }
+}
+
 #define DEFINE_GEMM_Q(NAME, TILE)                                                \
   static void NAME##r(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, \
                       const unsigned char *xp, int nb, int nt, float *out, int ldo, const int R) { \
@@ -567,6 +647,7 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
   }
 DEFINE_GEMM_Q(gemm_q8_0, q8_tile)
 DEFINE_GEMM_Q(gemm_q4_0, q4_tile)
+DEFINE_GEMM_Q(gemm_q8_0g, q8g_tile)
 
 const sc_kern_ops SC_NEON_OPS = {
     .name = SC_NEON_NAME,
@@ -585,6 +666,9 @@ const sc_kern_ops SC_NEON_OPS = {
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,
     .gemm_q4_0 = gemm_q4_0,
+    .dot4_q8_0g = dot_q8_0g_4,
+    .dot1_q8_0g = dot_q8_0g_1,
+    .gemm_q8_0g = gemm_q8_0g,
 };
 
 #else /* not AArch64, or the dotprod build without dotprod: nothing to offer */
