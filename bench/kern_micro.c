@@ -72,8 +72,11 @@ int main(int argc, char **argv) {
           uint16_t h = (uint16_t)(u >> 16);
           memcpy(dst + 2 * c, &h, 2);
         }
-      else if (wtype == SC_W_Q8_0) sc_quantize_row_q8_0(row, cols, dst);
-      else { /* GGML's blocks, then the CPU's groups, as the packer does */
+      else if (wtype == SC_W_Q8_0) { /* GGML's blocks, then the CPU's groups, as the packer does */
+        unsigned char ggml[3072 / 32 * SC_Q8_0_BLOCK];
+        sc_quantize_row_q8_0(row, cols, ggml);
+        sc_pack_row_q8_0(ggml, cols, dst);
+      } else {
         unsigned char ggml[3072 / 32 * SC_Q4_0_BLOCK];
         sc_quantize_row_q4_0(row, cols, ggml);
         sc_pack_row_q4_0(ggml, cols, dst);

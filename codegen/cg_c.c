@@ -173,8 +173,8 @@ static int emit_node(Cg *cg, int i) {
     } else if (sc_band_quantized(ir_wtype(w->band))) {
       /* one row of blocks: f16 scale (decoded exactly, subnormals
        * included), then 32 int8 or 16 bytes of nibbles (low: element k,
-       * high: element k + 16).  q8_0: GGML's blocks; q4_0: as the target
-       * lays it out (target_group), on cpu the CPU's groups of eight
+       * high: element k + 16), as the target lays them out
+       * (target_group): on cpu the CPU's groups of eight
        * (runtime/kernels.h), byte k of a grouped block
        * (k / 4) * 32 + k % 4 bytes after its first, the last nb % 8 blocks
        * GGML's. */
@@ -197,7 +197,7 @@ static int emit_node(Cg *cg, int i) {
             shift, bt->cpu_group_bytes, 2 * G, G - 1);
       } else {
         OUT("      const unsigned char *blk = row + b * %d;\n", bt->block_bytes);
-        if (!q8) OUT("      const unsigned char *q = blk + 2;\n      const int step = 4;\n");
+        OUT("      const unsigned char *q = blk + 2;\n      const int step = 4;\n");
       }
       OUT("      const unsigned h = blk[0] | (unsigned)blk[1] << 8, e = h >> 10 & 31, mant = h & 1023;\n");
       OUT("      union { unsigned u; float f; } cv;\n");
@@ -205,7 +205,7 @@ static int emit_node(Cg *cg, int i) {
       OUT("      float d = e ? cv.f : (float)mant * 5.9604644775390625e-8f; /* 2^-24 */\n");
       OUT("      if (h & 0x8000) d = -d;\n");
       if (q8) {
-        OUT("      for (int j = 0; j < 32; j++) y[b * 32 + j] = d * (float)(signed char)blk[2 + j];\n");
+        OUT("      for (int k = 0; k < 32; k++) y[b * 32 + k] = d * (float)(signed char)q[(k >> 2) * step + (k & 3)];\n");
       } else {
         OUT("      for (int k = 0; k < 16; k++) {\n");
         OUT("        const unsigned char v = q[(k >> 2) * step + (k & 3)];\n");

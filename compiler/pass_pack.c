@@ -129,7 +129,7 @@ static void write_rows(Writer *w, const IrWeight *wt, float *row) {
 }
 
 /* The quantized weights: f32 rows through the GGML quantizers; a band
- * the target lays out in the CPU's groups (q4_0 on cpu, target.h) then
+ * the target lays out in the CPU's groups (q8_0 and q4_0 on cpu, target.h) then
  * rearranged into them. */
 static void write_quantized(Writer *w, const Target *t, const IrWeight *wt, float *row, unsigned char *q) {
   int64_t cols = wt->cols;
@@ -139,8 +139,12 @@ static void write_quantized(Writer *w, const Target *t, const IrWeight *wt, floa
     const StTensor *t = wt->src[s].tensor;
     for (int64_t r = 0; r < wt->src[s].rows; r++) {
       st_read_f32(t, ir_src_row(&wt->src[s], r) * cols, cols, row);
-      if (wt->band == DT_Q8_0) {
+      if (wt->band == DT_Q8_0 && !grouped) {
         sc_quantize_row_q8_0(row, (int)cols, q);
+        put(w, q, qbytes);
+      } else if (wt->band == DT_Q8_0) {
+        sc_quantize_row_q8_0(row, (int)cols, q + qbytes);
+        sc_pack_row_q8_0(q + qbytes, (int)cols, q);
         put(w, q, qbytes);
       } else if (!grouped) {
         sc_quantize_row_q4_0(row, (int)cols, q);
@@ -224,8 +228,11 @@ static void write_sinpos(Writer *w, const IrWeight *wt, float *row) {
  * checkpoint's row (q: scratch of two quantized rows). */
 static void put_quantized(Writer *w, const Target *t, const IrWeight *wt, const float *row, unsigned char *q) {
   const size_t qbytes = (size_t)ir_band_row_bytes(wt->band, wt->cols);
-  if (wt->band == DT_Q8_0) {
+  if (wt->band == DT_Q8_0 && !target_group(t, wt->band)) {
     sc_quantize_row_q8_0(row, (int)wt->cols, q);
+  } else if (wt->band == DT_Q8_0) {
+    sc_quantize_row_q8_0(row, (int)wt->cols, q + qbytes);
+    sc_pack_row_q8_0(q + qbytes, (int)wt->cols, q);
   } else if (!target_group(t, wt->band)) {
     sc_quantize_row_q4_0(row, (int)wt->cols, q);
   } else {

@@ -20,8 +20,9 @@ static int emit_cpu(const Module *m, const CgInfo *info, StrBuf *host, StrBuf *d
 static const Target target_cpu = {
     .name = "cpu",
     .ir = IR_TARGET_CPU,
-    /* q4_0 in the groups of eight blocks the SIMD kernels read whole */
-    .layout = {[SC_W_Q4_0] = LAYOUT_CPU_GROUPS},
+    /* q8_0 and q4_0 in the groups of eight blocks the SIMD kernels read
+     * whole */
+    .layout = {[SC_W_Q8_0] = LAYOUT_CPU_GROUPS, [SC_W_Q4_0] = LAYOUT_CPU_GROUPS},
     .plan_temp = cg_c_temp_bytes,
     .arch = NULL,
     .id_text = "",

@@ -281,7 +281,7 @@ static const uint8_t *q8g_block(const uint8_t *row, int nb, int b, const uint8_t
   return blk + 2;
 }
 
-void sc_pack_row_q8_0g(const void *ggml, int cols, void *out) {
+void sc_pack_row_q8_0(const void *ggml, int cols, void *out) {
   const uint8_t *src = ggml;
   uint8_t *row = out;
   const int nb = cols / SC_QK;
@@ -294,7 +294,7 @@ void sc_pack_row_q8_0g(const void *ggml, int cols, void *out) {
   }
 }
 
-void sc_unpack_row_q8_0g(const void *grouped, int cols, void *ggml) {
+void sc_unpack_row_q8_0(const void *grouped, int cols, void *ggml) {
   const uint8_t *row = grouped;
   uint8_t *dst = ggml;
   const int nb = cols / SC_QK;
@@ -319,9 +319,12 @@ void sc_dequantize_row(int wtype, const void *row, int cols, float *y) {
     for (int c = 0; c < cols; c++) y[c] = sc_f16_to_f32((uint16_t)(p[2 * c] | p[2 * c + 1] << 8));
     return;
   case SC_W_Q8_0:
-    for (int b = 0; b < cols / SC_QK; b++, p += SC_Q8_0_BLOCK, y += SC_QK) {
-      const float d = blk_d(p);
-      for (int j = 0; j < SC_QK; j++) y[j] = d * (float)(int8_t)p[2 + j];
+    for (int b = 0; b < cols / SC_QK; b++, y += SC_QK) {
+      const uint8_t *dp;
+      size_t step;
+      const uint8_t *q = q8g_block(p, cols / SC_QK, b, &dp, &step);
+      const float d = blk_d(dp);
+      for (int e = 0; e < SC_QK; e++) y[e] = d * (float)(int8_t)q[(e / 4) * step + e % 4];
     }
     return;
   case SC_W_Q4_0:
@@ -374,24 +377,6 @@ static void pquantize_q8(const float *x, int nb, int8_t *xq, float *xd, unsigned
   }
 }
 
-/* Per row: acc += (d_w * d_x) * isum, block by block, in block order. */
-ALWAYS_INLINE void pdot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
-                               const float *xd, const unsigned char *xp, int nb, float *out,
-                               const int N) {
-  (void)xp;
-  float acc[4] = {0};
-  for (int b = 0; b < nb; b++) {
-    const int8_t *y = xq + b * SC_QK;
-    for (int r = 0; r < N; r++) {
-      const uint8_t *blk = w + r * rb + (size_t)b * SC_Q8_0_BLOCK;
-      int s = 0;
-      for (int j = 0; j < SC_QK; j++) s += (int8_t)blk[2 + j] * y[j];
-      acc[r] += (blk_d_fast(blk) * xd[b]) * (float)s;
-    }
-  }
-  for (int r = 0; r < N; r++) out[r] = acc[r];
-}
-
 ALWAYS_INLINE void pdot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
                                const float *xd, const unsigned char *xp, int nb, float *out,
                                const int N) {
@@ -414,9 +399,9 @@ ALWAYS_INLINE void pdot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
   for (int r = 0; r < N; r++) out[r] = acc[r];
 }
 
-/* q8_0 rows in the grouped order: the GGML-order dot's bits, block by
- * block (only the bytes' places differ). */
-ALWAYS_INLINE void pdot_q8_0g_n(const uint8_t *w, size_t rb, const int8_t *xq,
+/* Per row: acc += (d_w * d_x) * isum, block by block, in block order (the
+ * bytes where the grouped order has them). */
+ALWAYS_INLINE void pdot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq,
                                 const float *xd, const unsigned char *xp, int nb, float *out,
                                 const int N) {
   (void)xp;
@@ -446,7 +431,6 @@ ALWAYS_INLINE void pdot_q8_0g_n(const uint8_t *w, size_t rb, const int8_t *xq,
   }
 DEFINE_QDOT(pdot_q8_0_)
 DEFINE_QDOT(pdot_q4_0_)
-DEFINE_QDOT(pdot_q8_0g_)
 
 const sc_kern_ops sc_kern_portable = {
     .name = "portable",
@@ -460,8 +444,6 @@ const sc_kern_ops sc_kern_portable = {
     .dot1_q8_0 = pdot_q8_0_1,
     .dot4_q4_0 = pdot_q4_0_4,
     .dot1_q4_0 = pdot_q4_0_1,
-    .dot4_q8_0g = pdot_q8_0g_4,
-    .dot1_q8_0g = pdot_q8_0g_1,
 };
 
 /* ---- drivers ------------------------------------------------------------ */

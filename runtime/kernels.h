@@ -157,10 +157,10 @@ void sc_kernel_ctx_free(sc_kernel_ctx *c);
  *         element k in its low nibble and element k + 16 in its high one.
  * f16 conversions round to nearest even, as F16C does.
  *
- * q8_0 rows are stored as GGML's blocks.  q4_0 rows are stored for the CPU
- * in groups of eight blocks (the same bytes, rearranged; the CUDA target
- * keeps GGML's order), so that one 32-byte load feeds eight blocks and one
- * F16C conversion gives eight scales:
+ * q8_0 and q4_0 rows are stored for the CPU in groups of eight blocks (the
+ * same bytes, rearranged; the CUDA and Metal targets keep GGML's order),
+ * so that one 32-byte load feeds eight blocks and one F16C conversion
+ * gives eight scales.  q4_0:
  *   each whole group g of blocks 8g..8g+7 is SC_Q4_GROUP_BYTES: the eight
  *   f16 scales d[8] (block 8g+j's at j), then four chunks c = 0..3 of 32
  *   bytes, chunk byte 4j + i = GGML byte 4c + i of block 8g+j (so its low
@@ -170,9 +170,8 @@ void sc_kernel_ctx_free(sc_kernel_ctx *c);
  * A row has the same size as in GGML, cols/32 blocks.  The sizes and the
  * per-band table (row bytes, names) are in sc_bands.h.
  *
- * q8_0's grouped order (issue 18; kernels and packer in place, not yet
- * what the packer writes or the linear kernels read: until every ISA has
- * its kernels, artifacts keep GGML's q8_0 blocks):
+ * q8_0 (since ABI 10; before, GGML's blocks: its prompt tile spent six
+ * vector operations per row, token and block, docs/PERFORMANCE.md):
  *   each whole group g of blocks 8g..8g+7 is SC_Q8_GROUP_BYTES: the eight
  *   f16 scales d[8] (block 8g+j's at j), then eight chunks k = 4h + c
  *   (h = 0..1, c = 0..3) of 32 bytes, chunk byte 4j + i = element
@@ -180,7 +179,9 @@ void sc_kernel_ctx_free(sc_kernel_ctx *c);
  *   the activation that meets it, so 32-bit lane j of a chunk's products
  *   belongs to block j);
  *   the last cols/32 % 8 blocks follow as plain GGML blocks.
- * (SC_Q8_GROUP, SC_Q8_GROUP_BYTES: sc_bands.h.)
+ * (SC_Q8_GROUP, SC_Q8_GROUP_BYTES: sc_bands.h.)  So every kernel gets a
+ * group's eight exact integer block dots in the lanes of one int32 vector
+ * and does its float work once per eight blocks.
  */
 #define SC_Q4_VIEW_GROUP 320   /* bytes of the activation view per group */
 uint16_t sc_f32_to_f16(float f);
@@ -203,12 +204,12 @@ void sc_quantize_row_q4_0(const float *x, int cols, void *out);
 /* A row of GGML q4_0 blocks -> the CPU's grouped order (same size; in and
  * out must not overlap). */
 void sc_pack_row_q4_0(const void *ggml, int cols, void *out);
-/* A row of GGML q8_0 blocks -> q8_0's grouped order above (same size; in
- * and out must not overlap), and back. */
-void sc_pack_row_q8_0g(const void *ggml, int cols, void *out);
-void sc_unpack_row_q8_0g(const void *grouped, int cols, void *ggml);
-/* Dequantize one row of band wtype (any SC_W_*; q4_0 in the CPU's grouped
- * order) into y[cols]. */
+/* A row of GGML q8_0 blocks -> the CPU's grouped order (same size; in and
+ * out must not overlap), and back. */
+void sc_pack_row_q8_0(const void *ggml, int cols, void *out);
+void sc_unpack_row_q8_0(const void *grouped, int cols, void *ggml);
+/* Dequantize one row of band wtype (any SC_W_*; q8_0 and q4_0 in the CPU's
+ * grouped order) into y[cols]. */
 void sc_dequantize_row(int wtype, const void *row, int cols, float *y);
 
 /* The quantized GEMM's loop over rows, shared by the x86 tables (their
@@ -264,10 +265,10 @@ typedef struct sc_kern_ops {
    * 8g+j) (the nibble offsets); then f32 d[8] = xd[8g..8g+7].  Every ISA
    * gives the same bits. */
   void (*quantize_q8)(const float *x, int nb, int8_t *xq, float *xd, unsigned char *xp);
-  /* N rows of q8_0 / q4_0 blocks, row_bytes apart, against quantized x:
-   * per block (q4_0: per whole group, lane j block 8g+j) the exact integer
-   * dot, then acc += d_w * d_x * dot (the float order is each ISA's, fixed
-   * by nb). */
+  /* N rows of q8_0 / q4_0 blocks (the CPU's grouped order), row_bytes
+   * apart, against quantized x: per block (SIMD tables: per whole group,
+   * lane j block 8g+j) the exact integer dot, then acc += d_w * d_x * dot
+   * (the float order is each ISA's, fixed by nb). */
   void (*dot4_q8_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, float *out);
   void (*dot1_q8_0)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
@@ -301,18 +302,6 @@ typedef struct sc_kern_ops {
   void (*gemm_q4_0)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, int nt, float *out,
                     int ldo);
-  /* Optional, not yet called by the linear kernels: q8_0 rows in the
-   * grouped order (above), with dot4/dot1/gemm's contracts; per whole
-   * group, lane j the exact integer dot of block 8g+j, then acc +=
-   * (d_w * d_x) * dot; the last nb % 8 blocks as the ISA's GGML-order
-   * q8_0 dot. */
-  void (*dot4_q8_0g)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
-                     const float *xd, const unsigned char *xp, int nb, float *out);
-  void (*dot1_q8_0g)(const uint8_t *w, size_t row_bytes, const int8_t *xq,
-                     const float *xd, const unsigned char *xp, int nb, float *out);
-  void (*gemm_q8_0g)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
-                     const float *xd, const unsigned char *xp, int nb, int nt, float *out,
-                     int ldo);
   /* Optional: q4_0 prompts walk runs of this many tokens (<= 24) across
    * several blocks of rows, so that a run's activations stay in L1 (0 =
    * every block takes all the tokens, 24 at a time). */

@@ -13,26 +13,17 @@
  * (one stream through their bytes: faster from DRAM than four interleaved
  * ones), so a row gives the same bits whichever call computes it.
  *
- * Quantized bands (q8_0, q4_0 against 8-bit activations), one row at a
- * time into two 8-float accumulators, then acc0 + acc1 and the same
- * horizontal sum.  q8_0: block b goes to acc(b % 2): its 8 int32 partial
- * sums (lane k: products 4k..4k+3), converted, times d_x, then fused-
- * multiply-added by d_w.  q4_0: whole groups of eight blocks (kernels.h)
- * go to acc(g % 2): lane j the exact integer dot of block 8g+j,
- * converted, fma by d_w * d_x (eight scales from one F16C conversion);
- * the last nb % 8 blocks one by one into acc1 (lane k: the products of
- * four consecutive elements, converted, times d_x, fma by d_w).  The
- * integer dots use llama.cpp's tricks: q8_0 |w| x sign(x, w) through
- * maddubs; q4_0 nibbles 0..15 through maddubs, minus 8 * (the x they
- * meet).
- *
- * q8_0 in the grouped order (kernels.h; the *_q8_0g hooks, not yet what
- * the linear kernels call): per whole group the eight blocks' exact
- * integer dots in the lanes of one int32 vector (|w| x sign(x, w) through
- * maddubs and madd, chunk by chunk), converted, fma by d_w * d_x (eight
- * scales from one F16C conversion) into one accumulator; then the last nb
- * % 8 blocks as above (partial sums x d_x, fma by d_w) into the same one;
- * then the horizontal sum.
+ * Quantized bands (q8_0, q4_0 against 8-bit activations, rows in the
+ * CPU's groups of eight blocks, kernels.h), one row at a time.  q8_0: the
+ * whole groups in turn into one 8-float accumulator, lane j the exact
+ * integer dot of block 8g+j (|w| x sign(x, w) through maddubs and madd,
+ * chunk by chunk), converted, fma by d_w * d_x (eight scales from one F16C
+ * conversion); then the last nb % 8 blocks one by one into the same one
+ * (lane k: the products 4k..4k+3, converted, times d_x, fma by d_w); then
+ * the horizontal sum.  q4_0: whole groups go to acc(g % 2) as q8_0's, the
+ * last nb % 8 blocks one by one into acc1, then acc0 + acc1 and the
+ * horizontal sum; nibbles 0..15 through maddubs, minus 8 * (the x they
+ * meet).  (llama.cpp's tricks.)
  *
  * GEMM (T > 1): tiles of rows x tokens that give every element exactly the
  * dot's operations in the dot's order (see the gemm_* section).
@@ -188,22 +179,15 @@ ALWAYS_INLINE __m256 blk_scale8(const uint8_t *blk) {
   return _mm256_broadcast_ss(&sc_f16_table[h]);
 }
 
-/* One block of q8_0 against the quantized activations: acc += d_w *
- * (d_x * the 8 int32 partial sums).  Split in two (the weight side, then
- * one token) so that the GEMM shares the first part between tokens with
- * the very same operations. */
-ALWAYS_INLINE __m256 q8_0_tok(__m256i q, __m256i aq, __m256 dw, const int8_t *y32, const float *dx,
-                              __m256 acc) {
-  const __m256i y = _mm256_loadu_si256((const __m256i *)y32);
-  const __m256i p = _mm256_maddubs_epi16(aq, _mm256_sign_epi8(y, q));
-  const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))),
-                                 _mm256_broadcast_ss(dx));
-  return _mm256_fmadd_ps(dw, s, acc);
-}
-
+/* One GGML block of q8_0 (a row's last nb % 8) against the quantized
+ * activations: acc += d_w * (d_x * the 8 int32 partial sums). */
 ALWAYS_INLINE __m256 q8_0_block(const uint8_t *blk, const int8_t *y32, const float *dx, __m256 acc) {
   const __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));
-  return q8_0_tok(q, _mm256_sign_epi8(q, q), blk_scale8(blk), y32, dx, acc);
+  const __m256i y = _mm256_loadu_si256((const __m256i *)y32);
+  const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q));
+  const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(p, _mm256_set1_epi16(1))),
+                                 _mm256_broadcast_ss(dx));
+  return _mm256_fmadd_ps(blk_scale8(blk), s, acc);
 }
 
 /* One q4_0 block alone (the last of an odd count). */
@@ -270,7 +254,7 @@ ALWAYS_INLINE __m256 q8g_end(__m256i dot, __m256 dw, const unsigned char *xv, __
  * accumulator (a group's eight chunks are long enough to hide the FMA's
  * latency), then the last nb % 8 blocks as GGML blocks into the same one
  * (q8_0_block: partial sums x d_x, fma by d_w), then the horizontal sum. */
-ALWAYS_INLINE float dot_q8_0g_row(const uint8_t *w, const int8_t *xq, const float *xd,
+ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                   const unsigned char *xp, int nb) {
   __m256 acc = _mm256_setzero_ps();
   const int ng = nb / SC_Q8_GROUP;
@@ -288,22 +272,6 @@ ALWAYS_INLINE float dot_q8_0g_row(const uint8_t *w, const int8_t *xq, const floa
   for (int b = SC_Q8_GROUP * ng; b < nb; b++)
     acc = q8_0_block(w + (size_t)b * SC_Q8_0_BLOCK, xq + 32 * b, xd + b, acc);
   return hsum8(acc);
-}
-
-/* One row, all blocks: the row is one sequential stream, which the
- * hardware prefetcher follows (four rows at a time would be four short
- * streams).  Two accumulators, even and odd steps, hide the FMA latency. */
-ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd, int nb) {
-  __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
-  int b = 0;
-  for (; b + 2 <= nb; b += 2) {
-    PREFETCH(w + (size_t)b * SC_Q8_0_BLOCK + QPF_AHEAD); /* 68 bytes a step: two lines */
-    PREFETCH(w + (size_t)b * SC_Q8_0_BLOCK + QPF_AHEAD + 64);
-    a0 = q8_0_block(w + (size_t)b * SC_Q8_0_BLOCK, xq + 32 * b, xd + b, a0);
-    a1 = q8_0_block(w + (size_t)(b + 1) * SC_Q8_0_BLOCK, xq + 32 * (b + 1), xd + b + 1, a1);
-  }
-  if (b < nb) a0 = q8_0_block(w + (size_t)b * SC_Q8_0_BLOCK, xq + 32 * b, xd + b, a0);
-  return hsum8(_mm256_add_ps(a0, a1));
 }
 
 /* q4_0 by whole groups, one row at a time like q8_0: group g goes to
@@ -327,12 +295,6 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
   return hsum8(_mm256_add_ps(a0, a1));
 }
 
-ALWAYS_INLINE void dot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
-                              const unsigned char *xp, int nb, float *out, const int N) {
-  (void)xp;
-  for (int r = 0; r < N; r++) out[r] = dot_q8_0_row(w + r * rb, xq, xd, nb);
-}
-
 ALWAYS_INLINE void dot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                               const unsigned char *xp, int nb, float *out, const int N) {
   for (int r = 0; r < N; r++) out[r] = dot_q4_0_row(w + r * rb, xq, xd, xp, nb);
@@ -347,14 +309,13 @@ ALWAYS_INLINE void dot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq, con
                       const float *xd, const unsigned char *xp, int nb, float *out) { \
     NAME##n(w, rb, xq, xd, xp, nb, out, 1);                                 \
   }
-ALWAYS_INLINE void dot_q8_0g_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+ALWAYS_INLINE void dot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                                const unsigned char *xp, int nb, float *out, const int N) {
-  for (int r = 0; r < N; r++) out[r] = dot_q8_0g_row(w + r * rb, xq, xd, xp, nb);
+  for (int r = 0; r < N; r++) out[r] = dot_q8_0_row(w + r * rb, xq, xd, xp, nb);
 }
 
-DEFINE_QDOT(dot_q8_0_)
 DEFINE_QDOT(dot_q4_0_)
-DEFINE_QDOT(dot_q8_0g_)
+DEFINE_QDOT(dot_q8_0_)
 
 /* ---- attention: one query row (kernels.h attn_row) ------------------- */
 
@@ -549,36 +510,6 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
 DEFINE_GEMM_FL(gemm_f32, float, load8_f32, scalar_f32)
 DEFINE_GEMM_FL(gemm_bf16, uint16_t, load8_bf16, scalar_bf16)
 
-/* q8_0: even blocks, then odd blocks, then hsum(even + odd) as the dot. */
-ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, int nb,
-                           float *out, int ldo, const int R, const int NT) {
-  __m256 part[2][2][4];
-  for (int par = 0; par < 2; par++) {
-    __m256 a[2][4];
-    for (int r = 0; r < R; r++)
-      for (int t = 0; t < NT; t++) a[r][t] = _mm256_setzero_ps();
-    for (int b = par; b < nb; b += 2) {
-      __m256i q[2], aq[2];
-      __m256 dw[2];
-      for (int r = 0; r < R; r++) {
-        const uint8_t *blk = w + r * rb + (size_t)b * SC_Q8_0_BLOCK;
-        q[r] = _mm256_loadu_si256((const __m256i *)(blk + 2));
-        aq[r] = _mm256_sign_epi8(q[r], q[r]);
-        dw[r] = blk_scale8(blk);
-      }
-      for (int t = 0; t < NT; t++)
-        for (int r = 0; r < R; r++)
-          a[r][t] = q8_0_tok(q[r], aq[r], dw[r], xq + (size_t)t * 32 * nb + 32 * b,
-                             xd + (size_t)t * nb + b, a[r][t]);
-    }
-    for (int r = 0; r < R; r++)
-      for (int t = 0; t < NT; t++) part[par][r][t] = a[r][t];
-  }
-  for (int r = 0; r < R; r++)
-    for (int t = 0; t < NT; t++)
-      out[(size_t)t * ldo + r] = hsum8(_mm256_add_ps(part[0][r][t], part[1][r][t]));
-}
-
 /* q4_0: even groups, then odd groups and the last nb % 8 blocks, then
  * hsum(even + odd) as the dot.  The int16 sums are exact, so their order
  * does not matter; the float operations are the dot's. */
@@ -635,7 +566,7 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
  * sum, as the dot.  The integer sums of a group sit in registers (R x NT
  * of them, with the rows' chunks and their |w|); the float accumulators
  * are touched once a group. */
-ALWAYS_INLINE void q8g_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                             const unsigned char *xp, int nb, float *out, int ldo, const int R,
                             const int NT) {
   __m256 a[2][4];
@@ -690,11 +621,9 @@ ALWAYS_INLINE void q8g_tile(const uint8_t *w, size_t rb, const int8_t *xq, const
     if (t < nt) SC_GEMM_Q_TOKENS(NAME, 1);                                       \
   }
 
-#define Q8_TILE(w, rb, xq, xd, xp, nb, out, ldo, R, NT) q8_tile(w, rb, xq, xd, nb, out, ldo, R, NT)
-DEFINE_GEMM_Q(gemm_q8_0, Q8_TILE)
 DEFINE_GEMM_Q(gemm_q4_0, q4_tile)
-#define Q8G_TILE(w, rb, xq, xd, xp, nb, out, ldo, R, NT) q8g_tile(w, rb, xq, xd, xp, nb, out, ldo, R, NT)
-DEFINE_GEMM_Q(gemm_q8_0g, Q8G_TILE)
+#define Q8_TILE(w, rb, xq, xd, xp, nb, out, ldo, R, NT) q8_tile(w, rb, xq, xd, xp, nb, out, ldo, R, NT)
+DEFINE_GEMM_Q(gemm_q8_0, Q8_TILE)
 
 /* ---- SnakeBeta ------------------------------------------------------------
  * sc_sin2 (kernels.h) on eight lanes: the same steps, the products fused
@@ -755,9 +684,6 @@ const sc_kern_ops sc_kern_avx2 = {
     .gemm_f32 = gemm_f32,
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,
-    .dot4_q8_0g = dot_q8_0g_4,
-    .dot1_q8_0g = dot_q8_0g_1,
-    .gemm_q8_0g = gemm_q8_0g,
     .gemm_q4_0 = gemm_q4_0,
     .snake_row = snake_row,
 };

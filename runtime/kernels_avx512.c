@@ -5,8 +5,8 @@
  * Three tables come from this file: "avx512" (this build; only when
  * SPEECHC_ISA names it), "avx512-vnni" (kernels_avx512vnni.c, the default
  * on CPUs with AVX512-VNNI) and "avx512-vnni-256" (kernels_avx512vnni256.c:
- * SC_GEMV_256, the bf16 and q8_0 one-token dots at 256-bit width with the
- * same bits, the default where 512-bit operations are split in two).
+ * SC_GEMV_256, the bf16 one-token dot at 256-bit width with the same
+ * bits, the default where 512-bit operations are split in two).
  * test_kernels and test_quant compare them with the portable kernels on a
  * CPU that runs them, and test_avx512_simde runs this file's code on any
  * CPU through SIMDe's C model of the intrinsics (QEMU's TCG has no AVX-512).
@@ -19,18 +19,18 @@
  *   last cols%16 products by scalar fmaf in index order.  dot4 runs its
  *   four rows through that same sequence one after the other.
  *
- * Quantized bands, one row at a time into two 16-float accumulators: the
- * blocks go in pairs (2p, 2p+1) to acc(p % 2), lanes 0-7 from block 2p,
+ * Quantized bands (rows in the CPU's groups of eight blocks, kernels.h).
+ * q8_0: kernels_avx2.c's float operations in its order, so the avx2
+ * table's bits (see dot_q8_0_row).  q4_0, one row at a time: whole groups
+ * alternately into two 8-float accumulators g0, g1 against the
+ * activation view; the last nb % 8 blocks in pairs into two 16-float
+ * accumulators (blocks (2p, 2p+1) to acc(p % 2), lanes 0-7 from block 2p,
  * 8-15 from 2p+1, lane k of a block the exact int32 sum of its products
- * 4k..4k+3, converted, times d_x, then fused-multiply-added by d_w; an odd
- * last block goes alone (upper lanes zero) into acc1; then acc0 + acc1 and
- * the same horizontal sum.  q8_0: |w| x (x negated where w < 0) through
- * maddubs; q4_0: nibbles 0..15 through maddubs, minus 8 * (the x they
- * meet).  q4_0 takes whole groups of eight blocks (kernels.h) alternately
- * into two 8-float accumulators g0, g1 against the activation view, the
- * last nb % 8 blocks in pairs as above; the result is hsum(g0 + g1) +
- * hsum(pairs).  The activations are quantized by the AVX2 code (every
- * AVX-512 CPU has AVX2, and sc_kernels_init requires it): the same bits.
+ * 4k..4k+3 minus 8 * (the x they meet), converted, times d_x, then
+ * fused-multiply-added by d_w; an odd last block alone into acc1); the
+ * result is hsum(g0 + g1) + hsum(acc0 + acc1).  The activations are
+ * quantized by the AVX2 code (every AVX-512 CPU has AVX2, and
+ * sc_kernels_init requires it): the same bits.
  *
  * GEMM (T > 1), as kernels_avx2.c's: tiles of rows x tokens that give
  * every element exactly the dot's operations in the dot's order, loading
@@ -200,17 +200,13 @@ ALWAYS_INLINE __m512 finish(__m512i p, __m512 dx, __m512 dw, __m512 acc) {
   return _mm512_fmadd_ps(dw, s, acc);
 }
 
-/* A pair of blocks' weight side, split from the token side (below) so that
- * the GEMM unpacks it once for several tokens and still runs the dot's
- * exact operations: q the (q8_0: absolute) weights, neg (q8_0) the lanes
- * whose weight is negative, dw the two scales (two_scales). */
+/* A pair of q4_0 blocks' weight side (the last nb % 8 of a row), split
+ * from the token side (below) so that the GEMM unpacks it once for
+ * several tokens and still runs the dot's exact operations: q the
+ * nibbles, dw the two scales (two_scales). */
 typedef struct qpair {
   __m512i q;
-  __mmask64 neg;
   __m512 dw;
-#ifdef SC_VNNI
-  __m512i corr; /* q8_0: -128 x the sum of each lane's four weights */
-#endif
 } qpair;
 
 /* 64 (two = 0: 32, upper lanes zero) activation bytes at y. */
@@ -221,43 +217,12 @@ ALWAYS_INLINE __m512i y_pair(const int8_t *y, const int two) {
   return two_halves(_mm256_loadu_si256((const __m256i *)y), _mm256_setzero_si256());
 }
 
-/* q8_0 blocks b0 and b1 (b1 NULL: one block, upper lanes zero): |w| x (x
- * negated where w < 0) through maddubs. */
-#ifndef SC_VNNI
-ALWAYS_INLINE qpair q8_0_wpair(const uint8_t *b0, const uint8_t *b1) {
-  const __m512i q = two_halves(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
-                               b1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256());
-  const qpair p = {_mm512_abs_epi8(q), _mm512_movepi8_mask(q),
-                   two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f)};
-  return p;
-}
-ALWAYS_INLINE __m512 q8_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
-  const __m512i yv = y_pair(y, two);
-  const __m512i ys = _mm512_mask_sub_epi8(yv, w.neg, _mm512_setzero_si512(), yv);
-  return finish(_mm512_maddubs_epi16(w.q, ys), two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
-}
-#else
+#ifdef SC_VNNI
 /* VPDPBUSD: int32 lane k = the sum of byte products 4k..4k+3 at once, the
- * value maddubs + madd reach in two steps (neither saturates there: pairs
- * of at most 128 x 127), so the same bits in one instruction. */
+ * value maddubs + madd reach in two steps, so the same bits in one
+ * instruction. */
 ALWAYS_INLINE __m512 finish32(__m512i s32, __m512 dx, __m512 dw, __m512 acc) {
   return _mm512_fmadd_ps(dw, _mm512_mul_ps(_mm512_cvtepi32_ps(s32), dx), acc);
-}
-/* q8_0 with unsigned activations: x + 128 (x ^ 0x80) against the signed
- * weights, from a lane start of -128 x (its four weights' sum), which the
- * weight side computes once for every token: the same exact integer
- * sum(x w), one instruction a token and row. */
-ALWAYS_INLINE qpair q8_0_wpair(const uint8_t *b0, const uint8_t *b1) {
-  const __m512i q = two_halves(_mm256_loadu_si256((const __m256i *)(b0 + 2)),
-                               b1 ? _mm256_loadu_si256((const __m256i *)(b1 + 2)) : _mm256_setzero_si256());
-  const qpair p = {q, 0, two_scales(blk_scale(b0), b1 ? blk_scale(b1) : 0.0f),
-                   _mm512_sub_epi32(_mm512_setzero_si512(),
-                                    _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_set1_epi8((char)0x80), q))};
-  return p;
-}
-ALWAYS_INLINE __m512 q8_0_tok(qpair w, const int8_t *y, const float *dx, const int two, __m512 acc) {
-  const __m512i yu = _mm512_xor_si512(y_pair(y, two), _mm512_set1_epi8((char)0x80));
-  return finish32(_mm512_dpbusd_epi32(w.corr, yu, w.q), two_scales(dx[0], two ? dx[1] : 0.0f), w.dw, acc);
 }
 #endif
 
@@ -306,58 +271,7 @@ ALWAYS_INLINE __m512 q4_0_tok(qpair w, const int8_t *y, const float *dx, const i
       a1 = TOK(WPAIR(w + (size_t)(nb - 1) * BYTES, NULL), xq + 32 * (nb - 1), xd + nb - 1, 0, a1); \
     return _mm512_add_ps(a0, a1);                                           \
   }
-DEFINE_QROW(q8_0_blocks, q8_0_wpair, q8_0_tok, SC_Q8_0_BLOCK)
 DEFINE_QROW(q4_0_blocks, q4_0_wpair, q4_0_tok, SC_Q4_0_BLOCK)
-
-#ifndef SC_GEMV_256
-ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
-                                 const unsigned char *xp, int nb) {
-  (void)xp;
-  return hsum16(q8_0_blocks(w, xq, xd, nb, _mm512_setzero_ps()));
-}
-#else
-/* The q8_0 dot at 256-bit width (kernels_avx512vnni256.c): DEFINE_QROW's
- * accumulators a0, a1 as their halves e0 | e1 and o0 | o1, block 2p in
- * the low half and 2p + 1 in the high one, the same exact int32 lanes
- * (|w| against x negated where w < 0, as sign_epi8 gives: zero where w is
- * zero, which adds nothing) and the same float steps.  An odd last block
- * leaves o1 as it is, which is what adding the zmm form's zero upper
- * lanes does (an accumulator that starts at +0 is never -0).  The same
- * bits as the 512-bit dot and the GEMM tiles. */
-ALWAYS_INLINE __m256 q8_0_block(const uint8_t *b, const int8_t *y, float dx, __m256 acc) {
-  const __m256i q = _mm256_loadu_si256((const __m256i *)(b + 2));
-  const __m256i ys = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y), q);
-#ifdef SC_VNNI
-  const __m256i s32 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_sign_epi8(q, q), ys);
-#else
-  const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(q, q), ys), _mm256_set1_epi16(1));
-#endif
-  return _mm256_fmadd_ps(_mm256_set1_ps(blk_scale(b)), _mm256_mul_ps(_mm256_cvtepi32_ps(s32), _mm256_set1_ps(dx)),
-                         acc);
-}
-ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
-                                 const unsigned char *xp, int nb) {
-  (void)xp;
-  __m256 e0 = _mm256_setzero_ps(), e1 = _mm256_setzero_ps(), o0 = _mm256_setzero_ps(), o1 = _mm256_setzero_ps();
-  const int np = nb / 2;
-  int p = 0;
-  for (; p + 2 <= np; p += 2) {
-    const uint8_t *b = w + (size_t)(2 * p) * SC_Q8_0_BLOCK;
-    for (int l = 0; l < (4 * SC_Q8_0_BLOCK + 63) / 64; l++) PREFETCH(b + QPF_AHEAD + 64 * l);
-    e0 = q8_0_block(b, xq + 64 * p, xd[2 * p], e0);
-    e1 = q8_0_block(b + SC_Q8_0_BLOCK, xq + 64 * p + 32, xd[2 * p + 1], e1);
-    o0 = q8_0_block(b + 2 * SC_Q8_0_BLOCK, xq + 64 * p + 64, xd[2 * p + 2], o0);
-    o1 = q8_0_block(b + 3 * SC_Q8_0_BLOCK, xq + 64 * p + 96, xd[2 * p + 3], o1);
-  }
-  if (p < np) {
-    const uint8_t *b = w + (size_t)(2 * p) * SC_Q8_0_BLOCK;
-    e0 = q8_0_block(b, xq + 64 * p, xd[2 * p], e0);
-    e1 = q8_0_block(b + SC_Q8_0_BLOCK, xq + 64 * p + 32, xd[2 * p + 1], e1);
-  }
-  if (nb & 1) o0 = q8_0_block(w + (size_t)(nb - 1) * SC_Q8_0_BLOCK, xq + 32 * (nb - 1), xd[nb - 1], o0);
-  return hsum8(_mm256_add_ps(_mm256_add_ps(e0, o0), _mm256_add_ps(e1, o1)));
-}
-#endif
 
 /* One whole q4_0 group (kernels.h) of one row, its weight side: chunks
  * 2k, 2k+1 in one register, low nibbles lo[k], high nibbles hi[k]; dw the
@@ -445,10 +359,9 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
     (void)rb;                                                               \
     out[0] = ROW(w, xq, xd, xp, nb);                                        \
   }
-/* q8_0 in the grouped order (kernels.h; the *_q8_0g hooks, not yet what
- * the linear kernels call), with kernels_avx2.c's float operations in its
- * order, so the same bits as the avx2 table: per whole group the eight
- * blocks' exact integer dots in the lanes of one int32 vector, converted,
+/* q8_0 (rows in the CPU's groups, kernels.h), with kernels_avx2.c's
+ * float operations in its order, so the same bits as the avx2 table: per
+ * whole group the eight blocks' exact integer dots in the lanes of one int32 vector, converted,
  * fma by d_w * d_x (eight scales from one F16C conversion) into one
  * 8-float accumulator; the last nb % 8 blocks one by one into the same
  * one (lane k their products 4k..4k+3, converted, times d_x, fma by d_w);
@@ -482,11 +395,23 @@ ALWAYS_INLINE __m256 q8g_tail(const uint8_t *blk, const int8_t *y, const float *
   const __m256 s = _mm256_mul_ps(_mm256_cvtepi32_ps(s32), _mm256_broadcast_ss(dx));
   return _mm256_fmadd_ps(_mm256_set1_ps(blk_scale(blk)), s, acc);
 }
-/* The one-token dot a chunk at a time at 256-bit width (as
- * kernels_avx2.c's, VPDPBUSD where there is VNNI): the same exact
- * integers, so the same bits as the tile; on Zen 4 the 512-bit form
- * decoded from DRAM at 0.73 of the paired probe against 0.82 for GGML's
- * blocks, this one as fast as those. */
+/* The one-token dot.  The same exact integers and float steps either
+ * way, so the same bits as the tile.  512-bit: two chunks to a register,
+ * as the tile.  SC_GEMV_256 (avx512-vnni-256): a chunk at a time at
+ * 256-bit width, as kernels_avx2.c's with VPDPBUSD: on Zen 4 the 512-bit
+ * form decoded from DRAM at 0.73 of the paired probe against 0.82 for
+ * GGML's blocks, this one as fast as those. */
+#ifndef SC_GEMV_256
+ALWAYS_INLINE __m256i q8g_row_group(const uint8_t *wg, const unsigned char *xv) {
+  __m512i s[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}; /* two short chains */
+  for (int k = 0; k < 4; k++) {
+    const __m512i q = _mm512_loadu_si512(wg + 16 + 64 * k);
+    s[k & 1] = q8g_chunk2(_mm512_abs_epi8(q), _mm512_movepi8_mask(q), xv + 64 * k, s[k & 1]);
+  }
+  const __m512i t = _mm512_add_epi32(s[0], s[1]);
+  return _mm256_add_epi32(_mm512_castsi512_si256(t), _mm512_extracti64x4_epi64(t, 1));
+}
+#else
 ALWAYS_INLINE __m256i q8g_chunk1(const unsigned char *wc, const unsigned char *xc, __m256i sum) {
   const __m256i q = _mm256_loadu_si256((const __m256i *)wc);
   const __m256i ys = _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)xc), q);
@@ -497,7 +422,13 @@ ALWAYS_INLINE __m256i q8g_chunk1(const unsigned char *wc, const unsigned char *x
                                                  _mm256_set1_epi16(1)));
 #endif
 }
-ALWAYS_INLINE float dot_q8_0g_row(const uint8_t *w, const int8_t *xq, const float *xd,
+ALWAYS_INLINE __m256i q8g_row_group(const uint8_t *wg, const unsigned char *xv) {
+  __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}; /* two short chains */
+  for (int k = 0; k < 8; k++) s[k & 1] = q8g_chunk1(wg + 16 + 32 * k, xv + 32 * k, s[k & 1]);
+  return _mm256_add_epi32(s[0], s[1]);
+}
+#endif
+ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                   const unsigned char *xp, int nb) {
   __m256 acc = _mm256_setzero_ps();
   const int ng = nb / SC_Q8_GROUP;
@@ -505,9 +436,7 @@ ALWAYS_INLINE float dot_q8_0g_row(const uint8_t *w, const int8_t *xq, const floa
     const uint8_t *wg = w + (size_t)g * SC_Q8_GROUP_BYTES;
     const unsigned char *xv = xp + (size_t)g * SC_Q4_VIEW_GROUP;
     for (int l = 0; l < 5; l++) PREFETCH(wg + QPF_AHEAD + 64 * l); /* 272 bytes a group */
-    __m256i s[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()}; /* two short chains */
-    for (int k = 0; k < 8; k++) s[k & 1] = q8g_chunk1(wg + 16 + 32 * k, xv + 32 * k, s[k & 1]);
-    const __m256i dot = _mm256_add_epi32(s[0], s[1]);
+    const __m256i dot = q8g_row_group(wg, xv);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)),
                                         _mm256_loadu_ps((const float *)(xv + 288))),
                           _mm256_cvtepi32_ps(dot), acc);
@@ -517,9 +446,8 @@ ALWAYS_INLINE float dot_q8_0g_row(const uint8_t *w, const int8_t *xq, const floa
   return hsum8(acc);
 }
 
-DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
-DEFINE_QDOT(dot_q8_0g_, dot_q8_0g_row)
+DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 
 /* ---- attention: one query row (kernels.h attn_row) ------------------- */
 
@@ -743,15 +671,7 @@ DEFINE_GEMM_FL(gemm_bf16, uint16_t, load16_bf16, scalar_bf16)
       for (int t = 0; t < NT; t++)                                            \
         dst[(size_t)t * ldd + r] = hsum16(_mm512_add_ps(part[0][r][t], part[1][r][t])); \
   }
-DEFINE_QPAIRS(q8_0_pairs, q8_0_wpair, q8_0_tok, SC_Q8_0_BLOCK)
 DEFINE_QPAIRS(q4_0_pairs, q4_0_wpair, q4_0_tok, SC_Q4_0_BLOCK)
-
-ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
-                           const unsigned char *xp, int nb, float *out, int ldo, const int R,
-                           const int NT) {
-  (void)xp;
-  q8_0_pairs(w, rb, xq, xd, nb, nb, out, ldo, R, NT);
-}
 
 /* One q4_0 group of one row against one token's view x[4] (its four
  * 64-byte pieces), the integer part before its halves meet: VNNI, int32
@@ -864,7 +784,7 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
 /* q8_0 in the grouped order: R <= 2 rows x NT tokens, each output's
  * integer sums of a group in a register (its chunks' |w| and sign masks
  * loaded once for all the tokens), then the dot's float steps. */
-ALWAYS_INLINE void q8g_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                             const unsigned char *xp, int nb, float *out, int ldo, const int R,
                             const int NT) {
   __m256 a[2][Q8_NT];
@@ -906,7 +826,6 @@ ALWAYS_INLINE void q8g_tile(const uint8_t *w, size_t rb, const int8_t *xq, const
 
 DEFINE_GEMM_Q(gemm_q8_0, q8_tile, Q8_NT)
 DEFINE_GEMM_Q(gemm_q4_0, q4_tile, Q4_NT)
-DEFINE_GEMM_Q(gemm_q8_0g, q8g_tile, Q8_NT)
 
 /* ---- SnakeBeta ------------------------------------------------------------
  * sc_sin2 (kernels.h) on sixteen lanes, as kernels_avx2.c's snake_row:
@@ -972,9 +891,6 @@ const sc_kern_ops SC_AVX512_OPS = {
     .gemm_q8_0 = gemm_q8_0,
     .gemm_q4_0 = gemm_q4_0,
     .gemm_q4_0_tokens = Q4_NT,
-    .dot4_q8_0g = dot_q8_0g_4,
-    .dot1_q8_0g = dot_q8_0g_1,
-    .gemm_q8_0g = gemm_q8_0g,
     .snake_row = snake_row,
 };
 

@@ -14,14 +14,16 @@
  *   order.  dot4 runs four rows through that same sequence sharing each x
  *   load, so a row gives the same bits whichever call computes it.
  *
- * Quantized bands (q8_0, q4_0 against 8-bit activations), one row at a
- * time into two 4-float accumulators, block b into acc(b % 2): the block's
- * exact integer dot as 4 int32 lanes (lane k: products 4k..4k+3 of each
- * 16-byte half), converted, then fused-multiply-added by the scalar
- * d_w * d_x; at the end acc0 + acc1 and the same horizontal sum.  q4_0:
- * whole groups (kernels.h) against the view xp, nibbles 0..15 as int8,
- * each block's dot in its own int32 lane, minus the view's offsets; the
- * last nb % 8 blocks as q8_0's, nibbles made q - 8 in int8 first.
+ * Quantized bands (q8_0, q4_0 against 8-bit activations, rows in the
+ * CPU's groups of eight blocks, kernels.h), one row at a time: whole
+ * groups alternately into two pairs of 4-float accumulators against the
+ * view xp, each block's exact integer dot in its own int32 lane (q4_0:
+ * nibbles 0..15 as int8, minus the view's offsets), converted, fma by
+ * d_w * d_x; the last nb % 8 blocks one by one, block b into acc(b % 2):
+ * the block's exact integer dot as 4 int32 lanes (lane k: products
+ * 4k..4k+3 of each 16-byte half), converted, then fused-multiply-added by
+ * the scalar d_w * d_x (q4_0's nibbles made q - 8 in int8 first); the
+ * groups' horizontal sum plus the tail's.
  * Without dotprod the lanes come from SMULL (int16 products, |w*x| <=
  * 128*127, so a pair sums without overflow), a pairwise add and SADALP.
  *
@@ -224,12 +226,6 @@ ALWAYS_INLINE float32x4_t q4_0_block(const uint8_t *blk, const int8_t *y, float 
 DEFINE_QROW(q8_0_blocks, q8_0_block, SC_Q8_0_BLOCK)
 DEFINE_QROW(q4_0_blocks, q4_0_block, SC_Q4_0_BLOCK)
 
-ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
-                                 const unsigned char *xp, int nb) {
-  (void)xp;
-  return hsum4(q8_0_blocks(w, xq, xd, nb));
-}
-
 /* One whole q4_0 group (kernels.h): 16 bytes of a chunk hold blocks 0-3
  * (4 bytes each), the next 16 blocks 4-7, so idot4 gives each block its
  * own int32 lane; minus the nibble offsets, exact; then acc += (d_w * d_x)
@@ -281,8 +277,8 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
     (void)rb;                                                               \
     out[0] = ROW(w, xq, xd, xp, nb);                                        \
   }
-/* q8_0 in the grouped order (kernels.h; the *_q8_0g hooks, not yet what
- * the linear kernels call), as q4_0's groups without the nibbles: the
+/* q8_0 (rows in the CPU's groups, kernels.h), as q4_0's groups without
+ * the nibbles: the
  * first 16 bytes of a chunk hold blocks 0-3, the next 16 blocks 4-7, so
  * idot4 gives each block its own int32 lane (exact: SMULL pairs of at
  * most 128 x 127); then acc += (d_w * d_x) * dot, blocks 0-3 into acc[0],
@@ -292,7 +288,7 @@ ALWAYS_INLINE float32x4_t q8g_half_end(int32x4_t d, float32x4_t dw, const unsign
   const float32x4_t sc = vmulq_f32(dw, vld1q_f32((const float *)(const void *)(xv + 288) + 4 * k));
   return vfmaq_f32(acc, sc, vcvtq_f32_s32(d));
 }
-ALWAYS_INLINE void q8_0g_group(const uint8_t *wg, const unsigned char *xv, float32x4_t acc[2]) {
+ALWAYS_INLINE void q8_0_group(const uint8_t *wg, const unsigned char *xv, float32x4_t acc[2]) {
   int32x4_t d[2] = {vdupq_n_s32(0), vdupq_n_s32(0)};
   for (int c = 0; c < 8; c++)
     for (int k = 0; k < 2; k++)
@@ -303,20 +299,19 @@ ALWAYS_INLINE void q8_0g_group(const uint8_t *wg, const unsigned char *xv, float
 
 /* q8_0 grouped: whole groups alternately into a[0] and a[1], the last nb
  * % 8 blocks as GGML-order q8_0's; sums as dot_q4_0_row's. */
-ALWAYS_INLINE float dot_q8_0g_row(const uint8_t *w, const int8_t *xq, const float *xd,
+ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                   const unsigned char *xp, int nb) {
   float32x4_t a[2][2] = {{vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}, {vdupq_n_f32(0.0f), vdupq_n_f32(0.0f)}};
   const int ng = nb / 8;
   for (int g = 0; g < ng; g++)
-    q8_0g_group(w + (size_t)g * SC_Q8_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a[g & 1]);
+    q8_0_group(w + (size_t)g * SC_Q8_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a[g & 1]);
   const int b = 8 * ng;
   const float tail = b < nb ? hsum4(q8_0_blocks(w + (size_t)b * SC_Q8_0_BLOCK, xq + 32 * b, xd + b, nb - b)) : 0.0f;
   return hsum4(vaddq_f32(vaddq_f32(a[0][0], a[0][1]), vaddq_f32(a[1][0], a[1][1]))) + tail;
 }
 
-DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
-DEFINE_QDOT(dot_q8_0g_, dot_q8_0g_row)
+DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
 
 /* ---- attention: one query row (kernels.h attn_row) ------------------- */
 
@@ -518,15 +513,6 @@ DEFINE_QSTEP(q4_0_step, q4_0_w, SC_Q4_0_BLOCK)
 DEFINE_QBLOCKS(q8_0_tile_blocks, q8_0_step)
 DEFINE_QBLOCKS(q4_0_tile_blocks, q4_0_step)
 
-ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
-                           const unsigned char *xp, int nb, float *out, int ldo, const int R, const int NT) {
-  (void)xp;
-  float32x4_t s[2][Q_NT];
-  q8_0_tile_blocks(w, rb, xq, xd, nb, 0, s, R, NT);
-  for (int r = 0; r < R; r++)
-    for (int t = 0; t < NT; t++) out[(size_t)t * ldo + r] = hsum4(s[r][t]);
-}
-
 /* q4_0: even groups, then odd groups (as kernels_avx2.c: both parities
  * would hold 16 float accumulators besides the integer sums), each
  * group's half k = 0, 1 in turn; then the last nb % 8 blocks as the dot's
@@ -583,7 +569,7 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
 }
 
 /* q8_0 grouped: as q4_tile, the chunks' bytes as they are. */
-ALWAYS_INLINE void q8g_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
+ALWAYS_INLINE void q8_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                             const unsigned char *xp, int nb, float *out, int ldo, const int R, const int NT) {
   float32x4_t part[2][2][2][Q_NT]; /* [parity][half][row][token] */
   const int ng = nb / 8;
@@ -647,7 +633,6 @@ ALWAYS_INLINE void q8g_tile(const uint8_t *w, size_t rb, const int8_t *xq, const
   }
 DEFINE_GEMM_Q(gemm_q8_0, q8_tile)
 DEFINE_GEMM_Q(gemm_q4_0, q4_tile)
-DEFINE_GEMM_Q(gemm_q8_0g, q8g_tile)
 
 const sc_kern_ops SC_NEON_OPS = {
     .name = SC_NEON_NAME,
@@ -666,9 +651,6 @@ const sc_kern_ops SC_NEON_OPS = {
     .gemm_bf16 = gemm_bf16,
     .gemm_q8_0 = gemm_q8_0,
     .gemm_q4_0 = gemm_q4_0,
-    .dot4_q8_0g = dot_q8_0g_4,
-    .dot1_q8_0g = dot_q8_0g_1,
-    .gemm_q8_0g = gemm_q8_0g,
 };
 
 #else /* not AArch64, or the dotprod build without dotprod: nothing to offer */

@@ -13,13 +13,14 @@
  * chunk, the descriptor's notes, the fused causal conv (conv1d), the
  * strided im2col (im2col_strided).  8: the residual VQ encode stage
  * (vq_nearest).  9: SiLU over rows (silu), the runtime's one exponential
- * behind it and expf.
+ * behind it and expf.  10: q8_0 rows in the CPU kernels' groups of eight
+ * blocks, as q4_0's.
  * The runtime refuses an artifact whose version differs and says both.
  */
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 9
+#define SC_ABI_VERSION 10
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 

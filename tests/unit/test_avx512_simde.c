@@ -3,12 +3,10 @@
  * is compiled here against SIMDe (libsimde-dev), a C model of the x86
  * intrinsics, and each hook is compared with the portable one:
  *   - f32 / bf16 dots and axpy agree to 1e-5 of the magnitudes;
- *   - q8_0 / q4_0 dots agree to 1e-5 for 1..19 blocks (pairs and an odd
- *     last block; q4_0 whole groups and a tail), on edge values (-128
+ *   - q8_0 / q4_0 dots agree to 1e-5 for 1..19 blocks (whole groups and
+ *     a tail, the rows in the CPU's groups), on edge values (-128
  *     weights, +-127 activations);
  *   - dot4 and dot1 give a row the same bits; quantize_q8 the portable bits;
- *   - q8_0 in the grouped order (the *_q8_0g hooks) likewise, against the
- *     portable GGML-order dot;
  *   - every element of the GEMM hooks has its own dot1's bits (check_gemm);
  *   - snake_row agrees with sc_snake1 to 1e-6, past the polynomial's
  *     range too, and in place (check_snake).
@@ -168,9 +166,12 @@ static void check_ops(const sc_kern_ops *A) {
                   !memcmp(xp, xpa, (NBMAX / 8) * SC_Q4_VIEW_GROUP),
               "%s quantize_q8 differs from portable", A->name);
   }
-  for (int nb = 1; nb <= NBMAX; nb++)
+  static unsigned char wg8[4 * RB8];
+  for (int nb = 1; nb <= NBMAX; nb++) {
+    for (int r = 0; r < 4; r++) /* q8_0: the CPU's groups for this row length (kernels.h) */
+      sc_pack_row_q8_0(w8 + r * RB8, nb * 32, wg8 + r * RB8);
     for (int band = 0; band < 2; band++) {
-      const unsigned char *w = band ? w4 : w8;
+      const unsigned char *w = band ? w4 : wg8;
       const size_t rb = band ? RB4 : RB8;
       float a4[4], p4[4], a1;
       if (band) A->dot4_q4_0(w, rb, xq, xd, xp, nb, a4), P->dot4_q4_0(w, rb, xq, xd, xp, nb, p4);
@@ -188,27 +189,6 @@ static void check_ops(const sc_kern_ops *A) {
                   nb, r, a1, a4[r]);
       }
     }
-
-  /* q8_0 in the grouped order (kernels.h): the same rows packed, against
-   * the portable GGML-order dot; dot1 and dot4 the same bits */
-  CHECK_MSG(A->dot4_q8_0g && A->dot1_q8_0g && A->gemm_q8_0g, "%s lacks a q8_0g hook", A->name);
-  if (!(A->dot4_q8_0g && A->dot1_q8_0g && A->gemm_q8_0g)) return;
-  for (int nb = 1; nb <= NBMAX; nb++) {
-    static unsigned char wg[4 * RB8];
-    for (int r = 0; r < 4; r++) sc_pack_row_q8_0g(w8 + r * RB8, nb * 32, wg + r * RB8);
-    float a4[4], p4[4], a1;
-    A->dot4_q8_0g(wg, RB8, xq, xd, xp, nb, a4);
-    P->dot4_q8_0(w8, RB8, xq, xd, xp, nb, p4);
-    for (int r = 0; r < 4; r++) {
-      float wr[NBMAX * 32];
-      sc_dequantize_row(SC_W_Q8_0, w8 + r * RB8, nb * 32, wr);
-      double m = 0;
-      for (int c = 0; c < nb * 32; c++) m += fabs((double)wr[c] * xd[c / 32] * xq[c]);
-      CHECK_MSG(fabs(a4[r] - p4[r]) <= 1e-5 * m + 1e-30, "%s q8_0g nb %d r %d: %g vs portable %g", A->name, nb, r,
-                a4[r], p4[r]);
-      A->dot1_q8_0g(wg + r * RB8, RB8, xq, xd, xp, nb, &a1);
-      CHECK_MSG(same_bits(a1, a4[r]), "%s q8_0g nb %d r %d: dot1 %g, dot4 %g", A->name, nb, r, a1, a4[r]);
-    }
   }
 }
 
@@ -220,7 +200,7 @@ static void check_ops(const sc_kern_ops *A) {
  * and four whole groups, with and without a tail.  Tokens are GLDX
  * floats apart, an odd stride, and GLDO > 4 catches a wrong row stride. */
 enum { GT = 13, GLDO = 5, GC = 1093, GLDX = GC + 3, GNB = 35 };
-static const char *gband_name[] = {"f32", "bf16", "q8_0", "q4_0", "q8_0g"};
+static const char *gband_name[] = {"f32", "bf16", "q8_0", "q4_0"};
 
 static int untouched(float f) {
   uint32_t u;
@@ -279,9 +259,10 @@ static void check_gemm(const sc_kern_ops *A) {
     const int nb = nbs[ni];
     for (int t = 0; t < GT; t++) /* token t's activations where the hooks look for them */
       P->quantize_q8(xs + t * 32 * nb, nb, xq + t * 32 * nb, xd + t * nb, xp + (size_t)t * 64 * nb);
-    for (int r = 0; r < 4; r++) sc_pack_row_q8_0g(w8 + r * RB8, nb * 32, wg8 + r * RB8); /* band 4: q8_0g */
-    for (int band = 2; band < 5; band++) {
-      const unsigned char *w = band == 3 ? w4 : band == 4 ? wg8 : w8;
+    for (int r = 0; r < 4; r++) /* q8_0: the CPU's groups for this row length (kernels.h) */
+      sc_pack_row_q8_0(w8 + r * RB8, nb * 32, wg8 + r * RB8);
+    for (int band = 2; band < 4; band++) {
+      const unsigned char *w = band == 3 ? w4 : wg8;
       const size_t rb = band == 3 ? RB4 : RB8;
       for (int t = 0; t < GT; t++)
         for (int r = 0; r < 4; r++) {
@@ -289,14 +270,12 @@ static void check_gemm(const sc_kern_ops *A) {
           const float *d = xd + t * nb;
           const unsigned char *v = xp + (size_t)t * 64 * nb;
           if (band == 3) A->dot1_q4_0(w + r * rb, rb, q, d, v, nb, &ref[t * 4 + r]);
-          else if (band == 4) A->dot1_q8_0g(w + r * rb, rb, q, d, v, nb, &ref[t * 4 + r]);
           else A->dot1_q8_0(w + r * rb, rb, q, d, v, nb, &ref[t * 4 + r]);
         }
       for (int nr = 1; nr <= 4; nr++)
         for (int nt = 1; nt <= GT; nt++) {
           memset(out, 0xff, sizeof out);
           if (band == 3) A->gemm_q4_0(w, rb, nr, xq, xd, xp, nb, nt, out, GLDO);
-          else if (band == 4) A->gemm_q8_0g(w, rb, nr, xq, xd, xp, nb, nt, out, GLDO);
           else A->gemm_q8_0(w, rb, nr, xq, xd, xp, nb, nt, out, GLDO);
           check_gemm_out(A, band, nb, nr, nt, out, ref);
         }
@@ -355,9 +334,12 @@ static void check_same_bits(const sc_kern_ops *A, const sc_kern_ops *B) {
   make_qweights(w8, w4, NB);
   for (int t = 0; t < NT; t++)
     sc_kern_portable.quantize_q8(xs + t * NB * 32, NB, xq + t * NB * 32, xd + t * NB, xp + t * NB * 64);
-  for (int nb = 1; nb <= NB; nb++)
+  static unsigned char wg8[4 * RB8];
+  for (int nb = 1; nb <= NB; nb++) {
+    for (int r = 0; r < 4; r++) /* q8_0: the CPU's groups for this row length (kernels.h) */
+      sc_pack_row_q8_0(w8 + r * RB8, nb * 32, wg8 + r * RB8);
     for (int band = 0; band < 2; band++) {
-      const unsigned char *w = band ? w4 : w8;
+      const unsigned char *w = band ? w4 : wg8;
       const size_t rb = band ? RB4 : RB8;
       float a[4], b[4], ga[NT * 4], gb[NT * 4];
       if (band) A->dot4_q4_0(w, rb, xq, xd, xp, nb, a), B->dot4_q4_0(w, rb, xq, xd, xp, nb, b);
@@ -372,6 +354,7 @@ static void check_same_bits(const sc_kern_ops *A, const sc_kern_ops *B) {
       CHECK_MSG(!memcmp(ga, gb, sizeof ga), "%s gemm_%s differs from %s", A->name, band ? "q4_0" : "q8_0",
                 B->name);
     }
+  }
 }
 
 int main(void) {

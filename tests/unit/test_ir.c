@@ -98,16 +98,17 @@ static void test_target_table(void) {
   CHECK(cpu && cuda && cpu->ir == IR_TARGET_CPU && cuda->ir == IR_TARGET_CUDA);
   if (!cpu || !cuda) return;
   CHECK(!strcmp(ir_target_names[cpu->ir], cpu->name) && !strcmp(ir_target_names[cuda->ir], cuda->name));
-  /* q4_0: the CPU kernels' groups of eight on cpu, GGML's order on cuda */
+  /* q8_0, q4_0: the CPU kernels' groups of eight on cpu, GGML's order on cuda */
   CHECK(target_group(cpu, DT_Q4_0) == SC_Q4_GROUP && target_group(cuda, DT_Q4_0) == 0);
-  const DType plain[] = {DT_F32, DT_BF16, DT_Q8_0};
-  for (int k = 0; k < 3; k++) CHECK(target_group(cpu, plain[k]) == 0 && target_group(cuda, plain[k]) == 0);
+  CHECK(target_group(cpu, DT_Q8_0) == SC_Q8_GROUP && target_group(cuda, DT_Q8_0) == 0);
+  const DType plain[] = {DT_F32, DT_BF16};
+  for (int k = 0; k < 2; k++) CHECK(target_group(cpu, plain[k]) == 0 && target_group(cuda, plain[k]) == 0);
   CHECK(!cpu->device && cuda->device && cuda->arch);
   /* metal: the CUDA kernels' layout, a device source and no build-time code */
   const Target *metal = target_find("metal", &err);
   CHECK(metal && metal->ir == IR_TARGET_METAL && !strcmp(ir_target_names[metal->ir], "metal"));
   if (metal) {
-    CHECK(target_group(metal, DT_Q4_0) == 0 && metal->device && !metal->arch);
+    CHECK(target_group(metal, DT_Q4_0) == 0 && target_group(metal, DT_Q8_0) == 0 && metal->device && !metal->arch);
     CHECK(!strcmp(metal->device->source_name, "model.metal") && !metal->device->code_name);
   }
   CHECK(target_find("vulkan", &err) == NULL && err.code == SC_EUSAGE);

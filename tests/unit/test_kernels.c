@@ -430,8 +430,11 @@ static void make_band(int wtype, int cols, unsigned char *w) {
         uint16_t h = to_bf16(row[c]);
         memcpy(dst + 2 * c, &h, 2);
       }
-    else if (wtype == SC_W_Q8_0) sc_quantize_row_q8_0(row, cols, dst);
-    else { /* GGML's blocks, then the CPU's groups (kernels.h) */
+    else if (wtype == SC_W_Q8_0) { /* GGML's blocks, then the CPU's groups (kernels.h) */
+      unsigned char ggml[GC / 32 * SC_Q8_0_BLOCK];
+      sc_quantize_row_q8_0(row, cols, ggml);
+      sc_pack_row_q8_0(ggml, cols, dst);
+    } else {
       unsigned char ggml[GC / 32 * SC_Q4_0_BLOCK];
       sc_quantize_row_q4_0(row, cols, ggml);
       sc_pack_row_q4_0(ggml, cols, dst);
@@ -542,22 +545,19 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
   }
 }
 
-/* q8_0 in the grouped order (kernels.h; not yet the artifacts' layout):
- * the packer against the layout's definition, and the ops' q8_0g hooks
- * against a double reference, the portable table's GGML-order bits, dot1
- * (dot4 and every GEMM element: the same bits) and, on the portable table,
- * GGML-order q8_0 bit for bit. */
-static void test_q8_0g(const sc_kern_ops *ops) {
+/* q8_0 rows in the CPU's groups (kernels.h): the packer against the
+ * layout's definition and its inverse, and the ops' q8_0 dots against a
+ * double reference (dot4 == dot1 bit for bit; every GEMM element against
+ * dot1: test_gemm_hooks), the AVX-512 tables with the avx2 table's bits. */
+static void test_q8_0_groups(const sc_kern_ops *ops) {
   static unsigned char ggml[4 * GC / 32 * SC_Q8_0_BLOCK], w[4 * GC / 32 * SC_Q8_0_BLOCK], back[GC / 32 * SC_Q8_0_BLOCK];
-  static float x[GT * GLDX], out[GT * 4], row[GC];
+  static float x[GT * GLDX], row[GC];
   static int8_t xq[GT * GC];
   static float xd[GT * GC / 32];
   static unsigned char xp[GT * GC * 2];
   /* no whole group; one; one and a tail of one; two and a tail; one and seven */
   static const int qcols[] = {96, 256, 288, 544, 480};
-  const sc_kern_ops *port = sc_kern_ops_isa("portable");
-  if (!ops->dot1_q8_0g) return;
-  CHECK(ops->dot4_q8_0g != NULL);
+  const sc_kern_ops *a2 = sc_kern_ops_isa("avx2");
   fill(x, GT * GLDX);
   for (int ci = 0; ci < 5; ci++) {
     const int cols = qcols[ci], nb = cols / 32, ng = nb / 8;
@@ -567,7 +567,7 @@ static void test_q8_0g(const sc_kern_ops *ops) {
       unsigned char *g = ggml + r * rb;
       sc_quantize_row_q8_0(row, cols, g);
       for (int b = r; b < nb; b += 3) g[b * SC_Q8_0_BLOCK + 2 + (b * 7 + r) % 32] = 0x80; /* -128: GGML never writes it, a file may */
-      sc_pack_row_q8_0g(g, cols, w + r * rb);
+      sc_pack_row_q8_0(g, cols, w + r * rb);
       /* the layout as kernels.h defines it */
       for (int b = 0; b < nb; b++)
         for (int e = 0; e < 32; e++) {
@@ -575,66 +575,47 @@ static void test_q8_0g(const sc_kern_ops *ops) {
           const unsigned char *wr = w + r * rb;
           const unsigned char got = b < 8 * ng ? wr[(b / 8) * SC_Q8_GROUP_BYTES + 16 + 32 * (e / 4) + 4 * (b % 8) + e % 4]
                                                : wr[b * SC_Q8_0_BLOCK + 2 + e];
-          CHECK_MSG(got == want, "q8_0g pack: cols %d block %d element %d", cols, b, e);
+          CHECK_MSG(got == want, "q8_0 pack: cols %d block %d element %d", cols, b, e);
         }
       for (int b = 0; b < nb; b++) {
         const unsigned char *d = b < 8 * ng ? w + r * rb + (b / 8) * SC_Q8_GROUP_BYTES + 2 * (b % 8)
                                             : w + r * rb + b * SC_Q8_0_BLOCK;
         CHECK(!memcmp(d, g + b * SC_Q8_0_BLOCK, 2));
       }
-      sc_unpack_row_q8_0g(w + r * rb, cols, back);
+      sc_unpack_row_q8_0(w + r * rb, cols, back);
       CHECK(!memcmp(back, g, rb));
     }
     for (int t = 0; t < GT; t++)
       ops->quantize_q8(x + t * GLDX, nb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2);
     for (int t = 0; t < GT; t++) {
       float d4[4];
-      ops->dot4_q8_0g(w, rb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2, nb, d4);
+      const size_t xo = (size_t)t * cols * 2;
+      ops->dot4_q8_0(w, rb, xq + t * cols, xd + t * nb, xp + xo, nb, d4);
       for (int r = 0; r < 4; r++) {
         const unsigned char *g = ggml + r * rb;
         double ref = 0, mag = 0;
         for (int b = 0; b < nb; b++) {
-          long s = 0;
-          for (int e = 0; e < 32; e++) s += (long)(int8_t)g[b * SC_Q8_0_BLOCK + 2 + e] * xq[t * cols + 32 * b + e];
+          long sum = 0;
+          for (int e = 0; e < 32; e++) sum += (long)(int8_t)g[b * SC_Q8_0_BLOCK + 2 + e] * xq[t * cols + 32 * b + e];
           uint16_t h;
           memcpy(&h, g + b * SC_Q8_0_BLOCK, 2);
-          const double term = (double)sc_f16_to_f32(h) * xd[t * nb + b] * (double)s;
+          const double term = (double)sc_f16_to_f32(h) * xd[t * nb + b] * (double)sum;
           ref += term;
           mag += fabs(term);
         }
-        float d1, pg;
+        float d1;
         const unsigned char *wr = w + r * rb;
-        const size_t xo = (size_t)t * cols * 2;
-        ops->dot1_q8_0g(wr, rb, xq + t * cols, xd + t * nb, xp + xo, nb, &d1);
-        CHECK_MSG(same_bits(d4[r], d1), "%s q8_0g dot4 vs dot1: cols %d t %d r %d", ops->name, cols, t, r);
-        CHECK_MSG(fabs(d1 - ref) <= 1e-6 * mag + 1e-30, "%s q8_0g cols %d t %d r %d: %.9g vs %.9g (of %.3g)",
+        ops->dot1_q8_0(wr, rb, xq + t * cols, xd + t * nb, xp + xo, nb, &d1);
+        CHECK_MSG(same_bits(d4[r], d1), "%s q8_0 dot4 vs dot1: cols %d t %d r %d", ops->name, cols, t, r);
+        CHECK_MSG(fabs(d1 - ref) <= 1e-6 * mag + 1e-30, "%s q8_0 cols %d t %d r %d: %.9g vs %.9g (of %.3g)",
                   ops->name, cols, t, r, d1, ref, mag);
-        port->dot1_q8_0(g, rb, xq + t * cols, xd + t * nb, xp + xo, nb, &pg);
-        if (ops == port) CHECK_MSG(same_bits(d1, pg), "portable q8_0g vs q8_0: cols %d t %d r %d", cols, t, r);
-        /* the AVX-512 tables keep the avx2 table's float steps */
-        const sc_kern_ops *a2 = sc_kern_ops_isa("avx2");
-        if (a2 && a2->dot1_q8_0g && !strncmp(ops->name, "avx512", 6)) {
+        if (a2 && !strncmp(ops->name, "avx512", 6)) { /* the AVX-512 tables keep the avx2 table's float steps */
           float d2;
-          a2->dot1_q8_0g(wr, rb, xq + t * cols, xd + t * nb, xp + xo, nb, &d2);
-          CHECK_MSG(same_bits(d1, d2), "%s q8_0g vs avx2: cols %d t %d r %d: %.9g vs %.9g", ops->name, cols, t, r, d1, d2);
+          a2->dot1_q8_0(wr, rb, xq + t * cols, xd + t * nb, xp + xo, nb, &d2);
+          CHECK_MSG(same_bits(d1, d2), "%s q8_0 vs avx2: cols %d t %d r %d: %.9g vs %.9g", ops->name, cols, t, r, d1, d2);
         }
       }
     }
-    if (!ops->gemm_q8_0g) continue;
-    for (int nr = 1; nr <= 4; nr++)
-      for (int nt = 1; nt <= GT; nt = nt < 17 ? nt + 1 : nt == 17 ? 26 : nt + 3) {
-        memset(out, 0xff, sizeof out);
-        ops->gemm_q8_0g(w, rb, nr, xq, xd, xp, nb, nt, out, 4);
-        for (int t = 0; t < nt; t++)
-          for (int r = 0; r < nr; r++) {
-            float d;
-            ops->dot1_q8_0g(w + r * rb, rb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2, nb, &d);
-            CHECK_MSG(same_bits(out[t * 4 + r], d), "%s q8_0g gemm cols %d nr %d nt %d t %d r %d: %.9g vs %.9g",
-                      ops->name, cols, nr, nt, t, r, out[t * 4 + r], d);
-          }
-        for (int t = nt; t < GT; t++)
-          for (int r = 0; r < 4; r++) CHECK(out[t * 4 + r] != out[t * 4 + r]);
-      }
   }
 }
 
@@ -1114,7 +1095,7 @@ int main(void) {
   test_swiglu(&port, &cport);
   test_attention(&port, &cport);
   test_gemm_linear(&port, &cport);
-  test_q8_0g(sc_kern_ops_isa("portable"));
+  test_q8_0_groups(sc_kern_ops_isa("portable"));
   char all[] = SC_KERNEL_ISAS;
   for (char *n = strtok(all, ","); n; n = strtok(NULL, ",")) {
     if (!strcmp(n, "portable") || !sc_kern_ops_isa(n)) continue;
@@ -1129,7 +1110,7 @@ int main(void) {
     test_gemm_linear(&K, &c);
     test_isa_agree(&K, &port);
     if (sc_kern_ops_isa(n)->gemm_f32) test_gemm_hooks(sc_kern_ops_isa(n)); /* else per-token fallback */
-    test_q8_0g(sc_kern_ops_isa(n));
+    test_q8_0_groups(sc_kern_ops_isa(n));
     test_gemm_blas(&K, &port);
     sc_kernel_ctx_free(&c);
   }

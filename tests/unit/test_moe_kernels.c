@@ -73,8 +73,10 @@ static void *store(int band, const float *w, int rows, int cols, float **deq) {
         const uint16_t b = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
         memcpy(o + 2 * c, &b, 2);
       }
-    else if (band == SC_W_Q8_0) sc_quantize_row_q8_0(x, cols, o);
-    else {
+    else if (band == SC_W_Q8_0) {
+      sc_quantize_row_q8_0(x, cols, tmp);
+      sc_pack_row_q8_0(tmp, cols, o);
+    } else {
       sc_quantize_row_q4_0(x, cols, tmp);
       sc_pack_row_q4_0(tmp, cols, o);
     }

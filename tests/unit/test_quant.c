@@ -126,6 +126,36 @@ static void test_q4_0_groups(void) {
   }
 }
 
+/* The CPU's q8_0 order (kernels.h), from its description: 19 blocks = two
+ * whole groups and three GGML blocks, the same bytes rearranged, and the
+ * same numbers as GGML's decoding of the original. */
+static void test_q8_0_groups(void) {
+  enum { NB = 19, C = NB * 32 };
+  float x[C], y[C];
+  unsigned char g[NB * SC_Q8_0_BLOCK], p[NB * SC_Q8_0_BLOCK];
+  for (int i = 0; i < C; i++) x[i] = ggml_input(i) * (float)(1 + i % 5);
+  sc_quantize_row_q8_0(x, C, g);
+  CHECK(sc_band_row_bytes(SC_W_Q8_0, C) == sizeof p);
+  sc_pack_row_q8_0(g, C, p);
+  int bad = 0;
+  for (int gr = 0; gr < 2; gr++)
+    for (int j = 0; j < 8; j++) {
+      const unsigned char *blk = g + (8 * gr + j) * SC_Q8_0_BLOCK, *grp = p + gr * SC_Q8_GROUP_BYTES;
+      bad += grp[2 * j] != blk[0] || grp[2 * j + 1] != blk[1];
+      for (int k = 0; k < 8; k++) /* chunk k: elements 4k..4k+3 of each block */
+        for (int i = 0; i < 4; i++) bad += grp[16 + 32 * k + 4 * j + i] != blk[2 + 4 * k + i];
+    }
+  CHECK_MSG(!bad, "%d bytes of the two whole groups out of place", bad);
+  CHECK(!memcmp(p + 2 * SC_Q8_GROUP_BYTES, g + 16 * SC_Q8_0_BLOCK, 3 * SC_Q8_0_BLOCK));
+  sc_dequantize_row(SC_W_Q8_0, p, C, y);
+  for (int b = 0; b < NB; b++) {
+    const unsigned char *blk = g + b * SC_Q8_0_BLOCK;
+    const float d = sc_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8));
+    for (int k = 0; k < 32; k++)
+      CHECK_MSG(same_bits(y[32 * b + k], d * (float)(int8_t)blk[2 + k]), "q8_0 block %d element %d", b, k);
+  }
+}
+
 /* ---- 3. kernels --------------------------------------------------------- */
 
 /* Every consumer of frand() seeds it first (rng_seed), so what it draws
@@ -151,9 +181,13 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
   for (int i = 0; i < T3 * LDX; i++) x[i] = frand() * (i % 13 == 0 ? 4 : 1);
   for (int i = 0; i < ROWS; i++) bias[i] = frand();
   for (int r = 0; r < 2 * ROWS; r++)
-    if (wtype == SC_W_Q8_0) sc_quantize_row_q8_0(wf + r * COLS, COLS, w + r * rb);
-    else { /* 19 blocks: two whole groups (even and odd accumulators) and
-            * three GGML blocks (kernels.h) */
+    if (wtype == SC_W_Q8_0) { /* 19 blocks: two whole groups and three
+                               * GGML blocks (kernels.h) */
+      unsigned char ggml[COLS / 32 * SC_Q8_0_BLOCK];
+      sc_quantize_row_q8_0(wf + r * COLS, COLS, ggml);
+      sc_pack_row_q8_0(ggml, COLS, w + r * rb);
+    } else { /* 19 blocks: two whole groups (even and odd accumulators) and
+              * three GGML blocks (kernels.h) */
       unsigned char ggml[COLS / 32 * SC_Q4_0_BLOCK];
       sc_quantize_row_q4_0(wf + r * COLS, COLS, ggml);
       sc_pack_row_q4_0(ggml, COLS, w + r * rb);
@@ -539,18 +573,21 @@ static void test_neon_variants(void) {
     for (int k = 0; k < NB; k++) { /* sane scales */
       w8[(r * NB + k) * SC_Q8_0_BLOCK] = 0, w8[(r * NB + k) * SC_Q8_0_BLOCK + 1] = 0x2c;
     }
+  static unsigned char wg8[sizeof w8];
   for (int n = 1; n <= NB; n++) {
     /* NT tokens of n blocks, as the GEMM hooks take them (kernels.h) */
     for (int t = 0; t < NT; t++)
       a->quantize_q8(x + t * NB * 32, n, xq + t * n * 32, xd + t * n, xp + t * n * 64);
-    a->gemm_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, 4, xq, xd, xp, n, NT, oa, 4);
-    b->gemm_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, 4, xq, xd, xp, n, NT, ob, 4);
+    for (int r = 0; r < 4; r++) /* q8_0 rows of n blocks in the CPU's groups */
+      sc_pack_row_q8_0(w8 + (size_t)r * NB * SC_Q8_0_BLOCK, n * 32, wg8 + (size_t)r * NB * SC_Q8_0_BLOCK);
+    a->gemm_q8_0(wg8, (size_t)NB * SC_Q8_0_BLOCK, 4, xq, xd, xp, n, NT, oa, 4);
+    b->gemm_q8_0(wg8, (size_t)NB * SC_Q8_0_BLOCK, 4, xq, xd, xp, n, NT, ob, 4);
     CHECK_MSG(!memcmp(oa, ob, sizeof oa), "gemm q8_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
     a->gemm_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, 4, xq, xd, xp, n, NT, oa, 4);
     b->gemm_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, 4, xq, xd, xp, n, NT, ob, 4);
     CHECK_MSG(!memcmp(oa, ob, sizeof oa), "gemm q4_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
-    a->dot4_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, oa);
-    b->dot4_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, ob);
+    a->dot4_q8_0(wg8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, oa);
+    b->dot4_q8_0(wg8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, ob);
     CHECK_MSG(!memcmp(oa, ob, 4 * sizeof *oa), "q8_0 nb %d: neon %g, neon-dotprod %g", n, oa[0], ob[0]);
     a->dot4_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, xq, xd, xp, n, oa);
     b->dot4_q4_0(w4, (size_t)NB * SC_Q4_0_BLOCK, xq, xd, xp, n, ob);
@@ -565,7 +602,7 @@ static void test_neon_variants(void) {
         double v = (double)sc_f16_to_f32((uint16_t)(blk[0] | blk[1] << 8)) * xd[k] * is;
         s += v, m += fabs(v);
       }
-      a->dot4_q8_0(w8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, oa);
+      a->dot4_q8_0(wg8, (size_t)NB * SC_Q8_0_BLOCK, xq, xd, xp, n, oa);
       CHECK_MSG(fabs(oa[r] - s) <= 1e-5 * (m + 1e-30), "neon q8_0 nb %d r %d: %g vs %g", n, r, oa[r], s);
     }
   }
@@ -577,6 +614,7 @@ int main(void) {
   test_f16();
   test_ggml_bytes();
   test_q4_0_groups();
+  test_q8_0_groups();
   sc_kernel_ctx cp = {0};
   sc_kernels P;
   sc_kernels_init_portable(&P, &cp);
