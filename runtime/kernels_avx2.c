@@ -44,11 +44,12 @@
  * machine that doubles the GEMV's DRAM throughput. */
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
-/* The quantized one-row dots prefetch their own stream this many bytes
- * ahead (rows are contiguous, so past a row's end is the next row; past
- * the matrix, a prefetch is harmless).  Measured on the q4_0 Qwen3-0.6B
+/* The q4_0 one-row dot prefetches its own stream this many bytes ahead
+ * (rows are contiguous, so past a row's end is the next row; past the
+ * matrix, a prefetch is harmless).  Measured on the q4_0 Qwen3-0.6B
  * shapes: decode 54.6 -> 60.6 tokens/s (medians of 6 alternated runs);
- * 2048 bytes did the same as 1024. */
+ * 2048 bytes did the same as 1024.  (The q8_0 dot does better without,
+ * see dot_q8_0_row.) */
 #define QPF_AHEAD 1024
 
 ALWAYS_INLINE __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
@@ -261,7 +262,10 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
   for (int g = 0; g < ng; g++) {
     const uint8_t *wg = w + (size_t)g * SC_Q8_GROUP_BYTES;
     const unsigned char *xv = xp + (size_t)g * SC_Q4_VIEW_GROUP;
-    for (int l = 0; l < 5; l++) PREFETCH(wg + QPF_AHEAD + 64 * l); /* 272 bytes a group */
+    /* no software prefetch: the row is one sequential stream, which the
+     * hardware prefetcher follows; five prefetches a group 1 KB ahead (as
+     * the GGML-order dot had) made it 9-14 % slower from DRAM on Zen 4
+     * (kern_micro q8_0 1 2 256 30, 7 rounds), and the same in L3 */
     __m256i sum = _mm256_setzero_si256();
     for (int k = 0; k < 8; k++) {
       const __m256i q = _mm256_loadu_si256((const __m256i *)(wg + 16 + 32 * k));
