@@ -265,7 +265,7 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
     /* no software prefetch: the row is one sequential stream, which the
      * hardware prefetcher follows; five prefetches a group 1 KB ahead (as
      * the GGML-order dot had) made it 9-14 % slower from DRAM on Zen 4
-     * (kern_micro q8_0 1 2 256 30, 7 rounds), and the same in L3 */
+     * (kern_micro q8_0 1 2 256 30, 7 rounds) and changed nothing in L3 */
     __m256i sum = _mm256_setzero_si256();
     for (int k = 0; k < 8; k++) {
       const __m256i q = _mm256_loadu_si256((const __m256i *)(wg + 16 + 32 * k));

@@ -438,7 +438,7 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
     /* no software prefetch: the row is one sequential stream, which the
      * hardware prefetcher follows; five prefetches a group 1 KB ahead (as
      * the GGML-order dot had) made it 9-14 % slower from DRAM on Zen 4
-     * (kern_micro q8_0 1 2 256 30, 7 rounds), and the same in L3 */
+     * (kern_micro q8_0 1 2 256 30, 7 rounds) and changed nothing in L3 */
     const __m256i dot = q8g_row_group(wg, xv);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)),
                                         _mm256_loadu_ps((const float *)(xv + 288))),
