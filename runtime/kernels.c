@@ -235,64 +235,45 @@ void sc_quantize_row_q4_0(const float *x, int cols, void *out) {
   }
 }
 
-/* Where block b of a CPU q4_0 row (kernels.h) keeps its scale and its 16
- * GGML bytes: *d, then byte k at q + (k / 4) * qstep + k % 4. */
+/* Where block b of a row in the CPU's groups of eight (kernels.h; q8_0
+ * and q4_0, blocks of bb bytes: a 2-byte scale and bb - 2 GGML bytes)
+ * keeps its scale and its bytes: *d, then byte k at q + (k / 4) * qstep +
+ * k % 4. */
+ALWAYS_INLINE const uint8_t *grouped_block(const uint8_t *row, int nb, int b, int bb, const uint8_t **d,
+                                           size_t *qstep) {
+  _Static_assert(SC_Q8_GROUP == 8 && SC_Q4_GROUP == 8, "one group size for both bands");
+  const int whole = nb / 8 * 8;
+  if (b < whole) {
+    const uint8_t *g = row + (size_t)(b / 8) * 8 * bb;
+    *d = g + 2 * (b % 8);
+    *qstep = 32;
+    return g + 16 + 4 * (b % 8);
+  }
+  const uint8_t *blk = row + (size_t)b * bb; /* where GGML has it */
+  *d = blk;
+  *qstep = 4;
+  return blk + 2;
+}
 static const uint8_t *q4_block(const uint8_t *row, int nb, int b, const uint8_t **d, size_t *qstep) {
-  const int whole = nb / SC_Q4_GROUP * SC_Q4_GROUP;
-  if (b < whole) {
-    const uint8_t *g = row + (size_t)(b / SC_Q4_GROUP) * SC_Q4_GROUP_BYTES;
-    *d = g + 2 * (b % SC_Q4_GROUP);
-    *qstep = 32;
-    return g + 16 + 4 * (b % SC_Q4_GROUP);
-  }
-  const uint8_t *blk = row + (size_t)b * SC_Q4_0_BLOCK; /* where GGML has it */
-  *d = blk;
-  *qstep = 4;
-  return blk + 2;
+  return grouped_block(row, nb, b, SC_Q4_0_BLOCK, d, qstep);
 }
-
-void sc_pack_row_q4_0(const void *ggml, int cols, void *out) {
-  const uint8_t *src = ggml;
-  uint8_t *row = out;
-  const int nb = cols / SC_QK;
-  for (int b = 0; b < nb; b++) {
-    const uint8_t *blk = src + (size_t)b * SC_Q4_0_BLOCK, *d;
-    size_t step;
-    uint8_t *q = (uint8_t *)q4_block(row, nb, b, &d, &step);
-    memcpy((uint8_t *)d, blk, 2);
-    for (int k = 0; k < 16; k++) q[(k / 4) * step + k % 4] = blk[2 + k];
-  }
-}
-
-/* Block b of a q8_0 row in the grouped order (kernels.h): its scale at
- * *d, and its element e at the returned pointer + (e / 4) * *qstep +
- * e % 4. */
 static const uint8_t *q8g_block(const uint8_t *row, int nb, int b, const uint8_t **d, size_t *qstep) {
-  const int whole = nb / SC_Q8_GROUP * SC_Q8_GROUP;
-  if (b < whole) {
-    const uint8_t *g = row + (size_t)(b / SC_Q8_GROUP) * SC_Q8_GROUP_BYTES;
-    *d = g + 2 * (b % SC_Q8_GROUP);
-    *qstep = 32;
-    return g + 16 + 4 * (b % SC_Q8_GROUP);
-  }
-  const uint8_t *blk = row + (size_t)b * SC_Q8_0_BLOCK; /* where GGML has it */
-  *d = blk;
-  *qstep = 4;
-  return blk + 2;
+  return grouped_block(row, nb, b, SC_Q8_0_BLOCK, d, qstep);
 }
 
-void sc_pack_row_q8_0(const void *ggml, int cols, void *out) {
-  const uint8_t *src = ggml;
-  uint8_t *row = out;
+/* A row of GGML blocks of bb bytes -> the CPU's groups. */
+static void pack_grouped(const uint8_t *src, int cols, int bb, uint8_t *row) {
   const int nb = cols / SC_QK;
   for (int b = 0; b < nb; b++) {
-    const uint8_t *blk = src + (size_t)b * SC_Q8_0_BLOCK, *d;
+    const uint8_t *blk = src + (size_t)b * bb, *d;
     size_t step;
-    uint8_t *q = (uint8_t *)q8g_block(row, nb, b, &d, &step);
+    uint8_t *q = (uint8_t *)grouped_block(row, nb, b, bb, &d, &step);
     memcpy((uint8_t *)d, blk, 2);
-    for (int e = 0; e < SC_QK; e++) q[(e / 4) * step + e % 4] = blk[2 + e];
+    for (int k = 0; k < bb - 2; k++) q[(k / 4) * step + k % 4] = blk[2 + k];
   }
 }
+void sc_pack_row_q4_0(const void *ggml, int cols, void *out) { pack_grouped(ggml, cols, SC_Q4_0_BLOCK, out); }
+void sc_pack_row_q8_0(const void *ggml, int cols, void *out) { pack_grouped(ggml, cols, SC_Q8_0_BLOCK, out); }
 
 void sc_unpack_row_q8_0(const void *grouped, int cols, void *ggml) {
   const uint8_t *row = grouped;
