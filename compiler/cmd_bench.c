@@ -451,6 +451,7 @@ static int bench_tts(sc_model *m, const char *path, long frames, long streams, l
              d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
              used_threads > 1 ? "s" : "");
       printf("kernels why   %s\n", sc_kernels_reason(&K));
+      printf("prefetch      %s\n", sc_gemv_prefetch_why());
     }
     printf("one stream    %ld frames: median %.2f ms/frame = %.2f frames/s (real time: 12.5; prompt %d rows "
            "in %.1f ms)\n", frames, med * 1e3, 1.0 / med, st.prompt_rows, st.prompt_s * 1e3);
@@ -594,6 +595,7 @@ static int bench_moshi(sc_model *m, const char *path, long steps, long streams, 
              d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
              used_threads > 1 ? "s" : "");
       printf("kernels why   %s\n", sc_kernels_reason(&K));
+      printf("prefetch      %s\n", sc_gemv_prefetch_why());
     }
     printf("one stream    %ld steps: median %.2f ms/step = %.2f steps/s (real time: 12.5, one step per 80 ms)\n",
            steps, med * 1e3, 1.0 / med);
@@ -790,6 +792,7 @@ int cmd_bench(int argc, char **argv) {
            d->cpu_features[0] ? "system compiler" : "libtcc (portable)", sc_kernels_isa(&K), used_threads,
            used_threads > 1 ? "s" : "");
     printf("kernels why   %s\n", sc_kernels_reason(&K));
+    printf("prefetch      %s\n", sc_gemv_prefetch_why());
   }
   /* the session opened above refused a bad value */
   const int eng = sc_bf16act_engine(sc_bf16act_setting(getenv("SPEECHC_BF16_ACT")));

@@ -1461,9 +1461,59 @@ static void isas_here(char *buf, size_t n) {
   snprintf(buf + l, n - l, "portable");
 }
 
+/* sc_gemv_prefetch_on (kernels.h): 1 until sc_kernels_init decides, the
+ * setting measured on the CPUs the prefetch was written for. */
+_Atomic int sc_gemv_prefetch_on = 1;
+#if defined(__x86_64__) || defined(__i386__)
+#define SC_X86 1
+#else
+#define SC_X86 0
+#endif
+static const char *gemv_prefetch_why_s = "on: 1 KB ahead (not yet decided for this CPU)";
+static const char *gemv_prefetch_env_bad; /* SPEECHC_GEMV_PREFETCH's value when not 0 or 1 */
+static pthread_once_t gemv_prefetch_once = PTHREAD_ONCE_INIT;
+
+static void gemv_prefetch_decide(void) {
+  const char *e = getenv("SPEECHC_GEMV_PREFETCH");
+  int on = 1;
+  if (e && *e) {
+    if (strcmp(e, "0") && strcmp(e, "1")) {
+      gemv_prefetch_env_bad = e;
+      return; /* every sc_kernels_init fails with the message */
+    }
+    on = *e == '1';
+    gemv_prefetch_why_s = on ? "on: named by SPEECHC_GEMV_PREFETCH=1" : "off: named by SPEECHC_GEMV_PREFETCH=0";
+  } else if (!SC_X86) {
+    gemv_prefetch_why_s = "none: the NEON and portable kernels ask for no bytes ahead";
+  } else if (sc_cpu_avx512_split()) {
+    on = 0;
+    gemv_prefetch_why_s = "off: AMD Zen 4's hardware prefetcher alone reads the f32, bf16 and q8_0 rows faster "
+                          "(docs/PERFORMANCE.md)";
+  } else {
+    gemv_prefetch_why_s = "on: the f32, bf16 and q8_0 rows ask for their bytes 1 KB ahead (measured faster on "
+                          "Zen 3 and Zen 5, docs/PERFORMANCE.md)";
+  }
+  atomic_store_explicit(&sc_gemv_prefetch_on, on, memory_order_relaxed);
+}
+
+const char *sc_gemv_prefetch_why(void) {
+  pthread_once(&gemv_prefetch_once, gemv_prefetch_decide);
+  return gemv_prefetch_why_s;
+}
+
 /* Bind K to the named ISA; `who` starts the message when it cannot run. */
 static int init_isa(sc_kernels *K, void *ctx, const char *isa, const char *who) {
   sc_kernels_init_portable(K, ctx);
+  pthread_once(&gemv_prefetch_once, gemv_prefetch_decide);
+  if (gemv_prefetch_env_bad) {
+    sc_kernel_ctx *c = ctx;
+    if (c) {
+      snprintf(c->err, sizeof c->err, "SPEECHC_GEMV_PREFETCH: expected 0 or 1, got '%.64s'",
+               gemv_prefetch_env_bad);
+      c->failed = 1;
+    }
+    return -1;
+  }
   if (!strcmp(isa, "portable")) return 0;
   const IsaEntry *e = isa_find(isa);
   if (!e || !isa_runs(e)) {

@@ -37,19 +37,19 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* Rows are streamed four at a time, so each row is a short stream (one to
- * a few KB) that the hardware prefetcher hardly learns before it ends: the
- * 4-row loops prefetch the same bytes of the next four rows (one group of
- * rows ahead; rows are contiguous), one prefetch per 64-byte line.  On this
- * machine that doubles the GEMV's DRAM throughput. */
+/* Software prefetch, 1 KB ahead of a row's stream (rows are contiguous,
+ * so past a row's end is the next row; past the matrix, a prefetch is
+ * harmless): each chunk of rows starts cold and the hardware prefetcher
+ * ramps up late.  The f32, bf16 and q8_0 one-row dots do it only where
+ * sc_gemv_prefetch_on (kernels.h: off on Zen 4, where it measured
+ * slower); q4_0's always. */
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
-/* The q4_0 one-row dot prefetches its own stream this many bytes ahead
- * (rows are contiguous, so past a row's end is the next row; past the
- * matrix, a prefetch is harmless).  Measured on the q4_0 Qwen3-0.6B
- * shapes: decode 54.6 -> 60.6 tokens/s (medians of 6 alternated runs);
- * 2048 bytes did the same as 1024.  (The q8_0 dot does better without,
- * see dot_q8_0_row.) */
+/* How far ahead.  Measured on Zen 3 (q4_0 and q8_0 dots, Qwen3-0.6B
+ * shapes): decode 54.6 -> 60.6 and 31.9 -> 34.8 tokens/s (medians of 6
+ * alternated runs); 2048 bytes did the same as 1024.  On Zen 4 the q4_0
+ * dot still gains from it end to end (0.866 against 0.843 of the paired
+ * probe without), the q8_0 dot loses (0.80 against 0.92). */
 #define QPF_AHEAD 1024
 
 ALWAYS_INLINE __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
@@ -74,14 +74,14 @@ ALWAYS_INLINE float hsum8(__m256 v) {
  * N is a compile-time constant after inlining, so a[][] lives in registers. */
 #define DEFINE_DOT(NAME, WT, LOAD8, SCALAR)                                  \
   ALWAYS_INLINE void NAME##_n(const WT *w, const float *x, int cols,       \
-                              float *out, const int N) {                   \
+                              float *out, const int N, const int PF) {     \
     __m256 a[4][4];                                                        \
     for (int r = 0; r < N; r++)                                            \
       for (int k = 0; k < 4; k++) a[r][k] = _mm256_setzero_ps();           \
     int i = 0;                                                             \
     for (; i + 32 <= cols; i += 32)                                        \
       for (int k = 0; k < 4; k++) {                                        \
-        if ((k * 8 * sizeof(WT)) % 64 == 0)                                \
+        if (PF && (k * 8 * sizeof(WT)) % 64 == 0)                                \
           for (int r = 0; r < N; r++)                                      \
             PREFETCH((const char *)(w + (size_t)r * cols + i + 8 * k) + QPF_AHEAD); \
         __m256 xv = _mm256_loadu_ps(x + i + 8 * k);                        \
@@ -108,10 +108,16 @@ ALWAYS_INLINE float hsum8(__m256 v) {
    * bytes reads DRAM faster than four interleaved streams (the bits are  \
    * the same: each row's order is fixed by cols alone) */               \
   static void NAME##4(const WT *w, const float *x, int cols, float *out) { \
-    for (int r = 0; r < 4; r++) NAME##_n(w + (size_t)r * cols, x, cols, out + r, 1); \
+    if (atomic_load_explicit(&sc_gemv_prefetch_on, memory_order_relaxed))  \
+      for (int r = 0; r < 4; r++) NAME##_n(w + (size_t)r * cols, x, cols, out + r, 1, 1); \
+    else                                                                   \
+      for (int r = 0; r < 4; r++) NAME##_n(w + (size_t)r * cols, x, cols, out + r, 1, 0); \
   }                                                                        \
   static void NAME##1(const WT *w, const float *x, int cols, float *out) { \
-    NAME##_n(w, x, cols, out, 1);                                          \
+    if (atomic_load_explicit(&sc_gemv_prefetch_on, memory_order_relaxed))  \
+      NAME##_n(w, x, cols, out, 1, 1);                                     \
+    else                                                                   \
+      NAME##_n(w, x, cols, out, 1, 0);                                     \
   }
 
 DEFINE_DOT(dot_f32_, float, load8_f32, scalar_f32)
@@ -256,16 +262,15 @@ ALWAYS_INLINE __m256 q8g_end(__m256i dot, __m256 dw, const unsigned char *xv, __
  * latency), then the last nb % 8 blocks as GGML blocks into the same one
  * (q8_0_block: partial sums x d_x, fma by d_w), then the horizontal sum. */
 ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
-                                  const unsigned char *xp, int nb) {
+                                  const unsigned char *xp, int nb, const int PF) {
   __m256 acc = _mm256_setzero_ps();
   const int ng = nb / SC_Q8_GROUP;
   for (int g = 0; g < ng; g++) {
     const uint8_t *wg = w + (size_t)g * SC_Q8_GROUP_BYTES;
     const unsigned char *xv = xp + (size_t)g * SC_Q4_VIEW_GROUP;
-    /* no software prefetch: the row is one sequential stream, which the
-     * hardware prefetcher follows; five prefetches a group 1 KB ahead (as
-     * the GGML-order dot had) made it 9-14 % slower from DRAM on Zen 4
-     * (kern_micro q8_0 1 2 256 30, 7 rounds) and changed nothing in L3 */
+    /* five lines 1 KB ahead where sc_gemv_prefetch_on (kernels.h) */
+    if (PF)
+      for (int l = 0; l < 5; l++) PREFETCH(wg + QPF_AHEAD + 64 * l);
     __m256i sum = _mm256_setzero_si256();
     for (int k = 0; k < 8; k++) {
       const __m256i q = _mm256_loadu_si256((const __m256i *)(wg + 16 + 32 * k));
@@ -315,7 +320,10 @@ ALWAYS_INLINE void dot_q4_0_n(const uint8_t *w, size_t rb, const int8_t *xq, con
   }
 ALWAYS_INLINE void dot_q8_0_n(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                                const unsigned char *xp, int nb, float *out, const int N) {
-  for (int r = 0; r < N; r++) out[r] = dot_q8_0_row(w + r * rb, xq, xd, xp, nb);
+  if (atomic_load_explicit(&sc_gemv_prefetch_on, memory_order_relaxed))
+    for (int r = 0; r < N; r++) out[r] = dot_q8_0_row(w + r * rb, xq, xd, xp, nb, 1);
+  else
+    for (int r = 0; r < N; r++) out[r] = dot_q8_0_row(w + r * rb, xq, xd, xp, nb, 0);
 }
 
 DEFINE_QDOT(dot_q4_0_)

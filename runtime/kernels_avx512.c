@@ -60,7 +60,9 @@
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 /* GEMV rows stream from DRAM: their bytes this far ahead are asked for
- * early (as kernels_avx2.c's), which the decode's read rate needs */
+ * early (as kernels_avx2.c's), which the decode's read rate needs on Zen
+ * 5; the f32, bf16 and q8_0 rows only where sc_gemv_prefetch_on
+ * (kernels.h: off on Zen 4, where it measured slower) */
 #define QPF_AHEAD 1024
 
 ALWAYS_INLINE __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
@@ -92,14 +94,14 @@ ALWAYS_INLINE float hsum8(__m256 v) {
 
 #define DEFINE_DOT(NAME, WT, LOAD16, SCALAR)                                 \
   ALWAYS_INLINE void NAME##_n(const WT *w, const float *x, int cols,       \
-                              float *out, const int N) {                   \
+                              float *out, const int N, const int PF) {     \
     __m512 a[4][4];                                                        \
     for (int r = 0; r < N; r++)                                            \
       for (int k = 0; k < 4; k++) a[r][k] = _mm512_setzero_ps();           \
     int i = 0;                                                             \
     for (; i + 64 <= cols; i += 64)                                        \
       for (int k = 0; k < 4; k++) {                                        \
-        if ((k * 16 * sizeof(WT)) % 64 == 0)                               \
+        if (PF && (k * 16 * sizeof(WT)) % 64 == 0)                               \
           for (int r = 0; r < N; r++)                                      \
             PREFETCH((const char *)(w + (size_t)r * cols + i + 16 * k) + QPF_AHEAD); \
         __m512 xv = _mm512_loadu_ps(x + i + 16 * k);                       \
@@ -126,10 +128,16 @@ ALWAYS_INLINE float hsum8(__m256 v) {
    * bytes reads DRAM faster than four interleaved streams (the bits are  \
    * the same: each row's order is fixed by cols alone) */               \
   static void NAME##4(const WT *w, const float *x, int cols, float *out) { \
-    for (int r = 0; r < 4; r++) NAME##_n(w + (size_t)r * cols, x, cols, out + r, 1); \
+    if (atomic_load_explicit(&sc_gemv_prefetch_on, memory_order_relaxed))  \
+      for (int r = 0; r < 4; r++) NAME##_n(w + (size_t)r * cols, x, cols, out + r, 1, 1); \
+    else                                                                   \
+      for (int r = 0; r < 4; r++) NAME##_n(w + (size_t)r * cols, x, cols, out + r, 1, 0); \
   }                                                                        \
   static void NAME##1(const WT *w, const float *x, int cols, float *out) { \
-    NAME##_n(w, x, cols, out, 1);                                          \
+    if (atomic_load_explicit(&sc_gemv_prefetch_on, memory_order_relaxed))  \
+      NAME##_n(w, x, cols, out, 1, 1);                                     \
+    else                                                                   \
+      NAME##_n(w, x, cols, out, 1, 0);                                     \
   }
 
 DEFINE_DOT(dot_f32_, float, load16_f32, scalar_f32)
@@ -429,16 +437,15 @@ ALWAYS_INLINE __m256i q8g_row_group(const uint8_t *wg, const unsigned char *xv) 
 }
 #endif
 ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
-                                  const unsigned char *xp, int nb) {
+                                  const unsigned char *xp, int nb, const int PF) {
   __m256 acc = _mm256_setzero_ps();
   const int ng = nb / SC_Q8_GROUP;
   for (int g = 0; g < ng; g++) {
     const uint8_t *wg = w + (size_t)g * SC_Q8_GROUP_BYTES;
     const unsigned char *xv = xp + (size_t)g * SC_Q4_VIEW_GROUP;
-    /* no software prefetch: the row is one sequential stream, which the
-     * hardware prefetcher follows; five prefetches a group 1 KB ahead (as
-     * the GGML-order dot had) made it 9-14 % slower from DRAM on Zen 4
-     * (kern_micro q8_0 1 2 256 30, 7 rounds) and changed nothing in L3 */
+    /* five lines 1 KB ahead where sc_gemv_prefetch_on (kernels.h) */
+    if (PF)
+      for (int l = 0; l < 5; l++) PREFETCH(wg + QPF_AHEAD + 64 * l);
     const __m256i dot = q8g_row_group(wg, xv);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)),
                                         _mm256_loadu_ps((const float *)(xv + 288))),
@@ -450,7 +457,19 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
 }
 
 DEFINE_QDOT(dot_q4_0_, dot_q4_0_row)
-DEFINE_QDOT(dot_q8_0_, dot_q8_0_row)
+static void dot_q8_0_4(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, const unsigned char *xp,
+                       int nb, float *out) {
+  if (atomic_load_explicit(&sc_gemv_prefetch_on, memory_order_relaxed))
+    for (int r = 0; r < 4; r++) out[r] = dot_q8_0_row(w + r * rb, xq, xd, xp, nb, 1);
+  else
+    for (int r = 0; r < 4; r++) out[r] = dot_q8_0_row(w + r * rb, xq, xd, xp, nb, 0);
+}
+static void dot_q8_0_1(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd, const unsigned char *xp,
+                       int nb, float *out) {
+  (void)rb;
+  out[0] = atomic_load_explicit(&sc_gemv_prefetch_on, memory_order_relaxed) ? dot_q8_0_row(w, xq, xd, xp, nb, 1)
+                                                                             : dot_q8_0_row(w, xq, xd, xp, nb, 0);
+}
 
 /* ---- attention: one query row (kernels.h attn_row) ------------------- */
 

@@ -46,6 +46,20 @@ add_test(NAME isa_override
     grep \"SPEECHC_ISA: unknown ISA 'sse9'\" $d/err"
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 
+# SPEECHC_GEMV_PREFETCH end to end: either setting gives the trace's tokens
+# (a prefetch never touches the arithmetic); any other value fails the
+# session with the variable named.
+add_test(NAME gemv_prefetch_override
+  COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \
+    $<TARGET_FILE:speechc> build tests/data/llm/qwen3_gqa2_hd32_tied -o $d/m.so -q; \
+    for v in 0 1; do \
+      out=$(SPEECHC_GEMV_PREFETCH=$v $<TARGET_FILE:generate> $d/m.so 0 4 134 16 186 230 101 208); \
+      test \"$out\" = '111 17 145 233 252 95 92 171 131 226 124 167 128 54 160 205'; \
+    done; \
+    if SPEECHC_GEMV_PREFETCH=yes $<TARGET_FILE:generate> $d/m.so 0 4 134 2>$d/err; then exit 1; fi; \
+    grep \"SPEECHC_GEMV_PREFETCH: expected 0 or 1, got 'yes'\" $d/err"
+  WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+
 # The AArch64 NEON kernels, cross-compiled and run under qemu-aarch64 with
 # and without dotprod (scripts/neon.sh).  Fails, never skips, when the
 # cross toolchain or qemu is missing: scripts/deps.sh installs them.  Not

@@ -230,6 +230,16 @@ static void test_isa_agree(const sc_kernels *A, const sc_kernels *P) {
       const void *w = wptr(&W, wtype, 0, cols);
       A->linear(A->ctx, wtype, w, bias, x, LDX, ya, LDY, 3, rows, cols, 0);
       P->linear(P->ctx, wtype, w, bias, x, LDX, yp, LDY, 3, rows, cols, 0);
+      /* one token (the one-row dots) with and without the software
+       * prefetch (kernels.h sc_gemv_prefetch_on): the same bits */
+      float g0[MAXR], g1[MAXR];
+      const int pf = atomic_load(&sc_gemv_prefetch_on);
+      A->linear(A->ctx, wtype, w, bias, x, LDX, g0, LDY, 1, rows, cols, 0);
+      atomic_store(&sc_gemv_prefetch_on, !pf);
+      A->linear(A->ctx, wtype, w, bias, x, LDX, g1, LDY, 1, rows, cols, 0);
+      atomic_store(&sc_gemv_prefetch_on, pf);
+      CHECK_MSG(!memcmp(g0, g1, sizeof(float) * rows), "%s prefetch %d vs %d: band %d cols %d", sc_kernels_isa(A), pf,
+                !pf, wtype, cols);
       for (int t = 0; t < 3; t++)
         for (int r = 0; r < rows; r++) {
           double m = fabs(bias[r]);
@@ -591,6 +601,15 @@ static void test_q8_0_groups(const sc_kern_ops *ops) {
       float d4[4];
       const size_t xo = (size_t)t * cols * 2;
       ops->dot4_q8_0(w, rb, xq + t * cols, xd + t * nb, xp + xo, nb, d4);
+      /* the software prefetch (kernels.h sc_gemv_prefetch_on) leaves the bits */
+      float p4[4];
+      const int pf = atomic_load(&sc_gemv_prefetch_on);
+      atomic_store(&sc_gemv_prefetch_on, !pf);
+      ops->dot4_q8_0(w, rb, xq + t * cols, xd + t * nb, xp + xo, nb, p4);
+      atomic_store(&sc_gemv_prefetch_on, pf);
+      for (int r = 0; r < 4; r++)
+        CHECK_MSG(same_bits(d4[r], p4[r]), "%s q8_0 prefetch %d vs %d: cols %d t %d r %d", ops->name, pf, !pf,
+                  cols, t, r);
       for (int r = 0; r < 4; r++) {
         const unsigned char *g = ggml + r * rb;
         double ref = 0, mag = 0;
