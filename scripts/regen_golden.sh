@@ -20,10 +20,12 @@ for model in llm/qwen3_gqa2_hd32_tied llm/qwen3_gqa4_hd16_bf16 llm/llama_gqa4_sh
     cp "$work/src/model.c" "tests/golden/${model#*/}.$fuse.cpu.c"
   done
 done
-# one quantized build: the block-decoding embedding gather
-"$bin" build tests/data/llm/qwen3_gqa2_hd32_tied -o "$work/model.so" --emit-dir "$work/src" \
-  --cc tcc --max-context 64 --prefill-chunk 16 --weights q4_0 -q
-cp "$work/src/model.c" tests/golden/qwen3_gqa2_hd32_tied.fused.q4_0.cpu.c
+# two quantized builds: the block-decoding embedding gathers
+for band in q4_0 q8_0; do
+  "$bin" build tests/data/llm/qwen3_gqa2_hd32_tied -o "$work/model.so" --emit-dir "$work/src" \
+    --cc tcc --max-context 64 --prefill-chunk 16 --weights $band -q
+  cp "$work/src/model.c" tests/golden/qwen3_gqa2_hd32_tied.fused.$band.cpu.c
+done
 # CUDA: the device source of every tiny checkpoint (needs NVRTC, since the
 # build compiles it).  The flags must match tests/unit/test_cuda.c.
 for model in llm/qwen3_gqa2_hd32_tied llm/qwen3_gqa4_hd16_bf16 llm/llama_gqa4_sharded \

@@ -5,9 +5,10 @@
  *     the Moshi RQ-Transformers of tests/data/moshi, the Qwen3-TTS 0.6B
  *     layout of tests/data/tts with its batched frame entries)
  *     equals the committed tests/golden/<model>.<fuse>.cpu.c byte for byte, and
- *     so does one quantized build (qwen3_gqa2_hd32_tied, --weights q4_0:
- *     the block-decoding embedding gather; its rows of 64 are shorter than
- *     a q4_0 group, whose decoding test_quant checks end to end)
+ *     so do two quantized builds (qwen3_gqa2_hd32_tied, --weights q4_0
+ *     and q8_0: the block-decoding embedding gathers; its rows of 64 are
+ *     shorter than a group of eight blocks, whose decoding test_quant
+ *     checks end to end)
  *     (regenerate with scripts/regen_golden.sh and review the diff);
  *   - the Metal Shading Language of the checkpoints the CUDA target builds
  *     (--target metal: model.metal) equals tests/golden/<model>.fused.metal,
@@ -105,12 +106,13 @@ int main(void) {
       free(want);
       free(got);
     }
-  {
-    const char *golden = "tests/golden/qwen3_gqa2_hd32_tied.fused.q4_0.cpu.c";
+  for (int q = 0; q < 2; q++) {
+    const char *golden = q ? "tests/golden/qwen3_gqa2_hd32_tied.fused.q8_0.cpu.c"
+                           : "tests/golden/qwen3_gqa2_hd32_tied.fused.q4_0.cpu.c";
     long gsize = 0, size = 0;
     char *want = slurp(golden, &gsize);
     CHECK_MSG(want != NULL, "missing %s (run scripts/regen_golden.sh)", golden);
-    char *got = build_src("llm/qwen3_gqa2_hd32_tied", 1, DT_Q4_0, "q", &size, NULL, NULL);
+    char *got = build_src("llm/qwen3_gqa2_hd32_tied", 1, q ? DT_Q8_0 : DT_Q4_0, "q", &size, NULL, NULL);
     CHECK_MSG(got && want && size == gsize && !memcmp(got, want, (size_t)size),
               "%s: generated code differs from the golden file (review, then scripts/regen_golden.sh)", golden);
     free(want);
