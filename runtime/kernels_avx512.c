@@ -630,10 +630,12 @@ static void attn_row(const float *q, const float *kc, const float *vc, size_t ld
   }                                                                           \
   static void NAME(const WT *w, int nr, const float *x, int ldx, int nt, int cols, \
                    float *out, int ldo) {                                     \
-    /* the next block of four rows while this one computes (as the         \
-     * quantized tiles do) */                                              \
+    /* the next block of four rows while this one computes, into L2 (T1): \
+     * 8-24 KB into L1 (T0) pushed out the activations the tiles reuse;   \
+     * Zen 4, T1 against T0: 64-token prompt 5-6 % faster, T = 2 and 8    \
+     * from DRAM 9-16 % (docs/PERFORMANCE.md) */                          \
     for (size_t l = 0; l < (size_t)4 * cols * sizeof(WT); l += 64)            \
-      PREFETCH((const char *)(w + (size_t)4 * cols) + l);                     \
+      _mm_prefetch((const char *)(w + (size_t)4 * cols) + l, _MM_HINT_T1);   \
     switch (nr) {                                                             \
     case 4: NAME##r(w, cols, x, ldx, nt, out, ldo, 4); break;                 \
     case 3: NAME##r(w, cols, x, ldx, nt, out, ldo, 3); break;                 \
