@@ -145,13 +145,14 @@ const char *sc_kernels_isa(const sc_kernels *K);
 const char *sc_kernels_reason(const sc_kernels *K);
 /* Software prefetch in the x86 one-token dots of f32, bf16 and q8_0 rows
  * (1 KB ahead of the row's stream; q4_0's dot always prefetches).  It does
- * not touch the arithmetic: the bits are the same either way.  On where
- * it was measured faster (Zen 3, Zen 5: docs/PERFORMANCE.md), off on AMD
- * Zen 4, whose hardware prefetcher alone reads these rows faster (q8_0
- * decode 0.92 against 0.80 of the paired probe).  SPEECHC_GEMV_PREFETCH=0
- * or 1 overrides the CPU's choice (any other value: sc_kernels_init
- * fails).  Set once per process by sc_kernels_init / _init_isa; read by
- * the kernels with a relaxed load.  *_why says why, for speechc bench. */
+ * not touch the arithmetic: the bits are the same either way.  On for
+ * CPUs where it was measured faster (Zen 3, Zen 5: docs/PERFORMANCE.md)
+ * and those never measured; off on AMD Zen 4, whose hardware prefetcher
+ * alone reads these rows faster (q8_0 decode 0.92 against 0.80 of the
+ * paired probe).  SPEECHC_GEMV_PREFETCH=0 or 1 overrides the CPU's
+ * choice (any other value: sc_kernels_init fails).  Set once per process
+ * by sc_kernels_init / _init_isa; read by the kernels with a relaxed
+ * load.  *_why says why, for speechc bench. */
 extern _Atomic int sc_gemv_prefetch_on;
 const char *sc_gemv_prefetch_why(void);
 /* Forget a previous error so that the next call starts clean. */

@@ -81,7 +81,7 @@ ALWAYS_INLINE float hsum8(__m256 v) {
     int i = 0;                                                             \
     for (; i + 32 <= cols; i += 32)                                        \
       for (int k = 0; k < 4; k++) {                                        \
-        if (PF && (k * 8 * sizeof(WT)) % 64 == 0)                                \
+        if (PF && (k * 8 * sizeof(WT)) % 64 == 0)                          \
           for (int r = 0; r < N; r++)                                      \
             PREFETCH((const char *)(w + (size_t)r * cols + i + 8 * k) + QPF_AHEAD); \
         __m256 xv = _mm256_loadu_ps(x + i + 8 * k);                        \

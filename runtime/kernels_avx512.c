@@ -101,7 +101,7 @@ ALWAYS_INLINE float hsum8(__m256 v) {
     int i = 0;                                                             \
     for (; i + 64 <= cols; i += 64)                                        \
       for (int k = 0; k < 4; k++) {                                        \
-        if (PF && (k * 16 * sizeof(WT)) % 64 == 0)                               \
+        if (PF && (k * 16 * sizeof(WT)) % 64 == 0)                         \
           for (int r = 0; r < N; r++)                                      \
             PREFETCH((const char *)(w + (size_t)r * cols + i + 16 * k) + QPF_AHEAD); \
         __m512 xv = _mm512_loadu_ps(x + i + 16 * k);                       \
