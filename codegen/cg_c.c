@@ -19,74 +19,38 @@
 /* Row t's position (sc_io: pos + t unless the call places its rows). */
 #define ROW_POS "(io->row_pos ? io->row_pos[t] : pos + t)"
 
-/* Row t of a state value `cache` of `rows` x `cols` floats at position
- * p % rows, in row t's state block (sc_io.row_state), as `float *dst`. */
-static void emit_state_row(Cg *cg, const char *cache, long long rows, long long cols) {
-  OUT("    float *dst = %s + (long)(%s %% %lld) * %lld;\n", cache, ROW_POS, rows, cols);
-  OUT("    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);\n");
-}
-
-/* y = x * rsqrt(mean(x^2) + eps) * w' over groups of p.group, row by row;
- * x_row / y_row are C expressions of row pointers for token t. */
+/* y = x * rsqrt(mean(x^2) + eps) * w' over groups of p.group, rows of
+ * rowexpr: the runtime's rmsnorm (sc_abi.h). */
 static void emit_rmsnorm_body(Cg *cg, const IrParams *p, int64_t cols, const char *x,
                               long long ldx, const char *w, const char *y, long long ldy,
                               const char *rowexpr) {
-  int groups = (int)(cols / p->group);
-  OUT("  for (int t = 0; t < %s; t++) {\n", rowexpr);
-  if (groups > 1) OUT("    for (int h = 0; h < %d; h++) {\n", groups);
-  const char *ind = groups > 1 ? "      " : "    ";
-  const char *hoff = groups > 1 ? " + h * " : "";
-  char hbuf[32] = "";
-  if (groups > 1) snprintf(hbuf, sizeof hbuf, "%d", p->group);
-  OUT("%sconst float *xr = %s + t * %lld%s%s;\n", ind, x, ldx, hoff, hbuf);
-  OUT("%sfloat *yr = %s + t * %lld%s%s;\n", ind, y, ldy, hoff, hbuf);
-  OUT("%sfloat ss = 0.0f;\n", ind);
-  OUT("%sfor (int c = 0; c < %d; c++) ss += xr[c] * xr[c];\n", ind, p->group);
   char eps[32];
-  OUT("%sconst float r = 1.0f / K->sqrtf(ss / %d.0f + %s);\n", ind, p->group, cg_float(eps, p->eps));
-  const char *wexpr = p->norm_mode == NORM_ONE_PLUS ? "(1.0f + wn[c])" : "wn[c]";
-  OUT("%sconst float *wn = (const float *)%s;\n", ind, w);
-  OUT("%sfor (int c = 0; c < %d; c++) yr[c] = (xr[c] * r) * %s;\n", ind, p->group, wexpr);
-  if (groups > 1) OUT("    }\n");
-  OUT("  }\n");
+  OUT("  K->rmsnorm(K->ctx, %s, %lld, (const float *)%s, %d, %s, %s, %lld, %s, %lld, %d);\n", x, ldx, w,
+      p->norm_mode == NORM_ONE_PLUS, cg_float(eps, p->eps), y, ldy, rowexpr, (long long)cols, p->group);
 }
 
+/* RoPE over p.heads heads (each RMS-normalised by norm_w first when not
+ * NULL): the runtime's rope (sc_abi.h), positions from io. */
 static void emit_rope_body(Cg *cg, const IrParams *p, const char *table, const char *x,
                            long long ldx, const char *y, long long ldy, const char *rowexpr,
                            const char *norm_w, float eps) {
-  int R = p->rot_dims, half = R / 2, HD = p->head_dim;
-  OUT("  for (int t = 0; t < %s; t++) {\n", rowexpr);
-  OUT("    const float *cs = (const float *)%s + (long)%s * %d; /* cos | sin */\n", table, ROW_POS, R);
-  OUT("    for (int h = 0; h < %d; h++) {\n", p->heads);
-  OUT("      const float *a = %s + t * %lld + h * %d;\n", x, ldx, HD);
-  OUT("      float *b = %s + t * %lld + h * %d;\n", y, ldy, HD);
-  if (norm_w) {
-    /* QK-norm first, into a head-sized temporary (same math as RMSNORM) */
-    OUT("      float nb[%d];\n", HD);
-    OUT("      float ss = 0.0f;\n");
-    OUT("      for (int c = 0; c < %d; c++) ss += a[c] * a[c];\n", HD);
-    char epsf[32];
-    OUT("      const float r = 1.0f / K->sqrtf(ss / %d.0f + %s);\n", HD, cg_float(epsf, eps));
-    OUT("      const float *wn = (const float *)%s;\n", norm_w);
-    OUT("      for (int c = 0; c < %d; c++) nb[c] = (a[c] * r) * %s;\n", HD,
-        p->norm_mode == NORM_ONE_PLUS ? "(1.0f + wn[c])" : "wn[c]");
-    OUT("      a = nb;\n");
-  }
-  if (p->rope_mode == ROPE_NEOX) {
-    OUT("      for (int i = 0; i < %d; i++) {\n", half);
-    OUT("        const float x0 = a[i], x1 = a[i + %d], c = cs[i], s = cs[%d + i];\n", half, half);
-    OUT("        b[i] = x0 * c - x1 * s;\n");
-    OUT("        b[i + %d] = x1 * c + x0 * s;\n", half);
-    OUT("      }\n");
-  } else {
-    OUT("      for (int i = 0; i < %d; i++) {\n", half);
-    OUT("        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[%d + i];\n", half);
-    OUT("        b[2 * i] = x0 * c - x1 * s;\n");
-    OUT("        b[2 * i + 1] = x1 * c + x0 * s;\n");
-    OUT("      }\n");
-  }
-  if (R < HD) OUT("      for (int i = %d; i < %d; i++) b[i] = a[i];\n", R, HD);
-  OUT("    }\n  }\n");
+  char epsf[32], nw[IR_NAME + 24] = "0";
+  if (norm_w) snprintf(nw, sizeof nw, "(const float *)%s", norm_w);
+  OUT("  K->rope(K->ctx, (const float *)%s, %s, %lld, %s, %lld, %s, pos, io->row_pos,\n", table, x, ldx, y, ldy,
+      rowexpr);
+  OUT("          %d, %d, %d, %d, %s, %d, %s); /* %d heads of %d, %d rotated (%s)%s */\n", p->heads, p->head_dim,
+      p->rot_dims, p->rope_mode != ROPE_NEOX, nw, p->norm_mode == NORM_ONE_PLUS,
+      cg_float(epsf, norm_w ? eps : 0.0f), p->heads, p->head_dim, p->rot_dims,
+      p->rope_mode == ROPE_NEOX ? "NeoX pairs" : "interleaved pairs",
+      !norm_w ? "" : p->norm_mode == NORM_ONE_PLUS ? ", QK-norm by 1 + w first" : ", QK-norm first");
+}
+
+/* Rows of x into a state value (a cache) at their positions: the
+ * runtime's store_rows (sc_abi.h). */
+static void emit_store_rows(Cg *cg, const char *x, long long ldx, const char *cache, long long cap,
+                            long long cols, const char *rowexpr) {
+  OUT("  K->store_rows(K->ctx, %s, %lld, %s, %lld, %lld, %s, pos, io->row_pos, io->row_state);\n", x, ldx,
+      cache, cap, cols, rowexpr);
 }
 
 static void emit_copy_rows(Cg *cg, const char *rowexpr, const char *x, long long ldx,
@@ -296,12 +260,8 @@ static int emit_node(Cg *cg, int i) {
     emit_rope_body(cg, &rp, table, ref(cg, ki), ld(cg, ki), kb, KD, T,
                    norm ? ref(cg, SRC(n, ROPE_ATTENTION, KN)) : NULL, p->eps);
     OUT("  /* the new k and v rows into the caches */\n");
-    for (int s = 0; s < 2; s++) {
-      OUT("  for (int t = 0; t < %s; t++) {\n", T);
-      emit_state_row(cg, s ? vcache : kcache, (long long)kc->rows, KD);
-      OUT("    const float *src = %s + t * %lld;\n", s ? ref(cg, vi) : kb, s ? ld(cg, vi) : KD);
-      OUT("    for (int c = 0; c < %lld; c++) dst[c] = src[c];\n  }\n", KD);
-    }
+    emit_store_rows(cg, kb, KD, kcache, (long long)kc->rows, KD, T);
+    emit_store_rows(cg, ref(cg, vi), ld(cg, vi), vcache, (long long)kc->rows, KD, T);
     char scale[32];
     OUT("  K->attention(K->ctx, %s, %lld, %s, %s, %lld, %lld, %s, %lld, %s, pos, io->row_pos, io->row_state,\n"
         "               %d, %d, %d, %s, %d);\n",
@@ -333,11 +293,8 @@ static int emit_node(Cg *cg, int i) {
   }
   case OP_KV_STORE: {
     const IrNode *c = node(cg, SRC(n, KV_STORE, CACHE));
-    OUT("  for (int t = 0; t < %s; t++) {\n", rows(node(cg, SRC(n, KV_STORE, X))));
-    emit_state_row(cg, ref(cg, SRC(n, KV_STORE, CACHE)), (long long)c->rows, (long long)c->cols);
-    OUT("    const float *src = %s + t * %lld;\n", ref(cg, SRC(n, KV_STORE, X)), ld(cg, SRC(n, KV_STORE, X)));
-    OUT("    for (int c = 0; c < %lld; c++) dst[c] = src[c];\n", (long long)c->cols);
-    OUT("  }\n");
+    emit_store_rows(cg, ref(cg, SRC(n, KV_STORE, X)), ld(cg, SRC(n, KV_STORE, X)), ref(cg, SRC(n, KV_STORE, CACHE)),
+                    (long long)c->rows, (long long)c->cols, rows(node(cg, SRC(n, KV_STORE, X))));
     return SC_OK;
   }
   case OP_ATTENTION: {

@@ -1342,6 +1342,7 @@ static void fill_common(sc_kernels *K, void *ctx) {
   K->logf = k_logf;
   K->erff = k_erff;
   K->error = kern_error;
+  sc_kernels_rows_fill(K);
 }
 
 void sc_kernels_init_portable(sc_kernels *K, void *ctx) {

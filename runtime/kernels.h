@@ -377,6 +377,8 @@ void *sc_kernel_scratch(void *ctx, size_t n, void **owned);
 /* Fill K's codec entries (im2col ... layernorm) with the portable drivers,
  * SnakeBeta over ops' snake_row (portable when NULL). */
 void sc_kernels_codec_fill(sc_kernels *K, const sc_kern_ops *ops);
+/* rmsnorm, rope and store_rows (kernels_rows.c): one set for every ISA. */
+void sc_kernels_rows_fill(sc_kernels *K);
 /* The codec kernels' pieces the fused conv (kernels.c) shares: IM2COL
  * itself (sc_kernels.im2col), its argument checks (1 with the error
  * recorded), and the state update: state = the last S rows of [state; x]. */

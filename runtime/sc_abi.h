@@ -14,13 +14,14 @@
  * strided im2col (im2col_strided).  8: the residual VQ encode stage
  * (vq_nearest).  9: SiLU over rows (silu), the runtime's one exponential
  * behind it and expf.  10: q8_0 rows in the CPU kernels' groups of eight
- * blocks, as q4_0's.
+ * blocks, as q4_0's.  11: the row-wise ops as kernels (rmsnorm, rope,
+ * store_rows) instead of loops in the generated code.
  * The runtime refuses an artifact whose version differs and says both.
  */
 #ifndef SC_ABI_H
 #define SC_ABI_H
 
-#define SC_ABI_VERSION 10
+#define SC_ABI_VERSION 11
 #define SC_DESC_MAGIC 0x4d444353u /* "SCDM" little-endian */
 #define SC_DESC_SYMBOL "speechc_model"
 
@@ -177,6 +178,27 @@ typedef struct sc_kernels {
   /* SILU over [R, C]: y = x / (1.0f + expf(-x)) with this table's expf,
    * the bits of that expression element by element; y may be x. */
   void (*silu)(void *ctx, const float *x, int ldx, float *y, int ldy, int R, int C);
+  /* ---- the row-wise ops of every decoder (runtime/kernels_rows.c has how
+   * they sum and round: the same bits on every CPU). */
+  /* RMSNORM over [R, C], per row and group of g columns: y = (x * (1 /
+   * sqrt(mean x^2 + eps))) * w[c % g], or * (1 + w[c % g]) when one_plus
+   * (w [g]); y may be x. */
+  void (*rmsnorm)(void *ctx, const float *x, int ldx, const float *w, int one_plus, float eps, float *y,
+                  int ldy, int R, int C, int g);
+  /* ROPE over T rows of `heads` heads of head_dim columns: row t (at
+   * position row_pos[t], or pos + t when row_pos is NULL) rotates the
+   * first rot columns of each head by the table's row of that position
+   * (rot / 2 cosines, then rot / 2 sines): pairs (i, i + rot/2), or
+   * (2i, 2i + 1) when interleaved; the other columns are copied.  With
+   * norm_w (not NULL) each head is RMS-normalised first, as rmsnorm with
+   * g = head_dim.  y may be x. */
+  void (*rope)(void *ctx, const float *table, const float *x, int ldx, float *y, int ldy, int T, int pos,
+               const int *row_pos, int heads, int head_dim, int rot, int interleaved, const float *norm_w,
+               int one_plus, float eps);
+  /* Row t of x [T, cols] into row (row_pos[t] or pos + t) % cap of cache
+   * (ld cols), row_state[t] bytes further when row_state is not NULL. */
+  void (*store_rows)(void *ctx, const float *x, int ldx, float *cache, int cap, int cols, int T, int pos,
+                     const int *row_pos, const long long *row_state);
 } sc_kernels;
 
 /* moe's temporaries: the gathered inputs [T*k, H], the experts' SwiGLU

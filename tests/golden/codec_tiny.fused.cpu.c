@@ -656,15 +656,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   /* tf.layer0.qkv = NORM_LINEAR(tf.input_proj, tf.layer0.qkv, tf.layer0.attn_norm) */
   float *tf_layer0_qkv = (float *)(X + 3584); /* [T, 128] */
   float *tf_layer0_qkv_in = (float *)(X + 11776); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = tf_input_proj + t * 32;
-    float *yr = tf_layer0_qkv_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_tf_layer0_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, tf_input_proj, 32, (const float *)W_tf_layer0_attn_norm, 0, 9.99999975e-06f, tf_layer0_qkv_in, 32, T, 32, 32);
   K->linear(K->ctx, SC_W_F32, W_tf_layer0_qkv, 0, tf_layer0_qkv_in, 32, tf_layer0_qkv, 128, T, 128, 32, 0);
 
   /* tf.layer0.q = SLICE(tf.layer0.qkv) */
@@ -678,49 +670,19 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
 
   /* tf.layer0.q_rope = ROPE(tf.layer0.q, rope.r16.t10000) */
   float *tf_layer0_q_rope = (float *)(X + 11776); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = tf_layer0_q + t * 128 + h * 16;
-      float *b = tf_layer0_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, tf_layer0_q, 128, tf_layer0_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* tf.layer0.k_rope = ROPE(tf.layer0.k, rope.r16.t10000) */
   float *tf_layer0_k_rope = (float *)(X + 15872); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = tf_layer0_k + t * 128 + h * 16;
-      float *b = tf_layer0_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, tf_layer0_k, 128, tf_layer0_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* tf.layer0.k_store = KV_STORE(tf.layer0.k_cache, tf.layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_tf_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 20) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = tf_layer0_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, tf_layer0_k_rope, 32, S_tf_layer0_k_cache, 20, 32, T, pos, io->row_pos, io->row_state);
 
   /* tf.layer0.v_store = KV_STORE(tf.layer0.v_cache, tf.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_tf_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 20) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = tf_layer0_v + t * 128;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, tf_layer0_v, 128, S_tf_layer0_v_cache, 20, 32, T, pos, io->row_pos, io->row_state);
 
   /* tf.layer0.attn = ATTENTION(tf.layer0.q_rope, tf.layer0.k_store, tf.layer0.v_store) */
   float *tf_layer0_attn = (float *)(X + 3584); /* [T, 64] */
@@ -752,15 +714,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   /* tf.layer0.swiglu = LINEAR_SWIGLU(tf.layer0.attn_res, tf.layer0.gateup, tf.layer0.mlp_norm) */
   float *tf_layer0_swiglu = (float *)(X + 3584); /* [T, 48] */
   float *tf_layer0_swiglu_in = (float *)(X + 6656); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = tf_layer0_attn_res + t * 32;
-    float *yr = tf_layer0_swiglu_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_tf_layer0_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, tf_layer0_attn_res, 32, (const float *)W_tf_layer0_mlp_norm, 0, 9.99999975e-06f, tf_layer0_swiglu_in, 32, T, 32, 32);
   K->linear_swiglu(K->ctx, SC_W_F32, W_tf_layer0_gateup, tf_layer0_swiglu_in, 32, tf_layer0_swiglu, 48, T, 48, 32);
 
   /* tf.layer0.down = LINEAR(tf.layer0.swiglu, tf.layer0.down_proj) */
@@ -788,15 +742,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   /* tf.layer1.qkv = NORM_LINEAR(tf.layer0.mlp_res, tf.layer1.qkv, tf.layer1.attn_norm) */
   float *tf_layer1_qkv = (float *)(X + 3584); /* [T, 128] */
   float *tf_layer1_qkv_in = (float *)(X + 11776); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = tf_layer0_mlp_res + t * 32;
-    float *yr = tf_layer1_qkv_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_tf_layer1_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, tf_layer0_mlp_res, 32, (const float *)W_tf_layer1_attn_norm, 0, 9.99999975e-06f, tf_layer1_qkv_in, 32, T, 32, 32);
   K->linear(K->ctx, SC_W_F32, W_tf_layer1_qkv, 0, tf_layer1_qkv_in, 32, tf_layer1_qkv, 128, T, 128, 32, 0);
 
   /* tf.layer1.q = SLICE(tf.layer1.qkv) */
@@ -810,49 +756,19 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
 
   /* tf.layer1.q_rope = ROPE(tf.layer1.q, rope.r16.t10000) */
   float *tf_layer1_q_rope = (float *)(X + 11776); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = tf_layer1_q + t * 128 + h * 16;
-      float *b = tf_layer1_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, tf_layer1_q, 128, tf_layer1_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* tf.layer1.k_rope = ROPE(tf.layer1.k, rope.r16.t10000) */
   float *tf_layer1_k_rope = (float *)(X + 15872); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = tf_layer1_k + t * 128 + h * 16;
-      float *b = tf_layer1_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, tf_layer1_k, 128, tf_layer1_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* tf.layer1.k_store = KV_STORE(tf.layer1.k_cache, tf.layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_tf_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 20) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = tf_layer1_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, tf_layer1_k_rope, 32, S_tf_layer1_k_cache, 20, 32, T, pos, io->row_pos, io->row_state);
 
   /* tf.layer1.v_store = KV_STORE(tf.layer1.v_cache, tf.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_tf_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 20) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = tf_layer1_v + t * 128;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, tf_layer1_v, 128, S_tf_layer1_v_cache, 20, 32, T, pos, io->row_pos, io->row_state);
 
   /* tf.layer1.attn = ATTENTION(tf.layer1.q_rope, tf.layer1.k_store, tf.layer1.v_store) */
   float *tf_layer1_attn = (float *)(X + 3584); /* [T, 64] */
@@ -884,15 +800,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   /* tf.layer1.swiglu = LINEAR_SWIGLU(tf.layer1.attn_res, tf.layer1.gateup, tf.layer1.mlp_norm) */
   float *tf_layer1_swiglu = (float *)(X + 3584); /* [T, 48] */
   float *tf_layer1_swiglu_in = (float *)(X + 6656); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = tf_layer1_attn_res + t * 32;
-    float *yr = tf_layer1_swiglu_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_tf_layer1_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, tf_layer1_attn_res, 32, (const float *)W_tf_layer1_mlp_norm, 0, 9.99999975e-06f, tf_layer1_swiglu_in, 32, T, 32, 32);
   K->linear_swiglu(K->ctx, SC_W_F32, W_tf_layer1_gateup, tf_layer1_swiglu_in, 32, tf_layer1_swiglu, 48, T, 48, 32);
 
   /* tf.layer1.down = LINEAR(tf.layer1.swiglu, tf.layer1.down_proj) */
@@ -920,15 +828,7 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
   /* tf.output_proj = NORM_LINEAR(tf.layer1.mlp_res, tf.output_proj, tf.norm, tf.output_proj_b) */
   float *tf_output_proj = (float *)(X + 0); /* [T, 24] */
   float *tf_output_proj_in = (float *)(X + 3584); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = tf_layer1_mlp_res + t * 32;
-    float *yr = tf_output_proj_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_tf_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, tf_layer1_mlp_res, 32, (const float *)W_tf_norm, 0, 9.99999975e-06f, tf_output_proj_in, 32, T, 32, 32);
   K->linear(K->ctx, SC_W_F32, W_tf_output_proj, (const float *)W_tf_output_proj_b, tf_output_proj_in, 32, tf_output_proj, 24, T, 24, 32, 0);
 
   /* up0.convt.phases = LINEAR(tf.output_proj, up0.convt.w, up0.convt.b) */

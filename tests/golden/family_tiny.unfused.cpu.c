@@ -324,20 +324,10 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
   float *layer0_v = layer0_qkv + 24; /* [1, 8] view, row stride 32 */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k + t * 32;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k, 32, S_layer0_k_cache, 4, 8, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 32;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 32, S_layer0_v_cache, 4, 8, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 64); /* [1, 16] */
@@ -422,20 +412,10 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
   float *layer1_v = layer1_qkv + 24; /* [1, 8] view, row stride 32 */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k + t * 32;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k, 32, S_layer1_k_cache, 4, 8, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 32;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 32, S_layer1_v_cache, 4, 8, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 64); /* [1, 16] */
@@ -608,20 +588,10 @@ static int entry_depformer_text(const sc_kernels *K, const unsigned char *W, uns
   float *dep_layer0_v = dep_layer0_qkv + 12; /* [1, 4] view, row stride 16 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 16, S_dep_layer0_k_cache, 4, 4, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 16, S_dep_layer0_v_cache, 4, 4, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 0); /* [1, 8] */
@@ -741,20 +711,10 @@ static int entry_depformer_text(const sc_kernels *K, const unsigned char *W, uns
   float *dep_layer1_v = dep_layer1_qkv + 12; /* [1, 4] view, row stride 16 */
 
   /* dep.layer1.k_store = KV_STORE(dep.layer1.k_cache, dep.layer1.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer1_k + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer1_k, 16, S_dep_layer1_k_cache, 4, 4, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer1.v_store = KV_STORE(dep.layer1.v_cache, dep.layer1.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer1_v + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer1_v, 16, S_dep_layer1_v_cache, 4, 4, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer1.attn = ATTENTION(dep.layer1.q, dep.layer1.k_store, dep.layer1.v_store) */
   float *dep_layer1_attn = (float *)(X + 0); /* [1, 8] */
@@ -964,20 +924,10 @@ static int entry_depformer_audio(const sc_kernels *K, const unsigned char *W, un
   float *dep_layer0_v = dep_layer0_qkv + 12; /* [1, 4] view, row stride 16 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 16, S_dep_layer0_k_cache, 4, 4, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 16, S_dep_layer0_v_cache, 4, 4, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 0); /* [1, 8] */
@@ -1097,20 +1047,10 @@ static int entry_depformer_audio(const sc_kernels *K, const unsigned char *W, un
   float *dep_layer1_v = dep_layer1_qkv + 12; /* [1, 4] view, row stride 16 */
 
   /* dep.layer1.k_store = KV_STORE(dep.layer1.k_cache, dep.layer1.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer1_k + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer1_k, 16, S_dep_layer1_k_cache, 4, 4, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer1.v_store = KV_STORE(dep.layer1.v_cache, dep.layer1.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer1_v + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer1_v, 16, S_dep_layer1_v_cache, 4, 4, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer1.attn = ATTENTION(dep.layer1.q, dep.layer1.k_store, dep.layer1.v_store) */
   float *dep_layer1_attn = (float *)(X + 0); /* [1, 8] */
@@ -1460,20 +1400,10 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
   float *layer0_v = layer0_qkv + 24; /* [T, 8] view, row stride 32 */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k + t * 32;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k, 32, S_layer0_k_cache, 4, 8, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 32;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 32, S_layer0_v_cache, 4, 8, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 1024); /* [T, 16] */
@@ -1558,20 +1488,10 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
   float *layer1_v = layer1_qkv + 24; /* [T, 8] view, row stride 32 */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k + t * 32;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k, 32, S_layer1_k_cache, 4, 8, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 32;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 32, S_layer1_v_cache, 4, 8, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 1024); /* [T, 16] */
@@ -1745,20 +1665,10 @@ static int entry_depformer_text_batch(const sc_kernels *K, const unsigned char *
   float *dep_layer0_v = dep_layer0_qkv + 12; /* [T, 4] view, row stride 16 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 16, S_dep_layer0_k_cache, 4, 4, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 16, S_dep_layer0_v_cache, 4, 4, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 0); /* [T, 8] */
@@ -1878,20 +1788,10 @@ static int entry_depformer_text_batch(const sc_kernels *K, const unsigned char *
   float *dep_layer1_v = dep_layer1_qkv + 12; /* [T, 4] view, row stride 16 */
 
   /* dep.layer1.k_store = KV_STORE(dep.layer1.k_cache, dep.layer1.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer1_k + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer1_k, 16, S_dep_layer1_k_cache, 4, 4, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer1.v_store = KV_STORE(dep.layer1.v_cache, dep.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer1_v + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer1_v, 16, S_dep_layer1_v_cache, 4, 4, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer1.attn = ATTENTION(dep.layer1.q, dep.layer1.k_store, dep.layer1.v_store) */
   float *dep_layer1_attn = (float *)(X + 0); /* [T, 8] */
@@ -2102,20 +2002,10 @@ static int entry_depformer_audio_batch(const sc_kernels *K, const unsigned char 
   float *dep_layer0_v = dep_layer0_qkv + 12; /* [T, 4] view, row stride 16 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 16, S_dep_layer0_k_cache, 4, 4, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 16, S_dep_layer0_v_cache, 4, 4, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 0); /* [T, 8] */
@@ -2235,20 +2125,10 @@ static int entry_depformer_audio_batch(const sc_kernels *K, const unsigned char 
   float *dep_layer1_v = dep_layer1_qkv + 12; /* [T, 4] view, row stride 16 */
 
   /* dep.layer1.k_store = KV_STORE(dep.layer1.k_cache, dep.layer1.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer1_k + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer1_k, 16, S_dep_layer1_k_cache, 4, 4, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer1.v_store = KV_STORE(dep.layer1.v_cache, dep.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 4) * 4;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer1_v + t * 16;
-    for (int c = 0; c < 4; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer1_v, 16, S_dep_layer1_v_cache, 4, 4, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer1.attn = ATTENTION(dep.layer1.q, dep.layer1.k_store, dep.layer1.v_store) */
   float *dep_layer1_attn = (float *)(X + 0); /* [T, 8] */

@@ -80,15 +80,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 4096); /* [T, 96] */
   float *layer0_qkv_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999975e-06f, layer0_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkv, 0, layer0_qkv_in, 64, layer0_qkv, 96, T, 96, 64, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -102,49 +94,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.q_rope = ROPE(layer0.q, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 10240); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q + t * 96 + h * 16;
-      float *b = layer0_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q, 96, layer0_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 14336); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer0_k + t * 96 + h * 16;
-      float *b = layer0_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k, 96, layer0_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 16, S_layer0_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 96;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 96, S_layer0_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 4096); /* [T, 64] */
@@ -158,15 +120,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 4096); /* [T, 96] */
   float *layer0_swiglu_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999975e-06f, layer0_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 64, layer0_swiglu, 96, T, 96, 64);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
@@ -176,15 +130,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 4096); /* [T, 96] */
   float *layer1_qkv_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999975e-06f, layer1_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkv, 0, layer1_qkv_in, 64, layer1_qkv, 96, T, 96, 64, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -198,49 +144,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.q_rope = ROPE(layer1.q, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 10240); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q + t * 96 + h * 16;
-      float *b = layer1_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q, 96, layer1_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 14336); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer1_k + t * 96 + h * 16;
-      float *b = layer1_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k, 96, layer1_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 16, S_layer1_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 96;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 96, S_layer1_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 4096); /* [T, 64] */
@@ -254,15 +170,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 4096); /* [T, 96] */
   float *layer1_swiglu_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999975e-06f, layer1_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 64, layer1_swiglu, 96, T, 96, 64);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
@@ -275,15 +183,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 200] the entry's output itself */
   float *lm_head_in = (float *)(X + 4096); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 64;
-    float *yr = lm_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 64, (const float *)W_final_norm, 0, 9.99999975e-06f, lm_head_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 64, lm_head, 200, 1, 200, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -330,15 +230,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 256); /* [1, 96] */
   float *layer0_qkv_in = (float *)(X + 640); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999975e-06f, layer0_qkv_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkv, 0, layer0_qkv_in, 64, layer0_qkv, 96, 1, 96, 64, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -354,43 +246,13 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_attn = (float *)(X + 640); /* [1, 64] */
   float *layer0_attn_q = (float *)(X + 896); /* [1, 64] rotated q */
   float *layer0_attn_k = layer0_attn_q + 1 * 64; /* [1, 16] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q + t * 96 + h * 16;
-      float *b = layer0_attn_q + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer0_k + t * 96 + h * 16;
-      float *b = layer0_attn_k + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q, 96, layer0_attn_q, 64, 1, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k, 96, layer0_attn_k, 16, 1, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_attn_k + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 96;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_attn_k, 16, S_layer0_k_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, layer0_v, 96, S_layer0_v_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, layer0_attn_q, 64, S_layer0_k_cache, S_layer0_v_cache, 16, 64, layer0_attn, 64, 1, pos, io->row_pos, io->row_state,
                4, 1, 16, 0.25f, 0);
 
@@ -401,15 +263,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 256); /* [1, 96] */
   float *layer0_swiglu_in = (float *)(X + 640); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999975e-06f, layer0_swiglu_in, 64, 1, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 64, layer0_swiglu, 96, 1, 96, 64);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
@@ -419,15 +273,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 256); /* [1, 96] */
   float *layer1_qkv_in = (float *)(X + 640); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999975e-06f, layer1_qkv_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkv, 0, layer1_qkv_in, 64, layer1_qkv, 96, 1, 96, 64, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -443,43 +289,13 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_attn = (float *)(X + 640); /* [1, 64] */
   float *layer1_attn_q = (float *)(X + 896); /* [1, 64] rotated q */
   float *layer1_attn_k = layer1_attn_q + 1 * 64; /* [1, 16] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q + t * 96 + h * 16;
-      float *b = layer1_attn_q + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer1_k + t * 96 + h * 16;
-      float *b = layer1_attn_k + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q, 96, layer1_attn_q, 64, 1, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k, 96, layer1_attn_k, 16, 1, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_attn_k + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 96;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_attn_k, 16, S_layer1_k_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, layer1_v, 96, S_layer1_v_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, layer1_attn_q, 64, S_layer1_k_cache, S_layer1_v_cache, 16, 64, layer1_attn, 64, 1, pos, io->row_pos, io->row_state,
                4, 1, 16, 0.25f, 0);
 
@@ -490,15 +306,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 256); /* [1, 96] */
   float *layer1_swiglu_in = (float *)(X + 640); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999975e-06f, layer1_swiglu_in, 64, 1, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 64, layer1_swiglu, 96, 1, 96, 64);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
@@ -511,15 +319,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 200] the entry's output itself */
   float *lm_head_in = (float *)(X + 256); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 64;
-    float *yr = lm_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 64, (const float *)W_final_norm, 0, 9.99999975e-06f, lm_head_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 64, lm_head, 200, 1, 200, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -567,15 +367,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 4096); /* [T, 96] */
   float *layer0_qkv_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999975e-06f, layer0_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkv, 0, layer0_qkv_in, 64, layer0_qkv, 96, T, 96, 64, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -589,49 +381,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.q_rope = ROPE(layer0.q, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 10240); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q + t * 96 + h * 16;
-      float *b = layer0_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q, 96, layer0_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 14336); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer0_k + t * 96 + h * 16;
-      float *b = layer0_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k, 96, layer0_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 16, S_layer0_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 96;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 96, S_layer0_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 4096); /* [T, 64] */
@@ -645,15 +407,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 4096); /* [T, 96] */
   float *layer0_swiglu_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999975e-06f, layer0_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 64, layer0_swiglu, 96, T, 96, 64);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
@@ -663,15 +417,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 4096); /* [T, 96] */
   float *layer1_qkv_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999975e-06f, layer1_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkv, 0, layer1_qkv_in, 64, layer1_qkv, 96, T, 96, 64, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -685,49 +431,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.q_rope = ROPE(layer1.q, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 10240); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q + t * 96 + h * 16;
-      float *b = layer1_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q, 96, layer1_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 14336); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer1_k + t * 96 + h * 16;
-      float *b = layer1_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k, 96, layer1_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 16, S_layer1_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 96;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 96, S_layer1_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 4096); /* [T, 64] */
@@ -741,15 +457,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 4096); /* [T, 96] */
   float *layer1_swiglu_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999975e-06f, layer1_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 64, layer1_swiglu, 96, T, 96, 64);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
@@ -759,15 +467,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* lm_head = NORM_LINEAR(layer1.mlp_res, lm_head, final_norm) */
   float *lm_head = io->out; /* [T, 200] the entry's output itself */
   float *lm_head_in = (float *)(X + 4096); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 64;
-    float *yr = lm_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 64, (const float *)W_final_norm, 0, 9.99999975e-06f, lm_head_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 64, lm_head, 200, T, 200, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */

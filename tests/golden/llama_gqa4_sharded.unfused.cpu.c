@@ -85,15 +85,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999975e-06f, layer0_attn_norm, 64, T, 64, 64);
 
   /* layer0.q = LINEAR(layer0.attn_norm, layer0.q_proj) */
   float *layer0_q = (float *)(X + 8192); /* [T, 64] */
@@ -109,49 +101,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.q_rope = ROPE(layer0.q, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q + t * 64 + h * 16;
-      float *b = layer0_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q, 64, layer0_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 8192); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer0_k + t * 16 + h * 16;
-      float *b = layer0_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k, 16, layer0_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 16, S_layer0_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 16, S_layer0_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 8192); /* [T, 64] */
@@ -173,15 +135,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999975e-06f, layer0_mlp_norm, 64, T, 64, 64);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 8192); /* [T, 96] */
@@ -219,15 +173,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999975e-06f, layer1_attn_norm, 64, T, 64, 64);
 
   /* layer1.q = LINEAR(layer1.attn_norm, layer1.q_proj) */
   float *layer1_q = (float *)(X + 8192); /* [T, 64] */
@@ -243,49 +189,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.q_rope = ROPE(layer1.q, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q + t * 64 + h * 16;
-      float *b = layer1_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q, 64, layer1_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 8192); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer1_k + t * 16 + h * 16;
-      float *b = layer1_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k, 16, layer1_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 16, S_layer1_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 16, S_layer1_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 8192); /* [T, 64] */
@@ -307,15 +223,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999975e-06f, layer1_mlp_norm, 64, T, 64, 64);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 8192); /* [T, 96] */
@@ -356,15 +264,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 4096); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 64;
-    float *yr = final_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 64, (const float *)W_final_norm, 0, 9.99999975e-06f, final_norm, 64, 1, 64, 64);
 
   /* lm_head = LINEAR(final_norm, lm_head) */
   float *lm_head = io->out; /* [1, 200] the entry's output itself */
@@ -413,15 +313,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999975e-06f, layer0_attn_norm, 64, 1, 64, 64);
 
   /* layer0.q = LINEAR(layer0.attn_norm, layer0.q_proj) */
   float *layer0_q = (float *)(X + 512); /* [1, 64] */
@@ -437,49 +329,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.q_rope = ROPE(layer0.q, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q + t * 64 + h * 16;
-      float *b = layer0_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q, 64, layer0_q_rope, 64, 1, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 512); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer0_k + t * 16 + h * 16;
-      float *b = layer0_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k, 16, layer0_k_rope, 16, 1, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 16, S_layer0_k_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 16, S_layer0_v_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 512); /* [1, 64] */
@@ -501,15 +363,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999975e-06f, layer0_mlp_norm, 64, 1, 64, 64);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 512); /* [1, 96] */
@@ -547,15 +401,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999975e-06f, layer1_attn_norm, 64, 1, 64, 64);
 
   /* layer1.q = LINEAR(layer1.attn_norm, layer1.q_proj) */
   float *layer1_q = (float *)(X + 512); /* [1, 64] */
@@ -571,49 +417,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.q_rope = ROPE(layer1.q, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q + t * 64 + h * 16;
-      float *b = layer1_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q, 64, layer1_q_rope, 64, 1, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 512); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer1_k + t * 16 + h * 16;
-      float *b = layer1_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k, 16, layer1_k_rope, 16, 1, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 16, S_layer1_k_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 16, S_layer1_v_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 512); /* [1, 64] */
@@ -635,15 +451,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999975e-06f, layer1_mlp_norm, 64, 1, 64, 64);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 512); /* [1, 96] */
@@ -684,15 +492,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 64;
-    float *yr = final_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 64, (const float *)W_final_norm, 0, 9.99999975e-06f, final_norm, 64, 1, 64, 64);
 
   /* lm_head = LINEAR(final_norm, lm_head) */
   float *lm_head = io->out; /* [1, 200] the entry's output itself */
@@ -742,15 +542,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999975e-06f, layer0_attn_norm, 64, T, 64, 64);
 
   /* layer0.q = LINEAR(layer0.attn_norm, layer0.q_proj) */
   float *layer0_q = (float *)(X + 8192); /* [T, 64] */
@@ -766,49 +558,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.q_rope = ROPE(layer0.q, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q + t * 64 + h * 16;
-      float *b = layer0_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q, 64, layer0_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 8192); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer0_k + t * 16 + h * 16;
-      float *b = layer0_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k, 16, layer0_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 16, S_layer0_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 16, S_layer0_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 8192); /* [T, 64] */
@@ -830,15 +592,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999975e-06f, layer0_mlp_norm, 64, T, 64, 64);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 8192); /* [T, 96] */
@@ -876,15 +630,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999975e-06f, layer1_attn_norm, 64, T, 64, 64);
 
   /* layer1.q = LINEAR(layer1.attn_norm, layer1.q_proj) */
   float *layer1_q = (float *)(X + 8192); /* [T, 64] */
@@ -900,49 +646,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.q_rope = ROPE(layer1.q, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q + t * 64 + h * 16;
-      float *b = layer1_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q, 64, layer1_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 16, 0, 0, 0, 0.0f); /* 4 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 8192); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer1_k + t * 16 + h * 16;
-      float *b = layer1_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k, 16, layer1_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 16, 0, 0, 0, 0.0f); /* 1 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 16, S_layer1_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 16, S_layer1_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 8192); /* [T, 64] */
@@ -964,15 +680,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999975e-06f, layer1_mlp_norm, 64, T, 64, 64);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 8192); /* [T, 96] */
@@ -1010,15 +718,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* final_norm = RMSNORM(layer1.mlp_res, final_norm) */
   float *final_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 64;
-    float *yr = final_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999975e-06f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 64, (const float *)W_final_norm, 0, 9.99999975e-06f, final_norm, 64, T, 64, 64);
 
   /* lm_head = LINEAR(final_norm, lm_head) */
   float *lm_head = io->out; /* [T, 200] the entry's output itself */

@@ -354,49 +354,19 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
 
   /* dec_tf.layer0.q_rope = ROPE(dec_tf.layer0.q, rope.r8.t10000) */
   float *dec_tf_layer0_q_rope = (float *)(X + 2048); /* [(T * 2), 16] */
-  for (int t = 0; t < (T * 2); t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = dec_tf_layer0_q + t * 48 + h * 8;
-      float *b = dec_tf_layer0_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, dec_tf_layer0_q, 48, dec_tf_layer0_q_rope, 16, (T * 2), pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* dec_tf.layer0.k_rope = ROPE(dec_tf.layer0.k, rope.r8.t10000) */
   float *dec_tf_layer0_k_rope = (float *)(X + 10240); /* [(T * 2), 16] */
-  for (int t = 0; t < (T * 2); t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = dec_tf_layer0_k + t * 48 + h * 8;
-      float *b = dec_tf_layer0_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, dec_tf_layer0_k, 48, dec_tf_layer0_k_rope, 16, (T * 2), pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* dec_tf.layer0.k_store = KV_STORE(dec_tf.layer0.k_cache, dec_tf.layer0.k_rope) */
-  for (int t = 0; t < (T * 2); t++) {
-    float *dst = S_dec_tf_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 37) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dec_tf_layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dec_tf_layer0_k_rope, 16, S_dec_tf_layer0_k_cache, 37, 16, (T * 2), pos, io->row_pos, io->row_state);
 
   /* dec_tf.layer0.v_store = KV_STORE(dec_tf.layer0.v_cache, dec_tf.layer0.v) */
-  for (int t = 0; t < (T * 2); t++) {
-    float *dst = S_dec_tf_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 37) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dec_tf_layer0_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dec_tf_layer0_v, 48, S_dec_tf_layer0_v_cache, 37, 16, (T * 2), pos, io->row_pos, io->row_state);
 
   /* dec_tf.layer0.attn = ATTENTION(dec_tf.layer0.q_rope, dec_tf.layer0.k_store, dec_tf.layer0.v_store) */
   float *dec_tf_layer0_attn = (float *)(X + 4096); /* [(T * 2), 16] */
@@ -483,49 +453,19 @@ static int entry_audio(const sc_kernels *K, const unsigned char *W, unsigned cha
 
   /* dec_tf.layer1.q_rope = ROPE(dec_tf.layer1.q, rope.r8.t10000) */
   float *dec_tf_layer1_q_rope = (float *)(X + 2048); /* [(T * 2), 16] */
-  for (int t = 0; t < (T * 2); t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = dec_tf_layer1_q + t * 48 + h * 8;
-      float *b = dec_tf_layer1_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, dec_tf_layer1_q, 48, dec_tf_layer1_q_rope, 16, (T * 2), pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* dec_tf.layer1.k_rope = ROPE(dec_tf.layer1.k, rope.r8.t10000) */
   float *dec_tf_layer1_k_rope = (float *)(X + 10240); /* [(T * 2), 16] */
-  for (int t = 0; t < (T * 2); t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = dec_tf_layer1_k + t * 48 + h * 8;
-      float *b = dec_tf_layer1_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, dec_tf_layer1_k, 48, dec_tf_layer1_k_rope, 16, (T * 2), pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* dec_tf.layer1.k_store = KV_STORE(dec_tf.layer1.k_cache, dec_tf.layer1.k_rope) */
-  for (int t = 0; t < (T * 2); t++) {
-    float *dst = S_dec_tf_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 37) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dec_tf_layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dec_tf_layer1_k_rope, 16, S_dec_tf_layer1_k_cache, 37, 16, (T * 2), pos, io->row_pos, io->row_state);
 
   /* dec_tf.layer1.v_store = KV_STORE(dec_tf.layer1.v_cache, dec_tf.layer1.v) */
-  for (int t = 0; t < (T * 2); t++) {
-    float *dst = S_dec_tf_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 37) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dec_tf_layer1_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dec_tf_layer1_v, 48, S_dec_tf_layer1_v_cache, 37, 16, (T * 2), pos, io->row_pos, io->row_state);
 
   /* dec_tf.layer1.attn = ATTENTION(dec_tf.layer1.q_rope, dec_tf.layer1.k_store, dec_tf.layer1.v_store) */
   float *dec_tf_layer1_attn = (float *)(X + 4096); /* [(T * 2), 16] */
@@ -1410,49 +1350,19 @@ static int entry_encode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* enc_tf.layer0.q_rope = ROPE(enc_tf.layer0.q, rope.r8.t10000) */
   float *enc_tf_layer0_q_rope = (float *)(X + 0); /* [(T * 2), 16] */
-  for (int t = 0; t < (T * 2); t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = enc_tf_layer0_q + t * 48 + h * 8;
-      float *b = enc_tf_layer0_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, enc_tf_layer0_q, 48, enc_tf_layer0_q_rope, 16, (T * 2), pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* enc_tf.layer0.k_rope = ROPE(enc_tf.layer0.k, rope.r8.t10000) */
   float *enc_tf_layer0_k_rope = (float *)(X + 8192); /* [(T * 2), 16] */
-  for (int t = 0; t < (T * 2); t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = enc_tf_layer0_k + t * 48 + h * 8;
-      float *b = enc_tf_layer0_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, enc_tf_layer0_k, 48, enc_tf_layer0_k_rope, 16, (T * 2), pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* enc_tf.layer0.k_store = KV_STORE(enc_tf.layer0.k_cache, enc_tf.layer0.k_rope) */
-  for (int t = 0; t < (T * 2); t++) {
-    float *dst = S_enc_tf_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 37) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = enc_tf_layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, enc_tf_layer0_k_rope, 16, S_enc_tf_layer0_k_cache, 37, 16, (T * 2), pos, io->row_pos, io->row_state);
 
   /* enc_tf.layer0.v_store = KV_STORE(enc_tf.layer0.v_cache, enc_tf.layer0.v) */
-  for (int t = 0; t < (T * 2); t++) {
-    float *dst = S_enc_tf_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 37) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = enc_tf_layer0_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, enc_tf_layer0_v, 48, S_enc_tf_layer0_v_cache, 37, 16, (T * 2), pos, io->row_pos, io->row_state);
 
   /* enc_tf.layer0.attn = ATTENTION(enc_tf.layer0.q_rope, enc_tf.layer0.k_store, enc_tf.layer0.v_store) */
   float *enc_tf_layer0_attn = (float *)(X + 2048); /* [(T * 2), 16] */
@@ -1539,49 +1449,19 @@ static int entry_encode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* enc_tf.layer1.q_rope = ROPE(enc_tf.layer1.q, rope.r8.t10000) */
   float *enc_tf_layer1_q_rope = (float *)(X + 0); /* [(T * 2), 16] */
-  for (int t = 0; t < (T * 2); t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = enc_tf_layer1_q + t * 48 + h * 8;
-      float *b = enc_tf_layer1_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, enc_tf_layer1_q, 48, enc_tf_layer1_q_rope, 16, (T * 2), pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* enc_tf.layer1.k_rope = ROPE(enc_tf.layer1.k, rope.r8.t10000) */
   float *enc_tf_layer1_k_rope = (float *)(X + 8192); /* [(T * 2), 16] */
-  for (int t = 0; t < (T * 2); t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = enc_tf_layer1_k + t * 48 + h * 8;
-      float *b = enc_tf_layer1_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, enc_tf_layer1_k, 48, enc_tf_layer1_k_rope, 16, (T * 2), pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* enc_tf.layer1.k_store = KV_STORE(enc_tf.layer1.k_cache, enc_tf.layer1.k_rope) */
-  for (int t = 0; t < (T * 2); t++) {
-    float *dst = S_enc_tf_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 37) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = enc_tf_layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, enc_tf_layer1_k_rope, 16, S_enc_tf_layer1_k_cache, 37, 16, (T * 2), pos, io->row_pos, io->row_state);
 
   /* enc_tf.layer1.v_store = KV_STORE(enc_tf.layer1.v_cache, enc_tf.layer1.v) */
-  for (int t = 0; t < (T * 2); t++) {
-    float *dst = S_enc_tf_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 37) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = enc_tf_layer1_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, enc_tf_layer1_v, 48, S_enc_tf_layer1_v_cache, 37, 16, (T * 2), pos, io->row_pos, io->row_state);
 
   /* enc_tf.layer1.attn = ATTENTION(enc_tf.layer1.q_rope, enc_tf.layer1.k_store, enc_tf.layer1.v_store) */
   float *enc_tf_layer1_attn = (float *)(X + 2048); /* [(T * 2), 16] */

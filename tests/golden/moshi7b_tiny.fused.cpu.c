@@ -574,15 +574,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
   /* layer0.qkv = NORM_LINEAR(input, layer0.qkv, layer0.norm1) */
   float *layer0_qkv = (float *)(X + 64); /* [1, 48] */
   float *layer0_qkv_in = (float *)(X + 256); /* [1, 16] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = input + t * 16;
-    float *yr = layer0_qkv_in + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer0_norm1;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, input, 16, (const float *)W_layer0_norm1, 0, 9.99999994e-09f, layer0_qkv_in, 16, 1, 16, 16);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkv, 0, layer0_qkv_in, 16, layer0_qkv, 48, 1, 48, 16, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -598,43 +590,13 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
   float *layer0_attn = (float *)(X + 256); /* [1, 16] */
   float *layer0_attn_q = (float *)(X + 320); /* [1, 16] rotated q */
   float *layer0_attn_k = layer0_attn_q + 1 * 16; /* [1, 16] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_q + t * 48 + h * 8;
-      float *b = layer0_attn_q + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 48 + h * 8;
-      float *b = layer0_attn_k + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer0_q, 48, layer0_attn_q, 16, 1, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer0_k, 48, layer0_attn_k, 16, 1, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_attn_k + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_attn_k, 16, S_layer0_k_cache, 5, 16, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, layer0_v, 48, S_layer0_v_cache, 5, 16, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, layer0_attn_q, 16, S_layer0_k_cache, S_layer0_v_cache, 16, 5, layer0_attn, 16, 1, pos, io->row_pos, io->row_state,
                2, 2, 8, 0.353553385f, 5);
 
@@ -645,15 +607,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
   /* layer0.gating_in = NORM_LINEAR(layer0.attn_res, layer0.gating_in, layer0.norm2) */
   float *layer0_gating_in = (float *)(X + 64); /* [1, 88] */
   float *layer0_gating_in_in = (float *)(X + 448); /* [1, 16] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_attn_res + t * 16;
-    float *yr = layer0_gating_in_in + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer0_norm2;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 16, (const float *)W_layer0_norm2, 0, 9.99999994e-09f, layer0_gating_in_in, 16, 1, 16, 16);
   K->linear(K->ctx, SC_W_F32, W_layer0_gating_in, 0, layer0_gating_in_in, 16, layer0_gating_in, 88, 1, 88, 16, 0);
 
   /* layer0.swiglu = SWIGLU(layer0.gating_in) */
@@ -671,15 +625,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
   /* layer1.qkv = NORM_LINEAR(layer0.ffn_res, layer1.qkv, layer1.norm1) */
   float *layer1_qkv = (float *)(X + 64); /* [1, 48] */
   float *layer1_qkv_in = (float *)(X + 256); /* [1, 16] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_ffn_res + t * 16;
-    float *yr = layer1_qkv_in + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer1_norm1;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_ffn_res, 16, (const float *)W_layer1_norm1, 0, 9.99999994e-09f, layer1_qkv_in, 16, 1, 16, 16);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkv, 0, layer1_qkv_in, 16, layer1_qkv, 48, 1, 48, 16, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -695,43 +641,13 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
   float *layer1_attn = (float *)(X + 256); /* [1, 16] */
   float *layer1_attn_q = (float *)(X + 320); /* [1, 16] rotated q */
   float *layer1_attn_k = layer1_attn_q + 1 * 16; /* [1, 16] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_q + t * 48 + h * 8;
-      float *b = layer1_attn_q + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 48 + h * 8;
-      float *b = layer1_attn_k + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer1_q, 48, layer1_attn_q, 16, 1, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer1_k, 48, layer1_attn_k, 16, 1, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_attn_k + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_attn_k, 16, S_layer1_k_cache, 5, 16, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, layer1_v, 48, S_layer1_v_cache, 5, 16, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, layer1_attn_q, 16, S_layer1_k_cache, S_layer1_v_cache, 16, 5, layer1_attn, 16, 1, pos, io->row_pos, io->row_state,
                2, 2, 8, 0.353553385f, 5);
 
@@ -742,15 +658,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
   /* layer1.gating_in = NORM_LINEAR(layer1.attn_res, layer1.gating_in, layer1.norm2) */
   float *layer1_gating_in = (float *)(X + 64); /* [1, 88] */
   float *layer1_gating_in_in = (float *)(X + 448); /* [1, 16] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_attn_res + t * 16;
-    float *yr = layer1_gating_in_in + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer1_norm2;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 16, (const float *)W_layer1_norm2, 0, 9.99999994e-09f, layer1_gating_in_in, 16, 1, 16, 16);
   K->linear(K->ctx, SC_W_F32, W_layer1_gating_in, 0, layer1_gating_in_in, 16, layer1_gating_in, 88, 1, 88, 16, 0);
 
   /* layer1.swiglu = SWIGLU(layer1.gating_in) */
@@ -767,15 +675,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
 
   /* out_norm = RMSNORM(layer1.ffn_res, out_norm) */
   float *out_norm = (float *)(X + 64); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_ffn_res + t * 16;
-    float *yr = out_norm + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_out_norm;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_ffn_res, 16, (const float *)W_out_norm, 0, 9.99999994e-09f, out_norm, 16, 1, 16, 16);
 
   /* out.hidden = OUTPUT(out_norm) */
   for (int t = 0; t < 1; t++)
@@ -844,15 +744,7 @@ static int entry_depformer_text(const sc_kernels *K, const unsigned char *W, uns
   /* dep.layer0.qkv = NORM_LINEAR(dep_input, dep.layer0.qkv.step+0, dep.layer0.norm1) */
   float *dep_layer0_qkv = (float *)(X + 64); /* [1, 24] */
   float *dep_layer0_qkv_in = (float *)(X + 192); /* [1, 8] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = dep_input + t * 8;
-    float *yr = dep_layer0_qkv_in + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm1;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_input, 8, (const float *)W_dep_layer0_norm1, 0, 9.99999994e-09f, dep_layer0_qkv_in, 8, 1, 8, 8);
   K->linear(K->ctx, SC_W_F32, W_dep_layer0_qkv_step_0, 0, dep_layer0_qkv_in, 8, dep_layer0_qkv, 24, 1, 24, 8, 0);
 
   /* dep.layer0.q = SLICE(dep.layer0.qkv) */
@@ -865,20 +757,10 @@ static int entry_depformer_text(const sc_kernels *K, const unsigned char *W, uns
   float *dep_layer0_v = dep_layer0_qkv + 16; /* [1, 8] view, row stride 24 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 24, S_dep_layer0_k_cache, 8, 8, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 24, S_dep_layer0_v_cache, 8, 8, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 192); /* [1, 8] */
@@ -902,15 +784,7 @@ static int entry_depformer_text(const sc_kernels *K, const unsigned char *W, uns
   /* dep.layer0.gating_in = NORM_LINEAR(dep.layer0.attn_res, dep.layer0.gating_in.step+0, dep.layer0.norm2) */
   float *dep_layer0_gating_in = (float *)(X + 64); /* [1, 44] */
   float *dep_layer0_gating_in_in = (float *)(X + 256); /* [1, 8] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = dep_layer0_attn_res + t * 8;
-    float *yr = dep_layer0_gating_in_in + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm2;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_layer0_attn_res, 8, (const float *)W_dep_layer0_norm2, 0, 9.99999994e-09f, dep_layer0_gating_in_in, 8, 1, 8, 8);
   K->linear(K->ctx, SC_W_F32, W_dep_layer0_gating_in_step_0, 0, dep_layer0_gating_in_in, 8, dep_layer0_gating_in, 44, 1, 44, 8, 0);
 
   /* dep.layer0.swiglu = SWIGLU(dep.layer0.gating_in) */
@@ -1003,15 +877,7 @@ static int entry_depformer_audio(const sc_kernels *K, const unsigned char *W, un
   /* dep.layer0.qkv = NORM_LINEAR(dep_input, dep.layer0.qkv.step+0, dep.layer0.norm1) */
   float *dep_layer0_qkv = (float *)(X + 64); /* [1, 24] */
   float *dep_layer0_qkv_in = (float *)(X + 192); /* [1, 8] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = dep_input + t * 8;
-    float *yr = dep_layer0_qkv_in + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm1;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_input, 8, (const float *)W_dep_layer0_norm1, 0, 9.99999994e-09f, dep_layer0_qkv_in, 8, 1, 8, 8);
   K->linear(K->ctx, SC_W_F32, W_dep_layer0_qkv_step_0, 0, dep_layer0_qkv_in, 8, dep_layer0_qkv, 24, 1, 24, 8, 0);
 
   /* dep.layer0.q = SLICE(dep.layer0.qkv) */
@@ -1024,20 +890,10 @@ static int entry_depformer_audio(const sc_kernels *K, const unsigned char *W, un
   float *dep_layer0_v = dep_layer0_qkv + 16; /* [1, 8] view, row stride 24 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 24, S_dep_layer0_k_cache, 8, 8, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 24, S_dep_layer0_v_cache, 8, 8, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 192); /* [1, 8] */
@@ -1061,15 +917,7 @@ static int entry_depformer_audio(const sc_kernels *K, const unsigned char *W, un
   /* dep.layer0.gating_in = NORM_LINEAR(dep.layer0.attn_res, dep.layer0.gating_in.step+0, dep.layer0.norm2) */
   float *dep_layer0_gating_in = (float *)(X + 64); /* [1, 44] */
   float *dep_layer0_gating_in_in = (float *)(X + 256); /* [1, 8] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = dep_layer0_attn_res + t * 8;
-    float *yr = dep_layer0_gating_in_in + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm2;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_layer0_attn_res, 8, (const float *)W_dep_layer0_norm2, 0, 9.99999994e-09f, dep_layer0_gating_in_in, 8, 1, 8, 8);
   K->linear(K->ctx, SC_W_F32, W_dep_layer0_gating_in_step_0, 0, dep_layer0_gating_in_in, 8, dep_layer0_gating_in, 44, 1, 44, 8, 0);
 
   /* dep.layer0.swiglu = SWIGLU(dep.layer0.gating_in) */
@@ -1610,15 +1458,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
   /* layer0.qkv = NORM_LINEAR(input, layer0.qkv, layer0.norm1) */
   float *layer0_qkv = (float *)(X + 1024); /* [T, 48] */
   float *layer0_qkv_in = (float *)(X + 4096); /* [T, 16] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = input + t * 16;
-    float *yr = layer0_qkv_in + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer0_norm1;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, input, 16, (const float *)W_layer0_norm1, 0, 9.99999994e-09f, layer0_qkv_in, 16, T, 16, 16);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkv, 0, layer0_qkv_in, 16, layer0_qkv, 48, T, 48, 16, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -1632,49 +1472,19 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* layer0.q_rope = ROPE(layer0.q, rope.r8.t10000) */
   float *layer0_q_rope = (float *)(X + 4096); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_q + t * 48 + h * 8;
-      float *b = layer0_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer0_q, 48, layer0_q_rope, 16, T, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k, rope.r8.t10000) */
   float *layer0_k_rope = (float *)(X + 5120); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 48 + h * 8;
-      float *b = layer0_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer0_k, 48, layer0_k_rope, 16, T, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 16, S_layer0_k_cache, 5, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 48, S_layer0_v_cache, 5, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 1024); /* [T, 16] */
@@ -1688,15 +1498,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
   /* layer0.gating_in = NORM_LINEAR(layer0.attn_res, layer0.gating_in, layer0.norm2) */
   float *layer0_gating_in = (float *)(X + 1024); /* [T, 88] */
   float *layer0_gating_in_in = (float *)(X + 6656); /* [T, 16] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 16;
-    float *yr = layer0_gating_in_in + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer0_norm2;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 16, (const float *)W_layer0_norm2, 0, 9.99999994e-09f, layer0_gating_in_in, 16, T, 16, 16);
   K->linear(K->ctx, SC_W_F32, W_layer0_gating_in, 0, layer0_gating_in_in, 16, layer0_gating_in, 88, T, 88, 16, 0);
 
   /* layer0.swiglu = SWIGLU(layer0.gating_in) */
@@ -1714,15 +1516,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
   /* layer1.qkv = NORM_LINEAR(layer0.ffn_res, layer1.qkv, layer1.norm1) */
   float *layer1_qkv = (float *)(X + 1024); /* [T, 48] */
   float *layer1_qkv_in = (float *)(X + 4096); /* [T, 16] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_ffn_res + t * 16;
-    float *yr = layer1_qkv_in + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer1_norm1;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_ffn_res, 16, (const float *)W_layer1_norm1, 0, 9.99999994e-09f, layer1_qkv_in, 16, T, 16, 16);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkv, 0, layer1_qkv_in, 16, layer1_qkv, 48, T, 48, 16, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -1736,49 +1530,19 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* layer1.q_rope = ROPE(layer1.q, rope.r8.t10000) */
   float *layer1_q_rope = (float *)(X + 4096); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_q + t * 48 + h * 8;
-      float *b = layer1_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer1_q, 48, layer1_q_rope, 16, T, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k, rope.r8.t10000) */
   float *layer1_k_rope = (float *)(X + 5120); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 48 + h * 8;
-      float *b = layer1_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer1_k, 48, layer1_k_rope, 16, T, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 16, S_layer1_k_cache, 5, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 48, S_layer1_v_cache, 5, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 1024); /* [T, 16] */
@@ -1792,15 +1556,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
   /* layer1.gating_in = NORM_LINEAR(layer1.attn_res, layer1.gating_in, layer1.norm2) */
   float *layer1_gating_in = (float *)(X + 1024); /* [T, 88] */
   float *layer1_gating_in_in = (float *)(X + 6656); /* [T, 16] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 16;
-    float *yr = layer1_gating_in_in + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer1_norm2;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 16, (const float *)W_layer1_norm2, 0, 9.99999994e-09f, layer1_gating_in_in, 16, T, 16, 16);
   K->linear(K->ctx, SC_W_F32, W_layer1_gating_in, 0, layer1_gating_in_in, 16, layer1_gating_in, 88, T, 88, 16, 0);
 
   /* layer1.swiglu = SWIGLU(layer1.gating_in) */
@@ -1817,15 +1573,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* out_norm = RMSNORM(layer1.ffn_res, out_norm) */
   float *out_norm = (float *)(X + 1024); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_ffn_res + t * 16;
-    float *yr = out_norm + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_out_norm;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_ffn_res, 16, (const float *)W_out_norm, 0, 9.99999994e-09f, out_norm, 16, T, 16, 16);
 
   /* out.hidden = OUTPUT(out_norm) */
   for (int t = 0; t < T; t++)
@@ -1895,15 +1643,7 @@ static int entry_depformer_text_batch(const sc_kernels *K, const unsigned char *
   /* dep.layer0.qkv = NORM_LINEAR(dep_input, dep.layer0.qkv.step+0, dep.layer0.norm1) */
   float *dep_layer0_qkv = (float *)(X + 512); /* [T, 24] */
   float *dep_layer0_qkv_in = (float *)(X + 2048); /* [T, 8] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = dep_input + t * 8;
-    float *yr = dep_layer0_qkv_in + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm1;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_input, 8, (const float *)W_dep_layer0_norm1, 0, 9.99999994e-09f, dep_layer0_qkv_in, 8, T, 8, 8);
   K->linear(K->ctx, SC_W_F32, W_dep_layer0_qkv_step_0, 0, dep_layer0_qkv_in, 8, dep_layer0_qkv, 24, T, 24, 8, 0);
 
   /* dep.layer0.q = SLICE(dep.layer0.qkv) */
@@ -1916,20 +1656,10 @@ static int entry_depformer_text_batch(const sc_kernels *K, const unsigned char *
   float *dep_layer0_v = dep_layer0_qkv + 16; /* [T, 8] view, row stride 24 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 24, S_dep_layer0_k_cache, 8, 8, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 24, S_dep_layer0_v_cache, 8, 8, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 2048); /* [T, 8] */
@@ -1953,15 +1683,7 @@ static int entry_depformer_text_batch(const sc_kernels *K, const unsigned char *
   /* dep.layer0.gating_in = NORM_LINEAR(dep.layer0.attn_res, dep.layer0.gating_in.step+0, dep.layer0.norm2) */
   float *dep_layer0_gating_in = (float *)(X + 512); /* [T, 44] */
   float *dep_layer0_gating_in_in = (float *)(X + 3328); /* [T, 8] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = dep_layer0_attn_res + t * 8;
-    float *yr = dep_layer0_gating_in_in + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm2;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_layer0_attn_res, 8, (const float *)W_dep_layer0_norm2, 0, 9.99999994e-09f, dep_layer0_gating_in_in, 8, T, 8, 8);
   K->linear(K->ctx, SC_W_F32, W_dep_layer0_gating_in_step_0, 0, dep_layer0_gating_in_in, 8, dep_layer0_gating_in, 44, T, 44, 8, 0);
 
   /* dep.layer0.swiglu = SWIGLU(dep.layer0.gating_in) */
@@ -2055,15 +1777,7 @@ static int entry_depformer_audio_batch(const sc_kernels *K, const unsigned char 
   /* dep.layer0.qkv = NORM_LINEAR(dep_input, dep.layer0.qkv.step+0, dep.layer0.norm1) */
   float *dep_layer0_qkv = (float *)(X + 512); /* [T, 24] */
   float *dep_layer0_qkv_in = (float *)(X + 2048); /* [T, 8] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = dep_input + t * 8;
-    float *yr = dep_layer0_qkv_in + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm1;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_input, 8, (const float *)W_dep_layer0_norm1, 0, 9.99999994e-09f, dep_layer0_qkv_in, 8, T, 8, 8);
   K->linear(K->ctx, SC_W_F32, W_dep_layer0_qkv_step_0, 0, dep_layer0_qkv_in, 8, dep_layer0_qkv, 24, T, 24, 8, 0);
 
   /* dep.layer0.q = SLICE(dep.layer0.qkv) */
@@ -2076,20 +1790,10 @@ static int entry_depformer_audio_batch(const sc_kernels *K, const unsigned char 
   float *dep_layer0_v = dep_layer0_qkv + 16; /* [T, 8] view, row stride 24 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 24, S_dep_layer0_k_cache, 8, 8, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 24, S_dep_layer0_v_cache, 8, 8, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 2048); /* [T, 8] */
@@ -2113,15 +1817,7 @@ static int entry_depformer_audio_batch(const sc_kernels *K, const unsigned char 
   /* dep.layer0.gating_in = NORM_LINEAR(dep.layer0.attn_res, dep.layer0.gating_in.step+0, dep.layer0.norm2) */
   float *dep_layer0_gating_in = (float *)(X + 512); /* [T, 44] */
   float *dep_layer0_gating_in_in = (float *)(X + 3328); /* [T, 8] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = dep_layer0_attn_res + t * 8;
-    float *yr = dep_layer0_gating_in_in + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm2;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_layer0_attn_res, 8, (const float *)W_dep_layer0_norm2, 0, 9.99999994e-09f, dep_layer0_gating_in_in, 8, T, 8, 8);
   K->linear(K->ctx, SC_W_F32, W_dep_layer0_gating_in_step_0, 0, dep_layer0_gating_in_in, 8, dep_layer0_gating_in, 44, T, 44, 8, 0);
 
   /* dep.layer0.swiglu = SWIGLU(dep.layer0.gating_in) */

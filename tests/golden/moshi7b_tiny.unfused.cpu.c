@@ -573,15 +573,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
 
   /* layer0.norm1 = RMSNORM(input, layer0.norm1) */
   float *layer0_norm1 = (float *)(X + 64); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = input + t * 16;
-    float *yr = layer0_norm1 + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer0_norm1;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, input, 16, (const float *)W_layer0_norm1, 0, 9.99999994e-09f, layer0_norm1, 16, 1, 16, 16);
 
   /* layer0.qkv = LINEAR(layer0.norm1, layer0.qkv) */
   float *layer0_qkv = (float *)(X + 128); /* [1, 48] */
@@ -598,49 +590,19 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
 
   /* layer0.q_rope = ROPE(layer0.q, rope.r8.t10000) */
   float *layer0_q_rope = (float *)(X + 64); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_q + t * 48 + h * 8;
-      float *b = layer0_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer0_q, 48, layer0_q_rope, 16, 1, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k, rope.r8.t10000) */
   float *layer0_k_rope = (float *)(X + 320); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 48 + h * 8;
-      float *b = layer0_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer0_k, 48, layer0_k_rope, 16, 1, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 16, S_layer0_k_cache, 5, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 48, S_layer0_v_cache, 5, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 128); /* [1, 16] */
@@ -662,15 +624,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
 
   /* layer0.norm2 = RMSNORM(layer0.attn_res, layer0.norm2) */
   float *layer0_norm2 = (float *)(X + 64); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_attn_res + t * 16;
-    float *yr = layer0_norm2 + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer0_norm2;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 16, (const float *)W_layer0_norm2, 0, 9.99999994e-09f, layer0_norm2, 16, 1, 16, 16);
 
   /* layer0.gating_in = LINEAR(layer0.norm2, layer0.gating_in) */
   float *layer0_gating_in = (float *)(X + 128); /* [1, 88] */
@@ -699,15 +653,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
 
   /* layer1.norm1 = RMSNORM(layer0.ffn_res, layer1.norm1) */
   float *layer1_norm1 = (float *)(X + 64); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_ffn_res + t * 16;
-    float *yr = layer1_norm1 + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer1_norm1;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_ffn_res, 16, (const float *)W_layer1_norm1, 0, 9.99999994e-09f, layer1_norm1, 16, 1, 16, 16);
 
   /* layer1.qkv = LINEAR(layer1.norm1, layer1.qkv) */
   float *layer1_qkv = (float *)(X + 128); /* [1, 48] */
@@ -724,49 +670,19 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
 
   /* layer1.q_rope = ROPE(layer1.q, rope.r8.t10000) */
   float *layer1_q_rope = (float *)(X + 64); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_q + t * 48 + h * 8;
-      float *b = layer1_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer1_q, 48, layer1_q_rope, 16, 1, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k, rope.r8.t10000) */
   float *layer1_k_rope = (float *)(X + 320); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 48 + h * 8;
-      float *b = layer1_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer1_k, 48, layer1_k_rope, 16, 1, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 16, S_layer1_k_cache, 5, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 48, S_layer1_v_cache, 5, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 128); /* [1, 16] */
@@ -788,15 +704,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
 
   /* layer1.norm2 = RMSNORM(layer1.attn_res, layer1.norm2) */
   float *layer1_norm2 = (float *)(X + 64); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_attn_res + t * 16;
-    float *yr = layer1_norm2 + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer1_norm2;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 16, (const float *)W_layer1_norm2, 0, 9.99999994e-09f, layer1_norm2, 16, 1, 16, 16);
 
   /* layer1.gating_in = LINEAR(layer1.norm2, layer1.gating_in) */
   float *layer1_gating_in = (float *)(X + 128); /* [1, 88] */
@@ -825,15 +733,7 @@ static int entry_temporal(const sc_kernels *K, const unsigned char *W, unsigned 
 
   /* out_norm = RMSNORM(layer1.ffn_res, out_norm) */
   float *out_norm = (float *)(X + 64); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_ffn_res + t * 16;
-    float *yr = out_norm + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_out_norm;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_ffn_res, 16, (const float *)W_out_norm, 0, 9.99999994e-09f, out_norm, 16, 1, 16, 16);
 
   /* out.hidden = OUTPUT(out_norm) */
   for (int t = 0; t < 1; t++)
@@ -905,15 +805,7 @@ static int entry_depformer_text(const sc_kernels *K, const unsigned char *W, uns
 
   /* dep.layer0.norm1 = RMSNORM(dep_input, dep.layer0.norm1) */
   float *dep_layer0_norm1 = (float *)(X + 0); /* [1, 8] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = dep_input + t * 8;
-    float *yr = dep_layer0_norm1 + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm1;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_input, 8, (const float *)W_dep_layer0_norm1, 0, 9.99999994e-09f, dep_layer0_norm1, 8, 1, 8, 8);
   if (io->step + 0 < 0 || io->step + 0 >= 8) {
     K->error(K->ctx, "dep.layer0.qkv.step+0: step out of range", io->step);
     return 1;
@@ -934,20 +826,10 @@ static int entry_depformer_text(const sc_kernels *K, const unsigned char *W, uns
   float *dep_layer0_v = dep_layer0_qkv + 16; /* [1, 8] view, row stride 24 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 24, S_dep_layer0_k_cache, 8, 8, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 24, S_dep_layer0_v_cache, 8, 8, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 0); /* [1, 8] */
@@ -974,15 +856,7 @@ static int entry_depformer_text(const sc_kernels *K, const unsigned char *W, uns
 
   /* dep.layer0.norm2 = RMSNORM(dep.layer0.attn_res, dep.layer0.norm2) */
   float *dep_layer0_norm2 = (float *)(X + 0); /* [1, 8] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = dep_layer0_attn_res + t * 8;
-    float *yr = dep_layer0_norm2 + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm2;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_layer0_attn_res, 8, (const float *)W_dep_layer0_norm2, 0, 9.99999994e-09f, dep_layer0_norm2, 8, 1, 8, 8);
   if (io->step + 0 < 0 || io->step + 0 >= 8) {
     K->error(K->ctx, "dep.layer0.gating_in.step+0: step out of range", io->step);
     return 1;
@@ -1095,15 +969,7 @@ static int entry_depformer_audio(const sc_kernels *K, const unsigned char *W, un
 
   /* dep.layer0.norm1 = RMSNORM(dep_input, dep.layer0.norm1) */
   float *dep_layer0_norm1 = (float *)(X + 0); /* [1, 8] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = dep_input + t * 8;
-    float *yr = dep_layer0_norm1 + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm1;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_input, 8, (const float *)W_dep_layer0_norm1, 0, 9.99999994e-09f, dep_layer0_norm1, 8, 1, 8, 8);
   if (io->step + 0 < 0 || io->step + 0 >= 8) {
     K->error(K->ctx, "dep.layer0.qkv.step+0: step out of range", io->step);
     return 1;
@@ -1124,20 +990,10 @@ static int entry_depformer_audio(const sc_kernels *K, const unsigned char *W, un
   float *dep_layer0_v = dep_layer0_qkv + 16; /* [1, 8] view, row stride 24 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 24, S_dep_layer0_k_cache, 8, 8, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 24, S_dep_layer0_v_cache, 8, 8, 1, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 0); /* [1, 8] */
@@ -1164,15 +1020,7 @@ static int entry_depformer_audio(const sc_kernels *K, const unsigned char *W, un
 
   /* dep.layer0.norm2 = RMSNORM(dep.layer0.attn_res, dep.layer0.norm2) */
   float *dep_layer0_norm2 = (float *)(X + 0); /* [1, 8] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = dep_layer0_attn_res + t * 8;
-    float *yr = dep_layer0_norm2 + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm2;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_layer0_attn_res, 8, (const float *)W_dep_layer0_norm2, 0, 9.99999994e-09f, dep_layer0_norm2, 8, 1, 8, 8);
   if (io->step + 0 < 0 || io->step + 0 >= 8) {
     K->error(K->ctx, "dep.layer0.gating_in.step+0: step out of range", io->step);
     return 1;
@@ -1729,15 +1577,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* layer0.norm1 = RMSNORM(input, layer0.norm1) */
   float *layer0_norm1 = (float *)(X + 1024); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = input + t * 16;
-    float *yr = layer0_norm1 + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer0_norm1;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, input, 16, (const float *)W_layer0_norm1, 0, 9.99999994e-09f, layer0_norm1, 16, T, 16, 16);
 
   /* layer0.qkv = LINEAR(layer0.norm1, layer0.qkv) */
   float *layer0_qkv = (float *)(X + 2048); /* [T, 48] */
@@ -1754,49 +1594,19 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* layer0.q_rope = ROPE(layer0.q, rope.r8.t10000) */
   float *layer0_q_rope = (float *)(X + 1024); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_q + t * 48 + h * 8;
-      float *b = layer0_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer0_q, 48, layer0_q_rope, 16, T, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k, rope.r8.t10000) */
   float *layer0_k_rope = (float *)(X + 5120); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 48 + h * 8;
-      float *b = layer0_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer0_k, 48, layer0_k_rope, 16, T, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 16, S_layer0_k_cache, 5, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 48, S_layer0_v_cache, 5, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 2048); /* [T, 16] */
@@ -1818,15 +1628,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* layer0.norm2 = RMSNORM(layer0.attn_res, layer0.norm2) */
   float *layer0_norm2 = (float *)(X + 1024); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 16;
-    float *yr = layer0_norm2 + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer0_norm2;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 16, (const float *)W_layer0_norm2, 0, 9.99999994e-09f, layer0_norm2, 16, T, 16, 16);
 
   /* layer0.gating_in = LINEAR(layer0.norm2, layer0.gating_in) */
   float *layer0_gating_in = (float *)(X + 2048); /* [T, 88] */
@@ -1855,15 +1657,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* layer1.norm1 = RMSNORM(layer0.ffn_res, layer1.norm1) */
   float *layer1_norm1 = (float *)(X + 1024); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_ffn_res + t * 16;
-    float *yr = layer1_norm1 + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer1_norm1;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_ffn_res, 16, (const float *)W_layer1_norm1, 0, 9.99999994e-09f, layer1_norm1, 16, T, 16, 16);
 
   /* layer1.qkv = LINEAR(layer1.norm1, layer1.qkv) */
   float *layer1_qkv = (float *)(X + 2048); /* [T, 48] */
@@ -1880,49 +1674,19 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* layer1.q_rope = ROPE(layer1.q, rope.r8.t10000) */
   float *layer1_q_rope = (float *)(X + 1024); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_q + t * 48 + h * 8;
-      float *b = layer1_q_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer1_q, 48, layer1_q_rope, 16, T, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k, rope.r8.t10000) */
   float *layer1_k_rope = (float *)(X + 5120); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 48 + h * 8;
-      float *b = layer1_k_rope + t * 16 + h * 8;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[2 * i], x1 = a[2 * i + 1], c = cs[i], s = cs[4 + i];
-        b[2 * i] = x0 * c - x1 * s;
-        b[2 * i + 1] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer1_k, 48, layer1_k_rope, 16, T, pos, io->row_pos,
+          2, 8, 8, 1, 0, 0, 0.0f); /* 2 heads of 8, 8 rotated (interleaved pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 16, S_layer1_k_cache, 5, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 5) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 48;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 48, S_layer1_v_cache, 5, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 2048); /* [T, 16] */
@@ -1944,15 +1708,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* layer1.norm2 = RMSNORM(layer1.attn_res, layer1.norm2) */
   float *layer1_norm2 = (float *)(X + 1024); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 16;
-    float *yr = layer1_norm2 + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_layer1_norm2;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 16, (const float *)W_layer1_norm2, 0, 9.99999994e-09f, layer1_norm2, 16, T, 16, 16);
 
   /* layer1.gating_in = LINEAR(layer1.norm2, layer1.gating_in) */
   float *layer1_gating_in = (float *)(X + 2048); /* [T, 88] */
@@ -1981,15 +1737,7 @@ static int entry_temporal_batch(const sc_kernels *K, const unsigned char *W, uns
 
   /* out_norm = RMSNORM(layer1.ffn_res, out_norm) */
   float *out_norm = (float *)(X + 1024); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_ffn_res + t * 16;
-    float *yr = out_norm + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_out_norm;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_ffn_res, 16, (const float *)W_out_norm, 0, 9.99999994e-09f, out_norm, 16, T, 16, 16);
 
   /* out.hidden = OUTPUT(out_norm) */
   for (int t = 0; t < T; t++)
@@ -2062,15 +1810,7 @@ static int entry_depformer_text_batch(const sc_kernels *K, const unsigned char *
 
   /* dep.layer0.norm1 = RMSNORM(dep_input, dep.layer0.norm1) */
   float *dep_layer0_norm1 = (float *)(X + 0); /* [T, 8] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = dep_input + t * 8;
-    float *yr = dep_layer0_norm1 + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm1;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_input, 8, (const float *)W_dep_layer0_norm1, 0, 9.99999994e-09f, dep_layer0_norm1, 8, T, 8, 8);
   if (io->step + 0 < 0 || io->step + 0 >= 8) {
     K->error(K->ctx, "dep.layer0.qkv.step+0: step out of range", io->step);
     return 1;
@@ -2091,20 +1831,10 @@ static int entry_depformer_text_batch(const sc_kernels *K, const unsigned char *
   float *dep_layer0_v = dep_layer0_qkv + 16; /* [T, 8] view, row stride 24 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 24, S_dep_layer0_k_cache, 8, 8, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 24, S_dep_layer0_v_cache, 8, 8, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 0); /* [T, 8] */
@@ -2131,15 +1861,7 @@ static int entry_depformer_text_batch(const sc_kernels *K, const unsigned char *
 
   /* dep.layer0.norm2 = RMSNORM(dep.layer0.attn_res, dep.layer0.norm2) */
   float *dep_layer0_norm2 = (float *)(X + 0); /* [T, 8] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = dep_layer0_attn_res + t * 8;
-    float *yr = dep_layer0_norm2 + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm2;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_layer0_attn_res, 8, (const float *)W_dep_layer0_norm2, 0, 9.99999994e-09f, dep_layer0_norm2, 8, T, 8, 8);
   if (io->step + 0 < 0 || io->step + 0 >= 8) {
     K->error(K->ctx, "dep.layer0.gating_in.step+0: step out of range", io->step);
     return 1;
@@ -2253,15 +1975,7 @@ static int entry_depformer_audio_batch(const sc_kernels *K, const unsigned char 
 
   /* dep.layer0.norm1 = RMSNORM(dep_input, dep.layer0.norm1) */
   float *dep_layer0_norm1 = (float *)(X + 0); /* [T, 8] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = dep_input + t * 8;
-    float *yr = dep_layer0_norm1 + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm1;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_input, 8, (const float *)W_dep_layer0_norm1, 0, 9.99999994e-09f, dep_layer0_norm1, 8, T, 8, 8);
   if (io->step + 0 < 0 || io->step + 0 >= 8) {
     K->error(K->ctx, "dep.layer0.qkv.step+0: step out of range", io->step);
     return 1;
@@ -2282,20 +1996,10 @@ static int entry_depformer_audio_batch(const sc_kernels *K, const unsigned char 
   float *dep_layer0_v = dep_layer0_qkv + 16; /* [T, 8] view, row stride 24 */
 
   /* dep.layer0.k_store = KV_STORE(dep.layer0.k_cache, dep.layer0.k) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_k + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_k, 24, S_dep_layer0_k_cache, 8, 8, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.v_store = KV_STORE(dep.layer0.v_cache, dep.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_dep_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 8) * 8;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = dep_layer0_v + t * 24;
-    for (int c = 0; c < 8; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, dep_layer0_v, 24, S_dep_layer0_v_cache, 8, 8, T, pos, io->row_pos, io->row_state);
 
   /* dep.layer0.attn = ATTENTION(dep.layer0.q, dep.layer0.k_store, dep.layer0.v_store) */
   float *dep_layer0_attn = (float *)(X + 0); /* [T, 8] */
@@ -2322,15 +2026,7 @@ static int entry_depformer_audio_batch(const sc_kernels *K, const unsigned char 
 
   /* dep.layer0.norm2 = RMSNORM(dep.layer0.attn_res, dep.layer0.norm2) */
   float *dep_layer0_norm2 = (float *)(X + 0); /* [T, 8] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = dep_layer0_attn_res + t * 8;
-    float *yr = dep_layer0_norm2 + t * 8;
-    float ss = 0.0f;
-    for (int c = 0; c < 8; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 8.0f + 9.99999994e-09f);
-    const float *wn = (const float *)W_dep_layer0_norm2;
-    for (int c = 0; c < 8; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, dep_layer0_attn_res, 8, (const float *)W_dep_layer0_norm2, 0, 9.99999994e-09f, dep_layer0_norm2, 8, T, 8, 8);
   if (io->step + 0 < 0 || io->step + 0 >= 8) {
     K->error(K->ctx, "dep.layer0.gating_in.step+0: step out of range", io->step);
     return 1;

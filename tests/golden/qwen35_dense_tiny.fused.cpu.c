@@ -113,15 +113,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.qkvzba = NORM_LINEAR(embed, layer0.qkvzba, layer0.attn_norm) */
   float *layer0_qkvzba = (float *)(X + 3072); /* [T, 220] */
   float *layer0_qkvzba_in = (float *)(X + 17152); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 48;
-    float *yr = layer0_qkvzba_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 48, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_qkvzba_in, 48, T, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkvzba, 0, layer0_qkvzba_in, 48, layer0_qkvzba, 220, T, 220, 48, 0);
 
   /* layer0.qkv = SLICE(layer0.qkvzba) */
@@ -211,15 +203,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.mix_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 3072); /* [T, 80] */
   float *layer0_swiglu_in = (float *)(X + 8192); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mix_res + t * 48;
-    float *yr = layer0_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 48, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_swiglu_in, 48, T, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 48, layer0_swiglu, 80, T, 80, 48);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.mix_res) */
@@ -229,15 +213,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.qkvzba = NORM_LINEAR(layer0.mlp_res, layer1.qkvzba, layer1.attn_norm) */
   float *layer1_qkvzba = (float *)(X + 3072); /* [T, 220] */
   float *layer1_qkvzba_in = (float *)(X + 17152); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 48;
-    float *yr = layer1_qkvzba_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 48, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_qkvzba_in, 48, T, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkvzba, 0, layer1_qkvzba_in, 48, layer1_qkvzba, 220, T, 220, 48, 0);
 
   /* layer1.qkv = SLICE(layer1.qkvzba) */
@@ -327,15 +303,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.mix_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 3072); /* [T, 80] */
   float *layer1_swiglu_in = (float *)(X + 8192); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mix_res + t * 48;
-    float *yr = layer1_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 48, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_swiglu_in, 48, T, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 48, layer1_swiglu, 80, T, 80, 48);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.mix_res) */
@@ -345,15 +313,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.qgkv = NORM_LINEAR(layer1.mlp_res, layer2.qgkv, layer2.attn_norm) */
   float *layer2_qgkv = (float *)(X + 3072); /* [T, 240] */
   float *layer2_qgkv_in = (float *)(X + 18432); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 48;
-    float *yr = layer2_qgkv_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 48, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_qgkv_in, 48, T, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer2_qgkv, 0, layer2_qgkv_in, 48, layer2_qgkv, 240, T, 240, 48, 0);
 
   /* layer2.q = SLICE(layer2.qgkv) */
@@ -370,65 +330,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r6.t1e+06, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 18432); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q + t * 240 + h * 24;
-      float *b = layer2_q_rope + t * 96 + h * 24;
-      float nb[24];
-      float ss = 0.0f;
-      for (int c = 0; c < 24; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 24; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_q, 240, layer2_q_rope, 96, T, pos, io->row_pos,
+          4, 24, 6, 0, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f); /* 4 heads of 24, 6 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r6.t1e+06, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 24576); /* [T, 24] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k + t * 240 + h * 24;
-      float *b = layer2_k_rope + t * 24 + h * 24;
-      float nb[24];
-      float ss = 0.0f;
-      for (int c = 0; c < 24; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 24; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_k, 240, layer2_k_rope, 24, T, pos, io->row_pos,
+          1, 24, 6, 0, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f); /* 1 heads of 24, 6 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 24;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 24, S_layer2_k_cache, 64, 24, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 240;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 240, S_layer2_v_cache, 64, 24, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 24576); /* [T, 96] */
@@ -447,15 +361,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.swiglu = LINEAR_SWIGLU(layer2.attn_res, layer2.gateup, layer2.mlp_norm) */
   float *layer2_swiglu = (float *)(X + 3072); /* [T, 80] */
   float *layer2_swiglu_in = (float *)(X + 8192); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 48;
-    float *yr = layer2_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 48, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_swiglu_in, 48, T, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_swiglu_in, 48, layer2_swiglu, 80, T, 80, 48);
 
   /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
@@ -465,15 +371,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer3.qkvzba = NORM_LINEAR(layer2.mlp_res, layer3.qkvzba, layer3.attn_norm) */
   float *layer3_qkvzba = (float *)(X + 3072); /* [T, 220] */
   float *layer3_qkvzba_in = (float *)(X + 17152); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_mlp_res + t * 48;
-    float *yr = layer3_qkvzba_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 48, (const float *)W_layer3_attn_norm, 1, 9.99999997e-07f, layer3_qkvzba_in, 48, T, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer3_qkvzba, 0, layer3_qkvzba_in, 48, layer3_qkvzba, 220, T, 220, 48, 0);
 
   /* layer3.qkv = SLICE(layer3.qkvzba) */
@@ -563,15 +461,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer3.swiglu = LINEAR_SWIGLU(layer3.mix_res, layer3.gateup, layer3.mlp_norm) */
   float *layer3_swiglu = (float *)(X + 3072); /* [T, 80] */
   float *layer3_swiglu_in = (float *)(X + 8192); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer3_mix_res + t * 48;
-    float *yr = layer3_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer3_mix_res, 48, (const float *)W_layer3_mlp_norm, 1, 9.99999997e-07f, layer3_swiglu_in, 48, T, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer3_gateup, layer3_swiglu_in, 48, layer3_swiglu, 80, T, 80, 48);
 
   /* layer3.mlp_res = LINEAR_ADD(layer3.swiglu, layer3.down_proj, layer3.mix_res) */
@@ -584,15 +474,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* lm_head = NORM_LINEAR(last, embed_tokens, final_norm) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
   float *lm_head_in = (float *)(X + 3072); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 48;
-    float *yr = lm_head_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, last, 48, (const float *)W_final_norm, 1, 9.99999997e-07f, lm_head_in, 48, 1, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_embed_tokens, 0, lm_head_in, 48, lm_head, 256, 1, 256, 48, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -643,15 +525,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.qkvzba = NORM_LINEAR(embed, layer0.qkvzba, layer0.attn_norm) */
   float *layer0_qkvzba = (float *)(X + 192); /* [1, 220] */
   float *layer0_qkvzba_in = (float *)(X + 1088); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 48;
-    float *yr = layer0_qkvzba_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 48, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_qkvzba_in, 48, 1, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkvzba, 0, layer0_qkvzba_in, 48, layer0_qkvzba, 220, 1, 220, 48, 0);
 
   /* layer0.qkv = SLICE(layer0.qkvzba) */
@@ -741,15 +615,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.mix_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 192); /* [1, 80] */
   float *layer0_swiglu_in = (float *)(X + 512); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mix_res + t * 48;
-    float *yr = layer0_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 48, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_swiglu_in, 48, 1, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 48, layer0_swiglu, 80, 1, 80, 48);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.mix_res) */
@@ -759,15 +625,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.qkvzba = NORM_LINEAR(layer0.mlp_res, layer1.qkvzba, layer1.attn_norm) */
   float *layer1_qkvzba = (float *)(X + 192); /* [1, 220] */
   float *layer1_qkvzba_in = (float *)(X + 1088); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 48;
-    float *yr = layer1_qkvzba_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 48, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_qkvzba_in, 48, 1, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkvzba, 0, layer1_qkvzba_in, 48, layer1_qkvzba, 220, 1, 220, 48, 0);
 
   /* layer1.qkv = SLICE(layer1.qkvzba) */
@@ -857,15 +715,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.mix_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 192); /* [1, 80] */
   float *layer1_swiglu_in = (float *)(X + 512); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mix_res + t * 48;
-    float *yr = layer1_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 48, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_swiglu_in, 48, 1, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 48, layer1_swiglu, 80, 1, 80, 48);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.mix_res) */
@@ -875,15 +725,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.qgkv = NORM_LINEAR(layer1.mlp_res, layer2.qgkv, layer2.attn_norm) */
   float *layer2_qgkv = (float *)(X + 192); /* [1, 240] */
   float *layer2_qgkv_in = (float *)(X + 1152); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mlp_res + t * 48;
-    float *yr = layer2_qgkv_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 48, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_qgkv_in, 48, 1, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer2_qgkv, 0, layer2_qgkv_in, 48, layer2_qgkv, 240, 1, 240, 48, 0);
 
   /* layer2.q = SLICE(layer2.qgkv) */
@@ -900,65 +742,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r6.t1e+06, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 1152); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q + t * 240 + h * 24;
-      float *b = layer2_q_rope + t * 96 + h * 24;
-      float nb[24];
-      float ss = 0.0f;
-      for (int c = 0; c < 24; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 24; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_q, 240, layer2_q_rope, 96, 1, pos, io->row_pos,
+          4, 24, 6, 0, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f); /* 4 heads of 24, 6 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r6.t1e+06, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 1536); /* [1, 24] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k + t * 240 + h * 24;
-      float *b = layer2_k_rope + t * 24 + h * 24;
-      float nb[24];
-      float ss = 0.0f;
-      for (int c = 0; c < 24; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 24; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_k, 240, layer2_k_rope, 24, 1, pos, io->row_pos,
+          1, 24, 6, 0, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f); /* 1 heads of 24, 6 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 24;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 24, S_layer2_k_cache, 64, 24, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 240;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 240, S_layer2_v_cache, 64, 24, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 1536); /* [1, 96] */
@@ -977,15 +773,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.swiglu = LINEAR_SWIGLU(layer2.attn_res, layer2.gateup, layer2.mlp_norm) */
   float *layer2_swiglu = (float *)(X + 192); /* [1, 80] */
   float *layer2_swiglu_in = (float *)(X + 512); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_attn_res + t * 48;
-    float *yr = layer2_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 48, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_swiglu_in, 48, 1, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_swiglu_in, 48, layer2_swiglu, 80, 1, 80, 48);
 
   /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
@@ -995,15 +783,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer3.qkvzba = NORM_LINEAR(layer2.mlp_res, layer3.qkvzba, layer3.attn_norm) */
   float *layer3_qkvzba = (float *)(X + 192); /* [1, 220] */
   float *layer3_qkvzba_in = (float *)(X + 1088); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_mlp_res + t * 48;
-    float *yr = layer3_qkvzba_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 48, (const float *)W_layer3_attn_norm, 1, 9.99999997e-07f, layer3_qkvzba_in, 48, 1, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer3_qkvzba, 0, layer3_qkvzba_in, 48, layer3_qkvzba, 220, 1, 220, 48, 0);
 
   /* layer3.qkv = SLICE(layer3.qkvzba) */
@@ -1093,15 +873,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer3.swiglu = LINEAR_SWIGLU(layer3.mix_res, layer3.gateup, layer3.mlp_norm) */
   float *layer3_swiglu = (float *)(X + 192); /* [1, 80] */
   float *layer3_swiglu_in = (float *)(X + 512); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer3_mix_res + t * 48;
-    float *yr = layer3_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer3_mix_res, 48, (const float *)W_layer3_mlp_norm, 1, 9.99999997e-07f, layer3_swiglu_in, 48, 1, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer3_gateup, layer3_swiglu_in, 48, layer3_swiglu, 80, 1, 80, 48);
 
   /* layer3.mlp_res = LINEAR_ADD(layer3.swiglu, layer3.down_proj, layer3.mix_res) */
@@ -1114,15 +886,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* lm_head = NORM_LINEAR(last, embed_tokens, final_norm) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
   float *lm_head_in = (float *)(X + 192); /* [1, 48] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 48;
-    float *yr = lm_head_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, last, 48, (const float *)W_final_norm, 1, 9.99999997e-07f, lm_head_in, 48, 1, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_embed_tokens, 0, lm_head_in, 48, lm_head, 256, 1, 256, 48, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -1170,15 +934,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer0.qkvzba = NORM_LINEAR(embed, layer0.qkvzba, layer0.attn_norm) */
   float *layer0_qkvzba = (float *)(X + 3072); /* [T, 220] */
   float *layer0_qkvzba_in = (float *)(X + 17152); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 48;
-    float *yr = layer0_qkvzba_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 48, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_qkvzba_in, 48, T, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkvzba, 0, layer0_qkvzba_in, 48, layer0_qkvzba, 220, T, 220, 48, 0);
 
   /* layer0.qkv = SLICE(layer0.qkvzba) */
@@ -1270,15 +1026,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.mix_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 3072); /* [T, 80] */
   float *layer0_swiglu_in = (float *)(X + 8192); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mix_res + t * 48;
-    float *yr = layer0_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 48, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_swiglu_in, 48, T, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 48, layer0_swiglu, 80, T, 80, 48);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.mix_res) */
@@ -1288,15 +1036,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer1.qkvzba = NORM_LINEAR(layer0.mlp_res, layer1.qkvzba, layer1.attn_norm) */
   float *layer1_qkvzba = (float *)(X + 3072); /* [T, 220] */
   float *layer1_qkvzba_in = (float *)(X + 17152); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 48;
-    float *yr = layer1_qkvzba_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 48, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_qkvzba_in, 48, T, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkvzba, 0, layer1_qkvzba_in, 48, layer1_qkvzba, 220, T, 220, 48, 0);
 
   /* layer1.qkv = SLICE(layer1.qkvzba) */
@@ -1388,15 +1128,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.mix_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 3072); /* [T, 80] */
   float *layer1_swiglu_in = (float *)(X + 8192); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mix_res + t * 48;
-    float *yr = layer1_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 48, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_swiglu_in, 48, T, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 48, layer1_swiglu, 80, T, 80, 48);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.mix_res) */
@@ -1406,15 +1138,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer2.qgkv = NORM_LINEAR(layer1.mlp_res, layer2.qgkv, layer2.attn_norm) */
   float *layer2_qgkv = (float *)(X + 3072); /* [T, 240] */
   float *layer2_qgkv_in = (float *)(X + 18432); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 48;
-    float *yr = layer2_qgkv_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 48, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_qgkv_in, 48, T, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer2_qgkv, 0, layer2_qgkv_in, 48, layer2_qgkv, 240, T, 240, 48, 0);
 
   /* layer2.q = SLICE(layer2.qgkv) */
@@ -1431,65 +1155,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r6.t1e+06, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 18432); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q + t * 240 + h * 24;
-      float *b = layer2_q_rope + t * 96 + h * 24;
-      float nb[24];
-      float ss = 0.0f;
-      for (int c = 0; c < 24; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 24; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_q, 240, layer2_q_rope, 96, T, pos, io->row_pos,
+          4, 24, 6, 0, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f); /* 4 heads of 24, 6 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r6.t1e+06, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 24576); /* [T, 24] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k + t * 240 + h * 24;
-      float *b = layer2_k_rope + t * 24 + h * 24;
-      float nb[24];
-      float ss = 0.0f;
-      for (int c = 0; c < 24; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 24; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_k, 240, layer2_k_rope, 24, T, pos, io->row_pos,
+          1, 24, 6, 0, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f); /* 1 heads of 24, 6 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 24;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 24, S_layer2_k_cache, 64, 24, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 240;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 240, S_layer2_v_cache, 64, 24, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 24576); /* [T, 96] */
@@ -1508,15 +1186,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer2.swiglu = LINEAR_SWIGLU(layer2.attn_res, layer2.gateup, layer2.mlp_norm) */
   float *layer2_swiglu = (float *)(X + 3072); /* [T, 80] */
   float *layer2_swiglu_in = (float *)(X + 8192); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 48;
-    float *yr = layer2_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 48, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_swiglu_in, 48, T, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_swiglu_in, 48, layer2_swiglu, 80, T, 80, 48);
 
   /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
@@ -1526,15 +1196,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer3.qkvzba = NORM_LINEAR(layer2.mlp_res, layer3.qkvzba, layer3.attn_norm) */
   float *layer3_qkvzba = (float *)(X + 3072); /* [T, 220] */
   float *layer3_qkvzba_in = (float *)(X + 17152); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_mlp_res + t * 48;
-    float *yr = layer3_qkvzba_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 48, (const float *)W_layer3_attn_norm, 1, 9.99999997e-07f, layer3_qkvzba_in, 48, T, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_layer3_qkvzba, 0, layer3_qkvzba_in, 48, layer3_qkvzba, 220, T, 220, 48, 0);
 
   /* layer3.qkv = SLICE(layer3.qkvzba) */
@@ -1626,15 +1288,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer3.swiglu = LINEAR_SWIGLU(layer3.mix_res, layer3.gateup, layer3.mlp_norm) */
   float *layer3_swiglu = (float *)(X + 3072); /* [T, 80] */
   float *layer3_swiglu_in = (float *)(X + 8192); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer3_mix_res + t * 48;
-    float *yr = layer3_swiglu_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer3_mix_res, 48, (const float *)W_layer3_mlp_norm, 1, 9.99999997e-07f, layer3_swiglu_in, 48, T, 48, 48);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer3_gateup, layer3_swiglu_in, 48, layer3_swiglu, 80, T, 80, 48);
 
   /* layer3.mlp_res = LINEAR_ADD(layer3.swiglu, layer3.down_proj, layer3.mix_res) */
@@ -1644,15 +1298,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* lm_head = NORM_LINEAR(layer3.mlp_res, embed_tokens, final_norm) */
   float *lm_head = io->out; /* [T, 256] the entry's output itself */
   float *lm_head_in = (float *)(X + 3072); /* [T, 48] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer3_mlp_res + t * 48;
-    float *yr = lm_head_in + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer3_mlp_res, 48, (const float *)W_final_norm, 1, 9.99999997e-07f, lm_head_in, 48, T, 48, 48);
   K->linear(K->ctx, SC_W_F32, W_embed_tokens, 0, lm_head_in, 48, lm_head, 256, T, 256, 48, 0);
 
   /* out.logits = OUTPUT(lm_head) */

@@ -128,15 +128,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 48;
-    float *yr = layer0_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 48, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_attn_norm, 48, T, 48, 48);
 
   /* layer0.qkv = LINEAR(layer0.attn_norm, layer0.qkv_proj) */
   float *layer0_qkv = (float *)(X + 6144); /* [T, 136] */
@@ -237,15 +229,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.mlp_norm = RMSNORM(layer0.mix_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mix_res + t * 48;
-    float *yr = layer0_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 48, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_mlp_norm, 48, T, 48, 48);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 6144); /* [T, 80] */
@@ -283,15 +267,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 48;
-    float *yr = layer1_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 48, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_attn_norm, 48, T, 48, 48);
 
   /* layer1.qkv = LINEAR(layer1.attn_norm, layer1.qkv_proj) */
   float *layer1_qkv = (float *)(X + 6144); /* [T, 136] */
@@ -392,15 +368,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.mlp_norm = RMSNORM(layer1.mix_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mix_res + t * 48;
-    float *yr = layer1_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 48, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_mlp_norm, 48, T, 48, 48);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 6144); /* [T, 80] */
@@ -438,15 +406,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.attn_norm = RMSNORM(layer1.mlp_res, layer2.attn_norm) */
   float *layer2_attn_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 48;
-    float *yr = layer2_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 48, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_attn_norm, 48, T, 48, 48);
 
   /* layer2.q = LINEAR(layer2.attn_norm, layer2.q_proj) */
   float *layer2_q = (float *)(X + 6144); /* [T, 96] */
@@ -466,77 +426,27 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.q_norm = RMSNORM(layer2.q, layer2.q_norm) */
   float *layer2_q_norm = (float *)(X + 21504); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer2_q + t * 96 + h * 24;
-      float *yr = layer2_q_norm + t * 96 + h * 24;
-      float ss = 0.0f;
-      for (int c = 0; c < 24; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 24; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_q, 96, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f, layer2_q_norm, 96, T, 96, 24);
 
   /* layer2.k_norm = RMSNORM(layer2.k, layer2.k_norm) */
   float *layer2_k_norm = (float *)(X + 3072); /* [T, 24] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_k + t * 24;
-    float *yr = layer2_k_norm + t * 24;
-    float ss = 0.0f;
-    for (int c = 0; c < 24; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_k_norm;
-    for (int c = 0; c < 24; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_k, 24, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f, layer2_k_norm, 24, T, 24, 24);
 
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r6.t1e+06) */
   float *layer2_q_rope = (float *)(X + 4608); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q_norm + t * 96 + h * 24;
-      float *b = layer2_q_rope + t * 96 + h * 24;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_q_norm, 96, layer2_q_rope, 96, T, pos, io->row_pos,
+          4, 24, 6, 0, 0, 0, 0.0f); /* 4 heads of 24, 6 rotated (NeoX pairs) */
 
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r6.t1e+06) */
   float *layer2_k_rope = (float *)(X + 10752); /* [T, 24] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k_norm + t * 24 + h * 24;
-      float *b = layer2_k_rope + t * 24 + h * 24;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_k_norm, 24, layer2_k_rope, 24, T, pos, io->row_pos,
+          1, 24, 6, 0, 0, 0, 0.0f); /* 1 heads of 24, 6 rotated (NeoX pairs) */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 24;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 24, S_layer2_k_cache, 64, 24, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 24;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 24, S_layer2_v_cache, 64, 24, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 18432); /* [T, 96] */
@@ -563,15 +473,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 48;
-    float *yr = layer2_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 48, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_mlp_norm, 48, T, 48, 48);
 
   /* layer2.gate = LINEAR(layer2.mlp_norm, layer2.gate_proj) */
   float *layer2_gate = (float *)(X + 6144); /* [T, 80] */
@@ -609,15 +511,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer3.attn_norm = RMSNORM(layer2.mlp_res, layer3.attn_norm) */
   float *layer3_attn_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_mlp_res + t * 48;
-    float *yr = layer3_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 48, (const float *)W_layer3_attn_norm, 1, 9.99999997e-07f, layer3_attn_norm, 48, T, 48, 48);
 
   /* layer3.qkv = LINEAR(layer3.attn_norm, layer3.qkv_proj) */
   float *layer3_qkv = (float *)(X + 6144); /* [T, 136] */
@@ -718,15 +612,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer3.mlp_norm = RMSNORM(layer3.mix_res, layer3.mlp_norm) */
   float *layer3_mlp_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer3_mix_res + t * 48;
-    float *yr = layer3_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer3_mix_res, 48, (const float *)W_layer3_mlp_norm, 1, 9.99999997e-07f, layer3_mlp_norm, 48, T, 48, 48);
 
   /* layer3.gate = LINEAR(layer3.mlp_norm, layer3.gate_proj) */
   float *layer3_gate = (float *)(X + 6144); /* [T, 80] */
@@ -767,15 +653,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 3072); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 48;
-    float *yr = final_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, last, 48, (const float *)W_final_norm, 1, 9.99999997e-07f, final_norm, 48, 1, 48, 48);
 
   /* lm_head = LINEAR(final_norm, embed_tokens) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
@@ -828,15 +706,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 192); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 48;
-    float *yr = layer0_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 48, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_attn_norm, 48, 1, 48, 48);
 
   /* layer0.qkv = LINEAR(layer0.attn_norm, layer0.qkv_proj) */
   float *layer0_qkv = (float *)(X + 384); /* [1, 136] */
@@ -937,15 +807,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.mlp_norm = RMSNORM(layer0.mix_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 192); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mix_res + t * 48;
-    float *yr = layer0_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 48, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_mlp_norm, 48, 1, 48, 48);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 384); /* [1, 80] */
@@ -983,15 +845,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 192); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 48;
-    float *yr = layer1_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 48, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_attn_norm, 48, 1, 48, 48);
 
   /* layer1.qkv = LINEAR(layer1.attn_norm, layer1.qkv_proj) */
   float *layer1_qkv = (float *)(X + 384); /* [1, 136] */
@@ -1092,15 +946,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.mlp_norm = RMSNORM(layer1.mix_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 192); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mix_res + t * 48;
-    float *yr = layer1_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 48, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_mlp_norm, 48, 1, 48, 48);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 384); /* [1, 80] */
@@ -1138,15 +984,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.attn_norm = RMSNORM(layer1.mlp_res, layer2.attn_norm) */
   float *layer2_attn_norm = (float *)(X + 192); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mlp_res + t * 48;
-    float *yr = layer2_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 48, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_attn_norm, 48, 1, 48, 48);
 
   /* layer2.q = LINEAR(layer2.attn_norm, layer2.q_proj) */
   float *layer2_q = (float *)(X + 384); /* [1, 96] */
@@ -1166,77 +1004,27 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.q_norm = RMSNORM(layer2.q, layer2.q_norm) */
   float *layer2_q_norm = (float *)(X + 1408); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer2_q + t * 96 + h * 24;
-      float *yr = layer2_q_norm + t * 96 + h * 24;
-      float ss = 0.0f;
-      for (int c = 0; c < 24; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 24; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_q, 96, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f, layer2_q_norm, 96, 1, 96, 24);
 
   /* layer2.k_norm = RMSNORM(layer2.k, layer2.k_norm) */
   float *layer2_k_norm = (float *)(X + 192); /* [1, 24] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_k + t * 24;
-    float *yr = layer2_k_norm + t * 24;
-    float ss = 0.0f;
-    for (int c = 0; c < 24; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_k_norm;
-    for (int c = 0; c < 24; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_k, 24, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f, layer2_k_norm, 24, 1, 24, 24);
 
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r6.t1e+06) */
   float *layer2_q_rope = (float *)(X + 320); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q_norm + t * 96 + h * 24;
-      float *b = layer2_q_rope + t * 96 + h * 24;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_q_norm, 96, layer2_q_rope, 96, 1, pos, io->row_pos,
+          4, 24, 6, 0, 0, 0, 0.0f); /* 4 heads of 24, 6 rotated (NeoX pairs) */
 
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r6.t1e+06) */
   float *layer2_k_rope = (float *)(X + 1152); /* [1, 24] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k_norm + t * 24 + h * 24;
-      float *b = layer2_k_rope + t * 24 + h * 24;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_k_norm, 24, layer2_k_rope, 24, 1, pos, io->row_pos,
+          1, 24, 6, 0, 0, 0, 0.0f); /* 1 heads of 24, 6 rotated (NeoX pairs) */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 24;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 24, S_layer2_k_cache, 64, 24, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 24;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 24, S_layer2_v_cache, 64, 24, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 1152); /* [1, 96] */
@@ -1263,15 +1051,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 192); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_attn_res + t * 48;
-    float *yr = layer2_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 48, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_mlp_norm, 48, 1, 48, 48);
 
   /* layer2.gate = LINEAR(layer2.mlp_norm, layer2.gate_proj) */
   float *layer2_gate = (float *)(X + 384); /* [1, 80] */
@@ -1309,15 +1089,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer3.attn_norm = RMSNORM(layer2.mlp_res, layer3.attn_norm) */
   float *layer3_attn_norm = (float *)(X + 192); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_mlp_res + t * 48;
-    float *yr = layer3_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 48, (const float *)W_layer3_attn_norm, 1, 9.99999997e-07f, layer3_attn_norm, 48, 1, 48, 48);
 
   /* layer3.qkv = LINEAR(layer3.attn_norm, layer3.qkv_proj) */
   float *layer3_qkv = (float *)(X + 384); /* [1, 136] */
@@ -1418,15 +1190,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer3.mlp_norm = RMSNORM(layer3.mix_res, layer3.mlp_norm) */
   float *layer3_mlp_norm = (float *)(X + 192); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer3_mix_res + t * 48;
-    float *yr = layer3_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer3_mix_res, 48, (const float *)W_layer3_mlp_norm, 1, 9.99999997e-07f, layer3_mlp_norm, 48, 1, 48, 48);
 
   /* layer3.gate = LINEAR(layer3.mlp_norm, layer3.gate_proj) */
   float *layer3_gate = (float *)(X + 384); /* [1, 80] */
@@ -1467,15 +1231,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 192); /* [1, 48] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 48;
-    float *yr = final_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, last, 48, (const float *)W_final_norm, 1, 9.99999997e-07f, final_norm, 48, 1, 48, 48);
 
   /* lm_head = LINEAR(final_norm, embed_tokens) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
@@ -1525,15 +1281,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 48;
-    float *yr = layer0_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 48, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_attn_norm, 48, T, 48, 48);
 
   /* layer0.qkv = LINEAR(layer0.attn_norm, layer0.qkv_proj) */
   float *layer0_qkv = (float *)(X + 6144); /* [T, 136] */
@@ -1636,15 +1384,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.mlp_norm = RMSNORM(layer0.mix_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mix_res + t * 48;
-    float *yr = layer0_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 48, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_mlp_norm, 48, T, 48, 48);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 6144); /* [T, 80] */
@@ -1682,15 +1422,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 48;
-    float *yr = layer1_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 48, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_attn_norm, 48, T, 48, 48);
 
   /* layer1.qkv = LINEAR(layer1.attn_norm, layer1.qkv_proj) */
   float *layer1_qkv = (float *)(X + 6144); /* [T, 136] */
@@ -1793,15 +1525,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.mlp_norm = RMSNORM(layer1.mix_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mix_res + t * 48;
-    float *yr = layer1_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 48, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_mlp_norm, 48, T, 48, 48);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 6144); /* [T, 80] */
@@ -1839,15 +1563,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.attn_norm = RMSNORM(layer1.mlp_res, layer2.attn_norm) */
   float *layer2_attn_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 48;
-    float *yr = layer2_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 48, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_attn_norm, 48, T, 48, 48);
 
   /* layer2.q = LINEAR(layer2.attn_norm, layer2.q_proj) */
   float *layer2_q = (float *)(X + 6144); /* [T, 96] */
@@ -1867,77 +1583,27 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.q_norm = RMSNORM(layer2.q, layer2.q_norm) */
   float *layer2_q_norm = (float *)(X + 21504); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer2_q + t * 96 + h * 24;
-      float *yr = layer2_q_norm + t * 96 + h * 24;
-      float ss = 0.0f;
-      for (int c = 0; c < 24; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 24; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_q, 96, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f, layer2_q_norm, 96, T, 96, 24);
 
   /* layer2.k_norm = RMSNORM(layer2.k, layer2.k_norm) */
   float *layer2_k_norm = (float *)(X + 3072); /* [T, 24] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_k + t * 24;
-    float *yr = layer2_k_norm + t * 24;
-    float ss = 0.0f;
-    for (int c = 0; c < 24; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 24.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_k_norm;
-    for (int c = 0; c < 24; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_k, 24, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f, layer2_k_norm, 24, T, 24, 24);
 
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r6.t1e+06) */
   float *layer2_q_rope = (float *)(X + 4608); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q_norm + t * 96 + h * 24;
-      float *b = layer2_q_rope + t * 96 + h * 24;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_q_norm, 96, layer2_q_rope, 96, T, pos, io->row_pos,
+          4, 24, 6, 0, 0, 0, 0.0f); /* 4 heads of 24, 6 rotated (NeoX pairs) */
 
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r6.t1e+06) */
   float *layer2_k_rope = (float *)(X + 10752); /* [T, 24] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r6_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 6; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k_norm + t * 24 + h * 24;
-      float *b = layer2_k_rope + t * 24 + h * 24;
-      for (int i = 0; i < 3; i++) {
-        const float x0 = a[i], x1 = a[i + 3], c = cs[i], s = cs[3 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 3] = x1 * c + x0 * s;
-      }
-      for (int i = 6; i < 24; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r6_t1e_06, layer2_k_norm, 24, layer2_k_rope, 24, T, pos, io->row_pos,
+          1, 24, 6, 0, 0, 0, 0.0f); /* 1 heads of 24, 6 rotated (NeoX pairs) */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 24;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 24, S_layer2_k_cache, 64, 24, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 24;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 24;
-    for (int c = 0; c < 24; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 24, S_layer2_v_cache, 64, 24, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 18432); /* [T, 96] */
@@ -1964,15 +1630,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 48;
-    float *yr = layer2_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 48, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_mlp_norm, 48, T, 48, 48);
 
   /* layer2.gate = LINEAR(layer2.mlp_norm, layer2.gate_proj) */
   float *layer2_gate = (float *)(X + 6144); /* [T, 80] */
@@ -2010,15 +1668,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer3.attn_norm = RMSNORM(layer2.mlp_res, layer3.attn_norm) */
   float *layer3_attn_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_mlp_res + t * 48;
-    float *yr = layer3_attn_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_attn_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 48, (const float *)W_layer3_attn_norm, 1, 9.99999997e-07f, layer3_attn_norm, 48, T, 48, 48);
 
   /* layer3.qkv = LINEAR(layer3.attn_norm, layer3.qkv_proj) */
   float *layer3_qkv = (float *)(X + 6144); /* [T, 136] */
@@ -2121,15 +1771,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer3.mlp_norm = RMSNORM(layer3.mix_res, layer3.mlp_norm) */
   float *layer3_mlp_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer3_mix_res + t * 48;
-    float *yr = layer3_mlp_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer3_mlp_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer3_mix_res, 48, (const float *)W_layer3_mlp_norm, 1, 9.99999997e-07f, layer3_mlp_norm, 48, T, 48, 48);
 
   /* layer3.gate = LINEAR(layer3.mlp_norm, layer3.gate_proj) */
   float *layer3_gate = (float *)(X + 6144); /* [T, 80] */
@@ -2167,15 +1809,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* final_norm = RMSNORM(layer3.mlp_res, final_norm) */
   float *final_norm = (float *)(X + 3072); /* [T, 48] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer3_mlp_res + t * 48;
-    float *yr = final_norm + t * 48;
-    float ss = 0.0f;
-    for (int c = 0; c < 48; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 48.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 48; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer3_mlp_res, 48, (const float *)W_final_norm, 1, 9.99999997e-07f, final_norm, 48, T, 48, 48);
 
   /* lm_head = LINEAR(final_norm, embed_tokens) */
   float *lm_head = io->out; /* [T, 256] the entry's output itself */

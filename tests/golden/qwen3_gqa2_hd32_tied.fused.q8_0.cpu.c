@@ -93,15 +93,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 4096); /* [T, 256] */
   float *layer0_qkv_in = (float *)(X + 20480); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_Q8_0, W_layer0_qkv, 0, layer0_qkv_in, 64, layer0_qkv, 256, T, 256, 64, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -115,63 +107,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.q_rope = NORM_ROPE(layer0.q, rope.r32.t1e+06, layer0.q_norm) */
   float *layer0_q_rope = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q + t * 256 + h * 32;
-      float *b = layer0_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_q, 256, layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* layer0.k_rope = NORM_ROPE(layer0.k, rope.r32.t1e+06, layer0.k_norm) */
   float *layer0_k_rope = (float *)(X + 28672); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 256 + h * 32;
-      float *b = layer0_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_k, 256, layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 64, S_layer0_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 256, S_layer0_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 4096); /* [T, 128] */
@@ -185,15 +133,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 4096); /* [T, 128] */
   float *layer0_swiglu_in = (float *)(X + 12288); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_Q8_0, W_layer0_gateup, layer0_swiglu_in, 64, layer0_swiglu, 128, T, 128, 64);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
@@ -203,15 +143,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 4096); /* [T, 256] */
   float *layer1_qkv_in = (float *)(X + 20480); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_Q8_0, W_layer1_qkv, 0, layer1_qkv_in, 64, layer1_qkv, 256, T, 256, 64, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -225,63 +157,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.q_rope = NORM_ROPE(layer1.q, rope.r32.t1e+06, layer1.q_norm) */
   float *layer1_q_rope = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q + t * 256 + h * 32;
-      float *b = layer1_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_q, 256, layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* layer1.k_rope = NORM_ROPE(layer1.k, rope.r32.t1e+06, layer1.k_norm) */
   float *layer1_k_rope = (float *)(X + 28672); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 256 + h * 32;
-      float *b = layer1_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_k, 256, layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 64, S_layer1_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 256, S_layer1_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 4096); /* [T, 128] */
@@ -295,15 +183,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 4096); /* [T, 128] */
   float *layer1_swiglu_in = (float *)(X + 12288); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_Q8_0, W_layer1_gateup, layer1_swiglu_in, 64, layer1_swiglu, 128, T, 128, 64);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
@@ -316,15 +196,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* lm_head = NORM_LINEAR(last, embed_tokens, final_norm) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
   float *lm_head_in = (float *)(X + 4096); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 64;
-    float *yr = lm_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 64, (const float *)W_final_norm, 0, 9.99999997e-07f, lm_head_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_Q8_0, W_embed_tokens, 0, lm_head_in, 64, lm_head, 256, 1, 256, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -381,15 +253,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 256); /* [1, 256] */
   float *layer0_qkv_in = (float *)(X + 1280); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_qkv_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_Q8_0, W_layer0_qkv, 0, layer0_qkv_in, 64, layer0_qkv, 256, 1, 256, 64, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -405,57 +269,13 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_attn = (float *)(X + 1280); /* [1, 128] */
   float *layer0_attn_q = (float *)(X + 1792); /* [1, 128] rotated q */
   float *layer0_attn_k = layer0_attn_q + 1 * 128; /* [1, 64] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q + t * 256 + h * 32;
-      float *b = layer0_attn_q + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 256 + h * 32;
-      float *b = layer0_attn_k + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_q, 256, layer0_attn_q, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_k, 256, layer0_attn_k, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_attn_k + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_attn_k, 64, S_layer0_k_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, layer0_v, 256, S_layer0_v_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, layer0_attn_q, 128, S_layer0_k_cache, S_layer0_v_cache, 64, 64, layer0_attn, 128, 1, pos, io->row_pos, io->row_state,
                4, 2, 32, 0.176776692f, 0);
 
@@ -466,15 +286,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 256); /* [1, 128] */
   float *layer0_swiglu_in = (float *)(X + 768); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_swiglu_in, 64, 1, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_Q8_0, W_layer0_gateup, layer0_swiglu_in, 64, layer0_swiglu, 128, 1, 128, 64);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
@@ -484,15 +296,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 256); /* [1, 256] */
   float *layer1_qkv_in = (float *)(X + 1280); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_qkv_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_Q8_0, W_layer1_qkv, 0, layer1_qkv_in, 64, layer1_qkv, 256, 1, 256, 64, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -508,57 +312,13 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_attn = (float *)(X + 1280); /* [1, 128] */
   float *layer1_attn_q = (float *)(X + 1792); /* [1, 128] rotated q */
   float *layer1_attn_k = layer1_attn_q + 1 * 128; /* [1, 64] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q + t * 256 + h * 32;
-      float *b = layer1_attn_q + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 256 + h * 32;
-      float *b = layer1_attn_k + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_q, 256, layer1_attn_q, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_k, 256, layer1_attn_k, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_attn_k + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_attn_k, 64, S_layer1_k_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, layer1_v, 256, S_layer1_v_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, layer1_attn_q, 128, S_layer1_k_cache, S_layer1_v_cache, 64, 64, layer1_attn, 128, 1, pos, io->row_pos, io->row_state,
                4, 2, 32, 0.176776692f, 0);
 
@@ -569,15 +329,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 256); /* [1, 128] */
   float *layer1_swiglu_in = (float *)(X + 768); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_swiglu_in, 64, 1, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_Q8_0, W_layer1_gateup, layer1_swiglu_in, 64, layer1_swiglu, 128, 1, 128, 64);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
@@ -590,15 +342,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* lm_head = NORM_LINEAR(last, embed_tokens, final_norm) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
   float *lm_head_in = (float *)(X + 256); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 64;
-    float *yr = lm_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 64, (const float *)W_final_norm, 0, 9.99999997e-07f, lm_head_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_Q8_0, W_embed_tokens, 0, lm_head_in, 64, lm_head, 256, 1, 256, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -656,15 +400,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 4096); /* [T, 256] */
   float *layer0_qkv_in = (float *)(X + 20480); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_Q8_0, W_layer0_qkv, 0, layer0_qkv_in, 64, layer0_qkv, 256, T, 256, 64, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -678,63 +414,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.q_rope = NORM_ROPE(layer0.q, rope.r32.t1e+06, layer0.q_norm) */
   float *layer0_q_rope = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q + t * 256 + h * 32;
-      float *b = layer0_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_q, 256, layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* layer0.k_rope = NORM_ROPE(layer0.k, rope.r32.t1e+06, layer0.k_norm) */
   float *layer0_k_rope = (float *)(X + 28672); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 256 + h * 32;
-      float *b = layer0_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_k, 256, layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 64, S_layer0_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 256, S_layer0_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 4096); /* [T, 128] */
@@ -748,15 +440,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 4096); /* [T, 128] */
   float *layer0_swiglu_in = (float *)(X + 12288); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_Q8_0, W_layer0_gateup, layer0_swiglu_in, 64, layer0_swiglu, 128, T, 128, 64);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
@@ -766,15 +450,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 4096); /* [T, 256] */
   float *layer1_qkv_in = (float *)(X + 20480); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_Q8_0, W_layer1_qkv, 0, layer1_qkv_in, 64, layer1_qkv, 256, T, 256, 64, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -788,63 +464,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.q_rope = NORM_ROPE(layer1.q, rope.r32.t1e+06, layer1.q_norm) */
   float *layer1_q_rope = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q + t * 256 + h * 32;
-      float *b = layer1_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_q, 256, layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* layer1.k_rope = NORM_ROPE(layer1.k, rope.r32.t1e+06, layer1.k_norm) */
   float *layer1_k_rope = (float *)(X + 28672); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 256 + h * 32;
-      float *b = layer1_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_k, 256, layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 64, S_layer1_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 256, S_layer1_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 4096); /* [T, 128] */
@@ -858,15 +490,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 4096); /* [T, 128] */
   float *layer1_swiglu_in = (float *)(X + 12288); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_Q8_0, W_layer1_gateup, layer1_swiglu_in, 64, layer1_swiglu, 128, T, 128, 64);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
@@ -876,15 +500,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* lm_head = NORM_LINEAR(layer1.mlp_res, embed_tokens, final_norm) */
   float *lm_head = io->out; /* [T, 256] the entry's output itself */
   float *lm_head_in = (float *)(X + 4096); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 64;
-    float *yr = lm_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 64, (const float *)W_final_norm, 0, 9.99999997e-07f, lm_head_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_Q8_0, W_embed_tokens, 0, lm_head_in, 64, lm_head, 256, T, 256, 64, 0);
 
   /* out.logits = OUTPUT(lm_head) */

@@ -88,15 +88,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_attn_norm, 64, T, 64, 64);
 
   /* layer0.q = LINEAR(layer0.attn_norm, layer0.q_proj) */
   float *layer0_q = (float *)(X + 8192); /* [T, 128] */
@@ -112,77 +104,27 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.q_norm = RMSNORM(layer0.q, layer0.q_norm) */
   float *layer0_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer0_q + t * 128 + h * 32;
-      float *yr = layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_q, 128, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f, layer0_q_norm, 128, T, 128, 32);
 
   /* layer0.k_norm = RMSNORM(layer0.k, layer0.k_norm) */
   float *layer0_k_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer0_k + t * 64 + h * 32;
-      float *yr = layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_k, 64, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f, layer0_k_norm, 64, T, 64, 32);
 
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r32.t1e+06) */
   float *layer0_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q_norm + t * 128 + h * 32;
-      float *b = layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_q_norm, 128, layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r32.t1e+06) */
   float *layer0_k_rope = (float *)(X + 16384); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k_norm + t * 64 + h * 32;
-      float *b = layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_k_norm, 64, layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 64, S_layer0_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 64, S_layer0_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 16384); /* [T, 128] */
@@ -204,15 +146,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_mlp_norm, 64, T, 64, 64);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 8192); /* [T, 128] */
@@ -250,15 +184,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_attn_norm, 64, T, 64, 64);
 
   /* layer1.q = LINEAR(layer1.attn_norm, layer1.q_proj) */
   float *layer1_q = (float *)(X + 8192); /* [T, 128] */
@@ -274,77 +200,27 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.q_norm = RMSNORM(layer1.q, layer1.q_norm) */
   float *layer1_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer1_q + t * 128 + h * 32;
-      float *yr = layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_q, 128, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f, layer1_q_norm, 128, T, 128, 32);
 
   /* layer1.k_norm = RMSNORM(layer1.k, layer1.k_norm) */
   float *layer1_k_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer1_k + t * 64 + h * 32;
-      float *yr = layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_k, 64, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f, layer1_k_norm, 64, T, 64, 32);
 
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r32.t1e+06) */
   float *layer1_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q_norm + t * 128 + h * 32;
-      float *b = layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_q_norm, 128, layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r32.t1e+06) */
   float *layer1_k_rope = (float *)(X + 16384); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k_norm + t * 64 + h * 32;
-      float *b = layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_k_norm, 64, layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 64, S_layer1_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 64, S_layer1_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 16384); /* [T, 128] */
@@ -366,15 +242,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_mlp_norm, 64, T, 64, 64);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 8192); /* [T, 128] */
@@ -415,15 +283,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 4096); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 64;
-    float *yr = final_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 64, (const float *)W_final_norm, 0, 9.99999997e-07f, final_norm, 64, 1, 64, 64);
 
   /* lm_head = LINEAR(final_norm, embed_tokens) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
@@ -472,15 +332,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_attn_norm, 64, 1, 64, 64);
 
   /* layer0.q = LINEAR(layer0.attn_norm, layer0.q_proj) */
   float *layer0_q = (float *)(X + 512); /* [1, 128] */
@@ -496,77 +348,27 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.q_norm = RMSNORM(layer0.q, layer0.q_norm) */
   float *layer0_q_norm = (float *)(X + 1536); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer0_q + t * 128 + h * 32;
-      float *yr = layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_q, 128, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f, layer0_q_norm, 128, 1, 128, 32);
 
   /* layer0.k_norm = RMSNORM(layer0.k, layer0.k_norm) */
   float *layer0_k_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer0_k + t * 64 + h * 32;
-      float *yr = layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_k, 64, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f, layer0_k_norm, 64, 1, 64, 32);
 
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r32.t1e+06) */
   float *layer0_q_rope = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q_norm + t * 128 + h * 32;
-      float *b = layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_q_norm, 128, layer0_q_rope, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r32.t1e+06) */
   float *layer0_k_rope = (float *)(X + 1024); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k_norm + t * 64 + h * 32;
-      float *b = layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_k_norm, 64, layer0_k_rope, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 64, S_layer0_k_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 64, S_layer0_v_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 1024); /* [1, 128] */
@@ -588,15 +390,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_mlp_norm, 64, 1, 64, 64);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 512); /* [1, 128] */
@@ -634,15 +428,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_attn_norm, 64, 1, 64, 64);
 
   /* layer1.q = LINEAR(layer1.attn_norm, layer1.q_proj) */
   float *layer1_q = (float *)(X + 512); /* [1, 128] */
@@ -658,77 +444,27 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.q_norm = RMSNORM(layer1.q, layer1.q_norm) */
   float *layer1_q_norm = (float *)(X + 1536); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer1_q + t * 128 + h * 32;
-      float *yr = layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_q, 128, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f, layer1_q_norm, 128, 1, 128, 32);
 
   /* layer1.k_norm = RMSNORM(layer1.k, layer1.k_norm) */
   float *layer1_k_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer1_k + t * 64 + h * 32;
-      float *yr = layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_k, 64, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f, layer1_k_norm, 64, 1, 64, 32);
 
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r32.t1e+06) */
   float *layer1_q_rope = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q_norm + t * 128 + h * 32;
-      float *b = layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_q_norm, 128, layer1_q_rope, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r32.t1e+06) */
   float *layer1_k_rope = (float *)(X + 1024); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k_norm + t * 64 + h * 32;
-      float *b = layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_k_norm, 64, layer1_k_rope, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 64, S_layer1_k_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 64, S_layer1_v_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 1024); /* [1, 128] */
@@ -750,15 +486,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_mlp_norm, 64, 1, 64, 64);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 512); /* [1, 128] */
@@ -799,15 +527,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 64;
-    float *yr = final_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 64, (const float *)W_final_norm, 0, 9.99999997e-07f, final_norm, 64, 1, 64, 64);
 
   /* lm_head = LINEAR(final_norm, embed_tokens) */
   float *lm_head = io->out; /* [1, 256] the entry's output itself */
@@ -857,15 +577,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 64;
-    float *yr = layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 64, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_attn_norm, 64, T, 64, 64);
 
   /* layer0.q = LINEAR(layer0.attn_norm, layer0.q_proj) */
   float *layer0_q = (float *)(X + 8192); /* [T, 128] */
@@ -881,77 +593,27 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.q_norm = RMSNORM(layer0.q, layer0.q_norm) */
   float *layer0_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer0_q + t * 128 + h * 32;
-      float *yr = layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_q, 128, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f, layer0_q_norm, 128, T, 128, 32);
 
   /* layer0.k_norm = RMSNORM(layer0.k, layer0.k_norm) */
   float *layer0_k_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer0_k + t * 64 + h * 32;
-      float *yr = layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_k, 64, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f, layer0_k_norm, 64, T, 64, 32);
 
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r32.t1e+06) */
   float *layer0_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer0_q_norm + t * 128 + h * 32;
-      float *b = layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_q_norm, 128, layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r32.t1e+06) */
   float *layer0_k_rope = (float *)(X + 16384); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k_norm + t * 64 + h * 32;
-      float *b = layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer0_k_norm, 64, layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 64, S_layer0_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 64, S_layer0_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 16384); /* [T, 128] */
@@ -973,15 +635,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 64;
-    float *yr = layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 64, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_mlp_norm, 64, T, 64, 64);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 8192); /* [T, 128] */
@@ -1019,15 +673,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 64;
-    float *yr = layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 64, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_attn_norm, 64, T, 64, 64);
 
   /* layer1.q = LINEAR(layer1.attn_norm, layer1.q_proj) */
   float *layer1_q = (float *)(X + 8192); /* [T, 128] */
@@ -1043,77 +689,27 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.q_norm = RMSNORM(layer1.q, layer1.q_norm) */
   float *layer1_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer1_q + t * 128 + h * 32;
-      float *yr = layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_q, 128, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f, layer1_q_norm, 128, T, 128, 32);
 
   /* layer1.k_norm = RMSNORM(layer1.k, layer1.k_norm) */
   float *layer1_k_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer1_k + t * 64 + h * 32;
-      float *yr = layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_k, 64, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f, layer1_k_norm, 64, T, 64, 32);
 
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r32.t1e+06) */
   float *layer1_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer1_q_norm + t * 128 + h * 32;
-      float *b = layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_q_norm, 128, layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r32.t1e+06) */
   float *layer1_k_rope = (float *)(X + 16384); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k_norm + t * 64 + h * 32;
-      float *b = layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, layer1_k_norm, 64, layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 64, S_layer1_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 64, S_layer1_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 16384); /* [T, 128] */
@@ -1135,15 +731,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 64;
-    float *yr = layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 64, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_mlp_norm, 64, T, 64, 64);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 8192); /* [T, 128] */
@@ -1181,15 +769,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* final_norm = RMSNORM(layer1.mlp_res, final_norm) */
   float *final_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 64;
-    float *yr = final_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 64, (const float *)W_final_norm, 0, 9.99999997e-07f, final_norm, 64, T, 64, 64);
 
   /* lm_head = LINEAR(final_norm, embed_tokens) */
   float *lm_head = io->out; /* [T, 256] the entry's output itself */

@@ -94,15 +94,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 6144); /* [T, 192] */
   float *layer0_qkv_in = (float *)(X + 18432); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 96;
-    float *yr = layer0_qkv_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 96, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_qkv_in, 96, T, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkv, 0, layer0_qkv_in, 96, layer0_qkv, 192, T, 192, 96, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -116,63 +108,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.q_rope = NORM_ROPE(layer0.q, rope.r16.t10000, layer0.q_norm) */
   float *layer0_q_rope = (float *)(X + 18432); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer0_q + t * 192 + h * 16;
-      float *b = layer0_q_rope + t * 128 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q, 192, layer0_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f); /* 8 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer0.k_rope = NORM_ROPE(layer0.k, rope.r16.t10000, layer0.k_norm) */
   float *layer0_k_rope = (float *)(X + 26624); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 192 + h * 16;
-      float *b = layer0_k_rope + t * 32 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k, 192, layer0_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 32, S_layer0_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 192;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 192, S_layer0_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 6144); /* [T, 128] */
@@ -186,15 +134,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 6144); /* [T, 160] */
   float *layer0_swiglu_in = (float *)(X + 16384); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_swiglu_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 96, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_swiglu_in, 96, T, 96, 96);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 96, layer0_swiglu, 160, T, 160, 96);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
@@ -204,15 +144,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 6144); /* [T, 192] */
   float *layer1_qkv_in = (float *)(X + 18432); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 96;
-    float *yr = layer1_qkv_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 96, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_qkv_in, 96, T, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkv, 0, layer1_qkv_in, 96, layer1_qkv, 192, T, 192, 96, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -226,63 +158,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.q_rope = NORM_ROPE(layer1.q, rope.r16.t10000, layer1.q_norm) */
   float *layer1_q_rope = (float *)(X + 18432); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer1_q + t * 192 + h * 16;
-      float *b = layer1_q_rope + t * 128 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q, 192, layer1_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f); /* 8 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer1.k_rope = NORM_ROPE(layer1.k, rope.r16.t10000, layer1.k_norm) */
   float *layer1_k_rope = (float *)(X + 26624); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 192 + h * 16;
-      float *b = layer1_k_rope + t * 32 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k, 192, layer1_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 32, S_layer1_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 192;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 192, S_layer1_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 6144); /* [T, 128] */
@@ -296,15 +184,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 6144); /* [T, 160] */
   float *layer1_swiglu_in = (float *)(X + 16384); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_swiglu_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 96, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_swiglu_in, 96, T, 96, 96);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 96, layer1_swiglu, 160, T, 160, 96);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
@@ -314,15 +194,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.qkv = NORM_LINEAR(layer1.mlp_res, layer2.qkv, layer2.attn_norm) */
   float *layer2_qkv = (float *)(X + 6144); /* [T, 192] */
   float *layer2_qkv_in = (float *)(X + 18432); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 96;
-    float *yr = layer2_qkv_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 96, (const float *)W_layer2_attn_norm, 0, 9.99999997e-07f, layer2_qkv_in, 96, T, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_layer2_qkv, 0, layer2_qkv_in, 96, layer2_qkv, 192, T, 192, 96, 0);
 
   /* layer2.q = SLICE(layer2.qkv) */
@@ -336,63 +208,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r16.t10000, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 18432); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer2_q + t * 192 + h * 16;
-      float *b = layer2_q_rope + t * 128 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_q, 192, layer2_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, (const float *)W_layer2_q_norm, 0, 9.99999997e-07f); /* 8 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r16.t10000, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 26624); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer2_k + t * 192 + h * 16;
-      float *b = layer2_k_rope + t * 32 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_k, 192, layer2_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, (const float *)W_layer2_k_norm, 0, 9.99999997e-07f); /* 2 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 32, S_layer2_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 192;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 192, S_layer2_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store) */
   float *layer2_attn = (float *)(X + 6144); /* [T, 128] */
@@ -406,15 +234,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.swiglu = LINEAR_SWIGLU(layer2.attn_res, layer2.gateup, layer2.mlp_norm) */
   float *layer2_swiglu = (float *)(X + 6144); /* [T, 160] */
   float *layer2_swiglu_in = (float *)(X + 16384); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_swiglu_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 96, (const float *)W_layer2_mlp_norm, 0, 9.99999997e-07f, layer2_swiglu_in, 96, T, 96, 96);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_swiglu_in, 96, layer2_swiglu, 160, T, 160, 96);
 
   /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
@@ -427,15 +247,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 300] the entry's output itself */
   float *lm_head_in = (float *)(X + 6144); /* [1, 96] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 96;
-    float *yr = lm_head_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 96, (const float *)W_final_norm, 0, 9.99999997e-07f, lm_head_in, 96, 1, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 96, lm_head, 300, 1, 300, 96, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -482,15 +294,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 384); /* [1, 192] */
   float *layer0_qkv_in = (float *)(X + 1152); /* [1, 96] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 96;
-    float *yr = layer0_qkv_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 96, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_qkv_in, 96, 1, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkv, 0, layer0_qkv_in, 96, layer0_qkv, 192, 1, 192, 96, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -506,57 +310,13 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer0_attn = (float *)(X + 1152); /* [1, 128] */
   float *layer0_attn_q = (float *)(X + 1664); /* [1, 128] rotated q */
   float *layer0_attn_k = layer0_attn_q + 1 * 128; /* [1, 32] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer0_q + t * 192 + h * 16;
-      float *b = layer0_attn_q + t * 128 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 192 + h * 16;
-      float *b = layer0_attn_k + t * 32 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q, 192, layer0_attn_q, 128, 1, pos, io->row_pos,
+          8, 16, 16, 0, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f); /* 8 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k, 192, layer0_attn_k, 32, 1, pos, io->row_pos,
+          2, 16, 16, 0, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_attn_k + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 192;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_attn_k, 32, S_layer0_k_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, layer0_v, 192, S_layer0_v_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, layer0_attn_q, 128, S_layer0_k_cache, S_layer0_v_cache, 32, 64, layer0_attn, 128, 1, pos, io->row_pos, io->row_state,
                8, 2, 16, 0.25f, 0);
 
@@ -567,15 +327,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 384); /* [1, 160] */
   float *layer0_swiglu_in = (float *)(X + 1024); /* [1, 96] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_swiglu_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 96, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_swiglu_in, 96, 1, 96, 96);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 96, layer0_swiglu, 160, 1, 160, 96);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
@@ -585,15 +337,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 384); /* [1, 192] */
   float *layer1_qkv_in = (float *)(X + 1152); /* [1, 96] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 96;
-    float *yr = layer1_qkv_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 96, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_qkv_in, 96, 1, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkv, 0, layer1_qkv_in, 96, layer1_qkv, 192, 1, 192, 96, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -609,57 +353,13 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer1_attn = (float *)(X + 1152); /* [1, 128] */
   float *layer1_attn_q = (float *)(X + 1664); /* [1, 128] rotated q */
   float *layer1_attn_k = layer1_attn_q + 1 * 128; /* [1, 32] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer1_q + t * 192 + h * 16;
-      float *b = layer1_attn_q + t * 128 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 192 + h * 16;
-      float *b = layer1_attn_k + t * 32 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q, 192, layer1_attn_q, 128, 1, pos, io->row_pos,
+          8, 16, 16, 0, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f); /* 8 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k, 192, layer1_attn_k, 32, 1, pos, io->row_pos,
+          2, 16, 16, 0, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_attn_k + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 192;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_attn_k, 32, S_layer1_k_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, layer1_v, 192, S_layer1_v_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, layer1_attn_q, 128, S_layer1_k_cache, S_layer1_v_cache, 32, 64, layer1_attn, 128, 1, pos, io->row_pos, io->row_state,
                8, 2, 16, 0.25f, 0);
 
@@ -670,15 +370,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 384); /* [1, 160] */
   float *layer1_swiglu_in = (float *)(X + 1024); /* [1, 96] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_swiglu_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 96, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_swiglu_in, 96, 1, 96, 96);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 96, layer1_swiglu, 160, 1, 160, 96);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
@@ -688,15 +380,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.qkv = NORM_LINEAR(layer1.mlp_res, layer2.qkv, layer2.attn_norm) */
   float *layer2_qkv = (float *)(X + 384); /* [1, 192] */
   float *layer2_qkv_in = (float *)(X + 1152); /* [1, 96] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mlp_res + t * 96;
-    float *yr = layer2_qkv_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 96, (const float *)W_layer2_attn_norm, 0, 9.99999997e-07f, layer2_qkv_in, 96, 1, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_layer2_qkv, 0, layer2_qkv_in, 96, layer2_qkv, 192, 1, 192, 96, 0);
 
   /* layer2.q = SLICE(layer2.qkv) */
@@ -712,57 +396,13 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   float *layer2_attn = (float *)(X + 1152); /* [1, 128] */
   float *layer2_attn_q = (float *)(X + 1664); /* [1, 128] rotated q */
   float *layer2_attn_k = layer2_attn_q + 1 * 128; /* [1, 32] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer2_q + t * 192 + h * 16;
-      float *b = layer2_attn_q + t * 128 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer2_k + t * 192 + h * 16;
-      float *b = layer2_attn_k + t * 32 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_q, 192, layer2_attn_q, 128, 1, pos, io->row_pos,
+          8, 16, 16, 0, (const float *)W_layer2_q_norm, 0, 9.99999997e-07f); /* 8 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_k, 192, layer2_attn_k, 32, 1, pos, io->row_pos,
+          2, 16, 16, 0, (const float *)W_layer2_k_norm, 0, 9.99999997e-07f); /* 2 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_attn_k + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 192;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_attn_k, 32, S_layer2_k_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, layer2_v, 192, S_layer2_v_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, layer2_attn_q, 128, S_layer2_k_cache, S_layer2_v_cache, 32, 64, layer2_attn, 128, 1, pos, io->row_pos, io->row_state,
                8, 2, 16, 0.25f, 0);
 
@@ -773,15 +413,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.swiglu = LINEAR_SWIGLU(layer2.attn_res, layer2.gateup, layer2.mlp_norm) */
   float *layer2_swiglu = (float *)(X + 384); /* [1, 160] */
   float *layer2_swiglu_in = (float *)(X + 1024); /* [1, 96] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_swiglu_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 96, (const float *)W_layer2_mlp_norm, 0, 9.99999997e-07f, layer2_swiglu_in, 96, 1, 96, 96);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_swiglu_in, 96, layer2_swiglu, 160, 1, 160, 96);
 
   /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
@@ -794,15 +426,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 300] the entry's output itself */
   float *lm_head_in = (float *)(X + 384); /* [1, 96] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 96;
-    float *yr = lm_head_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 96, (const float *)W_final_norm, 0, 9.99999997e-07f, lm_head_in, 96, 1, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 96, lm_head, 300, 1, 300, 96, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -850,15 +474,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer0.qkv = NORM_LINEAR(embed, layer0.qkv, layer0.attn_norm) */
   float *layer0_qkv = (float *)(X + 6144); /* [T, 192] */
   float *layer0_qkv_in = (float *)(X + 18432); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 96;
-    float *yr = layer0_qkv_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 96, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_qkv_in, 96, T, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_layer0_qkv, 0, layer0_qkv_in, 96, layer0_qkv, 192, T, 192, 96, 0);
 
   /* layer0.q = SLICE(layer0.qkv) */
@@ -872,63 +488,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.q_rope = NORM_ROPE(layer0.q, rope.r16.t10000, layer0.q_norm) */
   float *layer0_q_rope = (float *)(X + 18432); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer0_q + t * 192 + h * 16;
-      float *b = layer0_q_rope + t * 128 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q, 192, layer0_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f); /* 8 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer0.k_rope = NORM_ROPE(layer0.k, rope.r16.t10000, layer0.k_norm) */
   float *layer0_k_rope = (float *)(X + 26624); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k + t * 192 + h * 16;
-      float *b = layer0_k_rope + t * 32 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k, 192, layer0_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 32, S_layer0_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 192;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 192, S_layer0_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 6144); /* [T, 128] */
@@ -942,15 +514,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer0.swiglu = LINEAR_SWIGLU(layer0.attn_res, layer0.gateup, layer0.mlp_norm) */
   float *layer0_swiglu = (float *)(X + 6144); /* [T, 160] */
   float *layer0_swiglu_in = (float *)(X + 16384); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_swiglu_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 96, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_swiglu_in, 96, T, 96, 96);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer0_gateup, layer0_swiglu_in, 96, layer0_swiglu, 160, T, 160, 96);
 
   /* layer0.mlp_res = LINEAR_ADD(layer0.swiglu, layer0.down_proj, layer0.attn_res) */
@@ -960,15 +524,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer1.qkv = NORM_LINEAR(layer0.mlp_res, layer1.qkv, layer1.attn_norm) */
   float *layer1_qkv = (float *)(X + 6144); /* [T, 192] */
   float *layer1_qkv_in = (float *)(X + 18432); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 96;
-    float *yr = layer1_qkv_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 96, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_qkv_in, 96, T, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_layer1_qkv, 0, layer1_qkv_in, 96, layer1_qkv, 192, T, 192, 96, 0);
 
   /* layer1.q = SLICE(layer1.qkv) */
@@ -982,63 +538,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.q_rope = NORM_ROPE(layer1.q, rope.r16.t10000, layer1.q_norm) */
   float *layer1_q_rope = (float *)(X + 18432); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer1_q + t * 192 + h * 16;
-      float *b = layer1_q_rope + t * 128 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q, 192, layer1_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f); /* 8 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer1.k_rope = NORM_ROPE(layer1.k, rope.r16.t10000, layer1.k_norm) */
   float *layer1_k_rope = (float *)(X + 26624); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k + t * 192 + h * 16;
-      float *b = layer1_k_rope + t * 32 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k, 192, layer1_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 32, S_layer1_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 192;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 192, S_layer1_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 6144); /* [T, 128] */
@@ -1052,15 +564,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.attn_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 6144); /* [T, 160] */
   float *layer1_swiglu_in = (float *)(X + 16384); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_swiglu_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 96, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_swiglu_in, 96, T, 96, 96);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 96, layer1_swiglu, 160, T, 160, 96);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.attn_res) */
@@ -1070,15 +574,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer2.qkv = NORM_LINEAR(layer1.mlp_res, layer2.qkv, layer2.attn_norm) */
   float *layer2_qkv = (float *)(X + 6144); /* [T, 192] */
   float *layer2_qkv_in = (float *)(X + 18432); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 96;
-    float *yr = layer2_qkv_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 96, (const float *)W_layer2_attn_norm, 0, 9.99999997e-07f, layer2_qkv_in, 96, T, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_layer2_qkv, 0, layer2_qkv_in, 96, layer2_qkv, 192, T, 192, 96, 0);
 
   /* layer2.q = SLICE(layer2.qkv) */
@@ -1092,63 +588,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r16.t10000, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 18432); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer2_q + t * 192 + h * 16;
-      float *b = layer2_q_rope + t * 128 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_q, 192, layer2_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, (const float *)W_layer2_q_norm, 0, 9.99999997e-07f); /* 8 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r16.t10000, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 26624); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer2_k + t * 192 + h * 16;
-      float *b = layer2_k_rope + t * 32 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_k, 192, layer2_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, (const float *)W_layer2_k_norm, 0, 9.99999997e-07f); /* 2 heads of 16, 16 rotated (NeoX pairs), QK-norm first */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 32, S_layer2_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 192;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 192, S_layer2_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store) */
   float *layer2_attn = (float *)(X + 6144); /* [T, 128] */
@@ -1162,15 +614,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer2.swiglu = LINEAR_SWIGLU(layer2.attn_res, layer2.gateup, layer2.mlp_norm) */
   float *layer2_swiglu = (float *)(X + 6144); /* [T, 160] */
   float *layer2_swiglu_in = (float *)(X + 16384); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_swiglu_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 96, (const float *)W_layer2_mlp_norm, 0, 9.99999997e-07f, layer2_swiglu_in, 96, T, 96, 96);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer2_gateup, layer2_swiglu_in, 96, layer2_swiglu, 160, T, 160, 96);
 
   /* layer2.mlp_res = LINEAR_ADD(layer2.swiglu, layer2.down_proj, layer2.attn_res) */
@@ -1180,15 +624,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* lm_head = NORM_LINEAR(layer2.mlp_res, lm_head, final_norm) */
   float *lm_head = io->out; /* [T, 300] the entry's output itself */
   float *lm_head_in = (float *)(X + 6144); /* [T, 96] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_mlp_res + t * 96;
-    float *yr = lm_head_in + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 96, (const float *)W_final_norm, 0, 9.99999997e-07f, lm_head_in, 96, T, 96, 96);
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 96, lm_head, 300, T, 300, 96, 0);
 
   /* out.logits = OUTPUT(lm_head) */

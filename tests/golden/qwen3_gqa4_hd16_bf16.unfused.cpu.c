@@ -102,15 +102,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 96;
-    float *yr = layer0_attn_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 96, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_attn_norm, 96, T, 96, 96);
 
   /* layer0.q = LINEAR(layer0.attn_norm, layer0.q_proj) */
   float *layer0_q = (float *)(X + 12288); /* [T, 128] */
@@ -126,77 +118,27 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.q_norm = RMSNORM(layer0.q, layer0.q_norm) */
   float *layer0_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 8; h++) {
-      const float *xr = layer0_q + t * 128 + h * 16;
-      float *yr = layer0_q_norm + t * 128 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_q, 128, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f, layer0_q_norm, 128, T, 128, 16);
 
   /* layer0.k_norm = RMSNORM(layer0.k, layer0.k_norm) */
   float *layer0_k_norm = (float *)(X + 6144); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer0_k + t * 32 + h * 16;
-      float *yr = layer0_k_norm + t * 32 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_k, 32, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f, layer0_k_norm, 32, T, 32, 16);
 
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer0_q_norm + t * 128 + h * 16;
-      float *b = layer0_q_rope + t * 128 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q_norm, 128, layer0_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, 0, 0, 0.0f); /* 8 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 16384); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k_norm + t * 32 + h * 16;
-      float *b = layer0_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k_norm, 32, layer0_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 32, S_layer0_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 32, S_layer0_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 16384); /* [T, 128] */
@@ -218,15 +160,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_mlp_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 96, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_mlp_norm, 96, T, 96, 96);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 12288); /* [T, 160] */
@@ -264,15 +198,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 96;
-    float *yr = layer1_attn_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 96, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_attn_norm, 96, T, 96, 96);
 
   /* layer1.q = LINEAR(layer1.attn_norm, layer1.q_proj) */
   float *layer1_q = (float *)(X + 12288); /* [T, 128] */
@@ -288,77 +214,27 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.q_norm = RMSNORM(layer1.q, layer1.q_norm) */
   float *layer1_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 8; h++) {
-      const float *xr = layer1_q + t * 128 + h * 16;
-      float *yr = layer1_q_norm + t * 128 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_q, 128, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f, layer1_q_norm, 128, T, 128, 16);
 
   /* layer1.k_norm = RMSNORM(layer1.k, layer1.k_norm) */
   float *layer1_k_norm = (float *)(X + 6144); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer1_k + t * 32 + h * 16;
-      float *yr = layer1_k_norm + t * 32 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_k, 32, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f, layer1_k_norm, 32, T, 32, 16);
 
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer1_q_norm + t * 128 + h * 16;
-      float *b = layer1_q_rope + t * 128 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q_norm, 128, layer1_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, 0, 0, 0.0f); /* 8 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 16384); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k_norm + t * 32 + h * 16;
-      float *b = layer1_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k_norm, 32, layer1_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 32, S_layer1_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 32, S_layer1_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 16384); /* [T, 128] */
@@ -380,15 +256,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_mlp_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 96, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_mlp_norm, 96, T, 96, 96);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 12288); /* [T, 160] */
@@ -426,15 +294,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.attn_norm = RMSNORM(layer1.mlp_res, layer2.attn_norm) */
   float *layer2_attn_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 96;
-    float *yr = layer2_attn_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 96, (const float *)W_layer2_attn_norm, 0, 9.99999997e-07f, layer2_attn_norm, 96, T, 96, 96);
 
   /* layer2.q = LINEAR(layer2.attn_norm, layer2.q_proj) */
   float *layer2_q = (float *)(X + 12288); /* [T, 128] */
@@ -450,77 +310,27 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.q_norm = RMSNORM(layer2.q, layer2.q_norm) */
   float *layer2_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 8; h++) {
-      const float *xr = layer2_q + t * 128 + h * 16;
-      float *yr = layer2_q_norm + t * 128 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_q, 128, (const float *)W_layer2_q_norm, 0, 9.99999997e-07f, layer2_q_norm, 128, T, 128, 16);
 
   /* layer2.k_norm = RMSNORM(layer2.k, layer2.k_norm) */
   float *layer2_k_norm = (float *)(X + 6144); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer2_k + t * 32 + h * 16;
-      float *yr = layer2_k_norm + t * 32 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_k, 32, (const float *)W_layer2_k_norm, 0, 9.99999997e-07f, layer2_k_norm, 32, T, 32, 16);
 
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r16.t10000) */
   float *layer2_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer2_q_norm + t * 128 + h * 16;
-      float *b = layer2_q_rope + t * 128 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_q_norm, 128, layer2_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, 0, 0, 0.0f); /* 8 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r16.t10000) */
   float *layer2_k_rope = (float *)(X + 16384); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer2_k_norm + t * 32 + h * 16;
-      float *b = layer2_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_k_norm, 32, layer2_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 32, S_layer2_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 32, S_layer2_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store) */
   float *layer2_attn = (float *)(X + 16384); /* [T, 128] */
@@ -542,15 +352,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_mlp_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 96, (const float *)W_layer2_mlp_norm, 0, 9.99999997e-07f, layer2_mlp_norm, 96, T, 96, 96);
 
   /* layer2.gate = LINEAR(layer2.mlp_norm, layer2.gate_proj) */
   float *layer2_gate = (float *)(X + 12288); /* [T, 160] */
@@ -591,15 +393,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 6144); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 96;
-    float *yr = final_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 96, (const float *)W_final_norm, 0, 9.99999997e-07f, final_norm, 96, 1, 96, 96);
 
   /* lm_head = LINEAR(final_norm, lm_head) */
   float *lm_head = io->out; /* [1, 300] the entry's output itself */
@@ -648,15 +442,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 384); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 96;
-    float *yr = layer0_attn_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 96, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_attn_norm, 96, 1, 96, 96);
 
   /* layer0.q = LINEAR(layer0.attn_norm, layer0.q_proj) */
   float *layer0_q = (float *)(X + 768); /* [1, 128] */
@@ -672,77 +458,27 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.q_norm = RMSNORM(layer0.q, layer0.q_norm) */
   float *layer0_q_norm = (float *)(X + 1536); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 8; h++) {
-      const float *xr = layer0_q + t * 128 + h * 16;
-      float *yr = layer0_q_norm + t * 128 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_q, 128, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f, layer0_q_norm, 128, 1, 128, 16);
 
   /* layer0.k_norm = RMSNORM(layer0.k, layer0.k_norm) */
   float *layer0_k_norm = (float *)(X + 384); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer0_k + t * 32 + h * 16;
-      float *yr = layer0_k_norm + t * 32 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_k, 32, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f, layer0_k_norm, 32, 1, 32, 16);
 
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer0_q_norm + t * 128 + h * 16;
-      float *b = layer0_q_rope + t * 128 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q_norm, 128, layer0_q_rope, 128, 1, pos, io->row_pos,
+          8, 16, 16, 0, 0, 0, 0.0f); /* 8 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 1024); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k_norm + t * 32 + h * 16;
-      float *b = layer0_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k_norm, 32, layer0_k_rope, 32, 1, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 32, S_layer0_k_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 32, S_layer0_v_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 1024); /* [1, 128] */
@@ -764,15 +500,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 384); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_mlp_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 96, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_mlp_norm, 96, 1, 96, 96);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 768); /* [1, 160] */
@@ -810,15 +538,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 384); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 96;
-    float *yr = layer1_attn_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 96, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_attn_norm, 96, 1, 96, 96);
 
   /* layer1.q = LINEAR(layer1.attn_norm, layer1.q_proj) */
   float *layer1_q = (float *)(X + 768); /* [1, 128] */
@@ -834,77 +554,27 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.q_norm = RMSNORM(layer1.q, layer1.q_norm) */
   float *layer1_q_norm = (float *)(X + 1536); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 8; h++) {
-      const float *xr = layer1_q + t * 128 + h * 16;
-      float *yr = layer1_q_norm + t * 128 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_q, 128, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f, layer1_q_norm, 128, 1, 128, 16);
 
   /* layer1.k_norm = RMSNORM(layer1.k, layer1.k_norm) */
   float *layer1_k_norm = (float *)(X + 384); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer1_k + t * 32 + h * 16;
-      float *yr = layer1_k_norm + t * 32 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_k, 32, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f, layer1_k_norm, 32, 1, 32, 16);
 
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer1_q_norm + t * 128 + h * 16;
-      float *b = layer1_q_rope + t * 128 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q_norm, 128, layer1_q_rope, 128, 1, pos, io->row_pos,
+          8, 16, 16, 0, 0, 0, 0.0f); /* 8 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 1024); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k_norm + t * 32 + h * 16;
-      float *b = layer1_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k_norm, 32, layer1_k_rope, 32, 1, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 32, S_layer1_k_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 32, S_layer1_v_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 1024); /* [1, 128] */
@@ -926,15 +596,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 384); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_mlp_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 96, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_mlp_norm, 96, 1, 96, 96);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 768); /* [1, 160] */
@@ -972,15 +634,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.attn_norm = RMSNORM(layer1.mlp_res, layer2.attn_norm) */
   float *layer2_attn_norm = (float *)(X + 384); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mlp_res + t * 96;
-    float *yr = layer2_attn_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 96, (const float *)W_layer2_attn_norm, 0, 9.99999997e-07f, layer2_attn_norm, 96, 1, 96, 96);
 
   /* layer2.q = LINEAR(layer2.attn_norm, layer2.q_proj) */
   float *layer2_q = (float *)(X + 768); /* [1, 128] */
@@ -996,77 +650,27 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.q_norm = RMSNORM(layer2.q, layer2.q_norm) */
   float *layer2_q_norm = (float *)(X + 1536); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 8; h++) {
-      const float *xr = layer2_q + t * 128 + h * 16;
-      float *yr = layer2_q_norm + t * 128 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_q, 128, (const float *)W_layer2_q_norm, 0, 9.99999997e-07f, layer2_q_norm, 128, 1, 128, 16);
 
   /* layer2.k_norm = RMSNORM(layer2.k, layer2.k_norm) */
   float *layer2_k_norm = (float *)(X + 384); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer2_k + t * 32 + h * 16;
-      float *yr = layer2_k_norm + t * 32 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_k, 32, (const float *)W_layer2_k_norm, 0, 9.99999997e-07f, layer2_k_norm, 32, 1, 32, 16);
 
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r16.t10000) */
   float *layer2_q_rope = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer2_q_norm + t * 128 + h * 16;
-      float *b = layer2_q_rope + t * 128 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_q_norm, 128, layer2_q_rope, 128, 1, pos, io->row_pos,
+          8, 16, 16, 0, 0, 0, 0.0f); /* 8 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r16.t10000) */
   float *layer2_k_rope = (float *)(X + 1024); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer2_k_norm + t * 32 + h * 16;
-      float *b = layer2_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_k_norm, 32, layer2_k_rope, 32, 1, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 32, S_layer2_k_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 32, S_layer2_v_cache, 64, 32, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store) */
   float *layer2_attn = (float *)(X + 1024); /* [1, 128] */
@@ -1088,15 +692,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 384); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_mlp_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 96, (const float *)W_layer2_mlp_norm, 0, 9.99999997e-07f, layer2_mlp_norm, 96, 1, 96, 96);
 
   /* layer2.gate = LINEAR(layer2.mlp_norm, layer2.gate_proj) */
   float *layer2_gate = (float *)(X + 768); /* [1, 160] */
@@ -1137,15 +733,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 384); /* [1, 96] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 96;
-    float *yr = final_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, last, 96, (const float *)W_final_norm, 0, 9.99999997e-07f, final_norm, 96, 1, 96, 96);
 
   /* lm_head = LINEAR(final_norm, lm_head) */
   float *lm_head = io->out; /* [1, 300] the entry's output itself */
@@ -1195,15 +783,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 96;
-    float *yr = layer0_attn_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embed, 96, (const float *)W_layer0_attn_norm, 0, 9.99999997e-07f, layer0_attn_norm, 96, T, 96, 96);
 
   /* layer0.q = LINEAR(layer0.attn_norm, layer0.q_proj) */
   float *layer0_q = (float *)(X + 12288); /* [T, 128] */
@@ -1219,77 +799,27 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.q_norm = RMSNORM(layer0.q, layer0.q_norm) */
   float *layer0_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 8; h++) {
-      const float *xr = layer0_q + t * 128 + h * 16;
-      float *yr = layer0_q_norm + t * 128 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_q, 128, (const float *)W_layer0_q_norm, 0, 9.99999997e-07f, layer0_q_norm, 128, T, 128, 16);
 
   /* layer0.k_norm = RMSNORM(layer0.k, layer0.k_norm) */
   float *layer0_k_norm = (float *)(X + 6144); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer0_k + t * 32 + h * 16;
-      float *yr = layer0_k_norm + t * 32 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer0_k_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer0_k, 32, (const float *)W_layer0_k_norm, 0, 9.99999997e-07f, layer0_k_norm, 32, T, 32, 16);
 
   /* layer0.q_rope = ROPE(layer0.q_norm, rope.r16.t10000) */
   float *layer0_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer0_q_norm + t * 128 + h * 16;
-      float *b = layer0_q_rope + t * 128 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_q_norm, 128, layer0_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, 0, 0, 0.0f); /* 8 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_rope = ROPE(layer0.k_norm, rope.r16.t10000) */
   float *layer0_k_rope = (float *)(X + 16384); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer0_k_norm + t * 32 + h * 16;
-      float *b = layer0_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer0_k_norm, 32, layer0_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer0.k_store = KV_STORE(layer0.k_cache, layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_k_rope, 32, S_layer0_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer0.v_store = KV_STORE(layer0.v_cache, layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer0_v + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer0_v, 32, S_layer0_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer0.attn = ATTENTION(layer0.q_rope, layer0.k_store, layer0.v_store) */
   float *layer0_attn = (float *)(X + 16384); /* [T, 128] */
@@ -1311,15 +841,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.mlp_norm = RMSNORM(layer0.attn_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_attn_res + t * 96;
-    float *yr = layer0_mlp_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_attn_res, 96, (const float *)W_layer0_mlp_norm, 0, 9.99999997e-07f, layer0_mlp_norm, 96, T, 96, 96);
 
   /* layer0.gate = LINEAR(layer0.mlp_norm, layer0.gate_proj) */
   float *layer0_gate = (float *)(X + 12288); /* [T, 160] */
@@ -1357,15 +879,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 96;
-    float *yr = layer1_attn_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 96, (const float *)W_layer1_attn_norm, 0, 9.99999997e-07f, layer1_attn_norm, 96, T, 96, 96);
 
   /* layer1.q = LINEAR(layer1.attn_norm, layer1.q_proj) */
   float *layer1_q = (float *)(X + 12288); /* [T, 128] */
@@ -1381,77 +895,27 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.q_norm = RMSNORM(layer1.q, layer1.q_norm) */
   float *layer1_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 8; h++) {
-      const float *xr = layer1_q + t * 128 + h * 16;
-      float *yr = layer1_q_norm + t * 128 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_q, 128, (const float *)W_layer1_q_norm, 0, 9.99999997e-07f, layer1_q_norm, 128, T, 128, 16);
 
   /* layer1.k_norm = RMSNORM(layer1.k, layer1.k_norm) */
   float *layer1_k_norm = (float *)(X + 6144); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer1_k + t * 32 + h * 16;
-      float *yr = layer1_k_norm + t * 32 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer1_k_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer1_k, 32, (const float *)W_layer1_k_norm, 0, 9.99999997e-07f, layer1_k_norm, 32, T, 32, 16);
 
   /* layer1.q_rope = ROPE(layer1.q_norm, rope.r16.t10000) */
   float *layer1_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer1_q_norm + t * 128 + h * 16;
-      float *b = layer1_q_rope + t * 128 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_q_norm, 128, layer1_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, 0, 0, 0.0f); /* 8 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_rope = ROPE(layer1.k_norm, rope.r16.t10000) */
   float *layer1_k_rope = (float *)(X + 16384); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer1_k_norm + t * 32 + h * 16;
-      float *b = layer1_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer1_k_norm, 32, layer1_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer1.k_store = KV_STORE(layer1.k_cache, layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_k_rope, 32, S_layer1_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer1.v_store = KV_STORE(layer1.v_cache, layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer1_v + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer1_v, 32, S_layer1_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer1.attn = ATTENTION(layer1.q_rope, layer1.k_store, layer1.v_store) */
   float *layer1_attn = (float *)(X + 16384); /* [T, 128] */
@@ -1473,15 +937,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.mlp_norm = RMSNORM(layer1.attn_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_attn_res + t * 96;
-    float *yr = layer1_mlp_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_attn_res, 96, (const float *)W_layer1_mlp_norm, 0, 9.99999997e-07f, layer1_mlp_norm, 96, T, 96, 96);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 12288); /* [T, 160] */
@@ -1519,15 +975,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.attn_norm = RMSNORM(layer1.mlp_res, layer2.attn_norm) */
   float *layer2_attn_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 96;
-    float *yr = layer2_attn_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 96, (const float *)W_layer2_attn_norm, 0, 9.99999997e-07f, layer2_attn_norm, 96, T, 96, 96);
 
   /* layer2.q = LINEAR(layer2.attn_norm, layer2.q_proj) */
   float *layer2_q = (float *)(X + 12288); /* [T, 128] */
@@ -1543,77 +991,27 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.q_norm = RMSNORM(layer2.q, layer2.q_norm) */
   float *layer2_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 8; h++) {
-      const float *xr = layer2_q + t * 128 + h * 16;
-      float *yr = layer2_q_norm + t * 128 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_q, 128, (const float *)W_layer2_q_norm, 0, 9.99999997e-07f, layer2_q_norm, 128, T, 128, 16);
 
   /* layer2.k_norm = RMSNORM(layer2.k, layer2.k_norm) */
   float *layer2_k_norm = (float *)(X + 6144); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = layer2_k + t * 32 + h * 16;
-      float *yr = layer2_k_norm + t * 32 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_k, 32, (const float *)W_layer2_k_norm, 0, 9.99999997e-07f, layer2_k_norm, 32, T, 32, 16);
 
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r16.t10000) */
   float *layer2_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 8; h++) {
-      const float *a = layer2_q_norm + t * 128 + h * 16;
-      float *b = layer2_q_rope + t * 128 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_q_norm, 128, layer2_q_rope, 128, T, pos, io->row_pos,
+          8, 16, 16, 0, 0, 0, 0.0f); /* 8 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r16.t10000) */
   float *layer2_k_rope = (float *)(X + 16384); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r16_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 16; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = layer2_k_norm + t * 32 + h * 16;
-      float *b = layer2_k_rope + t * 32 + h * 16;
-      for (int i = 0; i < 8; i++) {
-        const float x0 = a[i], x1 = a[i + 8], c = cs[i], s = cs[8 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 8] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r16_t10000, layer2_k_norm, 32, layer2_k_rope, 32, T, pos, io->row_pos,
+          2, 16, 16, 0, 0, 0, 0.0f); /* 2 heads of 16, 16 rotated (NeoX pairs) */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 32, S_layer2_k_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 32;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 32;
-    for (int c = 0; c < 32; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 32, S_layer2_v_cache, 64, 32, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store) */
   float *layer2_attn = (float *)(X + 16384); /* [T, 128] */
@@ -1635,15 +1033,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 96;
-    float *yr = layer2_mlp_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 96, (const float *)W_layer2_mlp_norm, 0, 9.99999997e-07f, layer2_mlp_norm, 96, T, 96, 96);
 
   /* layer2.gate = LINEAR(layer2.mlp_norm, layer2.gate_proj) */
   float *layer2_gate = (float *)(X + 12288); /* [T, 160] */
@@ -1681,15 +1071,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* final_norm = RMSNORM(layer2.mlp_res, final_norm) */
   float *final_norm = (float *)(X + 6144); /* [T, 96] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_mlp_res + t * 96;
-    float *yr = final_norm + t * 96;
-    float ss = 0.0f;
-    for (int c = 0; c < 96; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 96.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 96; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 96, (const float *)W_final_norm, 0, 9.99999997e-07f, final_norm, 96, T, 96, 96);
 
   /* lm_head = LINEAR(final_norm, lm_head) */
   float *lm_head = io->out; /* [T, 300] the entry's output itself */

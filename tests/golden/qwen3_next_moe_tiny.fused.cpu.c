@@ -107,15 +107,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 32;
-    float *yr = layer0_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 32, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_attn_norm, 32, T, 32, 32);
 
   /* layer0.qkvz = LINEAR(layer0.attn_norm, layer0.qkvz_proj) */
   float *layer0_qkvz = (float *)(X + 4096); /* [T, 128] */
@@ -211,15 +203,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.mlp_norm = RMSNORM(layer0.mix_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mix_res + t * 32;
-    float *yr = layer0_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 32, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_mlp_norm, 32, T, 32, 32);
 
   /* layer0.routershared_gateshared_upshared_expert_ = LINEAR(layer0.mlp_norm, layer0.routershared_gateshared_upshared_expert_) */
   float *layer0_routershared_gateshared_upshared_expert_ = (float *)(X + 4096); /* [T, 135] */
@@ -274,15 +258,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 32;
-    float *yr = layer1_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 32, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_attn_norm, 32, T, 32, 32);
 
   /* layer1.qkvz = LINEAR(layer1.attn_norm, layer1.qkvz_proj) */
   float *layer1_qkvz = (float *)(X + 4096); /* [T, 128] */
@@ -379,15 +355,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.mix_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 2048); /* [T, 64] */
   float *layer1_swiglu_in = (float *)(X + 6144); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mix_res + t * 32;
-    float *yr = layer1_swiglu_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 32, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_swiglu_in, 32, T, 32, 32);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 32, layer1_swiglu, 64, T, 64, 32);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.mix_res) */
@@ -397,15 +365,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* layer2.qgkv = NORM_LINEAR(layer1.mlp_res, layer2.qgkv, layer2.attn_norm) */
   float *layer2_qgkv = (float *)(X + 2048); /* [T, 160] */
   float *layer2_qgkv_in = (float *)(X + 12288); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 32;
-    float *yr = layer2_qgkv_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 32, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_qgkv_in, 32, T, 32, 32);
   K->linear(K->ctx, SC_W_F32, W_layer2_qgkv, 0, layer2_qgkv_in, 32, layer2_qgkv, 160, T, 160, 32, 0);
 
   /* layer2.q = SLICE(layer2.qgkv) */
@@ -422,65 +382,19 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r8.t10000, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 12288); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q + t * 160 + h * 16;
-      float *b = layer2_q_rope + t * 64 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_q, 160, layer2_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 8, 0, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f); /* 4 heads of 16, 8 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r8.t10000, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 16384); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k + t * 160 + h * 16;
-      float *b = layer2_k_rope + t * 16 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_k, 160, layer2_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 8, 0, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f); /* 1 heads of 16, 8 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 16, S_layer2_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 160;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 160, S_layer2_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 16384); /* [T, 64] */
@@ -498,15 +412,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 32;
-    float *yr = layer2_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 32, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_mlp_norm, 32, T, 32, 32);
 
   /* layer2.routershared_gateshared_upshared_expert_ = LINEAR(layer2.mlp_norm, layer2.routershared_gateshared_upshared_expert_) */
   float *layer2_routershared_gateshared_upshared_expert_ = (float *)(X + 4096); /* [T, 135] */
@@ -565,15 +471,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
   /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 128] the entry's output itself */
   float *lm_head_in = (float *)(X + 2048); /* [1, 32] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 32;
-    float *yr = lm_head_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, last, 32, (const float *)W_final_norm, 1, 9.99999997e-07f, lm_head_in, 32, 1, 32, 32);
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 32, lm_head, 128, 1, 128, 32, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -623,15 +521,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 32;
-    float *yr = layer0_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 32, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_attn_norm, 32, 1, 32, 32);
 
   /* layer0.qkvz = LINEAR(layer0.attn_norm, layer0.qkvz_proj) */
   float *layer0_qkvz = (float *)(X + 256); /* [1, 128] */
@@ -727,15 +617,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.mlp_norm = RMSNORM(layer0.mix_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mix_res + t * 32;
-    float *yr = layer0_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 32, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_mlp_norm, 32, 1, 32, 32);
 
   /* layer0.routershared_gateshared_upshared_expert_ = LINEAR(layer0.mlp_norm, layer0.routershared_gateshared_upshared_expert_) */
   float *layer0_routershared_gateshared_upshared_expert_ = (float *)(X + 256); /* [1, 135] */
@@ -790,15 +672,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 32;
-    float *yr = layer1_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 32, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_attn_norm, 32, 1, 32, 32);
 
   /* layer1.qkvz = LINEAR(layer1.attn_norm, layer1.qkvz_proj) */
   float *layer1_qkvz = (float *)(X + 256); /* [1, 128] */
@@ -895,15 +769,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.mix_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 128); /* [1, 64] */
   float *layer1_swiglu_in = (float *)(X + 384); /* [1, 32] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mix_res + t * 32;
-    float *yr = layer1_swiglu_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 32, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_swiglu_in, 32, 1, 32, 32);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 32, layer1_swiglu, 64, 1, 64, 32);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.mix_res) */
@@ -913,15 +779,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* layer2.qgkv = NORM_LINEAR(layer1.mlp_res, layer2.qgkv, layer2.attn_norm) */
   float *layer2_qgkv = (float *)(X + 128); /* [1, 160] */
   float *layer2_qgkv_in = (float *)(X + 768); /* [1, 32] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mlp_res + t * 32;
-    float *yr = layer2_qgkv_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 32, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_qgkv_in, 32, 1, 32, 32);
   K->linear(K->ctx, SC_W_F32, W_layer2_qgkv, 0, layer2_qgkv_in, 32, layer2_qgkv, 160, 1, 160, 32, 0);
 
   /* layer2.q = SLICE(layer2.qgkv) */
@@ -938,65 +796,19 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r8.t10000, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 768); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q + t * 160 + h * 16;
-      float *b = layer2_q_rope + t * 64 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_q, 160, layer2_q_rope, 64, 1, pos, io->row_pos,
+          4, 16, 8, 0, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f); /* 4 heads of 16, 8 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r8.t10000, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 1024); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k + t * 160 + h * 16;
-      float *b = layer2_k_rope + t * 16 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_k, 160, layer2_k_rope, 16, 1, pos, io->row_pos,
+          1, 16, 8, 0, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f); /* 1 heads of 16, 8 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 16, S_layer2_k_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 160;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 160, S_layer2_v_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 1024); /* [1, 64] */
@@ -1014,15 +826,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_attn_res + t * 32;
-    float *yr = layer2_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 32, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_mlp_norm, 32, 1, 32, 32);
 
   /* layer2.routershared_gateshared_upshared_expert_ = LINEAR(layer2.mlp_norm, layer2.routershared_gateshared_upshared_expert_) */
   float *layer2_routershared_gateshared_upshared_expert_ = (float *)(X + 256); /* [1, 135] */
@@ -1081,15 +885,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
   /* lm_head = NORM_LINEAR(last, lm_head, final_norm) */
   float *lm_head = io->out; /* [1, 128] the entry's output itself */
   float *lm_head_in = (float *)(X + 128); /* [1, 32] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 32;
-    float *yr = lm_head_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, last, 32, (const float *)W_final_norm, 1, 9.99999997e-07f, lm_head_in, 32, 1, 32, 32);
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 32, lm_head, 128, 1, 128, 32, 0);
 
   /* out.logits = OUTPUT(lm_head) */
@@ -1136,15 +932,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 32;
-    float *yr = layer0_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 32, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_attn_norm, 32, T, 32, 32);
 
   /* layer0.qkvz = LINEAR(layer0.attn_norm, layer0.qkvz_proj) */
   float *layer0_qkvz = (float *)(X + 4096); /* [T, 128] */
@@ -1242,15 +1030,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.mlp_norm = RMSNORM(layer0.mix_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mix_res + t * 32;
-    float *yr = layer0_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 32, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_mlp_norm, 32, T, 32, 32);
 
   /* layer0.routershared_gateshared_upshared_expert_ = LINEAR(layer0.mlp_norm, layer0.routershared_gateshared_upshared_expert_) */
   float *layer0_routershared_gateshared_upshared_expert_ = (float *)(X + 4096); /* [T, 135] */
@@ -1305,15 +1085,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 32;
-    float *yr = layer1_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 32, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_attn_norm, 32, T, 32, 32);
 
   /* layer1.qkvz = LINEAR(layer1.attn_norm, layer1.qkvz_proj) */
   float *layer1_qkvz = (float *)(X + 4096); /* [T, 128] */
@@ -1412,15 +1184,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer1.swiglu = LINEAR_SWIGLU(layer1.mix_res, layer1.gateup, layer1.mlp_norm) */
   float *layer1_swiglu = (float *)(X + 2048); /* [T, 64] */
   float *layer1_swiglu_in = (float *)(X + 6144); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mix_res + t * 32;
-    float *yr = layer1_swiglu_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 32, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_swiglu_in, 32, T, 32, 32);
   K->linear_swiglu(K->ctx, SC_W_F32, W_layer1_gateup, layer1_swiglu_in, 32, layer1_swiglu, 64, T, 64, 32);
 
   /* layer1.mlp_res = LINEAR_ADD(layer1.swiglu, layer1.down_proj, layer1.mix_res) */
@@ -1430,15 +1194,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* layer2.qgkv = NORM_LINEAR(layer1.mlp_res, layer2.qgkv, layer2.attn_norm) */
   float *layer2_qgkv = (float *)(X + 2048); /* [T, 160] */
   float *layer2_qgkv_in = (float *)(X + 12288); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 32;
-    float *yr = layer2_qgkv_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 32, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_qgkv_in, 32, T, 32, 32);
   K->linear(K->ctx, SC_W_F32, W_layer2_qgkv, 0, layer2_qgkv_in, 32, layer2_qgkv, 160, T, 160, 32, 0);
 
   /* layer2.q = SLICE(layer2.qgkv) */
@@ -1455,65 +1211,19 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.q_rope = NORM_ROPE(layer2.q, rope.r8.t10000, layer2.q_norm) */
   float *layer2_q_rope = (float *)(X + 12288); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q + t * 160 + h * 16;
-      float *b = layer2_q_rope + t * 64 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_q, 160, layer2_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 8, 0, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f); /* 4 heads of 16, 8 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_rope = NORM_ROPE(layer2.k, rope.r8.t10000, layer2.k_norm) */
   float *layer2_k_rope = (float *)(X + 16384); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k + t * 160 + h * 16;
-      float *b = layer2_k_rope + t * 16 + h * 16;
-      float nb[16];
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_k_norm;
-      for (int c = 0; c < 16; c++) nb[c] = (a[c] * r) * (1.0f + wn[c]);
-      a = nb;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_k, 160, layer2_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 8, 0, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f); /* 1 heads of 16, 8 rotated (NeoX pairs), QK-norm by 1 + w first */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 16, S_layer2_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 160;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 160, S_layer2_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 16384); /* [T, 64] */
@@ -1531,15 +1241,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 32;
-    float *yr = layer2_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 32, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_mlp_norm, 32, T, 32, 32);
 
   /* layer2.routershared_gateshared_upshared_expert_ = LINEAR(layer2.mlp_norm, layer2.routershared_gateshared_upshared_expert_) */
   float *layer2_routershared_gateshared_upshared_expert_ = (float *)(X + 4096); /* [T, 135] */
@@ -1595,15 +1297,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* lm_head = NORM_LINEAR(layer2.mlp_res, lm_head, final_norm) */
   float *lm_head = io->out; /* [T, 128] the entry's output itself */
   float *lm_head_in = (float *)(X + 2048); /* [T, 32] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_mlp_res + t * 32;
-    float *yr = lm_head_in + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 32, (const float *)W_final_norm, 1, 9.99999997e-07f, lm_head_in, 32, T, 32, 32);
   K->linear(K->ctx, SC_W_F32, W_lm_head, 0, lm_head_in, 32, lm_head, 128, T, 128, 32, 0);
 
   /* out.logits = OUTPUT(lm_head) */

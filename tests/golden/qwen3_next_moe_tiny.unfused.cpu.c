@@ -117,15 +117,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 32;
-    float *yr = layer0_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 32, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_attn_norm, 32, T, 32, 32);
 
   /* layer0.qkvz = LINEAR(layer0.attn_norm, layer0.qkvz_proj) */
   float *layer0_qkvz = (float *)(X + 4096); /* [T, 128] */
@@ -230,15 +222,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer0.mlp_norm = RMSNORM(layer0.mix_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mix_res + t * 32;
-    float *yr = layer0_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 32, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_mlp_norm, 32, T, 32, 32);
 
   /* layer0.router = LINEAR(layer0.mlp_norm, layer0.router) */
   float *layer0_router = (float *)(X + 4096); /* [T, 6] */
@@ -293,15 +277,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 32;
-    float *yr = layer1_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 32, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_attn_norm, 32, T, 32, 32);
 
   /* layer1.qkvz = LINEAR(layer1.attn_norm, layer1.qkvz_proj) */
   float *layer1_qkvz = (float *)(X + 4096); /* [T, 128] */
@@ -406,15 +382,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer1.mlp_norm = RMSNORM(layer1.mix_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mix_res + t * 32;
-    float *yr = layer1_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 32, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_mlp_norm, 32, T, 32, 32);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 4096); /* [T, 64] */
@@ -452,15 +420,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.attn_norm = RMSNORM(layer1.mlp_res, layer2.attn_norm) */
   float *layer2_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 32;
-    float *yr = layer2_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 32, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_attn_norm, 32, T, 32, 32);
 
   /* layer2.q = LINEAR(layer2.attn_norm, layer2.q_proj) */
   float *layer2_q = (float *)(X + 4096); /* [T, 64] */
@@ -480,77 +440,27 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.q_norm = RMSNORM(layer2.q, layer2.q_norm) */
   float *layer2_q_norm = (float *)(X + 14336); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer2_q + t * 64 + h * 16;
-      float *yr = layer2_q_norm + t * 64 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_q, 64, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f, layer2_q_norm, 64, T, 64, 16);
 
   /* layer2.k_norm = RMSNORM(layer2.k, layer2.k_norm) */
   float *layer2_k_norm = (float *)(X + 2048); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_k + t * 16;
-    float *yr = layer2_k_norm + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_k_norm;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_k, 16, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f, layer2_k_norm, 16, T, 16, 16);
 
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r8.t10000) */
   float *layer2_q_rope = (float *)(X + 3072); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q_norm + t * 64 + h * 16;
-      float *b = layer2_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_q_norm, 64, layer2_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 8, 0, 0, 0, 0.0f); /* 4 heads of 16, 8 rotated (NeoX pairs) */
 
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r8.t10000) */
   float *layer2_k_rope = (float *)(X + 7168); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k_norm + t * 16 + h * 16;
-      float *b = layer2_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_k_norm, 16, layer2_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 8, 0, 0, 0, 0.0f); /* 1 heads of 16, 8 rotated (NeoX pairs) */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 16, S_layer2_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 16, S_layer2_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 12288); /* [T, 64] */
@@ -577,15 +487,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 32;
-    float *yr = layer2_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 32, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_mlp_norm, 32, T, 32, 32);
 
   /* layer2.router = LINEAR(layer2.mlp_norm, layer2.router) */
   float *layer2_router = (float *)(X + 4096); /* [T, 6] */
@@ -643,15 +545,7 @@ static int entry_prefill(const sc_kernels *K, const unsigned char *W, unsigned c
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 2048); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 32;
-    float *yr = final_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, last, 32, (const float *)W_final_norm, 1, 9.99999997e-07f, final_norm, 32, 1, 32, 32);
 
   /* lm_head = LINEAR(final_norm, lm_head) */
   float *lm_head = io->out; /* [1, 128] the entry's output itself */
@@ -704,15 +598,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embed + t * 32;
-    float *yr = layer0_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 32, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_attn_norm, 32, 1, 32, 32);
 
   /* layer0.qkvz = LINEAR(layer0.attn_norm, layer0.qkvz_proj) */
   float *layer0_qkvz = (float *)(X + 256); /* [1, 128] */
@@ -817,15 +703,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer0.mlp_norm = RMSNORM(layer0.mix_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mix_res + t * 32;
-    float *yr = layer0_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 32, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_mlp_norm, 32, 1, 32, 32);
 
   /* layer0.router = LINEAR(layer0.mlp_norm, layer0.router) */
   float *layer0_router = (float *)(X + 256); /* [1, 6] */
@@ -880,15 +758,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer0_mlp_res + t * 32;
-    float *yr = layer1_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 32, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_attn_norm, 32, 1, 32, 32);
 
   /* layer1.qkvz = LINEAR(layer1.attn_norm, layer1.qkvz_proj) */
   float *layer1_qkvz = (float *)(X + 256); /* [1, 128] */
@@ -993,15 +863,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer1.mlp_norm = RMSNORM(layer1.mix_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mix_res + t * 32;
-    float *yr = layer1_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 32, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_mlp_norm, 32, 1, 32, 32);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 256); /* [1, 64] */
@@ -1039,15 +901,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.attn_norm = RMSNORM(layer1.mlp_res, layer2.attn_norm) */
   float *layer2_attn_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer1_mlp_res + t * 32;
-    float *yr = layer2_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 32, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_attn_norm, 32, 1, 32, 32);
 
   /* layer2.q = LINEAR(layer2.attn_norm, layer2.q_proj) */
   float *layer2_q = (float *)(X + 256); /* [1, 64] */
@@ -1067,77 +921,27 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.q_norm = RMSNORM(layer2.q, layer2.q_norm) */
   float *layer2_q_norm = (float *)(X + 896); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer2_q + t * 64 + h * 16;
-      float *yr = layer2_q_norm + t * 64 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_q, 64, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f, layer2_q_norm, 64, 1, 64, 16);
 
   /* layer2.k_norm = RMSNORM(layer2.k, layer2.k_norm) */
   float *layer2_k_norm = (float *)(X + 128); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_k + t * 16;
-    float *yr = layer2_k_norm + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_k_norm;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_k, 16, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f, layer2_k_norm, 16, 1, 16, 16);
 
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r8.t10000) */
   float *layer2_q_rope = (float *)(X + 192); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q_norm + t * 64 + h * 16;
-      float *b = layer2_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_q_norm, 64, layer2_q_rope, 64, 1, pos, io->row_pos,
+          4, 16, 8, 0, 0, 0, 0.0f); /* 4 heads of 16, 8 rotated (NeoX pairs) */
 
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r8.t10000) */
   float *layer2_k_rope = (float *)(X + 448); /* [1, 16] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k_norm + t * 16 + h * 16;
-      float *b = layer2_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_k_norm, 16, layer2_k_rope, 16, 1, pos, io->row_pos,
+          1, 16, 8, 0, 0, 0, 0.0f); /* 1 heads of 16, 8 rotated (NeoX pairs) */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 16, S_layer2_k_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 16, S_layer2_v_cache, 64, 16, 1, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 768); /* [1, 64] */
@@ -1164,15 +968,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = layer2_attn_res + t * 32;
-    float *yr = layer2_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 32, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_mlp_norm, 32, 1, 32, 32);
 
   /* layer2.router = LINEAR(layer2.mlp_norm, layer2.router) */
   float *layer2_router = (float *)(X + 256); /* [1, 6] */
@@ -1230,15 +1026,7 @@ static int entry_decode(const sc_kernels *K, const unsigned char *W, unsigned ch
 
   /* final_norm = RMSNORM(last, final_norm) */
   float *final_norm = (float *)(X + 128); /* [1, 32] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = last + t * 32;
-    float *yr = final_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, last, 32, (const float *)W_final_norm, 1, 9.99999997e-07f, final_norm, 32, 1, 32, 32);
 
   /* lm_head = LINEAR(final_norm, lm_head) */
   float *lm_head = io->out; /* [1, 128] the entry's output itself */
@@ -1288,15 +1076,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.attn_norm = RMSNORM(embed, layer0.attn_norm) */
   float *layer0_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embed + t * 32;
-    float *yr = layer0_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, embed, 32, (const float *)W_layer0_attn_norm, 1, 9.99999997e-07f, layer0_attn_norm, 32, T, 32, 32);
 
   /* layer0.qkvz = LINEAR(layer0.attn_norm, layer0.qkvz_proj) */
   float *layer0_qkvz = (float *)(X + 4096); /* [T, 128] */
@@ -1403,15 +1183,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer0.mlp_norm = RMSNORM(layer0.mix_res, layer0.mlp_norm) */
   float *layer0_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mix_res + t * 32;
-    float *yr = layer0_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer0_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mix_res, 32, (const float *)W_layer0_mlp_norm, 1, 9.99999997e-07f, layer0_mlp_norm, 32, T, 32, 32);
 
   /* layer0.router = LINEAR(layer0.mlp_norm, layer0.router) */
   float *layer0_router = (float *)(X + 4096); /* [T, 6] */
@@ -1466,15 +1238,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.attn_norm = RMSNORM(layer0.mlp_res, layer1.attn_norm) */
   float *layer1_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer0_mlp_res + t * 32;
-    float *yr = layer1_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer0_mlp_res, 32, (const float *)W_layer1_attn_norm, 1, 9.99999997e-07f, layer1_attn_norm, 32, T, 32, 32);
 
   /* layer1.qkvz = LINEAR(layer1.attn_norm, layer1.qkvz_proj) */
   float *layer1_qkvz = (float *)(X + 4096); /* [T, 128] */
@@ -1581,15 +1345,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer1.mlp_norm = RMSNORM(layer1.mix_res, layer1.mlp_norm) */
   float *layer1_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mix_res + t * 32;
-    float *yr = layer1_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer1_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mix_res, 32, (const float *)W_layer1_mlp_norm, 1, 9.99999997e-07f, layer1_mlp_norm, 32, T, 32, 32);
 
   /* layer1.gate = LINEAR(layer1.mlp_norm, layer1.gate_proj) */
   float *layer1_gate = (float *)(X + 4096); /* [T, 64] */
@@ -1627,15 +1383,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.attn_norm = RMSNORM(layer1.mlp_res, layer2.attn_norm) */
   float *layer2_attn_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer1_mlp_res + t * 32;
-    float *yr = layer2_attn_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_attn_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer1_mlp_res, 32, (const float *)W_layer2_attn_norm, 1, 9.99999997e-07f, layer2_attn_norm, 32, T, 32, 32);
 
   /* layer2.q = LINEAR(layer2.attn_norm, layer2.q_proj) */
   float *layer2_q = (float *)(X + 4096); /* [T, 64] */
@@ -1655,77 +1403,27 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.q_norm = RMSNORM(layer2.q, layer2.q_norm) */
   float *layer2_q_norm = (float *)(X + 14336); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = layer2_q + t * 64 + h * 16;
-      float *yr = layer2_q_norm + t * 64 + h * 16;
-      float ss = 0.0f;
-      for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_layer2_q_norm;
-      for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-    }
-  }
+  K->rmsnorm(K->ctx, layer2_q, 64, (const float *)W_layer2_q_norm, 1, 9.99999997e-07f, layer2_q_norm, 64, T, 64, 16);
 
   /* layer2.k_norm = RMSNORM(layer2.k, layer2.k_norm) */
   float *layer2_k_norm = (float *)(X + 2048); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_k + t * 16;
-    float *yr = layer2_k_norm + t * 16;
-    float ss = 0.0f;
-    for (int c = 0; c < 16; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 16.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_k_norm;
-    for (int c = 0; c < 16; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_k, 16, (const float *)W_layer2_k_norm, 1, 9.99999997e-07f, layer2_k_norm, 16, T, 16, 16);
 
   /* layer2.q_rope = ROPE(layer2.q_norm, rope.r8.t10000) */
   float *layer2_q_rope = (float *)(X + 3072); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = layer2_q_norm + t * 64 + h * 16;
-      float *b = layer2_q_rope + t * 64 + h * 16;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_q_norm, 64, layer2_q_rope, 64, T, pos, io->row_pos,
+          4, 16, 8, 0, 0, 0, 0.0f); /* 4 heads of 16, 8 rotated (NeoX pairs) */
 
   /* layer2.k_rope = ROPE(layer2.k_norm, rope.r8.t10000) */
   float *layer2_k_rope = (float *)(X + 7168); /* [T, 16] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r8_t10000 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 8; /* cos | sin */
-    for (int h = 0; h < 1; h++) {
-      const float *a = layer2_k_norm + t * 16 + h * 16;
-      float *b = layer2_k_rope + t * 16 + h * 16;
-      for (int i = 0; i < 4; i++) {
-        const float x0 = a[i], x1 = a[i + 4], c = cs[i], s = cs[4 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 4] = x1 * c + x0 * s;
-      }
-      for (int i = 8; i < 16; i++) b[i] = a[i];
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r8_t10000, layer2_k_norm, 16, layer2_k_rope, 16, T, pos, io->row_pos,
+          1, 16, 8, 0, 0, 0, 0.0f); /* 1 heads of 16, 8 rotated (NeoX pairs) */
 
   /* layer2.k_store = KV_STORE(layer2.k_cache, layer2.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_k_rope + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_k_rope, 16, S_layer2_k_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer2.v_store = KV_STORE(layer2.v_cache, layer2.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_layer2_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 16;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = layer2_v + t * 16;
-    for (int c = 0; c < 16; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, layer2_v, 16, S_layer2_v_cache, 64, 16, T, pos, io->row_pos, io->row_state);
 
   /* layer2.attn = ATTENTION(layer2.q_rope, layer2.k_store, layer2.v_store, layer2.attn_gate) */
   float *layer2_attn = (float *)(X + 12288); /* [T, 64] */
@@ -1752,15 +1450,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* layer2.mlp_norm = RMSNORM(layer2.attn_res, layer2.mlp_norm) */
   float *layer2_mlp_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_attn_res + t * 32;
-    float *yr = layer2_mlp_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_layer2_mlp_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_attn_res, 32, (const float *)W_layer2_mlp_norm, 1, 9.99999997e-07f, layer2_mlp_norm, 32, T, 32, 32);
 
   /* layer2.router = LINEAR(layer2.mlp_norm, layer2.router) */
   float *layer2_router = (float *)(X + 4096); /* [T, 6] */
@@ -1815,15 +1505,7 @@ static int entry_decode_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* final_norm = RMSNORM(layer2.mlp_res, final_norm) */
   float *final_norm = (float *)(X + 2048); /* [T, 32] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = layer2_mlp_res + t * 32;
-    float *yr = final_norm + t * 32;
-    float ss = 0.0f;
-    for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_final_norm;
-    for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * (1.0f + wn[c]);
-  }
+  K->rmsnorm(K->ctx, layer2_mlp_res, 32, (const float *)W_final_norm, 1, 9.99999997e-07f, final_norm, 32, T, 32, 32);
 
   /* lm_head = LINEAR(final_norm, lm_head) */
   float *lm_head = io->out; /* [T, 128] the entry's output itself */

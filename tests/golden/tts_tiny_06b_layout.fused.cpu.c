@@ -686,15 +686,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
   /* talker.layer0.qkv = NORM_LINEAR(embeds, talker.layer0.qkv, talker.layer0.attn_norm) */
   float *talker_layer0_qkv = (float *)(X + 0); /* [T, 256] */
   float *talker_layer0_qkv_in = (float *)(X + 16384); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = talker_layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_talker_layer0_attn_norm, 0, 9.99999997e-07f, talker_layer0_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_talker_layer0_qkv, 0, talker_layer0_qkv_in, 64, talker_layer0_qkv, 256, T, 256, 64, 0);
 
   /* talker.layer0.q = SLICE(talker.layer0.qkv) */
@@ -708,63 +700,19 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer0.q_rope = NORM_ROPE(talker.layer0.q, rope.r32.t1e+06, talker.layer0.q_norm) */
   float *talker_layer0_q_rope = (float *)(X + 16384); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer0_q + t * 256 + h * 32;
-      float *b = talker_layer0_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_q, 256, talker_layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_talker_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* talker.layer0.k_rope = NORM_ROPE(talker.layer0.k, rope.r32.t1e+06, talker.layer0.k_norm) */
   float *talker_layer0_k_rope = (float *)(X + 24576); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer0_k + t * 256 + h * 32;
-      float *b = talker_layer0_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_k, 256, talker_layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_talker_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* talker.layer0.k_store = KV_STORE(talker.layer0.k_cache, talker.layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_k_rope, 64, S_talker_layer0_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.v_store = KV_STORE(talker.layer0.v_cache, talker.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_v, 256, S_talker_layer0_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.attn = ATTENTION(talker.layer0.q_rope, talker.layer0.k_store, talker.layer0.v_store) */
   float *talker_layer0_attn = (float *)(X + 0); /* [T, 128] */
@@ -780,15 +728,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
   /* talker.layer0.swiglu = LINEAR_SWIGLU(talker.layer0.attn_res, talker.layer0.gateup, talker.layer0.mlp_norm) */
   float *talker_layer0_swiglu = (float *)(X + 0); /* [T, 96] */
   float *talker_layer0_swiglu_in = (float *)(X + 12288); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer0_attn_res + t * 64;
-    float *yr = talker_layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_attn_res, 64, (const float *)W_talker_layer0_mlp_norm, 0, 9.99999997e-07f, talker_layer0_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_talker_layer0_gateup, talker_layer0_swiglu_in, 64, talker_layer0_swiglu, 96, T, 96, 64);
 
   /* talker.layer0.mlp_res = LINEAR_ADD(talker.layer0.swiglu, talker.layer0.down_proj, talker.layer0.attn_res) */
@@ -798,15 +738,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
   /* talker.layer1.qkv = NORM_LINEAR(talker.layer0.mlp_res, talker.layer1.qkv, talker.layer1.attn_norm) */
   float *talker_layer1_qkv = (float *)(X + 12288); /* [T, 256] */
   float *talker_layer1_qkv_in = (float *)(X + 0); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer0_mlp_res + t * 64;
-    float *yr = talker_layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_mlp_res, 64, (const float *)W_talker_layer1_attn_norm, 0, 9.99999997e-07f, talker_layer1_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_talker_layer1_qkv, 0, talker_layer1_qkv_in, 64, talker_layer1_qkv, 256, T, 256, 64, 0);
 
   /* talker.layer1.q = SLICE(talker.layer1.qkv) */
@@ -820,63 +752,19 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer1.q_rope = NORM_ROPE(talker.layer1.q, rope.r32.t1e+06, talker.layer1.q_norm) */
   float *talker_layer1_q_rope = (float *)(X + 0); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer1_q + t * 256 + h * 32;
-      float *b = talker_layer1_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_q, 256, talker_layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_talker_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* talker.layer1.k_rope = NORM_ROPE(talker.layer1.k, rope.r32.t1e+06, talker.layer1.k_norm) */
   float *talker_layer1_k_rope = (float *)(X + 28672); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer1_k + t * 256 + h * 32;
-      float *b = talker_layer1_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_k, 256, talker_layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_talker_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* talker.layer1.k_store = KV_STORE(talker.layer1.k_cache, talker.layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_k_rope, 64, S_talker_layer1_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.v_store = KV_STORE(talker.layer1.v_cache, talker.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_v, 256, S_talker_layer1_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.attn = ATTENTION(talker.layer1.q_rope, talker.layer1.k_store, talker.layer1.v_store) */
   float *talker_layer1_attn = (float *)(X + 12288); /* [T, 128] */
@@ -890,15 +778,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
   /* talker.layer1.swiglu = LINEAR_SWIGLU(talker.layer1.attn_res, talker.layer1.gateup, talker.layer1.mlp_norm) */
   float *talker_layer1_swiglu = (float *)(X + 0); /* [T, 96] */
   float *talker_layer1_swiglu_in = (float *)(X + 12288); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer1_attn_res + t * 64;
-    float *yr = talker_layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer1_attn_res, 64, (const float *)W_talker_layer1_mlp_norm, 0, 9.99999997e-07f, talker_layer1_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_talker_layer1_gateup, talker_layer1_swiglu_in, 64, talker_layer1_swiglu, 96, T, 96, 64);
 
   /* talker.layer1.mlp_res = LINEAR_ADD(talker.layer1.swiglu, talker.layer1.down_proj, talker.layer1.attn_res) */
@@ -910,15 +790,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.norm = RMSNORM(talker.last, talker.norm) */
   float *talker_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_last + t * 64;
-    float *yr = talker_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_last, 64, (const float *)W_talker_norm, 0, 9.99999997e-07f, talker_norm, 64, 1, 64, 64);
 
   /* out.hidden = OUTPUT(talker.norm) */
   for (int t = 0; t < 1; t++)
@@ -956,15 +828,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
   /* talker.layer0.qkv = NORM_LINEAR(embeds, talker.layer0.qkv, talker.layer0.attn_norm) */
   float *talker_layer0_qkv = (float *)(X + 0); /* [1, 256] */
   float *talker_layer0_qkv_in = (float *)(X + 1024); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = talker_layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_talker_layer0_attn_norm, 0, 9.99999997e-07f, talker_layer0_qkv_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_talker_layer0_qkv, 0, talker_layer0_qkv_in, 64, talker_layer0_qkv, 256, 1, 256, 64, 0);
 
   /* talker.layer0.q = SLICE(talker.layer0.qkv) */
@@ -980,57 +844,13 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
   float *talker_layer0_attn = (float *)(X + 1024); /* [1, 128] */
   float *talker_layer0_attn_q = (float *)(X + 1536); /* [1, 128] rotated q */
   float *talker_layer0_attn_k = talker_layer0_attn_q + 1 * 128; /* [1, 64] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer0_q + t * 256 + h * 32;
-      float *b = talker_layer0_attn_q + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer0_k + t * 256 + h * 32;
-      float *b = talker_layer0_attn_k + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_q, 256, talker_layer0_attn_q, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_talker_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_k, 256, talker_layer0_attn_k, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_talker_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_talker_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_attn_k + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_talker_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_attn_k, 64, S_talker_layer0_k_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, talker_layer0_v, 256, S_talker_layer0_v_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, talker_layer0_attn_q, 128, S_talker_layer0_k_cache, S_talker_layer0_v_cache, 64, 64, talker_layer0_attn, 128, 1, pos, io->row_pos, io->row_state,
                4, 2, 32, 0.176776692f, 0);
 
@@ -1043,15 +863,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
   /* talker.layer0.swiglu = LINEAR_SWIGLU(talker.layer0.attn_res, talker.layer0.gateup, talker.layer0.mlp_norm) */
   float *talker_layer0_swiglu = (float *)(X + 256); /* [1, 96] */
   float *talker_layer0_swiglu_in = (float *)(X + 640); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_layer0_attn_res + t * 64;
-    float *yr = talker_layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_attn_res, 64, (const float *)W_talker_layer0_mlp_norm, 0, 9.99999997e-07f, talker_layer0_swiglu_in, 64, 1, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_talker_layer0_gateup, talker_layer0_swiglu_in, 64, talker_layer0_swiglu, 96, 1, 96, 64);
 
   /* talker.layer0.mlp_res = LINEAR_ADD(talker.layer0.swiglu, talker.layer0.down_proj, talker.layer0.attn_res) */
@@ -1061,15 +873,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
   /* talker.layer1.qkv = NORM_LINEAR(talker.layer0.mlp_res, talker.layer1.qkv, talker.layer1.attn_norm) */
   float *talker_layer1_qkv = (float *)(X + 256); /* [1, 256] */
   float *talker_layer1_qkv_in = (float *)(X + 1280); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_layer0_mlp_res + t * 64;
-    float *yr = talker_layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_mlp_res, 64, (const float *)W_talker_layer1_attn_norm, 0, 9.99999997e-07f, talker_layer1_qkv_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_talker_layer1_qkv, 0, talker_layer1_qkv_in, 64, talker_layer1_qkv, 256, 1, 256, 64, 0);
 
   /* talker.layer1.q = SLICE(talker.layer1.qkv) */
@@ -1085,57 +889,13 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
   float *talker_layer1_attn = (float *)(X + 1280); /* [1, 128] */
   float *talker_layer1_attn_q = (float *)(X + 1792); /* [1, 128] rotated q */
   float *talker_layer1_attn_k = talker_layer1_attn_q + 1 * 128; /* [1, 64] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer1_q + t * 256 + h * 32;
-      float *b = talker_layer1_attn_q + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer1_k + t * 256 + h * 32;
-      float *b = talker_layer1_attn_k + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_q, 256, talker_layer1_attn_q, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_talker_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_k, 256, talker_layer1_attn_k, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_talker_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_talker_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_attn_k + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_talker_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_attn_k, 64, S_talker_layer1_k_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, talker_layer1_v, 256, S_talker_layer1_v_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, talker_layer1_attn_q, 128, S_talker_layer1_k_cache, S_talker_layer1_v_cache, 64, 64, talker_layer1_attn, 128, 1, pos, io->row_pos, io->row_state,
                4, 2, 32, 0.176776692f, 0);
 
@@ -1146,15 +906,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
   /* talker.layer1.swiglu = LINEAR_SWIGLU(talker.layer1.attn_res, talker.layer1.gateup, talker.layer1.mlp_norm) */
   float *talker_layer1_swiglu = (float *)(X + 256); /* [1, 96] */
   float *talker_layer1_swiglu_in = (float *)(X + 640); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_layer1_attn_res + t * 64;
-    float *yr = talker_layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer1_attn_res, 64, (const float *)W_talker_layer1_mlp_norm, 0, 9.99999997e-07f, talker_layer1_swiglu_in, 64, 1, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_talker_layer1_gateup, talker_layer1_swiglu_in, 64, talker_layer1_swiglu, 96, 1, 96, 64);
 
   /* talker.layer1.mlp_res = LINEAR_ADD(talker.layer1.swiglu, talker.layer1.down_proj, talker.layer1.attn_res) */
@@ -1166,15 +918,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.norm = RMSNORM(talker.last, talker.norm) */
   float *talker_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_last + t * 64;
-    float *yr = talker_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_last, 64, (const float *)W_talker_norm, 0, 9.99999997e-07f, talker_norm, 64, 1, 64, 64);
 
   /* out.hidden = OUTPUT(talker.norm) */
   for (int t = 0; t < 1; t++)
@@ -1212,15 +956,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
   /* pred.layer0.qkv = NORM_LINEAR(embeds, pred.layer0.qkv, pred.layer0.attn_norm) */
   float *pred_layer0_qkv = (float *)(X + 0); /* [2, 256] */
   float *pred_layer0_qkv_in = (float *)(X + 2048); /* [2, 64] normalised input */
-  for (int t = 0; t < 2; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = pred_layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_pred_layer0_attn_norm, 0, 9.99999997e-07f, pred_layer0_qkv_in, 64, 2, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_layer0_qkv, 0, pred_layer0_qkv_in, 64, pred_layer0_qkv, 256, 2, 256, 64, 0);
 
   /* pred.layer0.q = SLICE(pred.layer0.qkv) */
@@ -1236,57 +972,13 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
   float *pred_layer0_attn = (float *)(X + 2048); /* [2, 128] */
   float *pred_layer0_attn_q = (float *)(X + 3072); /* [2, 128] rotated q */
   float *pred_layer0_attn_k = pred_layer0_attn_q + 2 * 128; /* [2, 64] rotated k */
-  for (int t = 0; t < 2; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer0_q + t * 256 + h * 32;
-      float *b = pred_layer0_attn_q + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 2; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer0_k + t * 256 + h * 32;
-      float *b = pred_layer0_attn_k + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_q, 256, pred_layer0_attn_q, 128, 2, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_pred_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_k, 256, pred_layer0_attn_k, 64, 2, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_pred_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 2; t++) {
-    float *dst = S_pred_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_attn_k + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 2; t++) {
-    float *dst = S_pred_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_attn_k, 64, S_pred_layer0_k_cache, 17, 64, 2, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, pred_layer0_v, 256, S_pred_layer0_v_cache, 17, 64, 2, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, pred_layer0_attn_q, 128, S_pred_layer0_k_cache, S_pred_layer0_v_cache, 64, 17, pred_layer0_attn, 128, 2, pos, io->row_pos, io->row_state,
                4, 2, 32, 0.176776692f, 0);
 
@@ -1299,15 +991,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
   /* pred.layer0.swiglu = LINEAR_SWIGLU(pred.layer0.attn_res, pred.layer0.gateup, pred.layer0.mlp_norm) */
   float *pred_layer0_swiglu = (float *)(X + 512); /* [2, 96] */
   float *pred_layer0_swiglu_in = (float *)(X + 1280); /* [2, 64] normalised input */
-  for (int t = 0; t < 2; t++) {
-    const float *xr = pred_layer0_attn_res + t * 64;
-    float *yr = pred_layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_attn_res, 64, (const float *)W_pred_layer0_mlp_norm, 0, 9.99999997e-07f, pred_layer0_swiglu_in, 64, 2, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_pred_layer0_gateup, pred_layer0_swiglu_in, 64, pred_layer0_swiglu, 96, 2, 96, 64);
 
   /* pred.layer0.mlp_res = LINEAR_ADD(pred.layer0.swiglu, pred.layer0.down_proj, pred.layer0.attn_res) */
@@ -1317,15 +1001,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
   /* pred.layer1.qkv = NORM_LINEAR(pred.layer0.mlp_res, pred.layer1.qkv, pred.layer1.attn_norm) */
   float *pred_layer1_qkv = (float *)(X + 512); /* [2, 256] */
   float *pred_layer1_qkv_in = (float *)(X + 2560); /* [2, 64] normalised input */
-  for (int t = 0; t < 2; t++) {
-    const float *xr = pred_layer0_mlp_res + t * 64;
-    float *yr = pred_layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_mlp_res, 64, (const float *)W_pred_layer1_attn_norm, 0, 9.99999997e-07f, pred_layer1_qkv_in, 64, 2, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_layer1_qkv, 0, pred_layer1_qkv_in, 64, pred_layer1_qkv, 256, 2, 256, 64, 0);
 
   /* pred.layer1.q = SLICE(pred.layer1.qkv) */
@@ -1341,57 +1017,13 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
   float *pred_layer1_attn = (float *)(X + 2560); /* [2, 128] */
   float *pred_layer1_attn_q = (float *)(X + 3584); /* [2, 128] rotated q */
   float *pred_layer1_attn_k = pred_layer1_attn_q + 2 * 128; /* [2, 64] rotated k */
-  for (int t = 0; t < 2; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer1_q + t * 256 + h * 32;
-      float *b = pred_layer1_attn_q + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 2; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer1_k + t * 256 + h * 32;
-      float *b = pred_layer1_attn_k + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_q, 256, pred_layer1_attn_q, 128, 2, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_pred_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_k, 256, pred_layer1_attn_k, 64, 2, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_pred_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 2; t++) {
-    float *dst = S_pred_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_attn_k + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 2; t++) {
-    float *dst = S_pred_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_attn_k, 64, S_pred_layer1_k_cache, 17, 64, 2, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, pred_layer1_v, 256, S_pred_layer1_v_cache, 17, 64, 2, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, pred_layer1_attn_q, 128, S_pred_layer1_k_cache, S_pred_layer1_v_cache, 64, 17, pred_layer1_attn, 128, 2, pos, io->row_pos, io->row_state,
                4, 2, 32, 0.176776692f, 0);
 
@@ -1402,15 +1034,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
   /* pred.layer1.swiglu = LINEAR_SWIGLU(pred.layer1.attn_res, pred.layer1.gateup, pred.layer1.mlp_norm) */
   float *pred_layer1_swiglu = (float *)(X + 512); /* [2, 96] */
   float *pred_layer1_swiglu_in = (float *)(X + 1280); /* [2, 64] normalised input */
-  for (int t = 0; t < 2; t++) {
-    const float *xr = pred_layer1_attn_res + t * 64;
-    float *yr = pred_layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_attn_res, 64, (const float *)W_pred_layer1_mlp_norm, 0, 9.99999997e-07f, pred_layer1_swiglu_in, 64, 2, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_pred_layer1_gateup, pred_layer1_swiglu_in, 64, pred_layer1_swiglu, 96, 2, 96, 64);
 
   /* pred.layer1.mlp_res = LINEAR_ADD(pred.layer1.swiglu, pred.layer1.down_proj, pred.layer1.attn_res) */
@@ -1428,15 +1052,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
   /* pred.head = NORM_LINEAR(pred.last, pred.lm_head.step+0, pred.norm) */
   float *pred_head = io->out; /* [1, 64] the entry's output itself */
   float *pred_head_in = (float *)(X + 512); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_last + t * 64;
-    float *yr = pred_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_last, 64, (const float *)W_pred_norm, 0, 9.99999997e-07f, pred_head_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_lm_head_step_0, 0, pred_head_in, 64, pred_head, 64, 1, 64, 64, 0);
 
   /* out.logits = OUTPUT(pred.head) */
@@ -1488,15 +1104,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
   /* pred.layer0.qkv = NORM_LINEAR(pred.embed, pred.layer0.qkv, pred.layer0.attn_norm) */
   float *pred_layer0_qkv = (float *)(X + 256); /* [1, 256] */
   float *pred_layer0_qkv_in = (float *)(X + 1280); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_embed + t * 64;
-    float *yr = pred_layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_embed, 64, (const float *)W_pred_layer0_attn_norm, 0, 9.99999997e-07f, pred_layer0_qkv_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_layer0_qkv, 0, pred_layer0_qkv_in, 64, pred_layer0_qkv, 256, 1, 256, 64, 0);
 
   /* pred.layer0.q = SLICE(pred.layer0.qkv) */
@@ -1512,57 +1120,13 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
   float *pred_layer0_attn = (float *)(X + 1280); /* [1, 128] */
   float *pred_layer0_attn_q = (float *)(X + 1792); /* [1, 128] rotated q */
   float *pred_layer0_attn_k = pred_layer0_attn_q + 1 * 128; /* [1, 64] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer0_q + t * 256 + h * 32;
-      float *b = pred_layer0_attn_q + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer0_k + t * 256 + h * 32;
-      float *b = pred_layer0_attn_k + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_q, 256, pred_layer0_attn_q, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_pred_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_k, 256, pred_layer0_attn_k, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_pred_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_pred_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_attn_k + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_pred_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_attn_k, 64, S_pred_layer0_k_cache, 17, 64, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, pred_layer0_v, 256, S_pred_layer0_v_cache, 17, 64, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, pred_layer0_attn_q, 128, S_pred_layer0_k_cache, S_pred_layer0_v_cache, 64, 17, pred_layer0_attn, 128, 1, pos, io->row_pos, io->row_state,
                4, 2, 32, 0.176776692f, 0);
 
@@ -1573,15 +1137,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
   /* pred.layer0.swiglu = LINEAR_SWIGLU(pred.layer0.attn_res, pred.layer0.gateup, pred.layer0.mlp_norm) */
   float *pred_layer0_swiglu = (float *)(X + 256); /* [1, 96] */
   float *pred_layer0_swiglu_in = (float *)(X + 640); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_layer0_attn_res + t * 64;
-    float *yr = pred_layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_attn_res, 64, (const float *)W_pred_layer0_mlp_norm, 0, 9.99999997e-07f, pred_layer0_swiglu_in, 64, 1, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_pred_layer0_gateup, pred_layer0_swiglu_in, 64, pred_layer0_swiglu, 96, 1, 96, 64);
 
   /* pred.layer0.mlp_res = LINEAR_ADD(pred.layer0.swiglu, pred.layer0.down_proj, pred.layer0.attn_res) */
@@ -1591,15 +1147,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
   /* pred.layer1.qkv = NORM_LINEAR(pred.layer0.mlp_res, pred.layer1.qkv, pred.layer1.attn_norm) */
   float *pred_layer1_qkv = (float *)(X + 256); /* [1, 256] */
   float *pred_layer1_qkv_in = (float *)(X + 1280); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_layer0_mlp_res + t * 64;
-    float *yr = pred_layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_mlp_res, 64, (const float *)W_pred_layer1_attn_norm, 0, 9.99999997e-07f, pred_layer1_qkv_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_layer1_qkv, 0, pred_layer1_qkv_in, 64, pred_layer1_qkv, 256, 1, 256, 64, 0);
 
   /* pred.layer1.q = SLICE(pred.layer1.qkv) */
@@ -1615,57 +1163,13 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
   float *pred_layer1_attn = (float *)(X + 1280); /* [1, 128] */
   float *pred_layer1_attn_q = (float *)(X + 1792); /* [1, 128] rotated q */
   float *pred_layer1_attn_k = pred_layer1_attn_q + 1 * 128; /* [1, 64] rotated k */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer1_q + t * 256 + h * 32;
-      float *b = pred_layer1_attn_q + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer1_k + t * 256 + h * 32;
-      float *b = pred_layer1_attn_k + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_q, 256, pred_layer1_attn_q, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_pred_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_k, 256, pred_layer1_attn_k, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_pred_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
   /* the new k and v rows into the caches */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_pred_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_attn_k + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_pred_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_attn_k, 64, S_pred_layer1_k_cache, 17, 64, 1, pos, io->row_pos, io->row_state);
+  K->store_rows(K->ctx, pred_layer1_v, 256, S_pred_layer1_v_cache, 17, 64, 1, pos, io->row_pos, io->row_state);
   K->attention(K->ctx, pred_layer1_attn_q, 128, S_pred_layer1_k_cache, S_pred_layer1_v_cache, 64, 17, pred_layer1_attn, 128, 1, pos, io->row_pos, io->row_state,
                4, 2, 32, 0.176776692f, 0);
 
@@ -1676,15 +1180,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
   /* pred.layer1.swiglu = LINEAR_SWIGLU(pred.layer1.attn_res, pred.layer1.gateup, pred.layer1.mlp_norm) */
   float *pred_layer1_swiglu = (float *)(X + 256); /* [1, 96] */
   float *pred_layer1_swiglu_in = (float *)(X + 640); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_layer1_attn_res + t * 64;
-    float *yr = pred_layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_attn_res, 64, (const float *)W_pred_layer1_mlp_norm, 0, 9.99999997e-07f, pred_layer1_swiglu_in, 64, 1, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_pred_layer1_gateup, pred_layer1_swiglu_in, 64, pred_layer1_swiglu, 96, 1, 96, 64);
 
   /* pred.layer1.mlp_res = LINEAR_ADD(pred.layer1.swiglu, pred.layer1.down_proj, pred.layer1.attn_res) */
@@ -1702,15 +1198,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
   /* pred.head = NORM_LINEAR(pred.last, pred.lm_head.step+0, pred.norm) */
   float *pred_head = io->out; /* [1, 64] the entry's output itself */
   float *pred_head_in = (float *)(X + 256); /* [1, 64] normalised input */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_last + t * 64;
-    float *yr = pred_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_last, 64, (const float *)W_pred_norm, 0, 9.99999997e-07f, pred_head_in, 64, 1, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_lm_head_step_0, 0, pred_head_in, 64, pred_head, 64, 1, 64, 64, 0);
 
   /* out.logits = OUTPUT(pred.head) */
@@ -1742,15 +1230,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* talker.layer0.qkv = NORM_LINEAR(embeds, talker.layer0.qkv, talker.layer0.attn_norm) */
   float *talker_layer0_qkv = (float *)(X + 0); /* [T, 256] */
   float *talker_layer0_qkv_in = (float *)(X + 16384); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = talker_layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_talker_layer0_attn_norm, 0, 9.99999997e-07f, talker_layer0_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_talker_layer0_qkv, 0, talker_layer0_qkv_in, 64, talker_layer0_qkv, 256, T, 256, 64, 0);
 
   /* talker.layer0.q = SLICE(talker.layer0.qkv) */
@@ -1764,63 +1244,19 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer0.q_rope = NORM_ROPE(talker.layer0.q, rope.r32.t1e+06, talker.layer0.q_norm) */
   float *talker_layer0_q_rope = (float *)(X + 16384); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer0_q + t * 256 + h * 32;
-      float *b = talker_layer0_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_q, 256, talker_layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_talker_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* talker.layer0.k_rope = NORM_ROPE(talker.layer0.k, rope.r32.t1e+06, talker.layer0.k_norm) */
   float *talker_layer0_k_rope = (float *)(X + 24576); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer0_k + t * 256 + h * 32;
-      float *b = talker_layer0_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_k, 256, talker_layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_talker_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* talker.layer0.k_store = KV_STORE(talker.layer0.k_cache, talker.layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_k_rope, 64, S_talker_layer0_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.v_store = KV_STORE(talker.layer0.v_cache, talker.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_v, 256, S_talker_layer0_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.attn = ATTENTION(talker.layer0.q_rope, talker.layer0.k_store, talker.layer0.v_store) */
   float *talker_layer0_attn = (float *)(X + 0); /* [T, 128] */
@@ -1836,15 +1272,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* talker.layer0.swiglu = LINEAR_SWIGLU(talker.layer0.attn_res, talker.layer0.gateup, talker.layer0.mlp_norm) */
   float *talker_layer0_swiglu = (float *)(X + 0); /* [T, 96] */
   float *talker_layer0_swiglu_in = (float *)(X + 12288); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer0_attn_res + t * 64;
-    float *yr = talker_layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_attn_res, 64, (const float *)W_talker_layer0_mlp_norm, 0, 9.99999997e-07f, talker_layer0_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_talker_layer0_gateup, talker_layer0_swiglu_in, 64, talker_layer0_swiglu, 96, T, 96, 64);
 
   /* talker.layer0.mlp_res = LINEAR_ADD(talker.layer0.swiglu, talker.layer0.down_proj, talker.layer0.attn_res) */
@@ -1854,15 +1282,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* talker.layer1.qkv = NORM_LINEAR(talker.layer0.mlp_res, talker.layer1.qkv, talker.layer1.attn_norm) */
   float *talker_layer1_qkv = (float *)(X + 12288); /* [T, 256] */
   float *talker_layer1_qkv_in = (float *)(X + 0); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer0_mlp_res + t * 64;
-    float *yr = talker_layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_mlp_res, 64, (const float *)W_talker_layer1_attn_norm, 0, 9.99999997e-07f, talker_layer1_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_talker_layer1_qkv, 0, talker_layer1_qkv_in, 64, talker_layer1_qkv, 256, T, 256, 64, 0);
 
   /* talker.layer1.q = SLICE(talker.layer1.qkv) */
@@ -1876,63 +1296,19 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer1.q_rope = NORM_ROPE(talker.layer1.q, rope.r32.t1e+06, talker.layer1.q_norm) */
   float *talker_layer1_q_rope = (float *)(X + 0); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer1_q + t * 256 + h * 32;
-      float *b = talker_layer1_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_q, 256, talker_layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_talker_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* talker.layer1.k_rope = NORM_ROPE(talker.layer1.k, rope.r32.t1e+06, talker.layer1.k_norm) */
   float *talker_layer1_k_rope = (float *)(X + 28672); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer1_k + t * 256 + h * 32;
-      float *b = talker_layer1_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_k, 256, talker_layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_talker_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* talker.layer1.k_store = KV_STORE(talker.layer1.k_cache, talker.layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_k_rope, 64, S_talker_layer1_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.v_store = KV_STORE(talker.layer1.v_cache, talker.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_v, 256, S_talker_layer1_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.attn = ATTENTION(talker.layer1.q_rope, talker.layer1.k_store, talker.layer1.v_store) */
   float *talker_layer1_attn = (float *)(X + 12288); /* [T, 128] */
@@ -1946,15 +1322,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
   /* talker.layer1.swiglu = LINEAR_SWIGLU(talker.layer1.attn_res, talker.layer1.gateup, talker.layer1.mlp_norm) */
   float *talker_layer1_swiglu = (float *)(X + 0); /* [T, 96] */
   float *talker_layer1_swiglu_in = (float *)(X + 12288); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer1_attn_res + t * 64;
-    float *yr = talker_layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer1_attn_res, 64, (const float *)W_talker_layer1_mlp_norm, 0, 9.99999997e-07f, talker_layer1_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_talker_layer1_gateup, talker_layer1_swiglu_in, 64, talker_layer1_swiglu, 96, T, 96, 64);
 
   /* talker.layer1.mlp_res = LINEAR_ADD(talker.layer1.swiglu, talker.layer1.down_proj, talker.layer1.attn_res) */
@@ -1963,15 +1331,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.norm = RMSNORM(talker.layer1.mlp_res, talker.norm) */
   float *talker_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer1_mlp_res + t * 64;
-    float *yr = talker_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer1_mlp_res, 64, (const float *)W_talker_norm, 0, 9.99999997e-07f, talker_norm, 64, T, 64, 64);
 
   /* out.hidden = OUTPUT(talker.norm) */
   for (int t = 0; t < T; t++)
@@ -2010,15 +1370,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
   /* pred.layer0.qkv = NORM_LINEAR(embeds, pred.layer0.qkv, pred.layer0.attn_norm) */
   float *pred_layer0_qkv = (float *)(X + 0); /* [T, 256] */
   float *pred_layer0_qkv_in = (float *)(X + 32768); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = pred_layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_pred_layer0_attn_norm, 0, 9.99999997e-07f, pred_layer0_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_layer0_qkv, 0, pred_layer0_qkv_in, 64, pred_layer0_qkv, 256, T, 256, 64, 0);
 
   /* pred.layer0.q = SLICE(pred.layer0.qkv) */
@@ -2032,63 +1384,19 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer0.q_rope = NORM_ROPE(pred.layer0.q, rope.r32.t1e+06, pred.layer0.q_norm) */
   float *pred_layer0_q_rope = (float *)(X + 32768); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer0_q + t * 256 + h * 32;
-      float *b = pred_layer0_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_q, 256, pred_layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_pred_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* pred.layer0.k_rope = NORM_ROPE(pred.layer0.k, rope.r32.t1e+06, pred.layer0.k_norm) */
   float *pred_layer0_k_rope = (float *)(X + 49152); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer0_k + t * 256 + h * 32;
-      float *b = pred_layer0_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_k, 256, pred_layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_pred_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* pred.layer0.k_store = KV_STORE(pred.layer0.k_cache, pred.layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_k_rope, 64, S_pred_layer0_k_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.v_store = KV_STORE(pred.layer0.v_cache, pred.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_v, 256, S_pred_layer0_v_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.attn = ATTENTION(pred.layer0.q_rope, pred.layer0.k_store, pred.layer0.v_store) */
   float *pred_layer0_attn = (float *)(X + 0); /* [T, 128] */
@@ -2104,15 +1412,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
   /* pred.layer0.swiglu = LINEAR_SWIGLU(pred.layer0.attn_res, pred.layer0.gateup, pred.layer0.mlp_norm) */
   float *pred_layer0_swiglu = (float *)(X + 0); /* [T, 96] */
   float *pred_layer0_swiglu_in = (float *)(X + 24576); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer0_attn_res + t * 64;
-    float *yr = pred_layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_attn_res, 64, (const float *)W_pred_layer0_mlp_norm, 0, 9.99999997e-07f, pred_layer0_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_pred_layer0_gateup, pred_layer0_swiglu_in, 64, pred_layer0_swiglu, 96, T, 96, 64);
 
   /* pred.layer0.mlp_res = LINEAR_ADD(pred.layer0.swiglu, pred.layer0.down_proj, pred.layer0.attn_res) */
@@ -2122,15 +1422,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
   /* pred.layer1.qkv = NORM_LINEAR(pred.layer0.mlp_res, pred.layer1.qkv, pred.layer1.attn_norm) */
   float *pred_layer1_qkv = (float *)(X + 24576); /* [T, 256] */
   float *pred_layer1_qkv_in = (float *)(X + 0); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer0_mlp_res + t * 64;
-    float *yr = pred_layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_mlp_res, 64, (const float *)W_pred_layer1_attn_norm, 0, 9.99999997e-07f, pred_layer1_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_layer1_qkv, 0, pred_layer1_qkv_in, 64, pred_layer1_qkv, 256, T, 256, 64, 0);
 
   /* pred.layer1.q = SLICE(pred.layer1.qkv) */
@@ -2144,63 +1436,19 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer1.q_rope = NORM_ROPE(pred.layer1.q, rope.r32.t1e+06, pred.layer1.q_norm) */
   float *pred_layer1_q_rope = (float *)(X + 0); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer1_q + t * 256 + h * 32;
-      float *b = pred_layer1_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_q, 256, pred_layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_pred_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* pred.layer1.k_rope = NORM_ROPE(pred.layer1.k, rope.r32.t1e+06, pred.layer1.k_norm) */
   float *pred_layer1_k_rope = (float *)(X + 57344); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer1_k + t * 256 + h * 32;
-      float *b = pred_layer1_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_k, 256, pred_layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_pred_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* pred.layer1.k_store = KV_STORE(pred.layer1.k_cache, pred.layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_k_rope, 64, S_pred_layer1_k_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.v_store = KV_STORE(pred.layer1.v_cache, pred.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_v, 256, S_pred_layer1_v_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.attn = ATTENTION(pred.layer1.q_rope, pred.layer1.k_store, pred.layer1.v_store) */
   float *pred_layer1_attn = (float *)(X + 24576); /* [T, 128] */
@@ -2214,15 +1462,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
   /* pred.layer1.swiglu = LINEAR_SWIGLU(pred.layer1.attn_res, pred.layer1.gateup, pred.layer1.mlp_norm) */
   float *pred_layer1_swiglu = (float *)(X + 0); /* [T, 96] */
   float *pred_layer1_swiglu_in = (float *)(X + 24576); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer1_attn_res + t * 64;
-    float *yr = pred_layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_attn_res, 64, (const float *)W_pred_layer1_mlp_norm, 0, 9.99999997e-07f, pred_layer1_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_pred_layer1_gateup, pred_layer1_swiglu_in, 64, pred_layer1_swiglu, 96, T, 96, 64);
 
   /* pred.layer1.mlp_res = LINEAR_ADD(pred.layer1.swiglu, pred.layer1.down_proj, pred.layer1.attn_res) */
@@ -2237,15 +1477,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
   /* pred.head = NORM_LINEAR(pred.layer1.mlp_res, pred.lm_head.step+0, pred.norm) */
   float *pred_head = io->out; /* [T, 64] the entry's output itself */
   float *pred_head_in = (float *)(X + 0); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer1_mlp_res + t * 64;
-    float *yr = pred_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_mlp_res, 64, (const float *)W_pred_norm, 0, 9.99999997e-07f, pred_head_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_lm_head_step_0, 0, pred_head_in, 64, pred_head, 64, T, 64, 64, 0);
 
   /* out.logits = OUTPUT(pred.head) */
@@ -2298,15 +1530,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
   /* pred.layer0.qkv = NORM_LINEAR(pred.embed, pred.layer0.qkv, pred.layer0.attn_norm) */
   float *pred_layer0_qkv = (float *)(X + 4096); /* [T, 256] */
   float *pred_layer0_qkv_in = (float *)(X + 20480); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_embed + t * 64;
-    float *yr = pred_layer0_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_embed, 64, (const float *)W_pred_layer0_attn_norm, 0, 9.99999997e-07f, pred_layer0_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_layer0_qkv, 0, pred_layer0_qkv_in, 64, pred_layer0_qkv, 256, T, 256, 64, 0);
 
   /* pred.layer0.q = SLICE(pred.layer0.qkv) */
@@ -2320,63 +1544,19 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer0.q_rope = NORM_ROPE(pred.layer0.q, rope.r32.t1e+06, pred.layer0.q_norm) */
   float *pred_layer0_q_rope = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer0_q + t * 256 + h * 32;
-      float *b = pred_layer0_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_q, 256, pred_layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_pred_layer0_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* pred.layer0.k_rope = NORM_ROPE(pred.layer0.k, rope.r32.t1e+06, pred.layer0.k_norm) */
   float *pred_layer0_k_rope = (float *)(X + 28672); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer0_k + t * 256 + h * 32;
-      float *b = pred_layer0_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_k, 256, pred_layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_pred_layer0_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* pred.layer0.k_store = KV_STORE(pred.layer0.k_cache, pred.layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_k_rope, 64, S_pred_layer0_k_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.v_store = KV_STORE(pred.layer0.v_cache, pred.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_v, 256, S_pred_layer0_v_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.attn = ATTENTION(pred.layer0.q_rope, pred.layer0.k_store, pred.layer0.v_store) */
   float *pred_layer0_attn = (float *)(X + 4096); /* [T, 128] */
@@ -2390,15 +1570,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
   /* pred.layer0.swiglu = LINEAR_SWIGLU(pred.layer0.attn_res, pred.layer0.gateup, pred.layer0.mlp_norm) */
   float *pred_layer0_swiglu = (float *)(X + 4096); /* [T, 96] */
   float *pred_layer0_swiglu_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer0_attn_res + t * 64;
-    float *yr = pred_layer0_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_attn_res, 64, (const float *)W_pred_layer0_mlp_norm, 0, 9.99999997e-07f, pred_layer0_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_pred_layer0_gateup, pred_layer0_swiglu_in, 64, pred_layer0_swiglu, 96, T, 96, 64);
 
   /* pred.layer0.mlp_res = LINEAR_ADD(pred.layer0.swiglu, pred.layer0.down_proj, pred.layer0.attn_res) */
@@ -2408,15 +1580,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
   /* pred.layer1.qkv = NORM_LINEAR(pred.layer0.mlp_res, pred.layer1.qkv, pred.layer1.attn_norm) */
   float *pred_layer1_qkv = (float *)(X + 4096); /* [T, 256] */
   float *pred_layer1_qkv_in = (float *)(X + 20480); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer0_mlp_res + t * 64;
-    float *yr = pred_layer1_qkv_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_mlp_res, 64, (const float *)W_pred_layer1_attn_norm, 0, 9.99999997e-07f, pred_layer1_qkv_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_layer1_qkv, 0, pred_layer1_qkv_in, 64, pred_layer1_qkv, 256, T, 256, 64, 0);
 
   /* pred.layer1.q = SLICE(pred.layer1.qkv) */
@@ -2430,63 +1594,19 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer1.q_rope = NORM_ROPE(pred.layer1.q, rope.r32.t1e+06, pred.layer1.q_norm) */
   float *pred_layer1_q_rope = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer1_q + t * 256 + h * 32;
-      float *b = pred_layer1_q_rope + t * 128 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_q_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_q, 256, pred_layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, (const float *)W_pred_layer1_q_norm, 0, 9.99999997e-07f); /* 4 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* pred.layer1.k_rope = NORM_ROPE(pred.layer1.k, rope.r32.t1e+06, pred.layer1.k_norm) */
   float *pred_layer1_k_rope = (float *)(X + 28672); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer1_k + t * 256 + h * 32;
-      float *b = pred_layer1_k_rope + t * 64 + h * 32;
-      float nb[32];
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += a[c] * a[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_k_norm;
-      for (int c = 0; c < 32; c++) nb[c] = (a[c] * r) * wn[c];
-      a = nb;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_k, 256, pred_layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, (const float *)W_pred_layer1_k_norm, 0, 9.99999997e-07f); /* 2 heads of 32, 32 rotated (NeoX pairs), QK-norm first */
 
   /* pred.layer1.k_store = KV_STORE(pred.layer1.k_cache, pred.layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_k_rope, 64, S_pred_layer1_k_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.v_store = KV_STORE(pred.layer1.v_cache, pred.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_v + t * 256;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_v, 256, S_pred_layer1_v_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.attn = ATTENTION(pred.layer1.q_rope, pred.layer1.k_store, pred.layer1.v_store) */
   float *pred_layer1_attn = (float *)(X + 4096); /* [T, 128] */
@@ -2500,15 +1620,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
   /* pred.layer1.swiglu = LINEAR_SWIGLU(pred.layer1.attn_res, pred.layer1.gateup, pred.layer1.mlp_norm) */
   float *pred_layer1_swiglu = (float *)(X + 4096); /* [T, 96] */
   float *pred_layer1_swiglu_in = (float *)(X + 10240); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer1_attn_res + t * 64;
-    float *yr = pred_layer1_swiglu_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_attn_res, 64, (const float *)W_pred_layer1_mlp_norm, 0, 9.99999997e-07f, pred_layer1_swiglu_in, 64, T, 64, 64);
   K->linear_swiglu(K->ctx, SC_W_F32, W_pred_layer1_gateup, pred_layer1_swiglu_in, 64, pred_layer1_swiglu, 96, T, 96, 64);
 
   /* pred.layer1.mlp_res = LINEAR_ADD(pred.layer1.swiglu, pred.layer1.down_proj, pred.layer1.attn_res) */
@@ -2523,15 +1635,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
   /* pred.head = NORM_LINEAR(pred.layer1.mlp_res, pred.lm_head.step+0, pred.norm) */
   float *pred_head = io->out; /* [T, 64] the entry's output itself */
   float *pred_head_in = (float *)(X + 4096); /* [T, 64] normalised input */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer1_mlp_res + t * 64;
-    float *yr = pred_head_in + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_mlp_res, 64, (const float *)W_pred_norm, 0, 9.99999997e-07f, pred_head_in, 64, T, 64, 64);
   K->linear(K->ctx, SC_W_F32, W_pred_lm_head_step_0, 0, pred_head_in, 64, pred_head, 64, T, 64, 64, 0);
 
   /* out.logits = OUTPUT(pred.head) */

@@ -697,15 +697,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer0.attn_norm = RMSNORM(embeds, talker.layer0.attn_norm) */
   float *talker_layer0_attn_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = talker_layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_talker_layer0_attn_norm, 0, 9.99999997e-07f, talker_layer0_attn_norm, 64, T, 64, 64);
 
   /* talker.layer0.q = LINEAR(talker.layer0.attn_norm, talker.layer0.q_proj) */
   float *talker_layer0_q = (float *)(X + 4096); /* [T, 128] */
@@ -721,77 +713,27 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer0.q_norm = RMSNORM(talker.layer0.q, talker.layer0.q_norm) */
   float *talker_layer0_q_norm = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = talker_layer0_q + t * 128 + h * 32;
-      float *yr = talker_layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer0_q, 128, (const float *)W_talker_layer0_q_norm, 0, 9.99999997e-07f, talker_layer0_q_norm, 128, T, 128, 32);
 
   /* talker.layer0.k_norm = RMSNORM(talker.layer0.k, talker.layer0.k_norm) */
   float *talker_layer0_k_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = talker_layer0_k + t * 64 + h * 32;
-      float *yr = talker_layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer0_k, 64, (const float *)W_talker_layer0_k_norm, 0, 9.99999997e-07f, talker_layer0_k_norm, 64, T, 64, 32);
 
   /* talker.layer0.q_rope = ROPE(talker.layer0.q_norm, rope.r32.t1e+06) */
   float *talker_layer0_q_rope = (float *)(X + 4096); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer0_q_norm + t * 128 + h * 32;
-      float *b = talker_layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_q_norm, 128, talker_layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer0.k_rope = ROPE(talker.layer0.k_norm, rope.r32.t1e+06) */
   float *talker_layer0_k_rope = (float *)(X + 12288); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer0_k_norm + t * 64 + h * 32;
-      float *b = talker_layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_k_norm, 64, talker_layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer0.k_store = KV_STORE(talker.layer0.k_cache, talker.layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_k_rope, 64, S_talker_layer0_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.v_store = KV_STORE(talker.layer0.v_cache, talker.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_v, 64, S_talker_layer0_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.attn = ATTENTION(talker.layer0.q_rope, talker.layer0.k_store, talker.layer0.v_store) */
   float *talker_layer0_attn = (float *)(X + 12288); /* [T, 128] */
@@ -813,15 +755,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer0.mlp_norm = RMSNORM(talker.layer0.attn_res, talker.layer0.mlp_norm) */
   float *talker_layer0_mlp_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer0_attn_res + t * 64;
-    float *yr = talker_layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_attn_res, 64, (const float *)W_talker_layer0_mlp_norm, 0, 9.99999997e-07f, talker_layer0_mlp_norm, 64, T, 64, 64);
 
   /* talker.layer0.gate = LINEAR(talker.layer0.mlp_norm, talker.layer0.gate_proj) */
   float *talker_layer0_gate = (float *)(X + 8192); /* [T, 96] */
@@ -859,15 +793,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer1.attn_norm = RMSNORM(talker.layer0.mlp_res, talker.layer1.attn_norm) */
   float *talker_layer1_attn_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer0_mlp_res + t * 64;
-    float *yr = talker_layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_mlp_res, 64, (const float *)W_talker_layer1_attn_norm, 0, 9.99999997e-07f, talker_layer1_attn_norm, 64, T, 64, 64);
 
   /* talker.layer1.q = LINEAR(talker.layer1.attn_norm, talker.layer1.q_proj) */
   float *talker_layer1_q = (float *)(X + 8192); /* [T, 128] */
@@ -883,77 +809,27 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer1.q_norm = RMSNORM(talker.layer1.q, talker.layer1.q_norm) */
   float *talker_layer1_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = talker_layer1_q + t * 128 + h * 32;
-      float *yr = talker_layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer1_q, 128, (const float *)W_talker_layer1_q_norm, 0, 9.99999997e-07f, talker_layer1_q_norm, 128, T, 128, 32);
 
   /* talker.layer1.k_norm = RMSNORM(talker.layer1.k, talker.layer1.k_norm) */
   float *talker_layer1_k_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = talker_layer1_k + t * 64 + h * 32;
-      float *yr = talker_layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer1_k, 64, (const float *)W_talker_layer1_k_norm, 0, 9.99999997e-07f, talker_layer1_k_norm, 64, T, 64, 32);
 
   /* talker.layer1.q_rope = ROPE(talker.layer1.q_norm, rope.r32.t1e+06) */
   float *talker_layer1_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer1_q_norm + t * 128 + h * 32;
-      float *b = talker_layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_q_norm, 128, talker_layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer1.k_rope = ROPE(talker.layer1.k_norm, rope.r32.t1e+06) */
   float *talker_layer1_k_rope = (float *)(X + 16384); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer1_k_norm + t * 64 + h * 32;
-      float *b = talker_layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_k_norm, 64, talker_layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer1.k_store = KV_STORE(talker.layer1.k_cache, talker.layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_k_rope, 64, S_talker_layer1_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.v_store = KV_STORE(talker.layer1.v_cache, talker.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_v, 64, S_talker_layer1_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.attn = ATTENTION(talker.layer1.q_rope, talker.layer1.k_store, talker.layer1.v_store) */
   float *talker_layer1_attn = (float *)(X + 16384); /* [T, 128] */
@@ -975,15 +851,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.layer1.mlp_norm = RMSNORM(talker.layer1.attn_res, talker.layer1.mlp_norm) */
   float *talker_layer1_mlp_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer1_attn_res + t * 64;
-    float *yr = talker_layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer1_attn_res, 64, (const float *)W_talker_layer1_mlp_norm, 0, 9.99999997e-07f, talker_layer1_mlp_norm, 64, T, 64, 64);
 
   /* talker.layer1.gate = LINEAR(talker.layer1.mlp_norm, talker.layer1.gate_proj) */
   float *talker_layer1_gate = (float *)(X + 8192); /* [T, 96] */
@@ -1024,15 +892,7 @@ static int entry_talker_prefill(const sc_kernels *K, const unsigned char *W, uns
 
   /* talker.norm = RMSNORM(talker.last, talker.norm) */
   float *talker_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_last + t * 64;
-    float *yr = talker_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_last, 64, (const float *)W_talker_norm, 0, 9.99999997e-07f, talker_norm, 64, 1, 64, 64);
 
   /* out.hidden = OUTPUT(talker.norm) */
   for (int t = 0; t < 1; t++)
@@ -1069,15 +929,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.layer0.attn_norm = RMSNORM(embeds, talker.layer0.attn_norm) */
   float *talker_layer0_attn_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = talker_layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_talker_layer0_attn_norm, 0, 9.99999997e-07f, talker_layer0_attn_norm, 64, 1, 64, 64);
 
   /* talker.layer0.q = LINEAR(talker.layer0.attn_norm, talker.layer0.q_proj) */
   float *talker_layer0_q = (float *)(X + 256); /* [1, 128] */
@@ -1093,77 +945,27 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.layer0.q_norm = RMSNORM(talker.layer0.q, talker.layer0.q_norm) */
   float *talker_layer0_q_norm = (float *)(X + 1280); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = talker_layer0_q + t * 128 + h * 32;
-      float *yr = talker_layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer0_q, 128, (const float *)W_talker_layer0_q_norm, 0, 9.99999997e-07f, talker_layer0_q_norm, 128, 1, 128, 32);
 
   /* talker.layer0.k_norm = RMSNORM(talker.layer0.k, talker.layer0.k_norm) */
   float *talker_layer0_k_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = talker_layer0_k + t * 64 + h * 32;
-      float *yr = talker_layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer0_k, 64, (const float *)W_talker_layer0_k_norm, 0, 9.99999997e-07f, talker_layer0_k_norm, 64, 1, 64, 32);
 
   /* talker.layer0.q_rope = ROPE(talker.layer0.q_norm, rope.r32.t1e+06) */
   float *talker_layer0_q_rope = (float *)(X + 256); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer0_q_norm + t * 128 + h * 32;
-      float *b = talker_layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_q_norm, 128, talker_layer0_q_rope, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer0.k_rope = ROPE(talker.layer0.k_norm, rope.r32.t1e+06) */
   float *talker_layer0_k_rope = (float *)(X + 768); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer0_k_norm + t * 64 + h * 32;
-      float *b = talker_layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_k_norm, 64, talker_layer0_k_rope, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer0.k_store = KV_STORE(talker.layer0.k_cache, talker.layer0.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_talker_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_k_rope, 64, S_talker_layer0_k_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.v_store = KV_STORE(talker.layer0.v_cache, talker.layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_talker_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_v, 64, S_talker_layer0_v_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.attn = ATTENTION(talker.layer0.q_rope, talker.layer0.k_store, talker.layer0.v_store) */
   float *talker_layer0_attn = (float *)(X + 768); /* [1, 128] */
@@ -1185,15 +987,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.layer0.mlp_norm = RMSNORM(talker.layer0.attn_res, talker.layer0.mlp_norm) */
   float *talker_layer0_mlp_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_layer0_attn_res + t * 64;
-    float *yr = talker_layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_attn_res, 64, (const float *)W_talker_layer0_mlp_norm, 0, 9.99999997e-07f, talker_layer0_mlp_norm, 64, 1, 64, 64);
 
   /* talker.layer0.gate = LINEAR(talker.layer0.mlp_norm, talker.layer0.gate_proj) */
   float *talker_layer0_gate = (float *)(X + 512); /* [1, 96] */
@@ -1231,15 +1025,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.layer1.attn_norm = RMSNORM(talker.layer0.mlp_res, talker.layer1.attn_norm) */
   float *talker_layer1_attn_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_layer0_mlp_res + t * 64;
-    float *yr = talker_layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_mlp_res, 64, (const float *)W_talker_layer1_attn_norm, 0, 9.99999997e-07f, talker_layer1_attn_norm, 64, 1, 64, 64);
 
   /* talker.layer1.q = LINEAR(talker.layer1.attn_norm, talker.layer1.q_proj) */
   float *talker_layer1_q = (float *)(X + 512); /* [1, 128] */
@@ -1255,77 +1041,27 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.layer1.q_norm = RMSNORM(talker.layer1.q, talker.layer1.q_norm) */
   float *talker_layer1_q_norm = (float *)(X + 1536); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = talker_layer1_q + t * 128 + h * 32;
-      float *yr = talker_layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer1_q, 128, (const float *)W_talker_layer1_q_norm, 0, 9.99999997e-07f, talker_layer1_q_norm, 128, 1, 128, 32);
 
   /* talker.layer1.k_norm = RMSNORM(talker.layer1.k, talker.layer1.k_norm) */
   float *talker_layer1_k_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = talker_layer1_k + t * 64 + h * 32;
-      float *yr = talker_layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer1_k, 64, (const float *)W_talker_layer1_k_norm, 0, 9.99999997e-07f, talker_layer1_k_norm, 64, 1, 64, 32);
 
   /* talker.layer1.q_rope = ROPE(talker.layer1.q_norm, rope.r32.t1e+06) */
   float *talker_layer1_q_rope = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer1_q_norm + t * 128 + h * 32;
-      float *b = talker_layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_q_norm, 128, talker_layer1_q_rope, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer1.k_rope = ROPE(talker.layer1.k_norm, rope.r32.t1e+06) */
   float *talker_layer1_k_rope = (float *)(X + 1024); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer1_k_norm + t * 64 + h * 32;
-      float *b = talker_layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_k_norm, 64, talker_layer1_k_rope, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer1.k_store = KV_STORE(talker.layer1.k_cache, talker.layer1.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_talker_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_k_rope, 64, S_talker_layer1_k_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.v_store = KV_STORE(talker.layer1.v_cache, talker.layer1.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_talker_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_v, 64, S_talker_layer1_v_cache, 64, 64, 1, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.attn = ATTENTION(talker.layer1.q_rope, talker.layer1.k_store, talker.layer1.v_store) */
   float *talker_layer1_attn = (float *)(X + 1024); /* [1, 128] */
@@ -1347,15 +1083,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.layer1.mlp_norm = RMSNORM(talker.layer1.attn_res, talker.layer1.mlp_norm) */
   float *talker_layer1_mlp_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_layer1_attn_res + t * 64;
-    float *yr = talker_layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer1_attn_res, 64, (const float *)W_talker_layer1_mlp_norm, 0, 9.99999997e-07f, talker_layer1_mlp_norm, 64, 1, 64, 64);
 
   /* talker.layer1.gate = LINEAR(talker.layer1.mlp_norm, talker.layer1.gate_proj) */
   float *talker_layer1_gate = (float *)(X + 512); /* [1, 96] */
@@ -1396,15 +1124,7 @@ static int entry_talker_decode(const sc_kernels *K, const unsigned char *W, unsi
 
   /* talker.norm = RMSNORM(talker.last, talker.norm) */
   float *talker_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = talker_last + t * 64;
-    float *yr = talker_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_last, 64, (const float *)W_talker_norm, 0, 9.99999997e-07f, talker_norm, 64, 1, 64, 64);
 
   /* out.hidden = OUTPUT(talker.norm) */
   for (int t = 0; t < 1; t++)
@@ -1441,15 +1161,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
 
   /* pred.layer0.attn_norm = RMSNORM(embeds, pred.layer0.attn_norm) */
   float *pred_layer0_attn_norm = (float *)(X + 0); /* [2, 64] */
-  for (int t = 0; t < 2; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = pred_layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_pred_layer0_attn_norm, 0, 9.99999997e-07f, pred_layer0_attn_norm, 64, 2, 64, 64);
 
   /* pred.layer0.q = LINEAR(pred.layer0.attn_norm, pred.layer0.q_proj) */
   float *pred_layer0_q = (float *)(X + 512); /* [2, 128] */
@@ -1465,77 +1177,27 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
 
   /* pred.layer0.q_norm = RMSNORM(pred.layer0.q, pred.layer0.q_norm) */
   float *pred_layer0_q_norm = (float *)(X + 2560); /* [2, 128] */
-  for (int t = 0; t < 2; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = pred_layer0_q + t * 128 + h * 32;
-      float *yr = pred_layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer0_q, 128, (const float *)W_pred_layer0_q_norm, 0, 9.99999997e-07f, pred_layer0_q_norm, 128, 2, 128, 32);
 
   /* pred.layer0.k_norm = RMSNORM(pred.layer0.k, pred.layer0.k_norm) */
   float *pred_layer0_k_norm = (float *)(X + 0); /* [2, 64] */
-  for (int t = 0; t < 2; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = pred_layer0_k + t * 64 + h * 32;
-      float *yr = pred_layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer0_k, 64, (const float *)W_pred_layer0_k_norm, 0, 9.99999997e-07f, pred_layer0_k_norm, 64, 2, 64, 32);
 
   /* pred.layer0.q_rope = ROPE(pred.layer0.q_norm, rope.r32.t1e+06) */
   float *pred_layer0_q_rope = (float *)(X + 512); /* [2, 128] */
-  for (int t = 0; t < 2; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer0_q_norm + t * 128 + h * 32;
-      float *b = pred_layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_q_norm, 128, pred_layer0_q_rope, 128, 2, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer0.k_rope = ROPE(pred.layer0.k_norm, rope.r32.t1e+06) */
   float *pred_layer0_k_rope = (float *)(X + 1536); /* [2, 64] */
-  for (int t = 0; t < 2; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer0_k_norm + t * 64 + h * 32;
-      float *b = pred_layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_k_norm, 64, pred_layer0_k_rope, 64, 2, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer0.k_store = KV_STORE(pred.layer0.k_cache, pred.layer0.k_rope) */
-  for (int t = 0; t < 2; t++) {
-    float *dst = S_pred_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_k_rope, 64, S_pred_layer0_k_cache, 17, 64, 2, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.v_store = KV_STORE(pred.layer0.v_cache, pred.layer0.v) */
-  for (int t = 0; t < 2; t++) {
-    float *dst = S_pred_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_v, 64, S_pred_layer0_v_cache, 17, 64, 2, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.attn = ATTENTION(pred.layer0.q_rope, pred.layer0.k_store, pred.layer0.v_store) */
   float *pred_layer0_attn = (float *)(X + 1536); /* [2, 128] */
@@ -1557,15 +1219,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
 
   /* pred.layer0.mlp_norm = RMSNORM(pred.layer0.attn_res, pred.layer0.mlp_norm) */
   float *pred_layer0_mlp_norm = (float *)(X + 0); /* [2, 64] */
-  for (int t = 0; t < 2; t++) {
-    const float *xr = pred_layer0_attn_res + t * 64;
-    float *yr = pred_layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_attn_res, 64, (const float *)W_pred_layer0_mlp_norm, 0, 9.99999997e-07f, pred_layer0_mlp_norm, 64, 2, 64, 64);
 
   /* pred.layer0.gate = LINEAR(pred.layer0.mlp_norm, pred.layer0.gate_proj) */
   float *pred_layer0_gate = (float *)(X + 1024); /* [2, 96] */
@@ -1603,15 +1257,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
 
   /* pred.layer1.attn_norm = RMSNORM(pred.layer0.mlp_res, pred.layer1.attn_norm) */
   float *pred_layer1_attn_norm = (float *)(X + 0); /* [2, 64] */
-  for (int t = 0; t < 2; t++) {
-    const float *xr = pred_layer0_mlp_res + t * 64;
-    float *yr = pred_layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_mlp_res, 64, (const float *)W_pred_layer1_attn_norm, 0, 9.99999997e-07f, pred_layer1_attn_norm, 64, 2, 64, 64);
 
   /* pred.layer1.q = LINEAR(pred.layer1.attn_norm, pred.layer1.q_proj) */
   float *pred_layer1_q = (float *)(X + 1024); /* [2, 128] */
@@ -1627,77 +1273,27 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
 
   /* pred.layer1.q_norm = RMSNORM(pred.layer1.q, pred.layer1.q_norm) */
   float *pred_layer1_q_norm = (float *)(X + 3072); /* [2, 128] */
-  for (int t = 0; t < 2; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = pred_layer1_q + t * 128 + h * 32;
-      float *yr = pred_layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer1_q, 128, (const float *)W_pred_layer1_q_norm, 0, 9.99999997e-07f, pred_layer1_q_norm, 128, 2, 128, 32);
 
   /* pred.layer1.k_norm = RMSNORM(pred.layer1.k, pred.layer1.k_norm) */
   float *pred_layer1_k_norm = (float *)(X + 0); /* [2, 64] */
-  for (int t = 0; t < 2; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = pred_layer1_k + t * 64 + h * 32;
-      float *yr = pred_layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer1_k, 64, (const float *)W_pred_layer1_k_norm, 0, 9.99999997e-07f, pred_layer1_k_norm, 64, 2, 64, 32);
 
   /* pred.layer1.q_rope = ROPE(pred.layer1.q_norm, rope.r32.t1e+06) */
   float *pred_layer1_q_rope = (float *)(X + 1024); /* [2, 128] */
-  for (int t = 0; t < 2; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer1_q_norm + t * 128 + h * 32;
-      float *b = pred_layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_q_norm, 128, pred_layer1_q_rope, 128, 2, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer1.k_rope = ROPE(pred.layer1.k_norm, rope.r32.t1e+06) */
   float *pred_layer1_k_rope = (float *)(X + 2048); /* [2, 64] */
-  for (int t = 0; t < 2; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer1_k_norm + t * 64 + h * 32;
-      float *b = pred_layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_k_norm, 64, pred_layer1_k_rope, 64, 2, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer1.k_store = KV_STORE(pred.layer1.k_cache, pred.layer1.k_rope) */
-  for (int t = 0; t < 2; t++) {
-    float *dst = S_pred_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_k_rope, 64, S_pred_layer1_k_cache, 17, 64, 2, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.v_store = KV_STORE(pred.layer1.v_cache, pred.layer1.v) */
-  for (int t = 0; t < 2; t++) {
-    float *dst = S_pred_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_v, 64, S_pred_layer1_v_cache, 17, 64, 2, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.attn = ATTENTION(pred.layer1.q_rope, pred.layer1.k_store, pred.layer1.v_store) */
   float *pred_layer1_attn = (float *)(X + 2048); /* [2, 128] */
@@ -1719,15 +1315,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
 
   /* pred.layer1.mlp_norm = RMSNORM(pred.layer1.attn_res, pred.layer1.mlp_norm) */
   float *pred_layer1_mlp_norm = (float *)(X + 0); /* [2, 64] */
-  for (int t = 0; t < 2; t++) {
-    const float *xr = pred_layer1_attn_res + t * 64;
-    float *yr = pred_layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_attn_res, 64, (const float *)W_pred_layer1_mlp_norm, 0, 9.99999997e-07f, pred_layer1_mlp_norm, 64, 2, 64, 64);
 
   /* pred.layer1.gate = LINEAR(pred.layer1.mlp_norm, pred.layer1.gate_proj) */
   float *pred_layer1_gate = (float *)(X + 1024); /* [2, 96] */
@@ -1768,15 +1356,7 @@ static int entry_predictor_prefill(const sc_kernels *K, const unsigned char *W, 
 
   /* pred.norm = RMSNORM(pred.last, pred.norm) */
   float *pred_norm = (float *)(X + 0); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_last + t * 64;
-    float *yr = pred_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_last, 64, (const float *)W_pred_norm, 0, 9.99999997e-07f, pred_norm, 64, 1, 64, 64);
   if (io->step + 0 < 0 || io->step + 0 >= 15) {
     K->error(K->ctx, "pred.lm_head.step+0: step out of range", io->step);
     return 1;
@@ -1835,15 +1415,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
 
   /* pred.layer0.attn_norm = RMSNORM(pred.embed, pred.layer0.attn_norm) */
   float *pred_layer0_attn_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_embed + t * 64;
-    float *yr = pred_layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_embed, 64, (const float *)W_pred_layer0_attn_norm, 0, 9.99999997e-07f, pred_layer0_attn_norm, 64, 1, 64, 64);
 
   /* pred.layer0.q = LINEAR(pred.layer0.attn_norm, pred.layer0.q_proj) */
   float *pred_layer0_q = (float *)(X + 512); /* [1, 128] */
@@ -1859,77 +1431,27 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
 
   /* pred.layer0.q_norm = RMSNORM(pred.layer0.q, pred.layer0.q_norm) */
   float *pred_layer0_q_norm = (float *)(X + 1536); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = pred_layer0_q + t * 128 + h * 32;
-      float *yr = pred_layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer0_q, 128, (const float *)W_pred_layer0_q_norm, 0, 9.99999997e-07f, pred_layer0_q_norm, 128, 1, 128, 32);
 
   /* pred.layer0.k_norm = RMSNORM(pred.layer0.k, pred.layer0.k_norm) */
   float *pred_layer0_k_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = pred_layer0_k + t * 64 + h * 32;
-      float *yr = pred_layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer0_k, 64, (const float *)W_pred_layer0_k_norm, 0, 9.99999997e-07f, pred_layer0_k_norm, 64, 1, 64, 32);
 
   /* pred.layer0.q_rope = ROPE(pred.layer0.q_norm, rope.r32.t1e+06) */
   float *pred_layer0_q_rope = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer0_q_norm + t * 128 + h * 32;
-      float *b = pred_layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_q_norm, 128, pred_layer0_q_rope, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer0.k_rope = ROPE(pred.layer0.k_norm, rope.r32.t1e+06) */
   float *pred_layer0_k_rope = (float *)(X + 1024); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer0_k_norm + t * 64 + h * 32;
-      float *b = pred_layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_k_norm, 64, pred_layer0_k_rope, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer0.k_store = KV_STORE(pred.layer0.k_cache, pred.layer0.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_pred_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_k_rope, 64, S_pred_layer0_k_cache, 17, 64, 1, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.v_store = KV_STORE(pred.layer0.v_cache, pred.layer0.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_pred_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_v, 64, S_pred_layer0_v_cache, 17, 64, 1, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.attn = ATTENTION(pred.layer0.q_rope, pred.layer0.k_store, pred.layer0.v_store) */
   float *pred_layer0_attn = (float *)(X + 1024); /* [1, 128] */
@@ -1951,15 +1473,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
 
   /* pred.layer0.mlp_norm = RMSNORM(pred.layer0.attn_res, pred.layer0.mlp_norm) */
   float *pred_layer0_mlp_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_layer0_attn_res + t * 64;
-    float *yr = pred_layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_attn_res, 64, (const float *)W_pred_layer0_mlp_norm, 0, 9.99999997e-07f, pred_layer0_mlp_norm, 64, 1, 64, 64);
 
   /* pred.layer0.gate = LINEAR(pred.layer0.mlp_norm, pred.layer0.gate_proj) */
   float *pred_layer0_gate = (float *)(X + 512); /* [1, 96] */
@@ -1997,15 +1511,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
 
   /* pred.layer1.attn_norm = RMSNORM(pred.layer0.mlp_res, pred.layer1.attn_norm) */
   float *pred_layer1_attn_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_layer0_mlp_res + t * 64;
-    float *yr = pred_layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_mlp_res, 64, (const float *)W_pred_layer1_attn_norm, 0, 9.99999997e-07f, pred_layer1_attn_norm, 64, 1, 64, 64);
 
   /* pred.layer1.q = LINEAR(pred.layer1.attn_norm, pred.layer1.q_proj) */
   float *pred_layer1_q = (float *)(X + 512); /* [1, 128] */
@@ -2021,77 +1527,27 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
 
   /* pred.layer1.q_norm = RMSNORM(pred.layer1.q, pred.layer1.q_norm) */
   float *pred_layer1_q_norm = (float *)(X + 1536); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = pred_layer1_q + t * 128 + h * 32;
-      float *yr = pred_layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer1_q, 128, (const float *)W_pred_layer1_q_norm, 0, 9.99999997e-07f, pred_layer1_q_norm, 128, 1, 128, 32);
 
   /* pred.layer1.k_norm = RMSNORM(pred.layer1.k, pred.layer1.k_norm) */
   float *pred_layer1_k_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = pred_layer1_k + t * 64 + h * 32;
-      float *yr = pred_layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer1_k, 64, (const float *)W_pred_layer1_k_norm, 0, 9.99999997e-07f, pred_layer1_k_norm, 64, 1, 64, 32);
 
   /* pred.layer1.q_rope = ROPE(pred.layer1.q_norm, rope.r32.t1e+06) */
   float *pred_layer1_q_rope = (float *)(X + 512); /* [1, 128] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer1_q_norm + t * 128 + h * 32;
-      float *b = pred_layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_q_norm, 128, pred_layer1_q_rope, 128, 1, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer1.k_rope = ROPE(pred.layer1.k_norm, rope.r32.t1e+06) */
   float *pred_layer1_k_rope = (float *)(X + 1024); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer1_k_norm + t * 64 + h * 32;
-      float *b = pred_layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_k_norm, 64, pred_layer1_k_rope, 64, 1, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer1.k_store = KV_STORE(pred.layer1.k_cache, pred.layer1.k_rope) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_pred_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_k_rope, 64, S_pred_layer1_k_cache, 17, 64, 1, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.v_store = KV_STORE(pred.layer1.v_cache, pred.layer1.v) */
-  for (int t = 0; t < 1; t++) {
-    float *dst = S_pred_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_v, 64, S_pred_layer1_v_cache, 17, 64, 1, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.attn = ATTENTION(pred.layer1.q_rope, pred.layer1.k_store, pred.layer1.v_store) */
   float *pred_layer1_attn = (float *)(X + 1024); /* [1, 128] */
@@ -2113,15 +1569,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
 
   /* pred.layer1.mlp_norm = RMSNORM(pred.layer1.attn_res, pred.layer1.mlp_norm) */
   float *pred_layer1_mlp_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_layer1_attn_res + t * 64;
-    float *yr = pred_layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_attn_res, 64, (const float *)W_pred_layer1_mlp_norm, 0, 9.99999997e-07f, pred_layer1_mlp_norm, 64, 1, 64, 64);
 
   /* pred.layer1.gate = LINEAR(pred.layer1.mlp_norm, pred.layer1.gate_proj) */
   float *pred_layer1_gate = (float *)(X + 512); /* [1, 96] */
@@ -2162,15 +1610,7 @@ static int entry_predictor_decode(const sc_kernels *K, const unsigned char *W, u
 
   /* pred.norm = RMSNORM(pred.last, pred.norm) */
   float *pred_norm = (float *)(X + 256); /* [1, 64] */
-  for (int t = 0; t < 1; t++) {
-    const float *xr = pred_last + t * 64;
-    float *yr = pred_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_last, 64, (const float *)W_pred_norm, 0, 9.99999997e-07f, pred_norm, 64, 1, 64, 64);
   if (io->step + 0 < 0 || io->step + 0 >= 15) {
     K->error(K->ctx, "pred.lm_head.step+0: step out of range", io->step);
     return 1;
@@ -2209,15 +1649,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer0.attn_norm = RMSNORM(embeds, talker.layer0.attn_norm) */
   float *talker_layer0_attn_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = talker_layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_talker_layer0_attn_norm, 0, 9.99999997e-07f, talker_layer0_attn_norm, 64, T, 64, 64);
 
   /* talker.layer0.q = LINEAR(talker.layer0.attn_norm, talker.layer0.q_proj) */
   float *talker_layer0_q = (float *)(X + 4096); /* [T, 128] */
@@ -2233,77 +1665,27 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer0.q_norm = RMSNORM(talker.layer0.q, talker.layer0.q_norm) */
   float *talker_layer0_q_norm = (float *)(X + 20480); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = talker_layer0_q + t * 128 + h * 32;
-      float *yr = talker_layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer0_q, 128, (const float *)W_talker_layer0_q_norm, 0, 9.99999997e-07f, talker_layer0_q_norm, 128, T, 128, 32);
 
   /* talker.layer0.k_norm = RMSNORM(talker.layer0.k, talker.layer0.k_norm) */
   float *talker_layer0_k_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = talker_layer0_k + t * 64 + h * 32;
-      float *yr = talker_layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer0_k, 64, (const float *)W_talker_layer0_k_norm, 0, 9.99999997e-07f, talker_layer0_k_norm, 64, T, 64, 32);
 
   /* talker.layer0.q_rope = ROPE(talker.layer0.q_norm, rope.r32.t1e+06) */
   float *talker_layer0_q_rope = (float *)(X + 4096); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer0_q_norm + t * 128 + h * 32;
-      float *b = talker_layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_q_norm, 128, talker_layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer0.k_rope = ROPE(talker.layer0.k_norm, rope.r32.t1e+06) */
   float *talker_layer0_k_rope = (float *)(X + 12288); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer0_k_norm + t * 64 + h * 32;
-      float *b = talker_layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer0_k_norm, 64, talker_layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer0.k_store = KV_STORE(talker.layer0.k_cache, talker.layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_k_rope, 64, S_talker_layer0_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.v_store = KV_STORE(talker.layer0.v_cache, talker.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer0_v, 64, S_talker_layer0_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer0.attn = ATTENTION(talker.layer0.q_rope, talker.layer0.k_store, talker.layer0.v_store) */
   float *talker_layer0_attn = (float *)(X + 12288); /* [T, 128] */
@@ -2325,15 +1707,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer0.mlp_norm = RMSNORM(talker.layer0.attn_res, talker.layer0.mlp_norm) */
   float *talker_layer0_mlp_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer0_attn_res + t * 64;
-    float *yr = talker_layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_attn_res, 64, (const float *)W_talker_layer0_mlp_norm, 0, 9.99999997e-07f, talker_layer0_mlp_norm, 64, T, 64, 64);
 
   /* talker.layer0.gate = LINEAR(talker.layer0.mlp_norm, talker.layer0.gate_proj) */
   float *talker_layer0_gate = (float *)(X + 8192); /* [T, 96] */
@@ -2371,15 +1745,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer1.attn_norm = RMSNORM(talker.layer0.mlp_res, talker.layer1.attn_norm) */
   float *talker_layer1_attn_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer0_mlp_res + t * 64;
-    float *yr = talker_layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer0_mlp_res, 64, (const float *)W_talker_layer1_attn_norm, 0, 9.99999997e-07f, talker_layer1_attn_norm, 64, T, 64, 64);
 
   /* talker.layer1.q = LINEAR(talker.layer1.attn_norm, talker.layer1.q_proj) */
   float *talker_layer1_q = (float *)(X + 8192); /* [T, 128] */
@@ -2395,77 +1761,27 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer1.q_norm = RMSNORM(talker.layer1.q, talker.layer1.q_norm) */
   float *talker_layer1_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = talker_layer1_q + t * 128 + h * 32;
-      float *yr = talker_layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer1_q, 128, (const float *)W_talker_layer1_q_norm, 0, 9.99999997e-07f, talker_layer1_q_norm, 128, T, 128, 32);
 
   /* talker.layer1.k_norm = RMSNORM(talker.layer1.k, talker.layer1.k_norm) */
   float *talker_layer1_k_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = talker_layer1_k + t * 64 + h * 32;
-      float *yr = talker_layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_talker_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, talker_layer1_k, 64, (const float *)W_talker_layer1_k_norm, 0, 9.99999997e-07f, talker_layer1_k_norm, 64, T, 64, 32);
 
   /* talker.layer1.q_rope = ROPE(talker.layer1.q_norm, rope.r32.t1e+06) */
   float *talker_layer1_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = talker_layer1_q_norm + t * 128 + h * 32;
-      float *b = talker_layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_q_norm, 128, talker_layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer1.k_rope = ROPE(talker.layer1.k_norm, rope.r32.t1e+06) */
   float *talker_layer1_k_rope = (float *)(X + 16384); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = talker_layer1_k_norm + t * 64 + h * 32;
-      float *b = talker_layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, talker_layer1_k_norm, 64, talker_layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* talker.layer1.k_store = KV_STORE(talker.layer1.k_cache, talker.layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_k_rope, 64, S_talker_layer1_k_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.v_store = KV_STORE(talker.layer1.v_cache, talker.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_talker_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 64) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = talker_layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, talker_layer1_v, 64, S_talker_layer1_v_cache, 64, 64, T, pos, io->row_pos, io->row_state);
 
   /* talker.layer1.attn = ATTENTION(talker.layer1.q_rope, talker.layer1.k_store, talker.layer1.v_store) */
   float *talker_layer1_attn = (float *)(X + 16384); /* [T, 128] */
@@ -2487,15 +1803,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.layer1.mlp_norm = RMSNORM(talker.layer1.attn_res, talker.layer1.mlp_norm) */
   float *talker_layer1_mlp_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer1_attn_res + t * 64;
-    float *yr = talker_layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer1_attn_res, 64, (const float *)W_talker_layer1_mlp_norm, 0, 9.99999997e-07f, talker_layer1_mlp_norm, 64, T, 64, 64);
 
   /* talker.layer1.gate = LINEAR(talker.layer1.mlp_norm, talker.layer1.gate_proj) */
   float *talker_layer1_gate = (float *)(X + 8192); /* [T, 96] */
@@ -2533,15 +1841,7 @@ static int entry_talker_batch(const sc_kernels *K, const unsigned char *W, unsig
 
   /* talker.norm = RMSNORM(talker.layer1.mlp_res, talker.norm) */
   float *talker_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = talker_layer1_mlp_res + t * 64;
-    float *yr = talker_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_talker_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, talker_layer1_mlp_res, 64, (const float *)W_talker_norm, 0, 9.99999997e-07f, talker_norm, 64, T, 64, 64);
 
   /* out.hidden = OUTPUT(talker.norm) */
   for (int t = 0; t < T; t++)
@@ -2579,15 +1879,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer0.attn_norm = RMSNORM(embeds, pred.layer0.attn_norm) */
   float *pred_layer0_attn_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = embeds + t * 64;
-    float *yr = pred_layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, embeds, 64, (const float *)W_pred_layer0_attn_norm, 0, 9.99999997e-07f, pred_layer0_attn_norm, 64, T, 64, 64);
 
   /* pred.layer0.q = LINEAR(pred.layer0.attn_norm, pred.layer0.q_proj) */
   float *pred_layer0_q = (float *)(X + 8192); /* [T, 128] */
@@ -2603,77 +1895,27 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer0.q_norm = RMSNORM(pred.layer0.q, pred.layer0.q_norm) */
   float *pred_layer0_q_norm = (float *)(X + 40960); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = pred_layer0_q + t * 128 + h * 32;
-      float *yr = pred_layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer0_q, 128, (const float *)W_pred_layer0_q_norm, 0, 9.99999997e-07f, pred_layer0_q_norm, 128, T, 128, 32);
 
   /* pred.layer0.k_norm = RMSNORM(pred.layer0.k, pred.layer0.k_norm) */
   float *pred_layer0_k_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = pred_layer0_k + t * 64 + h * 32;
-      float *yr = pred_layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer0_k, 64, (const float *)W_pred_layer0_k_norm, 0, 9.99999997e-07f, pred_layer0_k_norm, 64, T, 64, 32);
 
   /* pred.layer0.q_rope = ROPE(pred.layer0.q_norm, rope.r32.t1e+06) */
   float *pred_layer0_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer0_q_norm + t * 128 + h * 32;
-      float *b = pred_layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_q_norm, 128, pred_layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer0.k_rope = ROPE(pred.layer0.k_norm, rope.r32.t1e+06) */
   float *pred_layer0_k_rope = (float *)(X + 24576); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer0_k_norm + t * 64 + h * 32;
-      float *b = pred_layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_k_norm, 64, pred_layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer0.k_store = KV_STORE(pred.layer0.k_cache, pred.layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_k_rope, 64, S_pred_layer0_k_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.v_store = KV_STORE(pred.layer0.v_cache, pred.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_v, 64, S_pred_layer0_v_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.attn = ATTENTION(pred.layer0.q_rope, pred.layer0.k_store, pred.layer0.v_store) */
   float *pred_layer0_attn = (float *)(X + 24576); /* [T, 128] */
@@ -2695,15 +1937,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer0.mlp_norm = RMSNORM(pred.layer0.attn_res, pred.layer0.mlp_norm) */
   float *pred_layer0_mlp_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer0_attn_res + t * 64;
-    float *yr = pred_layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_attn_res, 64, (const float *)W_pred_layer0_mlp_norm, 0, 9.99999997e-07f, pred_layer0_mlp_norm, 64, T, 64, 64);
 
   /* pred.layer0.gate = LINEAR(pred.layer0.mlp_norm, pred.layer0.gate_proj) */
   float *pred_layer0_gate = (float *)(X + 16384); /* [T, 96] */
@@ -2741,15 +1975,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer1.attn_norm = RMSNORM(pred.layer0.mlp_res, pred.layer1.attn_norm) */
   float *pred_layer1_attn_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer0_mlp_res + t * 64;
-    float *yr = pred_layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_mlp_res, 64, (const float *)W_pred_layer1_attn_norm, 0, 9.99999997e-07f, pred_layer1_attn_norm, 64, T, 64, 64);
 
   /* pred.layer1.q = LINEAR(pred.layer1.attn_norm, pred.layer1.q_proj) */
   float *pred_layer1_q = (float *)(X + 16384); /* [T, 128] */
@@ -2765,77 +1991,27 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer1.q_norm = RMSNORM(pred.layer1.q, pred.layer1.q_norm) */
   float *pred_layer1_q_norm = (float *)(X + 49152); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = pred_layer1_q + t * 128 + h * 32;
-      float *yr = pred_layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer1_q, 128, (const float *)W_pred_layer1_q_norm, 0, 9.99999997e-07f, pred_layer1_q_norm, 128, T, 128, 32);
 
   /* pred.layer1.k_norm = RMSNORM(pred.layer1.k, pred.layer1.k_norm) */
   float *pred_layer1_k_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = pred_layer1_k + t * 64 + h * 32;
-      float *yr = pred_layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer1_k, 64, (const float *)W_pred_layer1_k_norm, 0, 9.99999997e-07f, pred_layer1_k_norm, 64, T, 64, 32);
 
   /* pred.layer1.q_rope = ROPE(pred.layer1.q_norm, rope.r32.t1e+06) */
   float *pred_layer1_q_rope = (float *)(X + 16384); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer1_q_norm + t * 128 + h * 32;
-      float *b = pred_layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_q_norm, 128, pred_layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer1.k_rope = ROPE(pred.layer1.k_norm, rope.r32.t1e+06) */
   float *pred_layer1_k_rope = (float *)(X + 32768); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer1_k_norm + t * 64 + h * 32;
-      float *b = pred_layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_k_norm, 64, pred_layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer1.k_store = KV_STORE(pred.layer1.k_cache, pred.layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_k_rope, 64, S_pred_layer1_k_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.v_store = KV_STORE(pred.layer1.v_cache, pred.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_v, 64, S_pred_layer1_v_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.attn = ATTENTION(pred.layer1.q_rope, pred.layer1.k_store, pred.layer1.v_store) */
   float *pred_layer1_attn = (float *)(X + 32768); /* [T, 128] */
@@ -2857,15 +2033,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.layer1.mlp_norm = RMSNORM(pred.layer1.attn_res, pred.layer1.mlp_norm) */
   float *pred_layer1_mlp_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer1_attn_res + t * 64;
-    float *yr = pred_layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_attn_res, 64, (const float *)W_pred_layer1_mlp_norm, 0, 9.99999997e-07f, pred_layer1_mlp_norm, 64, T, 64, 64);
 
   /* pred.layer1.gate = LINEAR(pred.layer1.mlp_norm, pred.layer1.gate_proj) */
   float *pred_layer1_gate = (float *)(X + 16384); /* [T, 96] */
@@ -2903,15 +2071,7 @@ static int entry_predictor_prefill_batch(const sc_kernels *K, const unsigned cha
 
   /* pred.norm = RMSNORM(pred.layer1.mlp_res, pred.norm) */
   float *pred_norm = (float *)(X + 0); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer1_mlp_res + t * 64;
-    float *yr = pred_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_mlp_res, 64, (const float *)W_pred_norm, 0, 9.99999997e-07f, pred_norm, 64, T, 64, 64);
   if (io->step + 0 < 0 || io->step + 0 >= 15) {
     K->error(K->ctx, "pred.lm_head.step+0: step out of range", io->step);
     return 1;
@@ -2971,15 +2131,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer0.attn_norm = RMSNORM(pred.embed, pred.layer0.attn_norm) */
   float *pred_layer0_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_embed + t * 64;
-    float *yr = pred_layer0_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_embed, 64, (const float *)W_pred_layer0_attn_norm, 0, 9.99999997e-07f, pred_layer0_attn_norm, 64, T, 64, 64);
 
   /* pred.layer0.q = LINEAR(pred.layer0.attn_norm, pred.layer0.q_proj) */
   float *pred_layer0_q = (float *)(X + 8192); /* [T, 128] */
@@ -2995,77 +2147,27 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer0.q_norm = RMSNORM(pred.layer0.q, pred.layer0.q_norm) */
   float *pred_layer0_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = pred_layer0_q + t * 128 + h * 32;
-      float *yr = pred_layer0_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer0_q, 128, (const float *)W_pred_layer0_q_norm, 0, 9.99999997e-07f, pred_layer0_q_norm, 128, T, 128, 32);
 
   /* pred.layer0.k_norm = RMSNORM(pred.layer0.k, pred.layer0.k_norm) */
   float *pred_layer0_k_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = pred_layer0_k + t * 64 + h * 32;
-      float *yr = pred_layer0_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer0_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer0_k, 64, (const float *)W_pred_layer0_k_norm, 0, 9.99999997e-07f, pred_layer0_k_norm, 64, T, 64, 32);
 
   /* pred.layer0.q_rope = ROPE(pred.layer0.q_norm, rope.r32.t1e+06) */
   float *pred_layer0_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer0_q_norm + t * 128 + h * 32;
-      float *b = pred_layer0_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_q_norm, 128, pred_layer0_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer0.k_rope = ROPE(pred.layer0.k_norm, rope.r32.t1e+06) */
   float *pred_layer0_k_rope = (float *)(X + 16384); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer0_k_norm + t * 64 + h * 32;
-      float *b = pred_layer0_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer0_k_norm, 64, pred_layer0_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer0.k_store = KV_STORE(pred.layer0.k_cache, pred.layer0.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer0_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_k_rope, 64, S_pred_layer0_k_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.v_store = KV_STORE(pred.layer0.v_cache, pred.layer0.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer0_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer0_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer0_v, 64, S_pred_layer0_v_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer0.attn = ATTENTION(pred.layer0.q_rope, pred.layer0.k_store, pred.layer0.v_store) */
   float *pred_layer0_attn = (float *)(X + 16384); /* [T, 128] */
@@ -3087,15 +2189,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer0.mlp_norm = RMSNORM(pred.layer0.attn_res, pred.layer0.mlp_norm) */
   float *pred_layer0_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer0_attn_res + t * 64;
-    float *yr = pred_layer0_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer0_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_attn_res, 64, (const float *)W_pred_layer0_mlp_norm, 0, 9.99999997e-07f, pred_layer0_mlp_norm, 64, T, 64, 64);
 
   /* pred.layer0.gate = LINEAR(pred.layer0.mlp_norm, pred.layer0.gate_proj) */
   float *pred_layer0_gate = (float *)(X + 8192); /* [T, 96] */
@@ -3133,15 +2227,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer1.attn_norm = RMSNORM(pred.layer0.mlp_res, pred.layer1.attn_norm) */
   float *pred_layer1_attn_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer0_mlp_res + t * 64;
-    float *yr = pred_layer1_attn_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_attn_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer0_mlp_res, 64, (const float *)W_pred_layer1_attn_norm, 0, 9.99999997e-07f, pred_layer1_attn_norm, 64, T, 64, 64);
 
   /* pred.layer1.q = LINEAR(pred.layer1.attn_norm, pred.layer1.q_proj) */
   float *pred_layer1_q = (float *)(X + 8192); /* [T, 128] */
@@ -3157,77 +2243,27 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer1.q_norm = RMSNORM(pred.layer1.q, pred.layer1.q_norm) */
   float *pred_layer1_q_norm = (float *)(X + 24576); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 4; h++) {
-      const float *xr = pred_layer1_q + t * 128 + h * 32;
-      float *yr = pred_layer1_q_norm + t * 128 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_q_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer1_q, 128, (const float *)W_pred_layer1_q_norm, 0, 9.99999997e-07f, pred_layer1_q_norm, 128, T, 128, 32);
 
   /* pred.layer1.k_norm = RMSNORM(pred.layer1.k, pred.layer1.k_norm) */
   float *pred_layer1_k_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    for (int h = 0; h < 2; h++) {
-      const float *xr = pred_layer1_k + t * 64 + h * 32;
-      float *yr = pred_layer1_k_norm + t * 64 + h * 32;
-      float ss = 0.0f;
-      for (int c = 0; c < 32; c++) ss += xr[c] * xr[c];
-      const float r = 1.0f / K->sqrtf(ss / 32.0f + 9.99999997e-07f);
-      const float *wn = (const float *)W_pred_layer1_k_norm;
-      for (int c = 0; c < 32; c++) yr[c] = (xr[c] * r) * wn[c];
-    }
-  }
+  K->rmsnorm(K->ctx, pred_layer1_k, 64, (const float *)W_pred_layer1_k_norm, 0, 9.99999997e-07f, pred_layer1_k_norm, 64, T, 64, 32);
 
   /* pred.layer1.q_rope = ROPE(pred.layer1.q_norm, rope.r32.t1e+06) */
   float *pred_layer1_q_rope = (float *)(X + 8192); /* [T, 128] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 4; h++) {
-      const float *a = pred_layer1_q_norm + t * 128 + h * 32;
-      float *b = pred_layer1_q_rope + t * 128 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_q_norm, 128, pred_layer1_q_rope, 128, T, pos, io->row_pos,
+          4, 32, 32, 0, 0, 0, 0.0f); /* 4 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer1.k_rope = ROPE(pred.layer1.k_norm, rope.r32.t1e+06) */
   float *pred_layer1_k_rope = (float *)(X + 16384); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *cs = (const float *)W_rope_r32_t1e_06 + (long)(io->row_pos ? io->row_pos[t] : pos + t) * 32; /* cos | sin */
-    for (int h = 0; h < 2; h++) {
-      const float *a = pred_layer1_k_norm + t * 64 + h * 32;
-      float *b = pred_layer1_k_rope + t * 64 + h * 32;
-      for (int i = 0; i < 16; i++) {
-        const float x0 = a[i], x1 = a[i + 16], c = cs[i], s = cs[16 + i];
-        b[i] = x0 * c - x1 * s;
-        b[i + 16] = x1 * c + x0 * s;
-      }
-    }
-  }
+  K->rope(K->ctx, (const float *)W_rope_r32_t1e_06, pred_layer1_k_norm, 64, pred_layer1_k_rope, 64, T, pos, io->row_pos,
+          2, 32, 32, 0, 0, 0, 0.0f); /* 2 heads of 32, 32 rotated (NeoX pairs) */
 
   /* pred.layer1.k_store = KV_STORE(pred.layer1.k_cache, pred.layer1.k_rope) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer1_k_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_k_rope + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_k_rope, 64, S_pred_layer1_k_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.v_store = KV_STORE(pred.layer1.v_cache, pred.layer1.v) */
-  for (int t = 0; t < T; t++) {
-    float *dst = S_pred_layer1_v_cache + (long)((io->row_pos ? io->row_pos[t] : pos + t) % 17) * 64;
-    if (io->row_state) dst = (float *)((unsigned char *)dst + io->row_state[t]);
-    const float *src = pred_layer1_v + t * 64;
-    for (int c = 0; c < 64; c++) dst[c] = src[c];
-  }
+  K->store_rows(K->ctx, pred_layer1_v, 64, S_pred_layer1_v_cache, 17, 64, T, pos, io->row_pos, io->row_state);
 
   /* pred.layer1.attn = ATTENTION(pred.layer1.q_rope, pred.layer1.k_store, pred.layer1.v_store) */
   float *pred_layer1_attn = (float *)(X + 16384); /* [T, 128] */
@@ -3249,15 +2285,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.layer1.mlp_norm = RMSNORM(pred.layer1.attn_res, pred.layer1.mlp_norm) */
   float *pred_layer1_mlp_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer1_attn_res + t * 64;
-    float *yr = pred_layer1_mlp_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_layer1_mlp_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_attn_res, 64, (const float *)W_pred_layer1_mlp_norm, 0, 9.99999997e-07f, pred_layer1_mlp_norm, 64, T, 64, 64);
 
   /* pred.layer1.gate = LINEAR(pred.layer1.mlp_norm, pred.layer1.gate_proj) */
   float *pred_layer1_gate = (float *)(X + 8192); /* [T, 96] */
@@ -3295,15 +2323,7 @@ static int entry_predictor_decode_batch(const sc_kernels *K, const unsigned char
 
   /* pred.norm = RMSNORM(pred.layer1.mlp_res, pred.norm) */
   float *pred_norm = (float *)(X + 4096); /* [T, 64] */
-  for (int t = 0; t < T; t++) {
-    const float *xr = pred_layer1_mlp_res + t * 64;
-    float *yr = pred_norm + t * 64;
-    float ss = 0.0f;
-    for (int c = 0; c < 64; c++) ss += xr[c] * xr[c];
-    const float r = 1.0f / K->sqrtf(ss / 64.0f + 9.99999997e-07f);
-    const float *wn = (const float *)W_pred_norm;
-    for (int c = 0; c < 64; c++) yr[c] = (xr[c] * r) * wn[c];
-  }
+  K->rmsnorm(K->ctx, pred_layer1_mlp_res, 64, (const float *)W_pred_norm, 0, 9.99999997e-07f, pred_norm, 64, T, 64, 64);
   if (io->step + 0 < 0 || io->step + 0 >= 15) {
     K->error(K->ctx, "pred.lm_head.step+0: step out of range", io->step);
     return 1;
