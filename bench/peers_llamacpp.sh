@@ -39,9 +39,19 @@ JOBS=${JOBS:-2}
 
 [ -d "$LLAMA" ] || { echo "peers_llamacpp.sh: no llama.cpp source at $LLAMA (see the header)" >&2; exit 2; }
 
-# 1. build: CPU only, -march=native through GGML_NATIVE, no network pieces
+# 1. build: CPU only, -march=native through GGML_NATIVE, no network pieces.
+# On a CPU with AMX, the native build's AMX matrix path (q8_0 / q4_0
+# prompts) died with SIGILL in tileloadd on the one AMX machine we had (a
+# KVM Xeon, 2026-12-06; speechc's own AMX tiles run there): without AMX
+# (-mno-amx-*) is its best build that runs.  LLAMA_AMX=1 keeps it.
+nflags=""
+if [ "${LLAMA_AMX:-0}" != 1 ] && grep -qw amx_int8 /proc/cpuinfo 2>/dev/null; then
+  nflags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  echo "peers_llamacpp.sh: this CPU has AMX; building llama.cpp without its AMX path (LLAMA_AMX=1 keeps it)" >&2
+fi
 if [ ! -x "$LLAMA/build/bin/llama-bench" ] || [ ! -x "$LLAMA/build/bin/llama-quantize" ]; then
   cmake -S "$LLAMA" -B "$LLAMA/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
+    -DCMAKE_C_FLAGS="$nflags" -DCMAKE_CXX_FLAGS="$nflags" \
     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
     -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF >/dev/null
   cmake --build "$LLAMA/build" -j"$JOBS" --target llama-bench llama-quantize

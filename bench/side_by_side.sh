@@ -46,7 +46,9 @@ for round in $(seq "$ROUNDS"); do
         sed -n "s/^bench: /speechc-$cc: round=$round /p" | sc_fix | tee -a "$LOG"
     done
     # shellcheck disable=SC2086
-    "$LLAMA_BENCH" -m "$PEERS/gguf/qwen3-0.6b-$band.gguf" $llama_args -t "$THREADS" -r 1 -o json 2>/dev/null |
+    lb_out=$("$LLAMA_BENCH" -m "$PEERS/gguf/qwen3-0.6b-$band.gguf" $llama_args -t "$THREADS" -r 1 -o json 2>/dev/null) ||
+      { echo "side_by_side.sh: llama-bench failed (exit $?) on $band: $LLAMA_BENCH $llama_args" >&2; exit 1; }
+    echo "$lb_out" |
       "$PY" -c 'import json, sys; r = json.load(sys.stdin)[0]; print("llamacpp: round=%s band=%s tok_s=%.3f" % (sys.argv[1], sys.argv[2], r["avg_ts"]))' \
         "$round" "$band" | tee -a "$LOG"
   done
