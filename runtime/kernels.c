@@ -1492,7 +1492,7 @@ static void gemv_prefetch_decide(void) {
                           "(docs/PERFORMANCE.md)";
   } else {
     gemv_prefetch_why_s = "on: the f32, bf16 and q8_0 rows ask for their bytes 1 KB ahead (measured faster on "
-                          "Zen 3 and Zen 5, docs/PERFORMANCE.md)";
+                          "Zen 3, Zen 5 and an AMX Xeon, docs/PERFORMANCE.md)";
   }
   atomic_store_explicit(&sc_gemv_prefetch_on, on, memory_order_relaxed);
 }
