@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The kernel tests on AArch64 without an ARM machine: the runtime library
-# cross-compiled by CMake, test_kernels, test_codec_kernels, test_gdn_kernels and the kernel part of test_quant
+# cross-compiled by CMake, test_kernels, test_codec_kernels, test_gdn_kernels, test_row_kernels and the kernel
+# part of test_quant
 # (-DSC_KERNELS_ONLY: no compiler, libtcc or cJSON) linked statically
 # against it and run under qemu-aarch64, once as a
 # Cortex-A53 (ARMv8.0: "neon", the SMULL integer dots) and once as -cpu max
@@ -49,14 +50,15 @@ flags=(-std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare -Wer
 "$CC" "${flags[@]}" -DSC_KERNELS_ONLY -static tests/unit/test_quant.c "$lib" -o "$out/test_quant" -lm -lpthread
 "$CC" "${flags[@]}" -static tests/unit/test_codec_kernels.c "$lib" -o "$out/test_codec_kernels" -lm -lpthread
 "$CC" "${flags[@]}" -static tests/unit/test_gdn_kernels.c "$lib" -o "$out/test_gdn_kernels" -lm -lpthread
+"$CC" "${flags[@]}" -static tests/unit/test_row_kernels.c "$lib" -o "$out/test_row_kernels" -lm -lpthread
 
 # cpu, the ISAs that must run there, the one sc_kernels_init must pick
 run() {
   local cpu=$1 isas=$2 best=$3 log
-  for t in test_kernels test_quant test_codec_kernels test_gdn_kernels; do
+  for t in test_kernels test_quant test_codec_kernels test_gdn_kernels test_row_kernels; do
     echo "== qemu-aarch64 -cpu $cpu $t (must run: $isas)"
     log=$(SPEECHC_TEST_ISAS=$isas qemu-aarch64 -cpu "$cpu" "$out/$t" 2>&1) || { echo "$log"; exit 1; }
-    echo "$log" | grep -E '^(kernels|testing|quantized kernels|codec kernels|gdn kernels|neon and|ok)'
+    echo "$log" | grep -E '^(kernels|testing|quantized kernels|codec kernels|gdn kernels|row kernels|neon and|ok)'
   done
   SPEECHC_TEST_ISAS=$isas qemu-aarch64 -cpu "$cpu" "$out/test_kernels" | grep -qx "kernels: $best" ||
     { echo "neon.sh: -cpu $cpu did not choose $best" >&2; exit 1; }
