@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "isa_tables.h"
 #include "kernels.h"
 #include "pool.h"
 
@@ -674,17 +675,13 @@ static void run_all(const sc_kernels *K, sc_kernel_ctx *ctx) {
   test_threads(K);
 }
 
+static void run_table(sc_kernels *K, sc_kernel_ctx *c, const char *isa) {
+  (void)isa;
+  run_all(K, c);
+}
+
 int main(void) {
   test_layouts();
-  char all[] = SC_KERNEL_ISAS;
-  for (char *n = strtok(all, ","); n; n = strtok(NULL, ",")) {
-    if (!sc_kern_ops_isa(n)) continue;
-    sc_kernel_ctx c = {0};
-    sc_kernels K;
-    CHECK(sc_kernels_init_isa(&K, &c, n) == 0);
-    printf("codec kernels: %s\n", n);
-    run_all(&K, &c);
-    sc_kernel_ctx_free(&c);
-  }
+  each_isa_table("codec kernels", run_table);
   CHECK_DONE();
 }

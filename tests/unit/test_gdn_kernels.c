@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "isa_tables.h"
 #include "kernels.h"
 #include "pool.h"
 
@@ -306,25 +307,20 @@ static void test_threads(const sc_kernels *K1) {
   sc_pool_free(c3.pool);
 }
 
+static sc_kernels P; /* the portable table: every ISA's holds the same three */
+
+static void run_table(sc_kernels *K, sc_kernel_ctx *c, const char *isa) {
+  CHECK(K->l2norm && K->l2norm == P.l2norm && K->gated_rmsnorm == P.gated_rmsnorm && K->delta_rule == P.delta_rule);
+  test_norms(K, c);
+  test_delta(K, c);
+  printf("  chunkwise delta rule against token by token: rel err <= %.2g\n", worst_chunked);
+  CHECK_MSG(!c->failed, "%s: %s", isa, c->err);
+  test_errors(K, c);
+  test_threads(K);
+}
+
 int main(void) {
-  sc_kernels P;
   sc_kernels_init_portable(&P, NULL);
-  char all[] = SC_KERNEL_ISAS;
-  for (char *n = strtok(all, ","); n; n = strtok(NULL, ",")) {
-    if (!sc_kern_ops_isa(n)) continue;
-    sc_kernel_ctx c = {0};
-    sc_kernels K;
-    CHECK(sc_kernels_init_isa(&K, &c, n) == 0);
-    printf("gdn kernels: %s\n", n);
-    /* ISA-neutral C: every table holds the same three */
-    CHECK(K.l2norm && K.l2norm == P.l2norm && K.gated_rmsnorm == P.gated_rmsnorm && K.delta_rule == P.delta_rule);
-    test_norms(&K, &c);
-    test_delta(&K, &c);
-    printf("  chunkwise delta rule against token by token: rel err <= %.2g\n", worst_chunked);
-    CHECK_MSG(!c.failed, "%s: %s", n, c.err);
-    test_errors(&K, &c);
-    test_threads(&K);
-    sc_kernel_ctx_free(&c);
-  }
+  each_isa_table("gdn kernels", run_table);
   CHECK_DONE();
 }

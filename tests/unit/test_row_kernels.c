@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "isa_tables.h"
 #include "kernels.h"
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
@@ -231,24 +232,19 @@ static void test_errors(const sc_kernels *K, sc_kernel_ctx *ctx) {
   sc_kernel_ctx_clear(ctx);
 }
 
+static sc_kernels P; /* the portable table: every ISA's holds the same three */
+
+static void run_table(sc_kernels *K, sc_kernel_ctx *c, const char *isa) {
+  CHECK(K->rmsnorm && K->rmsnorm == P.rmsnorm && K->rope == P.rope && K->store_rows == P.store_rows);
+  test_rmsnorm(K, c);
+  test_rope(K, c);
+  test_store_rows(K, c);
+  CHECK_MSG(!c->failed, "%s: %s", isa, c->err);
+  test_errors(K, c);
+}
+
 int main(void) {
-  sc_kernels P;
   sc_kernels_init_portable(&P, NULL);
-  char all[] = SC_KERNEL_ISAS;
-  for (char *n = strtok(all, ","); n; n = strtok(NULL, ",")) {
-    if (!sc_kern_ops_isa(n)) continue;
-    sc_kernel_ctx c = {0};
-    sc_kernels K;
-    CHECK(sc_kernels_init_isa(&K, &c, n) == 0);
-    printf("row kernels: %s\n", n);
-    /* ISA-neutral C: every table holds the same three */
-    CHECK(K.rmsnorm && K.rmsnorm == P.rmsnorm && K.rope == P.rope && K.store_rows == P.store_rows);
-    test_rmsnorm(&K, &c);
-    test_rope(&K, &c);
-    test_store_rows(&K, &c);
-    CHECK_MSG(!c.failed, "%s: %s", n, c.err);
-    test_errors(&K, &c);
-    sc_kernel_ctx_free(&c);
-  }
+  each_isa_table("row kernels", run_table);
   CHECK_DONE();
 }
