@@ -33,11 +33,24 @@ int sc_cpu_has(const char *f) {
   return -1;
 }
 
+/* cpuid's vendor string, "" if cpuid has no leaf 0. */
+static void cpu_vendor(char vendor[13]) {
+  unsigned a, b, c, d;
+  vendor[0] = '\0';
+  if (!__get_cpuid(0, &a, &b, &c, &d)) return;
+  memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4), vendor[12] = '\0';
+}
+
+int sc_cpu_intel(void) {
+  char vendor[13];
+  cpu_vendor(vendor);
+  return !strcmp(vendor, "GenuineIntel");
+}
+
 int sc_cpu_avx512_split(void) {
   unsigned a, b, c, d;
   char vendor[13];
-  if (!__get_cpuid(0, &a, &b, &c, &d)) return 0;
-  memcpy(vendor, &b, 4), memcpy(vendor + 4, &d, 4), memcpy(vendor + 8, &c, 4), vendor[12] = '\0';
+  cpu_vendor(vendor);
   if (strcmp(vendor, "AuthenticAMD") || !__get_cpuid(1, &a, &b, &c, &d)) return 0;
   const unsigned family = (a >> 8 & 0xf) == 0xf ? 0xf + (a >> 20 & 0xff) : a >> 8 & 0xf;
   return family == 0x19 && sc_cpu_has("avx512f") > 0; /* Zen 3 (19h too) has no AVX-512 */
@@ -54,4 +67,5 @@ int sc_cpu_has(const char *f) {
 }
 
 int sc_cpu_avx512_split(void) { return 0; }
+int sc_cpu_intel(void) { return 0; }
 #endif

@@ -17,4 +17,7 @@ int sc_cpu_has(const char *f);
  * (AMD family 19h, Zen 4: the only such AVX-512 CPU so far), else 0. */
 int sc_cpu_avx512_split(void);
 
+/* 1 on an Intel x86 CPU (cpuid's vendor GenuineIntel), else 0. */
+int sc_cpu_intel(void);
+
 #endif

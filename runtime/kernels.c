@@ -16,6 +16,7 @@
  */
 #include "kernels.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -1462,38 +1463,62 @@ static void isas_here(char *buf, size_t n) {
   snprintf(buf + l, n - l, "portable");
 }
 
-/* sc_gemv_prefetch_on (kernels.h): 1 until sc_kernels_init decides, the
- * setting measured on the CPUs the prefetch was written for. */
+/* sc_gemv_prefetch_on and sc_gemv_ahead (kernels.h): on, 1 KB until
+ * sc_kernels_init decides; then the setting measured on the CPUs the
+ * prefetch was written for. */
 _Atomic int sc_gemv_prefetch_on = 1;
+_Atomic int sc_gemv_ahead = 1024;
 #if defined(__x86_64__) || defined(__i386__)
 #define SC_X86 1
 #else
 #define SC_X86 0
 #endif
 static const char *gemv_prefetch_why_s = "on: 1 KB ahead (not yet decided for this CPU)";
-static const char *gemv_prefetch_env_bad; /* SPEECHC_GEMV_PREFETCH's value when not 0 or 1 */
+static char gemv_prefetch_why_buf[160];
+static const char *gemv_prefetch_env_bad; /* SPEECHC_GEMV_PREFETCH's value when not valid */
 static pthread_once_t gemv_prefetch_once = PTHREAD_ONCE_INIT;
+
+/* SPEECHC_GEMV_PREFETCH's byte distance: a multiple of 64 in [64, 65536],
+ * else 0. */
+static int gemv_ahead_setting(const char *e) {
+  char *end;
+  errno = 0;
+  const long v = strtol(e, &end, 10);
+  return !*end && !errno && e[0] >= '0' && e[0] <= '9' && v >= 64 && v <= 65536 && v % 64 == 0 ? (int)v : 0;
+}
 
 static void gemv_prefetch_decide(void) {
   const char *e = getenv("SPEECHC_GEMV_PREFETCH");
-  int on = 1;
+  int on = 1, ahead = 1024;
   if (e && *e) {
-    if (strcmp(e, "0") && strcmp(e, "1")) {
+    if (!strcmp(e, "0") || !strcmp(e, "1")) {
+      on = *e == '1';
+      ahead = SC_X86 && sc_cpu_intel() ? 4096 : 1024;
+      snprintf(gemv_prefetch_why_buf, sizeof gemv_prefetch_why_buf, "%s: named by SPEECHC_GEMV_PREFETCH=%s (%d KB "
+               "ahead; q4_0 rows always)", on ? "on" : "off", e, ahead / 1024);
+    } else if ((ahead = gemv_ahead_setting(e))) {
+      snprintf(gemv_prefetch_why_buf, sizeof gemv_prefetch_why_buf, "on: %d bytes ahead, named by "
+               "SPEECHC_GEMV_PREFETCH=%s", ahead, e);
+    } else {
       gemv_prefetch_env_bad = e;
       return; /* every sc_kernels_init fails with the message */
     }
-    on = *e == '1';
-    gemv_prefetch_why_s = on ? "on: named by SPEECHC_GEMV_PREFETCH=1" : "off: named by SPEECHC_GEMV_PREFETCH=0";
+    gemv_prefetch_why_s = gemv_prefetch_why_buf;
   } else if (!SC_X86) {
     gemv_prefetch_why_s = "none: the NEON and portable kernels ask for no bytes ahead";
   } else if (sc_cpu_avx512_split()) {
     on = 0;
     gemv_prefetch_why_s = "off: AMD Zen 4's hardware prefetcher alone reads the f32, bf16 and q8_0 rows faster "
-                          "(docs/PERFORMANCE.md)";
+                          "(q4_0 rows 1 KB ahead; docs/PERFORMANCE.md)";
+  } else if (sc_cpu_intel()) {
+    ahead = 4096;
+    gemv_prefetch_why_s = "on: the rows ask for their bytes 4 KB ahead (on an AMX Xeon 1.16-1.4x faster GEMVs "
+                          "from DRAM than 1 KB ahead, docs/PERFORMANCE.md)";
   } else {
-    gemv_prefetch_why_s = "on: the f32, bf16 and q8_0 rows ask for their bytes 1 KB ahead (measured faster on "
-                          "Zen 3, Zen 5 and an AMX Xeon, docs/PERFORMANCE.md)";
+    gemv_prefetch_why_s = "on: the rows ask for their bytes 1 KB ahead (measured faster on Zen 3 and Zen 5, "
+                          "docs/PERFORMANCE.md)";
   }
+  atomic_store_explicit(&sc_gemv_ahead, ahead, memory_order_relaxed);
   atomic_store_explicit(&sc_gemv_prefetch_on, on, memory_order_relaxed);
 }
 
@@ -1509,7 +1534,8 @@ static int init_isa(sc_kernels *K, void *ctx, const char *isa, const char *who) 
   if (gemv_prefetch_env_bad) {
     sc_kernel_ctx *c = ctx;
     if (c) {
-      snprintf(c->err, sizeof c->err, "SPEECHC_GEMV_PREFETCH: expected 0 or 1, got '%.64s'",
+      snprintf(c->err, sizeof c->err, "SPEECHC_GEMV_PREFETCH: expected 0, 1 or a byte distance (a multiple of 64 "
+               "from 64 to 65536), got '%.64s'",
                gemv_prefetch_env_bad);
       c->failed = 1;
     }

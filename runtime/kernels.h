@@ -144,16 +144,24 @@ const char *sc_kernels_isa(const sc_kernels *K);
 /* Why sc_kernels_init chose them (SPEECHC_ISA, or the measured default). */
 const char *sc_kernels_reason(const sc_kernels *K);
 /* Software prefetch in the x86 one-token dots of f32, bf16 and q8_0 rows
- * (1 KB ahead of the row's stream; q4_0's dot always prefetches).  It does
- * not touch the arithmetic: the bits are the same either way.  On for
- * CPUs where it was measured faster (Zen 3, Zen 5: docs/PERFORMANCE.md)
- * and those never measured; off on AMD Zen 4, whose hardware prefetcher
- * alone reads these rows faster (q8_0 decode 0.92 against 0.80 of the
- * paired probe).  SPEECHC_GEMV_PREFETCH=0 or 1 overrides the CPU's
- * choice (any other value: sc_kernels_init fails).  Set once per process
- * by sc_kernels_init / _init_isa; read by the kernels with a relaxed
- * load.  *_why says why, for speechc bench. */
+ * (sc_gemv_ahead bytes ahead of the row's stream; q4_0's dot always
+ * prefetches).  It does not touch the arithmetic: the bits are the same
+ * either way.  On for CPUs where it was measured faster (Zen 3, Zen 5, an
+ * AMX Xeon: docs/PERFORMANCE.md) and those never measured; off on AMD
+ * Zen 4, whose hardware prefetcher alone reads these rows faster (q8_0
+ * decode 0.92 against 0.80 of the paired probe).  The distance: 1 KB,
+ * except 4 KB on Intel CPUs (an AMX Xeon read bf16 / q8_0 / q4_0 GEMVs
+ * 1.16x / 1.2x / 1.4x faster from DRAM than at 1 KB).
+ * SPEECHC_GEMV_PREFETCH=0 or 1 overrides the CPU's choice of on or off, a
+ * multiple of 64 from 64 to 65536 turns it on at that many bytes (any
+ * other value: sc_kernels_init fails).  Set once per process by
+ * sc_kernels_init / _init_isa; read by the kernels with a relaxed load.
+ * *_why says why, for speechc bench. */
 extern _Atomic int sc_gemv_prefetch_on;
+extern _Atomic int sc_gemv_ahead;
+static inline size_t sc_gemv_ahead_bytes(void) {
+  return (size_t)atomic_load_explicit(&sc_gemv_ahead, memory_order_relaxed);
+}
 const char *sc_gemv_prefetch_why(void);
 /* Forget a previous error so that the next call starts clean. */
 void sc_kernel_ctx_clear(sc_kernel_ctx *c);

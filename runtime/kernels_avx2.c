@@ -37,20 +37,18 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* Software prefetch, 1 KB ahead of a row's stream (rows are contiguous,
- * so past a row's end is the next row; past the matrix, a prefetch is
- * harmless): each chunk of rows starts cold and the hardware prefetcher
- * ramps up late.  The f32, bf16 and q8_0 one-row dots do it only where
+/* Software prefetch, sc_gemv_ahead bytes ahead of a row's stream
+ * (kernels.h: 1 KB, 4 KB on Intel; rows are contiguous, so past a row's
+ * end is the next row; past the matrix, a prefetch is harmless): each
+ * chunk of rows starts cold and the hardware prefetcher ramps up late.
+ * The f32, bf16 and q8_0 one-row dots do it only where
  * sc_gemv_prefetch_on (kernels.h: off on Zen 4, where it measured
- * slower); q4_0's always. */
+ * slower); q4_0's always.  Measured on Zen 3 (q4_0 and q8_0 dots,
+ * Qwen3-0.6B shapes): decode 54.6 -> 60.6 and 31.9 -> 34.8 tokens/s
+ * (medians of 6 alternated runs); 2048 bytes did the same as 1024.  On
+ * Zen 4 the q4_0 dot still gains from it end to end (0.866 against 0.843
+ * of the paired probe without), the q8_0 dot loses (0.80 against 0.92). */
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-
-/* How far ahead.  Measured on Zen 3 (q4_0 and q8_0 dots, Qwen3-0.6B
- * shapes): decode 54.6 -> 60.6 and 31.9 -> 34.8 tokens/s (medians of 6
- * alternated runs); 2048 bytes did the same as 1024.  On Zen 4 the q4_0
- * dot still gains from it end to end (0.866 against 0.843 of the paired
- * probe without), the q8_0 dot loses (0.80 against 0.92). */
-#define QPF_AHEAD 1024
 
 ALWAYS_INLINE __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
 
@@ -75,6 +73,7 @@ ALWAYS_INLINE float hsum8(__m256 v) {
 #define DEFINE_DOT(NAME, WT, LOAD8, SCALAR)                                  \
   ALWAYS_INLINE void NAME##_n(const WT *w, const float *x, int cols,       \
                               float *out, const int N, const int PF) {     \
+    const size_t ahead = PF ? sc_gemv_ahead_bytes() : 0;                   \
     __m256 a[4][4];                                                        \
     for (int r = 0; r < N; r++)                                            \
       for (int k = 0; k < 4; k++) a[r][k] = _mm256_setzero_ps();           \
@@ -83,7 +82,7 @@ ALWAYS_INLINE float hsum8(__m256 v) {
       for (int k = 0; k < 4; k++) {                                        \
         if (PF && (k * 8 * sizeof(WT)) % 64 == 0)                          \
           for (int r = 0; r < N; r++)                                      \
-            PREFETCH((const char *)(w + (size_t)r * cols + i + 8 * k) + QPF_AHEAD); \
+            PREFETCH((const char *)(w + (size_t)r * cols + i + 8 * k) + ahead); \
         __m256 xv = _mm256_loadu_ps(x + i + 8 * k);                        \
         for (int r = 0; r < N; r++)                                        \
           a[r][k] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i + 8 * k), \
@@ -264,13 +263,14 @@ ALWAYS_INLINE __m256 q8g_end(__m256i dot, __m256 dw, const unsigned char *xv, __
 ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                   const unsigned char *xp, int nb, const int PF) {
   __m256 acc = _mm256_setzero_ps();
+  const size_t ahead = PF ? sc_gemv_ahead_bytes() : 0;
   const int ng = nb / SC_Q8_GROUP;
   for (int g = 0; g < ng; g++) {
     const uint8_t *wg = w + (size_t)g * SC_Q8_GROUP_BYTES;
     const unsigned char *xv = xp + (size_t)g * SC_Q4_VIEW_GROUP;
-    /* five lines 1 KB ahead where sc_gemv_prefetch_on (kernels.h) */
+    /* five lines sc_gemv_ahead bytes ahead where sc_gemv_prefetch_on (kernels.h) */
     if (PF)
-      for (int l = 0; l < 5; l++) PREFETCH(wg + QPF_AHEAD + 64 * l);
+      for (int l = 0; l < 5; l++) PREFETCH(wg + ahead + 64 * l);
     __m256i sum = _mm256_setzero_si256();
     for (int k = 0; k < 8; k++) {
       const __m256i q = _mm256_loadu_si256((const __m256i *)(wg + 16 + 32 * k));
@@ -291,11 +291,12 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
 ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                  const unsigned char *xp, int nb) {
   __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+  const size_t ahead = sc_gemv_ahead_bytes();
   const int ng = nb / 8;
   int g = 0;
   for (; g + 2 <= ng; g += 2) {
-    const uint8_t *ahead = w + (size_t)g * SC_Q4_GROUP_BYTES + QPF_AHEAD; /* 288 bytes a step */
-    for (int l = 0; l < 5; l++) PREFETCH(ahead + 64 * l);
+    const uint8_t *next = w + (size_t)g * SC_Q4_GROUP_BYTES + ahead; /* 288 bytes a step */
+    for (int l = 0; l < 5; l++) PREFETCH(next + 64 * l);
     a0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a0);
     a1 = q4_0_group(w + (size_t)(g + 1) * SC_Q4_GROUP_BYTES, xp + (size_t)(g + 1) * SC_Q4_VIEW_GROUP, a1);
   }

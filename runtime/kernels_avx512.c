@@ -59,11 +59,11 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-/* GEMV rows stream from DRAM: their bytes this far ahead are asked for
- * early (as kernels_avx2.c's), which the decode's read rate needs on Zen
- * 5; the f32, bf16 and q8_0 rows only where sc_gemv_prefetch_on
- * (kernels.h: off on Zen 4, where it measured slower) */
-#define QPF_AHEAD 1024
+/* GEMV rows stream from DRAM: their bytes sc_gemv_ahead ahead (kernels.h:
+ * 1 KB, 4 KB on Intel) are asked for early (as kernels_avx2.c's), which the
+ * decode's read rate needs on Zen 5 and Intel; the f32, bf16 and q8_0 rows
+ * only where sc_gemv_prefetch_on (kernels.h: off on Zen 4, where it
+ * measured slower) */
 
 ALWAYS_INLINE __m512 load16_f32(const float *p) { return _mm512_loadu_ps(p); }
 
@@ -95,6 +95,7 @@ ALWAYS_INLINE float hsum8(__m256 v) {
 #define DEFINE_DOT(NAME, WT, LOAD16, SCALAR)                                 \
   ALWAYS_INLINE void NAME##_n(const WT *w, const float *x, int cols,       \
                               float *out, const int N, const int PF) {     \
+    const size_t ahead = PF ? sc_gemv_ahead_bytes() : 0;                   \
     __m512 a[4][4];                                                        \
     for (int r = 0; r < N; r++)                                            \
       for (int k = 0; k < 4; k++) a[r][k] = _mm512_setzero_ps();           \
@@ -103,7 +104,7 @@ ALWAYS_INLINE float hsum8(__m256 v) {
       for (int k = 0; k < 4; k++) {                                        \
         if (PF && (k * 16 * sizeof(WT)) % 64 == 0)                         \
           for (int r = 0; r < N; r++)                                      \
-            PREFETCH((const char *)(w + (size_t)r * cols + i + 16 * k) + QPF_AHEAD); \
+            PREFETCH((const char *)(w + (size_t)r * cols + i + 16 * k) + ahead); \
         __m512 xv = _mm512_loadu_ps(x + i + 16 * k);                       \
         for (int r = 0; r < N; r++)                                        \
           a[r][k] = _mm512_fmadd_ps(LOAD16(w + (size_t)r * cols + i + 16 * k), \
@@ -149,7 +150,7 @@ DEFINE_DOT(dot_bf16_, uint16_t, load16_bf16, scalar_bf16)
  * operations in the same order; hsum16's first step is lo + hi.  The same
  * bits as DEFINE_DOT's.  No software prefetch: on Zen 4 the hardware's
  * alone reads the rows faster (Qwen3-0.6B bf16 decode 0.98 of the paired
- * probe against 0.93 with QPF_AHEAD's, docs/PERFORMANCE.md). */
+ * probe against 0.93 with the 1 KB prefetch, docs/PERFORMANCE.md). */
 ALWAYS_INLINE __m256 load8_bf16(const uint16_t *p) {
   const __m128i h = _mm_loadu_si128((const __m128i *)p);
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -263,11 +264,12 @@ ALWAYS_INLINE __m512 q4_0_tok(qpair w, const int8_t *y, const float *dx, const i
   ALWAYS_INLINE __m512 NAME(const uint8_t *w, const int8_t *xq, const float *xd, int nb, \
                             __m512 a1) {                                    \
     __m512 a0 = _mm512_setzero_ps();                                        \
+    const size_t ahead = sc_gemv_ahead_bytes();                             \
     const int np = nb / 2;                                                  \
     int p = 0;                                                              \
     for (; p + 2 <= np; p += 2) {                                           \
       const uint8_t *b = w + (size_t)(2 * p) * BYTES;                       \
-      for (int l = 0; l < (4 * BYTES + 63) / 64; l++) PREFETCH(b + QPF_AHEAD + 64 * l); \
+      for (int l = 0; l < (4 * BYTES + 63) / 64; l++) PREFETCH(b + ahead + 64 * l);     \
       a0 = TOK(WPAIR(b, b + BYTES), xq + 64 * p, xd + 2 * p, 1, a0);        \
       a1 = TOK(WPAIR(b + 2 * BYTES, b + 3 * BYTES), xq + 64 * (p + 1), xd + 2 * p + 2, 1, a1); \
     }                                                                       \
@@ -341,11 +343,12 @@ ALWAYS_INLINE __m256 q4_0_group(const uint8_t *wg, const unsigned char *xv, __m2
 ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                  const unsigned char *xp, int nb) {
   __m256 g0 = _mm256_setzero_ps(), g1 = _mm256_setzero_ps();
+  const size_t ahead = sc_gemv_ahead_bytes();
   const int ng = nb / 8;
   int g = 0;
   for (; g + 2 <= ng; g += 2) {
-    const uint8_t *ahead = w + (size_t)g * SC_Q4_GROUP_BYTES + QPF_AHEAD; /* 288 bytes a step */
-    for (int l = 0; l < 5; l++) PREFETCH(ahead + 64 * l);
+    const uint8_t *next = w + (size_t)g * SC_Q4_GROUP_BYTES + ahead; /* 288 bytes a step */
+    for (int l = 0; l < 5; l++) PREFETCH(next + 64 * l);
     g0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, g0);
     g1 = q4_0_group(w + (size_t)(g + 1) * SC_Q4_GROUP_BYTES, xp + (size_t)(g + 1) * SC_Q4_VIEW_GROUP, g1);
   }
@@ -439,13 +442,14 @@ ALWAYS_INLINE __m256i q8g_row_group(const uint8_t *wg, const unsigned char *xv) 
 ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float *xd,
                                   const unsigned char *xp, int nb, const int PF) {
   __m256 acc = _mm256_setzero_ps();
+  const size_t ahead = PF ? sc_gemv_ahead_bytes() : 0;
   const int ng = nb / SC_Q8_GROUP;
   for (int g = 0; g < ng; g++) {
     const uint8_t *wg = w + (size_t)g * SC_Q8_GROUP_BYTES;
     const unsigned char *xv = xp + (size_t)g * SC_Q4_VIEW_GROUP;
-    /* five lines 1 KB ahead where sc_gemv_prefetch_on (kernels.h) */
+    /* five lines sc_gemv_ahead bytes ahead where sc_gemv_prefetch_on (kernels.h) */
     if (PF)
-      for (int l = 0; l < 5; l++) PREFETCH(wg + QPF_AHEAD + 64 * l);
+      for (int l = 0; l < 5; l++) PREFETCH(wg + ahead + 64 * l);
     const __m256i dot = q8g_row_group(wg, xv);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)),
                                         _mm256_loadu_ps((const float *)(xv + 288))),

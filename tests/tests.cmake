@@ -46,18 +46,20 @@ add_test(NAME isa_override
     grep \"SPEECHC_ISA: unknown ISA 'sse9'\" $d/err"
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 
-# SPEECHC_GEMV_PREFETCH end to end: either setting gives the trace's tokens
-# (a prefetch never touches the arithmetic); any other value fails the
-# session with the variable named.
+# SPEECHC_GEMV_PREFETCH end to end: every setting (off, on, a byte
+# distance) gives the trace's tokens (a prefetch never touches the
+# arithmetic); any other value fails the session with the variable named.
 add_test(NAME gemv_prefetch_override
   COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \
     $<TARGET_FILE:speechc> build tests/data/llm/qwen3_gqa2_hd32_tied -o $d/m.so -q; \
-    for v in 0 1; do \
+    for v in 0 1 64 8192 65536; do \
       out=$(SPEECHC_GEMV_PREFETCH=$v $<TARGET_FILE:generate> $d/m.so 0 4 134 16 186 230 101 208); \
       test \"$out\" = '111 17 145 233 252 95 92 171 131 226 124 167 128 54 160 205'; \
     done; \
-    if SPEECHC_GEMV_PREFETCH=yes $<TARGET_FILE:generate> $d/m.so 0 4 134 2>$d/err; then exit 1; fi; \
-    grep \"SPEECHC_GEMV_PREFETCH: expected 0 or 1, got 'yes'\" $d/err"
+    for v in yes 100 32 65600 -64 4096x 2; do \
+      if SPEECHC_GEMV_PREFETCH=$v $<TARGET_FILE:generate> $d/m.so 0 4 134 2>$d/err; then exit 1; fi; \
+      grep \"SPEECHC_GEMV_PREFETCH: expected 0, 1 or a byte distance (a multiple of 64 from 64 to 65536), got '$v'\" $d/err; \
+    done"
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 
 # The AArch64 NEON kernels, cross-compiled and run under qemu-aarch64 with
