@@ -1427,7 +1427,8 @@ static const IsaEntry isas[] = {
         "its bf16 and q8_0 decode loops at 256-bit width, bf16 decode 1.4x avx512-vnni's (docs/PERFORMANCE.md)"),
     ISA("avx512-vnni", avx512vnni, cpu_has_avx512vnni, 1, NULL,
         "the default where the CPU has AVX512-VNNI and whole 512-bit operations: its q8_0/q4_0 prefill GEMMs run "
-        "1.6-1.8x avx2's, bf16 decode 1.06x, q8_0/q4_0 decode at the same rate (AMD Zen 5, docs/PERFORMANCE.md)"),
+        "1.6-1.8x avx2's, bf16 decode 1.06x, q8_0/q4_0 decode at the same rate (AMD Zen 5; on an AMX Xeon "
+        "1.7x / 1.9x, decode alike: docs/PERFORMANCE.md)"),
     ISA("avx512", avx512, cpu_has_avx512, 0, NULL,
         "only when SPEECHC_ISA names it: on a CPU with VNNI avx512-vnni has its bits and is faster; not measured "
         "on AVX-512 CPUs without VNNI, where avx2 stays the default"),
