@@ -1495,11 +1495,16 @@ static void gemv_prefetch_decide(void) {
     if (!strcmp(e, "0") || !strcmp(e, "1")) {
       on = *e == '1';
       ahead = SC_X86 && sc_cpu_intel() ? 4096 : 1024;
-      snprintf(gemv_prefetch_why_buf, sizeof gemv_prefetch_why_buf, "%s: named by SPEECHC_GEMV_PREFETCH=%s (%d KB "
-               "ahead; q4_0 rows always)", on ? "on" : "off", e, ahead / 1024);
+      if (SC_X86)
+        snprintf(gemv_prefetch_why_buf, sizeof gemv_prefetch_why_buf, "%s: named by SPEECHC_GEMV_PREFETCH=%s (%s%d "
+                 "KB ahead)", on ? "on" : "off", e, on ? "" : "q4_0 rows still ", ahead / 1024);
+      else
+        snprintf(gemv_prefetch_why_buf, sizeof gemv_prefetch_why_buf, "%s: named by SPEECHC_GEMV_PREFETCH=%s (the "
+                 "NEON and portable kernels ask for no bytes ahead)", on ? "on" : "off", e);
     } else if ((ahead = gemv_ahead_setting(e))) {
       snprintf(gemv_prefetch_why_buf, sizeof gemv_prefetch_why_buf, "on: %d bytes ahead, named by "
-               "SPEECHC_GEMV_PREFETCH=%s", ahead, e);
+               "SPEECHC_GEMV_PREFETCH=%s%s", ahead, e,
+               SC_X86 ? "" : " (the NEON and portable kernels ask for no bytes ahead)");
     } else {
       gemv_prefetch_env_bad = e;
       return; /* every sc_kernels_init fails with the message */
