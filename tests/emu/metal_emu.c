@@ -211,9 +211,11 @@ static void *library_new(void *dev, const char *source, char *err, size_t err_si
         "(tests/emu/metal/metal_stdlib)", bad);
     return NULL;
   }
-  char dir[] = "/tmp/sc-metal-emu-XXXXXX";
-  if (!mkdtemp(dir)) {
-    say(err, err_size, "metal_emu: mkdtemp failed");
+  const char *tmp = getenv("TMPDIR");
+  if (!tmp || !*tmp) tmp = "/tmp";
+  char dir[96];
+  if (snprintf(dir, sizeof dir, "%s/sc-metal-emu-XXXXXX", tmp) >= (int)sizeof dir || !mkdtemp(dir)) {
+    say(err, err_size, "metal_emu: cannot make a directory under %s", tmp);
     return NULL;
   }
   char src[128], so[128], log[128], cmd[1024];
@@ -221,7 +223,11 @@ static void *library_new(void *dev, const char *source, char *err, size_t err_si
   snprintf(so, sizeof so, "%s/model.so", dir);
   snprintf(log, sizeof log, "%s/log", dir);
   FILE *f = fopen(src, "w");
-  if (!f) return NULL;
+  if (!f) {
+    say(err, err_size, "metal_emu: cannot write %s", src);
+    rmdir(dir);
+    return NULL;
+  }
   const char *misplaced = write_source(f, source);
   fclose(f);
   if (misplaced) {
@@ -247,12 +253,14 @@ static void *library_new(void *dev, const char *source, char *err, size_t err_si
     fprintf(stderr, "metal_emu: compiling the MSL with clang++ failed:\n%s\n", text);
     say(err, err_size, "metal_emu: the MSL does not compile (%s)", rc ? "clang++ failed, see stderr" : dlerror());
   }
+  /* the library stays mapped after its file goes; the directory last,
+   * once it is empty (it was left behind, one per library, before) */
+  unlink(so);
+  unlink(log);
   if (!getenv("SPEECHC_METAL_EMU_KEEP")) {
     unlink(src);
     rmdir(dir);
   }
-  unlink(so);
-  unlink(log);
   if (!dl) return NULL;
   sc_metal_emu_api **slot = (sc_metal_emu_api **)dlsym(dl, "sc_metal_emu");
   if (!slot) { /* the source never included <metal_stdlib> */

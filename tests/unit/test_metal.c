@@ -19,12 +19,14 @@
  *   - the kernels at wider shapes against the CPU build (wide(), below).
  * SPEECHC_METAL_EMU names the stand-in library (ctest sets it).
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "build.h"
@@ -357,6 +359,12 @@ int main(void) {
   if (!emu || !*emu) CHECK_DONE();
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-metal-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
+  /* the stand-in compiles each library in a directory under TMPDIR: all
+   * of them must be gone once the libraries are loaded */
+  char emu_tmp[160];
+  snprintf(emu_tmp, sizeof emu_tmp, "%s/emu-tmp", tmpdir);
+  CHECK(mkdir(emu_tmp, 0700) == 0);
+  setenv("TMPDIR", emu_tmp, 1);
   test_stand_in(emu);
   test_model(emu);
   wide("qwen3-wide-tiny", DT_F32, 0);
@@ -380,6 +388,19 @@ int main(void) {
     CHECK_CONTAINS(err.msg, "Metal target: layer0.delta_rule: the delta rule's block needs 45312 bytes of shared "
                    "memory (head_dim 128, chunk 16), above the 32 KiB a kernel may declare");
   }
+  { /* nothing left behind by the stand-in's compiles */
+    DIR *d = opendir(emu_tmp);
+    CHECK(d != NULL);
+    int left = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+      if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+        fprintf(stderr, "left behind under TMPDIR: %s\n", e->d_name);
+        left++;
+      }
+    if (d) closedir(d);
+    CHECK(left == 0);
+  }
+  unsetenv("TMPDIR");
   char cmd[128];
   snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
   if (system(cmd)) {}
