@@ -234,8 +234,8 @@ static const char *main_band(const sc_model_desc *d, char *others, size_t size) 
  * them reaches: the compiler's baseline vectors (16-byte loads on x86-64)
  * read less than the kernels do on some CPUs (an AMX Xeon: 11-13 GB/s
  * against decode's 17-20), so the probe tries the CPU's widest loads and
- * a prefetch as the kernels do, and keeps the fastest. */
-#define PROBE_LOOP(name, attr, vt, ahead)                                                    \
+ * a prefetch into L1 or L2 as the kernels do, and keeps the fastest. */
+#define PROBE_LOOP(name, attr, vt, ahead, loc)                                               \
   attr static uint64_t name(const unsigned char *buf, size_t a, size_t b) {                 \
     typedef uint64_t v __attribute__((vector_size(sizeof(vt)), aligned(sizeof(vt))));      \
     const v *p = (const v *)(buf + a);                                                      \
@@ -243,7 +243,7 @@ static const char *main_band(const sc_model_desc *d, char *others, size_t size) 
     v s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0};                                               \
     for (size_t i = 0; i < n; i++, p += 4) {                                                \
       if (ahead)                                                                            \
-        for (size_t l = 0; l < 4 * sizeof(v); l += 64) __builtin_prefetch((const char *)p + (ahead) + l); \
+        for (size_t l = 0; l < 4 * sizeof(v); l += 64) __builtin_prefetch((const char *)p + (ahead) + l, 0, loc); \
       s0 += p[0];                                                                           \
       s1 += p[1];                                                                           \
       s2 += p[2];                                                                           \
@@ -257,14 +257,17 @@ static const char *main_band(const sc_model_desc *d, char *others, size_t size) 
 
 typedef struct { uint64_t w[4]; } probe_v32;
 typedef struct { uint64_t w[8]; } probe_v64;
-PROBE_LOOP(probe_base, , probe_v32, 0)
-PROBE_LOOP(probe_base_pf, , probe_v32, PROBE_AHEAD)
+PROBE_LOOP(probe_base, , probe_v32, 0, 3)
+PROBE_LOOP(probe_base_pf, , probe_v32, PROBE_AHEAD, 3)
+PROBE_LOOP(probe_base_pf2, , probe_v32, PROBE_AHEAD, 2)
 #if defined(__x86_64__) && defined(__GNUC__)
 #define SC_PROBE_X86 1
-PROBE_LOOP(probe_avx2, __attribute__((target("avx2"))), probe_v32, 0)
-PROBE_LOOP(probe_avx2_pf, __attribute__((target("avx2"))), probe_v32, PROBE_AHEAD)
-PROBE_LOOP(probe_avx512, __attribute__((target("avx512f"))), probe_v64, 0)
-PROBE_LOOP(probe_avx512_pf, __attribute__((target("avx512f"))), probe_v64, PROBE_AHEAD)
+PROBE_LOOP(probe_avx2, __attribute__((target("avx2"))), probe_v32, 0, 3)
+PROBE_LOOP(probe_avx2_pf, __attribute__((target("avx2"))), probe_v32, PROBE_AHEAD, 3)
+PROBE_LOOP(probe_avx2_pf2, __attribute__((target("avx2"))), probe_v32, PROBE_AHEAD, 2)
+PROBE_LOOP(probe_avx512, __attribute__((target("avx512f"))), probe_v64, 0, 3)
+PROBE_LOOP(probe_avx512_pf, __attribute__((target("avx512f"))), probe_v64, PROBE_AHEAD, 3)
+PROBE_LOOP(probe_avx512_pf2, __attribute__((target("avx512f"))), probe_v64, PROBE_AHEAD, 2)
 #endif
 
 typedef struct ProbeLoop {
@@ -276,11 +279,14 @@ typedef struct ProbeLoop {
 static const ProbeLoop probe_loops[] = {
     {probe_base, "baseline vectors", NULL},
     {probe_base_pf, "baseline vectors, prefetch 4 KB ahead", NULL},
+    {probe_base_pf2, "baseline vectors, prefetch 4 KB ahead into L2", NULL},
 #ifdef SC_PROBE_X86
     {probe_avx2, "32-byte AVX2 loads", "avx2"},
     {probe_avx2_pf, "32-byte AVX2 loads, prefetch 4 KB ahead", "avx2"},
+    {probe_avx2_pf2, "32-byte AVX2 loads, prefetch 4 KB ahead into L2", "avx2"},
     {probe_avx512, "64-byte AVX-512 loads", "avx512f"},
     {probe_avx512_pf, "64-byte AVX-512 loads, prefetch 4 KB ahead", "avx512f"},
+    {probe_avx512_pf2, "64-byte AVX-512 loads, prefetch 4 KB ahead into L2", "avx512f"},
 #endif
 };
 enum { N_PROBE_LOOPS = sizeof probe_loops / sizeof probe_loops[0] };

@@ -162,6 +162,13 @@ extern _Atomic int sc_gemv_ahead;
 static inline size_t sc_gemv_ahead_bytes(void) {
   return (size_t)atomic_load_explicit(&sc_gemv_ahead, memory_order_relaxed);
 }
+/* Which cache those prefetches fill: L1 (0), or L2 (1) on Intel CPUs, where
+ * an AMX Xeon's decode ran 1.07-1.08x faster (bf16, q8_0) with the rows
+ * fetched into L2 (docs/PERFORMANCE.md); L1 elsewhere, as measured on AMD.
+ * SPEECHC_GEMV_PREFETCH_CACHE=l1 or l2 overrides it (any other value:
+ * sc_kernels_init fails).  The bits are the same either way. */
+extern _Atomic int sc_gemv_l2;
+static inline int sc_gemv_into_l2(void) { return atomic_load_explicit(&sc_gemv_l2, memory_order_relaxed); }
 const char *sc_gemv_prefetch_why(void);
 /* Forget a previous error so that the next call starts clean. */
 void sc_kernel_ctx_clear(sc_kernel_ctx *c);

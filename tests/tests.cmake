@@ -46,9 +46,11 @@ add_test(NAME isa_override
     grep \"SPEECHC_ISA: unknown ISA 'sse9'\" $d/err"
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 
-# SPEECHC_GEMV_PREFETCH end to end: every setting (off, on, a byte
-# distance) gives the trace's tokens (a prefetch never touches the
-# arithmetic); any other value fails the session with the variable named.
+# SPEECHC_GEMV_PREFETCH and SPEECHC_GEMV_PREFETCH_CACHE end to end: every
+# setting (off, on, a byte distance; into L1 or L2) gives the trace's
+# tokens (a prefetch never touches the arithmetic), and bench names the
+# cache it was told; any other value fails the session with the variable
+# named.
 add_test(NAME gemv_prefetch_override
   COMMAND bash -c "set -e; d=$(mktemp -d); trap 'rm -rf $d' EXIT; \
     $<TARGET_FILE:speechc> build tests/data/llm/qwen3_gqa2_hd32_tied -o $d/m.so -q; \
@@ -59,6 +61,16 @@ add_test(NAME gemv_prefetch_override
     for v in yes 100 32 65600 -64 4096x 2; do \
       if SPEECHC_GEMV_PREFETCH=$v $<TARGET_FILE:generate> $d/m.so 0 4 134 2>$d/err; then exit 1; fi; \
       grep \"SPEECHC_GEMV_PREFETCH: expected 0, 1 or a byte distance (a multiple of 64 from 64 to 65536), got '$v'\" $d/err; \
+    done; \
+    for v in l1 l2; do \
+      out=$(SPEECHC_GEMV_PREFETCH_CACHE=$v $<TARGET_FILE:generate> $d/m.so 0 4 134 16 186 230 101 208); \
+      test \"$out\" = '111 17 145 233 252 95 92 171 131 226 124 167 128 54 160 205'; \
+      SPEECHC_GEMV_PREFETCH_CACHE=$v $<TARGET_FILE:speechc> bench $d/m.so --steps 2 --prompt 2 --probe-mb 16 > $d/b; \
+      if [ \"$(uname -m)\" = x86_64 ]; then grep \"^prefetch .*; into L\${v#l}, named by SPEECHC_GEMV_PREFETCH_CACHE\" $d/b; fi; \
+    done; \
+    for v in L2 l3 2 yes; do \
+      if SPEECHC_GEMV_PREFETCH_CACHE=$v $<TARGET_FILE:generate> $d/m.so 0 4 134 2>$d/err; then exit 1; fi; \
+      grep \"SPEECHC_GEMV_PREFETCH_CACHE: expected l1 or l2, got '$v'\" $d/err; \
     done"
   WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
 

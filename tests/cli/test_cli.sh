@@ -55,7 +55,7 @@ expect bench-q8_0 0 "out:prefill       4 tokens in" "out:the first, mapping the 
   "$BIN" bench "$W/q8/m.so" --prompt 4 --steps 2 --threads 1 --probe-mb 16
 if grep -q "^state r+w" "$W/out"; then fail_case bench-q8_0-no-state "$(cat "$W/out")"; else n_pass=$((n_pass + 1)); fi
 # the probe names the loop it kept, one of those it tries
-if grep -Eq "^read probe    [0-9.]+ GB/s best, [0-9.]+ median \(16 MB buffer, 1 thread, 5 passes; (baseline vectors|32-byte AVX2 loads|64-byte AVX-512 loads)(, prefetch 4 KB ahead)?, the fastest of the loops this CPU runs\)$" "$W/out"; then
+if grep -Eq "^read probe    [0-9.]+ GB/s best, [0-9.]+ median \(16 MB buffer, 1 thread, 5 passes; (baseline vectors|32-byte AVX2 loads|64-byte AVX-512 loads)(, prefetch 4 KB ahead( into L2)?)?, the fastest of the loops this CPU runs\)$" "$W/out"; then
   n_pass=$((n_pass + 1))
 else fail_case bench-probe-loop "$(cat "$W/out")"; fi
 expect bench-unknown-flag 1 "unknown option '--bogus'" -- "$BIN" bench "$W/q8/m.so" --bogus

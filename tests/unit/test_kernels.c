@@ -240,6 +240,15 @@ static void test_isa_agree(const sc_kernels *A, const sc_kernels *P) {
       atomic_store(&sc_gemv_prefetch_on, pf);
       CHECK_MSG(!memcmp(g0, g1, sizeof(float) * rows), "%s prefetch %d vs %d: band %d cols %d", sc_kernels_isa(A), pf,
                 !pf, wtype, cols);
+      /* on, into the other cache (kernels.h sc_gemv_l2): the same bits */
+      const int l2 = atomic_load(&sc_gemv_l2);
+      atomic_store(&sc_gemv_prefetch_on, 1);
+      atomic_store(&sc_gemv_l2, !l2);
+      A->linear(A->ctx, wtype, w, bias, x, LDX, g1, LDY, 1, rows, cols, 0);
+      atomic_store(&sc_gemv_l2, l2);
+      atomic_store(&sc_gemv_prefetch_on, pf);
+      CHECK_MSG(!memcmp(g0, g1, sizeof(float) * rows), "%s prefetch into L%d: band %d cols %d", sc_kernels_isa(A),
+                2 - l2, wtype, cols);
       for (int t = 0; t < 3; t++)
         for (int r = 0; r < rows; r++) {
           double m = fabs(bias[r]);
@@ -610,6 +619,15 @@ static void test_q8_0_groups(const sc_kern_ops *ops) {
       for (int r = 0; r < 4; r++)
         CHECK_MSG(same_bits(d4[r], p4[r]), "%s q8_0 prefetch %d vs %d: cols %d t %d r %d", ops->name, pf, !pf,
                   cols, t, r);
+      const int l2 = atomic_load(&sc_gemv_l2); /* on, into the other cache */
+      atomic_store(&sc_gemv_prefetch_on, 1);
+      atomic_store(&sc_gemv_l2, !l2);
+      ops->dot4_q8_0(w, rb, xq + t * cols, xd + t * nb, xp + xo, nb, p4);
+      atomic_store(&sc_gemv_l2, l2);
+      atomic_store(&sc_gemv_prefetch_on, pf);
+      for (int r = 0; r < 4; r++)
+        CHECK_MSG(same_bits(d4[r], p4[r]), "%s q8_0 prefetch into L%d: cols %d t %d r %d", ops->name, 2 - l2, cols,
+                  t, r);
       for (int r = 0; r < 4; r++) {
         const unsigned char *g = ggml + r * rb;
         double ref = 0, mag = 0;
