@@ -162,9 +162,10 @@ extern _Atomic int sc_gemv_ahead;
 static inline size_t sc_gemv_ahead_bytes(void) {
   return (size_t)atomic_load_explicit(&sc_gemv_ahead, memory_order_relaxed);
 }
-/* Which cache those prefetches fill: L1 (0), or L2 (1) on Intel CPUs, where
- * an AMX Xeon's decode ran 1.07-1.08x faster (bf16, q8_0) with the rows
- * fetched into L2 (docs/PERFORMANCE.md); L1 elsewhere, as measured on AMD.
+/* Which cache those prefetches fill: L1 (0), or L2 (1) on Intel CPUs,
+ * where an AMX Xeon decoded 1.08-1.14x (bf16) and 1.06-1.07x (q8_0)
+ * faster with the rows fetched into L2 (docs/PERFORMANCE.md); L1
+ * elsewhere, as measured on AMD.  Both x86 tables' one-token dots.
  * SPEECHC_GEMV_PREFETCH_CACHE=l1 or l2 overrides it (any other value:
  * sc_kernels_init fails).  The bits are the same either way. */
 extern _Atomic int sc_gemv_l2;
