@@ -170,6 +170,14 @@ static inline size_t sc_gemv_ahead_bytes(void) {
  * sc_kernels_init fails).  The bits are the same either way. */
 extern _Atomic int sc_gemv_l2;
 static inline int sc_gemv_into_l2(void) { return atomic_load_explicit(&sc_gemv_l2, memory_order_relaxed); }
+/* The x86 tables' GEMV row prefetch (they include <immintrin.h>): into L1
+ * (T0), or into L2 (T1) where the caller's l2, read from sc_gemv_into_l2
+ * once a call, says so; the branch goes the same way every time. */
+#define SC_GEMV_PREFETCH(p, l2)                                              \
+  do {                                                                       \
+    if (l2) _mm_prefetch((const char *)(p), _MM_HINT_T1);                    \
+    else _mm_prefetch((const char *)(p), _MM_HINT_T0);                       \
+  } while (0)
 const char *sc_gemv_prefetch_why(void);
 /* Forget a previous error so that the next call starts clean. */
 void sc_kernel_ctx_clear(sc_kernel_ctx *c);

@@ -49,14 +49,6 @@
  * Zen 4 the q4_0 dot still gains from it end to end (0.866 against 0.843
  * of the paired probe without), the q8_0 dot loses (0.80 against 0.92). */
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-/* The GEMV rows' prefetch: into L1 (T0), or into L2 (T1) where
- * sc_gemv_into_l2 (kernels.h: Intel); l2 is read once a call, so the
- * branch goes the same way every time. */
-#define GEMV_PREFETCH(p)                                                     \
-  do {                                                                       \
-    if (l2) _mm_prefetch((const char *)(p), _MM_HINT_T1);                    \
-    else _mm_prefetch((const char *)(p), _MM_HINT_T0);                       \
-  } while (0)
 
 ALWAYS_INLINE __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
 
@@ -91,7 +83,7 @@ ALWAYS_INLINE float hsum8(__m256 v) {
       for (int k = 0; k < 4; k++) {                                        \
         if (PF && (k * 8 * sizeof(WT)) % 64 == 0)                          \
           for (int r = 0; r < N; r++)                                      \
-            GEMV_PREFETCH((const char *)(w + (size_t)r * cols + i + 8 * k) + ahead); \
+            SC_GEMV_PREFETCH((const char *)(w + (size_t)r * cols + i + 8 * k) + ahead, l2); \
         __m256 xv = _mm256_loadu_ps(x + i + 8 * k);                        \
         for (int r = 0; r < N; r++)                                        \
           a[r][k] = _mm256_fmadd_ps(LOAD8(w + (size_t)r * cols + i + 8 * k), \
@@ -280,7 +272,7 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
     const unsigned char *xv = xp + (size_t)g * SC_Q4_VIEW_GROUP;
     /* five lines sc_gemv_ahead bytes ahead where sc_gemv_prefetch_on (kernels.h) */
     if (PF)
-      for (int l = 0; l < 5; l++) GEMV_PREFETCH(wg + ahead + 64 * l);
+      for (int l = 0; l < 5; l++) SC_GEMV_PREFETCH(wg + ahead + 64 * l, l2);
     __m256i sum = _mm256_setzero_si256();
     for (int k = 0; k < 8; k++) {
       const __m256i q = _mm256_loadu_si256((const __m256i *)(wg + 16 + 32 * k));
@@ -307,7 +299,7 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
   int g = 0;
   for (; g + 2 <= ng; g += 2) {
     const uint8_t *next = w + (size_t)g * SC_Q4_GROUP_BYTES + ahead; /* 288 bytes a step */
-    for (int l = 0; l < 5; l++) GEMV_PREFETCH(next + 64 * l);
+    for (int l = 0; l < 5; l++) SC_GEMV_PREFETCH(next + 64 * l, l2);
     a0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, a0);
     a1 = q4_0_group(w + (size_t)(g + 1) * SC_Q4_GROUP_BYTES, xp + (size_t)(g + 1) * SC_Q4_VIEW_GROUP, a1);
   }

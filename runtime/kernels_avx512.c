@@ -59,14 +59,6 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
-/* The GEMV rows' prefetch: into L1 (T0), or into L2 (T1) where
- * sc_gemv_into_l2 (kernels.h: Intel); l2 is read once a call, so the
- * branch goes the same way every time. */
-#define GEMV_PREFETCH(p)                                                     \
-  do {                                                                       \
-    if (l2) _mm_prefetch((const char *)(p), _MM_HINT_T1);                    \
-    else _mm_prefetch((const char *)(p), _MM_HINT_T0);                       \
-  } while (0)
 /* GEMV rows stream from DRAM: their bytes sc_gemv_ahead ahead (kernels.h:
  * 1 KB, 4 KB on Intel) are asked for early (as kernels_avx2.c's), which the
  * decode's read rate needs on Zen 5 and Intel; the f32, bf16 and q8_0 rows
@@ -113,7 +105,7 @@ ALWAYS_INLINE float hsum8(__m256 v) {
       for (int k = 0; k < 4; k++) {                                        \
         if (PF && (k * 16 * sizeof(WT)) % 64 == 0)                         \
           for (int r = 0; r < N; r++)                                      \
-            GEMV_PREFETCH((const char *)(w + (size_t)r * cols + i + 16 * k) + ahead); \
+            SC_GEMV_PREFETCH((const char *)(w + (size_t)r * cols + i + 16 * k) + ahead, l2); \
         __m512 xv = _mm512_loadu_ps(x + i + 16 * k);                       \
         for (int r = 0; r < N; r++)                                        \
           a[r][k] = _mm512_fmadd_ps(LOAD16(w + (size_t)r * cols + i + 16 * k), \
@@ -279,7 +271,7 @@ ALWAYS_INLINE __m512 q4_0_tok(qpair w, const int8_t *y, const float *dx, const i
     int p = 0;                                                              \
     for (; p + 2 <= np; p += 2) {                                           \
       const uint8_t *b = w + (size_t)(2 * p) * BYTES;                       \
-      for (int l = 0; l < (4 * BYTES + 63) / 64; l++) GEMV_PREFETCH(b + ahead + 64 * l);     \
+      for (int l = 0; l < (4 * BYTES + 63) / 64; l++) SC_GEMV_PREFETCH(b + ahead + 64 * l, l2);     \
       a0 = TOK(WPAIR(b, b + BYTES), xq + 64 * p, xd + 2 * p, 1, a0);        \
       a1 = TOK(WPAIR(b + 2 * BYTES, b + 3 * BYTES), xq + 64 * (p + 1), xd + 2 * p + 2, 1, a1); \
     }                                                                       \
@@ -359,7 +351,7 @@ ALWAYS_INLINE float dot_q4_0_row(const uint8_t *w, const int8_t *xq, const float
   int g = 0;
   for (; g + 2 <= ng; g += 2) {
     const uint8_t *next = w + (size_t)g * SC_Q4_GROUP_BYTES + ahead; /* 288 bytes a step */
-    for (int l = 0; l < 5; l++) GEMV_PREFETCH(next + 64 * l);
+    for (int l = 0; l < 5; l++) SC_GEMV_PREFETCH(next + 64 * l, l2);
     g0 = q4_0_group(w + (size_t)g * SC_Q4_GROUP_BYTES, xp + (size_t)g * SC_Q4_VIEW_GROUP, g0);
     g1 = q4_0_group(w + (size_t)(g + 1) * SC_Q4_GROUP_BYTES, xp + (size_t)(g + 1) * SC_Q4_VIEW_GROUP, g1);
   }
@@ -461,7 +453,7 @@ ALWAYS_INLINE float dot_q8_0_row(const uint8_t *w, const int8_t *xq, const float
     const unsigned char *xv = xp + (size_t)g * SC_Q4_VIEW_GROUP;
     /* five lines sc_gemv_ahead bytes ahead where sc_gemv_prefetch_on (kernels.h) */
     if (PF)
-      for (int l = 0; l < 5; l++) GEMV_PREFETCH(wg + ahead + 64 * l);
+      for (int l = 0; l < 5; l++) SC_GEMV_PREFETCH(wg + ahead + 64 * l, l2);
     const __m256i dot = q8g_row_group(wg, xv);
     acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)wg)),
                                         _mm256_loadu_ps((const float *)(xv + 288))),
