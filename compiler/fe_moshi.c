@@ -225,9 +225,10 @@ static int read_config(const Checkpoint *c, MoshiCfg *m, sc_error *err) {
   for (size_t i = 0; i < sizeof off / sizeof *off; i++)
     if (must_be_off(cfg, w, off[i].key, off[i].why, err)) return err->code;
   if (read_gen_config(cfg, w, err)) return err->code;
-  int causal = 1, dcausal = 1;
-  if (cfg_bool_opt(cfg, w, "causal", 1, &causal, err) || cfg_bool_opt(cfg, w, "depformer_causal", 1, &dcausal, err))
-    return err->code;
+  /* depformer_causal is never read: the package's loader drops it (the
+   * depformer is always causal) */
+  int causal = 1;
+  if (cfg_bool_opt(cfg, w, "causal", 1, &causal, err)) return err->code;
   if (!causal) return sc_fail(err, SC_EINPUT, "%s: causal false is not supported (Moshi steps are causal)", w);
 
   MoshiStack *t = &m->tr, *d = &m->dep;
@@ -261,6 +262,7 @@ static int read_config(const Checkpoint *c, MoshiCfg *m, sc_error *err) {
   t->ff = ff_t;
   t->kv_heads = kv_repeat >= 1 && t->heads % kv_repeat == 0 ? t->heads / kv_repeat : 0;
   t->sets = 1;
+  t->per_step = 0;
   if (check_stack(w, "transformer", t, err)) return err->code;
   if (m->n_q < 1 || m->n_q + 1 > MOSHI_MAX_STREAMS || m->dep_q < 0 || m->dep_q > m->n_q || m->card < 1 ||
       m->text_card < 1 || m->text_out < 1)
@@ -301,7 +303,6 @@ static int read_config(const Checkpoint *c, MoshiCfg *m, sc_error *err) {
       read_gating(w, "depformer_gating", dgating, d, err) || read_pos(w, "depformer_pos_emb", dpos, d, err) ||
       read_layer_scale(cfg, w, "depformer_layer_scale", t->layer_scale, &d->layer_scale, err))
     return err->code;
-  if (!dcausal) return sc_fail(err, SC_EINPUT, "%s: depformer_causal false is not supported", w);
   const cJSON *dffj = cJSON_GetObjectItemCaseSensitive(cfg, "depformer_dim_feedforward");
   if (cJSON_IsArray(dffj))
     return sc_fail(err, SC_EINPUT, "%s: a per-step list of depformer_dim_feedforward is not supported yet", w);
@@ -339,6 +340,7 @@ static int read_config(const Checkpoint *c, MoshiCfg *m, sc_error *err) {
     }
   }
   d->sets = wps ? (int)m->dep_q : 1; /* one set per step, shared ones repeated */
+  d->per_step = wps;
   /* depformer_in follows the schedule whether or not the layers do */
   const int has_sched = sch && !cJSON_IsNull(sch);
   m->n_in = m->multi_linear ? (has_sched ? n_sets : (int)m->dep_q) : 1;
@@ -443,8 +445,9 @@ static int layer_weights(Fe *f, const MoshiStack *t, const char *tp, const char 
     if ((l->ff_in = fe_weight(f->m, f->c, N("linear1"), T("linear1.weight"), t->ff, D, f->band, f->err)) < 0 ||
         (l->ff_out = fe_weight(f->m, f->c, N("linear2"), T("linear2.weight"), D, t->ff, f->band, f->err)) < 0)
       return -1;
-  } else if (sets > 1) {
-    /* "gating.<i>.linear_in.weight": no packed form */
+  } else if (t->per_step) {
+    /* "gating.<i>.linear_in.weight" (a ModuleList even for one step:
+     * dep_q 1): no packed form */
     E("gating.%d.linear_in.weight");
     if ((l->ff_in = step_weight(f, N("gating_in"), "", each, sets, mult, sched, 2 * t->hidden, D)) < 0) return -1;
     E("gating.%d.linear_out.weight");

@@ -282,15 +282,14 @@ static int read_config(const Checkpoint *c, const GdnType *ty, GdnDims *d, const
 }
 
 /* The mixture of experts: its sizes, which layers have it, whether the
- * router renormalises.  Experts without a top-k, or a top-k without
- * experts, are refused (transformers would fail or silently build a dense
- * model). */
+ * router renormalises.  Experts without a top-k are refused (transformers
+ * would fail); a top-k without experts is Qwen3-Next's dense model, as
+ * transformers builds it. */
 static int read_moe(const cJSON *tc, const char *where, const GdnType *ty, GdnDims *d, sc_error *err) {
   const int64_t L = d->a.layers;
   d->moe = calloc((size_t)L, 1);
   if (!d->moe) return sc_fail(err, SC_ERUNTIME, "out of memory");
   if (!ty->moe) return SC_OK;
-  const cJSON *kv = cJSON_GetObjectItemCaseSensitive(tc, "num_experts_per_tok");
   if (cfg_int_opt(tc, where, "num_experts", ty->experts, &d->experts, err) ||
       cfg_int_opt(tc, where, "num_experts_per_tok", ty->top_k, &d->top_k, err) ||
       cfg_int_opt(tc, where, "moe_intermediate_size", 512, &d->moe_inter, err) ||
@@ -302,10 +301,9 @@ static int read_moe(const cJSON *tc, const char *where, const GdnType *ty, GdnDi
   if (d->experts == 0 && ty->moe == 1)
     return sc_fail(err, SC_EINPUT, "%s: num_experts 0: every %s layer is a mixture of experts (hint: the dense "
                    "model is model_type qwen3_5)", where, ty->name);
-  if (d->experts == 0) { /* Qwen3-Next without experts: dense MLPs */
-    if (kv && !cJSON_IsNull(kv) && d->top_k != 0)
-      return sc_fail(err, SC_EINPUT, "%s: num_experts_per_tok %lld without experts (num_experts 0): the "
-                     "config is inconsistent", where, (long long)d->top_k);
+  if (d->experts == 0) { /* Qwen3-Next without experts: dense MLPs, and
+                           * num_experts_per_tok (which save_pretrained
+                           * always writes) is never read */
     d->top_k = 0;
     return SC_OK;
   }

@@ -113,6 +113,7 @@ typedef struct MoshiStack {      /* one StreamingTransformer */
   double norm_eps, max_period, pos_scale;
   int64_t hidden;                /* gating hidden (ActivationGating) */
   int sets;                      /* per-step weight sets (1: none) */
+  int per_step;                  /* weights_per_step: the FFN's are gating.<i>, even with one set */
   int align;                     /* positions arrive in groups of align (ATTENTION's p.align; 0, 1: singly) */
 } MoshiStack;
 

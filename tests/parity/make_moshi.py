@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Reference fixtures for Moshi's RQ-Transformer (the `moshi` package's LMModel).
 
-Run:  /work/venv-moshi/bin/python tests/parity/make_moshi.py [--check]
+Run:  /work/venv-moshi/bin/python tests/parity/make_moshi.py [--check] [NAME...]
       (a venv with `pip install moshi==0.2.13`; see tests/parity/README.md)
 
 For each switch set this writes tests/data/moshi/<name>/:
@@ -18,7 +18,7 @@ For each switch set this writes tests/data/moshi/<name>/:
   gen.i32            int32 [R, 1 + dep_q]: every row LMGen.step (greedy) returned, in order
   trace.json         dims, seeds, versions
 
-Three switch sets:
+Four switch sets:
   moshi7b_tiny  the 7B's switches (rms_norm_f32, silu gating, interleaved RoPE,
                 multi-linear per-step depformer without a schedule, no depformer
                 positions, 17 streams with the 7B's delay pattern), tiny widths
@@ -27,10 +27,13 @@ Three switch sets:
                 low-rank depformer embeddings, GELU gating, other delays
   bands_tiny    moshi7b_tiny's switches at widths whose matrices quantize
                 whole (columns multiples of 32), for the bf16 / q8_0 / q4_0 gates
+  dq1_tiny      moshi7b_tiny's switches with one depformer step (dep_q 1),
+                and depformer_causal false in config.json (the loader drops it);
+                LMGen's rows only (the package's forward fails on dep_q 1)
 Also tests/data/moshi/defaults_7b.json: the package's loaders._lm_kwargs and
 the file names CheckpointInfo assumes without a config.json (MOSHI_NAME,
 MIMI_NAME, TEXT_TOKENIZER_NAME), which a config-less directory gets.
-Both switch sets have a context shorter than the run, so the temporal KV ring wraps.
+Every switch set has a context shorter than the run, so the temporal KV ring wraps.
 Every parameter is drawn from a fixed seed (norm weights and biases too), so
 reruns give identical files.  Nothing here reimplements the model: every
 number is the package's.
@@ -86,6 +89,20 @@ SPECS = {
                 depformer_context=8, depformer_max_period=10000, depformer_gating="silu",
                 depformer_pos_emb="none", depformer_weights_per_step=True,
                 delays=[0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1])),
+    # one depformer step (dep_q 1) with per-step weights: the package's
+    # depformer FFN is still a one-element ModuleList (gating.0.*); and
+    # depformer_causal, which the loader drops, only in config.json
+    "dq1_tiny": dict(
+        seed=4, steps=10, gen_steps=12, config_only=dict(depformer_causal=False),
+        lm=dict(dim=16, text_card=40, existing_text_padding_id=3, n_q=6, dep_q=1, card=24,
+                num_heads=2, num_layers=2, hidden_scale=4.125, causal=True, layer_scale=None,
+                context=5, max_period=10000, gating="silu", norm="rms_norm_f32",
+                positional_embedding="rope", depformer_dim=8,
+                depformer_dim_feedforward=int(4.125 * 8), depformer_num_heads=2,
+                depformer_num_layers=1, depformer_layer_scale=None, depformer_multi_linear=True,
+                depformer_context=8, depformer_max_period=10000, depformer_gating="silu",
+                depformer_pos_emb="none", depformer_weights_per_step=True,
+                delays=[0, 0, 1, 1, 0, 1, 1])),
 }
 
 
@@ -114,8 +131,8 @@ def make(name, spec, check):
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     if not check:
         save_file(state, os.path.join(d, "model.safetensors"))
-        cfg = dict(kw, moshi_name="model.safetensors", mimi_name="mimi.safetensors",
-                   tokenizer_name="tokenizer.model", model_type="moshi")
+        cfg = dict(kw, **spec.get("config_only", {}), moshi_name="model.safetensors",
+                   mimi_name="mimi.safetensors", tokenizer_name="tokenizer.model", model_type="moshi")
         with open(os.path.join(d, "config.json"), "w") as f:
             json.dump(cfg, f, indent=1)
     # load back from the files, as a user's checkpoint would be
@@ -125,19 +142,23 @@ def make(name, spec, check):
 
     g = torch.Generator().manual_seed(spec["seed"] + 200)
     K, T = model.num_codebooks, spec["steps"]
-    codes = torch.empty(1, K, T, dtype=torch.long)
-    codes[:, 0] = torch.randint(0, model.text_card, (1, T), generator=g)
-    codes[:, 1:] = torch.randint(0, model.card, (1, K - 1, T), generator=g)
-    codes[0, 2, 3] = -1   # a zero token: an exact zero embedding, masked out
-    with torch.no_grad():
-        out = model(codes)
-    files = {
-        "codes.i32": codes[0].numpy().astype("<i4"),
-        "logits.f32": out.logits[0].numpy().astype("<f4"),
-        "text_logits.f32": out.text_logits[0, 0].numpy().astype("<f4"),
-        "mask.u8": out.mask[0].numpy().astype("u1"),
-        "text_mask.u8": out.text_mask[0, 0].numpy().astype("u1"),
-    }
+    files = {}
+    text_out = None
+    if model.dep_q > 1:  # the package's training forward asserts depformer_emb, empty for dep_q 1
+        codes = torch.empty(1, K, T, dtype=torch.long)
+        codes[:, 0] = torch.randint(0, model.text_card, (1, T), generator=g)
+        codes[:, 1:] = torch.randint(0, model.card, (1, K - 1, T), generator=g)
+        codes[0, 2, 3] = -1   # a zero token: an exact zero embedding, masked out
+        with torch.no_grad():
+            out = model(codes)
+        text_out = out.text_logits.shape[-1]
+        files = {
+            "codes.i32": codes[0].numpy().astype("<i4"),
+            "logits.f32": out.logits[0].numpy().astype("<f4"),
+            "text_logits.f32": out.text_logits[0, 0].numpy().astype("<f4"),
+            "mask.u8": out.mask[0].numpy().astype("u1"),
+            "text_mask.u8": out.text_mask[0, 0].numpy().astype("u1"),
+        }
 
     # greedy LMGen over random user codes
     n_user = model.n_q - model.dep_q
@@ -155,7 +176,7 @@ def make(name, spec, check):
 
     trace = dict(name=name, seed=spec["seed"], moshi_version=moshi.__version__,
                  torch_version=torch.__version__, K=K, T=T, n_q=model.n_q, dep_q=model.dep_q,
-                 card=model.card, text_card_out=out.text_logits.shape[-1], gen_steps=S,
+                 card=model.card, text_card_out=text_out, gen_steps=S,
                  gen_rows=len(rows), user_codebooks=n_user, delays=model.delays)
     bad = 0
     for fn, arr in files.items():
@@ -192,5 +213,7 @@ def defaults_7b(check):
 
 if __name__ == "__main__":
     check = "--check" in sys.argv
-    bad = sum(make(n, s, check) for n, s in SPECS.items()) + defaults_7b(check)
+    only = [a for a in sys.argv[1:] if not a.startswith("--")]  # fixture names (default: all)
+    bad = sum(make(n, s, check) for n, s in SPECS.items() if not only or n in only)
+    bad += defaults_7b(check) if not only else 0
     sys.exit(1 if bad else 0)

@@ -389,7 +389,7 @@ static void edit_rotary(cJSON *j) {
 static void edit_moe_type(cJSON *j) { cJSON_ReplaceItemInObject(j, "model_type", cJSON_CreateString("qwen3_5_moe")); }
 static void edit_no_topk(cJSON *j) { set_num(text_config(j), "num_experts_per_tok", 0); }
 static void edit_topk_big(cJSON *j) { set_num(text_config(j), "num_experts_per_tok", 7); }
-static void edit_no_experts(cJSON *j) { set_num(j, "num_experts", 0); } /* top-k 2 stays */
+static void edit_no_experts(cJSON *j) { set_num(j, "num_experts", 0); } /* top-k 2 stays: never read */
 static void edit_moe_zero(cJSON *j) { set_num(text_config(j), "num_experts", 0); }
 static void edit_next_layer(cJSON *j) {
   cJSON_ReplaceItemInArray(cJSON_GetObjectItem(j, "layer_types"), 0, cJSON_CreateString("mamba"));
@@ -449,7 +449,9 @@ static void test_refusals(void) {
   refuse(M, "no-topk", edit_no_topk, "num_experts 4 without a top-k (num_experts_per_tok 0)", NULL);
   refuse(M, "topk-big", edit_topk_big, "num_experts_per_tok 7 exceeds num_experts 4", NULL);
   refuse(M, "moe-zero", edit_moe_zero, "num_experts 0: every Qwen3.5-MoE layer is a mixture of experts", NULL);
-  refuse(X, "no-experts", edit_no_experts, "num_experts_per_tok 2 without experts (num_experts 0)", NULL);
+  /* num_experts 0 is the dense model whatever num_experts_per_tok says (its
+   * MLPs are then gate/up/down, which this MoE checkpoint lacks) */
+  refuse(X, "no-experts", edit_no_experts, "tensor 'model.layers.0.mlp.gate_proj.weight' is missing", NULL);
   refuse(X, "next-layer", edit_next_layer, "layer_types[0] is 'mamba': a Qwen3-Next layer is linear_attention",
          NULL);
   refuse(X, "next-heads", edit_next_heads,

@@ -620,6 +620,20 @@ static void parity(const char *name, const char *cc, int fuse) {
   sc_model_close(m);
 }
 
+/* One depformer step (dep_q 1) with per-step weights: the package keeps
+ * its FFN a one-element list (depformer.layers.L.gating.0.*); and
+ * depformer_causal false in config.json, which its loader drops.  LMGen's
+ * rows only: the package's training forward fails on dep_q 1. */
+static void one_depformer_step(const char *cc) {
+  const char *dir = "tests/data/moshi/dq1_tiny";
+  sc_session *s = NULL;
+  sc_model *m = build_open(dir, "dq1_tiny", cc, 1, &s);
+  if (!s) return;
+  lmgen(s, dir, "dq1_tiny", cc);
+  sc_session_close(s);
+  sc_model_close(m);
+}
+
 static double cosine(const float *a, const float *b, int n) {
   double ab = 0, aa = 0, bb = 0;
   for (int i = 0; i < n; i++) ab += (double)a[i] * b[i], aa += (double)a[i] * a[i], bb += (double)b[i] * b[i];
@@ -1437,6 +1451,7 @@ int main(void) {
     parity("moshi7b_tiny", "tcc", 1);
     parity("family_tiny", "tcc", 1);
     parity("bands_tiny", "tcc", 1);
+    one_depformer_step("tcc");
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd)) return 1;
@@ -1450,6 +1465,8 @@ int main(void) {
   parity("family_tiny", "gcc", 1);
   parity("family_tiny", "tcc", 0);
   parity("bands_tiny", "tcc", 1);
+  one_depformer_step("tcc");
+  one_depformer_step("gcc");
   bands("bands_tiny");
   refusals();
   shipped();
