@@ -167,13 +167,18 @@ static int read_config(const Checkpoint *c, CodecDims *d, int64_t *sample_rate, 
   if (d->upsample > 1 << 16)
     return sc_fail(err, SC_EINPUT, "%s: the upsampling factors multiply to %lld samples per frame "
                    "(at most %d)", where, (long long)d->upsample, 1 << 16);
+  /* absent: the official class's 1920 (what the runtime reads too); the
+   * official decode trims its output to frames x decode_upsample_rate,
+   * speechc gives whole frames: they must agree */
+  const cJSON *dur = cJSON_GetObjectItemCaseSensitive(c->config, "decode_upsample_rate");
   int64_t declared;
-  if (cfg_int_opt(c->config, c->config_path, "decode_upsample_rate", d->upsample, &declared, err))
-    return err->code;
+  if (cfg_int_opt(c->config, c->config_path, "decode_upsample_rate", 1920, &declared, err)) return err->code;
   if (declared != d->upsample)
-    return sc_fail(err, SC_EINPUT, "%s: decode_upsample_rate is %lld but decoder_config's "
-                   "upsampling_ratios and upsample_rates multiply to %lld", c->config_path,
-                   (long long)declared, (long long)d->upsample);
+    return sc_fail(err, SC_EINPUT, "%s: decode_upsample_rate is %lld%s but decoder_config's "
+                   "upsampling_ratios and upsample_rates multiply to %lld (the official decode cuts its output "
+                   "to frames x the first; speechc decodes whole frames)", c->config_path,
+                   (long long)declared, dur && !cJSON_IsNull(dur) ? "" : " (the default of an absent key)",
+                   (long long)d->upsample);
   if (*sample_rate < 1 || *sample_rate > 1000000)
     return sc_fail(err, SC_EINPUT, "%s: output_sample_rate %lld: expected 1..1000000 Hz", c->config_path,
                    (long long)*sample_rate);

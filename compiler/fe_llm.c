@@ -17,7 +17,7 @@
 static int read_config(const Checkpoint *c, int qwen3, Qwen3Dims *d, int64_t *vocab,
                        int64_t *max_pos, int *tied, sc_error *err) {
   const cJSON *j = c->config;
-  if (fe_qwen3_dims(j, c->config_path, d, err) ||
+  if (fe_qwen3_dims(j, c->config_path, qwen3 ? &FE_QWEN3 : &FE_LLAMA, d, err) ||
       cfg_int_req(j, c->config_path, "vocab_size", vocab, err) ||
       cfg_int_opt(j, c->config_path, "max_position_embeddings", 4096, max_pos, err) ||
       cfg_bool_opt(j, c->config_path, "tie_word_embeddings", 0, tied, err))

@@ -53,15 +53,17 @@ static int rope_type_of(const cJSON *obj, const char *where, const char *key, co
   return SC_OK;
 }
 
-int fe_rope_params(const cJSON *obj, const char *where, double dflt_prf, double *theta, double *prf,
-                   const char **prf_key, sc_error *err) {
-  const char *t1, *t2;
+/* use_rp 0: a class that never reads rope_parameters (qwen-tts' on the
+ * transformers 4.x it pins) */
+static int rope_params(const cJSON *obj, const char *where, double dflt_prf, int use_rp, double *theta,
+                       double *prf, const char **prf_key, sc_error *err) {
+  const char *t1, *t2 = NULL;
   /* rope_scaling without a type makes transformers 4.x fail; rope_parameters
    * without one is 5.x's "default" */
   if (rope_type_of(obj, where, "rope_scaling", NULL, &t1, err) ||
-      rope_type_of(obj, where, "rope_parameters", "default", &t2, err))
+      (use_rp && rope_type_of(obj, where, "rope_parameters", "default", &t2, err)))
     return err->code;
-  const cJSON *rp = cJSON_GetObjectItemCaseSensitive(obj, "rope_parameters");
+  const cJSON *rp = use_rp ? cJSON_GetObjectItemCaseSensitive(obj, "rope_parameters") : NULL;
   if (!cJSON_IsObject(rp)) rp = NULL;
   char w[160];
   snprintf(w, sizeof w, "%s: rope_parameters", where);
@@ -81,44 +83,160 @@ int fe_rope_params(const cJSON *obj, const char *where, double dflt_prf, double 
   *theta = !isnan(th) ? th : !isnan(pth) ? pth : 10000.0;
   *prf = !isnan(ppf) ? ppf : !isnan(pf) ? pf : dflt_prf;
   *prf_key = !isnan(ppf) ? "rope_parameters.partial_rotary_factor" : !isnan(pf) ? "partial_rotary_factor" : NULL;
+  /* rope_scaling's own theta or factor: transformers 4.x never reads them,
+   * 5.x takes them over every other (rope_parameters = rope_scaling or
+   * rope_parameters).  The same values either way, or refused (a class
+   * that never reads rope_parameters runs on 4.x: ignored there). */
+  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(obj, "rope_scaling");
+  if (use_rp && cJSON_IsObject(rs)) {
+    double sth = NAN, spf = NAN;
+    snprintf(w, sizeof w, "%s: rope_scaling", where);
+    if (cfg_num_opt(rs, w, "rope_theta", NAN, &sth, err) ||
+        cfg_num_opt(rs, w, "partial_rotary_factor", NAN, &spf, err))
+      return err->code;
+    if (!isnan(sth) && sth != *theta)
+      return sc_fail(err, SC_EINPUT, "%s: rope_scaling.rope_theta %g differs from rope_theta %g (top level or "
+                     "rope_parameters, else the default): transformers 4.x ignores the first, 5.x uses it; "
+                     "give one value", where, sth, *theta);
+    if (!isnan(spf) && spf != *prf)
+      return sc_fail(err, SC_EINPUT, "%s: rope_scaling.partial_rotary_factor %g differs from "
+                     "partial_rotary_factor %g (top level or rope_parameters, else the default): transformers "
+                     "4.x ignores the first, 5.x uses it; give one value", where, spf, *prf);
+  }
   return SC_OK;
 }
 
-static int read_rope(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err) {
+int fe_rope_params(const cJSON *obj, const char *where, double dflt_prf, double *theta, double *prf,
+                   const char **prf_key, sc_error *err) {
+  return rope_params(obj, where, dflt_prf, 1, theta, prf, prf_key, err);
+}
+
+static int read_rope(const cJSON *obj, const char *where, const Qwen3Family *f, Qwen3Dims *d, sc_error *err) {
   double prf;
   const char *key;
-  if (fe_rope_params(obj, where, 1.0, &d->theta, &prf, &key, err)) return err->code;
+  if (rope_params(obj, where, 1.0, f->rope_parameters, &d->theta, &prf, &key, err)) return err->code;
   if (prf != 1)
     return sc_fail(err, SC_EINPUT, "%s: %s %g is not supported (RoPE over the whole head only: 1.0)", where,
                    key, prf);
   return SC_OK;
 }
 
-/* The block's config, as HF LlamaConfig / Qwen3Config define it.  Every key
- * that changes the math is honoured or refused by name:
+/* The config classes that read this block's keys.  Qwen3Config fills in
+ * 32 key/value heads of 128 for absent keys, LlamaConfig the head count
+ * and hidden / heads (configuration_qwen3.py, configuration_llama.py);
+ * qwen-tts' talker 2 heads and hidden / heads (its attention's getattr),
+ * its code predictor 8 of 128 (configuration_qwen3_tts.py).  Only Llama's
+ * MLP has biases; Qwen3's layers slide by layer_types / max_window_layers,
+ * the talker's all at once by use_sliding_window, Llama's never.  Sliding
+ * layers are built for Qwen3Config (parity-tested: qwen3_sliding) and
+ * refused for the TTS classes (no reference run with them yet).  qwen-tts
+ * runs on transformers 4.x, which never reads rope_parameters (5.x's
+ * place for the theta): its classes ignore it. */
+const Qwen3Family FE_QWEN3 = {"Qwen3Config", 32, 128, 0, SLIDE_LAYERS, 1, 1};
+const Qwen3Family FE_LLAMA = {"LlamaConfig", 0, 0, 1, SLIDE_IGNORED, 0, 1};
+const Qwen3Family FE_TTS_TALKER = {"Qwen3TTSTalkerConfig", 2, 0, 0, SLIDE_ALL, 0, 0};
+const Qwen3Family FE_TTS_PREDICTOR = {"Qwen3TTSTalkerCodePredictorConfig", 8, 128, 0, SLIDE_LAYERS, 0, 0};
+
+int fe_qwen3_window(const Qwen3Dims *d, int L) {
+  if (d->window) return d->window;
+  return L >= 0 && L < FE_LAYERS_MAX && d->slide[L / 8] >> (L % 8) & 1 ? d->slide_window : 0;
+}
+
+/* Which layers slide, as f's config class decides it (d->slide[],
+ * d->slide_window).  Qwen3Config: sliding_window (default 4096) only when
+ * use_sliding_window, else none; layer_types when given, else layers
+ * max_window_layers (28) and up when there is a window.  A
+ * "sliding_attention" layer without a window makes transformers fail: it
+ * is refused, as is every sliding layer of a class without slide_ok.
+ * transformers' window of W: a query at p sees keys p-W+1..p (its mask's
+ * kv > q - W), the ATTENTION op's window. */
+static int read_sliding(const cJSON *obj, const char *where, const Qwen3Family *f, Qwen3Dims *d,
+                        sc_error *err) {
+  memset(d->slide, 0, sizeof d->slide);
+  d->slide_window = 0;
+  if (f->sliding == SLIDE_IGNORED) return SC_OK;
+  int use = 0;
+  if (cfg_bool_opt(obj, where, "use_sliding_window", 0, &use, err)) return err->code;
+  if (f->sliding == SLIDE_ALL) {
+    if (use)
+      return sc_fail(err, SC_EINPUT, "%s: use_sliding_window true is not supported yet (%s gives every layer "
+                     "a window of sliding_window positions; speechc attends to every earlier position)",
+                     where, f->cls);
+    return SC_OK;
+  }
+  const cJSON *sw = cJSON_GetObjectItemCaseSensitive(obj, "sliding_window");
+  int64_t window = 0; /* 0: none */
+  if (use && !cJSON_IsNull(sw)) {
+    if (cfg_int_opt(obj, where, "sliding_window", 4096, &window, err)) return err->code;
+    if (window < 1 || window > FE_DIM_MAX)
+      return sc_fail(err, SC_EINPUT, "%s: sliding_window %lld: expected 1..%d (or null)", where,
+                     (long long)window, FE_DIM_MAX);
+  }
+  const int64_t layers = d->layers;
+  int n_slide = 0, first = -1;
+  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(obj, "layer_types");
+  if (lt && !cJSON_IsNull(lt)) {
+    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != layers)
+      return sc_fail(err, SC_EINPUT, "%s: layer_types must be a list of num_hidden_layers %lld entries, "
+                     "found %s%d entries", where, (long long)layers, cJSON_IsArray(lt) ? "" : "a non-list: ",
+                     cJSON_IsArray(lt) ? cJSON_GetArraySize(lt) : 0);
+    int i = 0;
+    for (const cJSON *e = lt->child; e; e = e->next, i++) {
+      const int full = cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
+      const int sliding = cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention");
+      if (!full && !sliding)
+        return sc_fail(err, SC_EINPUT, "%s: layer_types[%d] is '%.40s': expected full_attention or "
+                       "sliding_attention", where, i, cJSON_IsString(e) ? e->valuestring : "(not a string)");
+      if (sliding && !window)
+        return sc_fail(err, SC_EINPUT, "%s: layer_types[%d] is 'sliding_attention' without a window (%s): "
+                       "transformers fails on it", where, i, use ? "sliding_window null" : "use_sliding_window "
+                       "false");
+      if (sliding) d->slide[i / 8] |= (unsigned char)(1u << (i % 8)), n_slide++, first = first < 0 ? i : first;
+    }
+  } else if (window) {
+    int64_t full = 28;
+    if (cfg_int_opt(obj, where, "max_window_layers", 28, &full, err)) return err->code;
+    for (int64_t i = full > 0 ? full : 0; i < layers; i++, n_slide++) {
+      d->slide[i / 8] |= (unsigned char)(1u << (i % 8));
+      if (first < 0) first = (int)i;
+    }
+  }
+  if (n_slide && !f->slide_ok)
+    return sc_fail(err, SC_EINPUT, "%s: layer %d (and %d in all) slides (use_sliding_window, layer_types, "
+                   "max_window_layers): not supported yet for %s; speechc attends to every earlier position",
+                   where, first, n_slide, f->cls);
+  d->slide_window = n_slide ? (int)window : 0;
+  return SC_OK;
+}
+
+/* The block's config, as f's class reads it.  Every key that changes the
+ * math is honoured or refused by name:
  *   hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
- *   intermediate_size, head_dim (default hidden/heads), rms_norm_eps  read;
+ *   intermediate_size, head_dim (absent: f's defaults), rms_norm_eps  read;
  *   rope_theta, rope_scaling, rope_parameters, partial_rotary_factor  read_rope;
- *   hidden_act          silu only;
+ *   hidden_act          silu (or its alias swish) only;
  *   attention_bias      false only (q/k/v/o biases are not in the IR's block);
- *   mlp_bias            false only (gate/up/down biases, likewise);
- *   use_sliding_window  false only (Qwen3 ignores sliding_window then);
- *   layer_types         every entry "full_attention";
+ *   mlp_bias            false only where the class reads it (Llama's gate/up/down biases);
+ *   use_sliding_window, sliding_window, max_window_layers, layer_types  read_sliding;
  *   pretraining_tp      ignored: transformers' forward no longer reads it,
  *                       and its sliced matmuls were the same product;
  *   attention_dropout, initializer_range, use_cache, token ids: no effect
  *                       on inference.
  * vocab_size, tie_word_embeddings and max_position_embeddings are the
  * callers' (fe_llm.c, fe_tts.c). */
-int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err) {
+int fe_qwen3_dims(const cJSON *obj, const char *where, const Qwen3Family *f, Qwen3Dims *d, sc_error *err) {
   memset(d, 0, sizeof *d);
   if (cfg_int_req(obj, where, "hidden_size", &d->hidden, err) ||
       cfg_int_req(obj, where, "num_hidden_layers", &d->layers, err) ||
       cfg_int_req(obj, where, "num_attention_heads", &d->heads, err) ||
       cfg_int_req(obj, where, "intermediate_size", &d->inter, err) ||
-      cfg_int_opt(obj, where, "num_key_value_heads", d->heads, &d->kv_heads, err) ||
       cfg_num_opt(obj, where, "rms_norm_eps", 1e-6, &d->eps, err) ||
-      read_rope(obj, where, d, err))
+      read_rope(obj, where, f, d, err))
+    return err->code;
+  /* absent: the class's default; null: the head count (every class) */
+  const cJSON *kv = cJSON_GetObjectItemCaseSensitive(obj, "num_key_value_heads");
+  if (cfg_int_opt(obj, where, "num_key_value_heads", kv || !f->kv_heads ? d->heads : f->kv_heads,
+                  &d->kv_heads, err))
     return err->code;
   if (d->hidden < 1 || d->layers < 1 || d->heads < 1 || d->inter < 1)
     return sc_fail(err, SC_EINPUT, "%s: hidden_size, num_hidden_layers, num_attention_heads "
@@ -130,16 +248,18 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
                    "%lld: each must be at most %d; num_hidden_layers %lld: at most %d", where,
                    (long long)d->hidden, (long long)d->heads, (long long)d->inter, FE_DIM_MAX,
                    (long long)d->layers, FE_LAYERS_MAX);
-  /* head_dim may be absent or null: hidden / heads */
+  /* head_dim absent: the class's default; null: hidden / heads (LlamaConfig's
+   * rule; Qwen3Config fails on it) */
   const cJSON *hd = cJSON_GetObjectItemCaseSensitive(obj, "head_dim");
   if (hd && !cJSON_IsNull(hd)) {
     if (cfg_int_req(obj, where, "head_dim", &d->head_dim, err)) return err->code;
   } else {
-    d->head_dim = d->hidden / d->heads;
+    d->head_dim = !hd && f->head_dim ? f->head_dim : d->hidden / d->heads;
   }
   if (d->kv_heads < 1 || d->heads % d->kv_heads)
     return sc_fail(err, SC_EINPUT, "%s: num_attention_heads (%lld) must be a multiple of "
-                   "num_key_value_heads (%lld)", where, (long long)d->heads, (long long)d->kv_heads);
+                   "num_key_value_heads (%lld%s)", where, (long long)d->heads, (long long)d->kv_heads,
+                   kv ? "" : ", the default of an absent key");
   if (d->head_dim < 2 || d->head_dim % 2 || d->head_dim > FE_HEAD_DIM_MAX)
     return sc_fail(err, SC_EINPUT, "%s: head_dim %lld must be even, positive and at most %d (published "
                    "models use 64..256; the kernels keep one head on the stack or in shared memory)",
@@ -149,30 +269,18 @@ int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *e
   /* the norms compute in f32: an eps that is 0 or inf there has no meaning */
   if (!((float)d->eps > 0) || isinf((float)d->eps))
     return sc_fail(err, SC_EINPUT, "%s: rms_norm_eps %g is outside the f32 range", where, d->eps);
-  static const char *const no_bias[] = {"attention_bias", "mlp_bias", "use_sliding_window"};
+  static const char *const no_bias[] = {"attention_bias", "mlp_bias"};
   static const char *const why[] = {"(the q/k/v/o biases would be dropped)",
-                                    "(the gate/up/down biases would be dropped)",
-                                    "(attention would see every earlier token)"};
-  for (int i = 0; i < 3; i++) {
+                                    "(the gate/up/down biases would be dropped)"};
+  for (int i = 0; i < 1 + f->mlp_bias; i++) {
     int flag = 0;
     if (cfg_bool_opt(obj, where, no_bias[i], 0, &flag, err)) return err->code;
     if (flag) return sc_fail(err, SC_EINPUT, "%s: %s true is not supported yet %s", where, no_bias[i], why[i]);
   }
-  const cJSON *lt = cJSON_GetObjectItemCaseSensitive(obj, "layer_types");
-  if (lt && !cJSON_IsNull(lt)) {
-    if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != d->layers)
-      return sc_fail(err, SC_EINPUT, "%s: layer_types must be a list of num_hidden_layers %lld entries, "
-                     "found %s%d entries", where, (long long)d->layers, cJSON_IsArray(lt) ? "" : "a non-list: ",
-                     cJSON_IsArray(lt) ? cJSON_GetArraySize(lt) : 0);
-    int i = 0;
-    for (const cJSON *e = lt->child; e; e = e->next, i++)
-      if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention"))
-        return sc_fail(err, SC_EINPUT, "%s: layer_types[%d] is '%.40s': only full_attention layers are "
-                       "supported", where, i, cJSON_IsString(e) ? e->valuestring : "(not a string)");
-  }
+  if (read_sliding(obj, where, f, d, err)) return err->code;
   const char *act = NULL;
   if (cfg_str_opt(obj, where, "hidden_act", "silu", &act, err)) return err->code;
-  if (strcmp(act, "silu"))
+  if (strcmp(act, "silu") && strcmp(act, "swish"))
     return sc_fail(err, SC_EINPUT, "%s: hidden_act '%s' is not supported (expected silu)", where, act);
   d->qk_norm = 1;
   d->window = d->layer_scale = d->attn_bias = d->attn_gate = 0;
@@ -221,7 +329,18 @@ static int declare(Module *m, const Checkpoint *c, const Qwen3Dims *d, const cha
       *spec[i].slot = fe_weight(m, c, name, tensor, spec[i].rows, spec[i].cols,
                                 spec[i].norm ? DT_F32 : band, err);
     }
-    if (*spec[i].slot < 0) return err->code;
+    if (*spec[i].slot < 0) {
+      /* the projections' shapes come from the config (and the class's
+       * defaults for absent keys): say which numbers they came from */
+      const int proj = spec[i].slot == &w->wq || spec[i].slot == &w->wgate || spec[i].slot == &w->wk ||
+                       spec[i].slot == &w->wv || spec[i].slot == &w->wo;
+      size_t n = strlen(err->msg);
+      if (proj && strstr(err->msg, "has shape") && n < sizeof err->msg)
+        snprintf(err->msg + n, sizeof err->msg - n, " (from the config: hidden_size %lld, num_attention_heads "
+                 "%lld, num_key_value_heads %lld, head_dim %lld; an absent key takes its config class's "
+                 "default)", (long long)H, (long long)d->heads, (long long)d->kv_heads, (long long)hd);
+      return err->code;
+    }
   }
   /* the variants' vectors, f32 like the norms */
   struct { int *slot; const char *nm, *t; int64_t cols; int on, part; } vec[] = {
@@ -301,7 +420,7 @@ int fe_qwen3_attention(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwe
   k = ir_rope(g, k, nkv, hd, rot, ROPE_NEOX, rope, NAME("k_rope"));
   int kc = ir_kv_store(g, ir_state(m, g, w->kcache), k, NAME("k_store"));
   int vc = ir_kv_store(g, ir_state(m, g, w->vcache), v, NAME("v_store"));
-  int a = ir_attention(g, q, kc, vc, gate, nh, nkv, hd, (float)(1.0 / sqrt((double)hd)), d->window,
+  int a = ir_attention(g, q, kc, vc, gate, nh, nkv, hd, (float)(1.0 / sqrt((double)hd)), fe_qwen3_window(d, L),
                        NAME("attn"));
   int o = ir_linear(g, a, ir_weight(m, g, w->wo), opt_weight(m, g, w->bo), NAME("o"));
   if (w->attn_scale >= 0) o = ir_binary(g, OP_MUL, o, ir_weight(m, g, w->attn_scale), NAME("attn_scaled"));

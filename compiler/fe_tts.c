@@ -14,6 +14,7 @@
  * differ (the 1.7B layout).  Per-step tables and heads are one weight each
  * with G-1 sets, selected by io->step: no per-step copies of code.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,47 @@ static int read_ids(const Checkpoint *c, const cJSON *t, const TtsW *w, sc_error
   return SC_OK;
 }
 
+/* Generation settings a sub-config may carry.  transformers builds the
+ * talker's and the code predictor's GenerationConfig from their configs,
+ * so a setting the official generate calls do not pass themselves still
+ * acts on their tokens (modeling_qwen3_tts.py: the talker's call passes
+ * repetition_penalty, suppress_tokens, eos_token_id and min_new_tokens,
+ * both pass max_new_tokens, do_sample, top_k, top_p and temperature).
+ * speechc samples as those calls' arguments say, so any other setting
+ * away from its default is refused by name.  Those only beam search reads
+ * (length_penalty, early_stopping, diversity_penalty: num_beams must be
+ * 1), output switches, and max_length (max_new_tokens wins) change no
+ * token and are not read. */
+static int generation_keys(const cJSON *obj, const char *where, int talker, sc_error *err) {
+  static const struct { const char *key; double dflt; int talker_passes; } keys[] = {
+      /* numbers, with transformers' defaults (GenerationConfig) */
+      {"num_beams", 1, 0}, {"num_beam_groups", 1, 0}, {"num_return_sequences", 1, 0}, {"min_length", 0, 0},
+      {"typical_p", 1, 0}, {"epsilon_cutoff", 0, 0}, {"eta_cutoff", 0, 0}, {"repetition_penalty", 1, 1},
+      {"encoder_repetition_penalty", 1, 0}, {"no_repeat_ngram_size", 0, 0},
+      /* null (or an empty list) by default: NAN */
+      {"min_p", NAN, 0}, {"min_new_tokens", NAN, 1}, {"eos_token_id", NAN, 1}, {"bad_words_ids", NAN, 0},
+      {"force_words_ids", NAN, 0}, {"constraints", NAN, 0}, {"forced_bos_token_id", NAN, 0},
+      {"forced_eos_token_id", NAN, 0}, {"exponential_decay_length_penalty", NAN, 0}, {"suppress_tokens", NAN, 1},
+      {"begin_suppress_tokens", NAN, 0}, {"sequence_bias", NAN, 0}, {"penalty_alpha", NAN, 0},
+      {"guidance_scale", NAN, 0}, {"dola_layers", NAN, 0}, {"watermarking_config", NAN, 0},
+  };
+  for (size_t i = 0; i < sizeof keys / sizeof *keys; i++) {
+    if (talker && keys[i].talker_passes) continue;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, keys[i].key);
+    if (!v || cJSON_IsNull(v)) continue;
+    if (isnan(keys[i].dflt) ? (cJSON_IsArray(v) || cJSON_IsObject(v)) && !v->child
+                            : cJSON_IsNumber(v) && v->valuedouble == keys[i].dflt)
+      continue;
+    char *text = cJSON_PrintUnformatted(v);
+    sc_fail(err, SC_EINPUT, "%s: %s %.60s is not supported (the official generate applies it to the %s's "
+            "tokens; speechc samples without it: expected %s)", where, keys[i].key, text ? text : "(value)",
+            talker ? "talker" : "code predictor", isnan(keys[i].dflt) ? "null" : keys[i].dflt == 1 ? "1" : "0");
+    free(text);
+    return err->code;
+  }
+  return SC_OK;
+}
+
 static int read_config(const Checkpoint *c, TtsW *w, const cJSON **talker, sc_error *err) {
   const char *top = c->config_path;
   const cJSON *t = cJSON_GetObjectItemCaseSensitive(c->config, "talker_config");
@@ -149,7 +191,8 @@ static int read_config(const Checkpoint *c, TtsW *w, const cJSON **talker, sc_er
     return sc_fail(err, SC_EINPUT, "%s: key 'talker_config.code_predictor_config' is missing or not an object", top);
   const char *tw = "config.json: talker_config", *pw = "config.json: talker_config.code_predictor_config";
   int64_t groups = 0, pgroups = 0;
-  if (fe_qwen3_dims(t, tw, &w->td, err) || fe_qwen3_dims(p, pw, &w->pd, err) ||
+  if (fe_qwen3_dims(t, tw, &FE_TTS_TALKER, &w->td, err) || fe_qwen3_dims(p, pw, &FE_TTS_PREDICTOR, &w->pd, err) ||
+      generation_keys(t, tw, 1, err) || generation_keys(p, pw, 0, err) ||
       cfg_int_req(t, tw, "vocab_size", &w->vocab, err) ||
       cfg_int_req(t, tw, "text_vocab_size", &w->text_vocab, err) ||
       cfg_int_req(t, tw, "text_hidden_size", &w->text_hidden, err) ||

@@ -49,6 +49,10 @@ int fe_mimi(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 /* The Gated DeltaNet hybrids (fe_qwen35.c): Qwen3.5 dense and MoE, Qwen3-Next. */
 int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err);
 
+/* Bounds on config dimensions, far above any published model (and
+ * FE_DIM_MAX, FE_HEAD_DIM_MAX below). */
+#define FE_LAYERS_MAX (1 << 12)
+
 /* The Qwen3 decoder block (fe_qwen3.c), shared by the LM and TTS frontends. */
 typedef struct Qwen3Dims {
   int64_t hidden, layers, heads, kv_heads, head_dim, inter;
@@ -56,6 +60,8 @@ typedef struct Qwen3Dims {
   int qk_norm;
   /* variants of the block outside the LMs (0 from fe_qwen3_dims): */
   int window;       /* sliding-window attention over this many positions */
+  int slide_window; /* ... in the layers slide[] marks (Qwen3Config's sliding layers) */
+  unsigned char slide[FE_LAYERS_MAX / 8];
   int layer_scale;  /* both residual branches times a per-channel scale */
   int attn_bias;    /* q/k/v/o projections carry biases */
   int attn_gate;    /* q_proj packs [query | gate] per head; o *= sigmoid(gate) */
@@ -67,8 +73,26 @@ typedef struct Qwen3Layer {  /* indices into Module.weights / .states; -1: absen
   int bq, bk, bv, bo, attn_scale, mlp_scale;
   int wgate;                 /* attn_gate: the gate rows of q_proj */
 } Qwen3Layer;
-/* Read the block's dimensions from a config object (qk_norm set to 1). */
-int fe_qwen3_dims(const cJSON *obj, const char *where, Qwen3Dims *d, sc_error *err);
+/* How one config class reads the block's keys (its constructor in
+ * transformers or qwen-tts): what it fills in for a key the file leaves
+ * out, and which keys it reads at all. */
+enum { SLIDE_IGNORED, SLIDE_LAYERS, SLIDE_ALL };
+typedef struct Qwen3Family {
+  const char *cls;   /* the config class, named in messages */
+  int64_t kv_heads;  /* num_key_value_heads when absent; 0: num_attention_heads (null is that in every class) */
+  int64_t head_dim;  /* head_dim when absent; 0: hidden_size / num_attention_heads */
+  int mlp_bias;      /* 1: the MLP reads mlp_bias; 0: it has no biases and never reads the key */
+  int sliding;       /* use_sliding_window: ignored (SLIDE_IGNORED), for the layers layer_types or
+                        max_window_layers name (SLIDE_LAYERS), for every layer (SLIDE_ALL) */
+  int slide_ok;      /* sliding layers built (parity-tested for Qwen3Config), else refused */
+  int rope_parameters; /* reads transformers 5.x's rope_parameters (qwen-tts' 4.x classes do not) */
+} Qwen3Family;
+extern const Qwen3Family FE_QWEN3, FE_LLAMA, FE_TTS_TALKER, FE_TTS_PREDICTOR;
+/* Read the block's dimensions from a config object as class f reads them
+ * (qk_norm set to 1). */
+int fe_qwen3_dims(const cJSON *obj, const char *where, const Qwen3Family *f, Qwen3Dims *d, sc_error *err);
+/* The attention window of layer L (0: every earlier position). */
+int fe_qwen3_window(const Qwen3Dims *d, int L);
 /* Declare layer L's weights (tensors "<tensor_prefix>L.self_attn.q_proj.weight",
  * ...; names "<name_prefix>layerL.q_proj") and its KV caches of max_ctx rows
  * (a ring: positions p and p + max_ctx share a row). */
@@ -156,9 +180,9 @@ int fe_causal_conv(Module *m, Graph *g, int x, int w, int b, int64_t cin, int k,
  * OVERLAP_ADD carrying k - s rows "<name>.carry"; [R*s, cout]. */
 int fe_causal_conv_t(Module *m, Graph *g, int x, int w, int b, int64_t cout, int k, int s, const char *name);
 
-/* Bounds on config dimensions, far above any published model. */
+/* Bounds on config dimensions, far above any published model (and
+ * FE_LAYERS_MAX above). */
 #define FE_DIM_MAX (1 << 20)
-#define FE_LAYERS_MAX (1 << 12)
 /* head_dim: 2x the largest published (256).  The C target normalises one
  * head in a stack array (2 KiB at 512) and the CUDA kernels stage a few
  * heads per block in shared memory (cg_cuda.c refuses a graph whose block

@@ -92,6 +92,36 @@ MODELS = [
         shard=None,
         seeds=dict(weights=1062, prompt=2002),
     ),
+    # sliding-window attention in the layers from max_window_layers on
+    # (Qwen3Config writes them into layer_types): a window of 5 positions
+    # in layers 1 and 2, well inside the 23 rows of the trace
+    dict(
+        name="qwen3_sliding",
+        cls=Qwen3ForCausalLM,
+        cfg_cls=Qwen3Config,
+        cfg=dict(
+            hidden_size=64,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            intermediate_size=96,
+            num_hidden_layers=3,
+            vocab_size=128,
+            tie_word_embeddings=False,
+            rms_norm_eps=1e-6,
+            rope_theta=10000.0,
+            max_position_embeddings=512,
+            initializer_range=0.2,
+            attention_bias=False,
+            use_sliding_window=True,
+            sliding_window=5,
+            max_window_layers=1,
+            hidden_act="silu",
+        ),
+        dtype=torch.float32,
+        shard=None,
+        seeds=dict(weights=1044, prompt=2004),
+    ),
     dict(
         name="llama_gqa4_sharded",
         cls=LlamaForCausalLM,

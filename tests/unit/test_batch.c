@@ -283,9 +283,10 @@ int main(void) {
   }
   /* the Gated DeltaNet hybrids: each row's conv window and recurrent
    * state in its own session's block (dense; MoE with a shared expert, the
-   * grouped projections; fused experts), f32 and q4_0 */
+   * grouped projections; fused experts), f32 and q4_0; and Qwen3 with
+   * sliding-window layers: each row's window ends at its own position */
   static const char *const gdn[] = {"tests/data/gdn/qwen35_dense_tiny", "tests/data/gdn/qwen3_next_moe_tiny",
-                                    "tests/data/gdn/qwen35_moe_tiny"};
+                                    "tests/data/gdn/qwen35_moe_tiny", "tests/data/llm/qwen3_sliding"};
   const int bands_gdn = strcmp(test_target(), "cpu") ? 1 : 2; /* the emulators: f32 alone (their time) */
   for (size_t g = 0; g < sizeof gdn / sizeof *gdn; g++)
     for (int q = 0; q < bands_gdn; q++) {

@@ -20,7 +20,7 @@
 #include "kernels.h"
 #include "speechc.h"
 
-static const char *const models[] = {"qwen3_gqa2_hd32_tied", "qwen3_gqa4_hd16_bf16", "llama_gqa4_sharded",
+static const char *const models[] = {"qwen3_gqa2_hd32_tied", "qwen3_gqa4_hd16_bf16", "llama_gqa4_sharded", "qwen3_sliding",
                                      "qwen3_trained_tiny"};
 
 static char tmpdir[64];

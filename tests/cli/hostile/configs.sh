@@ -106,23 +106,71 @@ cfg partial-rotary-params 2 's/"rope_scaling": null/"rope_parameters": {"partial
 if cfg partial-rotary-one 0 's/"rope_scaling": null/"partial_rotary_factor": 1.0/'; then
   same_trace partial-rotary-one
 fi
+# a theta or factor inside rope_scaling: transformers 4.x ignores it, 5.x
+# takes it over every other; the same value is the same model either way
+cfg rope-scaling-theta 2 's/"rope_scaling": null/"rope_scaling": {"rope_type": "default", "rope_theta": 100}/' \
+  "rope_scaling.rope_theta 100 differs from rope_theta 1e+06" "give one value"
+cfg rope-scaling-factor 2 's/"rope_scaling": null/"rope_scaling": {"rope_type": "default", "partial_rotary_factor": 0.5}/' \
+  "rope_scaling.partial_rotary_factor 0.5 differs from partial_rotary_factor 1"
+if cfg rope-scaling-theta-same 0 's/"rope_scaling": null/"rope_scaling": {"rope_type": "default", "rope_theta": 1000000}/'; then
+  same_trace rope-scaling-theta-same
+fi
+# sliding layers are built for Qwen3Config only: the TTS classes refuse
+# them by name (lines of the fixture: the predictor's layer_types at 79,
+# sliding_window at 111, use_sliding_window at 125; the talker's at 175)
+tts tts-predictor-sliding 2 '79s/full_attention/sliding_attention/; 111s/null/3/; 125s/false/true/' \
+  "code_predictor_config: layer 0 (and 1 in all) slides" "Qwen3TTSTalkerCodePredictorConfig"
+tts tts-talker-sliding 2 '175s/false/true/' "talker_config: use_sliding_window true is not supported yet" \
+  "Qwen3TTSTalkerConfig"
 # the TTS talker reads rope_scaling through the same code
 tts tts-rope-linear 2 's/"rope_type": "default",/"rope_type": "linear", "factor": 2,/; s/"type": "default"/"type": "linear"/' \
   "talker_config" "rope_scaling" "'linear'"
 
 # ------------------------------------- item 11: biases and other math keys
-cfg mlp-bias 2 's/"attention_bias": false/"attention_bias": false, "mlp_bias": true/' "mlp_bias" "not supported"
+# Qwen3's MLP has no biases: Qwen3Config's mlp_bias is never read (Llama's is)
+if cfg mlp-bias 0 's/"attention_bias": false/"attention_bias": false, "mlp_bias": true/'; then
+  same_trace mlp-bias
+fi
 if cfg mlp-bias-false 0 's/"attention_bias": false/"attention_bias": false, "mlp_bias": false/'; then
   same_trace mlp-bias-false
 fi
-cfg mlp-bias-string 2 's/"attention_bias": false/"attention_bias": false, "mlp_bias": "yes"/' \
-  "mlp_bias" "must be true or false"
+cfg attention-bias-string 2 's/"attention_bias": false/"attention_bias": "yes"/' \
+  "attention_bias" "must be true or false"
+# Llama's MLP reads mlp_bias: refused there, by name (a sharded checkpoint)
+mkdir -p "$W/l-mlp-bias" "$W/lout-mlp-bias" && cp "$SHARDED"/* "$W/l-mlp-bias/" &&
+  sed -i 's/"mlp_bias": false/"mlp_bias": true/' "$W/l-mlp-bias/config.json"
+expect llama-mlp-bias 2 "mlp_bias true is not supported" -- \
+  "$BIN" build -q "$W/l-mlp-bias" -o "$W/lout-mlp-bias/m.so"
 cfg attention-bias 2 's/"attention_bias": false/"attention_bias": true/' "attention_bias" "not supported"
-cfg layer-types-sliding 2 '0,/"full_attention"/s/"full_attention"/"sliding_attention"/' \
-  "layer_types[0]" "sliding_attention"
+cfg layer-types-chunked 2 '0,/"full_attention"/s/"full_attention"/"chunked_attention"/' \
+  "layer_types[0] is 'chunked_attention'" "expected full_attention or sliding_attention"
 cfg layer-types-short 2 '0,/"full_attention",/s/"full_attention",//' "layer_types" "1 entries" "num_hidden_layers 2"
 cfg hidden-act-gelu 2 's/"hidden_act": "silu"/"hidden_act": "gelu"/' "hidden_act 'gelu'"
-cfg sliding-window 2 's/"use_sliding_window": false/"use_sliding_window": true/' "use_sliding_window"
+if cfg hidden-act-swish 0 's/"hidden_act": "silu"/"hidden_act": "swish"/'; then  # transformers: nn.SiLU
+  same_trace hidden-act-swish
+fi
+# use_sliding_window gives a window only to the layers layer_types (or,
+# without it, max_window_layers) makes sliding: here none
+if cfg sliding-window 0 's/"use_sliding_window": false/"use_sliding_window": true/'; then
+  same_trace sliding-window
+fi
+if cfg sliding-window-mwl 0 's/"use_sliding_window": false/"use_sliding_window": true/; /"layer_types": \[/,/\]/c\  "layer_types": null,'; then
+  same_trace sliding-window-mwl
+fi
+# sliding_window null: no window, so no layer slides (Qwen3Config's rule)
+if cfg sliding-window-null 0 's/"use_sliding_window": false/"use_sliding_window": true/; s/"max_window_layers": 28/"max_window_layers": 1/; /"layer_types": \[/,/\]/c\  "layer_types": null,'; then
+  same_trace sliding-window-null
+fi
+cfg sliding-window-zero 2 's/"use_sliding_window": false/"use_sliding_window": true/; s/"sliding_window": null/"sliding_window": 0/; s/"max_window_layers": 28/"max_window_layers": 1/' \
+  "sliding_window 0: expected 1.."
+cfg layer-types-no-window 2 '0,/"full_attention"/s/"full_attention"/"sliding_attention"/' \
+  "layer_types[0] is 'sliding_attention' without a window (use_sliding_window false)"
+# absent keys take Qwen3Config's defaults (32 key/value heads of 128), not
+# Llama's: the shapes then disagree, and the messages say where from
+cfg kv-heads-absent 2 's/"num_key_value_heads": 2,//' "num_key_value_heads (32, the default of an absent key)"
+cfg head-dim-absent 2 's/"head_dim": 32,//' "q_proj.weight" "head_dim 128" "default"
+cfg kv-heads-null 2 's/"num_key_value_heads": 2,/"num_key_value_heads": null,/' "k_proj.weight" \
+  "num_key_value_heads 4"
 
 # --------------------------------------- item 13: Qwen3-TTS ids at build time
 # codec vocabulary 3072, text vocabulary 512 in this checkpoint
@@ -153,6 +201,36 @@ if tts tts-spk-list 0 's/"tiny_speaker": 3000/"tiny_speaker": [3000]/'; then
     "$BIN" tts "$W/tout-tts-spk-list/m.so" --text-ids "$ids" --speaker tiny_speaker --language english \
     --greedy --max-frames 2 -q -o -
 fi
+
+# the 12 Hz codec: decode_upsample_rate absent is the official class's 1920,
+# which this codec's factors (24) do not give: refused at build, by name
+mkdir -p "$W/codec-dur" "$W/codec-dur-out" && cp tests/data/codec/codec_tiny/* "$W/codec-dur/" &&
+  sed -i '/"decode_upsample_rate": 24,/d' "$W/codec-dur/config.json"
+expect codec-upsample-absent 2 "decode_upsample_rate is 1920 (the default of an absent key)" "multiply to 24" -- \
+  "$BIN" build -q "$W/codec-dur" -o "$W/codec-dur-out/c.so"
+
+# generation settings in a sub-config: transformers builds the sub-model's
+# GenerationConfig from it, so one the official calls do not pass
+# themselves changes tokens: refused by name; the talker's own
+# repetition_penalty (its call passes one) and a rope_parameters block
+# (qwen-tts' transformers 4.x never reads it) change nothing
+tts tts-pred-repetition 2 '0,/"repetition_penalty": 1.0/s//"repetition_penalty": 3.0/' \
+  "code_predictor_config: repetition_penalty 3 is not supported" "code predictor"
+tts tts-talker-ngram 2 '175s/false,/false, "no_repeat_ngram_size": 1,/' \
+  "talker_config: no_repeat_ngram_size 1 is not supported" "talker's"
+tts tts-pred-suppress 2 '0,/"suppress_tokens": null/s//"suppress_tokens": [35, 46]/' \
+  "code_predictor_config: suppress_tokens [35,46] is not supported"
+frames='out:[897, 25, 1, 47, 41, 37, 51, 51, 3, 13, 43, 31, 5, 4, 45, 46]'
+for c in talker-repetition rope-parameters; do
+  case $c in
+  talker-repetition) e='175s/false,/false, "repetition_penalty": 2.0, "suppress_tokens": [1],/' ;;
+  rope-parameters) e='162s/"rope_theta": 1000000.0,/"rope_theta": 1000000.0, "rope_parameters": {"rope_type": "linear", "rope_theta": 5},/' ;;
+  esac
+  if tts "tts-$c" 0 "$e"; then
+    expect "tts-$c-frames" 0 "$frames" -- "$BIN" tts "$W/tout-tts-$c/m.so" --text-ids "$ids" \
+      --speaker tiny_speaker --language english --greedy --max-frames 2 -q -o -
+  fi
+done
 
 mkdir -p "$W/tts" "$W/llm"
 if setup tts-build "$BIN" build -q "$TTS6" -o "$W/tts/m.so" && setup llm-build "$BIN" build -q "$QWEN" -o "$W/llm/m.so"; then
