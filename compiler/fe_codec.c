@@ -97,7 +97,6 @@ static int read_config(const Checkpoint *c, CodecDims *d, int64_t *sample_rate, 
       cfg_int_opt(dc, where, "num_key_value_heads", 16, &t->kv_heads, err) ||
       cfg_int_opt(dc, where, "intermediate_size", 3072, &t->inter, err) ||
       cfg_num_opt(dc, where, "rms_norm_eps", 1e-5, &t->eps, err) ||
-      cfg_num_opt(dc, where, "rope_theta", 10000, &theta, err) ||
       cfg_bool_opt(dc, where, "attention_bias", 0, &bias, err) ||
       cfg_str_opt(dc, where, "hidden_act", "silu", &act, err) ||
       cfg_int_opt(c->config, c->config_path, "output_sample_rate", 24000, sample_rate, err))
@@ -108,7 +107,6 @@ static int read_config(const Checkpoint *c, CodecDims *d, int64_t *sample_rate, 
   if (read_rates(dc, where, "upsampling_ratios", ratios, 2, d->ratios, &d->n_ratios, err) ||
       read_rates(dc, where, "upsample_rates", rates, 4, d->rates, &d->n_rates, err))
     return err->code;
-  t->theta = theta;
   t->attn_bias = bias;
   t->layer_scale = 1;
   t->qk_norm = 0;
@@ -118,10 +116,16 @@ static int read_config(const Checkpoint *c, CodecDims *d, int64_t *sample_rate, 
   } else {
     t->head_dim = t->heads > 0 ? t->hidden / t->heads : 0;
   }
-  const cJSON *rs = cJSON_GetObjectItemCaseSensitive(dc, "rope_scaling");
-  if (rs && !cJSON_IsNull(rs))
-    return sc_fail(err, SC_EINPUT, "%s: rope_scaling is not supported (default rotary embedding only)", where);
-  if (strcmp(act, "silu"))
+  /* rope_theta (10000), rope_scaling (plain RoPE only, by name), a
+   * partial_rotary_factor, as the talker's (qwen-tts: transformers 4.x) */
+  double prf;
+  const char *prf_key;
+  if (fe_rope_params_4x(dc, where, 1.0, &theta, &prf, &prf_key, err)) return err->code;
+  if (prf != 1)
+    return sc_fail(err, SC_EINPUT, "%s: %s %g is not supported (RoPE over the whole head only: 1.0)", where,
+                   prf_key, prf);
+  t->theta = theta;
+  if (strcmp(act, "silu") && strcmp(act, "swish")) /* transformers' swish is nn.SiLU */
     return sc_fail(err, SC_EINPUT, "%s: hidden_act '%s' is not supported (expected silu)", where, act);
 
   /* shapes: positive, far from overflow, and what the official modules

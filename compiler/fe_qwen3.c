@@ -111,6 +111,11 @@ int fe_rope_params(const cJSON *obj, const char *where, double dflt_prf, double 
   return rope_params(obj, where, dflt_prf, 1, theta, prf, prf_key, err);
 }
 
+int fe_rope_params_4x(const cJSON *obj, const char *where, double dflt_prf, double *theta, double *prf,
+                      const char **prf_key, sc_error *err) {
+  return rope_params(obj, where, dflt_prf, 0, theta, prf, prf_key, err);
+}
+
 static int read_rope(const cJSON *obj, const char *where, const Qwen3Family *f, Qwen3Dims *d, sc_error *err) {
   double prf;
   const char *key;

@@ -123,6 +123,10 @@ int fe_qwen3_mlp(Module *m, Graph *g, int x, const Qwen3Dims *d, const Qwen3Laye
  * came from (NULL: the default).  Values given twice must agree. */
 int fe_rope_params(const cJSON *obj, const char *where, double dflt_prf, double *theta, double *prf,
                    const char **prf_key, sc_error *err);
+/* The same for a class on transformers 4.x, which never reads
+ * rope_parameters (qwen-tts' classes: it pins 4.57). */
+int fe_rope_params_4x(const cJSON *obj, const char *where, double dflt_prf, double *theta, double *prf,
+                      const char **prf_key, sc_error *err);
 
 /* Kyutai's StreamingTransformer (fe_moshi.c), shared by Moshi's LM and
  * Mimi's encoder and decoder transformers.  A layer is

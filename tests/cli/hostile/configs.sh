@@ -232,6 +232,29 @@ for c in talker-repetition rope-parameters; do
   fi
 done
 
+# its transformer: hidden_act swish (nn.SiLU) and a plain rope_scaling are
+# the same model (the same PCM, bit for bit); a scaled RoPE is refused
+mkdir -p "$W/codec-base" && cp tests/data/codec/codec_tiny/* "$W/codec-base/"
+if setup codec-base-build "$BIN" build -q "$W/codec-base" -o "$W/codec-base/c.so" &&
+   setup codec-base-decode "$BIN" decode "$W/codec-base/c.so" tests/data/codec/codec_tiny/codes.i32 -o "$W/codec-base/a.wav"; then
+  for c in swish rope-default; do
+    case $c in
+    swish) e='0,/"hidden_act": "silu"/s//"hidden_act": "swish"/' ;;
+    rope-default) e='0,/"rope_theta": 10000,/s//"rope_theta": 10000, "rope_scaling": {"rope_type": "default"},/' ;;
+    esac
+    mkdir -p "$W/codec-$c" && cp tests/data/codec/codec_tiny/* "$W/codec-$c/" && sed -i "$e" "$W/codec-$c/config.json"
+    if expect "codec-$c" 0 -- "$BIN" build -q "$W/codec-$c" -o "$W/codec-$c/c.so" &&
+       expect "codec-$c-decode" 0 -- "$BIN" decode "$W/codec-$c/c.so" tests/data/codec/codec_tiny/codes.i32 -o "$W/codec-$c/a.wav"; then
+      expect "codec-$c-same-pcm" 0 -- cmp "$W/codec-base/a.wav" "$W/codec-$c/a.wav"
+    fi
+  done
+fi
+mkdir -p "$W/codec-rope-linear" && cp tests/data/codec/codec_tiny/* "$W/codec-rope-linear/" &&
+  sed -i '0,/"rope_theta": 10000,/s//"rope_theta": 10000, "rope_scaling": {"rope_type": "linear", "factor": 2},/' \
+    "$W/codec-rope-linear/config.json"
+expect codec-rope-linear 2 "decoder_config: rope_scaling" "'linear' is not supported" -- \
+  "$BIN" build -q "$W/codec-rope-linear" -o "$W/codec-rope-linear/c.so"
+
 mkdir -p "$W/tts" "$W/llm"
 if setup tts-build "$BIN" build -q "$TTS6" -o "$W/tts/m.so" && setup llm-build "$BIN" build -q "$QWEN" -o "$W/llm/m.so"; then
   # one error line, not the message and then an empty "error:" line
