@@ -531,7 +531,8 @@ static enum MHD_Result speech(Server *srv, struct MHD_Connection *c, Conn *conn)
   int rc = serve_request_parse(conn->body, conn->len, &srv->limits, &j->req, &err);
   int n_text = 0, n_instruct = 0;
   if (!rc) rc = tts_text_ids(srv->tts, 0, "input", j->req.input, &j->text_ids, &n_text, &err);
-  if (!rc && j->req.instruct)
+  /* an empty instruction is none, as the official generate reads "" */
+  if (!rc && j->req.instruct && *j->req.instruct)
     rc = tts_text_ids(srv->tts, 1, "instructions", j->req.instruct, &j->instruct_ids, &n_instruct, &err);
   if (rc) {
     if (rc != SC_EUSAGE) status = 500, type = "server_error";

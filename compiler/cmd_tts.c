@@ -42,13 +42,15 @@ const char *const usage_tts =
     "                          forms)\n"
     "  --text TEXT             the text: tokenized in that template by the tokenizer in\n"
     "                          --tokenizer DIR (speechc tokenize; instead of --text-ids)\n"
-    "  --instruct TEXT         the instruction, in its template (instead of --instruct-ids)\n"
+    "  --instruct TEXT         the instruction, in its template (instead of --instruct-ids;\n"
+    "                          '' is none; a 0.6B CustomVoice model drops it, as qwen-tts does)\n"
     "  --tokenizer DIR         vocab.json + merges.txt (+ tokenizer_config.json) or\n"
     "                          tokenizer.json: the checkpoint directory (default:\n"
     "                          model.tokenizer/ beside model.so, which speechc build\n"
     "                          copies from a checkpoint that has one)\n"
     "  --speaker NAME          a speaker of the model's config (custom-voice models)\n"
-    "  --language NAME|auto    a language of the model's config (default auto)\n"
+    "  --language NAME|auto    a language of the model's config, any case, not a dialect (a\n"
+    "                          dialect comes with its speaker; default auto)\n"
     "  --non-streaming         all text in the prompt (the official custom-voice and\n"
     "                          voice-design path); default: streaming text, one per frame\n"
     "  --max-frames N          stop after N frames (default 2048; 12.5 frames = 1 s)\n"
@@ -493,6 +495,7 @@ int cmd_tts(int argc, char **argv) {
   TtsStream *ts = NULL;
   int frames = 0, g = 0;
   rc = tts_text_open(path, &to, &tt, &err);
+  if (!rc) rc = tts_text_language(tt, "--language", p.language, &err);
   if (!rc && n_texts > 1) {
     Many m = {.tt = tt, .p = p, .instruct_s = instruct_s, .texts = texts, .outs = outs, .is_ids = is_ids,
               .n = n_texts, .f32 = f32, .quiet = prog.quiet};
@@ -503,12 +506,17 @@ int cmd_tts(int argc, char **argv) {
     return rc;
   }
   if (!rc && text_s) rc = tts_text_ids(tt, 0, "--text", text_s, &text_ids, &p.n_text, &err);
-  if (!rc && instruct_s) rc = tts_text_ids(tt, 1, "--instruct", instruct_s, &instruct_ids, &p.n_instruct, &err);
+  /* an empty instruction is none, as the official generate reads "" */
+  if (!rc && instruct_s && *instruct_s)
+    rc = tts_text_ids(tt, 1, "--instruct", instruct_s, &instruct_ids, &p.n_instruct, &err);
   p.text_ids = text_ids;
   p.instruct_ids = instruct_ids;
   if (!rc) rc = tts_stream_open(tt, &ts, &err);
   const TtsTextInfo *ti = rc ? NULL : tts_text_info(tt);
   if (ti) g = ti->codebooks;
+  if (ti && ti->drops_instruct && (instruct || (instruct_s && *instruct_s)) && !prog.quiet)
+    fprintf(stderr, "speechc: note: the instruction is dropped: this is a 0.6B CustomVoice model, which "
+            "qwen-tts' generate_custom_voice runs without one\n");
   if (!rc && audio) {
     sc_wav_opts wo = sc_wav_opts_for(out);
     wo.sample_rate = ti->sample_rate;

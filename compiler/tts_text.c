@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -52,8 +53,10 @@ void tts_text_resolve(const char *path, TtsTextOpts *o, char tok[4096], char cod
 }
 
 /* The keys of the object `key` of talker_config, as a NULL-free array of
- * pointers into the parsed config, appended to t->names. */
-static int config_names(TtsText *t, const char *key, int *n, sc_error *err) {
+ * pointers into the parsed config, appended to t->names; skip_dialects:
+ * not those naming a dialect (the official supported_languages leaves
+ * them out: a dialect comes with its speaker, never as a language). */
+static int config_names(TtsText *t, const char *key, int skip_dialects, int *n, sc_error *err) {
   const cJSON *tc = cJSON_GetObjectItemCaseSensitive(t->config, "talker_config");
   const cJSON *obj = cJSON_GetObjectItemCaseSensitive(tc, key), *e;
   int have = t->info.n_speakers + t->info.n_languages, k = 0;
@@ -62,7 +65,7 @@ static int config_names(TtsText *t, const char *key, int *n, sc_error *err) {
   if (!g) return sc_fail(err, SC_ERUNTIME, "out of memory");
   t->names = g;
   k = 0;
-  cJSON_ArrayForEach(e, obj) if (e->string) g[have + k++] = e->string;
+  cJSON_ArrayForEach(e, obj) if (e->string && !(skip_dialects && strstr(e->string, "dialect"))) g[have + k++] = e->string;
   *n = k;
   return SC_OK;
 }
@@ -89,8 +92,16 @@ int tts_text_open(const char *path, const TtsTextOpts *o, TtsText **out, sc_erro
     if (!(t->config = cJSON_Parse(mi.config_json)))
       rc = sc_fail(err, SC_EINPUT, "%s: the embedded config is not valid JSON", path);
   }
-  if (!rc) rc = config_names(t, "spk_id", &t->info.n_speakers, err);
-  if (!rc) rc = config_names(t, "codec_language_id", &t->info.n_languages, err);
+  if (!rc) rc = config_names(t, "spk_id", 0, &t->info.n_speakers, err);
+  if (!rc) rc = config_names(t, "codec_language_id", 1, &t->info.n_languages, err);
+  if (!rc) {
+    /* qwen-tts' generate_custom_voice drops the instruction when
+     * tts_model_size in "0b6" (a substring test, as written there) */
+    const cJSON *size = cJSON_GetObjectItemCaseSensitive(t->config, "tts_model_size");
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(t->config, "tts_model_type");
+    t->info.drops_instruct = cJSON_IsString(type) && !strcmp(type->valuestring, "custom_voice") &&
+                             cJSON_IsString(size) && strstr("0b6", size->valuestring);
+  }
   if (!rc) {
     t->info.speakers = (const char *const *)t->names;
     t->info.languages = (const char *const *)t->names + t->info.n_speakers;
@@ -206,6 +217,19 @@ static int on_audio(void *user, const int32_t *codes, int g, const float *pcm, i
 /* What both ways of speaking do first: the codes buffer sized, the texts
  * tokenized into p (their ids in *text_ids, *instruct_ids, the caller's
  * to free). */
+int tts_text_language(const TtsText *t, const char *what, const char *lang, sc_error *err) {
+  if (!lang || !strcasecmp(lang, "auto")) return SC_OK;
+  for (int i = 0; i < t->info.n_languages; i++)
+    if (!strcasecmp(lang, t->info.languages[i])) return SC_OK;
+  char names[512];
+  size_t n = (size_t)snprintf(names, sizeof names, "auto");
+  for (int i = 0; i < t->info.n_languages && n < sizeof names; i++)
+    n += (size_t)snprintf(names + n, sizeof names - n, ", %s", t->info.languages[i]);
+  return sc_fail(err, SC_EUSAGE, "%s %.64s: unknown; this model knows: %s%s", what, *lang ? lang : "''", names,
+                 strstr(lang, "dialect") ? " (a dialect comes with its speaker: give the speaker, with language "
+                 "auto or chinese)" : "");
+}
+
 static int speak_prepare(TtsStream *s, const TtsTextRequest *r, sc_tts_params *p, int32_t **text_ids,
                          int32_t **instruct_ids, sc_error *err) {
   TtsText *t = s->t;
@@ -226,7 +250,13 @@ static int speak_prepare(TtsStream *s, const TtsTextRequest *r, sc_tts_params *p
     rc = tts_text_ids(t, 0, r->text_what ? r->text_what : "text", r->text, text_ids, &p->n_text, err);
     p->text_ids = *text_ids;
   }
-  if (!rc && r->instruct) {
+  if (t->info.drops_instruct) { /* as qwen-tts' generate_custom_voice */
+    p->instruct_ids = NULL;
+    p->n_instruct = 0;
+    return rc;
+  }
+  /* an empty instruction is none, as the official generate reads "" */
+  if (!rc && r->instruct && *r->instruct) {
     rc = tts_text_ids(t, 1, r->instruct_what ? r->instruct_what : "instruct", r->instruct, instruct_ids,
                       &p->n_instruct, err);
     p->instruct_ids = *instruct_ids;

@@ -57,14 +57,22 @@ typedef struct TtsTextInfo {
   int samples_per_frame;   /* with a codec (1920) */
   int n_speakers, n_languages;
   const char *const *speakers;  /* the config's spk_id names, as written there */
-  const char *const *languages; /* codec_language_id names, "auto" not included */
+  const char *const *languages; /* codec_language_id names, "auto" and dialects not included */
+  int drops_instruct;      /* a 0.6B CustomVoice model: requests' instructions are dropped, as
+                              qwen-tts' generate_custom_voice drops them */
 } TtsTextInfo;
 /* Valid until tts_text_close. */
 const TtsTextInfo *tts_text_info(const TtsText *t);
+/* lang as the official package validates it: NULL or auto, or one of
+ * info.languages, in any case (so never a dialect, which comes with its
+ * speaker, nor ""); else SC_EUSAGE naming `what` and the choices. */
+int tts_text_language(const TtsText *t, const char *what, const char *lang, sc_error *err);
 
 /* One request.  text and instruct are UTF-8, each put in its chat
  * template and tokenized; or NULL, and then params.text_ids /
- * instruct_ids are used as given (the ids of the whole template).  The
+ * instruct_ids are used as given (the ids of the whole template).  An
+ * empty instruct is no instruction; with info.drops_instruct none is
+ * used (qwen-tts' rules).  The
  * rest of params (speaker, language, sampling, max_frames, stats, the
  * decoder's batching) is passed to sc_tts_generate as it is; codec,
  * on_audio and audio_user are the stream's.

@@ -367,6 +367,17 @@ int main(void) {
   CHECK_MSG(r.len == ref_len - 44 && !memcmp(r.body, want + 44, ref_len - 44), "streamed PCM: %zu bytes in %d "
             "chunks, want %zu", r.len, r.chunks, ref_len - 44);
   free(r.body);
+  /* this 0.6B CustomVoice model drops any instruction, as qwen-tts'
+   * generate_custom_voice does: the same bytes ("" as none is held on the
+   * 1.7B model by tests/cli/test_cli.sh, through the same rule) */
+  snprintf(body, sizeof body, say, ",\"instructions\":\"\"");
+  CHECK(post(body, &r) == 0 && r.status == 200);
+  CHECK_MSG(r.len == ref_len && !memcmp(r.body, want, ref_len), "instructions \"\": not the same WAV");
+  free(r.body);
+  snprintf(body, sizeof body, say, ",\"instructions\":\"be glad\"");
+  CHECK(post(body, &r) == 0 && r.status == 200);
+  CHECK_MSG(r.len == ref_len && !memcmp(r.body, want, ref_len), "an instruction changed the 0.6B model's WAV");
+  free(r.body);
   snprintf(body, sizeof body, say, ",\"stream\":true");
   CHECK(post(body, &r) == 0 && r.status == 200 && r.len == ref_len);
   static const unsigned char unknown[4] = {0xff, 0xff, 0xff, 0xff};
@@ -386,6 +397,8 @@ int main(void) {
       {"POST", "/v1/audio/speech", "{\"voice\": \"tiny_speaker\"}", NULL, 400, "input: missing"},
       {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"voice\": \"alloy\"}", NULL, 400,
        "voice: 'alloy' is not one of this model's: tiny_dialect, tiny_speaker"},
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"language\": \"sichuan_dialect\"}", NULL, 400,
+       "language: 'sichuan_dialect' is not one of this model's: auto, chinese, english"},
       {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"response_format\": \"mp3\"}", NULL, 400,
        "response_format: 'mp3' is not supported"},
       {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"speed\": 1.25}", NULL, 400, "speed: 1.25 is not supported"},
