@@ -13,7 +13,10 @@
  * Pre-token results are cached in a hash map (the same words recur).
  *
  * lstrip/rstrip/single_word of added tokens are not implemented (Qwen sets
- * them all false); a tokenizer that sets one is refused by name.
+ * them all false); a tokenizer that sets one is refused by name.  So is a
+ * tokenizer.json whose pipeline is not this one (check_pipeline: another
+ * normalizer, pre-tokenizer, decoder or post-processor, truncation,
+ * padding, BPE dropout or affixes); "normalizer": null skips step 2.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <errno.h>
@@ -97,6 +100,7 @@ struct tok_tokenizer {
   uint8_t added_first[256]; /* 1 where some added token starts with the byte */
   pcre2_code *re;
   pcre2_match_data *md;
+  int no_nfc;         /* tokenizer.json's "normalizer": null: pieces are not normalized */
   /* encode scratch, reused between calls */
   Sym *sym;
   Cand *heap;
@@ -290,9 +294,12 @@ static int load_vocab_object(tok_tokenizer *t, const char *path, const cJSON *v,
   return SC_OK;
 }
 
-/* One merge "a b" of rank `rank`; where names it in errors. */
+/* One merge "a b" of rank `rank`; where names it in errors.  A repeat
+ * keeps the first rank (merges.txt, as transformers reads it) or takes
+ * the last (last: tokenizer.json, whose merges HF tokenizers puts in a map
+ * in order). */
 static int add_merge(tok_tokenizer *t, const char *where, const char *a, size_t na,
-                     const char *b, size_t nb, int32_t rank, sc_error *err) {
+                     const char *b, size_t nb, int32_t rank, int last, sc_error *err) {
   const int32_t *ia = strmap_find(&t->vocab, a, na), *ib = strmap_find(&t->vocab, b, nb);
   char buf[512];
   if (na + nb >= sizeof buf)
@@ -323,7 +330,10 @@ static int add_merge(tok_tokenizer *t, const char *where, const char *a, size_t 
   uint64_t k = pair_key(*ia, *ib);
   size_t i = pair_hash(k) & (t->merge_cap - 1);
   for (; t->merges[i].key; i = (i + 1) & (t->merge_cap - 1))
-    if (t->merges[i].key == k) return SC_OK; /* a repeat: the first rank stays, as in HF */
+    if (t->merges[i].key == k) {
+      if (last) t->merges[i].rank = rank;
+      return SC_OK;
+    }
   t->merges[i] = (PairSlot){k, rank, *im};
   t->n_merges++;
   return SC_OK;
@@ -358,7 +368,7 @@ static int load_merges_txt(tok_tokenizer *t, const char *path, sc_error *err) {
       rc = sc_fail(err, SC_EINPUT, "%s: expected two tokens separated by one space, found \"%.*s\"",
                    where, (int)(n > 60 ? 60 : n), s);
     else
-      rc = add_merge(t, where, s, (size_t)(sp - s), sp + 1, (size_t)(s + n - sp - 1), rank++, err);
+      rc = add_merge(t, where, s, (size_t)(sp - s), sp + 1, (size_t)(s + n - sp - 1), rank++, 0, err);
   }
   free(buf);
   return rc;
@@ -445,8 +455,78 @@ static int load_split(tok_tokenizer *t, const char *dir, sc_error *err) {
   return rc;
 }
 
+/* The Split pattern of Qwen2/Qwen3's tokenizer.json, as written there. */
+static const char qwen2_split_json[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+static int is_type(const cJSON *o, const char *type) {
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "type");
+  return cJSON_IsObject(o) && cJSON_IsString(ty) && !strcmp(ty->valuestring, type);
+}
+
+static const char *type_of(const cJSON *o) {
+  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(o, "type");
+  return cJSON_IsNull(o) || !o ? "null" : cJSON_IsString(ty) ? ty->valuestring : "(no type)";
+}
+
+/* A flag of o that must be `want` (absent: dflt). */
+static int flag_is(const cJSON *o, const char *key, int dflt, int want) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return (v && !cJSON_IsNull(v) ? cJSON_IsTrue(v) : dflt) == want && (!v || cJSON_IsBool(v) || cJSON_IsNull(v));
+}
+
+/* tokenizer.json's pipeline, around the model: speechc runs Qwen2's
+ * (normalizer NFC or none; Split on Qwen2's pattern, Isolated, then
+ * ByteLevel without a prefix space or regex; the ByteLevel decoder; no
+ * truncation or padding; a post-processor that adds no tokens).  Any
+ * other is refused by name: HF would give other ids or text. */
+static int check_pipeline(tok_tokenizer *t, const cJSON *j, const char *path, sc_error *err) {
+  const cJSON *norm = cJSON_GetObjectItemCaseSensitive(j, "normalizer");
+  if (!norm || cJSON_IsNull(norm)) t->no_nfc = 1;
+  else if (!is_type(norm, "NFC"))
+    return sc_fail(err, SC_EINPUT, "%s: \"normalizer\" %.40s is not supported (Qwen2's pipeline: NFC, or none)",
+                   path, type_of(norm));
+  const cJSON *pre = cJSON_GetObjectItemCaseSensitive(j, "pre_tokenizer");
+  const cJSON *seq = cJSON_GetObjectItemCaseSensitive(pre, "pretokenizers");
+  const cJSON *split = cJSON_IsArray(seq) ? seq->child : NULL, *bl = split ? split->next : NULL;
+  const cJSON *pat = cJSON_GetObjectItemCaseSensitive(split, "pattern");
+  const cJSON *rx = cJSON_GetObjectItemCaseSensitive(pat, "Regex");
+  const cJSON *beh = cJSON_GetObjectItemCaseSensitive(split, "behavior");
+  if (!is_type(pre, "Sequence") || cJSON_GetArraySize(seq) != 2 || !is_type(split, "Split") ||
+      !cJSON_IsString(rx) || strcmp(rx->valuestring, qwen2_split_json) || !cJSON_IsString(beh) ||
+      strcmp(beh->valuestring, "Isolated") || !flag_is(split, "invert", 0, 0) || !is_type(bl, "ByteLevel") ||
+      !flag_is(bl, "add_prefix_space", 1, 0) || !flag_is(bl, "use_regex", 1, 0))
+    return sc_fail(err, SC_EINPUT, "%s: \"pre_tokenizer\" %.40s is not Qwen2's (a Sequence of Split on its "
+                   "pattern, behavior Isolated, then ByteLevel with add_prefix_space and use_regex false): "
+                   "not supported", path, type_of(pre));
+  const cJSON *dec = cJSON_GetObjectItemCaseSensitive(j, "decoder");
+  if (!is_type(dec, "ByteLevel"))
+    return sc_fail(err, SC_EINPUT, "%s: \"decoder\" %.40s is not supported (expected ByteLevel)", path,
+                   type_of(dec));
+  const cJSON *post = cJSON_GetObjectItemCaseSensitive(j, "post_processor");
+  if (post && !cJSON_IsNull(post) && !is_type(post, "ByteLevel"))
+    return sc_fail(err, SC_EINPUT, "%s: \"post_processor\" %.40s is not supported (it may add tokens; "
+                   "expected ByteLevel or null)", path, type_of(post));
+  static const char *const off[] = {"truncation", "padding"};
+  for (int i = 0; i < 2; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, off[i]);
+    if (v && !cJSON_IsNull(v))
+      return sc_fail(err, SC_EINPUT, "%s: \"%s\" is set: not supported (expected null)", path, off[i]);
+  }
+  const cJSON *model = cJSON_GetObjectItemCaseSensitive(j, "model");
+  static const char *const none[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix"};
+  for (int i = 0; i < 3; i++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(model, none[i]);
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !*v->valuestring))
+      return sc_fail(err, SC_EINPUT, "%s: \"model.%s\" is set: not supported (expected null)", path, none[i]);
+  }
+  return SC_OK;
+}
+
 /* tokenizer.json: model.vocab, model.merges ("a b" strings or [a, b]
- * pairs), added_tokens.  The pipeline it names must be Qwen2's. */
+ * pairs), added_tokens.  The pipeline it names must be Qwen2's
+ * (check_pipeline). */
 static int load_single(tok_tokenizer *t, const char *dir, sc_error *err) {
   char path[4096];
   char *text;
@@ -467,6 +547,8 @@ static int load_single(tok_tokenizer *t, const char *dir, sc_error *err) {
     rc = sc_fail(err, SC_EINPUT, "%s: \"ignore_merges\": true is not supported", path);
   else if (!cJSON_IsArray(merges))
     rc = sc_fail(err, SC_EINPUT, "%s: \"model\": expected a \"merges\" array", path);
+  else
+    rc = check_pipeline(t, j, path, err);
   if (!rc) {
     char vpath[4200];
     snprintf(vpath, sizeof vpath, "%s: \"model.vocab\"", path);
@@ -481,11 +563,11 @@ static int load_single(tok_tokenizer *t, const char *dir, sc_error *err) {
       if (!sp || sp == s || !sp[1] || strchr(sp + 1, ' '))
         rc = sc_fail(err, SC_EINPUT, "%s: expected \"A B\", found \"%.60s\"", where, s);
       else
-        rc = add_merge(t, where, s, (size_t)(sp - s), sp + 1, strlen(sp + 1), rank, err);
+        rc = add_merge(t, where, s, (size_t)(sp - s), sp + 1, strlen(sp + 1), rank, 1, err);
     } else if (cJSON_GetArraySize(m) == 2 && cJSON_IsString(m->child) &&
                cJSON_IsString(m->child->next)) {
       const char *a = m->child->valuestring, *b = m->child->next->valuestring;
-      rc = add_merge(t, where, a, strlen(a), b, strlen(b), rank, err);
+      rc = add_merge(t, where, a, strlen(a), b, strlen(b), rank, 1, err);
     } else {
       rc = sc_fail(err, SC_EINPUT, "%s: expected \"A B\" or [\"A\", \"B\"]", where);
     }
@@ -695,8 +777,13 @@ int tok_nfc(const char *text, size_t len, char **out, size_t *out_len, sc_error 
 /* NFC, split, BPE of one piece between added tokens. */
 static int encode_piece(tok_tokenizer *t, const char *s, size_t len, Ids *o, sc_error *err) {
   char *nf;
-  size_t n;
-  if (tok_nfc(s, len, &nf, &n, err)) return err->code;
+  size_t n = len;
+  if (t->no_nfc) {
+    if (!(nf = malloc(len ? len : 1))) return oom(err);
+    memcpy(nf, s, len);
+  } else if (tok_nfc(s, len, &nf, &n, err)) {
+    return err->code;
+  }
   size_t at = 0;
   while (at < n) {
     int r = pcre2_match(t->re, (PCRE2_SPTR)nf, n, at, PCRE2_NO_UTF_CHECK, t->md, NULL);

@@ -218,6 +218,91 @@ static void check_errors(tok_tokenizer *t) {
   mkdir(P("wordpiece"), 0700);
   write_text(P("wordpiece/tokenizer.json"), "{\"model\": {\"type\": \"WordPiece\"}}");
   expect_load_error(P("wordpiece"), "tokenizer.json: expected \"model\": {\"type\": \"BPE\"", NULL);
+  /* tokenizer.json's pipeline around the model: Qwen2's or refused by
+   * name (HF would give other ids); without a normalizer, no NFC */
+  static const struct {
+    const char *name, *from, *to, *says;
+  } pipe[] = {
+      {"p-nfkc", "\"type\": \"NFC\"", "\"type\": \"NFKC\"", "\"normalizer\" NFKC is not supported"},
+      {"p-prefix", "\"add_prefix_space\": false", "\"add_prefix_space\": true", "\"pre_tokenizer\" Sequence is not Qwen2's"},
+      {"p-regex", "(?i:'s|'t|'re", "(?i:'S|'t|'re", "\"pre_tokenizer\" Sequence is not Qwen2's"},
+      {"p-removed", "\"Isolated\"", "\"Removed\"", "\"pre_tokenizer\" Sequence is not Qwen2's"},
+      {"p-truncation", "\"truncation\": null", "\"truncation\": {\"max_length\": 3}", "\"truncation\" is set"},
+      {"p-dropout", "\"dropout\": null", "\"dropout\": 0.1", "\"model.dropout\" is set"},
+      {"p-decoder", "\"decoder\": {", "\"decoder\": null, \"x\": {", "\"decoder\" null is not supported"},
+      {"p-post", "\"post_processor\": null", "\"post_processor\": {\"type\": \"TemplateProcessing\"}",
+       "\"post_processor\" TemplateProcessing is not supported"},
+  };
+  size_t jn;
+  char *json = slurp(DATA "/tokenizer.json", &jn);
+  for (size_t i = 0; i < sizeof pipe / sizeof *pipe + 1; i++) {
+    const int last = i == sizeof pipe / sizeof *pipe; /* normalizer null: loads */
+    const char *name = last ? "p-nonorm" : pipe[i].name;
+    const char *from = last ? "\"normalizer\": {\n    \"type\": \"NFC\"\n  }," : pipe[i].from;
+    const char *to = last ? "\"normalizer\": null," : pipe[i].to;
+    char *at = strstr(json, from), dir[512], file[600];
+    CHECK_MSG(at, "%s: the fixture lacks '%s'", name, from);
+    if (!at) continue;
+    snprintf(dir, sizeof dir, "%s/%s", root, name);
+    snprintf(file, sizeof file, "%s/tokenizer.json", dir);
+    mkdir(dir, 0700);
+    size_t head = (size_t)(at - json), nf = strlen(from), nt = strlen(to);
+    char *e = malloc(jn - nf + nt + 1);
+    memcpy(e, json, head);
+    memcpy(e + head, to, nt);
+    memcpy(e + head + nt, at + nf, jn - head - nf);
+    write_file(file, e, jn - nf + nt);
+    free(e);
+    if (!last) {
+      expect_load_error(dir, pipe[i].says, NULL);
+      continue;
+    }
+    /* HF tokenizers 0.22 on this file: no NFC, so e + U+0301 stay apart
+     * (with NFC: 66,64,69,346,259,114,220,87) */
+    tok_tokenizer *t = NULL;
+    sc_error err = {0};
+    CHECK_MSG(tok_load(dir, &t, &err) == 0, "%s", err.msg);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    static const int32_t want[] = {66, 64, 69, 68, 136, 223, 357, 136, 230, 220, 87};
+    const char *x = "cafe\xcc\x81 o\xcc\x88 x";
+    CHECK(t && tok_encode(t, x, strlen(x), "text", &ids, &n, &err) == 0);
+    CHECK_MSG(n == sizeof want / sizeof *want && !memcmp(ids, want, sizeof want), "normalizer null: %zu ids", n);
+    free(ids);
+    tok_free(t);
+  }
+  /* a merge given twice: tokenizer.json's last rank wins, as HF tokenizers
+   * maps them in order ("e r" again at the end: "there" is 83,283,81,68
+   * there, 83,71,269,68 with the first rank) */
+  {
+    const char *tail = "\n      ]\n    ]\n  }\n}";
+    char *at = strstr(json, tail), dir[512], file[600];
+    CHECK_MSG(at && !strstr(at + 1, tail), "the fixture's merges do not end as expected");
+    if (at) {
+      snprintf(dir, sizeof dir, "%s/p-dupmerge", root);
+      snprintf(file, sizeof file, "%s/tokenizer.json", dir);
+      mkdir(dir, 0700);
+      const char *add = "\n      ],\n      [\"e\", \"r\"]\n    ]\n  }\n}";
+      size_t head = (size_t)(at - json);
+      char *e = malloc(head + strlen(add) + 1);
+      memcpy(e, json, head);
+      memcpy(e + head, add, strlen(add) + 1);
+      write_file(file, e, strlen(e));
+      free(e);
+      tok_tokenizer *t = NULL;
+      sc_error err = {0};
+      CHECK_MSG(tok_load(dir, &t, &err) == 0, "%s", err.msg);
+      int32_t *ids = NULL;
+      size_t n = 0;
+      static const int32_t want[] = {83, 283, 81, 68};
+      CHECK(t && tok_encode(t, "there", 5, "text", &ids, &n, &err) == 0);
+      CHECK_MSG(n == 4 && !memcmp(ids, want, sizeof want), "a repeated merge: %zu ids, the first %d", n,
+                n ? ids[0] : -1);
+      free(ids);
+      tok_free(t);
+    }
+  }
+  free(json);
   /* oversize (sparse) and a FIFO */
   mkdir(P("big"), 0700);
   int fd = open(P("big/vocab.json"), O_CREAT | O_WRONLY, 0600);
