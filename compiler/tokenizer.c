@@ -418,7 +418,43 @@ static int path_join(char *out, size_t cap, const char *dir, const char *name, s
   return SC_OK;
 }
 
-/* vocab.json + merges.txt + tokenizer_config.json (optional). */
+/* added_tokens.json (optional; the split form's older place for added
+ * tokens, {"content": id, ...}), which transformers adds to those of
+ * tokenizer_config.json: each one not already there. */
+static int load_added_json(tok_tokenizer *t, const char *dir, sc_error *err) {
+  char path[4096];
+  char *text;
+  cJSON *j;
+  struct stat st;
+  if (path_join(path, sizeof path, dir, "added_tokens.json", err)) return err->code;
+  if (stat(path, &st) && errno == ENOENT) return SC_OK;
+  if (json_read_file(path, TOK_FILE_MAX, NULL, &text, &j, err)) return err->code;
+  int rc = cJSON_IsObject(j) ? SC_OK : sc_fail(err, SC_EINPUT, "%s: expected an object of token -> id", path);
+  for (const cJSON *e = cJSON_IsObject(j) ? j->child : NULL; e && !rc; e = e->next) {
+    if (!cJSON_IsNumber(e)) {
+      rc = sc_fail(err, SC_EINPUT, "%s: token \"%.60s\": expected an integer id", path, e->string);
+      break;
+    }
+    int have = 0;
+    for (size_t i = 0; i < t->n_added && !have; i++)
+      have = t->added[i].id == e->valuedouble && !strcmp(t->added[i].text, e->string);
+    if (have) continue;
+    cJSON *tok = cJSON_CreateObject();
+    if (!tok || !cJSON_AddStringToObject(tok, "content", e->string)) {
+      cJSON_Delete(tok);
+      rc = oom(err);
+      break;
+    }
+    rc = add_added(t, path, tok, e->valuedouble, err);
+    cJSON_Delete(tok);
+  }
+  cJSON_Delete(j);
+  free(text);
+  return rc;
+}
+
+/* vocab.json + merges.txt + tokenizer_config.json and added_tokens.json
+ * (both optional). */
 static int load_split(tok_tokenizer *t, const char *dir, sc_error *err) {
   char path[4096];
   char *text;
@@ -434,7 +470,7 @@ static int load_split(tok_tokenizer *t, const char *dir, sc_error *err) {
   if (load_merges_txt(t, path, err)) return err->code;
   if (path_join(path, sizeof path, dir, "tokenizer_config.json", err)) return err->code;
   struct stat st;
-  if (stat(path, &st) && errno == ENOENT) return SC_OK; /* no added tokens */
+  if (stat(path, &st) && errno == ENOENT) return load_added_json(t, dir, err); /* no config */
   if (json_read_file(path, TOK_FILE_MAX, NULL, &text, &j, err)) return err->code;
   const cJSON *dec = cJSON_GetObjectItemCaseSensitive(j, "added_tokens_decoder");
   if (dec && !cJSON_IsObject(dec))
@@ -452,7 +488,7 @@ static int load_split(tok_tokenizer *t, const char *dir, sc_error *err) {
   }
   cJSON_Delete(j);
   free(text);
-  return rc;
+  return rc ? rc : load_added_json(t, dir, err);
 }
 
 /* The Split pattern of Qwen2/Qwen3's tokenizer.json, as written there. */
@@ -878,7 +914,8 @@ int tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, char **text
 
 /* ---- the tokenizer beside a built model ----------------------------------- */
 
-static const char *const tok_files[] = {"vocab.json", "merges.txt", "tokenizer_config.json", "tokenizer.json"};
+static const char *const tok_files[] = {"vocab.json", "merges.txt", "tokenizer_config.json", "added_tokens.json",
+                                        "tokenizer.json"};
 
 int tok_dir_of(const char *path, char *dir, size_t size) {
   struct stat st;
@@ -960,8 +997,9 @@ int tok_install_spm(const char *model_dir, const char *name, const char *out_pat
 int tok_install(const char *model_dir, const char *out_path, int quiet, sc_error *err) {
   char src[PATH_MAX], dir[PATH_MAX];
   int have = 0;
-  for (int i = 0; i < 4; i += 3) { /* vocab.json or tokenizer.json */
-    snprintf(src, sizeof src, "%s/%s", model_dir, tok_files[i]);
+  static const char *const main_files[] = {"vocab.json", "tokenizer.json"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(src, sizeof src, "%s/%s", model_dir, main_files[i]);
     if (!access(src, F_OK)) have = 1;
   }
   if (!have) return SC_OK;
@@ -970,7 +1008,7 @@ int tok_install(const char *model_dir, const char *out_path, int quiet, sc_error
   if (tok_load(model_dir, &t, err)) return err->code;
   tok_free(t);
   if (tok_make_dir(out_path, dir, sizeof dir, err)) return err->code;
-  for (int i = 0; i < 4; i++) {
+  for (size_t i = 0; i < sizeof tok_files / sizeof *tok_files; i++) {
     char *data = NULL;
     size_t len = 0;
     snprintf(src, sizeof src, "%s/%s", model_dir, tok_files[i]);

@@ -303,6 +303,28 @@ static void check_errors(tok_tokenizer *t) {
     }
   }
   free(json);
+  /* the split form's added_tokens.json (an older place for added tokens,
+   * read by transformers beside tokenizer_config.json): with no config
+   * at all, and one id given in both (read once) */
+  mkdir(P("addedjson"), 0700);
+  copy(DATA "/vocab.json", P("addedjson/vocab.json"));
+  copy(DATA "/merges.txt", P("addedjson/merges.txt"));
+  write_text(P("addedjson/added_tokens.json"), "{\"<|im_end|>\": 1054}");
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass) copy(DATA "/tokenizer_config.json", P("addedjson/tokenizer_config.json"));
+    tok_tokenizer *t = NULL;
+    sc_error err = {0};
+    CHECK_MSG(tok_load(P("addedjson"), &t, &err) == 0, "%s", err.msg);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    static const int32_t want[] = {403, 401, 1054};
+    CHECK(t && tok_encode(t, "Hello world<|im_end|>", 21, "text", &ids, &n, &err) == 0);
+    CHECK_MSG(n == 3 && !memcmp(ids, want, sizeof want), "added_tokens.json (pass %d): %zu ids", pass, n);
+    free(ids);
+    tok_free(t);
+  }
+  write_text(P("addedjson/added_tokens.json"), "{\"<|im_end|>\": \"x\"}");
+  expect_load_error(P("addedjson"), "added_tokens.json: token \"<|im_end|>\": expected an integer id", NULL);
   /* oversize (sparse) and a FIFO */
   mkdir(P("big"), 0700);
   int fd = open(P("big/vocab.json"), O_CREAT | O_WRONLY, 0600);
