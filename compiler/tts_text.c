@@ -101,6 +101,12 @@ int tts_text_open(const char *path, const TtsTextOpts *o, TtsText **out, sc_erro
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(t->config, "tts_model_type");
     t->info.drops_instruct = cJSON_IsString(type) && !strcmp(type->valuestring, "custom_voice") &&
                              cJSON_IsString(size) && strstr("0b6", size->valuestring);
+    /* a Base model speaks only in a voice cloned from reference audio
+     * (qwen-tts refuses its custom-voice and voice-design calls) */
+    if (cJSON_IsString(type) && !strcmp(type->valuestring, "base"))
+      rc = sc_fail(err, SC_EUSAGE, "%s: a Base model (tts_model_type base) speaks in a voice cloned from "
+                   "reference audio (qwen-tts' generate_voice_clone), which speechc does not do yet; use a "
+                   "CustomVoice or VoiceDesign model", path);
   }
   if (!rc) {
     t->info.speakers = (const char *const *)t->names;

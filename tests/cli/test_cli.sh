@@ -529,6 +529,13 @@ Hi<|im_end|>
       -o "$W/e17.json" && cmp -s "$W/a17.json" "$W/e17.json" &&
       n_pass=$((n_pass + 1)) || fail_case tts-instruct-empty "--instruct '' gives other frames than none"
   fi
+  # a Base model clones a voice from reference audio, which speechc does not do
+  mkdir -p "$W/tbase" "$W/tbase-out" && cp "$TTS6"/config.json "$TTS6"/model.safetensors "$W/tbase/" &&
+    sed -i 's/"tts_model_type": "custom_voice"/"tts_model_type": "base"/' "$W/tbase/config.json"
+  if setup tbase-build "$BIN" build -q "$W/tbase" -o "$W/tbase-out/m.so"; then
+    expect tts-base-model 1 "a Base model (tts_model_type base)" "voice cloned from reference audio" -- \
+      "$BIN" tts "$W/tbase-out/m.so" --text-ids "$ids" -o -
+  fi
   # languages as qwen-tts validates them: a dialect comes with its speaker
   expect tts-language-dialect 1 "--language sichuan_dialect: unknown" "comes with its speaker" -- \
     "$BIN" tts "$W/tts/m.so" --text-ids "$ids" --language sichuan_dialect -o -
