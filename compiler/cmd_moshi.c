@@ -220,6 +220,12 @@ static int read_input(const char *in, const sc_codec_info *ci, int quiet, sc_wav
   if (!rc && audio->frames % (size_t)spf && !quiet)
     fprintf(stderr, "speechc: note: %s: the last %zu samples are not a whole frame of %d and are dropped (as "
             "run_inference drops them)\n", in, audio->frames % (size_t)spf, spf);
+  /* a float WAV may hold NaN or inf: refused here, naming the file,
+   * before any output is written */
+  for (size_t i = 0; !rc && i < *frames * (size_t)spf; i++)
+    if (!(audio->pcm[i] - audio->pcm[i] == 0.0f))
+      rc = sc_fail(err, SC_EINPUT, "%s: sample %zu (%.3f s) is not finite (%g): Mimi encodes finite samples only",
+                   in, i, (double)i / ci->sample_rate, (double)audio->pcm[i]);
   return rc;
 }
 

@@ -76,10 +76,20 @@ int sc_wav_parse(const void *buf, size_t len, const char *name, sc_wav_audio *ou
                                     fmt_size);
   uint32_t tag = get16(fmt);
   const uint32_t channels = get16(fmt + 2), rate = get32(fmt + 4), align = get16(fmt + 12), bits = get16(fmt + 14);
-  if (tag == 0xFFFE) { /* WAVE_FORMAT_EXTENSIBLE: the sub-format GUID's first two bytes */
+  if (tag == 0xFFFE) { /* WAVE_FORMAT_EXTENSIBLE: the sub-format GUID */
     if (fmt_size < 40 || get16(fmt + 16) < 22)
       return sc_fail(err, SC_EINPUT, "%s: WAVE_FORMAT_EXTENSIBLE with a short fmt chunk (%u bytes)", name,
                      fmt_size);
+    /* {0000XXXX-0000-0010-8000-00AA00389B71}: the format tag XXXX (or the
+     * Ambisonic {0000XXXX-0721-11D3-8644-C8C1CA000000}, which libsndfile
+     * also reads); any other GUID is not PCM or float, whatever its first
+     * bytes say */
+    static const unsigned char ksdata[12] = {0x00, 0x00, 0x10, 0x00, 0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71};
+    static const unsigned char ambi[12] = {0x21, 0x07, 0xD3, 0x11, 0x86, 0x44, 0xC8, 0xC1, 0xCA, 0x00, 0x00, 0x00};
+    const unsigned char *g = (const unsigned char *)fmt + 24;
+    if (get16(fmt + 26) || (memcmp(g + 4, ksdata, 12) && memcmp(g + 4, ambi, 12)))
+      return sc_fail(err, SC_EINPUT, "%s: WAVE_FORMAT_EXTENSIBLE with sub-format GUID %02x%02x%02x%02x-...: not "
+                     "PCM or float (speechc reads 16-bit PCM and 32-bit float)", name, g[3], g[2], g[1], g[0]);
     tag = get16(fmt + 24);
   }
   if (!((tag == 1 && bits == 16) || (tag == 3 && bits == 32)))
@@ -94,7 +104,7 @@ int sc_wav_parse(const void *buf, size_t len, const char *name, sc_wav_audio *ou
     return sc_fail(err, SC_EINPUT, "%s: sample rate %u Hz, expected 1..%d", name, rate, SC_WAV_MAX_RATE);
   if (!data) return sc_fail(err, SC_EINPUT, "%s: no data chunk", name);
   if (data_size % align)
-    return sc_fail(err, SC_EINPUT, "%s: truncated: the data chunk is %zu bytes, not whole frames of %u", name,
+    return sc_fail(err, SC_EINPUT, "%s: the data chunk is %zu bytes, not whole frames of %u", name,
                    data_size, align);
   const size_t frames = data_size / align, n = frames * channels;
   float *pcm = malloc(n ? n * sizeof *pcm : 1);
@@ -128,7 +138,8 @@ int sc_wav_read(const char *path, sc_wav_audio *out, sc_error *err) {
 int sc_wav_expect(const sc_wav_audio *a, const char *name, int rate, int channels, sc_error *err) {
   if (a->channels != channels)
     return sc_fail(err, SC_EINPUT, "%s: %d channels, the model takes %d (speechc does not mix channels down; "
-                   "hint: sox %s -c %d mono.wav)", name, a->channels, channels, name, channels);
+                   "hint: sox %s mono.wav remix 1 keeps the first channel, as moshi's run_inference does, or "
+                   "sox %s -c %d mono.wav averages them)", name, a->channels, channels, name, name, channels);
   if (a->sample_rate != rate)
     return sc_fail(err, SC_EINPUT, "%s: %d Hz, the model takes %d Hz (speechc does not resample; hint: sox %s "
                    "-r %d out.wav)", name, a->sample_rate, rate, name, rate);

@@ -1242,6 +1242,32 @@ static void duplex(void) {
     CHECK_MSG(WEXITSTATUS(st2) != 0 && msg && strstr(msg, "2 --input but 1 -o"), "unpaired --input: exit %d, '%s'",
               WEXITSTATUS(st2), msg ? msg : "");
     free(msg);
+    /* a NaN in a float WAV: refused naming the file (bad input: exit 2),
+     * before the reply is created */
+    {
+      float nan_pcm[2 * 1920];
+      for (int i = 0; i < 2 * 1920; i++) nan_pcm[i] = 0.01f * (float)(i % 7);
+      nan_pcm[2000] = NAN;
+      snprintf(name, sizeof name, "%s/nan.wav", tmpdir);
+      sc_wav_opts wo = sc_wav_opts_for(name);
+      wo.sample_rate = 24000;
+      wo.format = SC_WAV_F32;
+      sc_wav *w = NULL;
+      CHECK_MSG(sc_wav_open(name, &wo, &w, &err) == 0 && sc_wav_write(w, nan_pcm, 2 * 1920, &err) == 0 &&
+                    sc_wav_close(w, &err) == 0,
+                "%s: %s", name, err.msg);
+      snprintf(cmd, sizeof cmd, "cd %s && rm -f nanreply.wav && %s moshi duplex.so --input nan.wav -o nanreply.wav "
+               "-q 2> err.txt; echo $? > rc.txt; test ! -e nanreply.wav", tmpdir, bin);
+      const int st3 = system(cmd);
+      snprintf(name, sizeof name, "%s/err.txt", tmpdir);
+      char *m3 = slurp(name, NULL);
+      snprintf(name, sizeof name, "%s/rc.txt", tmpdir);
+      char *rc3 = slurp(name, NULL);
+      CHECK_MSG(WEXITSTATUS(st3) == 0 && rc3 && atoi(rc3) == 2 && m3 && strstr(m3, "nan.wav: sample 2000 (0.083 s) "
+                "is not finite"), "NaN input: exit %s, reply left %s, '%s'", rc3 ? rc3 : "?",
+                WEXITSTATUS(st3) ? "behind" : "out", m3 ? m3 : "");
+      free(m3), free(rc3);
+    }
   }
   /* the API: sc_moshi_push_pcm in uneven pieces, stopped after the third
    * row and resumed, gives the same rows and samples */

@@ -356,6 +356,42 @@ static void test_read(void) {
   memcpy(c + 12, "junk", 4);
   refuse(c, n, "the data chunk comes before any fmt chunk");
   free(c);
+  /* WAVE_FORMAT_EXTENSIBLE: the PCM sub-format GUID (and the Ambisonic
+   * one libsndfile reads) give the plain file's samples; a GUID that only
+   * starts like PCM's is another format, refused */
+  {
+    const size_t data = n - 44;
+    unsigned char *x = malloc(68 + data);
+    static const unsigned char pcm_guid[16] = {1, 0, 0, 0, 0x00, 0x00, 0x10, 0x00,
+                                               0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71};
+    static const unsigned char ambi_guid[16] = {1, 0, 0, 0, 0x21, 0x07, 0xD3, 0x11,
+                                                0x86, 0x44, 0xC8, 0xC1, 0xCA, 0x00, 0x00, 0x00};
+    static const unsigned char odd_guid[16] = {1, 0, 0, 0, 0xEA, 0x0C, 0x10, 0x00,
+                                               0x80, 0x00, 0x00, 0xAA, 0x00, 0x38, 0x9B, 0x71};
+    const unsigned char *guids[3] = {pcm_guid, ambi_guid, odd_guid};
+    sc_wav_audio plain = {0};
+    CHECK(sc_wav_parse(b, n, "plain.wav", &plain, &err) == 0);
+    for (int k = 0; k < 3; k++) {
+      memcpy(x, b, 12);                       /* RIFF, size (patched), WAVE */
+      const uint32_t riff = (uint32_t)(60 + data);
+      memcpy(x + 4, (unsigned char[4]){riff & 255, riff >> 8 & 255, riff >> 16 & 255, riff >> 24}, 4);
+      memcpy(x + 12, "fmt \x28\0\0\0", 8);  /* 40 bytes */
+      memcpy(x + 20, b + 20, 16);             /* channels, rate, byte rate, align, bits */
+      x[20] = 0xFE, x[21] = 0xFF;             /* WAVE_FORMAT_EXTENSIBLE */
+      memcpy(x + 36, (unsigned char[8]){22, 0, 16, 0, 4, 0, 0, 0}, 8); /* cbSize, valid bits, mask */
+      memcpy(x + 44, guids[k], 16);
+      memcpy(x + 60, b + 36, 8 + data);       /* "data", its size, the samples */
+      if (k < 2) {
+        CHECK_MSG(sc_wav_parse(x, 68 + data, "ext.wav", &a, &err) == 0, "%s", err.msg);
+        CHECK(a.frames == plain.frames && a.pcm && !memcmp(a.pcm, plain.pcm, plain.frames * sizeof *a.pcm));
+        sc_wav_audio_free(&a);
+      } else {
+        refuse(x, 68 + data, "WAVE_FORMAT_EXTENSIBLE with sub-format GUID 00000001-...: not PCM or float");
+      }
+    }
+    sc_wav_audio_free(&plain);
+    free(x);
+  }
   free(b);
 }
 
