@@ -114,6 +114,7 @@ class TtsTextInfo(Structure):
         ("sample_rate", c_int), ("samples_per_frame", c_int),
         ("n_speakers", c_int), ("n_languages", c_int),
         ("speakers", POINTER(c_char_p)), ("languages", POINTER(c_char_p)),
+        ("drops_instruct", c_int),
     ]
 
 
@@ -201,6 +202,7 @@ _PROTOS = {
     "tts_text_open": (c_int, [c_char_p, POINTER(TtsTextOpts), POINTER(c_void_p), POINTER(sc_error)]),
     "tts_text_close": (None, [c_void_p]),
     "tts_text_info": (POINTER(TtsTextInfo), [c_void_p]),
+    "tts_text_language": (c_int, [c_void_p, c_char_p, c_char_p, POINTER(sc_error)]),
     "tts_stream_open": (c_int, [c_void_p, POINTER(c_void_p), POINTER(sc_error)]),
     "tts_stream_close": (None, [c_void_p]),
     "tts_text_speak": (c_int, [c_void_p, POINTER(TtsTextRequest), POINTER(c_int), POINTER(sc_error)]),

@@ -47,8 +47,11 @@ class ModelInfo:
     """What a compiled model is (``speechc inspect`` prints the same).
 
     The TTS fields are set for a Qwen3-TTS model only: ``speakers`` and
-    ``languages`` are the names ``tts`` accepts, ``sample_rate`` and
-    ``samples_per_frame`` those of its codec decoder (``None`` without one).
+    ``languages`` are the names ``tts`` accepts (any case; dialects come
+    with their speakers), ``sample_rate`` and ``samples_per_frame`` those
+    of its codec decoder (``None`` without one), and ``drops_instruct``
+    is True for a 0.6B CustomVoice model, whose instructions are dropped
+    as qwen-tts' ``generate_custom_voice`` drops them.
     """
 
     path: str
@@ -71,6 +74,7 @@ class ModelInfo:
     codebooks: Optional[int] = None
     sample_rate: Optional[int] = None
     samples_per_frame: Optional[int] = None
+    drops_instruct: bool = False
 
 
 def _s(b: Optional[bytes]) -> str:
@@ -211,7 +215,8 @@ class Model:
             ti = L.tts_text_info(self._tt).contents
             kw = dict(speakers=tuple(_s(ti.speakers[i]) for i in range(ti.n_speakers)),
                       languages=tuple(_s(ti.languages[i]) for i in range(ti.n_languages)),
-                      codebooks=ti.codebooks, has_tokenizer=bool(ti.has_tokenizer))
+                      codebooks=ti.codebooks, has_tokenizer=bool(ti.has_tokenizer),
+                      drops_instruct=bool(ti.drops_instruct))
             if ti.has_codec:
                 kw.update(sample_rate=ti.sample_rate, samples_per_frame=ti.samples_per_frame)
         else:
@@ -604,6 +609,8 @@ class Model:
         p = self._L.sc_tts_defaults()
         p.speaker = cstr("speaker", speaker)
         p.language = cstr("language", language)
+        err = _lib.sc_error()
+        check(self._L.tts_text_language(self._tt, b"language", p.language, byref(err)), err)
         p.non_streaming = 1 if non_streaming else 0
         if max_frames is not None:
             if isinstance(max_frames, bool) or not isinstance(max_frames, int) or not 1 <= max_frames < 2**24:

@@ -211,6 +211,11 @@ def test_tts_errors(tts_model, llm_model):
     assert e.value.code == 1 and "nobody" in str(e.value) and "tiny_speaker" in str(e.value)
     with pytest.raises(speechc.Error, match="klingon"):
         tts_model.tts("x", language="klingon")
+    # as qwen-tts validates a language: a dialect comes with its speaker
+    assert "sichuan_dialect" not in tts_model.info.languages
+    with pytest.raises(speechc.Error, match="language sichuan_dialect: unknown.*comes with its speaker"):
+        tts_model.tts("x", language="sichuan_dialect")
+    assert tts_model.info.drops_instruct  # a 0.6B CustomVoice model
     with pytest.raises(speechc.Error, match="not UTF-8|UTF-8"):
         tts_model.tts("bad \ud800 text")
     with pytest.raises(speechc.Error, match="temperature"):
