@@ -172,6 +172,14 @@ class Model:
         self._moshi_convs: "weakref.WeakSet[MoshiConversation]" = weakref.WeakSet()
         # conversations whose audio this (Mimi) model encodes and decodes
         self._moshi_audio: "weakref.WeakSet[MoshiConversation]" = weakref.WeakSet()
+        # tts_stream iterators whose generation has started: stopped by close
+        self._live_streams: "weakref.WeakSet[TtsStream]" = weakref.WeakSet()
+        # handles that conversations and batches hold on this model: handle
+        # -> (order, closer).  Model.close frees what is still here before
+        # the model, so that an object it could not reach (its weak set
+        # already cleared, as the garbage collector does with cycles and at
+        # exit) never frees its handle after the model is gone
+        self._lent: Dict[int, Tuple[int, Callable[[c_void_p], None]]] = {}
         L, err = self._L, _lib.sc_error()
         opts = _lib.sc_open_opts(verify_weights=1 if verify_weights else 0, threads=self._threads)
         check(L.sc_model_open(self._path.encode(), byref(opts), byref(self._m), byref(err)), err)
@@ -237,7 +245,8 @@ class Model:
     # ---- life cycle -------------------------------------------------------
     def close(self) -> None:
         """Close the sessions, the model and what was opened with it.
-        Idempotent.  Must not race with calls in progress."""
+        Idempotent.  Running tts_stream iterators are stopped first (their
+        next() then ends); other calls in progress must not race with it."""
         L = self._L
         with self._lock:
             if self._closed:
@@ -245,10 +254,17 @@ class Model:
             self._closed = True
             moshi = list(self._moshi_batches) + list(self._moshi_convs)
             audio = list(self._moshi_audio)
+            streams = list(self._live_streams)
+        for st in streams:  # each returns its TTS stream to the pool, closed now
+            st.close()
         for o in moshi:  # batches first: closing one takes its conversations out
             o.close()
         for c in audio:  # conversations of another model lose their Mimi stream
             c._drop_codec()
+        with self._lock:  # what the loops above could not reach
+            left, self._lent = sorted(self._lent.items(), key=lambda kv: kv[1][0]), {}
+        for h, (_, closer) in left:
+            closer(c_void_p(h))
         with self._lock:
             for s in self._sessions:
                 L.sc_session_close(s)
@@ -283,6 +299,19 @@ class Model:
     def _check_open(self) -> None:
         if self._closed:
             raise Error(SC_EUSAGE, f"{self._path}: the model is closed")
+
+    # handles lent to conversations and batches (order: batches 0, Moshi
+    # generators 1, sessions 2: the order Model.close frees leftovers in)
+    def _lend(self, h: c_void_p, order: int, closer: Callable[[c_void_p], None]) -> None:
+        with self._lock:
+            self._lent[h.value] = (order, closer)
+
+    def _release(self, h: c_void_p) -> None:
+        """Free h unless Model.close already has."""
+        with self._lock:
+            entry = self._lent.pop(h.value, None) if h else None
+        if entry:
+            entry[1](h)
 
     # pools of idle sessions / TTS streams: one per call in flight
     def _take(self, pool: List[c_void_p], opener: Callable[[], c_void_p]) -> c_void_p:
@@ -523,6 +552,8 @@ class Model:
         if rc:
             L.sc_session_close(s)
             check(rc, err)
+        self._lend(s, 2, L.sc_session_close)
+        self._lend(g, 1, L.sc_moshi_close)
         conv = MoshiConversation(self, s, g, info)
         self._moshi_convs.add(conv)
         return conv
@@ -536,6 +567,7 @@ class Model:
         self._moshi_only()
         b, err = c_void_p(), _lib.sc_error()
         check(self._L.sc_moshi_batch_new(self._m, byref(b), byref(err)), err)
+        self._lend(b, 0, self._L.sc_moshi_batch_free)
         batch = MoshiBatch(self, b)
         self._moshi_batches.add(batch)
         return batch
@@ -774,6 +806,38 @@ class Model:
         return TtsStream(self, r, keep)
 
 
+class _StreamState:
+    """A TtsStream's queue, stop flag, failure and frame count, shared with
+    its generation thread."""
+
+    def __init__(self, size: int):
+        self.q: "queue.Queue[Any]" = queue.Queue(maxsize=size)
+        self.stop = threading.Event()
+        self.failure: List[BaseException] = []
+        self.frames: Optional[int] = None
+
+    def put(self, item: Any) -> bool:
+        """Queue item unless the consumer has gone: False then."""
+        while not self.stop.is_set():
+            try:
+                self.q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+
+def _stream_run(model: "Model", r: "_lib.TtsTextRequest", keep: list, st: _StreamState) -> None:
+    """A TtsStream's generation thread (keep: what r points into)."""
+    try:
+        st.frames = model._speak(r, lambda pcm: not st.put(pcm))
+    except BaseException as e:
+        st.failure.append(e)
+    finally:
+        st.put(_END)
+    del keep
+
+
 class TtsStream(Iterator[np.ndarray]):
     """The iterator :meth:`Model.tts_stream` returns: each frame's PCM as
     the codec decodes it.
@@ -793,30 +857,15 @@ class TtsStream(Iterator[np.ndarray]):
 
     def __init__(self, model: Model, r: "_lib.TtsTextRequest", keep: list):
         self._model, self._r, self._keep = model, r, keep
-        self._q: "queue.Queue[Any]" = queue.Queue(maxsize=self.QUEUE)
-        self._stop = threading.Event()
-        self._failure: List[BaseException] = []
+        # what the generation thread shares with the iterator: never the
+        # iterator itself, so that dropping it runs __del__ (and close)
+        self._st = _StreamState(self.QUEUE)
         self._thread: Optional[threading.Thread] = None
         self._done = False
-        self.frames: Optional[int] = None
 
-    def _put(self, item: Any) -> bool:
-        """Queue item unless the consumer has gone: False then."""
-        while not self._stop.is_set():
-            try:
-                self._q.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _run(self) -> None:
-        try:
-            self.frames = self._model._speak(self._r, lambda pcm: not self._put(pcm))
-        except BaseException as e:
-            self._failure.append(e)
-        finally:
-            self._put(_END)
+    @property
+    def frames(self) -> Optional[int]:
+        return self._st.frames
 
     def __iter__(self) -> "TtsStream":
         return self
@@ -825,25 +874,28 @@ class TtsStream(Iterator[np.ndarray]):
         if self._done:
             raise StopIteration
         if self._thread is None:
-            self._thread = threading.Thread(target=self._run, name="speechc-tts", daemon=True)
+            self._model._check_open()
+            self._model._live_streams.add(self)
+            self._thread = threading.Thread(target=_stream_run, args=(self._model, self._r, self._keep, self._st),
+                                            name="speechc-tts", daemon=True)
             self._thread.start()
         try:
-            item = self._q.get()
+            item = self._st.q.get()
         except BaseException:
             self.close()
             raise
         if item is _END:
             self.close()
-            if self._failure:
-                raise self._failure[0]
+            if self._st.failure:
+                raise self._st.failure[0]
             raise StopIteration
         return item
 
     def close(self) -> None:
         """Stop the generation (if it runs) and wait for it to end."""
         self._done = True
-        self._stop.set()
-        if self._thread is not None:
+        self._st.stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join()
 
     def __enter__(self) -> "TtsStream":
@@ -950,6 +1002,7 @@ class MoshiConversation:
         if self._cm is None:
             cs = c_void_p()
             check(L.sc_session_open(mimi._m, byref(cs), byref(err)), err)
+            mimi._lend(cs, 2, L.sc_session_close)
             self._cm, self._cs = mimi, cs
             mimi._moshi_audio.add(self)
         rows: List[List[int]] = []
@@ -976,7 +1029,7 @@ class MoshiConversation:
 
     def _drop_codec(self) -> None:
         if self._cs:
-            self._cm._L.sc_session_close(self._cs)
+            self._cm._release(self._cs)
         self._cs, self._cm = c_void_p(), None
 
     def close(self) -> None:
@@ -987,10 +1040,10 @@ class MoshiConversation:
             self._cm._moshi_audio.discard(self)
             self._drop_codec()
         if self._g:
-            self._model._L.sc_moshi_close(self._g)
+            self._model._release(self._g)
             self._g = c_void_p()
         if self._s:
-            self._model._L.sc_session_close(self._s)
+            self._model._release(self._s)
             self._s = c_void_p()
 
     def __enter__(self) -> "MoshiConversation":
@@ -1067,7 +1120,7 @@ class MoshiBatch:
         for c in list(self._convs):
             self.remove(c)
         if self._b:
-            self._model._L.sc_moshi_batch_free(self._b)
+            self._model._release(self._b)
             self._b = c_void_p()
 
     def __enter__(self) -> "MoshiBatch":

@@ -319,3 +319,25 @@ def test_parse_speech_request(tts_model):
         with pytest.raises(speechc.Error, match=msg) as e:
             tts_model.parse_speech_request(body, max_frames=50)
         assert e.value.code == 1
+
+
+def test_tts_stream_stopped_by_close_and_by_dropping(tts_so):
+    """Model.close stops a running stream (its next() then ends), and a
+    stream left or dropped mid-way ends its thread: run in a child, where
+    either used to crash or leave a thread per stream."""
+    code = (
+        "import gc, threading, time, speechc\n"
+        f"m = speechc.Model({str(tts_so)!r}, threads=1)\n"
+        "s = m.tts_stream('Hello there.', speaker='tiny_speaker', max_frames=200, min_frames=150)\n"
+        "next(s); m.close()\n"
+        "assert list(s) == []\n"
+        f"m = speechc.Model({str(tts_so)!r}, threads=1)\n"
+        "base = threading.active_count()\n"
+        "for k in range(10):\n"
+        "    for i, pcm in enumerate(m.tts_stream('Hello.', max_frames=2000, min_frames=1900)):\n"
+        "        if i == 1: break\n"
+        "gc.collect(); time.sleep(0.3)\n"
+        "assert threading.active_count() == base, threading.active_count() - base\n"
+        "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])

@@ -1,6 +1,9 @@
 """Moshi from Python (Model.moshi, Model.moshi_batch): the rows of the
 `moshi` package's LMGen on the repository's tiny fixture, the batch equal
 to each conversation alone, and the errors."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -150,3 +153,21 @@ def test_push_pcm_is_the_packages_and_the_cli(duplex_so, tmp_path):
             conv.push_pcm(pcm, m)
     with pytest.raises(speechc.Error, match="closed"):  # closing the model closed it
         conv.push_pcm(pcm, mimi)
+
+
+def test_model_freed_in_a_cycle_at_exit(duplex_so):
+    """At interpreter exit (or a cycle the garbage collector breaks) the
+    weak sets that tie conversations to their models are cleared before
+    any __del__ runs: the models must still free every handle they lent
+    before themselves, and nothing after.  Run in a child: a use after
+    free there is a crash here (it was, every run, before)."""
+    code = (
+        "import numpy as np, speechc\n"
+        f"m = speechc.Model({str(duplex_so)!r}, threads=1)\n"
+        f"mimi = speechc.Model({str(duplex_so.with_suffix('.codec.so'))!r}, threads=1)\n"
+        "conv = m.moshi(); conv.push_pcm(np.zeros(1920, np.float32), mimi)\n"
+        "b = m.moshi_batch(); c2 = m.moshi(); b.add(c2)\n"
+        "def main(): pass\n"  # module globals in a cycle with this function
+        "print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
