@@ -165,8 +165,9 @@ static void json_escape(char *out, size_t cap, const char *s) {
   out[n] = 0;
 }
 
-static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, const char *type, void *data,
-                                   size_t len, int must_free) {
+/* allow: the Allow header of a 405 (NULL: "GET, HEAD") */
+static enum MHD_Result send_buffer_allow(struct MHD_Connection *c, unsigned status, const char *type, void *data,
+                                         size_t len, int must_free, const char *allow) {
   struct MHD_Response *r =
       MHD_create_response_from_buffer(len, data, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
   if (!r) {
@@ -174,10 +175,16 @@ static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, co
     return MHD_NO;
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, "GET, HEAD, POST");
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) /* the methods of the URL asked for */
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow ? allow : "GET, HEAD");
   enum MHD_Result ok = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ok;
+}
+
+static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, const char *type, void *data,
+                                   size_t len, int must_free) {
+  return send_buffer_allow(c, status, type, data, len, must_free, NULL);
 }
 
 static void log_line(const Server *srv, const char *method, const char *url, unsigned status, const char *fmt, ...)
@@ -201,7 +208,8 @@ static enum MHD_Result send_error(Server *srv, struct MHD_Connection *c, const c
                    "\"code\":null}}\n", esc, type);
   metrics_request(&srv->metrics, url, status);
   log_line(srv, method, url, status, "%s", msg);
-  return send_buffer(c, status, "application/json", body, (size_t)n, 0);
+  return send_buffer_allow(c, status, "application/json", body, (size_t)n, 0,
+                           url && !strcmp(url, "/v1/audio/speech") ? "POST" : NULL);
 }
 
 /* ---- streams -------------------------------------------------------------- */

@@ -421,6 +421,13 @@ int main(void) {
     free(r.body);
     CHECK(health_ok());
   }
+  /* a 405's Allow names the methods of the URL asked for */
+  CHECK(request("GET", "/v1/audio/speech", NULL, NULL, &r) == 0 && r.status == 405);
+  CHECK_CONTAINS(r.headers, "Allow: POST\r\n");
+  free(r.body);
+  CHECK(request("POST", "/health", "{}", NULL, &r) == 0 && r.status == 405);
+  CHECK_CONTAINS(r.headers, "Allow: GET, HEAD\r\n");
+  free(r.body);
   /* a chunked body past the limit: refused once it is read */
   {
     int fd = connect_to();
