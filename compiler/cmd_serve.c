@@ -110,6 +110,7 @@ typedef struct Server {
   double timeout;
   int quiet;
   int stopping;                 /* set once, at SIGINT/SIGTERM (under mu) */
+  int requests;                 /* requests begun and not yet completed (under mu) */
   /* the streams: slot i is busy[i]; all opened at start */
   pthread_mutex_t mu;
   int max_streams, active;
@@ -625,6 +626,9 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     if (!(conn = calloc(1, sizeof *conn))) return MHD_NO;
     conn->t0 = now_s();
     *state = conn;
+    pthread_mutex_lock(&srv->mu);
+    srv->requests++;
+    pthread_mutex_unlock(&srv->mu);
     const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     char *end;
     errno = 0;
@@ -684,9 +688,15 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode toe) {
+  Server *srv = cls;
   Conn *conn = *state;
-  (void)cls, (void)c, (void)toe;
-  if (conn) free(conn->body);
+  (void)c, (void)toe;
+  if (conn) {
+    pthread_mutex_lock(&srv->mu);
+    srv->requests--;
+    pthread_mutex_unlock(&srv->mu);
+    free(conn->body);
+  }
   free(conn);
   *state = NULL;
 }
@@ -862,6 +872,19 @@ int cmd_serve(int argc, char **argv) {
   pthread_mutex_lock(&srv.mu);
   srv.stopping = 1; /* generators stop at their next frame; new requests get 503 */
   pthread_mutex_unlock(&srv.mu);
+  /* no new connections; then the requests in progress end as promised
+   * (whole responses: their 503 sent; streams: cut) before the daemon
+   * closes every connection, waiting at most 5 s (a client stalled in
+   * its upload does not hold the exit longer) */
+  MHD_socket lsock = MHD_quiesce_daemon(d);
+  if (lsock != MHD_INVALID_SOCKET) close(lsock);
+  for (int waited = 0; waited < 500; waited++) {
+    pthread_mutex_lock(&srv.mu);
+    const int left = srv.requests;
+    pthread_mutex_unlock(&srv.mu);
+    if (!left) break;
+    usleep(10000);
+  }
   MHD_stop_daemon(d); /* every request has returned */
 out:
   tts_sched_close(srv.sched);

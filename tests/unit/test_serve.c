@@ -537,7 +537,27 @@ int main(void) {
   CHECK_MSG(t1.tv_sec - t0.tv_sec < 10, "closed after %ld s", (long)(t1.tv_sec - t0.tv_sec));
   if (fd >= 0) close(fd);
   CHECK(health_ok());
+  /* SIGINT with a whole response in progress: its 503 goes out before the
+   * daemon closes the connections (they were closed first, and the
+   * client saw no response at all) */
+  int wf = connect_to();
+  CHECK(wf >= 0 && send_request(wf, "POST", "/v1/audio/speech",
+                                "{\"input\":\"Hello world\",\"seed\":5,\"temperature\":100,\"top_k\":0,"
+                                "\"max_frames\":20000}", NULL) == 0);
+  for (int i = 0; i < 500 && active_streams() < 1; i++) usleep(2000);
   kill(pid2, SIGINT);
+  {
+    struct timeval tv = {10, 0};
+    setsockopt(wf, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[2048];
+    size_t n = 0;
+    for (ssize_t k; wf >= 0 && n < sizeof buf - 1 && (k = recv(wf, buf + n, sizeof buf - 1 - n, 0)) > 0;)
+      n += (size_t)k;
+    buf[n] = 0;
+    CHECK_MSG(!strncmp(buf, "HTTP/1.1 503", 12) && strstr(buf, "the server is shutting down"),
+              "a whole response at SIGINT: '%.200s'", buf);
+    if (wf >= 0) close(wf);
+  }
   int st = wait_exit(pid2, 20);
   CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "after SIGINT: wait status %d", st);
   port = port1;
