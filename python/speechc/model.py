@@ -81,6 +81,12 @@ def _s(b: Optional[bytes]) -> str:
     return b.decode("utf-8", "replace") if b is not None else ""
 
 
+def _py(v: Any) -> Any:
+    """A numpy scalar (np.int64(16), np.float32(.5)) as the Python number it
+    holds, so that options take it as they take int and float."""
+    return v.item() if isinstance(v, np.generic) else v
+
+
 def _int32_array(what: str, ids: Sequence[int]) -> "ctypes.Array[c_int32]":
     try:
         a = np.asarray(ids)
@@ -105,6 +111,7 @@ def _sampling(base: "_lib.sc_sample_params", what: str, greedy: Optional[bool], 
                           ("repetition_penalty", repetition_penalty, float)):
         if v is None:
             continue
+        v = _py(v)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
             raise Error(SC_EUSAGE, f"{what}{name}: expected {'an integer' if kind is int else 'a number'}, "
                                    f"got {v!r}")
@@ -112,6 +119,7 @@ def _sampling(base: "_lib.sc_sample_params", what: str, greedy: Optional[bool], 
             raise Error(SC_EUSAGE, f"{what}{name}: {v} is out of range")
         setattr(base, name, kind(v))
     if seed is not None:
+        seed = _py(seed)
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
             raise Error(SC_EUSAGE, f"seed: expected an integer in [0, 2**64), got {seed!r}")
         base.seed = seed
@@ -360,8 +368,10 @@ class Model:
                 the context, a bad sampling value.
         """
         self._check_open()
+        n_new = _py(n_new)
         if isinstance(n_new, bool) or not isinstance(n_new, int) or not 0 <= n_new < 2**24:
             raise Error(SC_EUSAGE, f"n_new: expected an integer in [0, 2**24), got {n_new!r}")
+        eos = _py(eos)
         if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or not 0 <= eos < 2**31):
             raise Error(SC_EUSAGE, f"eos: expected a token id, got {eos!r}")
         if self.info.family == _TTS_FAMILY:
@@ -397,8 +407,10 @@ class Model:
             One list of new token ids per prompt, in order.
         """
         self._check_open()
+        n_new = _py(n_new)
         if isinstance(n_new, bool) or not isinstance(n_new, int) or not 0 <= n_new < 2**24:
             raise Error(SC_EUSAGE, f"n_new: expected an integer in [0, 2**24), got {n_new!r}")
+        eos = _py(eos)
         if eos is not None and (isinstance(eos, bool) or not isinstance(eos, int) or not 0 <= eos < 2**31):
             raise Error(SC_EUSAGE, f"eos: expected a token id, got {eos!r}")
         if self.info.family == _TTS_FAMILY:
@@ -541,6 +553,7 @@ class Model:
                                          ("seed", seed, 0, 2**63 - 1, True)):
             if v is None:
                 continue
+            v = _py(v)
             ok = isinstance(v, int) if integer else isinstance(v, (int, float))
             if isinstance(v, bool) or not ok or not lo <= v <= hi:
                 raise Error(SC_EUSAGE, f"{name}: expected {'an integer' if integer else 'a number'} in "
@@ -645,15 +658,18 @@ class Model:
         check(self._L.tts_text_language(self._tt, b"language", p.language, byref(err)), err)
         p.non_streaming = 1 if non_streaming else 0
         if max_frames is not None:
+            max_frames = _py(max_frames)
             if isinstance(max_frames, bool) or not isinstance(max_frames, int) or not 1 <= max_frames < 2**24:
                 raise Error(SC_EUSAGE, f"max_frames: expected an integer in [1, 2**24), got {max_frames!r}")
             p.max_frames = max_frames
         if min_frames is not None:
+            min_frames = _py(min_frames)
             if isinstance(min_frames, bool) or not isinstance(min_frames, int) or not 0 <= min_frames < 2**24:
                 raise Error(SC_EUSAGE, f"min_frames: expected an integer in [0, 2**24), got {min_frames!r}")
             p.min_frames = min_frames
         _sampling(p.talker, "", greedy, temperature, top_k, top_p, repetition_penalty, seed)
         _sampling(p.predictor, "sub_", greedy, sub_temperature, sub_top_k, sub_top_p, None, seed)
+        decoder_batch = _py(decoder_batch)
         if isinstance(decoder_batch, bool) or not isinstance(decoder_batch, int) or not 0 <= decoder_batch < 2**20:
             raise Error(SC_EUSAGE, f"decoder_batch: expected an integer in [0, 2**20), got {decoder_batch!r}")
         p.audio_batch = decoder_batch
@@ -933,7 +949,7 @@ def _whole_frames(pcm: Any, spf: int) -> np.ndarray:
 def _user_codes(what: str, codes: Sequence[int], n: int, card: int) -> "ctypes.Array[c_int32]":
     if isinstance(codes, (str, bytes)) or not isinstance(codes, (Sequence, np.ndarray)) or len(codes) != n:
         raise Error(SC_EUSAGE, f"{what}: expected {n} user codes (the model's user codebooks), got {codes!r}")
-    return _int32_array(what, [int(c) for c in codes])
+    return _int32_array(what, list(codes))  # integers only: 0.5 or "1" are refused, not truncated
 
 
 class MoshiConversation:

@@ -341,3 +341,14 @@ def test_tts_stream_stopped_by_close_and_by_dropping(tts_so):
         "print('ok')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", (r.returncode, r.stderr[-2000:])
+
+
+def test_numpy_scalars_are_numbers(tts_model, llm_model):
+    """np.int64(16) and np.float32(.5) are taken as 16 and 0.5, as any
+    numpy user passes them (they were refused as 'not an integer')."""
+    a = llm_model.generate(PROMPT, np.int64(4), temperature=np.float32(0.5), seed=np.uint64(3))
+    b = llm_model.generate(PROMPT, 4, temperature=0.5, seed=3)
+    assert a == b
+    x = tts_model.tts("Hi", **dict(SAY, max_frames=np.int64(2)), seed=np.int32(1))
+    y = tts_model.tts("Hi", **dict(SAY, max_frames=2), seed=1)
+    assert np.array_equal(x[0], y[0])

@@ -107,6 +107,17 @@ def test_errors(moshi_model, llm_model):
         conv.step([0, 1])
 
 
+def test_user_codes_are_integers(moshi_model):
+    """A float or a string among the user's codes is refused, not cut to
+    an integer; numpy integers are fine."""
+    with moshi_model.moshi(greedy=True) as conv:
+        U = conv.info["user_codebooks"]
+        for bad in ([0.5] * U, ["1"] * U):
+            with pytest.raises(speechc.Error, match="integer"):
+                conv.step(bad)
+        conv.step(np.zeros(U, dtype=np.int64))
+
+
 def test_closing_the_model_closes_conversations(moshi_so):
     m = speechc.Model(moshi_so, threads=1)
     conv, b = m.moshi(), m.moshi_batch()
