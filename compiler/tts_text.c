@@ -65,7 +65,9 @@ static int config_names(TtsText *t, const char *key, int skip_dialects, int *n, 
   if (!g) return sc_fail(err, SC_ERUNTIME, "out of memory");
   t->names = g;
   k = 0;
-  cJSON_ArrayForEach(e, obj) if (e->string && !(skip_dialects && strstr(e->string, "dialect"))) g[have + k++] = e->string;
+  cJSON_ArrayForEach(e, obj) {
+    if (e->string && !(skip_dialects && strstr(e->string, "dialect"))) g[have + k++] = e->string;
+  }
   *n = k;
   return SC_OK;
 }
@@ -220,9 +222,6 @@ static int on_audio(void *user, const int32_t *codes, int g, const float *pcm, i
   return r->on_pcm(r->user, pcm, n, frame);
 }
 
-/* What both ways of speaking do first: the codes buffer sized, the texts
- * tokenized into p (their ids in *text_ids, *instruct_ids, the caller's
- * to free). */
 int tts_text_language(const TtsText *t, const char *what, const char *lang, sc_error *err) {
   if (!lang || !strcasecmp(lang, "auto")) return SC_OK;
   for (int i = 0; i < t->info.n_languages; i++)
@@ -236,6 +235,9 @@ int tts_text_language(const TtsText *t, const char *what, const char *lang, sc_e
                  "auto or chinese)" : "");
 }
 
+/* What both ways of speaking do first: the codes buffer sized, the texts
+ * tokenized into p (their ids in *text_ids, *instruct_ids, the caller's
+ * to free). */
 static int speak_prepare(TtsStream *s, const TtsTextRequest *r, sc_tts_params *p, int32_t **text_ids,
                          int32_t **instruct_ids, sc_error *err) {
   TtsText *t = s->t;

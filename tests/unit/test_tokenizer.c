@@ -224,7 +224,8 @@ static void check_errors(tok_tokenizer *t) {
     const char *name, *from, *to, *says;
   } pipe[] = {
       {"p-nfkc", "\"type\": \"NFC\"", "\"type\": \"NFKC\"", "\"normalizer\" NFKC is not supported"},
-      {"p-prefix", "\"add_prefix_space\": false", "\"add_prefix_space\": true", "\"pre_tokenizer\" Sequence is not Qwen2's"},
+      {"p-prefix", "\"add_prefix_space\": false", "\"add_prefix_space\": true",
+       "\"pre_tokenizer\" Sequence is not Qwen2's"},
       {"p-regex", "(?i:'s|'t|'re", "(?i:'S|'t|'re", "\"pre_tokenizer\" Sequence is not Qwen2's"},
       {"p-removed", "\"Isolated\"", "\"Removed\"", "\"pre_tokenizer\" Sequence is not Qwen2's"},
       {"p-truncation", "\"truncation\": null", "\"truncation\": {\"max_length\": 3}", "\"truncation\" is set"},
