@@ -89,21 +89,16 @@ SPECS = {
                 depformer_context=8, depformer_max_period=10000, depformer_gating="silu",
                 depformer_pos_emb="none", depformer_weights_per_step=True,
                 delays=[0, 0, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1])),
-    # one depformer step (dep_q 1) with per-step weights: the package's
-    # depformer FFN is still a one-element ModuleList (gating.0.*); and
-    # depformer_causal, which the loader drops, only in config.json
-    "dq1_tiny": dict(
-        seed=4, steps=10, gen_steps=12, config_only=dict(depformer_causal=False),
-        lm=dict(dim=16, text_card=40, existing_text_padding_id=3, n_q=6, dep_q=1, card=24,
-                num_heads=2, num_layers=2, hidden_scale=4.125, causal=True, layer_scale=None,
-                context=5, max_period=10000, gating="silu", norm="rms_norm_f32",
-                positional_embedding="rope", depformer_dim=8,
-                depformer_dim_feedforward=int(4.125 * 8), depformer_num_heads=2,
-                depformer_num_layers=1, depformer_layer_scale=None, depformer_multi_linear=True,
-                depformer_context=8, depformer_max_period=10000, depformer_gating="silu",
-                depformer_pos_emb="none", depformer_weights_per_step=True,
-                delays=[0, 0, 1, 1, 0, 1, 1])),
 }
+
+
+# one depformer step (dep_q 1) with per-step weights: the package's
+# depformer FFN is still a one-element ModuleList (gating.0.*); and
+# depformer_causal, which the loader drops, only in config.json.
+# moshi7b_tiny's switches otherwise.
+SPECS["dq1_tiny"] = dict(
+    seed=4, steps=10, gen_steps=12, config_only=dict(depformer_causal=False),
+    lm=dict(SPECS["moshi7b_tiny"]["lm"], n_q=6, dep_q=1, delays=[0, 0, 1, 1, 0, 1, 1]))
 
 
 def randomize(model, seed):
