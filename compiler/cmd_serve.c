@@ -142,6 +142,7 @@ typedef struct Job {
   size_t len, off, cap;
   int frames, done, cancelled, timed_out, gone, rc;
   int cut;                      /* stopped short: --timeout or the server stopping */
+  int context_end;              /* ended at the context's end, not at the codec EOS */
   sc_error err;
   pthread_t thread;
   int threaded;
@@ -338,7 +339,8 @@ static int on_pcm(void *user, const float *pcm, int n, int frame) {
 /* Generate the request's audio into j->buf (after whatever is there). */
 static void generate(Job *j) {
   Server *srv = j->srv;
-  TtsTextRequest tr = {.params = j->req.params, .on_pcm = on_pcm, .on_frame = on_frame, .user = j};
+  TtsTextRequest tr = {.params = j->req.params, .on_pcm = on_pcm, .on_frame = on_frame, .user = j,
+                       .frames_to_context = !j->req.max_frames_given};
   tr.params.text_ids = j->text_ids;
   tr.params.instruct_ids = j->instruct_ids;
   tr.params.audio_batch = srv->base.audio_batch;
@@ -380,8 +382,9 @@ static void job_finish(Job *j, unsigned status, const char *how) {
   metrics_speech(&srv->metrics, j->frames, j->first_audio ? j->first_audio - j->t0 : -1, t,
                  j->frames * (double)srv->info->samples_per_frame / srv->info->sample_rate);
   if (status == 200)
-    log_line(srv, "POST", "/v1/audio/speech", 200, "%s: %d frames in %.3f s, first audio %.3f s", how, j->frames, t,
-           j->first_audio ? j->first_audio - j->t0 : 0.0);
+    log_line(srv, "POST", "/v1/audio/speech", 200, "%s: %d frames in %.3f s, first audio %.3f s%s", how, j->frames,
+             t, j->first_audio ? j->first_audio - j->t0 : 0.0, j->context_end ? "; stopped at the context's end, "
+             "before the model ended its speech (hint: rebuild with a larger --max-context)" : "");
   give_slot(srv, j->slot);
 }
 

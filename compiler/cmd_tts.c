@@ -53,7 +53,10 @@ const char *const usage_tts =
     "                          dialect comes with its speaker; default auto)\n"
     "  --non-streaming         all text in the prompt (the official custom-voice and\n"
     "                          voice-design path); default: streaming text, one per frame\n"
-    "  --max-frames N          stop after N frames (default 2048; 12.5 frames = 1 s)\n"
+    "  --max-frames N          stop after N frames (12.5 frames = 1 s); default 2048, or as\n"
+    "                          many as the model's --max-context holds after the prompt\n"
+    "                          (a warning says when speech stopped there); more than it\n"
+    "                          holds is refused before anything runs\n"
     "  --greedy                argmax for both talker and predictor\n"
     "  --temperature T --top-k K --top-p P --repetition-penalty R\n"
     "                          talker sampling (defaults 0.9, 50, 1.0, 1.05)\n"
@@ -205,6 +208,8 @@ static int read_ids(const char *flag, const char *arg, int32_t **ids, int *n) {
  * they share nothing but `quiet` (read only). */
 typedef struct Progress {
   int quiet;
+  const char *out;    /* audio out: opened by on_start */
+  sc_wav_opts wo;
   sc_wav *wav;        /* audio out, or NULL */
   sc_error err;       /* a write error (on_pcm's; never the generator's err) */
   int failed;
@@ -226,6 +231,13 @@ static int on_pcm(void *user, const float *pcm, int n, int frame) {
   return p->failed;
 }
 
+/* The request is checked: the audio out is opened (truncated) now, not
+ * before, so that a refused request leaves an existing file as it was. */
+static int on_start(void *user, sc_error *err) {
+  Progress *p = user;
+  return p->out ? sc_wav_open(p->out, &p->wo, &p->wav, err) : SC_OK;
+}
+
 /* -o names audio: a WAV file or bare PCM (runtime/wav.h's conventions). */
 static int audio_name(const char *out) {
   size_t n = strlen(out);
@@ -245,9 +257,19 @@ typedef struct Many {
   const char **texts, **outs;
   const int *is_ids;
   int n, next, f32, quiet;
+  int frames_to_context;    /* no --max-frames: up to the context's end */
   pthread_mutex_t mu;       /* next, and the lines on stderr */
   int rc;                   /* the first error's code */
 } Many;
+
+/* A request that made as many frames as the contexts hold ran to their
+ * end, not to the codec EOS: its speech may be cut. */
+static void context_end_note(int frames, int request) {
+  char which[32] = "";
+  if (request) snprintf(which, sizeof which, "request %d: ", request);
+  fprintf(stderr, "speechc: warning: %sstopped at the context's end after %d frames, before the model ended "
+          "its speech (hint: rebuild with a larger --max-context for longer speech)\n", which, frames);
+}
 
 /* One request: its text or ids, its output (audio or codes) written as
  * the single-request command would. */
@@ -260,7 +282,8 @@ static int many_one(Many *m, TtsStream *ts, int i, sc_error *err) {
   char what[64];
   snprintf(what, sizeof what, "--text (request %d)", i + 1);
   sc_tts_stats st = {0};
-  TtsTextRequest req = {.params = m->p, .text_what = what, .instruct = m->instruct_s};
+  TtsTextRequest req = {.params = m->p, .text_what = what, .instruct = m->instruct_s,
+                        .frames_to_context = m->frames_to_context};
   req.params.stats = &st;
   int32_t *ids = NULL;
   int rc = SC_OK;
@@ -273,11 +296,12 @@ static int many_one(Many *m, TtsStream *ts, int i, sc_error *err) {
   }
   Progress prog = {.quiet = 1};
   if (audio) {
-    sc_wav_opts wo = sc_wav_opts_for(out);
-    wo.sample_rate = ti->sample_rate;
-    if (m->f32) wo.format = SC_WAV_F32;
-    rc = sc_wav_open(out, &wo, &prog.wav, err);
+    prog.out = out;
+    prog.wo = sc_wav_opts_for(out);
+    prog.wo.sample_rate = ti->sample_rate;
+    if (m->f32) prog.wo.format = SC_WAV_F32;
     req.on_pcm = on_pcm;
+    req.on_start = on_start;
     req.user = &prog;
   }
   int frames = 0;
@@ -294,7 +318,8 @@ static int many_one(Many *m, TtsStream *ts, int i, sc_error *err) {
   if (!rc && !audio) rc = codes_write(out, tts_stream_codes(ts), frames, ti->codebooks, err);
   pthread_mutex_lock(&m->mu); /* errors always; the progress lines unless -q */
   if (rc) fprintf(stderr, "speechc: request %d (-o %s): error: %s\n", i + 1, out, err->msg);
-  else if (!m->quiet)
+  else if (frames && frames == tts_stream_limited(ts)) context_end_note(frames, i + 1);
+  if (!rc && !m->quiet)
     fprintf(stderr, "speechc: request %d: %d frames (%.2f s of audio) in %.3f s -> %s\n", i + 1, frames,
             frames / 12.5, st.wall_s, out);
   pthread_mutex_unlock(&m->mu);
@@ -357,6 +382,8 @@ int cmd_tts(int argc, char **argv) {
   const char *codec_path = NULL, *codes_out = NULL;
   int f32 = 0;
   sc_tts_params p = sc_tts_defaults();
+  const int default_frames = p.max_frames;
+  p.max_frames = 0; /* given or not */
   Progress prog = {0};
   sc_open_opts opts = {.verify_weights = 1, .threads = 0};
   int dec_threads = 0;
@@ -441,6 +468,8 @@ int cmd_tts(int argc, char **argv) {
 #undef INT
   }
   if (!path) return usage_error(usage_tts, "%s", "missing model.so");
+  const int frames_given = p.max_frames > 0;
+  if (!frames_given) p.max_frames = default_frames;
   if (!text && !text_s) return usage_error(usage_tts, "%s", "missing --text-ids or --text");
   if (text && text_s && n_outs <= 1)
     return usage_error(usage_tts, "%s", "give one of --text and --text-ids (several requests: one -o after each)");
@@ -498,7 +527,7 @@ int cmd_tts(int argc, char **argv) {
   if (!rc) rc = tts_text_language(tt, "--language", p.language, &err);
   if (!rc && n_texts > 1) {
     Many m = {.tt = tt, .p = p, .instruct_s = instruct_s, .texts = texts, .outs = outs, .is_ids = is_ids,
-              .n = n_texts, .f32 = f32, .quiet = prog.quiet};
+              .n = n_texts, .f32 = f32, .quiet = prog.quiet, .frames_to_context = !frames_given};
     m.p.instruct_ids = instruct_ids;
     rc = tts_many(&m, max_streams);
     free(instruct_ids);
@@ -518,14 +547,15 @@ int cmd_tts(int argc, char **argv) {
     fprintf(stderr, "speechc: note: the instruction is dropped: this is a 0.6B CustomVoice model, which "
             "qwen-tts' generate_custom_voice runs without one\n");
   if (!rc && audio) {
-    sc_wav_opts wo = sc_wav_opts_for(out);
-    wo.sample_rate = ti->sample_rate;
-    if (f32) wo.format = SC_WAV_F32;
-    rc = sc_wav_open(out, &wo, &prog.wav, &err);
+    prog.out = out;
+    prog.wo = sc_wav_opts_for(out);
+    prog.wo.sample_rate = ti->sample_rate;
+    if (f32) prog.wo.format = SC_WAV_F32;
   }
   sc_tts_stats st;
   p.stats = &st;
-  TtsTextRequest req = {.params = p, .on_pcm = audio ? on_pcm : NULL, .on_frame = on_frame, .user = &prog};
+  TtsTextRequest req = {.params = p, .on_pcm = audio ? on_pcm : NULL, .on_frame = on_frame, .user = &prog,
+                        .frames_to_context = !frames_given, .on_start = on_start};
   if (!rc) rc = tts_text_speak(ts, &req, &frames, &err);
   if (prog.failed && !rc) { /* on_pcm stopped it: the write error */
     err = prog.err;
@@ -537,6 +567,7 @@ int cmd_tts(int argc, char **argv) {
     rc = werr.code;
   }
   if (!prog.quiet && frames) fputc('\n', stderr);
+  if (!rc && frames && frames == tts_stream_limited(ts)) context_end_note(frames, 0);
   if (!rc && !prog.quiet && frames) {
     double gen = st.talker_s + st.predictor_s;
     fprintf(stderr, "speechc: prompt %d rows in %.3f s; %d frames in %.3f s: %.2f frames/s, "

@@ -21,7 +21,7 @@
 /* The fields, each once; the order of OpenAI's reference, then ours. */
 #define FIELDS(X)                                                                           \
   X(model) X(input) X(voice) X(response_format) X(speed) X(instructions) X(instruct)       \
-  X(language) X(stream) X(seed) X(temperature) X(top_k) X(top_p) X(repetition_penalty)     \
+  X(language) X(stream) X(stream_format) X(seed) X(temperature) X(top_k) X(top_p) X(repetition_penalty)     \
   X(sub_temperature) X(sub_top_k) X(sub_top_p) X(greedy) X(max_frames)
 #define NAME(f) #f,
 static const char *const field_names[] = {FIELDS(NAME)};
@@ -126,7 +126,7 @@ static int read_fields(const cJSON *j, const ServeLimits *lim, ServeRequest *r, 
       list_names(field_names, N_FIELDS, list, sizeof list);
       return sc_fail(err, SC_EUSAGE, "unknown field '%.100s' (fields: %s)", e->string, list);
     }
-    f[k] = e;
+    f[k] = cJSON_IsNull(e) ? NULL : e; /* null: the default, as OpenAI's clients send it */
   }
   enum {
 #define ENUM(x) F_##x,
@@ -134,7 +134,7 @@ static int read_fields(const cJSON *j, const ServeLimits *lim, ServeRequest *r, 
 #undef ENUM
   };
   sc_tts_params *p = &r->params;
-  char *format = NULL, *instructions = NULL;
+  char *format = NULL, *instructions = NULL, *stream_format = NULL;
   double speed = 1.0, seed = 0;
   int greedy = 0, rc;
   if ((rc = get_string(f[F_model], "model", &r->model, err)) ||
@@ -143,8 +143,15 @@ static int read_fields(const cJSON *j, const ServeLimits *lim, ServeRequest *r, 
       (rc = get_string(f[F_language], "language", &r->language, err)) ||
       (rc = get_string(f[F_instruct], "instruct", &r->instruct, err)) ||
       (rc = get_string(f[F_instructions], "instructions", &instructions, err)) ||
-      (rc = get_string(f[F_response_format], "response_format", &format, err)))
+      (rc = get_string(f[F_response_format], "response_format", &format, err)) ||
+      (rc = get_string(f[F_stream_format], "stream_format", &stream_format, err)))
     goto out;
+  if (stream_format && strcmp(stream_format, "audio")) {
+    rc = sc_fail(err, SC_EUSAGE, "stream_format: '%.40s' is not supported; speechc sends the audio itself "
+                 "(\"audio\"; with \"stream\": true as it is made)%s", stream_format,
+                 strcmp(stream_format, "sse") ? "" : ", not server-sent events");
+    goto out;
+  }
   if (!r->input) {
     rc = sc_fail(err, SC_EUSAGE, "input: missing (the text to speak)");
     goto out;
@@ -186,6 +193,7 @@ static int read_fields(const cJSON *j, const ServeLimits *lim, ServeRequest *r, 
       (rc = get_float(f[F_sub_top_p], "sub_top_p", 1e-9, 1, &p->predictor.top_p, err)) ||
       (rc = get_int(f[F_max_frames], "max_frames", 1, lim->max_frames, &p->max_frames, err)))
     goto out;
+  r->max_frames_given = f[F_max_frames] != NULL;
   p->talker.seed = p->predictor.seed = (uint64_t)seed;
   if (greedy) p->talker.greedy = p->predictor.greedy = 1;
   p->speaker = r->voice;
@@ -193,6 +201,7 @@ static int read_fields(const cJSON *j, const ServeLimits *lim, ServeRequest *r, 
 out:
   free(format);
   free(instructions);
+  free(stream_format);
   return rc;
 }
 

@@ -16,13 +16,18 @@
  *                    instruction, in its chat template; not both
  *   language         string: a language of the model, or "auto"
  *   stream           boolean: audio as it is decoded (chunked transfer)
+ *   stream_format    "audio" (OpenAI's default: the audio itself); "sse"
+ *                    (server-sent events) is refused by name
  *   seed             integer in [0, 2^53]: same seed, same audio
  *   temperature, top_k, top_p, repetition_penalty
  *                    the talker's sampling (speechc tts's flags and ranges)
  *   sub_temperature, sub_top_k, sub_top_p
  *                    the code predictor's
  *   greedy           boolean: argmax for both
- *   max_frames       integer in [1, limits.max_frames]
+ *   max_frames       integer in [1, limits.max_frames]; absent: the
+ *                    limit, lowered to what the model's context holds
+ *                    after the prompt (TtsTextRequest.frames_to_context)
+ * null for any field is that field absent (OpenAI's clients send it so).
  * Anything else is refused by name (a misspelt "temprature" is an error,
  * not a silent default).  The body must be UTF-8 JSON as Python's json
  * reads it (compiler/json.h: no control characters in strings, no \u0000,
@@ -54,6 +59,7 @@ typedef struct ServeRequest {
   char *instruct;                 /* or NULL */
   ServeFormat format;
   int stream;
+  int max_frames_given;           /* 0: params.max_frames is limits.max_frames */
   /* sampling, max_frames, speaker and language (pointing into the strings
    * above) for sc_tts_generate; text ids are the caller's */
   sc_tts_params params;

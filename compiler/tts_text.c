@@ -40,6 +40,8 @@ struct TtsStream {
   sc_session *s, *cs;      /* talker, codec (NULL without a codec) */
   int32_t *codes;          /* [cap_frames * codebooks] */
   int cap_frames;
+  int max_frames;          /* the last request's, after frames_to_context */
+  int context_frames;      /* what the context held for it */
 };
 
 TtsTextOpts tts_text_defaults(void) {
@@ -246,13 +248,8 @@ static int speak_prepare(TtsStream *s, const TtsTextRequest *r, sc_tts_params *p
   if (r->on_pcm && !s->cs)
     return sc_fail(err, SC_EUSAGE, "%s has no codec decoder to make audio with (hint: build the checkpoint "
                    "directory that holds speech_tokenizer/, which writes model.codec.so beside model.so)", t->path);
+  s->max_frames = s->context_frames = 0;
   if (p->max_frames < 1) return sc_fail(err, SC_EUSAGE, "max_frames %d: expected at least 1", p->max_frames);
-  if (p->max_frames > s->cap_frames) {
-    int32_t *c = realloc(s->codes, (size_t)p->max_frames * t->info.codebooks * sizeof *c);
-    if (!c) return sc_fail(err, SC_ERUNTIME, "out of memory for %d frames of codes", p->max_frames);
-    s->codes = c;
-    s->cap_frames = p->max_frames;
-  }
   int rc = SC_OK;
   if (r->text) {
     rc = tts_text_ids(t, 0, r->text_what ? r->text_what : "text", r->text, text_ids, &p->n_text, err);
@@ -261,15 +258,51 @@ static int speak_prepare(TtsStream *s, const TtsTextRequest *r, sc_tts_params *p
   if (t->info.drops_instruct) { /* as qwen-tts' generate_custom_voice */
     p->instruct_ids = NULL;
     p->n_instruct = 0;
-    return rc;
-  }
-  /* an empty instruction is none, as the official generate reads "" */
-  if (!rc && r->instruct && *r->instruct) {
+  } else if (!rc && r->instruct && *r->instruct) {
+    /* an empty instruction is none, as the official generate reads "" */
     rc = tts_text_ids(t, 1, r->instruct_what ? r->instruct_what : "instruct", r->instruct, instruct_ids,
                       &p->n_instruct, err);
     p->instruct_ids = *instruct_ids;
   }
-  return rc;
+  /* the frames the talker's context holds after this prompt, and the
+   * decoder's stream when audio is made */
+  int fit = 0;
+  if (!rc) rc = sc_tts_context_frames(t->m, p, &fit, err);
+  if (rc) return rc;
+  sc_model_info mi, ci = {0};
+  sc_model_get_info(t->m, &mi);
+  const int rows = mi.max_context + 1 - fit; /* when fit > 0 */
+  if (r->on_pcm) {
+    sc_model_get_info(t->cm, &ci);
+    if (ci.max_context < fit) fit = ci.max_context;
+  }
+  if (fit < 1)
+    return sc_fail(err, SC_EUSAGE, "%s: its prompt fills all %d positions of the talker's context (hint: a "
+                   "shorter text, or rebuild with a larger --max-context)", r->text_what ? r->text_what : "text",
+                   mi.max_context);
+  if (p->max_frames > fit && r->frames_to_context) {
+    p->max_frames = fit;
+  } else if (p->max_frames > fit && r->on_pcm && ci.max_context == fit) {
+    return sc_fail(err, SC_EUSAGE, "max_frames %d: the codec decoder's context holds %d frames (hint: a lower "
+                   "max_frames, or rebuild it with a larger --max-context)", p->max_frames, fit);
+  } else if (p->max_frames > fit) {
+    return sc_fail(err, SC_EUSAGE, "max_frames %d: the prompt's %d rows leave room for %d frames in the "
+                   "talker's context of %d positions (hint: a lower max_frames, or rebuild with a larger "
+                   "--max-context)", p->max_frames, rows, fit, mi.max_context);
+  }
+  s->max_frames = p->max_frames;
+  s->context_frames = fit;
+  if (p->max_frames > s->cap_frames) {
+    int32_t *c = realloc(s->codes, (size_t)p->max_frames * t->info.codebooks * sizeof *c);
+    if (!c) return sc_fail(err, SC_ERUNTIME, "out of memory for %d frames of codes", p->max_frames);
+    s->codes = c;
+    s->cap_frames = p->max_frames;
+  }
+  return r->on_start ? r->on_start(r->user, err) : SC_OK;
+}
+
+int tts_stream_limited(const TtsStream *s) {
+  return s->max_frames == s->context_frames ? s->context_frames : 0;
 }
 
 int tts_text_speak(TtsStream *s, const TtsTextRequest *r, int *n_frames, sc_error *err) {

@@ -83,7 +83,13 @@ int tts_text_language(const TtsText *t, const char *what, const char *lang, sc_e
  * Without on_pcm no audio is decoded (codes only).  on_frame, when set,
  * runs on the calling thread after each frame's codes, as sc_tts_generate
  * calls it.  text_what / instruct_what name the texts in errors ("text",
- * "instruct" when NULL). */
+ * "instruct" when NULL).
+ *   params.max_frames against the talker's context (and, with on_pcm, the
+ * codec decoder's): with frames_to_context set (max_frames is a default,
+ * not asked for) more than the contexts hold after this prompt is lowered
+ * to what they hold (sc_tts_context_frames), so that the request ends
+ * there as at max_frames; without it, more is SC_EUSAGE before anything
+ * runs. */
 typedef struct TtsTextRequest {
   const char *text, *instruct;
   const char *text_what, *instruct_what;
@@ -91,6 +97,12 @@ typedef struct TtsTextRequest {
   int (*on_pcm)(void *user, const float *pcm, int n_samples, int frame);
   sc_frame_cb on_frame;
   void *user;
+  int frames_to_context;
+  /* when set: called on the calling thread once the request is checked
+   * (texts, speaker, language, max_frames) and before anything runs, so
+   * that nothing is written for a request refused; a non-zero return ends
+   * the request with that code and *err */
+  int (*on_start)(void *user, sc_error *err);
 } TtsTextRequest;
 
 /* The ids of text `body` in its chat template (instruct 0: the text's,
@@ -114,6 +126,10 @@ void tts_stream_idle(TtsStream *s);
  * speaker, language or sampling value is SC_EUSAGE naming it. */
 int tts_text_speak(TtsStream *s, const TtsTextRequest *r, int *n_frames, sc_error *err);
 const int32_t *tts_stream_codes(const TtsStream *s);
+/* The frames the contexts held for s's last request when its max_frames
+ * was that many (lowered by frames_to_context, or asked for exactly), else
+ * 0: a request that made that many frames ended at the context's end. */
+int tts_stream_limited(const TtsStream *s);
 
 /* Requests stepped together: a TtsSched owns a batch of the model
  * (sc_tts_batch_*; the artifact needs its batched entries: built for the

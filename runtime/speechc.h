@@ -235,10 +235,18 @@ typedef struct sc_tts_stats {
 sc_tts_params sc_tts_defaults(void);
 /* Codebooks per frame (G), or 0 when the model is not a TTS model. */
 int sc_tts_codebooks(const sc_model *m);
+/* The most frames p's prompt leaves room for in the talker's context
+ * (max_context - prompt rows + 1; 0 when the prompt alone fills it) into
+ * *frames.  p's ids, speaker and language are checked as sc_tts_generate
+ * checks them (SC_EUSAGE); max_frames and sampling are not read. */
+int sc_tts_context_frames(const sc_model *m, const sc_tts_params *p, int *frames, sc_error *err);
 /* Called after each frame with its G codes; return non-zero to stop. */
 typedef int (*sc_frame_cb)(void *user, const int32_t *codes, int n_codebooks, int frame);
 /* Generate into codes[max_frames * G]; *n_frames receives the count.  The
- * session is reset first. */
+ * session is reset first.  A generation that reaches the talker's context
+ * end before max_frames or the codec EOS fails there with "context full"
+ * (SC_ERUNTIME), the frames made before it kept: sc_tts_context_frames
+ * says how many frames the context holds for a prompt. */
 int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                     sc_frame_cb on_frame, void *user, sc_error *err);
 

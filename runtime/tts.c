@@ -174,10 +174,11 @@ static int check_ids(const int32_t *ids, int n, int vocab, const char *what, sc_
   return SC_OK;
 }
 
-int tts_build_prompt(sc_session *s, const TtsConfig *c, const sc_tts_params *p, TtsPrompt *out,
-                     sc_error *err) {
-  memset(out, 0, sizeof *out);
-  const int H = c->hidden;
+/* The prompt's codec ids (think, language, speaker, pad, bos) into
+ * codec[8], *nc of them, after the checks of p's ids, speaker and language
+ * that the official generate makes. */
+static int prompt_codec(const TtsConfig *c, const sc_tts_params *p, int32_t codec[8], int *nc_out,
+                        sc_error *err) {
   if (p->n_text < 9)
     return sc_fail(err, SC_EUSAGE, "text ids: %d tokens; expected the ids of '<|im_start|>assistant\\n"
                    "{text}<|im_end|>\\n<|im_start|>assistant\\n' (3 + at least 1 + 5)", p->n_text);
@@ -221,7 +222,6 @@ int tts_build_prompt(sc_session *s, const TtsConfig *c, const sc_tts_params *p, 
     }
   }
 
-  int32_t codec[8];
   int nc = 0;
   if (lang_id < 0) {
     codec[nc++] = c->nothink, codec[nc++] = c->think_bos, codec[nc++] = c->think_eos;
@@ -231,11 +231,43 @@ int tts_build_prompt(sc_session *s, const TtsConfig *c, const sc_tts_params *p, 
   if (spk_code >= 0) codec[nc++] = spk_code;
   codec[nc++] = c->codec_pad;
   codec[nc++] = c->codec_bos;
+  *nc_out = nc;
+  return SC_OK;
+}
 
+/* The prompt's rows for nc codec ids: the instruction, the role's 3, the
+ * codec ids but bos over the text's first token (non-streaming: all of
+ * it, its eos and bos's row). */
+static int prompt_rows(const sc_tts_params *p, int nc) {
+  const int n_txt = p->n_text - 8; /* ids[3:-5] */
+  return (p->instruct_ids ? p->n_instruct : 0) + 3 + (nc - 1) + (p->non_streaming ? n_txt + 2 : 1);
+}
+
+int sc_tts_context_frames(const sc_model *m, const sc_tts_params *p, int *frames, sc_error *err) {
+  *frames = 0;
+  TtsConfig c;
+  if (tts_config(m, &c, err)) return err->code;
+  int32_t codec[8];
+  int nc = 0, rc = prompt_codec(&c, p, codec, &nc, err);
+  tts_config_free(&c);
+  if (rc) return rc;
+  /* the prompt fills positions [0, rows); frame 0 comes from it, and
+   * frame t >= 1 steps the talker at position rows + t - 1 */
+  const long fit = (long)m->d->max_context - prompt_rows(p, nc) + 1;
+  *frames = fit > 0 ? (fit < INT32_MAX ? (int)fit : INT32_MAX) : 0;
+  return SC_OK;
+}
+
+int tts_build_prompt(sc_session *s, const TtsConfig *c, const sc_tts_params *p, TtsPrompt *out,
+                     sc_error *err) {
+  memset(out, 0, sizeof *out);
+  const int H = c->hidden;
+  int32_t codec[8];
+  int nc = 0;
+  if (prompt_codec(c, p, codec, &nc, err)) return err->code;
   const int32_t *text = p->text_ids + 3;
   const int n_txt = p->n_text - 8;  /* ids[3:-5] */
-  int rows = (p->instruct_ids ? p->n_instruct : 0) + 3 + (nc - 1) +
-             (p->non_streaming ? n_txt + 2 : 1);
+  int rows = prompt_rows(p, nc);
   int trail = p->non_streaming ? 1 : n_txt;  /* text[1:] ++ eos */
   out->prompt = calloc((size_t)rows * H, sizeof(float));
   out->trailing = calloc((size_t)trail * H, sizeof(float));

@@ -85,6 +85,8 @@ FRAME_CB = CFUNCTYPE(c_int, c_void_p, POINTER(c_int32), c_int, c_int)
 TOKEN_CB = CFUNCTYPE(c_int, c_void_p, c_int32, c_int)
 # int (*on_pcm)(void *user, const float *pcm, int n_samples, int frame)
 PCM_CB = CFUNCTYPE(c_int, c_void_p, POINTER(c_float), c_int, c_int)
+# int (*on_start)(void *user, sc_error *err)
+START_CB = CFUNCTYPE(c_int, c_void_p, c_void_p)
 
 
 class sc_tts_params(Structure):
@@ -124,6 +126,7 @@ class TtsTextRequest(Structure):
         ("text_what", c_char_p), ("instruct_what", c_char_p),
         ("params", sc_tts_params),
         ("on_pcm", PCM_CB), ("on_frame", FRAME_CB), ("user", c_void_p),
+        ("frames_to_context", c_int), ("on_start", START_CB),
     ]
 
 
@@ -137,7 +140,8 @@ class ServeLimits(Structure):
 class ServeRequest(Structure):
     _fields_ = [
         ("model", c_char_p), ("input", c_char_p), ("voice", c_char_p), ("language", c_char_p),
-        ("instruct", c_char_p), ("format", c_int), ("stream", c_int), ("params", sc_tts_params),
+        ("instruct", c_char_p), ("format", c_int), ("stream", c_int), ("max_frames_given", c_int),
+        ("params", sc_tts_params),
     ]
 
 

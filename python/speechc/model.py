@@ -32,7 +32,7 @@ class SpeechRequest:
 
     ``options`` are the keyword arguments of :meth:`Model.tts` /
     :meth:`Model.tts_stream` the body asks for (speaker from ``voice``,
-    language, instruct, seed, sampling, max_frames).
+    language, instruct, seed, sampling, max_frames, clamp_frames).
     """
 
     input: str
@@ -627,8 +627,8 @@ class Model:
                  seed: Optional[int], greedy: Optional[bool], temperature: Optional[float], top_k: Optional[int],
                  top_p: Optional[float], repetition_penalty: Optional[float], sub_temperature: Optional[float],
                  sub_top_k: Optional[int], sub_top_p: Optional[float], non_streaming: bool,
-                 max_frames: Optional[int], decoder_batch: int, sequential: bool, min_frames: Optional[int] = None
-                 ) -> Tuple["_lib.TtsTextRequest", list]:
+                 max_frames: Optional[int], decoder_batch: int, sequential: bool, min_frames: Optional[int] = None,
+                 clamp_frames: Optional[bool] = None) -> Tuple["_lib.TtsTextRequest", list]:
         self._check_open()
         if self.info.family != _TTS_FAMILY:
             raise Error(SC_EUSAGE, f"{self._path} is a {self.info.family} model, not a Qwen3-TTS model "
@@ -662,6 +662,11 @@ class Model:
             if isinstance(max_frames, bool) or not isinstance(max_frames, int) or not 1 <= max_frames < 2**24:
                 raise Error(SC_EUSAGE, f"max_frames: expected an integer in [1, 2**24), got {max_frames!r}")
             p.max_frames = max_frames
+        if clamp_frames is None:
+            clamp_frames = max_frames is None
+        elif not isinstance(clamp_frames, (bool, np.bool_)):
+            raise Error(SC_EUSAGE, f"clamp_frames: expected True, False or None, got {clamp_frames!r}")
+        r.frames_to_context = 1 if clamp_frames else 0
         if min_frames is not None:
             min_frames = _py(min_frames)
             if isinstance(min_frames, bool) or not isinstance(min_frames, int) or not 0 <= min_frames < 2**24:
@@ -707,7 +712,7 @@ class Model:
             repetition_penalty: Optional[float] = None, sub_temperature: Optional[float] = None,
             sub_top_k: Optional[int] = None, sub_top_p: Optional[float] = None, non_streaming: bool = False,
             max_frames: Optional[int] = None, min_frames: Optional[int] = None, decoder_batch: int = 0,
-            sequential: bool = False) -> Tuple[np.ndarray, int]:
+            sequential: bool = False, clamp_frames: Optional[bool] = None) -> Tuple[np.ndarray, int]:
         """Speak ``text`` with a Qwen3-TTS model, as ``speechc tts --text``
         does with the same options: the official chat template, the
         official sampling defaults (talker top-k 50, temperature 0.9,
@@ -725,7 +730,12 @@ class Model:
             temperature, top_k, top_p, repetition_penalty: the talker's.
             sub_temperature, sub_top_k, sub_top_p: the code predictor's.
             non_streaming: all text in the prompt (``--non-streaming``).
-            max_frames: stop after this many frames (default 2048).
+            max_frames: stop after this many frames (default 2048, or as
+                many as the model's context holds after the prompt).
+            clamp_frames: a ``max_frames`` the context cannot hold after
+                the prompt is lowered to what it holds (True; the default
+                when ``max_frames`` is None) or refused before anything
+                runs (False; the default when it is given).
             min_frames: the codec EOS is suppressed for this many frames
                 (default 2, the official value).
             decoder_batch: frames per codec call at most (0: the codec's
@@ -743,7 +753,7 @@ class Model:
         """
         r, keep = self._request(text, speaker, language, instruct, seed, greedy, temperature, top_k, top_p,
                                 repetition_penalty, sub_temperature, sub_top_k, sub_top_p, non_streaming,
-                                max_frames, decoder_batch, sequential, min_frames)
+                                max_frames, decoder_batch, sequential, min_frames, clamp_frames)
         chunks: List[np.ndarray] = []
         self._speak(r, lambda pcm: chunks.append(pcm) is not None)
         pcm = np.concatenate(chunks) if chunks else np.zeros(0, dtype=np.float32)
@@ -759,7 +769,9 @@ class Model:
 
         Args:
             body: the JSON body.
-            max_frames: the most a request may ask for, and its default.
+            max_frames: the most a request may ask for, and its default
+                (then with ``clamp_frames``: lowered to what the model's
+                context holds after the prompt, as ``speechc serve`` does).
 
         Raises:
             Error: (code 1) a body that is not such a request; the message
@@ -787,7 +799,7 @@ class Model:
                 seed=int(t.seed), greedy=bool(t.greedy), temperature=float(t.temperature), top_k=int(t.top_k),
                 top_p=float(t.top_p), repetition_penalty=float(t.repetition_penalty),
                 sub_temperature=float(q.temperature), sub_top_k=int(q.top_k), sub_top_p=float(q.top_p),
-                max_frames=int(p.max_frames))
+                max_frames=int(p.max_frames), clamp_frames=not r.max_frames_given)
             return SpeechRequest(input=_s(r.input), format="pcm" if r.format == 1 else "wav", stream=bool(r.stream),
                                  model=None if r.model is None else _s(r.model), options=options)
         finally:
@@ -930,7 +942,7 @@ class TtsStream(Iterator[np.ndarray]):
 _TTS_DEFAULTS: Dict[str, Any] = dict(
     speaker=None, language=None, instruct=None, seed=None, greedy=None, temperature=None, top_k=None, top_p=None,
     repetition_penalty=None, sub_temperature=None, sub_top_k=None, sub_top_p=None, non_streaming=False,
-    max_frames=None, min_frames=None, decoder_batch=0, sequential=False)
+    max_frames=None, min_frames=None, decoder_batch=0, sequential=False, clamp_frames=None)
 _TTS_OPTIONS = tuple(_TTS_DEFAULTS)
 
 

@@ -352,3 +352,30 @@ def test_numpy_scalars_are_numbers(tts_model, llm_model):
     x = tts_model.tts("Hi", **dict(SAY, max_frames=np.int64(2)), seed=np.int32(1))
     y = tts_model.tts("Hi", **dict(SAY, max_frames=2), seed=1)
     assert np.array_equal(x[0], y[0])
+
+
+def test_tts_to_the_context_end(work, tts_so):
+    """A talker built with a context of 30: without max_frames a request
+    that makes no EOS ends at the context's end (30 - 8 prompt rows + 1 =
+    23 frames), as the CLI and the server do; a max_frames beyond it is
+    refused before anything runs unless clamp_frames; a parsed request
+    without max_frames asks for the clamp."""
+    (work / "ctx30").mkdir()
+    so = speechc.build(work / "tts-ckpt", work / "ctx30" / "m.so", max_context=30)
+    noeos = dict(seed=5, temperature=100.0, top_k=0, decoder_batch=1)
+    with speechc.Model(so, threads=1) as m:
+        pcm, _ = m.tts("Hello world", **noeos)
+        assert len(pcm) == 23 * 1920
+        with pytest.raises(speechc.Error, match="max_frames 24: the prompt's 8 rows leave room for 23 frames"):
+            m.tts("Hello world", max_frames=24, **noeos)
+        np.testing.assert_array_equal(m.tts("Hello world", max_frames=24, clamp_frames=True, **noeos)[0], pcm)
+        np.testing.assert_array_equal(m.tts("Hello world", max_frames=23, **noeos)[0], pcm)
+        assert len(m.tts("Hello world", max_frames=5, clamp_frames=True, **noeos)[0]) == 5 * 1920
+        with pytest.raises(speechc.Error, match="clamp_frames"):
+            m.tts("Hello world", clamp_frames=1, **noeos)
+        o = m.parse_speech_request('{"input": "x"}').options
+        assert o["clamp_frames"] is True and o["max_frames"] == 2048
+        o = m.parse_speech_request('{"input": "x", "max_frames": 24, "speed": null}').options
+        assert o["clamp_frames"] is False and o["max_frames"] == 24
+        chunks = list(m.tts_stream("Hello world", **noeos))
+        np.testing.assert_array_equal(np.concatenate(chunks), pcm)

@@ -12,7 +12,8 @@
 MRC=$(dirname "$BIN")/make_random_ckpt
 T=$W/tts
 IDS=480,300,198,5,6,7,8,9,10,481,198,480,300,198
-SAY=(--text-ids $IDS --speaker tiny_speaker --language english --max-frames 12 --seed 3)
+SAY0=(--text-ids $IDS --speaker tiny_speaker --language english --seed 3)
+SAY=("${SAY0[@]}" --max-frames 12)
 
 setup copy cp -r "$TTS6" "$T" &&
 setup codec "$MRC" codec-tiny "$T/speech_tokenizer" --dtype f32 &&
@@ -106,22 +107,37 @@ expect decode-bf16 0 "real-time factor" -- "$BIN" decode "$W/bf/m.codec.so" "$W/
 expect codec-weights-bad 1 "--codec-weights expects f32 or bf16, got 'q4_0'" -- \
   "$BIN" build -q "$T" -o "$W/bf/n.so" --codec-weights q4_0
 
-# errors mid-stream on either side: no hang, the error, a non-zero exit
+# a decoder whose stream holds 4 frames: more asked for is refused before
+# anything runs; by default the request ends there (its decoder failing
+# mid-stream is test_tts_audio's); a write error ends it with the error
 setup codec-4 "$BIN" build -q "$T/speech_tokenizer" -o "$W/c4.so" --max-context 4
 for mode in --decoder-batch=0 --sequential; do
-  expect "decoder-fails$mode" 3 "the stream is full" "max_context 4 frames" -- \
+  expect "decoder-too-many$mode" 1 "max_frames 12: the codec decoder's context holds 4 frames" -- \
     "$BIN" tts "$W/m.so" "${SAY[@]}" --codec "$W/c4.so" -o "$W/x.wav" -q $mode
+  expect "decoder-ends$mode" 0 "stopped at the context's end after 4 frames" -- \
+    "$BIN" tts "$W/m.so" "${SAY0[@]}" --codec "$W/c4.so" -o "$W/x.wav" -q $mode
+  expect "decoder-ends-frames$mode" 0 -- test "$(stat -c %s "$W/x.wav")" -eq $((44 + 4 * 1920 * 2))
 done
 expect write-fails 2 "stdout: write failed" -- bash -c "'$BIN' tts '$W/m.so' ${SAY[*]} -o - -q > /dev/full"
-# the talker's context ends at frame 7 (a 10-row prompt, 17 positions):
-# the frames made before it are all heard, as in the sequential order
+# the talker's context holds 8 frames after a 10-row prompt (17 positions):
+# without --max-frames the request ends there, as at max_frames, with a
+# warning, every frame heard, in either order; asking for more is refused
+# before anything runs, the -o file left as it was
 setup talker-17 "$BIN" build -q "$T" -o "$W/t17.so" --max-context 17 --no-codec
-expect talker-fails-seq 3 "context full: talker position 17" -- \
-  "$BIN" tts "$W/t17.so" "${SAY[@]}" --codec "$W/m.codec.so" -o "$W/t17s.wav" -q --sequential
-expect talker-fails 3 "context full: talker position 17" -- \
-  "$BIN" tts "$W/t17.so" "${SAY[@]}" --codec "$W/m.codec.so" -o "$W/t17.wav" -q --decoder-batch 1
-expect talker-fails-audio-kept 0 -- cmp "$W/t17s.wav" "$W/t17.wav"
-expect talker-fails-frames 0 -- test "$(stat -c %s "$W/t17.wav")" -eq $((44 + 8 * 1920 * 2))
+expect talker-ends-seq 0 "warning: stopped at the context's end after 8 frames" -- \
+  "$BIN" tts "$W/t17.so" "${SAY0[@]}" --codec "$W/m.codec.so" -o "$W/t17s.wav" -q --sequential
+expect talker-ends 0 "warning: stopped at the context's end after 8 frames" -- \
+  "$BIN" tts "$W/t17.so" "${SAY0[@]}" --codec "$W/m.codec.so" -o "$W/t17.wav" -q --decoder-batch 1
+expect talker-ends-same-audio 0 -- cmp "$W/t17s.wav" "$W/t17.wav"
+expect talker-ends-frames 0 -- test "$(stat -c %s "$W/t17.wav")" -eq $((44 + 8 * 1920 * 2))
+# the same frames as the first 8 of a longer context's
+expect talker-ends-prefix 0 -- cmp -n $((44 + 8 * 1920 * 2 - 44)) -i 44 "$W/t17s.wav" "$W/seq.wav"
+echo kept > "$W/t17k.wav"
+expect talker-too-many 1 "max_frames 12: the prompt's 10 rows leave room for 8 frames in the talker's context of 17 positions" -- \
+  "$BIN" tts "$W/t17.so" "${SAY[@]}" --codec "$W/m.codec.so" -o "$W/t17k.wav" -q
+expect talker-too-many-kept 0 -- grep -qx kept "$W/t17k.wav"
+expect talker-exact 0 -- "$BIN" tts "$W/t17.so" "${SAY0[@]}" --max-frames 8 --codec "$W/m.codec.so" -o "$W/t17e.wav" -q --sequential
+expect talker-exact-same 0 -- cmp "$W/t17s.wav" "$W/t17e.wav"
 
 # refusals
 expect tts-wav-no-codec 1 "no codec decoder beside the model" -- \

@@ -54,6 +54,7 @@ typedef struct Resp {
   unsigned char *body; /* de-chunked */
   size_t len;
   int chunks;          /* chunks of a chunked body (0: not chunked) */
+  int ended;           /* a chunked body's last chunk came (not a cut stream) */
 } Resp;
 
 static int connect_to(void) {
@@ -119,7 +120,10 @@ static int read_response(int fd, Resp *r) {
       const unsigned char *nl = memmem(p, (size_t)(lim - p), "\r\n", 2);
       if (!nl || (size_t)(lim - nl - 2) < k) break; /* a cut body */
       p = nl + 2;
-      if (!k) break;
+      if (!k) {
+        r->ended = 1;
+        break;
+      }
       memcpy(r->body + r->len, p, k);
       r->len += k;
       r->chunks++;
@@ -193,8 +197,9 @@ static int idle_within(double secs) {
 
 /* A long streamed request on its own connection, its status and first
  * bytes read, the rest left unread.  seed 5 at temperature 100 makes no
- * EOS: the tiny talker runs until its context is full, ~2000 frames. */
-#define LONG_STREAM "{\"input\":\"Hello world\",\"seed\":5,\"temperature\":100,\"top_k\":0,\"max_frames\":20000," \
+ * EOS: without max_frames the tiny talker runs to its context's end,
+ * ~2000 frames. */
+#define LONG_STREAM "{\"input\":\"Hello world\",\"seed\":5,\"temperature\":100,\"top_k\":0," \
                     "\"response_format\":\"pcm\",\"stream\":true}"
 static int open_long_stream(void) {
   int fd = connect_to();
@@ -378,6 +383,13 @@ int main(void) {
   CHECK(post(body, &r) == 0 && r.status == 200);
   CHECK_MSG(r.len == ref_len && !memcmp(r.body, want, ref_len), "an instruction changed the 0.6B model's WAV");
   free(r.body);
+  /* null is the field absent (OpenAI's clients send it so); stream_format
+   * "audio" is the audio itself, as always */
+  snprintf(body, sizeof body, say, ",\"speed\":null,\"language\":null,\"temperature\":null,\"stream\":null,"
+           "\"stream_format\":\"audio\",\"instructions\":null");
+  CHECK(post(body, &r) == 0 && r.status == 200);
+  CHECK_MSG(r.len == ref_len && !memcmp(r.body, want, ref_len), "nulls and stream_format audio: not the same WAV");
+  free(r.body);
   snprintf(body, sizeof body, say, ",\"stream\":true");
   CHECK(post(body, &r) == 0 && r.status == 200 && r.len == ref_len);
   static const unsigned char unknown[4] = {0xff, 0xff, 0xff, 0xff};
@@ -406,6 +418,14 @@ int main(void) {
        "unknown field 'temprature'"},
       {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"max_frames\": 20001}", NULL, 400,
        "max_frames: 20001 is outside [1, 20000]"},
+      /* asked for more than the talker's context (2048) holds after the
+       * prompt: refused before anything runs (8 rows: the role's 3, 4
+       * codec ids, the text's first token) */
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"max_frames\": 2042}", NULL, 400,
+       "max_frames 2042: the prompt's 8 rows leave room for 2041 frames in the talker's context of 2048 positions"},
+      {"POST", "/v1/audio/speech", "{\"input\": null}", NULL, 400, "input: missing"},
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"stream_format\": \"sse\"}", NULL, 400,
+       "stream_format: 'sse' is not supported"},
       {"GET", "/v1/audio/speech", NULL, NULL, 405, "method not allowed; use POST"},
       {"POST", "/health", "{}", NULL, 405, "method not allowed; use GET"},
       {"GET", "/v1/audio/speeches", NULL, NULL, 404, "no endpoint /v1/audio/speeches"},
@@ -542,8 +562,8 @@ int main(void) {
    * client saw no response at all) */
   int wf = connect_to();
   CHECK(wf >= 0 && send_request(wf, "POST", "/v1/audio/speech",
-                                "{\"input\":\"Hello world\",\"seed\":5,\"temperature\":100,\"top_k\":0,"
-                                "\"max_frames\":20000}", NULL) == 0);
+                                "{\"input\":\"Hello world\",\"seed\":5,\"temperature\":100,\"top_k\":0}",
+                                NULL) == 0);
   for (int i = 0; i < 500 && active_streams() < 1; i++) usleep(2000);
   kill(pid2, SIGINT);
   {
@@ -561,6 +581,46 @@ int main(void) {
   int st = wait_exit(pid2, 20);
   CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "after SIGINT: wait status %d", st);
   port = port1;
+
+  /* a talker context of 30: without max_frames a request that makes no
+   * EOS ends at the context's end, 30 - 8 + 1 = 23 frames (whole and
+   * streamed, the stream ended by its last chunk, not cut); max_frames 23
+   * is the same request; 24 is refused */
+  {
+    char m30[128];
+    snprintf(m30, sizeof m30, "%s/m30.so", tmp);
+    snprintf(cmd, sizeof cmd, "'%s' build -q %s/tts -o %s --max-context 30", bin, tmp, m30);
+    CHECK_MSG(system(cmd) == 0, "%s", cmd);
+    pid_t pid3 = -1;
+    port = start_server(bin, m30, &pid3, "60", NULL);
+    CHECK(port > 0);
+    const char *noeos = "{\"input\":\"Hello world\",\"seed\":5,\"temperature\":100,\"top_k\":0,"
+                        "\"response_format\":\"pcm\"%s}";
+    const size_t full = 23 * 1920 * 2;
+    unsigned char *whole23 = NULL;
+    snprintf(body, sizeof body, noeos, "");
+    CHECK(post(body, &r) == 0 && r.status == 200);
+    CHECK_MSG(r.len == full, "to the context's end: %zu bytes, want %zu (23 frames)", r.len, full);
+    whole23 = r.body;
+    snprintf(body, sizeof body, noeos, ",\"stream\":true");
+    CHECK(post(body, &r) == 0 && r.status == 200 && r.chunks >= 1 && r.ended);
+    CHECK_MSG(r.len == full && whole23 && !memcmp(r.body, whole23, full), "streamed to the context's end: %zu "
+              "bytes", r.len);
+    free(r.body);
+    snprintf(body, sizeof body, noeos, ",\"max_frames\":23");
+    CHECK(post(body, &r) == 0 && r.status == 200 && r.len == full && whole23 && !memcmp(r.body, whole23, full));
+    free(r.body);
+    snprintf(body, sizeof body, noeos, ",\"max_frames\":24");
+    CHECK(post(body, &r) == 0 && r.status == 400);
+    CHECK_CONTAINS((char *)r.body, "max_frames 24: the prompt's 8 rows leave room for 23 frames in the talker's "
+                   "context of 30 positions");
+    free(r.body);
+    free(whole23);
+    kill(pid3, SIGTERM);
+    st = wait_exit(pid3, 20);
+    CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "context-30 server: wait status %d", st);
+    port = port1;
+  }
 
   /* SIGTERM with a stream in progress: the stream ends, the server exits 0 */
   fd = open_long_stream();
