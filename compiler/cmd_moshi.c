@@ -56,7 +56,7 @@ const char *const usage_moshi =
     "       speechc moshi model.so --user-codes A --codes-out A.json --user-codes B --codes-out B.json ...\n"
     "       speechc moshi model.so --input user.wav -o reply.wav [--codes-out FILE] [options]\n"
     "       speechc moshi model.so --input A.wav -o A_reply.wav --input B.wav -o B_reply.wav ...\n"
-    "  --input WAV        the user's audio (24 kHz mono, 16-bit or float; another rate or\n"
+    "  --input WAV        the user's audio (24 kHz mono, PCM of 8-32 bits or float; another rate or\n"
     "                     channel count is refused): run_inference's loop, Mimi encode of\n"
     "                     each whole 1920-sample frame, Moshi's reply decoded as it comes\n"
     "  -o, --output PATH  the reply audio: WAV, .raw/.pcm (s16le) or - (stdout)\n"

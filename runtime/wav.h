@@ -50,6 +50,11 @@
 typedef enum sc_wav_format {
   SC_WAV_S16 = 0, /* 16-bit signed PCM (default) */
   SC_WAV_F32 = 1, /* IEEE float32 */
+  /* read only (sc_wav_audio.format): the writer takes the two above */
+  SC_WAV_U8 = 2,  /* 8-bit unsigned PCM */
+  SC_WAV_S24 = 3, /* 24-bit signed PCM */
+  SC_WAV_S32 = 4, /* 32-bit signed PCM */
+  SC_WAV_F64 = 5, /* IEEE float64 */
 } sc_wav_format;
 
 typedef struct sc_wav_opts {
@@ -99,8 +104,10 @@ unsigned sc_wav_header(const sc_wav_opts *o, int64_t frames, unsigned char h[SC_
 void sc_wav_s16le(const float *pcm, size_t n, unsigned char *out);
 
 /* ---- reading (wav_read.c) ---------------------------------------------------
- * A whole RIFF/WAVE file of 16-bit PCM or float32 samples (also as
- * WAVE_FORMAT_EXTENSIBLE) to interleaved floats: s16 as s / 32768.
+ * A whole RIFF/WAVE file of PCM (8-bit unsigned, 16, 24, 32-bit) or float
+ * (32, 64-bit) samples, also as WAVE_FORMAT_EXTENSIBLE, to interleaved
+ * floats as libsndfile reads them: integers scaled to [-1, 1) (s16 as
+ * s / 32768), f64 rounded to float.
  * The file's rate and channel count are reported; sc_wav_expect refuses
  * other ones by name (speechc neither resamples nor mixes down).  A
  * truncated or malformed file is SC_EINPUT with a message starting with
@@ -124,5 +131,7 @@ int sc_wav_read(const char *path, sc_wav_audio *out, sc_error *err);
  * at least one frame. */
 int sc_wav_expect(const sc_wav_audio *a, const char *name, int rate, int channels, sc_error *err);
 void sc_wav_audio_free(sc_wav_audio *a);
+/* Bytes of one sample of f in a file. */
+size_t sc_wav_sample_bytes(sc_wav_format f);
 
 #endif

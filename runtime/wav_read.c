@@ -1,10 +1,10 @@
 /*
- * wav_read.c — the WAV reader (wav.h): a RIFF/WAVE file of 16-bit PCM or
- * float32 samples to floats, for `speechc encode` and the Moshi input.
+ * wav_read.c — the WAV reader (wav.h): a RIFF/WAVE file of PCM or float
+ * samples to floats, for `speechc encode` and the Moshi input.
  *
  * What is read: the chunk list of a RIFF/WAVE file; `fmt ` (WAVE_FORMAT_PCM
- * with 16 bits, WAVE_FORMAT_IEEE_FLOAT with 32 bits, or
- * WAVE_FORMAT_EXTENSIBLE whose sub-format is one of those two) before
+ * with 8 (unsigned), 16, 24 or 32 bits, WAVE_FORMAT_IEEE_FLOAT with 32 or
+ * 64 bits, or WAVE_FORMAT_EXTENSIBLE whose sub-format is one of those) before
  * `data`; other chunks (LIST, fact, ...) skipped, odd sizes padded as the
  * RIFF spec says.  A data size of 0xFFFFFFFF is the "unknown length" a
  * streaming writer (wav.c on a pipe) leaves: the data runs to the end of the
@@ -13,14 +13,17 @@
  *
  * What is refused (SC_EINPUT, the message starts with the name): not RIFF or
  * WAVE, a chunk running past the end (a truncated file), no fmt or no data
- * chunk, a data chunk that is not whole frames, an encoding other than the
- * two above (8/24/32-bit integer PCM, A-law, ...), 0 channels or more than
+ * chunk, a data chunk that is not whole frames, an encoding other than
+ * those above (A-law, mu-law, ADPCM, 12 or 20 bits, ...), 0 channels or more than
  * SC_WAV_MAX_CHANNELS, a block_align that disagrees with the channels and
  * bits, a sample rate of 0.  The rate and channel count are reported, not
  * judged: the caller refuses what it cannot take (sc_wav_expect).
  *
- * s16 samples become s / 32768.0f (exact); f32 samples are taken as they
- * are, NaN and values beyond ±1 included.
+ * Integer samples become floats as libsndfile reads them (sf_read_float,
+ * the library soundfile and qwen-tts use): u8 (u - 128) / 128, s16 s /
+ * 32768, s24 s / 2^23 (all exact), s32 s / 2^31 (rounded to float's 24
+ * bits); f32 samples are taken as they are and f64 rounded to the nearest
+ * float, NaN and values beyond ±1 included.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,10 @@
 
 static uint32_t get16(const unsigned char *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
 static uint32_t get32(const unsigned char *p) { return get16(p) | get16(p + 2) << 16; }
+
+size_t sc_wav_sample_bytes(sc_wav_format f) {
+  return f == SC_WAV_U8 ? 1 : f == SC_WAV_S16 ? 2 : f == SC_WAV_S24 ? 3 : f == SC_WAV_F64 ? 8 : 4;
+}
 
 int sc_wav_parse(const void *buf, size_t len, const char *name, sc_wav_audio *out, sc_error *err) {
   const unsigned char *b = buf;
@@ -89,12 +96,18 @@ int sc_wav_parse(const void *buf, size_t len, const char *name, sc_wav_audio *ou
     const unsigned char *g = (const unsigned char *)fmt + 24;
     if (get16(fmt + 26) || (memcmp(g + 4, ksdata, 12) && memcmp(g + 4, ambi, 12)))
       return sc_fail(err, SC_EINPUT, "%s: WAVE_FORMAT_EXTENSIBLE with sub-format GUID %02x%02x%02x%02x-...: not "
-                     "PCM or float (speechc reads 16-bit PCM and 32-bit float)", name, g[3], g[2], g[1], g[0]);
+                     "PCM or float", name, g[3], g[2], g[1], g[0]);
     tag = get16(fmt + 24);
   }
-  if (!((tag == 1 && bits == 16) || (tag == 3 && bits == 32)))
-    return sc_fail(err, SC_EINPUT, "%s: format %u with %u bits per sample: speechc reads 16-bit PCM (format 1) "
-                   "and 32-bit float (format 3) (hint: sox in.wav -b 16 out.wav)", name, tag, bits);
+  sc_wav_format kind;
+  if (tag == 1 && (bits == 8 || bits == 16 || bits == 24 || bits == 32))
+    kind = bits == 8 ? SC_WAV_U8 : bits == 16 ? SC_WAV_S16 : bits == 24 ? SC_WAV_S24 : SC_WAV_S32;
+  else if (tag == 3 && (bits == 32 || bits == 64))
+    kind = bits == 32 ? SC_WAV_F32 : SC_WAV_F64;
+  else
+    return sc_fail(err, SC_EINPUT, "%s: format %u with %u bits per sample: speechc reads PCM (format 1) of 8, "
+                   "16, 24 or 32 bits and float (format 3) of 32 or 64 bits (hint: sox in.wav -b 16 out.wav)",
+                   name, tag, bits);
   if (channels < 1 || channels > SC_WAV_MAX_CHANNELS)
     return sc_fail(err, SC_EINPUT, "%s: %u channels, expected 1..%d", name, channels, SC_WAV_MAX_CHANNELS);
   if (align != channels * bits / 8)
@@ -110,18 +123,33 @@ int sc_wav_parse(const void *buf, size_t len, const char *name, sc_wav_audio *ou
   float *pcm = malloc(n ? n * sizeof *pcm : 1);
   if (!pcm) return sc_fail(err, SC_ERUNTIME, "%s: out of memory for %zu samples", name, n);
   for (size_t i = 0; i < n; i++) {
-    if (bits == 16) {
-      pcm[i] = (float)(int16_t)get16(data + 2 * i) / 32768.0f;
-    } else {
-      const uint32_t u = get32(data + 4 * i);
-      memcpy(&pcm[i], &u, 4);
+    const unsigned char *q = data + i * (bits / 8);
+    switch (kind) {
+      case SC_WAV_U8: pcm[i] = (float)((int)q[0] - 128) / 128.0f; break;
+      case SC_WAV_S16: pcm[i] = (float)(int16_t)get16(q) / 32768.0f; break;
+      case SC_WAV_S24: /* sign-extended from bit 23 */
+        pcm[i] = (float)((int32_t)(get16(q) << 8 | (uint32_t)q[2] << 24) >> 8) / 8388608.0f;
+        break;
+      case SC_WAV_S32: pcm[i] = (float)(int32_t)get32(q) / 2147483648.0f; break;
+      case SC_WAV_F32: {
+        const uint32_t u = get32(q);
+        memcpy(&pcm[i], &u, 4);
+        break;
+      }
+      case SC_WAV_F64: {
+        const uint64_t u = (uint64_t)get32(q) | (uint64_t)get32(q + 4) << 32;
+        double d;
+        memcpy(&d, &u, 8);
+        pcm[i] = (float)d;
+        break;
+      }
     }
   }
   out->pcm = pcm;
   out->frames = frames;
   out->channels = (int)channels;
   out->sample_rate = (int)rate;
-  out->format = tag == 1 ? SC_WAV_S16 : SC_WAV_F32;
+  out->format = kind;
   return SC_OK;
 }
 

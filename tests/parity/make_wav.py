@@ -21,6 +21,20 @@ Writes tests/data/wav/:
                       chunk with the frame count, then data; 58-byte header
   f32_empty.wav       the same with no frames
 
+and, with soundfile (libsndfile; required for these), the encodings the
+reader also takes, each of the first 600 samples (NEW_N) and beside it the
+float32 samples libsndfile reads from it (sf.read(dtype="float32"), the
+reference the reader is held to bit for bit):
+  u8_mono_24k.wav     PCM_U8, written by libsndfile from the clipped finite
+                      samples
+  s24_mono_24k.wav    PCM_24, likewise
+  s32_stereo_16k.wav  PCM_32, 2 interleaved channels at 16000 Hz
+  s24_ext_mono_24k.wav PCM_24 as WAVE_FORMAT_EXTENSIBLE (libsndfile's WAVEX)
+  f64_mono_24k.wav    float64 of every sample (NaN and infinities included),
+                      the header built here as for f32 (libsndfile would add
+                      a PEAK chunk with the time in it)
+  NAME.ref.f32        for each of the five: libsndfile's float32 samples
+
 Cross-checks when soundfile (libsndfile) is installed: it reads both f32
 files back (format WAV, subtype FLOAT, the same bits, NaN included); its own
 PCM_16 WAV of the clipped samples has the same 44-byte header as
@@ -40,6 +54,7 @@ import numpy as np
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 OUT = os.path.join(ROOT, "tests", "data", "wav")
 N = 2400  # 0.1 s at 24 kHz; even, so the stereo file has N/2 frames
+NEW_N = 600  # the other encodings: the special values and the start of the sweep
 
 
 def signal():
@@ -70,20 +85,43 @@ def wave_bytes(pcm16, rate, channels):
     return buf.getvalue()
 
 
-def f32_bytes(x, rate, channels):
-    data = x.astype("<f4").tobytes()
+def f32_bytes(x, rate, channels, width=4):
+    data = x.astype("<f4" if width == 4 else "<f8").tobytes()
     frames = x.size // channels
-    fmt = struct.pack("<HHIIHHH", 3, channels, rate, rate * channels * 4, channels * 4, 32, 0)
+    fmt = struct.pack("<HHIIHHH", 3, channels, rate, rate * channels * width, channels * width, 8 * width, 0)
     body = (b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt +
             b"fact" + struct.pack("<II", 4, frames) +
             b"data" + struct.pack("<I", len(data)) + data)
     return b"RIFF" + struct.pack("<I", len(body)) + body
 
 
+def sndfile_files():
+    """The other encodings (libsndfile writes the integer ones) and the
+    float32 samples libsndfile reads from each."""
+    import soundfile as sf
+    x = signal()[:NEW_N]
+    finite = np.clip(np.nan_to_num(x, nan=0.0, posinf=1.0, neginf=-1.0), -1, 1).astype("<f4")
+    out = {}
+    for name, data, rate, channels, fmt, subtype in (
+            ("u8_mono_24k.wav", finite, 24000, 1, "WAV", "PCM_U8"),
+            ("s24_mono_24k.wav", finite, 24000, 1, "WAV", "PCM_24"),
+            ("s32_stereo_16k.wav", finite.reshape(-1, 2), 16000, 2, "WAV", "PCM_32"),
+            ("s24_ext_mono_24k.wav", finite, 24000, 1, "WAVEX", "PCM_24")):
+        buf = io.BytesIO()
+        sf.write(buf, data, rate, subtype=subtype, format=fmt)
+        out[name] = buf.getvalue()
+    out["f64_mono_24k.wav"] = f32_bytes(x.astype(np.float64), 24000, 1, width=8)
+    for name in list(out):
+        y, _ = sf.read(io.BytesIO(out[name]), dtype="float32", always_2d=False)
+        out[name.replace(".wav", ".ref.f32")] = np.ascontiguousarray(y).astype("<f4").tobytes()
+    return out
+
+
 def files():
     x = signal()
     s16 = to_s16(x)
     return {
+        **sndfile_files(),
         "signal.f32": x.tobytes(),
         "s16_mono_24k.wav": wave_bytes(s16, 24000, 1),
         "s16_stereo_16k.wav": wave_bytes(s16, 16000, 2),

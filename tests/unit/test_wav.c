@@ -299,6 +299,31 @@ static void read_case(const char *fixture, int rate, int channels, sc_wav_format
   sc_wav_audio_free(&a);
 }
 
+/* A file of another encoding that libsndfile wrote (make_wav.py), read to
+ * the float32 samples libsndfile reads from it (NAME.ref.f32), bit for bit
+ * (NaN as NaN). */
+static void sndfile_case(const char *name, int rate, int channels, sc_wav_format fmt) {
+  char path[256], ref_path[256];
+  snprintf(path, sizeof path, DATA "%s.wav", name);
+  snprintf(ref_path, sizeof ref_path, DATA "%s.ref.f32", name);
+  sc_wav_audio a;
+  sc_error err = {0};
+  CHECK_MSG(sc_wav_read(path, &a, &err) == 0, "%s", err.msg);
+  size_t n;
+  float *ref = (float *)slurp(ref_path, &n);
+  n /= 4;
+  CHECK_MSG(a.sample_rate == rate && a.channels == channels && a.format == fmt && a.frames * channels == n &&
+            n == 600, "%s: %d Hz, %d channels, format %d, %zu frames", name, a.sample_rate, a.channels,
+            (int)a.format, a.frames);
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < n && a.pcm && i < a.frames * channels; i++)
+    if (memcmp(&a.pcm[i], &ref[i], 4) && !(a.pcm[i] != a.pcm[i] && ref[i] != ref[i])) first = bad++ ? first : i;
+  CHECK_MSG(!bad, "%s: %zu samples differ from libsndfile's, the first %zu: %.9g vs %.9g", name, bad, first,
+            a.pcm[first], ref[first]);
+  free(ref);
+  sc_wav_audio_free(&a);
+}
+
 /* Parse the bytes; expect rc and a message with `want`, starting "name:". */
 static void refuse(const unsigned char *b, size_t n, const char *want) {
   sc_wav_audio a = {(float *)1, 1, 1, 1, 0};
@@ -314,6 +339,11 @@ static void test_read(void) {
   read_case(DATA "s16_stereo_16k.wav", 16000, 2, SC_WAV_S16, n_signal / 2);
   read_case(DATA "f32_mono_24k.wav", 24000, 1, SC_WAV_F32, n_signal);
   read_case(DATA "s16_empty.wav", 24000, 1, SC_WAV_S16, 0);
+  sndfile_case("u8_mono_24k", 24000, 1, SC_WAV_U8);
+  sndfile_case("s24_mono_24k", 24000, 1, SC_WAV_S24);
+  sndfile_case("s32_stereo_16k", 16000, 2, SC_WAV_S32);
+  sndfile_case("s24_ext_mono_24k", 24000, 1, SC_WAV_S24);
+  sndfile_case("f64_mono_24k", 24000, 1, SC_WAV_F64);
   sc_wav_audio a;
   sc_error err = {0};
   /* the rate and channel count are the caller's to refuse, by name */
@@ -344,8 +374,14 @@ static void test_read(void) {
   CHECK_MSG(sc_wav_parse(c, n, "in.wav", &a, &err) == 0 && a.frames == n_signal, "%s", err.msg);
   sc_wav_audio_free(&a);
   memcpy(c, b, n);
-  c[34] = 8, c[32] = 1, c[28] = 24000 & 255; /* 8-bit PCM */
-  refuse(c, n, "format 1 with 8 bits per sample");
+  c[34] = 12;                               /* 12-bit PCM */
+  refuse(c, n, "format 1 with 12 bits per sample");
+  memcpy(c, b, n);
+  c[20] = 6;                                /* A-law */
+  refuse(c, n, "format 6 with 16 bits per sample");
+  memcpy(c, b, n);
+  c[20] = 3;                                /* float of 16 bits */
+  refuse(c, n, "format 3 with 16 bits per sample");
   memcpy(c, b, n);
   c[22] = 3;                                /* 3 channels of 16 bits in a 2-byte block */
   refuse(c, n, "block_align 2, but 3 channels of 16 bits make 6");
