@@ -73,9 +73,13 @@ const char *const usage_serve =
     "                          each weight read once per step for all of them; the artifact\n"
     "                          needs it, speechc build's default --max-batch 16)\n"
     "  --max-body-kb N         largest request body, KiB (default 64); more is HTTP 413\n"
-    "  --timeout S             seconds a connection may sit idle (a slow or stalled client),\n"
-    "                          and the most one request may generate for (default 60;\n"
-    "                          past it a whole response is HTTP 504, a stream is cut)\n"
+    "  --timeout S             seconds a connection may sit idle or take to send its whole\n"
+    "                          request (headers and body, however it trickles in: it is\n"
+    "                          then closed), and the most one request may generate for\n"
+    "                          (default 60; past it a whole response is HTTP 504, a\n"
+    "                          stream is cut)\n"
+    "  --max-connections N     connections open at once (default 256; more are closed as\n"
+    "                          they come); idle keep-alive ones count until --timeout\n"
     "  --max-frames N          the most frames a request may ask for, and the default\n"
     "                          (default 2048; 12.5 frames = 1 s of audio)\n"
     "  --name NAME             the model's id in /v1/models (default: the file name\n"
@@ -100,6 +104,15 @@ const char *const usage_serve =
 
 #define STREAM_BUFFER_MAX ((size_t)1 << 20) /* bytes a streamed response may run ahead of its client */
 
+/* An open connection, for the watch on slow clients: a request must be
+ * whole within --timeout of its connection's start or of the end of the
+ * previous response on it, however it trickles in. */
+typedef struct Watch {
+  int fd;
+  double since;                 /* reading a request since (0: one is at work) */
+  struct Watch *prev, *next;
+} Watch;
+
 typedef struct Server {
   const char *path, *name;
   TtsText *tts;
@@ -118,6 +131,10 @@ typedef struct Server {
   TtsStream **streams;
   int *busy;
   ServeMetrics metrics;
+  Watch *watch;                 /* open connections (under mu) */
+  pthread_t watcher;
+  pthread_cond_t watch_cv;      /* watch_quit set (under mu) */
+  int watch_quit, watching;
 } Server;
 
 /* What a connection carries between calls of the access handler. */
@@ -618,6 +635,78 @@ static enum MHD_Result metrics(Server *srv, struct MHD_Connection *c) {
   return send_buffer(c, 200, "text/plain; version=0.0.4", text, len, 1);
 }
 
+/* The connection's watch entry: reading a request since `since` (0: one
+ * is at work, not to be cut). */
+static void watch_set(Server *srv, struct MHD_Connection *c, double since) {
+  const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+  pthread_mutex_lock(&srv->mu);
+  if (ci && ci->socket_context) ((Watch *)ci->socket_context)->since = since;
+  pthread_mutex_unlock(&srv->mu);
+}
+
+/* Connections in and out of the watch.  libmicrohttpd reports a
+ * connection closed before it closes its socket, so the watcher, which
+ * shuts sockets down under mu, never touches a descriptor reused by
+ * another. */
+static void notify_connection(void *cls, struct MHD_Connection *c, void **ctx,
+                              enum MHD_ConnectionNotificationCode toe) {
+  Server *srv = cls;
+  if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    Watch *w = ci ? calloc(1, sizeof *w) : NULL;
+    *ctx = w;
+    if (!w) return; /* not watched: the idle timeout still applies */
+    w->fd = ci->connect_fd;
+    w->since = now_s();
+    pthread_mutex_lock(&srv->mu);
+    w->next = srv->watch;
+    if (srv->watch) srv->watch->prev = w;
+    srv->watch = w;
+    pthread_mutex_unlock(&srv->mu);
+  } else if (toe == MHD_CONNECTION_NOTIFY_CLOSED && *ctx) {
+    Watch *w = *ctx;
+    pthread_mutex_lock(&srv->mu);
+    if (w->prev) w->prev->next = w->next;
+    else srv->watch = w->next;
+    if (w->next) w->next->prev = w->prev;
+    pthread_mutex_unlock(&srv->mu);
+    free(w);
+    *ctx = NULL;
+  }
+}
+
+/* Four times a second: a connection still reading its request --timeout
+ * after it began is shut down (its thread then sees the end and closes
+ * it), so that clients trickling a byte now and then cannot hold the
+ * connections for ever; libmicrohttpd's own timeout closes only idle ones. */
+static void *watcher(void *arg) {
+  Server *srv = arg;
+  pthread_mutex_lock(&srv->mu);
+  while (!srv->watch_quit) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 250000000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&srv->watch_cv, &srv->mu, &ts);
+    const double t = now_s();
+    int cut = 0;
+    for (Watch *w = srv->watch; w; w = w->next)
+      if (w->since > 0 && t - w->since > srv->timeout) {
+        shutdown(w->fd, SHUT_RDWR);
+        w->since = 0;
+        cut++;
+      }
+    if (cut) {
+      pthread_mutex_unlock(&srv->mu);
+      log_line(srv, "-", "-", 408, "closed %d connection%s that had not sent a whole request in --timeout %g s",
+               cut, cut > 1 ? "s" : "", srv->timeout);
+      pthread_mutex_lock(&srv->mu);
+    }
+  }
+  pthread_mutex_unlock(&srv->mu);
+  return NULL;
+}
+
 /* ---- libmicrohttpd's callbacks --------------------------------------------- */
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -662,7 +751,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     *upload_size = 0;
     return MHD_YES;
   }
-  /* the whole request is here */
+  /* the whole request is here: its work is not cut by the watch */
+  watch_set(srv, c, 0);
   if (conn->too_big) {
     char msg[200];
     snprintf(msg, sizeof msg, "the request body is more than %zu bytes, the most this server takes (speechc "
@@ -693,7 +783,8 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 static void completed(void *cls, struct MHD_Connection *c, void **state, enum MHD_RequestTerminationCode toe) {
   Server *srv = cls;
   Conn *conn = *state;
-  (void)c, (void)toe;
+  (void)toe;
+  watch_set(srv, c, now_s()); /* the next request's time starts */
   if (conn) {
     pthread_mutex_lock(&srv->mu);
     srv->requests--;
@@ -733,6 +824,7 @@ int cmd_serve(int argc, char **argv) {
   const char *path = NULL, *host = "127.0.0.1", *name = NULL;
   TtsTextOpts to = tts_text_defaults();
   int port = 8000, max_streams = 4, quiet = 0, max_frames = 2048, decoder_batch = 1, batch = 1;
+  int max_connections = 256;
   long max_body_kb = 64, v;
   double timeout = 60;
   for (int i = 0; i < argc; i++) {
@@ -766,6 +858,7 @@ int cmd_serve(int argc, char **argv) {
     }
     INT("--port", 0, 65535, port)
     INT("--max-streams", 1, 256, max_streams)
+    INT("--max-connections", 1, 4096, max_connections)
     INT("--max-frames", 1, 1 << 20, max_frames)
     INT("--threads", 0, 1024, to.threads)
     INT("--decoder-threads", 0, 1024, to.decoder_threads)
@@ -829,6 +922,7 @@ int cmd_serve(int argc, char **argv) {
   srv.streams = calloc((size_t)max_streams, sizeof *srv.streams);
   srv.busy = calloc((size_t)max_streams, sizeof *srv.busy);
   pthread_mutex_init(&srv.mu, NULL);
+  pthread_cond_init(&srv.watch_cv, NULL);
   if (!srv.streams || !srv.busy || metrics_init(&srv.metrics)) {
     rc = sc_fail(&err, SC_ERUNTIME, "out of memory");
     goto out;
@@ -851,13 +945,20 @@ int cmd_serve(int argc, char **argv) {
   sigaddset(&sigs, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &sigs, NULL);
   signal(SIGPIPE, SIG_IGN);
+  if (pthread_create(&srv.watcher, NULL, watcher, &srv)) {
+    rc = sc_fail(&err, SC_ERUNTIME, "cannot start the connection watcher thread");
+    goto out;
+  }
+  srv.watching = 1;
+  /* poll(), not select(): descriptors past FD_SETSIZE work */
   struct MHD_Daemon *d = MHD_start_daemon(
-      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+      MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
           (v6 ? MHD_USE_IPv6 : 0),
       (uint16_t)port, NULL, NULL, handle, &srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &srv,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ceil(timeout), MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned)(max_streams + 64), MHD_OPTION_NOTIFY_COMPLETED, completed, &srv, MHD_OPTION_END);
+      (unsigned)max_connections, MHD_OPTION_NOTIFY_COMPLETED, completed, &srv, MHD_OPTION_NOTIFY_CONNECTION,
+      notify_connection, &srv, MHD_OPTION_END);
   if (!d) {
     rc = sc_fail(&err, SC_EUSAGE, "cannot listen on %s port %d: %s (hint: another server there? --port 0 takes "
                  "any free port)", host, port, strerror(errno));
@@ -890,11 +991,19 @@ int cmd_serve(int argc, char **argv) {
   }
   MHD_stop_daemon(d); /* every request has returned */
 out:
+  if (srv.watching) {
+    pthread_mutex_lock(&srv.mu);
+    srv.watch_quit = 1;
+    pthread_cond_signal(&srv.watch_cv);
+    pthread_mutex_unlock(&srv.mu);
+    pthread_join(srv.watcher, NULL);
+  }
   tts_sched_close(srv.sched);
   for (int i = 0; srv.streams && i < max_streams; i++) tts_stream_close(srv.streams[i]);
   free(srv.streams);
   free(srv.busy);
   metrics_free(&srv.metrics);
+  pthread_cond_destroy(&srv.watch_cv);
   pthread_mutex_destroy(&srv.mu);
   tts_text_close(srv.tts);
   return report(rc, &err);

@@ -22,7 +22,9 @@
  *   - with --max-streams 2 held by two streams, a third request gets 503;
  *   - a whole response is stopped as well when its client leaves (its
  *     socket checked at each frame);
- *   - --timeout 1: a long whole response is 504, an idle connection closed;
+ *   - --timeout 1: a long whole response is 504, an idle connection closed,
+ *     and so is one that trickles its headers or body in without ever
+ *     being idle, once its request has taken longer than --timeout;
  *   - /metrics counts what happened; SIGINT, and SIGTERM with a stream in
  *     progress, exit 0 (under ASan: no leaks either).
  */
@@ -332,6 +334,7 @@ int main(void) {
       {"serve %s/m.so --port 99999", 1, "--port expects an integer in [0, 65535]"},
       {"serve %s/m.so --tokenizer /nonexistent", 2, "/nonexistent"},
       {"serve %s/m.so --bogus", 1, "unknown option '--bogus'"},
+      {"serve %s/m.so --max-connections 0", 1, "--max-connections expects an integer in [1, 4096]"},
       {"serve", 1, "missing model.so"},
   };
   for (size_t i = 0; i < sizeof refuse / sizeof *refuse; i++) {
@@ -556,6 +559,37 @@ int main(void) {
   clock_gettime(CLOCK_MONOTONIC, &t1);
   CHECK_MSG(t1.tv_sec - t0.tv_sec < 10, "closed after %ld s", (long)(t1.tv_sec - t0.tv_sec));
   if (fd >= 0) close(fd);
+  CHECK(health_ok());
+  /* a client trickling its request, a byte every 0.2 s, never idle for
+   * --timeout: closed once its request has taken longer than --timeout
+   * (within a few seconds; it would have taken 12 s to send); then the
+   * same for a body after whole headers */
+  for (int part = 0; part < 2; part++) {
+    const char *slow = part ? "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Length: 60\r\n\r\n"
+                              "{\"input\": \"Hello world, said slowly, a byte at a time\"}"
+                            : "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n";
+    const size_t head = part ? strstr(slow, "\r\n\r\n") + 4 - slow : 0;
+    fd = connect_to();
+    CHECK(fd >= 0);
+    if (fd < 0) break;
+    if (head) CHECK(send(fd, slow, head, 0) == (ssize_t)head);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    int closed = 0;
+    for (size_t i = head; slow[i] && !closed; i++) {
+      if (send(fd, slow + i, 1, MSG_NOSIGNAL) != 1) closed = 1;
+      for (int k = 0; k < 4 && !closed; k++) { /* 0.2 s, watching for the close */
+        struct timeval tv = {0, 50000};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        ssize_t got = recv(fd, &c, 1, 0);
+        if (got == 0 || (got < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) closed = 1;
+      }
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    const double took = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    CHECK_MSG(closed && took >= 0.9 && took < 4, "a trickling %s: %s after %.2f s", part ? "body" : "header",
+              closed ? "closed" : "still open", took);
+    close(fd);
+  }
   CHECK(health_ok());
   /* SIGINT with a whole response in progress: its 503 goes out before the
    * daemon closes the connections (they were closed first, and the
