@@ -73,6 +73,10 @@ const char *const usage_serve =
     "                          each weight read once per step for all of them; the artifact\n"
     "                          needs it, speechc build's default --max-batch 16)\n"
     "  --max-body-kb N         largest request body, KiB (default 64); more is HTTP 413\n"
+    "  --cors ORIGIN           let web pages from ORIGIN (e.g. https://app.example.com, or *\n"
+    "                          for any) call the server from a browser: the\n"
+    "                          Access-Control-Allow-Origin header on every response, and\n"
+    "                          OPTIONS preflights answered (default: no CORS headers)\n"
     "  --timeout S             seconds a connection may sit idle or take to send its whole\n"
     "                          request (headers and body, however it trickles in: it is\n"
     "                          then closed), and the most one request may generate for\n"
@@ -135,6 +139,7 @@ typedef struct Server {
   pthread_t watcher;
   pthread_cond_t watch_cv;      /* watch_quit set (under mu) */
   int watch_quit, watching;
+  const char *cors;             /* --cors: Access-Control-Allow-Origin, or NULL */
 } Server;
 
 /* What a connection carries between calls of the access handler. */
@@ -185,8 +190,21 @@ static void json_escape(char *out, size_t cap, const char *s) {
 }
 
 /* allow: the Allow header of a 405 (NULL: "GET, HEAD") */
-static enum MHD_Result send_buffer_allow(struct MHD_Connection *c, unsigned status, const char *type, void *data,
-                                         size_t len, int must_free, const char *allow) {
+/* What every response carries: with --cors, the origin allowed to read it. */
+static void common_headers(const Server *srv, struct MHD_Response *r) {
+  if (!srv->cors) return;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, srv->cors);
+  if (strcmp(srv->cors, "*")) MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Origin");
+}
+
+/* The methods of an endpoint, for Allow. */
+static const char *methods_of(const char *url) {
+  return url && !strcmp(url, "/v1/audio/speech") ? "POST, OPTIONS" : "GET, HEAD, OPTIONS";
+}
+
+/* allow: the URL whose methods a 405 names in Allow */
+static enum MHD_Result send_buffer_allow(const Server *srv, struct MHD_Connection *c, unsigned status,
+                                         const char *type, void *data, size_t len, int must_free, const char *url) {
   struct MHD_Response *r =
       MHD_create_response_from_buffer(len, data, must_free ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_MUST_COPY);
   if (!r) {
@@ -194,16 +212,34 @@ static enum MHD_Result send_buffer_allow(struct MHD_Connection *c, unsigned stat
     return MHD_NO;
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) /* the methods of the URL asked for */
-    MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow ? allow : "GET, HEAD");
+  if (status == MHD_HTTP_METHOD_NOT_ALLOWED) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, methods_of(url));
+  common_headers(srv, r);
   enum MHD_Result ok = MHD_queue_response(c, status, r);
   MHD_destroy_response(r);
   return ok;
 }
 
-static enum MHD_Result send_buffer(struct MHD_Connection *c, unsigned status, const char *type, void *data,
-                                   size_t len, int must_free) {
-  return send_buffer_allow(c, status, type, data, len, must_free, NULL);
+static enum MHD_Result send_buffer(const Server *srv, struct MHD_Connection *c, unsigned status, const char *type,
+                                   void *data, size_t len, int must_free) {
+  return send_buffer_allow(srv, c, status, type, data, len, must_free, NULL);
+}
+
+/* OPTIONS on an endpoint: 204 with its methods, and with --cors the
+ * answer to a browser's preflight (the methods, the headers a request may
+ * carry, for how long the answer holds). */
+static enum MHD_Result send_options(const Server *srv, struct MHD_Connection *c, const char *url) {
+  struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, methods_of(url));
+  if (srv->cors) {
+    MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, methods_of(url));
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Content-Type, Authorization");
+    MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+  }
+  common_headers(srv, r);
+  enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
+  MHD_destroy_response(r);
+  return ok;
 }
 
 static void log_line(const Server *srv, const char *method, const char *url, unsigned status, const char *fmt, ...)
@@ -227,8 +263,7 @@ static enum MHD_Result send_error(Server *srv, struct MHD_Connection *c, const c
                    "\"code\":null}}\n", esc, type);
   metrics_request(&srv->metrics, url, status);
   log_line(srv, method, url, status, "%s", msg);
-  return send_buffer_allow(c, status, "application/json", body, (size_t)n, 0,
-                           url && !strcmp(url, "/v1/audio/speech") ? "POST" : NULL);
+  return send_buffer_allow(srv, c, status, "application/json", body, (size_t)n, 0, url);
 }
 
 /* ---- streams -------------------------------------------------------------- */
@@ -498,7 +533,7 @@ static enum MHD_Result respond_whole(Job *j, struct MHD_Connection *c, const cha
   j->buf = NULL;
   job_free(j);
   if (!body) body = malloc(1); /* no frames at all: an empty body */
-  return send_buffer(c, 200, ctype, body, len, 1);
+  return send_buffer(srv, c, 200, ctype, body, len, 1);
 }
 
 /* A streamed response: the generator on a thread of its own, the
@@ -535,6 +570,7 @@ static enum MHD_Result respond_stream(Job *j, struct MHD_Connection *c, const ch
     return MHD_NO;
   }
   MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+  common_headers(srv, r);
   metrics_request(&srv->metrics, url, 200);
   enum MHD_Result ok = MHD_queue_response(c, 200, r);
   MHD_destroy_response(r); /* stream_free runs when the connection is done with it */
@@ -614,7 +650,7 @@ static enum MHD_Result models(Server *srv, struct MHD_Connection *c) {
                    "\"created\":0,\"owned_by\":\"speechc\",\"voices\":%s,\"languages\":%s,\"sample_rate\":%d,"
                    "\"response_formats\":[\"wav\",\"pcm\"]}]}\n", name, voices, langs, srv->info->sample_rate);
   metrics_request(&srv->metrics, "/v1/models", 200);
-  return send_buffer(c, 200, "application/json", body, (size_t)n < sizeof body ? (size_t)n : sizeof body - 1, 0);
+  return send_buffer(srv, c, 200, "application/json", body, (size_t)n < sizeof body ? (size_t)n : sizeof body - 1, 0);
 }
 
 static enum MHD_Result health(Server *srv, struct MHD_Connection *c) {
@@ -624,7 +660,7 @@ static enum MHD_Result health(Server *srv, struct MHD_Connection *c) {
                    srv->stopping ? "stopping" : "ok", srv->active, srv->max_streams);
   pthread_mutex_unlock(&srv->mu);
   metrics_request(&srv->metrics, "/health", 200);
-  return send_buffer(c, 200, "application/json", body, (size_t)n, 0);
+  return send_buffer(srv, c, 200, "application/json", body, (size_t)n, 0);
 }
 
 static enum MHD_Result metrics(Server *srv, struct MHD_Connection *c) {
@@ -632,7 +668,7 @@ static enum MHD_Result metrics(Server *srv, struct MHD_Connection *c) {
   size_t len = 0;
   char *text = metrics_text(&srv->metrics, srv->max_streams, &len);
   if (!text) return send_error(srv, c, "GET", "/metrics", 500, "server_error", "out of memory");
-  return send_buffer(c, 200, "text/plain; version=0.0.4", text, len, 1);
+  return send_buffer(srv, c, 200, "text/plain; version=0.0.4", text, len, 1);
 }
 
 /* The connection's watch entry: reading a request since `since` (0: one
@@ -760,6 +796,13 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
     return send_error(srv, c, method, url, MHD_HTTP_CONTENT_TOO_LARGE, "invalid_request_error", msg);
   }
   const int get = !strcmp(method, "GET") || !strcmp(method, "HEAD"), post = !strcmp(method, "POST");
+  const int known = !strcmp(url, "/v1/audio/speech") || !strcmp(url, "/health") || !strcmp(url, "/v1/models") ||
+                    !strcmp(url, "/metrics");
+  if (known && !strcmp(method, "OPTIONS")) {
+    metrics_request(&srv->metrics, url, MHD_HTTP_NO_CONTENT);
+    log_line(srv, method, url, MHD_HTTP_NO_CONTENT, "%s", "");
+    return send_options(srv, c, url);
+  }
   if (!strcmp(url, "/v1/audio/speech")) {
     if (post) return speech(srv, c, conn);
   } else if (!strcmp(url, "/health")) {
@@ -821,7 +864,7 @@ static int bind_address(const char *host, int port, struct sockaddr_storage *ss,
 }
 
 int cmd_serve(int argc, char **argv) {
-  const char *path = NULL, *host = "127.0.0.1", *name = NULL;
+  const char *path = NULL, *host = "127.0.0.1", *name = NULL, *cors = NULL;
   TtsTextOpts to = tts_text_defaults();
   int port = 8000, max_streams = 4, quiet = 0, max_frames = 2048, decoder_batch = 1, batch = 1;
   int max_connections = 256;
@@ -846,6 +889,13 @@ int cmd_serve(int argc, char **argv) {
         return usage_error(usage_serve, "%s needs a directory", a);
     } else if (is_flag(a, "--codec")) {
       if (!(to.codec = flag_value(argc, argv, &i, "--codec"))) return usage_error(usage_serve, "%s needs a path", a);
+    } else if (is_flag(a, "--cors")) {
+      if (!(cors = flag_value(argc, argv, &i, "--cors"))) return usage_error(usage_serve, "%s needs an origin", a);
+      size_t k = 0;
+      while (cors[k] > ' ' && cors[k] < 127) k++;
+      if (!k || cors[k] || k > 200)
+        return usage_error(usage_serve, "--cors '%.60s': expected an origin such as https://app.example.com, or "
+                           "* for any (printable, no spaces, at most 200 characters)", cors);
     } else if (is_flag(a, "--max-body-kb")) {
       if (parse_int("--max-body-kb", flag_value(argc, argv, &i, "--max-body-kb"), 1, 1 << 20, &max_body_kb))
         return SC_EUSAGE;
@@ -891,7 +941,7 @@ int cmd_serve(int argc, char **argv) {
   if (bind_address(host, port, &addr, &v6)) return SC_EUSAGE;
 
   Server srv = {.path = path, .name = name, .max_body = (size_t)max_body_kb * 1024, .timeout = timeout,
-                .quiet = quiet, .max_streams = max_streams};
+                .quiet = quiet, .max_streams = max_streams, .cors = cors};
   sc_error err = {0};
   int rc = tts_text_open(path, &to, &srv.tts, &err);
   if (!rc && !to.tokenizer)

@@ -112,7 +112,7 @@ static int read_response(int fd, Resp *r) {
     free(buf);
     return -1;
   }
-  size_t hl = (size_t)(end - buf);
+  size_t hl = (size_t)(end - buf) + 2; /* each header with its CRLF, the last one's too */
   memcpy(r->headers, buf, hl < sizeof r->headers - 1 ? hl : sizeof r->headers - 1);
   const unsigned char *p = end + 4, *lim = buf + n;
   r->body = malloc(n + 1);
@@ -335,6 +335,7 @@ int main(void) {
       {"serve %s/m.so --tokenizer /nonexistent", 2, "/nonexistent"},
       {"serve %s/m.so --bogus", 1, "unknown option '--bogus'"},
       {"serve %s/m.so --max-connections 0", 1, "--max-connections expects an integer in [1, 4096]"},
+      {"serve %s/m.so --cors 'a b'", 1, "--cors 'a b': expected an origin"},
       {"serve", 1, "missing model.so"},
   };
   for (size_t i = 0; i < sizeof refuse / sizeof *refuse; i++) {
@@ -446,10 +447,19 @@ int main(void) {
   }
   /* a 405's Allow names the methods of the URL asked for */
   CHECK(request("GET", "/v1/audio/speech", NULL, NULL, &r) == 0 && r.status == 405);
-  CHECK_CONTAINS(r.headers, "Allow: POST\r\n");
+  CHECK_CONTAINS(r.headers, "Allow: POST, OPTIONS\r\n");
+  CHECK_MSG(!strcasestr(r.headers, "Access-Control"), "CORS headers without --cors: %s", r.headers);
   free(r.body);
   CHECK(request("POST", "/health", "{}", NULL, &r) == 0 && r.status == 405);
-  CHECK_CONTAINS(r.headers, "Allow: GET, HEAD\r\n");
+  CHECK_CONTAINS(r.headers, "Allow: GET, HEAD, OPTIONS\r\n");
+  free(r.body);
+  /* OPTIONS: 204 and the methods, no CORS headers without --cors; an
+   * unknown path is still 404 */
+  CHECK(request("OPTIONS", "/v1/audio/speech", NULL, NULL, &r) == 0 && r.status == 204);
+  CHECK_CONTAINS(r.headers, "Allow: POST, OPTIONS\r\n");
+  CHECK_MSG(!strcasestr(r.headers, "Access-Control"), "CORS headers without --cors: %s", r.headers);
+  free(r.body);
+  CHECK(request("OPTIONS", "/nowhere", NULL, NULL, &r) == 0 && r.status == 404);
   free(r.body);
   /* a chunked body past the limit: refused once it is read */
   {
@@ -626,8 +636,23 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s' build -q %s/tts -o %s --max-context 30", bin, tmp, m30);
     CHECK_MSG(system(cmd) == 0, "%s", cmd);
     pid_t pid3 = -1;
-    port = start_server(bin, m30, &pid3, "60", NULL);
+    port = start_server(bin, m30, &pid3, "60", "--cors=https://app.example.com");
     CHECK(port > 0);
+    /* --cors: a browser's preflight answered, every response marked */
+    CHECK(request("OPTIONS", "/v1/audio/speech", NULL, "Origin: https://app.example.com\r\n"
+                  "Access-Control-Request-Method: POST\r\nAccess-Control-Request-Headers: content-type\r\n",
+                  &r) == 0 && r.status == 204);
+    CHECK_CONTAINS(r.headers, "Access-Control-Allow-Origin: https://app.example.com\r\n");
+    CHECK_CONTAINS(r.headers, "Access-Control-Allow-Methods: POST, OPTIONS\r\n");
+    CHECK_CONTAINS(r.headers, "Access-Control-Allow-Headers: Content-Type, Authorization\r\n");
+    CHECK_CONTAINS(r.headers, "Vary: Origin\r\n");
+    free(r.body);
+    CHECK(request("GET", "/health", NULL, NULL, &r) == 0 && r.status == 200);
+    CHECK_CONTAINS(r.headers, "Access-Control-Allow-Origin: https://app.example.com\r\n");
+    free(r.body);
+    CHECK(request("GET", "/v1/audio/speech", NULL, NULL, &r) == 0 && r.status == 405);
+    CHECK_CONTAINS(r.headers, "Access-Control-Allow-Origin: https://app.example.com\r\n");
+    free(r.body);
     const char *noeos = "{\"input\":\"Hello world\",\"seed\":5,\"temperature\":100,\"top_k\":0,"
                         "\"response_format\":\"pcm\"%s}";
     const size_t full = 23 * 1920 * 2;
@@ -638,6 +663,7 @@ int main(void) {
     whole23 = r.body;
     snprintf(body, sizeof body, noeos, ",\"stream\":true");
     CHECK(post(body, &r) == 0 && r.status == 200 && r.chunks >= 1 && r.ended);
+    CHECK_CONTAINS(r.headers, "Access-Control-Allow-Origin: https://app.example.com\r\n");
     CHECK_MSG(r.len == full && whole23 && !memcmp(r.body, whole23, full), "streamed to the context's end: %zu "
               "bytes", r.len);
     free(r.body);
