@@ -405,6 +405,7 @@ static void generate(Job *j) {
     j->rc = rc;
     j->err = err;
   }
+  j->context_end = !rc && frames && frames == tts_stream_limited(srv->streams[j->slot]);
   j->done = 1;
   pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);

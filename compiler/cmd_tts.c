@@ -555,7 +555,8 @@ int cmd_tts(int argc, char **argv) {
   sc_tts_stats st;
   p.stats = &st;
   TtsTextRequest req = {.params = p, .on_pcm = audio ? on_pcm : NULL, .on_frame = on_frame, .user = &prog,
-                        .frames_to_context = !frames_given, .on_start = on_start};
+                        .frames_to_context = !frames_given, .on_start = on_start,
+                        .text_what = text_s ? "--text" : "--text-ids"};
   if (!rc) rc = tts_text_speak(ts, &req, &frames, &err);
   if (prog.failed && !rc) { /* on_pcm stopped it: the write error */
     err = prog.err;

@@ -118,7 +118,9 @@ static const char *const usage_run =
     "\n"
     "  --ids LIST             prompt token ids, comma-separated (required; repeat for\n"
     "                         several prompts, up to 1024)\n"
-    "  -n N                   tokens to generate (default 16)\n"
+    "  -n N                   tokens to generate (default 16, or as many as the model's\n"
+    "                         --max-context holds after the prompt); more than it holds\n"
+    "                         is refused before anything runs\n"
     "  --greedy               argmax decoding (lowest id wins ties)\n"
     "  --temperature T        sampling temperature (default 1.0; 0 = greedy)\n"
     "  --top-k K              keep the K most likely tokens (default 0 = off)\n"
@@ -196,8 +198,22 @@ static int cmd_inspect(int argc, char **argv) {
 
 /* Several prompts: sessions of m generated together (sc_generate_batch),
  * or one after the other when m has no batch entry.  One line each. */
-static int run_many(sc_model *m, const char *const *texts, int n, int n_new, const sc_sample_params *sp,
-                    int32_t eos, sc_error *err) {
+/* Without -n: 16 new tokens, or as many as the context holds after the
+ * prompt (with a note); -n given is sc_generate's to refuse. */
+static int run_default_n(const sc_model *m, int n_ids, int n_new, int given, int prompt) {
+  sc_model_info mi;
+  sc_model_get_info(m, &mi);
+  const long room = (long)mi.max_context - n_ids + 1;
+  if (given || n_ids > mi.max_context || n_new <= room) return n_new;
+  char which[32] = "";
+  if (prompt) snprintf(which, sizeof which, " (prompt %d)", prompt);
+  fprintf(stderr, "speechc: note%s: %ld new tokens, as many as max_context %d holds after the prompt's %d\n", which,
+          room, mi.max_context, n_ids);
+  return (int)room;
+}
+
+static int run_many(sc_model *m, const char *const *texts, int n, int n_new, int n_given,
+                    const sc_sample_params *sp, int32_t eos, sc_error *err) {
   sc_gen_request *req = calloc((size_t)n, sizeof *req);
   int rc = req ? SC_OK : sc_fail(err, SC_ERUNTIME, "out of memory");
   for (int i = 0; i < n && !rc; i++) {
@@ -207,7 +223,8 @@ static int run_many(sc_model *m, const char *const *texts, int n, int n_new, con
       sc_fail(err, rc, "--ids (prompt %d): not a list of token ids", i + 1);
       break;
     }
-    req[i] = (sc_gen_request){NULL, ids, n_ids, n_new, *sp, eos, malloc(((size_t)n_new + 1) * sizeof(int32_t)), 0};
+    const int k = run_default_n(m, n_ids, n_new, n_given, i + 1);
+    req[i] = (sc_gen_request){NULL, ids, n_ids, k, *sp, eos, malloc(((size_t)k + 1) * sizeof(int32_t)), 0};
     if (!req[i].out) rc = sc_fail(err, SC_ERUNTIME, "out of memory");
     if (!rc) rc = sc_session_open(m, &req[i].session, err);
   }
@@ -218,8 +235,8 @@ static int run_many(sc_model *m, const char *const *texts, int n, int n_new, con
     sc_batch_free(probe);
     if (batched) rc = sc_generate_batch(m, req, n, err);
     for (int i = 0; i < n && !rc && !batched; i++)
-      rc = sc_generate(req[i].session, req[i].prompt, req[i].n_prompt, n_new, sp, eos, req[i].out, &req[i].n_out,
-                       NULL, NULL, err);
+      rc = sc_generate(req[i].session, req[i].prompt, req[i].n_prompt, req[i].n_new, sp, eos, req[i].out,
+                       &req[i].n_out, NULL, NULL, err);
   }
   for (int i = 0; i < n && !rc; i++) {
     for (int k = 0; k < req[i].n_out; k++) printf("%s%d", k ? " " : "", req[i].out[k]);
@@ -239,6 +256,7 @@ static int cmd_run(int argc, char **argv) {
   const char *texts[RUN_MAX_PROMPTS];
   int n_texts = 0;
   long n_new = 16, eos = -1, v;
+  int n_given = 0;
   double f;
   sc_sample_params sp = sc_sample_defaults();
   sc_open_opts opts = {.verify_weights = 1, .threads = 0};
@@ -252,6 +270,7 @@ static int cmd_run(int argc, char **argv) {
       texts[n_texts++] = ids_text;
     } else if (!strcmp(a, "-n")) {
       if (parse_int("-n", i + 1 < argc ? argv[++i] : NULL, 0, 1 << 24, &n_new)) return SC_EUSAGE;
+      n_given = 1;
     } else if (!strcmp(a, "--greedy")) {
       sp.greedy = 1;
     } else if (is_flag(a, "--temperature")) {
@@ -297,7 +316,7 @@ static int cmd_run(int argc, char **argv) {
     sc_model *m = NULL;
     int rc = sc_model_open(path, &opts, &m, &err);
     if (!rc) rc = check_family(m, path, "llm", &err);
-    if (!rc) rc = run_many(m, texts, n_texts, (int)n_new, &sp, (int32_t)eos, &err);
+    if (!rc) rc = run_many(m, texts, n_texts, (int)n_new, n_given, &sp, (int32_t)eos, &err);
     sc_model_close(m);
     return report(rc, &err);
   }
@@ -312,6 +331,7 @@ static int cmd_run(int argc, char **argv) {
   if (!out) { free(ids); return SC_ERUNTIME; }
   rc = sc_model_open(path, &opts, &m, &err);
   if (!rc) rc = check_family(m, path, "llm", &err);
+  if (!rc) n_new = run_default_n(m, n_ids, (int)n_new, n_given, 0);
   if (!rc) rc = sc_session_open(m, &s, &err);
   if (!rc) rc = sc_generate(s, ids, n_ids, (int)n_new, &sp, (int32_t)eos, out, &n_out, NULL, NULL, &err);
   if (!rc) {

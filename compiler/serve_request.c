@@ -209,7 +209,7 @@ int serve_request_parse(const char *body, size_t len, const ServeLimits *lim, Se
                         sc_error *err) {
   memset(out, 0, sizeof *out);
   out->params = sc_tts_defaults();
-  if (lim->max_frames > 0 && out->params.max_frames > lim->max_frames) out->params.max_frames = lim->max_frames;
+  if (lim->max_frames > 0) out->params.max_frames = lim->max_frames; /* the limit is the default */
   if (!len) return sc_fail(err, SC_EUSAGE, "request body: empty; expected a JSON object with at least \"input\"");
   if (json_check_text(body, len, "request body", "key", err)) return err->code = SC_EUSAGE;
   /* cJSON reads to a NUL: a copy that has one */

@@ -277,9 +277,9 @@ static int speak_prepare(TtsStream *s, const TtsTextRequest *r, sc_tts_params *p
     if (ci.max_context < fit) fit = ci.max_context;
   }
   if (fit < 1)
-    return sc_fail(err, SC_EUSAGE, "%s: its prompt fills all %d positions of the talker's context (hint: a "
-                   "shorter text, or rebuild with a larger --max-context)", r->text_what ? r->text_what : "text",
-                   mi.max_context);
+    return sc_fail(err, SC_EUSAGE, "%s: its prompt leaves no room for a frame in the talker's context of %d "
+                   "positions (hint: a shorter text, or rebuild with a larger --max-context)",
+                   r->text_what ? r->text_what : "text", mi.max_context);
   if (p->max_frames > fit && r->frames_to_context) {
     p->max_frames = fit;
   } else if (p->max_frames > fit && r->on_pcm && ci.max_context == fit) {

@@ -153,6 +153,10 @@ int sc_generate_batch(sc_model *m, sc_gen_request *reqs, int n, sc_error *err) {
     for (int j = 0; j < i; j++)
       if (reqs[j].session == reqs[i].session)
         return sc_fail(err, SC_EUSAGE, "requests %d and %d share a session", j, i);
+    if (rt_generate_room(reqs[i].session, reqs[i].n_prompt, reqs[i].n_new, err)) {
+      snprintf(err->msg + strlen(err->msg), sizeof err->msg - strlen(err->msg), " (request %d)", i);
+      return err->code;
+    }
   }
   sc_batch *b = NULL;
   if (sc_batch_new(m, &b, err)) return err->code;

@@ -391,11 +391,24 @@ int sc_decode(sc_session *s, int32_t id, sc_error *err) {
   return SC_OK;
 }
 
+int rt_generate_room(const sc_session *s, int n_prompt, int n_new, sc_error *err) {
+  /* the prompt fills [pos, pos + n_prompt); the first new token comes from
+   * its logits, each later one is decoded at the next position */
+  const int max = s->m->d->max_context;
+  const long room = (long)max - s->pos - n_prompt + 1;
+  if (n_prompt < 0 || s->pos + (long)n_prompt > max || n_new <= room) return SC_OK; /* an overlong prompt: prefill says so */
+  char after[64] = "";
+  if (s->pos) snprintf(after, sizeof after, " after the session's %d", s->pos);
+  return sc_fail(err, SC_EUSAGE, "n_new %d: the prompt's %d tokens%s leave room for %ld new tokens in max_context %d "
+                 "(hint: ask for fewer, or rebuild with a larger --max-context)", n_new, n_prompt, after, room, max);
+}
+
 int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
                 const sc_sample_params *p, int32_t eos, int32_t *out, int *n_out,
                 sc_token_cb on_token, void *user, sc_error *err) {
   *n_out = 0;
   if (n_new < 0) return sc_fail(err, SC_EUSAGE, "-n must be >= 0, got %d", n_new);
+  if (rt_generate_room(s, n_prompt, n_new, err)) return err->code;
   sc_sampler *smp = NULL;
   if (sc_sampler_new(p, &smp, err)) return err->code;
   int32_t *hist = malloc(((size_t)n_prompt + (size_t)n_new + 1) * sizeof *hist);

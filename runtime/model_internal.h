@@ -43,6 +43,10 @@ const sc_entry *rt_entry(const sc_model *m, const char *name);
  * generated code or kernels become SC_ERUNTIME with their message.  Rows
  * placed one by one (io->row_pos) are checked against the context first. */
 int rt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err);
+/* SC_EUSAGE naming the numbers when n_new tokens after n_prompt more at
+ * s's position would not fit max_context (sc_generate's and
+ * sc_generate_batch's check before any work). */
+int rt_generate_room(const sc_session *s, int n_prompt, int n_new, sc_error *err);
 /* The token ids and the output floats of an n-row call of e: what
  * io->ids holds and io->out receives (sc_entry's ids_cols, out_cols,
  * out_all_rows, out_rows_mul). */

@@ -126,7 +126,9 @@ int sc_sample(sc_sampler *s, const float *logits, int n, const int32_t *history,
 
 /* Generation: prefill `prompt`, then produce n_new tokens (stops early at
  * eos when eos >= 0).  out receives the new tokens; *n_out their count.
- * on_token, when set, is called after each token; return non-zero to stop. */
+ * on_token, when set, is called after each token; return non-zero to stop.
+ * n_new tokens must fit the context: max_context - (session position +
+ * n_prompt) + 1 at most, else SC_EUSAGE before any work. */
 typedef int (*sc_token_cb)(void *user, int32_t token, int index);
 int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
                 const sc_sample_params *p, int32_t eos, int32_t *out,

@@ -243,12 +243,21 @@ static int prompt_rows(const sc_tts_params *p, int nc) {
   return (p->instruct_ids ? p->n_instruct : 0) + 3 + (nc - 1) + (p->non_streaming ? n_txt + 2 : 1);
 }
 
+/* The code predictor steps its G codes a frame at positions [0, G) of
+ * the same context: a shorter one can make no frame at all. */
+static int predictor_room(const sc_model *m, const TtsConfig *c, sc_error *err) {
+  if (m->d->max_context >= c->groups) return SC_OK;
+  return sc_fail(err, SC_EUSAGE, "max_context %d is less than the %d positions the code predictor steps each frame "
+                 "(hint: rebuild with --max-context %d or more)", m->d->max_context, c->groups, c->groups);
+}
+
 int sc_tts_context_frames(const sc_model *m, const sc_tts_params *p, int *frames, sc_error *err) {
   *frames = 0;
   TtsConfig c;
   if (tts_config(m, &c, err)) return err->code;
   int32_t codec[8];
-  int nc = 0, rc = prompt_codec(&c, p, codec, &nc, err);
+  int nc = 0, rc = predictor_room(m, &c, err);
+  if (!rc) rc = prompt_codec(&c, p, codec, &nc, err);
   tts_config_free(&c);
   if (rc) return rc;
   /* the prompt fills positions [0, rows); frame 0 comes from it, and
@@ -264,7 +273,7 @@ int tts_build_prompt(sc_session *s, const TtsConfig *c, const sc_tts_params *p, 
   const int H = c->hidden;
   int32_t codec[8];
   int nc = 0;
-  if (prompt_codec(c, p, codec, &nc, err)) return err->code;
+  if (predictor_room(s->m, c, err) || prompt_codec(c, p, codec, &nc, err)) return err->code;
   const int32_t *text = p->text_ids + 3;
   const int n_txt = p->n_text - 8;  /* ids[3:-5] */
   int rows = prompt_rows(p, nc);

@@ -106,7 +106,7 @@ void sc_wav_s16le(const float *pcm, size_t n, unsigned char *out);
 /* ---- reading (wav_read.c) ---------------------------------------------------
  * A whole RIFF/WAVE file of PCM (8-bit unsigned, 16, 24, 32-bit) or float
  * (32, 64-bit) samples, also as WAVE_FORMAT_EXTENSIBLE, to interleaved
- * floats as libsndfile reads them: integers scaled to [-1, 1) (s16 as
+ * floats as libsndfile reads them: integers scaled to [-1, 1] (s16 as
  * s / 32768), f64 rounded to float.
  * The file's rate and channel count are reported; sc_wav_expect refuses
  * other ones by name (speechc neither resamples nor mixes down).  A

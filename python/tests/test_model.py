@@ -379,3 +379,25 @@ def test_tts_to_the_context_end(work, tts_so):
         assert o["clamp_frames"] is False and o["max_frames"] == 24
         chunks = list(m.tts_stream("Hello world", **noeos))
         np.testing.assert_array_equal(np.concatenate(chunks), pcm)
+
+
+def test_generate_room(work):
+    """n_new beyond what the context holds after the prompt is refused
+    before any work (sc_generate's check); exactly that many are made."""
+    (work / "room").mkdir()
+    so = speechc.build(QWEN, work / "room" / "m.so", max_context=8)
+    with speechc.Model(so, threads=1) as m:
+        with pytest.raises(speechc.Error, match="n_new 7: the prompt's 3 tokens leave room for 6 new tokens"):
+            m.generate([1, 2, 3], 7, greedy=True)
+        assert len(m.generate([1, 2, 3], 6, greedy=True)) == 6
+        with pytest.raises(speechc.Error, match=r"leave room for 6 new tokens.*\(request 1\)"):
+            m.generate_batch([[1], [1, 2, 3]], 7, greedy=True)
+
+
+def test_parse_speech_request_default_is_the_limit(tts_model):
+    """Without max_frames a request gets the server's limit (to be lowered
+    to what the context holds), not the 2048 of sc_tts_defaults."""
+    o = tts_model.parse_speech_request('{"input": "x"}', max_frames=4000).options
+    assert o["max_frames"] == 4000 and o["clamp_frames"] is True
+    o = tts_model.parse_speech_request('{"input": "x"}', max_frames=7).options
+    assert o["max_frames"] == 7

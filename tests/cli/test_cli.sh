@@ -300,9 +300,17 @@ expect run-temperature-neg 1 "--temperature expects a number" "'-1'" -- \
   "$BIN" run "$W/a/m.so" --ids 1 --temperature -1
 expect run-n-x 1 "-n expects an integer" "'x'" -- "$BIN" run "$W/a/m.so" --ids 1 -n x
 mkdir -p "$W/small"
+# a context of 8 holds 6 new tokens after 3: -n 20 is refused before any
+# work; without -n the 16 default is lowered to them, with a note
 if setup run-context-full "$BIN" build -q "$QWEN" -o "$W/small/m.so" --max-context 8; then
-  expect run-context-full 3 "context full" "max_context 8" "--max-context" -- \
-    "$BIN" run "$W/small/m.so" --ids 1,2,3 -n 20 --greedy
+  expect run-context-full 1 "n_new 20: the prompt's 3 tokens leave room for 6 new tokens in max_context 8" \
+    "--max-context" -- "$BIN" run "$W/small/m.so" --ids 1,2,3 -n 20 --greedy
+  expect run-context-default 0 "note: 6 new tokens, as many as max_context 8 holds after the prompt's 3" -- \
+    "$BIN" run "$W/small/m.so" --ids 1,2,3 --greedy
+  expect run-context-default-count 0 -- \
+    bash -c "test \$('$BIN' run '$W/small/m.so' --ids 1,2,3 --greedy 2>/dev/null | wc -w) -eq 6"
+  expect run-context-exact 0 -- \
+    bash -c "test \$('$BIN' run '$W/small/m.so' --ids 1,2,3 -n 6 --greedy | wc -w) -eq 6"
 fi
 expect inspect-missing-path 2 "$W/nope.so: cannot open" "No such file" -- "$BIN" inspect "$W/nope.so"
 expect inspect-no-arg 1 "missing model.so" -- "$BIN" inspect
@@ -450,6 +458,9 @@ cfgcase huge-layers 2 's/"num_hidden_layers": [0-9]*/"num_hidden_layers": 900719
 # share a RoPE table, which aborted on an assertion instead of growing.
 mkdir -p "$W/ttsctx"
 expect tts-short-context 0 -- "$BIN" build -q tests/data/tts/tts_tiny_06b_layout -o "$W/ttsctx/m.so" --max-context 4
+# ... which can make no frame: its code predictor steps 16 positions a frame
+expect tts-short-context-refused 1 "max_context 4 is less than the 16 positions the code predictor steps" -- \
+  "$BIN" tts "$W/ttsctx/m.so" --text-ids 480,300,198,5,481,198,480,300,198 -o "$W/ttsctx/c.json"
 
 # ---------------------------------------------------------------- Qwen3-TTS
 # tensors renamed in the header (same length): a predictor head, and the

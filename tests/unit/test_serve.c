@@ -262,8 +262,10 @@ static unsigned char *slurp(const char *path, size_t *n) {
 static char started_line[512]; /* the line the last server started printed */
 
 /* Start the server; its port from the line it prints.  *pid its process.
- * extra: one more flag, or NULL. */
-static int start_server(const char *bin, const char *model, pid_t *pid, const char *timeout, const char *extra) {
+ * extra: one more flag, or NULL; log: a file for its access log (stderr),
+ * or NULL: -q. */
+static int start_server(const char *bin, const char *model, pid_t *pid, const char *timeout, const char *extra,
+                        const char *log) {
   int pfd[2];
   if (pipe(pfd)) return -1;
   *pid = fork();
@@ -271,8 +273,13 @@ static int start_server(const char *bin, const char *model, pid_t *pid, const ch
     dup2(pfd[1], 1);
     close(pfd[0]);
     close(pfd[1]);
-    execl(bin, bin, "serve", model, "--port", "0", "--max-streams", "2", "--max-body-kb", "4", "--max-frames",
-          "20000", "--threads", "1", "--timeout", timeout, "-q", extra, (char *)NULL);
+    if (log && !freopen(log, "w", stderr)) _exit(126);
+    const char *args[] = {bin, "serve", model, "--port", "0", "--max-streams", "2", "--max-body-kb", "4",
+                          "--max-frames", "20000", "--threads", "1", "--timeout", timeout, NULL, NULL, NULL};
+    int k = 15;
+    if (!log) args[k++] = "-q";
+    if (extra) args[k++] = extra;
+    execv(bin, (char *const *)args);
     _exit(127);
   }
   close(pfd[1]);
@@ -355,7 +362,7 @@ int main(void) {
   CHECK(system(cmd) == 0);
 
   pid_t pid = -1;
-  port = start_server(bin, model, &pid, "60", NULL);
+  port = start_server(bin, model, &pid, "60", NULL, NULL);
   CHECK_CONTAINS(started_line, "2 streams stepped together");
   CHECK_MSG(port > 0, "the server did not print its port");
   if (port <= 0) CHECK_DONE();
@@ -551,7 +558,7 @@ int main(void) {
   /* --timeout: a whole response past it is 504, an idle connection is closed */
   pid_t pid2 = -1;
   int port1 = port;
-  port = start_server(bin, model, &pid2, "1", "--no-batch");
+  port = start_server(bin, model, &pid2, "1", "--no-batch", NULL);
   CHECK(port > 0);
   CHECK_CONTAINS(started_line, "2 streams each on its own");
   /* each request on its own: the same bytes */
@@ -636,7 +643,9 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "'%s' build -q %s/tts -o %s --max-context 30", bin, tmp, m30);
     CHECK_MSG(system(cmd) == 0, "%s", cmd);
     pid_t pid3 = -1;
-    port = start_server(bin, m30, &pid3, "60", "--cors=https://app.example.com");
+    char log30[160];
+    snprintf(log30, sizeof log30, "%s/m30.log", tmp);
+    port = start_server(bin, m30, &pid3, "60", "--cors=https://app.example.com", log30);
     CHECK(port > 0);
     /* --cors: a browser's preflight answered, every response marked */
     CHECK(request("OPTIONS", "/v1/audio/speech", NULL, "Origin: https://app.example.com\r\n"
@@ -679,6 +688,17 @@ int main(void) {
     kill(pid3, SIGTERM);
     st = wait_exit(pid3, 20);
     CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "context-30 server: wait status %d", st);
+    /* its log says which requests ended at the context's end: the three
+     * of 23 frames, not the refused one */
+    size_t log_len;
+    char *log = (char *)slurp(log30, &log_len);
+    int ends = 0;
+    for (const char *at = log; at && (at = memmem(at, log_len - (size_t)(at - log), "stopped at the context's end", 28));
+         at++)
+      ends++;
+    CHECK_MSG(log && ends == 3, "the log has %d lines of a request stopped at the context's end:\n%.*s", ends,
+              log ? (int)log_len : 0, log ? log : "");
+    free(log);
     port = port1;
   }
 

@@ -12,6 +12,11 @@
  * sequential run bit for bit.  Sessions with one kernel thread and with two
  * (each session its own pool) are both covered.  scripts/tsan.sh runs this
  * test under ThreadSanitizer, which must report nothing.
+ *
+ * And the room a context leaves (test_room): sc_generate and
+ * sc_generate_batch make exactly the tokens that fit (max_context - prompt
+ * + 1, less what the session already holds), and one more is SC_EUSAGE
+ * before any work, naming the numbers.
  */
 #include <pthread.h>
 #include <glob.h>
@@ -138,6 +143,53 @@ static void test_model(const char *so, const Trace *t, int threads, const char *
   sc_model_close(m);
 }
 
+static void test_room(const char *tmpdir) {
+  char so[512];
+  snprintf(so, sizeof so, "%s/room.so", tmpdir);
+  BuildOpts o = build_defaults();
+  o.model_dir = "tests/data/llm/qwen3_gqa2_hd32_tied";
+  o.out_path = so;
+  o.cc = "tcc";
+  o.quiet = 1;
+  o.max_context = 16;
+  sc_error err = {0};
+  CHECK_MSG(sc_build(&o, &err) == 0, "room: %s", err.msg);
+  sc_model *m = NULL;
+  sc_session *s = NULL, *s2 = NULL;
+  CHECK_MSG(sc_model_open(so, NULL, &m, &err) == 0 && sc_session_open(m, &s, &err) == 0 &&
+            sc_session_open(m, &s2, &err) == 0, "room: %s", err.msg);
+  if (!s2) return;
+  sc_sample_params p = sc_sample_defaults();
+  p.greedy = 1;
+  const int32_t prompt[4] = {1, 2, 3, 4};
+  int32_t out[32];
+  int n = -1;
+  /* 4 prompt tokens at 0..3, new ones decoded at 4..15: 13 fit */
+  CHECK(sc_generate(s, prompt, 4, 14, &p, -1, out, &n, NULL, NULL, &err) == SC_EUSAGE && n == 0);
+  CHECK_CONTAINS(err.msg, "n_new 14: the prompt's 4 tokens leave room for 13 new tokens in max_context 16");
+  sc_session_reset(s);
+  CHECK_MSG(sc_generate(s, prompt, 4, 13, &p, -1, out, &n, NULL, NULL, &err) == 0 && n == 13, "13 tokens: %s",
+            err.msg);
+  /* a session that goes on: 4 + 4 positions held (a call's last token is
+   * not decoded), 2 more prompt tokens at 8, 9, new ones at 10..15 */
+  sc_session_reset(s);
+  CHECK(sc_generate(s, prompt, 4, 5, &p, -1, out, &n, NULL, NULL, &err) == 0 && n == 5);
+  CHECK(sc_generate(s, prompt, 2, 8, &p, -1, out, &n, NULL, NULL, &err) == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "n_new 8: the prompt's 2 tokens after the session's 8 leave room for 7 new tokens");
+  CHECK_MSG(sc_generate(s, prompt, 2, 7, &p, -1, out, &n, NULL, NULL, &err) == 0 && n == 7, "%s", err.msg);
+  /* the batch: the same room per request, checked before any request runs */
+  sc_session_reset(s);
+  sc_gen_request r[2] = {{s, prompt, 4, 13, p, -1, out, 0}, {s2, prompt, 2, 16, p, -1, out + 16, 0}};
+  CHECK(sc_generate_batch(m, r, 2, &err) == SC_EUSAGE && r[0].n_out == 0);
+  CHECK_CONTAINS(err.msg, "n_new 16: the prompt's 2 tokens leave room for 15 new tokens in max_context 16");
+  CHECK_CONTAINS(err.msg, "(request 1)");
+  r[1].n_new = 15;
+  CHECK_MSG(sc_generate_batch(m, r, 2, &err) == 0 && r[0].n_out == 13 && r[1].n_out == 15, "batch: %s", err.msg);
+  sc_session_close(s);
+  sc_session_close(s2);
+  sc_model_close(m);
+}
+
 int main(void) {
   char tmpdir[] = "/tmp/speechc-sessions-XXXXXX";
   if (!mkdtemp(tmpdir)) return 1;
@@ -173,6 +225,13 @@ int main(void) {
     }
     free(t.logits);
   }
+  test_room(tmpdir);
+  glob_t g;
+  char pat[300];
+  snprintf(pat, sizeof pat, "%s/room*", tmpdir);
+  if (glob(pat, 0, NULL, &g) == 0)
+    for (size_t k = 0; k < g.gl_pathc; k++) unlink(g.gl_pathv[k]);
+  globfree(&g);
   rmdir(tmpdir);
   CHECK_DONE();
 }
