@@ -94,6 +94,11 @@ int cmd_decode(int argc, char **argv) {
     CodesSpec spec = {.codebooks = ci.n_codebooks, .vocab = ci.codebook_size};
     rc = codes_read(in, CODES_AUTO, &spec, &codes, &err);
   }
+  sc_model_info mi;
+  if (!rc) sc_model_get_info(m, &mi);
+  if (!rc && codes.frames > mi.max_context) /* at once, not at the stream's end */
+    rc = sc_fail(&err, SC_EUSAGE, "%s: %d frames, more than this decoder's stream holds (%d; hint: rebuild it "
+                 "with --max-context %d or more)", in, codes.frames, mi.max_context, codes.frames);
   if (!rc) rc = sc_session_open(m, &s, &err);
   const int step = (int)(chunk ? chunk : ci.max_frames);
   if (!rc && !(pcm = malloc((size_t)step * (size_t)ci.samples_per_frame * sizeof *pcm)))

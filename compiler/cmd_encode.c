@@ -103,6 +103,11 @@ int cmd_encode(int argc, char **argv) {
                    "encode", in, audio.frames, ci.samples_per_frame, ci.sample_rate);
     else if (frames > (size_t)CODES_MAX_FRAMES)
       rc = sc_fail(&err, SC_EINPUT, "%s: %zu frames, more than %d", in, frames, CODES_MAX_FRAMES);
+    sc_model_info mi;
+    sc_model_get_info(m, &mi);
+    if (!rc && frames > (size_t)mi.max_context) /* at once, not at the stream's end */
+      rc = sc_fail(&err, SC_EUSAGE, "%s: %zu frames, more than this encoder's stream holds (%d; hint: rebuild it "
+                   "with --max-context %zu or more)", in, frames, mi.max_context, frames);
     else if (left && !quiet)
       fprintf(stderr, "speechc: note: %s: the last %zu samples are not a whole frame of %d and are dropped (as the "
               "package's streaming loop drops them)\n", in, left, ci.samples_per_frame);

@@ -229,9 +229,29 @@ static int read_input(const char *in, const sc_codec_info *ci, int quiet, sc_wav
   return rc;
 }
 
+/* A conversation of `frames` user frames must fit the model's steps (a
+ * WAV's first frame is stepped twice, as run_inference does) and, with a
+ * Mimi (cm), its encode and decode streams: checked before any work, so
+ * that a long input is refused at once, not at the context's end. */
+static int fits(const char *in, size_t frames, const sc_model *m, const sc_model *cm, sc_error *err) {
+  sc_model_info mi;
+  sc_model_get_info(m, &mi);
+  const size_t steps = frames + (cm ? 1 : 0);
+  if (steps > (size_t)mi.max_context)
+    return sc_fail(err, SC_EUSAGE, "%s: %zu frames make %zu steps, more than the model's context of %d (hint: "
+                   "rebuild it with --max-context %zu or more)", in, frames, steps, mi.max_context, steps);
+  if (!cm) return SC_OK;
+  sc_model_get_info(cm, &mi);
+  if (steps > (size_t)mi.max_context)
+    return sc_fail(err, SC_EUSAGE, "%s: %zu frames, more than the Mimi's stream of %d holds (%zu with the reply; "
+                   "hint: rebuild the Mimi with --max-context %zu or more)", in, frames, mi.max_context, steps,
+                   steps);
+  return SC_OK;
+}
+
 /* run_inference over a WAV (sc_moshi_push_pcm: encode a frame, step, the
  * first frame twice, decode what each step returns), written as it comes. */
-static int duplex(sc_moshi *g, const char *model, const char *mimi, const char *in,
+static int duplex(const sc_model *m, sc_moshi *g, const char *model, const char *mimi, const char *in,
                   const char *out, int f32, int threads, Run *run, sc_error *err) {
   sc_model *cm = NULL;
   sc_session *cs = NULL;
@@ -242,6 +262,7 @@ static int duplex(sc_moshi *g, const char *model, const char *mimi, const char *
   int rc = open_mimi(model, mimi, threads, &cm, &ci, err);
   if (!rc) rc = sc_session_open(cm, &cs, err);
   if (!rc) rc = read_input(in, &ci, run->quiet, &audio, &frames, err);
+  if (!rc) rc = fits(in, frames, m, cm, err);
   if (!rc) {
     sc_wav_opts wo = sc_wav_opts_for(out);
     wo.sample_rate = ci.sample_rate;
@@ -309,6 +330,7 @@ static int several(sc_model *m, const sc_moshi_params *p, const char *model, con
   for (int i = 0; !rc && i < n; i++) {
     CodesSpec spec = {.codebooks = U, .vocab = info.card};
     rc = codes_read(ins[i], CODES_AUTO, &spec, &codes[i], err);
+    if (!rc) rc = fits(ins[i], (size_t)codes[i].frames, m, NULL, err);
     run[i] = (Run){.quiet = 1, .spm = texts ? spm : NULL, .err = err};
     if (!rc && !(run[i].f = strcmp(outs[i], "-") ? fopen(outs[i], "w") : stdout))
       rc = sc_fail(err, SC_EINPUT, "%s: cannot write: %s", outs[i], strerror(errno));
@@ -401,6 +423,7 @@ static int several_audio(sc_model *m, const sc_moshi_params *p, const char *mode
   const int spf = ci.samples_per_frame, U = info.user_codebooks, W = 1 + info.dep_q;
   for (int i = 0; !rc && i < n; i++) {
     rc = read_input(wavs[i], &ci, quiet, &audio[i], &frames[i], err);
+    if (!rc) rc = fits(wavs[i], frames[i], m, cm, err);
     run[i] = (Run){.quiet = 1, .spm = texts ? spm : NULL, .err = err};
     if (!rc && !(run[i].f = outs ? (strcmp(outs[i], "-") ? fopen(outs[i], "w") : stdout) : fopen("/dev/null", "w")))
       rc = sc_fail(err, SC_EINPUT, "%s: cannot write: %s", outs ? outs[i] : "/dev/null", strerror(errno));
@@ -607,6 +630,7 @@ int cmd_moshi(int argc, char **argv) {
   if (!rc && in) {
     CodesSpec spec = {.codebooks = info.user_codebooks, .vocab = info.card};
     rc = codes_read(in, CODES_AUTO, &spec, &codes, &err);
+    if (!rc) rc = fits(in, (size_t)codes.frames, m, NULL, &err);
   }
   if (!rc && out && !(f = strcmp(out, "-") ? fopen(out, "w") : stdout))
     rc = sc_fail(&err, SC_EINPUT, "%s: cannot write: %s", out, strerror(errno));
@@ -614,7 +638,7 @@ int cmd_moshi(int argc, char **argv) {
   Run run = {.f = f, .quiet = quiet, .spm = spm, .err = &err};
   if (!rc) {
     fputs("{\"tokens\": [", f);
-    if (input) rc = duplex(g, model, mimi, input, audio_out, f32, (int)threads, &run, &err);
+    if (input) rc = duplex(m, g, model, mimi, input, audio_out, f32, (int)threads, &run, &err);
     else rc = sc_moshi_push(g, codes.codes, codes.frames, on_row, &run, NULL, &err);
     if (!rc) rc = run.rc;
     if (!rc) fputs("\n]}\n", f);

@@ -232,9 +232,20 @@ static enum MHD_Result send_options(const Server *srv, struct MHD_Connection *c,
   if (!r) return MHD_NO;
   MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, methods_of(url));
   if (srv->cors) {
+    /* the headers the page's request will carry, as its preflight names
+     * them (OpenAI's JavaScript client adds X-Stainless-* ones), when they
+     * are a plain list of header names; else the usual two */
+    const char *want = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+    size_t k = 0;
+    while (want && k <= 2000 && want[k] &&
+           (strchr("!#$%&'*+-.^_`|~, \t", want[k]) || (want[k] >= '0' && want[k] <= '9') ||
+            ((want[k] | 0x20) >= 'a' && (want[k] | 0x20) <= 'z')))
+      k++;
+    const int echo = want && *want && !want[k];
     MHD_add_response_header(r, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_METHODS, methods_of(url));
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Content-Type, Authorization");
+    MHD_add_response_header(r, "Access-Control-Allow-Headers", echo ? want : "Content-Type, Authorization");
     MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_VARY, "Access-Control-Request-Headers");
   }
   common_headers(srv, r);
   enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
@@ -725,10 +736,12 @@ static void *watcher(void *arg) {
     ts.tv_nsec += 250000000;
     if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
     pthread_cond_timedwait(&srv->watch_cv, &srv->mu, &ts);
-    const double t = now_s();
+    /* past libmicrohttpd's own idle cut (whole seconds): a connection that
+     * sent nothing is closed by it, silently, before the watch sees it */
+    const double t = now_s(), limit = ceil(srv->timeout) + 0.5;
     int cut = 0;
     for (Watch *w = srv->watch; w; w = w->next)
-      if (w->since > 0 && t - w->since > srv->timeout) {
+      if (w->since > 0 && t - w->since > limit) {
         shutdown(w->fd, SHUT_RDWR);
         w->since = 0;
         cut++;
@@ -848,6 +861,38 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- the command ------------------------------------------------------------ */
 
+/* --cors: "*", or an origin as browsers send and compare it,
+ * scheme://host[:port] (host: letters, digits, - . or an [IPv6]). */
+static int cors_origin_ok(const char *o) {
+  if (!strcmp(o, "*")) return 1;
+  const size_t n = strlen(o);
+  size_t i = 0;
+  if (n > 200 || !((o[0] | 0x20) >= 'a' && (o[0] | 0x20) <= 'z')) return 0;
+  while (i < n && (((o[i] | 0x20) >= 'a' && (o[i] | 0x20) <= 'z') || (o[i] >= '0' && o[i] <= '9') ||
+                   strchr("+-.", o[i])))
+    i++;
+  if (strncmp(o + i, "://", 3)) return 0;
+  i += 3;
+  const size_t host = i;
+  if (o[i] == '[') {
+    while (i < n && o[i] != ']' && (strchr(":.", o[i]) || (o[i] >= '0' && o[i] <= '9') ||
+                                    ((o[i] | 0x20) >= 'a' && (o[i] | 0x20) <= 'f')))
+      i++;
+    if (o[i++] != ']') return 0;
+  } else {
+    while (i < n && (((o[i] | 0x20) >= 'a' && (o[i] | 0x20) <= 'z') || (o[i] >= '0' && o[i] <= '9') ||
+                     strchr("-.", o[i])))
+      i++;
+  }
+  if (i == host) return 0;
+  if (o[i] == ':') {
+    const size_t port = ++i;
+    while (i < n && o[i] >= '0' && o[i] <= '9') i++;
+    if (i == port || i - port > 5) return 0;
+  }
+  return i == n;
+}
+
 /* The address to bind: a numeric IPv4 or IPv6 address or a host name. */
 static int bind_address(const char *host, int port, struct sockaddr_storage *ss, int *v6) {
   struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *res;
@@ -892,11 +937,10 @@ int cmd_serve(int argc, char **argv) {
       if (!(to.codec = flag_value(argc, argv, &i, "--codec"))) return usage_error(usage_serve, "%s needs a path", a);
     } else if (is_flag(a, "--cors")) {
       if (!(cors = flag_value(argc, argv, &i, "--cors"))) return usage_error(usage_serve, "%s needs an origin", a);
-      size_t k = 0;
-      while (cors[k] > ' ' && cors[k] < 127) k++;
-      if (!k || cors[k] || k > 200)
-        return usage_error(usage_serve, "--cors '%.60s': expected an origin such as https://app.example.com, or "
-                           "* for any (printable, no spaces, at most 200 characters)", cors);
+      if (!cors_origin_ok(cors))
+        return usage_error(usage_serve, "--cors '%.60s': expected * (any origin) or one origin as a browser sends "
+                           "it, scheme://host[:port] (e.g. https://app.example.com; no path, no trailing /, "
+                           "at most 200 characters)", cors);
     } else if (is_flag(a, "--max-body-kb")) {
       if (parse_int("--max-body-kb", flag_value(argc, argv, &i, "--max-body-kb"), 1, 1 << 20, &max_body_kb))
         return SC_EUSAGE;

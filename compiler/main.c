@@ -207,8 +207,8 @@ static int run_default_n(const sc_model *m, int n_ids, int n_new, int given, int
   if (given || n_ids > mi.max_context || n_new <= room) return n_new;
   char which[32] = "";
   if (prompt) snprintf(which, sizeof which, " (prompt %d)", prompt);
-  fprintf(stderr, "speechc: note%s: %ld new tokens, as many as max_context %d holds after the prompt's %d\n", which,
-          room, mi.max_context, n_ids);
+  fprintf(stderr, "speechc: note%s: -n lowered to %ld, what max_context %d holds after the prompt's %d tokens\n",
+          which, room, mi.max_context, n_ids);
   return (int)room;
 }
 

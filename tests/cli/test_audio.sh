@@ -118,6 +118,10 @@ for mode in --decoder-batch=0 --sequential; do
     "$BIN" tts "$W/m.so" "${SAY0[@]}" --codec "$W/c4.so" -o "$W/x.wav" -q $mode
   expect "decoder-ends-frames$mode" 0 -- test "$(stat -c %s "$W/x.wav")" -eq $((44 + 4 * 1920 * 2))
 done
+# more frames than the decoder's stream holds: refused before any work
+expect decode-too-long 1 "codes.json: $frames frames, more than this decoder's stream holds (4" -- \
+  "$BIN" decode "$W/c4.so" "$W/codes.json" -o "$W/c4.wav"
+expect decode-too-long-no-file 1 -- test -e "$W/c4.wav"
 expect write-fails 2 "stdout: write failed" -- bash -c "'$BIN' tts '$W/m.so' ${SAY[*]} -o - -q > /dev/full"
 # the talker's context holds 8 frames after a 10-row prompt (17 positions):
 # without --max-frames the request ends there, as at max_frames, with a

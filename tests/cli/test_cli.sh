@@ -305,7 +305,7 @@ mkdir -p "$W/small"
 if setup run-context-full "$BIN" build -q "$QWEN" -o "$W/small/m.so" --max-context 8; then
   expect run-context-full 1 "n_new 20: the prompt's 3 tokens leave room for 6 new tokens in max_context 8" \
     "--max-context" -- "$BIN" run "$W/small/m.so" --ids 1,2,3 -n 20 --greedy
-  expect run-context-default 0 "note: 6 new tokens, as many as max_context 8 holds after the prompt's 3" -- \
+  expect run-context-default 0 "note: -n lowered to 6, what max_context 8 holds after the prompt's 3 tokens" -- \
     "$BIN" run "$W/small/m.so" --ids 1,2,3 --greedy
   expect run-context-default-count 0 -- \
     bash -c "test \$('$BIN' run '$W/small/m.so' --ids 1,2,3 --greedy 2>/dev/null | wc -w) -eq 6"

@@ -34,6 +34,13 @@ expect stdout-same 0 -- bash -c "'$BIN' encode '$W/mimi.so' '$IN' -o - -q | cmp 
 expect decode-encoded 0 "8 frames -> 0.64 s of audio" -- "$BIN" decode "$W/mimi.so" "$W/codes.json" -o "$W/back.wav"
 expect decode-size 0 -- test "$(stat -c %s "$W/back.wav")" -eq $((44 + 8 * 1920 * 2))
 expect help 0 "out:Whole frames only" -- "$BIN" help encode
+# a Mimi whose streams hold 4 frames: 8 refused before any work, either way
+setup build4 "$BIN" build -q "$M" -o "$W/mimi4.so" --max-context 4
+expect encode-too-long 1 "8 frames, more than this encoder's stream holds (4" -- \
+  "$BIN" encode "$W/mimi4.so" "$IN" -o "$W/c4.json"
+expect encode-too-long-no-file 1 -- test -e "$W/c4.json"
+expect decode-too-long 1 "8 frames, more than this decoder's stream holds (4" -- \
+  "$BIN" decode "$W/mimi4.so" "$W/codes.json" -o "$W/c4.wav"
 
 # the data of enc_in.wav, whole and cut
 setup data bash -c "tail -c +45 '$IN' > '$W/data'"

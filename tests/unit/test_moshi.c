@@ -1080,14 +1080,16 @@ static void cli(void) {
               multi_bad[i].args, WEXITSTATUS(st), msg ? msg : "", multi_bad[i].want);
     free(msg);
   }
-  /* a conversation that outgrows the context is named by its file */
+  /* a conversation that outgrows the context is named by its file, before
+   * any work */
   snprintf(cmd, sizeof cmd, "rm -f %s/err.txt && %s build %s -o %s/cli5.so -q --max-context 5 --no-codec && cd %s && "
            "%s moshi cli5.so --user-codes u3.json --codes-out a.json --user-codes user.json --codes-out b.json "
            "2> err.txt", tmpdir, bin, dir, tmpdir, tmpdir, bin);
   st = system(cmd);
   snprintf(path, sizeof path, "%s/err.txt", tmpdir);
   char *full = slurp(path, NULL);
-  CHECK_MSG(WEXITSTATUS(st) != 0 && full && strstr(full, "user.json: context full at step 5, max_context 5"),
+  CHECK_MSG(WEXITSTATUS(st) == 1 && full && strstr(full, "user.json: 10 frames make 10 steps, more than the model's "
+                                                    "context of 5"),
             "two conversations, one past max_context: exit %d, '%s'", WEXITSTATUS(st), full ? full : "");
   free(full);
   /* speechc bench on a Moshi artifact: steps, their split, bytes, and B
@@ -1198,6 +1200,20 @@ static void duplex(void) {
     CHECK_MSG(worst <= 1e-4 * peak, "--input: reply %.3g off the package's (peak %.3g)", worst, peak);
     CHECK_MSG(worst16 <= 2.0 / 32768, "--input: 16-bit reply %.3g off", worst16);
   }
+  /* a model (and Mimi) of 8 steps cannot hold the 8 frames' 9 steps (the
+   * first frame is stepped twice): refused before any work, the reply file
+   * not written */
+  snprintf(cmd, sizeof cmd, "%s build %s -o %s/duplex8.so -q --max-context 8 && %s moshi %s/duplex8.so --input "
+           "%s/in.wav -o %s/reply8.wav --greedy -q 2>%s/err8.txt", bin, dir, tmpdir, bin, tmpdir, dir, tmpdir, tmpdir);
+  const int st8 = system(cmd);
+  CHECK_MSG(WIFEXITED(st8) && WEXITSTATUS(st8) == 1, "--max-context 8: wait status %d", st8);
+  snprintf(path, sizeof path, "%s/err8.txt", tmpdir);
+  char *msg8 = slurp(path, NULL);
+  CHECK(msg8 != NULL);
+  if (msg8) CHECK_CONTAINS(msg8, "in.wav: 8 frames make 9 steps, more than the model's context of 8");
+  free(msg8);
+  snprintf(path, sizeof path, "%s/reply8.wav", tmpdir);
+  CHECK_MSG(access(path, F_OK) != 0, "%s", "a refused --input wrote its reply file");
   free(wav), free(wav16), free(text);
   cJSON_Delete(j);
   /* three duplex conversations in one run (in.wav, its first 6 frames, its
