@@ -147,6 +147,7 @@ typedef struct Conn {
   char *body;
   size_t len, cap;
   int too_big;
+  int http10;                   /* an HTTP/1.0 request: no chunked transfer */
   double t0;                    /* headers received */
 } Conn;
 
@@ -618,6 +619,10 @@ static enum MHD_Result speech(Server *srv, struct MHD_Connection *c, Conn *conn)
   }
   j->req.params.n_text = n_text;
   j->req.params.n_instruct = n_instruct;
+  /* HTTP/1.0 has no chunked transfer: a stream cut short would end as a
+   * whole one does (the connection closes), so it is sent whole, with its
+   * length, which a client can check */
+  if (conn->http10) j->req.stream = 0;
   if ((j->slot = take_slot(srv, &status, &err)) < 0) {
     job_free(j);
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE) metrics_rejected(&srv->metrics);
@@ -763,10 +768,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               const char *version, const char *upload, size_t *upload_size, void **state) {
   Server *srv = cls;
   Conn *conn = *state;
-  (void)version;
   if (!conn) { /* the headers: the first call */
     if (!(conn = calloc(1, sizeof *conn))) return MHD_NO;
     conn->t0 = now_s();
+    conn->http10 = version && !strcmp(version, MHD_HTTP_VERSION_1_0);
     *state = conn;
     pthread_mutex_lock(&srv->mu);
     srv->requests++;

@@ -412,6 +412,24 @@ int main(void) {
         !memcmp(r.body + 44, want + 44, ref_len - 44));
   free(r.body);
 
+  /* HTTP/1.0 has no chunked transfer: a stream is sent whole, with its
+   * length (the same bytes as the whole WAV), so a cut one can be told */
+  {
+    int fd = connect_to();
+    snprintf(body, sizeof body, say, ",\"stream\":true");
+    char head[256];
+    snprintf(head, sizeof head, "POST /v1/audio/speech HTTP/1.0\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n", strlen(body));
+    CHECK(fd >= 0 && !send_all(fd, head, strlen(head)) && !send_all(fd, body, strlen(body)));
+    CHECK(fd >= 0 && read_response(fd, &r) == 0 && r.status == 200);
+    CHECK_MSG(!strcasestr(r.headers, "chunked") && strcasestr(r.headers, "Content-Length:"), "HTTP/1.0 stream: %s",
+              r.headers);
+    CHECK_MSG(r.len == ref_len && !memcmp(r.body, want, ref_len), "HTTP/1.0 stream: %zu bytes, want the whole WAV's "
+              "%zu", r.len, ref_len);
+    free(r.body);
+    if (fd >= 0) close(fd);
+  }
+
   /* refusals: status, message, and the server still answers */
   static const struct {
     const char *method, *path, *body, *extra;
