@@ -108,7 +108,7 @@ int cmd_encode(int argc, char **argv) {
     if (!rc && frames > (size_t)mi.max_context) /* at once, not at the stream's end */
       rc = sc_fail(&err, SC_EUSAGE, "%s: %zu frames, more than this encoder's stream holds (%d; hint: rebuild it "
                    "with --max-context %zu or more)", in, frames, mi.max_context, frames);
-    else if (left && !quiet)
+    if (!rc && left && !quiet)
       fprintf(stderr, "speechc: note: %s: the last %zu samples are not a whole frame of %d and are dropped (as the "
               "package's streaming loop drops them)\n", in, left, ci.samples_per_frame);
   }

@@ -231,7 +231,8 @@ static int read_input(const char *in, const sc_codec_info *ci, int quiet, sc_wav
 
 /* A conversation of `frames` user frames must fit the model's steps (a
  * WAV's first frame is stepped twice, as run_inference does) and, with a
- * Mimi (cm), its encode and decode streams: checked before any work, so
+ * Mimi (cm), its encode and decode streams of `frames` each: checked
+ * before any work, so
  * that a long input is refused at once, not at the context's end. */
 static int fits(const char *in, size_t frames, const sc_model *m, const sc_model *cm, sc_error *err) {
   sc_model_info mi;
@@ -241,11 +242,12 @@ static int fits(const char *in, size_t frames, const sc_model *m, const sc_model
     return sc_fail(err, SC_EUSAGE, "%s: %zu frames make %zu steps, more than the model's context of %d (hint: "
                    "rebuild it with --max-context %zu or more)", in, frames, steps, mi.max_context, steps);
   if (!cm) return SC_OK;
+  /* the Mimi encodes the frames, and decodes at most as many rows (the
+   * doubled first step's is dropped) */
   sc_model_get_info(cm, &mi);
-  if (steps > (size_t)mi.max_context)
-    return sc_fail(err, SC_EUSAGE, "%s: %zu frames, more than the Mimi's stream of %d holds (%zu with the reply; "
-                   "hint: rebuild the Mimi with --max-context %zu or more)", in, frames, mi.max_context, steps,
-                   steps);
+  if (frames > (size_t)mi.max_context)
+    return sc_fail(err, SC_EUSAGE, "%s: %zu frames, more than the Mimi's stream of %d holds (hint: rebuild the "
+                   "Mimi with --max-context %zu or more)", in, frames, mi.max_context, frames);
   return SC_OK;
 }
 

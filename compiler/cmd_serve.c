@@ -79,7 +79,8 @@ const char *const usage_serve =
     "                          OPTIONS preflights answered (default: no CORS headers)\n"
     "  --timeout S             seconds a connection may sit idle or take to send its whole\n"
     "                          request (headers and body, however it trickles in: it is\n"
-    "                          then closed), and the most one request may generate for\n"
+    "                          closed once S, rounded up, + 0.5 have passed), and the most\n"
+    "                          one request may generate for\n"
     "                          (default 60; past it a whole response is HTTP 504, a\n"
     "                          stream is cut)\n"
     "  --max-connections N     connections open at once (default 256; more are closed as\n"
@@ -753,8 +754,8 @@ static void *watcher(void *arg) {
       }
     if (cut) {
       pthread_mutex_unlock(&srv->mu);
-      log_line(srv, "-", "-", 408, "closed %d connection%s that had not sent a whole request in --timeout %g s",
-               cut, cut > 1 ? "s" : "", srv->timeout);
+      log_line(srv, "-", "-", 408, "closed %d connection%s that had not sent a whole request in %g s (--timeout "
+               "%g, rounded up, + 0.5)", cut, cut > 1 ? "s" : "", ceil(srv->timeout) + 0.5, srv->timeout);
       pthread_mutex_lock(&srv->mu);
     }
   }
@@ -866,34 +867,38 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
 
 /* ---- the command ------------------------------------------------------------ */
 
-/* --cors: "*", or an origin as browsers send and compare it,
- * scheme://host[:port] (host: letters, digits, - . or an [IPv6]). */
-static int cors_origin_ok(const char *o) {
-  if (!strcmp(o, "*")) return 1;
+/* --cors: "*", or an origin as browsers serialize and compare it,
+ * scheme://host[:port]: written into out (at most 200 bytes) in lower
+ * case, as they send it; the default port of http and https, a port out
+ * of range or with leading zeros, a path or anything after is refused. */
+static int cors_origin(const char *o, char out[201]) {
   const size_t n = strlen(o);
+  if (n > 200) return 0;
+  for (size_t k = 0; k <= n; k++) out[k] = (char)(o[k] >= 'A' && o[k] <= 'Z' ? o[k] | 0x20 : o[k]);
+  if (!strcmp(out, "*")) return 1;
+  o = out;
   size_t i = 0;
-  if (n > 200 || !((o[0] | 0x20) >= 'a' && (o[0] | 0x20) <= 'z')) return 0;
-  while (i < n && (((o[i] | 0x20) >= 'a' && (o[i] | 0x20) <= 'z') || (o[i] >= '0' && o[i] <= '9') ||
-                   strchr("+-.", o[i])))
-    i++;
+  if (!(o[0] >= 'a' && o[0] <= 'z')) return 0;
+  while (i < n && ((o[i] >= 'a' && o[i] <= 'z') || (o[i] >= '0' && o[i] <= '9') || strchr("+-.", o[i]))) i++;
+  const size_t scheme = i;
   if (strncmp(o + i, "://", 3)) return 0;
   i += 3;
   const size_t host = i;
-  if (o[i] == '[') {
-    while (i < n && o[i] != ']' && (strchr(":.", o[i]) || (o[i] >= '0' && o[i] <= '9') ||
-                                    ((o[i] | 0x20) >= 'a' && (o[i] | 0x20) <= 'f')))
-      i++;
-    if (o[i++] != ']') return 0;
+  if (o[i] == '[') { /* an IPv6 address */
+    i++;
+    while (i < n && (strchr(":.", o[i]) || (o[i] >= '0' && o[i] <= '9') || (o[i] >= 'a' && o[i] <= 'f'))) i++;
+    if (i == host + 1 || o[i++] != ']') return 0;
   } else {
-    while (i < n && (((o[i] | 0x20) >= 'a' && (o[i] | 0x20) <= 'z') || (o[i] >= '0' && o[i] <= '9') ||
-                     strchr("-.", o[i])))
-      i++;
+    while (i < n && ((o[i] >= 'a' && o[i] <= 'z') || (o[i] >= '0' && o[i] <= '9') || strchr("-._", o[i]))) i++;
+    if (i == host) return 0;
   }
-  if (i == host) return 0;
   if (o[i] == ':') {
     const size_t port = ++i;
-    while (i < n && o[i] >= '0' && o[i] <= '9') i++;
-    if (i == port || i - port > 5) return 0;
+    long v = 0;
+    while (i < n && o[i] >= '0' && o[i] <= '9' && i - port < 6) v = 10 * v + (o[i++] - '0');
+    if (i == port || o[port] == '0' || v > 65535) return 0;
+    if ((scheme == 4 && !strncmp(o, "http", 4) && v == 80) || (scheme == 5 && !strncmp(o, "https", 5) && v == 443))
+      return 0; /* browsers leave the default port out */
   }
   return i == n;
 }
@@ -916,6 +921,7 @@ static int bind_address(const char *host, int port, struct sockaddr_storage *ss,
 
 int cmd_serve(int argc, char **argv) {
   const char *path = NULL, *host = "127.0.0.1", *name = NULL, *cors = NULL;
+  char cors_buf[201];
   TtsTextOpts to = tts_text_defaults();
   int port = 8000, max_streams = 4, quiet = 0, max_frames = 2048, decoder_batch = 1, batch = 1;
   int max_connections = 256;
@@ -942,10 +948,11 @@ int cmd_serve(int argc, char **argv) {
       if (!(to.codec = flag_value(argc, argv, &i, "--codec"))) return usage_error(usage_serve, "%s needs a path", a);
     } else if (is_flag(a, "--cors")) {
       if (!(cors = flag_value(argc, argv, &i, "--cors"))) return usage_error(usage_serve, "%s needs an origin", a);
-      if (!cors_origin_ok(cors))
+      if (!cors_origin(cors, cors_buf))
         return usage_error(usage_serve, "--cors '%.60s': expected * (any origin) or one origin as a browser sends "
                            "it, scheme://host[:port] (e.g. https://app.example.com; no path, no trailing /, "
-                           "at most 200 characters)", cors);
+                           "no :80 on http or :443 on https, at most 200 characters)", cors);
+      cors = cors_buf;
     } else if (is_flag(a, "--max-body-kb")) {
       if (parse_int("--max-body-kb", flag_value(argc, argv, &i, "--max-body-kb"), 1, 1 << 20, &max_body_kb))
         return SC_EUSAGE;

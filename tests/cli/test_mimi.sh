@@ -54,6 +54,8 @@ setup short bash -c "head -c 3000 '$W/data' > '$W/short'"
 setup wav-short wav 24000 1 "$W/short" "$W/short.wav"
 expect under-a-frame 2 "1500 samples, less than one frame of 1920" -- \
   "$BIN" encode "$W/mimi.so" "$W/short.wav" -o "$W/x.bin"
+cp "$W/err" "$W/uaf.err" # the refusal's stderr, before the next case writes its own
+expect under-a-frame-no-note 1 -- grep -q "are dropped" "$W/uaf.err"
 setup wav-16k wav 16000 1 "$W/data" "$W/16k.wav"
 expect other-rate 2 "16k.wav" "16000" "24000" -- "$BIN" encode "$W/mimi.so" "$W/16k.wav" -o "$W/x.bin"
 setup wav-stereo wav 24000 2 "$W/data" "$W/st.wav"

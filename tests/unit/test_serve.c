@@ -346,6 +346,13 @@ int main(void) {
       {"serve %s/m.so --cors https://app.example.com/", 1, "no path, no trailing /"},
       {"serve %s/m.so --cors https://a.example.com,https://b.example.com", 1, "--cors 'https://a.example.com,"},
       {"serve %s/m.so --cors app.example.com", 1, "scheme://host[:port]"},
+      {"serve %s/m.so --cors https://app.example.com:443", 1, "no :80 on http or :443 on https"},
+      {"serve %s/m.so --cors http://a:99999", 1, "--cors 'http://a:99999'"},
+      {"serve %s/m.so --cors http://a:0080", 1, "--cors 'http://a:0080'"},
+      /* origins taken: on to the (missing) model, exit 2 */
+      {"serve %s/none.so --cors http://[::1]:8080", 2, "none.so"},
+      {"serve %s/none.so --cors http://my_host.example:8443", 2, "none.so"},
+      {"serve %s/none.so --cors chrome-extension://abcdefgh", 2, "none.so"},
       {"serve", 1, "missing model.so"},
   };
   for (size_t i = 0; i < sizeof refuse / sizeof *refuse; i++) {
@@ -666,7 +673,7 @@ int main(void) {
     pid_t pid3 = -1;
     char log30[160];
     snprintf(log30, sizeof log30, "%s/m30.log", tmp);
-    port = start_server(bin, m30, &pid3, "60", "--cors=https://app.example.com", log30);
+    port = start_server(bin, m30, &pid3, "60", "--cors=HTTPS://App.Example.com", log30); /* sent lower case */
     CHECK(port > 0);
     /* --cors: a browser's preflight answered, every response marked */
     /* the headers asked for are allowed as asked (OpenAI's JavaScript
