@@ -196,8 +196,6 @@ static int cmd_inspect(int argc, char **argv) {
 
 #define RUN_MAX_PROMPTS 1024
 
-/* Several prompts: sessions of m generated together (sc_generate_batch),
- * or one after the other when m has no batch entry.  One line each. */
 /* Without -n: 16 new tokens, or as many as the context holds after the
  * prompt (with a note); -n given is sc_generate's to refuse. */
 static int run_default_n(const sc_model *m, int n_ids, int n_new, int given, int prompt) {
@@ -212,6 +210,8 @@ static int run_default_n(const sc_model *m, int n_ids, int n_new, int given, int
   return (int)room;
 }
 
+/* Several prompts: sessions of m generated together (sc_generate_batch),
+ * or one after the other when m has no batch entry.  One line each. */
 static int run_many(sc_model *m, const char *const *texts, int n, int n_new, int n_given,
                     const sc_sample_params *sp, int32_t eos, sc_error *err) {
   sc_gen_request *req = calloc((size_t)n, sizeof *req);

@@ -396,7 +396,8 @@ int rt_generate_room(const sc_session *s, int n_prompt, int n_new, sc_error *err
    * its logits, each later one is decoded at the next position */
   const int max = s->m->d->max_context;
   const long room = (long)max - s->pos - n_prompt + 1;
-  if (n_prompt < 0 || s->pos + (long)n_prompt > max || n_new <= room) return SC_OK; /* an overlong prompt: prefill says so */
+  /* an overlong prompt: prefill says so */
+  if (n_prompt < 0 || s->pos + (long)n_prompt > max || n_new <= room) return SC_OK;
   char after[64] = "";
   if (s->pos) snprintf(after, sizeof after, " after the session's %d", s->pos);
   return sc_fail(err, SC_EUSAGE, "n_new %d: the prompt's %d tokens%s leave room for %ld new tokens in max_context %d "

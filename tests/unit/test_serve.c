@@ -729,7 +729,8 @@ int main(void) {
     size_t log_len;
     char *log = (char *)slurp(log30, &log_len);
     int ends = 0;
-    for (const char *at = log; at && (at = memmem(at, log_len - (size_t)(at - log), "stopped at the context's end", 28));
+    const char *end_line = "stopped at the context's end";
+    for (const char *at = log; at && (at = memmem(at, log_len - (size_t)(at - log), end_line, strlen(end_line)));
          at++)
       ends++;
     CHECK_MSG(log && ends == 3, "the log has %d lines of a request stopped at the context's end:\n%.*s", ends,
