@@ -80,9 +80,8 @@ const char *const usage_serve =
     "  --timeout S             seconds a connection may sit idle or take to send its whole\n"
     "                          request (headers and body, however it trickles in: it is\n"
     "                          closed once S, rounded up, + 0.5 have passed), and the most\n"
-    "                          one request may generate for\n"
-    "                          (default 60; past it a whole response is HTTP 504, a\n"
-    "                          stream is cut)\n"
+    "                          one request may generate for (default 60; past it a whole\n"
+    "                          response is HTTP 504, a stream is cut)\n"
     "  --max-connections N     connections open at once (default 256; more are closed as\n"
     "                          they come); idle keep-alive ones count until --timeout\n"
     "  --max-frames N          the most frames a request may ask for, and the default\n"
@@ -191,7 +190,6 @@ static void json_escape(char *out, size_t cap, const char *s) {
   out[n] = 0;
 }
 
-/* allow: the Allow header of a 405 (NULL: "GET, HEAD") */
 /* What every response carries: with --cors, the origin allowed to read it. */
 static void common_headers(const Server *srv, struct MHD_Response *r) {
   if (!srv->cors) return;
