@@ -364,8 +364,9 @@ class Model:
             The new token ids (``eos`` included when it stopped there).
 
         Raises:
-            Error: not an LM, an id outside the vocabulary, a prompt past
-                the context, a bad sampling value.
+            Error: not an LM, an id outside the vocabulary, a prompt or
+                ``n_new`` past the context (refused before any work), a bad
+                sampling value.
         """
         self._check_open()
         n_new = _py(n_new)
