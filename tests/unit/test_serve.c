@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -261,6 +262,27 @@ static unsigned char *slurp(const char *path, size_t *n) {
 
 static char started_line[512]; /* the line the last server started printed */
 
+/* Every server started and not yet reaped.  A failed check lets the test
+ * run on and return early; a server left running would hold ctest's
+ * output pipe (its stderr) and ctest would wait for it until its timeout
+ * instead of reporting the failure.  So they are killed at exit, and each
+ * dies with the test if the test itself is killed (PR_SET_PDEATHSIG). */
+static pid_t servers[8];
+
+static void forget_server(pid_t pid) {
+  for (int i = 0; i < (int)(sizeof servers / sizeof *servers); i++)
+    if (servers[i] == pid) servers[i] = 0;
+}
+
+static void kill_servers(void) {
+  for (int i = 0; i < (int)(sizeof servers / sizeof *servers); i++)
+    if (servers[i] > 0) {
+      kill(servers[i], SIGKILL);
+      waitpid(servers[i], NULL, 0);
+      servers[i] = 0;
+    }
+}
+
 /* Start the server; its port from the line it prints.  *pid its process.
  * extra: one more flag, or NULL; log: a file for its access log (stderr),
  * or NULL: -q. */
@@ -268,8 +290,10 @@ static int start_server(const char *bin, const char *model, pid_t *pid, const ch
                         const char *log) {
   int pfd[2];
   if (pipe(pfd)) return -1;
+  pid_t parent = getpid();
   *pid = fork();
   if (*pid == 0) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent) _exit(125);
     dup2(pfd[1], 1);
     close(pfd[0]);
     close(pfd[1]);
@@ -283,6 +307,11 @@ static int start_server(const char *bin, const char *model, pid_t *pid, const ch
     _exit(127);
   }
   close(pfd[1]);
+  for (int i = 0; *pid > 0 && i < (int)(sizeof servers / sizeof *servers); i++)
+    if (!servers[i]) {
+      servers[i] = *pid;
+      break;
+    }
   char line[512];
   size_t n = 0;
   while (n < sizeof line - 1) {
@@ -301,7 +330,10 @@ static int start_server(const char *bin, const char *model, pid_t *pid, const ch
 static int wait_exit(pid_t pid, double secs) {
   for (int i = 0; i < (int)(secs * 100); i++) {
     int st;
-    if (waitpid(pid, &st, WNOHANG) == pid) return st;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      forget_server(pid);
+      return st;
+    }
     usleep(10000);
   }
   return -1;
@@ -309,6 +341,7 @@ static int wait_exit(pid_t pid, double secs) {
 
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
+  atexit(kill_servers);
   const char *bin = getenv("SPEECHC_BIN");
   CHECK_MSG(bin && access(bin, X_OK) == 0, "SPEECHC_BIN must name the speechc binary (ctest sets it)");
   if (!bin) CHECK_DONE();
@@ -748,6 +781,7 @@ int main(void) {
   if (st == -1) {
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
+    forget_server(pid);
   }
   if (fd >= 0) close(fd);
 
