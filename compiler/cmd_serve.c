@@ -84,6 +84,9 @@ const char *const usage_serve =
     "                          response is HTTP 504, a stream is cut)\n"
     "  --max-connections N     connections open at once (default 256; more are closed as\n"
     "                          they come); idle keep-alive ones count until --timeout\n"
+    "  --max-connections-per-ip N  connections one client address may hold open at once\n"
+    "                          (default 0: no limit of its own; behind a reverse proxy every\n"
+    "                          client has the proxy's address); more are closed as they come\n"
     "  --max-frames N          the most frames a request may ask for, and the default, lowered\n"
     "                          to what the model's context holds after the request's prompt\n"
     "                          (default 2048; 12.5 frames = 1 s of audio)\n"
@@ -923,7 +926,7 @@ int cmd_serve(int argc, char **argv) {
   char cors_buf[201];
   TtsTextOpts to = tts_text_defaults();
   int port = 8000, max_streams = 4, quiet = 0, max_frames = 2048, decoder_batch = 1, batch = 1;
-  int max_connections = 256;
+  int max_connections = 256, max_per_ip = 0;
   long max_body_kb = 64, v;
   double timeout = 60;
   for (int i = 0; i < argc; i++) {
@@ -965,6 +968,7 @@ int cmd_serve(int argc, char **argv) {
     INT("--port", 0, 65535, port)
     INT("--max-streams", 1, 256, max_streams)
     INT("--max-connections", 1, 4096, max_connections)
+    INT("--max-connections-per-ip", 0, 4096, max_per_ip)
     INT("--max-frames", 1, 1 << 20, max_frames)
     INT("--threads", 0, 1024, to.threads)
     INT("--decoder-threads", 0, 1024, to.decoder_threads)
@@ -1063,7 +1067,8 @@ int cmd_serve(int argc, char **argv) {
       (uint16_t)port, NULL, NULL, handle, &srv, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, &srv,
       MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
       MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)ceil(timeout), MHD_OPTION_CONNECTION_LIMIT,
-      (unsigned)max_connections, MHD_OPTION_NOTIFY_COMPLETED, completed, &srv, MHD_OPTION_NOTIFY_CONNECTION,
+      (unsigned)max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)max_per_ip,
+      MHD_OPTION_NOTIFY_COMPLETED, completed, &srv, MHD_OPTION_NOTIFY_CONNECTION,
       notify_connection, &srv, MHD_OPTION_END);
   if (!d) {
     rc = sc_fail(&err, SC_EUSAGE, "cannot listen on %s port %d: %s (hint: another server there? --port 0 takes "

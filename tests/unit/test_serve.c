@@ -772,6 +772,28 @@ int main(void) {
     port = port1;
   }
 
+  /* --max-connections-per-ip 2: two idle connections from this address
+   * are all it may hold; a third is closed unanswered, and once one of the
+   * two is closed a request goes through again */
+  {
+    pid_t pid4 = -1;
+    port = start_server(bin, model, &pid4, "60", "--max-connections-per-ip=2", NULL);
+    CHECK(port > 0);
+    int held[2] = {connect_to(), connect_to()};
+    CHECK(held[0] >= 0 && held[1] >= 0);
+    usleep(200000); /* both accepted before the third comes */
+    CHECK_MSG(!health_ok(), "a third connection from one address was answered with --max-connections-per-ip 2");
+    if (held[0] >= 0) close(held[0]);
+    int ok = 0;
+    for (int i = 0; i < 100 && !(ok = health_ok()); i++) usleep(50000);
+    CHECK_MSG(ok, "no request went through after one of the two connections was closed");
+    if (held[1] >= 0) close(held[1]);
+    kill(pid4, SIGTERM);
+    st = wait_exit(pid4, 20);
+    CHECK_MSG(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "per-ip server: wait status %d", st);
+    port = port1;
+  }
+
   /* SIGTERM with a stream in progress: the stream ends, the server exits 0 */
   fd = open_long_stream();
   CHECK(fd >= 0);
