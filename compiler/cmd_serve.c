@@ -169,6 +169,7 @@ typedef struct Job {
   size_t len, off, cap;
   int frames, done, cancelled, timed_out, gone, rc;
   int cut;                      /* stopped short: --timeout or the server stopping */
+  int http10;                   /* asked over HTTP/1.0: sent whole even with stream: true */
   int context_end;              /* ended at the context's end, not at the codec EOS */
   sc_error err;
   pthread_t thread;
@@ -530,7 +531,8 @@ static enum MHD_Result respond_whole(Job *j, struct MHD_Connection *c, const cha
     if (j->rc || j->timed_out) st = status_of(j, &type);
     if (j->timed_out)
       snprintf(msg, sizeof msg, "the request ran past --timeout %g s after %d frames (hint: a smaller max_frames, "
-               "or stream: true)", srv->timeout, j->frames);
+               "or stream: true%s)", srv->timeout, j->frames,
+               j->http10 ? " over HTTP/1.1: over HTTP/1.0 every response is sent whole" : "");
     else
       snprintf(msg, sizeof msg, "%s", j->rc ? j->err.msg : "the server is shutting down");
     job_finish(j, st, msg);
@@ -625,7 +627,7 @@ static enum MHD_Result speech(Server *srv, struct MHD_Connection *c, Conn *conn)
   /* HTTP/1.0 has no chunked transfer: a stream cut short would end as a
    * whole one does (the connection closes), so it is sent whole, with its
    * length, which a client can check */
-  if (conn->http10) j->req.stream = 0;
+  if ((j->http10 = conn->http10)) j->req.stream = 0;
   if ((j->slot = take_slot(srv, &status, &err)) < 0) {
     job_free(j);
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE) metrics_rejected(&srv->metrics);

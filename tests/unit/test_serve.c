@@ -628,7 +628,20 @@ int main(void) {
   CHECK(post(whole, &r) == 0 && r.status == 504);
   CHECK_CONTAINS((char *)r.body, "ran past --timeout 1 s");
   CHECK_CONTAINS((char *)r.body, "\"type\":\"timeout\"");
+  CHECK_MSG(!strstr((char *)r.body, "HTTP/1.0"), "%s", (char *)r.body);
   free(r.body);
+  /* over HTTP/1.0 a stream is sent whole: the hint says so */
+  fd = connect_to();
+  {
+    char head[256];
+    snprintf(head, sizeof head, "POST /v1/audio/speech HTTP/1.0\r\nContent-Type: application/json\r\n"
+             "Content-Length: %zu\r\n\r\n", strlen(whole));
+    CHECK(fd >= 0 && !send_all(fd, head, strlen(head)) && !send_all(fd, whole, strlen(whole)));
+    CHECK(fd >= 0 && read_response(fd, &r) == 0 && r.status == 504);
+    CHECK_CONTAINS((char *)r.body, "or stream: true over HTTP/1.1: over HTTP/1.0 every response is sent whole");
+    free(r.body);
+    if (fd >= 0) close(fd);
+  }
   fd = connect_to();
   char c;
   struct timespec t0, t1;
