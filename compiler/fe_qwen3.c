@@ -131,16 +131,17 @@ static int read_rope(const cJSON *obj, const char *where, const Qwen3Family *f, 
  * and hidden / heads (configuration_qwen3.py, configuration_llama.py);
  * qwen-tts' talker 2 heads and hidden / heads (its attention's getattr),
  * its code predictor 8 of 128 (configuration_qwen3_tts.py).  Only Llama's
- * MLP has biases; Qwen3's layers slide by layer_types / max_window_layers,
- * the talker's all at once by use_sliding_window, Llama's never.  Sliding
- * layers are built for Qwen3Config (parity-tested: qwen3_sliding) and
- * refused for the TTS classes (no reference run with them yet).  qwen-tts
+ * MLP has biases; Qwen3's and the code predictor's layers slide by
+ * layer_types / max_window_layers, the talker's all at once by
+ * use_sliding_window (its forward takes the sliding mask for every layer),
+ * Llama's never.  Sliding layers are parity-tested for Qwen3Config
+ * (qwen3_sliding) and both TTS classes (tts_tiny_sliding).  qwen-tts
  * runs on transformers 4.x, which never reads rope_parameters (5.x's
  * place for the theta): its classes ignore it. */
 const Qwen3Family FE_QWEN3 = {"Qwen3Config", 32, 128, 0, SLIDE_LAYERS, 1, 1};
 const Qwen3Family FE_LLAMA = {"LlamaConfig", 0, 0, 1, SLIDE_IGNORED, 0, 1};
-const Qwen3Family FE_TTS_TALKER = {"Qwen3TTSTalkerConfig", 2, 0, 0, SLIDE_ALL, 0, 0};
-const Qwen3Family FE_TTS_PREDICTOR = {"Qwen3TTSTalkerCodePredictorConfig", 8, 128, 0, SLIDE_LAYERS, 0, 0};
+const Qwen3Family FE_TTS_TALKER = {"Qwen3TTSTalkerConfig", 2, 0, 0, SLIDE_ALL, 1, 0};
+const Qwen3Family FE_TTS_PREDICTOR = {"Qwen3TTSTalkerCodePredictorConfig", 8, 128, 0, SLIDE_LAYERS, 1, 0};
 
 int fe_qwen3_window(const Qwen3Dims *d, int L) {
   if (d->window) return d->window;
@@ -162,13 +163,6 @@ static int read_sliding(const cJSON *obj, const char *where, const Qwen3Family *
   if (f->sliding == SLIDE_IGNORED) return SC_OK;
   int use = 0;
   if (cfg_bool_opt(obj, where, "use_sliding_window", 0, &use, err)) return err->code;
-  if (f->sliding == SLIDE_ALL) {
-    if (use)
-      return sc_fail(err, SC_EINPUT, "%s: use_sliding_window true is not supported yet (%s gives every layer "
-                     "a window of sliding_window positions; speechc attends to every earlier position)",
-                     where, f->cls);
-    return SC_OK;
-  }
   const cJSON *sw = cJSON_GetObjectItemCaseSensitive(obj, "sliding_window");
   int64_t window = 0; /* 0: none */
   if (use && !cJSON_IsNull(sw)) {
@@ -176,6 +170,14 @@ static int read_sliding(const cJSON *obj, const char *where, const Qwen3Family *
     if (window < 1 || window > FE_DIM_MAX)
       return sc_fail(err, SC_EINPUT, "%s: sliding_window %lld: expected 1..%d (or null)", where,
                      (long long)window, FE_DIM_MAX);
+  }
+  if (f->sliding == SLIDE_ALL) { /* a window, if any, for every layer (layer_types, max_window_layers unread) */
+    if (window && !f->slide_ok)
+      return sc_fail(err, SC_EINPUT, "%s: use_sliding_window true is not supported yet for %s (a window of "
+                     "sliding_window positions in every layer)", where, f->cls);
+    for (int64_t i = 0; window && i < d->layers; i++) d->slide[i / 8] |= (unsigned char)(1u << (i % 8));
+    d->slide_window = (int)window;
+    return SC_OK;
   }
   const int64_t layers = d->layers;
   int n_slide = 0, first = -1;

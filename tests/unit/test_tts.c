@@ -7,7 +7,9 @@
  *     non-streaming, instruct, speaker, language, dialect);
  *   - full greedy generation: identical [frames x 16] codes;
  * at 1e-4 relative max error (f32), for the 0.6B layout and the 1.7B
- * layout with small_to_mtp_projection, libtcc and gcc builds.  Plus the
+ * layout with small_to_mtp_projection, and the 0.6B layout with sliding
+ * windows (the talker's in every layer, the predictor's in its second),
+ * libtcc and gcc builds.  Plus the
  * errors a user can cause: unknown speaker or language, bad text ids.
  */
 #include <stdio.h>
@@ -212,8 +214,8 @@ static void run_model(const char *name, const char *cc) {
 int main(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/speechc-tts-XXXXXX");
   if (!mkdtemp(tmpdir)) return 1;
-  const char *models[] = {"tts_tiny_06b_layout", "tts_tiny_17b_layout"};
-  for (int i = 0; i < 2; i++) {
+  const char *models[] = {"tts_tiny_06b_layout", "tts_tiny_17b_layout", "tts_tiny_sliding"};
+  for (int i = 0; i < 3; i++) {
     run_model(models[i], "tcc");
     /* the host code of a device target is launches only: one toolchain */
     if (!strcmp(test_target(), "cpu")) run_model(models[i], "gcc");

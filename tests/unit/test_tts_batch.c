@@ -4,7 +4,8 @@
  * with the same parameters, bit for bit.
  *
  * Both tiny layouts of tests/data/tts (0.6B; 1.7B with
- * small_to_mtp_projection), each band (f32, bf16, q8_0, q4_0), built with
+ * small_to_mtp_projection), each band (f32, bf16, q8_0, q4_0), and the
+ * 0.6B layout with sliding windows (tts_tiny_sliding, f32), built with
  * --max-batch 8 (17 streams take three calls of each entry per frame),
  * and each kernel ISA this CPU runs (portable, avx2, the default).  17
  * requests that differ in everything a request sets: text length, instruct,
@@ -332,7 +333,8 @@ int main(void) {
   CHECK(mkdtemp(tmpdir) != NULL);
   Req *r = calloc(NREQ, sizeof *r);
   static const DType bands[] = {DT_F32, DT_BF16, DT_Q8_0, DT_Q4_0};
-  static const char *const layouts[] = {"tts_tiny_06b_layout", "tts_tiny_17b_layout"};
+  /* the sliding windows' layout in f32 only: the windows are the bands' alike */
+  static const char *const layouts[] = {"tts_tiny_06b_layout", "tts_tiny_17b_layout", "tts_tiny_sliding"};
   /* the ISAs this CPU runs besides its default */
   const char *isas[3] = {NULL}; /* the default first */
   int n_isa = 1 + test_other_isas(isas + 1);
@@ -344,8 +346,8 @@ int main(void) {
     removed_req = 1;
   }
   static const char *const names[] = {"f32", "i32", "bf16", "f16", "q8_0", "q4_0"};
-  for (int l = 0; l < (cpu ? 2 : 1); l++)
-    for (size_t k = 0; k < sizeof bands / sizeof bands[0]; k += cpu ? 1 : 3) {
+  for (int l = 0; l < (cpu ? 3 : 1); l++)
+    for (size_t k = 0; k < (l == 2 ? 1 : sizeof bands / sizeof bands[0]); k += cpu ? 1 : 3) {
       char tag[96];
       snprintf(tag, sizeof tag, "%s_%s", layouts[l], names[bands[k]]);
       unsetenv("SPEECHC_ISA");

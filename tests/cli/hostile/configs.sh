@@ -115,13 +115,18 @@ cfg rope-scaling-factor 2 's/"rope_scaling": null/"rope_scaling": {"rope_type": 
 if cfg rope-scaling-theta-same 0 's/"rope_scaling": null/"rope_scaling": {"rope_type": "default", "rope_theta": 1000000}/'; then
   same_trace rope-scaling-theta-same
 fi
-# sliding layers are built for Qwen3Config only: the TTS classes refuse
-# them by name (lines of the fixture: the predictor's layer_types at 79,
-# sliding_window at 111, use_sliding_window at 125; the talker's at 175)
-tts tts-predictor-sliding 2 '79s/full_attention/sliding_attention/; 111s/null/3/; 125s/false/true/' \
-  "code_predictor_config: layer 0 (and 1 in all) slides" "Qwen3TTSTalkerCodePredictorConfig"
-tts tts-talker-sliding 2 '175s/false/true/' "talker_config: use_sliding_window true is not supported yet" \
-  "Qwen3TTSTalkerConfig"
+# the TTS classes' sliding layers (tts_tiny_sliding is their parity
+# fixture; lines of this one: the predictor's layer_types at 79,
+# sliding_window at 111, use_sliding_window at 125; the talker's
+# sliding_window at 163, use_sliding_window at 175).  A sliding layer
+# without a window makes transformers' mask raise: refused by name; the
+# talker's use_sliding_window without a window is no window (its forward
+# takes the plain causal mask then); a window of 0 hides every position
+tts tts-predictor-sliding 0 '79s/full_attention/sliding_attention/; 111s/null/3/; 125s/false/true/'
+tts tts-predictor-sliding-nowindow 2 '79s/full_attention/sliding_attention/' \
+  "code_predictor_config: layer_types[0] is 'sliding_attention' without a window (use_sliding_window false)"
+tts tts-talker-sliding-null 0 '175s/false/true/'
+tts tts-talker-sliding-zero 2 '163s/null/0/; 175s/false/true/' "talker_config: sliding_window 0: expected 1.."
 # the TTS talker reads rope_scaling through the same code
 tts tts-rope-linear 2 's/"rope_type": "default",/"rope_type": "linear", "factor": 2,/; s/"type": "default"/"type": "linear"/' \
   "talker_config" "rope_scaling" "'linear'"
