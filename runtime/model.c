@@ -171,6 +171,7 @@ static int open_once(const char *path, const sc_open_opts *opts, sc_model **out,
   if (!path) return sc_fail(err, SC_EUSAGE, "no model path given");
   sc_model *m = calloc(1, sizeof *m);
   if (!m) return sc_fail(err, SC_ERUNTIME, "out of memory");
+  atomic_init(&m->refs, 1);
   /* dlopen searches the library path for names without a slash */
   m->path = malloc(strlen(path) + 3);
   if (!m->path) { free(m); return sc_fail(err, SC_ERUNTIME, "out of memory"); }
@@ -254,8 +255,10 @@ int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc
   return rc;
 }
 
+/* The caller's reference goes; the model with the last one (a session
+ * still open keeps it until sc_session_close). */
 void sc_model_close(sc_model *m) {
-  if (!m) return;
+  if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
   if (m->be) m->be->model_close(m);
   if (m->wmap) munmap((void *)m->wmap, m->wsize);
   if (m->dl) dlclose(m->dl);
@@ -291,6 +294,7 @@ int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
   sc_session *s = calloc(1, sizeof *s);
   if (!s) return sc_fail(err, SC_ERUNTIME, "out of memory");
   s->m = m;
+  atomic_fetch_add(&m->refs, 1);
   s->logits = calloc((size_t)(m->d->vocab > 0 ? m->d->vocab : 1), sizeof(float));
   int rc = s->logits ? m->be->session_open(s, err) : sc_fail(err, SC_ERUNTIME, "out of memory");
   if (rc) {
@@ -303,9 +307,11 @@ int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
 
 void sc_session_close(sc_session *s) {
   if (!s) return;
-  s->m->be->session_close(s);
+  sc_model *m = s->m;
+  m->be->session_close(s);
   free(s->logits);
   free(s);
+  sc_model_close(m); /* the session's reference */
 }
 
 void sc_session_reset(sc_session *s) {
@@ -354,7 +360,7 @@ int rt_call(sc_session *s, const sc_entry *e, const sc_io *io, sc_error *err) {
 
 static int check_tokens(sc_session *s, const int32_t *ids, int n, sc_error *err) {
   const sc_model_desc *d = s->m->d;
-  if (n < 1) return sc_fail(err, SC_EUSAGE, "no tokens given");
+  if (n < 1 || !ids) return sc_fail(err, SC_EUSAGE, "no tokens given%s", n >= 1 ? " (ids NULL)" : "");
   if (s->pos + (int64_t)n > d->max_context)
     return sc_fail(err, SC_ERUNTIME, "context full: position %d + %d tokens exceeds max_context %d "
                    "(hint: rebuild with a larger --max-context)", s->pos, n, d->max_context);
@@ -409,6 +415,10 @@ int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
                 sc_token_cb on_token, void *user, sc_error *err) {
   *n_out = 0;
   if (n_new < 0) return sc_fail(err, SC_EUSAGE, "-n must be >= 0, got %d", n_new);
+  if (n_prompt < 1 || !prompt || (n_new && !out))
+    return sc_fail(err, SC_EUSAGE, "a prompt of at least one token%s is needed (got %d prompt tokens%s)",
+                   n_new ? " and room for the new tokens (out)" : "", n_prompt,
+                   !prompt ? " at NULL" : n_new && !out ? ", out NULL" : "");
   if (rt_generate_room(s, n_prompt, n_new, err)) return err->code;
   sc_sampler *smp = NULL;
   if (sc_sampler_new(p, &smp, err)) return err->code;

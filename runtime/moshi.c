@@ -224,6 +224,9 @@ static int step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc
   const sc_moshi_info *in = &g->info;
   const int Q = in->dep_q;
   *has_row = 0;
+  if (g->offset >= g->s->m->d->max_context)
+    return sc_fail(err, SC_ERUNTIME, "context full at step %d, max_context %d (hint: rebuild with a larger "
+                   "--max-context)", g->offset, g->s->m->d->max_context);
   if (check_user(g, user, err)) return err->code;
   const double ts = now();
   int32_t ids[MOSHI_MAX_K];

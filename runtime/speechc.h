@@ -47,6 +47,8 @@ typedef struct sc_open_opts {
 /* Open model.so (path) and the weight file it names.  opts may be NULL. */
 int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out,
                   sc_error *err);
+/* The caller's handle goes; a session still open keeps the model until it
+ * is closed too (any order works; m is not to be used after this). */
 void sc_model_close(sc_model *m);
 
 typedef struct sc_model_info {
@@ -242,7 +244,8 @@ int sc_tts_codebooks(const sc_model *m);
  * *frames.  p's ids, speaker and language are checked as sc_tts_generate
  * checks them (SC_EUSAGE); max_frames and sampling are not read. */
 int sc_tts_context_frames(const sc_model *m, const sc_tts_params *p, int *frames, sc_error *err);
-/* Called after each frame with its G codes; return non-zero to stop. */
+/* Called after each frame with its G codes; return non-zero to stop (the
+ * frame is kept, and with p->codec still decoded). */
 typedef int (*sc_frame_cb)(void *user, const int32_t *codes, int n_codebooks, int frame);
 /* Generate into codes[max_frames * G]; *n_frames receives the count.  The
  * session is reset first.  A generation that reaches the talker's context
@@ -281,7 +284,11 @@ void sc_tts_batch_free(sc_tts_batch *b);      /* removes every stream */
  * made so far (as sc_tts_generate's). */
 int sc_tts_batch_add(sc_tts_batch *b, sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                      sc_frame_cb on_frame, void *user, sc_error *err);
-int sc_tts_batch_remove(sc_tts_batch *b, sc_session *s); /* 0, or -1: not in the batch */
+/* 0, or -1: not in the batch.  From an on_frame callback of a step (the
+ * stream's own or another's) the stream stops at once (its codes and
+ * n_frames are not written again) and is freed when the step returns;
+ * a callback may not add streams, step or free the batch. */
+int sc_tts_batch_remove(sc_tts_batch *b, sc_session *s);
 int sc_tts_batch_size(const sc_tts_batch *b);    /* streams in the batch, ended or not */
 int sc_tts_batch_running(const sc_tts_batch *b); /* those still running */
 /* One frame of each running stream.  A failed call of the entries ends the

@@ -179,9 +179,12 @@ static int check_ids(const int32_t *ids, int n, int vocab, const char *what, sc_
  * that the official generate makes. */
 static int prompt_codec(const TtsConfig *c, const sc_tts_params *p, int32_t codec[8], int *nc_out,
                         sc_error *err) {
-  if (p->n_text < 9)
-    return sc_fail(err, SC_EUSAGE, "text ids: %d tokens; expected the ids of '<|im_start|>assistant\\n"
-                   "{text}<|im_end|>\\n<|im_start|>assistant\\n' (3 + at least 1 + 5)", p->n_text);
+  if (p->n_text < 9 || !p->text_ids)
+    return sc_fail(err, SC_EUSAGE, "text ids: %d tokens%s; expected the ids of '<|im_start|>assistant\\n"
+                   "{text}<|im_end|>\\n<|im_start|>assistant\\n' (3 + at least 1 + 5)", p->n_text,
+                   p->text_ids ? "" : " at NULL");
+  if (p->instruct_ids && p->n_instruct < 0)
+    return sc_fail(err, SC_EUSAGE, "instruct ids: n_instruct %d; expected 0 or more", p->n_instruct);
   if (check_ids(p->text_ids, p->n_text, c->text_vocab, "text ids", err)) return err->code;
   if (p->instruct_ids && check_ids(p->instruct_ids, p->n_instruct, c->text_vocab, "instruct ids", err))
     return err->code;
@@ -448,7 +451,7 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
   float *plogits = malloc((size_t)c.pvocab * sizeof(float));
   sc_step *steps = malloc((size_t)(G + 2) * sizeof *steps);
   TtsFrame fr;
-  int32_t *hist = malloc((size_t)(p->max_frames + 1) * sizeof(int32_t));
+  int32_t *hist = malloc(((size_t)p->max_frames + 1) * sizeof(int32_t));
   int32_t *suppress = malloc((size_t)1025 * sizeof(int32_t));
   TtsAudio *audio = NULL;   /* with p->codec */
   int rc = SC_OK;
@@ -493,8 +496,11 @@ int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *
     if (f[0] == c.codec_eos) break;
     hist[t] = f[0];
     *n_frames = st.frames = t + 1;
-    if (on_frame && on_frame(user, f, G, t)) break;
+    /* a frame on_frame stops at is still decoded: the codes and the audio
+     * end at the same frame */
+    const int stop = on_frame && on_frame(user, f, G, t);
     if (audio && tts_audio_push(audio, t)) break; /* decoded now, or queued for the decoder thread */
+    if (stop) break;
     /* next talker input: the codec sum plus text row t */
     add_rows(x, t < pr.trail ? pr.trailing + (size_t)t * H : pr.pad, (size_t)H);
   }

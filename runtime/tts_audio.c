@@ -138,6 +138,8 @@ int tts_audio_start(sc_session *codec, const sc_tts_params *p, sc_session *gen, 
   a->G = G;
   a->spf = ci.samples_per_frame;
   a->batch = p->audio_sequential ? 1 : p->audio_batch ? p->audio_batch : ci.max_frames;
+  if (a->batch > ci.max_frames) a->batch = ci.max_frames; /* what one call can take */
+  if (a->batch > p->max_frames) a->batch = p->max_frames > 0 ? p->max_frames : 1;
   a->cap = 2 * a->batch;
   a->start = start;
   /* While both sides run, when their pools hold more threads than there

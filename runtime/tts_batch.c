@@ -52,10 +52,12 @@ typedef struct TtsStream {
   sc_error err;             /* with SC_TTS_FAILED */
   double start;
   int live;                 /* scratch of a step: still in this frame */
+  int removed;              /* removed by a callback during the step: freed after it */
 } TtsStream;
 
 struct sc_tts_batch {
   sc_model *m;
+  int stepping;             /* inside sc_tts_batch_step (its callbacks run) */
   TtsConfig c;
   const sc_entry *talker, *pprefill, *pdecode;
   int rows;                 /* streams per call: the talker's and the predictor's decode rows */
@@ -158,14 +160,18 @@ int sc_tts_batch_new(sc_model *m, sc_tts_batch **out, sc_error *err) {
 
 static TtsStream *find(const sc_tts_batch *b, const sc_session *s, int *at) {
   for (int i = 0; i < b->n; i++)
-    if (b->st[i]->s == s) {
+    if (b->st[i]->s == s && !b->st[i]->removed) {
       if (at) *at = i;
       return b->st[i];
     }
   return NULL;
 }
 
-int sc_tts_batch_size(const sc_tts_batch *b) { return b->n; }
+int sc_tts_batch_size(const sc_tts_batch *b) {
+  int k = 0;
+  for (int i = 0; i < b->n; i++) k += !b->st[i]->removed;
+  return k;
+}
 
 int sc_tts_batch_running(const sc_tts_batch *b) {
   int k = 0;
@@ -184,6 +190,12 @@ int sc_tts_batch_remove(sc_tts_batch *b, sc_session *s) {
   int at;
   TtsStream *x = find(b, s, &at);
   if (!x) return -1;
+  if (b->stepping) { /* from a callback: out at once (its codes no longer written), freed after the step */
+    x->removed = 1;
+    x->live = 0;
+    x->status = SC_TTS_ENDED;
+    return 0;
+  }
   stream_free(x);
   memmove(&b->st[at], &b->st[at + 1], (size_t)(b->n - at - 1) * sizeof *b->st);
   b->n--;
@@ -210,6 +222,7 @@ static void fail(TtsStream *x, const sc_error *e) {
 int sc_tts_batch_add(sc_tts_batch *b, sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                      sc_frame_cb on_frame, void *user, sc_error *err) {
   const double start = now();
+  if (b->stepping) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_add: not from a callback of sc_tts_batch_step");
   if (!s || s->m != b->m) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_add: the session is not of the batch's model");
   if (find(b, s, NULL)) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_add: the session is in the batch already");
   if (!codes || !n_frames) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_add: no codes or n_frames");
@@ -377,7 +390,9 @@ static int frame(sc_tts_batch *b, TtsStream **a, int n, sc_error *err) {
     if (rt_call(a[0]->s, c->codec_sum, &io, err)) return err->code;
     x->hist[x->t] = f[0];
     *x->n_frames = ++x->t;
-    if ((x->on_frame && x->on_frame(x->user, f, G, x->t - 1)) || x->t == x->p.max_frames) {
+    const int stop = x->on_frame && x->on_frame(x->user, f, G, x->t - 1);
+    if (x->removed) continue; /* by its callback (or an earlier stream's: then !live above) */
+    if (stop || x->t == x->p.max_frames) {
       end(x);
       continue;
     }
@@ -387,7 +402,26 @@ static int frame(sc_tts_batch *b, TtsStream **a, int n, sc_error *err) {
   return SC_OK;
 }
 
+static int step(sc_tts_batch *b, sc_error *err);
+
+/* The callbacks may remove streams (their own or others': freed here,
+ * after the step), not add them or step again. */
 int sc_tts_batch_step(sc_tts_batch *b, sc_error *err) {
+  if (b->stepping) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_step: not from one of its own callbacks");
+  b->stepping = 1;
+  const int rc = step(b, err);
+  b->stepping = 0;
+  int k = 0;
+  for (int i = 0; i < b->n; i++)
+    if (b->st[i]->removed)
+      stream_free(b->st[i]);
+    else
+      b->st[k++] = b->st[i];
+  b->n = k;
+  return rc;
+}
+
+static int step(sc_tts_batch *b, sc_error *err) {
   const int max_ctx = b->m->d->max_context;
   int rc = SC_OK;
   TtsStream **a = b->run;

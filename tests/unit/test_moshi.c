@@ -1092,6 +1092,27 @@ static void cli(void) {
                                                     "context of 5"),
             "two conversations, one past max_context: exit %d, '%s'", WEXITSTATUS(st), full ? full : "");
   free(full);
+  /* sc_moshi_step past the context: refused before the step touches the
+   * stream, named once */
+  {
+    snprintf(path, sizeof path, "%s/cli5.so", tmpdir);
+    sc_model *m5 = NULL;
+    sc_session *s5 = NULL;
+    sc_moshi *g5 = NULL;
+    sc_error e5 = {0};
+    CHECK_MSG(sc_model_open(path, NULL, &m5, &e5) == 0 && sc_session_open(m5, &s5, &e5) == 0 &&
+              sc_moshi_open(s5, NULL, &g5, NULL, &e5) == 0, "%s", e5.msg);
+    int32_t u5[64] = {0}, row5[64];
+    int has5 = 0, ok5 = 1;
+    for (int i = 0; g5 && i < 5; i++) ok5 &= sc_moshi_step(g5, u5, row5, &has5, &e5) == 0;
+    CHECK_MSG(ok5, "5 steps in a context of 5: %s", e5.msg);
+    CHECK(g5 && sc_moshi_step(g5, u5, row5, &has5, &e5) == SC_ERUNTIME && !has5);
+    CHECK_MSG(!strcmp(e5.msg, "context full at step 5, max_context 5 (hint: rebuild with a larger --max-context)"),
+              "'%s'", e5.msg);
+    sc_moshi_close(g5);
+    sc_session_close(s5);
+    sc_model_close(m5);
+  }
   /* speechc bench on a Moshi artifact: steps, their split, bytes, and B
    * conversations together */
   snprintf(cmd, sizeof cmd, "%s bench %s/cli.so --steps 4 --streams 3 --threads 1 --probe-mb 16 > %s/bench.txt",

@@ -185,9 +185,23 @@ static void test_room(const char *tmpdir) {
   CHECK_CONTAINS(err.msg, "(request 1)");
   r[1].n_new = 15;
   CHECK_MSG(sc_generate_batch(m, r, 2, &err) == 0 && r[0].n_out == 13 && r[1].n_out == 15, "batch: %s", err.msg);
+  /* arguments sc_generate cannot use: refused before the session moves */
+  sc_session_reset(s);
+  CHECK(sc_generate(s, prompt, -1, 2, &p, -1, out, &n, NULL, NULL, &err) == SC_EUSAGE && n == 0);
+  CHECK_CONTAINS(err.msg, "a prompt of at least one token");
+  CHECK(sc_generate(s, NULL, 4, 2, &p, -1, out, &n, NULL, NULL, &err) == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "at NULL");
+  CHECK(sc_generate(s, prompt, 4, 2, &p, -1, NULL, &n, NULL, NULL, &err) == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "out NULL");
+  CHECK(sc_prefill(s, NULL, 2, &err) == SC_EUSAGE && sc_session_pos(s) == 0);
+  CHECK_CONTAINS(err.msg, "no tokens given (ids NULL)");
+  /* the model closed before its sessions: they keep it until they close
+   * (ASan: no use after free) and still generate */
+  sc_model_close(m);
+  CHECK_MSG(sc_generate(s, prompt, 4, 3, &p, -1, out, &n, NULL, NULL, &err) == 0 && n == 3, "after close: %s",
+            err.msg);
   sc_session_close(s);
   sc_session_close(s2);
-  sc_model_close(m);
 }
 
 int main(void) {

@@ -202,6 +202,21 @@ static void run_model(const char *name, const char *cc) {
   CHECK_CONTAINS(err.msg, "outside the text vocabulary");
   p.n_text = 4;
   CHECK(sc_tts_generate(s, &p, codes, &nf, NULL, NULL, &err) == SC_EUSAGE);
+  /* a negative instruction length, or no text at all: refused, no prompt
+   * built from them (it wrote before its buffer, ASan) */
+  ids[5] = 5;
+  p.n_text = 12;
+  p.instruct_ids = ids;
+  p.n_instruct = -3;
+  int room = -1;
+  CHECK(sc_tts_context_frames(m, &p, &room, &err) == SC_EUSAGE && room == 0);
+  CHECK_CONTAINS(err.msg, "instruct ids: n_instruct -3; expected 0 or more");
+  CHECK(sc_tts_generate(s, &p, codes, &nf, NULL, NULL, &err) == SC_EUSAGE && nf == 0);
+  CHECK_CONTAINS(err.msg, "n_instruct -3");
+  p.instruct_ids = NULL;
+  p.text_ids = NULL;
+  CHECK(sc_tts_generate(s, &p, codes, &nf, NULL, NULL, &err) == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "12 tokens at NULL");
 
   free(prompt); free(tl); free(th); free(plw);
   free(logits); free(hidden); free(pl); free(hc0);

@@ -272,6 +272,30 @@ static void context_full(Req *r) {
   sc_model_close(m);
 }
 
+/* on_frame of the stream of session self: removes self and then other,
+ * tries to add and to step */
+typedef struct Cb {
+  sc_tts_batch *b;
+  sc_session *self, *other;
+  int removed, add_rc, step_rc;
+  char msg[1024];
+} Cb;
+
+static int remove_on_frame(void *user, const int32_t *codes, int n, int frame) {
+  (void)codes, (void)n, (void)frame;
+  Cb *c = user;
+  sc_error e = {0};
+  int32_t got[MAXF * G];
+  int n_got;
+  sc_tts_params p = sc_tts_defaults();
+  c->add_rc = sc_tts_batch_add(c->b, c->other, &p, got, &n_got, NULL, NULL, &e);
+  snprintf(c->msg, sizeof c->msg, "%s", e.msg);
+  c->step_rc = sc_tts_batch_step(c->b, &e);
+  c->removed = sc_tts_batch_remove(c->b, c->self) || sc_tts_batch_remove(c->b, c->other) ||
+               sc_tts_batch_remove(c->b, c->self) != -1;
+  return 0;
+}
+
 static void refusals(void) {
   unsetenv("SPEECHC_ISA");
   sc_error err = {0};
@@ -305,6 +329,22 @@ static void refusals(void) {
   CHECK_CONTAINS(err.msg, "--max-frames must be >= 1");
   CHECK(sc_tts_batch_size(b) == 1 && sc_tts_batch_status(b, s2, NULL) == -1);
   CHECK(sc_tts_batch_remove(b, s2) == -1 && sc_tts_batch_remove(b, s) == 0 && sc_tts_batch_size(b) == 0);
+  /* callbacks of a step: removing a stream (its own, or another's not yet
+   * stepped) takes it out at once and frees it after the step (ASan: no
+   * use after free); adding or stepping is refused */
+  Req *r2 = calloc(1, sizeof *r2);
+  make_req(r2, 2);
+  Cb cb = {b, s, s2, 0, 0, 0, ""};
+  CHECK_MSG(sc_tts_batch_add(b, s, &r->p, r->got, &r->n_got, remove_on_frame, &cb, &err) == 0 &&
+            sc_tts_batch_add(b, s2, &r2->p, r2->got, &r2->n_got, NULL, NULL, &err) == 0, "%s", err.msg);
+  CHECK_MSG(sc_tts_batch_step(b, &err) == 0, "%s", err.msg);
+  CHECK(cb.removed == 0 && cb.add_rc == SC_EUSAGE && cb.step_rc == SC_EUSAGE);
+  CHECK_CONTAINS(cb.msg, "not from a callback of sc_tts_batch_step");
+  CHECK_MSG(sc_tts_batch_size(b) == 0 && sc_tts_batch_status(b, s, NULL) == -1 && r->n_got == 1 && r2->n_got <= 1,
+            "size %d, frames %d and %d", sc_tts_batch_size(b), r->n_got, r2->n_got);
+  const int n2 = r2->n_got;
+  CHECK(sc_tts_batch_step(b, &err) == 0 && r2->n_got == n2); /* nothing left to step */
+  free(r2);
   sc_tts_batch_free(b);
   free(r);
   sc_session_close(s);
