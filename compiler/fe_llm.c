@@ -67,6 +67,13 @@ int fe_llm(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err) {
   int final_norm = fe_weight(m, c, "final_norm", "model.norm.weight", 0, H, DT_F32, err);
   if (final_norm < 0) goto fail;
   int head = embed;
+  if (tied && fe_head_untied(c, "model.embed_tokens.weight")) {
+    sc_fail(err, SC_EINPUT, "%s: tie_word_embeddings is true, but the checkpoint's lm_head.weight is not "
+            "model.embed_tokens.weight: transformers 4.x ties them (the embedding's values), 5.x keeps lm_head; "
+            "set tie_word_embeddings to false to use lm_head.weight, or leave it out of the checkpoint",
+            c->config_path);
+    goto fail;
+  }
   if (!tied) {
     head = fe_weight(m, c, "lm_head", "lm_head.weight", vocab, H, o->band, err);
     if (head < 0) {

@@ -65,6 +65,15 @@ static int rope_params(const cJSON *obj, const char *where, double dflt_prf, int
     return err->code;
   const cJSON *rp = use_rp ? cJSON_GetObjectItemCaseSensitive(obj, "rope_parameters") : NULL;
   if (!cJSON_IsObject(rp)) rp = NULL;
+  /* both: 5.x takes a non-empty rope_scaling whole in place of
+   * rope_parameters (its theta then from the top level or the default),
+   * 4.x never reads rope_parameters; what rope_parameters says is dropped
+   * either way, and a reader of the file would not expect it */
+  const cJSON *rs0 = cJSON_GetObjectItemCaseSensitive(obj, "rope_scaling");
+  if (rp && cJSON_IsObject(rs0) && rs0->child)
+    return sc_fail(err, SC_EINPUT, "%s: rope_scaling and rope_parameters both given: transformers 5.x takes "
+                   "rope_scaling in place of rope_parameters and 4.x never reads rope_parameters, so what "
+                   "rope_parameters says is ignored; give one of them", where);
   char w[160];
   snprintf(w, sizeof w, "%s: rope_parameters", where);
   /* NAN: absent (a present value is finite; 0 or less is refused later) */

@@ -127,7 +127,7 @@ static const GdnType *gdn_type(const char *model_type) {
  *   tie_word_embeddings: the text config's, and for the nested layout the
  *   top level's too (the CausalLM class reads one, the published
  *   ConditionalGeneration class the other: they must agree);
- *   hidden_act          silu only;
+ *   hidden_act          silu (or its alias swish) only;
  *   attention_bias      false only;
  *   num_experts, num_experts_per_tok, moe_intermediate_size,
  *   shared_expert_intermediate_size: the MoE types' (512/256, 10/8, 512,
@@ -153,6 +153,22 @@ static int read_config(const Checkpoint *c, const GdnType *ty, GdnDims *d, const
     snprintf(where, where_size, "%s: text_config", c->config_path);
   }
   *text = tc;
+  /* null where the config classes want a number or a flag: transformers
+   * fails on it (5.x's strict fields; 4.x's arithmetic), so no default is
+   * put in its place */
+  static const char *const numbers[] = {
+      "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+      "num_key_value_heads", "head_dim", "rms_norm_eps", "linear_conv_kernel_dim", "linear_key_head_dim",
+      "linear_value_head_dim", "linear_num_key_heads", "linear_num_value_heads", "full_attention_interval",
+      "attention_bias",
+      /* read by the mixture-of-experts types only (the dense class ignores them) */
+      "num_experts", "num_experts_per_tok", "moe_intermediate_size", "shared_expert_intermediate_size",
+      "decoder_sparse_step", "norm_topk_prob"};
+  const size_t n_numbers = sizeof numbers / sizeof numbers[0] - (ty->moe ? 0 : 6);
+  for (size_t i = 0; i < n_numbers; i++)
+    if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(tc, numbers[i])))
+      return sc_fail(err, SC_EINPUT, "%s: %s is null: transformers fails on it (it wants a value; leave the key "
+                     "out for the config class's default)", where, numbers[i]);
   /* a mixture of experts in a dense type: named, never half-read as dense */
   static const char *const moe[] = {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
                                     "shared_expert_intermediate_size"};
@@ -230,7 +246,7 @@ static int read_config(const Checkpoint *c, const GdnType *ty, GdnDims *d, const
   if (cfg_str_opt(tc, where, "hidden_act", "silu", &act, err) ||
       cfg_bool_opt(tc, where, "attention_bias", 0, &bias, err))
     return err->code;
-  if (strcmp(act, "silu"))
+  if (strcmp(act, "silu") && strcmp(act, "swish")) /* transformers' ACT2FN: swish is silu */
     return sc_fail(err, SC_EINPUT, "%s: hidden_act '%s' is not supported (expected silu)", where, act);
   if (bias)
     return sc_fail(err, SC_EINPUT, "%s: attention_bias true is not supported yet (the q/k/v/o biases would be "
@@ -651,6 +667,11 @@ int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err)
                          ? "model.language_model."
                          : "model.";
   char tensor[200], prefix[64];
+  if (!strcmp(ty->type, "qwen3_next") && !strcmp(base, "model.language_model.")) {
+    sc_fail(err, SC_EINPUT, "%s: model.language_model.* tensors: Qwen3-Next's are model.* (transformers' "
+            "Qwen3NextForCausalLM reads no other names, and would start those weights random)", c->config_path);
+    goto fail;
+  }
   snprintf(prefix, sizeof prefix, "%slayers.", base);
   lw = malloc((size_t)d.a.layers * sizeof *lw);
   if (!lw) {
@@ -673,6 +694,18 @@ int fe_qwen35(Module *m, const Checkpoint *c, const BuildOpts *o, sc_error *err)
   const int final_norm = fe_weight(m, c, "final_norm", tensor, 0, H, DT_F32, err);
   if (final_norm < 0) goto fail;
   int head = embed;
+  /* a stored head that is not the embedding: Qwen3.5 (transformers 5.x
+   * only) keeps it; Qwen3-Next's 4.x ties them, its 5.x does not */
+  snprintf(tensor, sizeof tensor, "%sembed_tokens.weight", base);
+  if (d.tied && fe_head_untied(c, tensor)) {
+    if (!strcmp(ty->type, "qwen3_next")) {
+      sc_fail(err, SC_EINPUT, "%s: tie_word_embeddings is true, but the checkpoint's lm_head.weight is not %s: "
+              "transformers 4.x ties them (the embedding's values), 5.x keeps lm_head; set tie_word_embeddings "
+              "to false to use lm_head.weight, or leave it out of the checkpoint", c->config_path, tensor);
+      goto fail;
+    }
+    d.tied = 0;
+  }
   if (!d.tied) {
     head = fe_weight(m, c, "lm_head", "lm_head.weight", d.vocab, H, o->band, err);
     if (head < 0) {

@@ -31,6 +31,12 @@ int fe_chunk(const BuildOpts *o, int dflt, int max_ctx) {
   return n < max_ctx ? n : max_ctx;
 }
 
+int fe_head_untied(const Checkpoint *c, const char *embed_tensor) {
+  const StTensor *h = ckpt_find(c, "lm_head.weight"), *e = ckpt_find(c, embed_tensor);
+  if (!h || !e) return 0;
+  return h->dtype != e->dtype || h->nbytes != e->nbytes || memcmp(h->data, e->data, (size_t)h->nbytes) != 0;
+}
+
 int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tensor,
               int64_t rows, int64_t cols, DType band, sc_error *err) {
   int64_t shape[2] = {rows, cols};

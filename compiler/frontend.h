@@ -200,6 +200,11 @@ int fe_chunk(const BuildOpts *o, int dflt, int max_ctx);
 /* Declare weight `name` from checkpoint tensor `tensor` of shape
  * [rows, cols] (cols only when rows == 0: a 1-D vector), stored in band.
  * Returns the weight index, or -1 with err set. */
+/* tie_word_embeddings true, and the checkpoint holds an lm_head.weight that
+ * is not the embedding (other bytes, dtype or shape): 1, else 0.
+ * transformers 4.x ties them anyway (the embedding's values), 5.x then
+ * keeps the stored head (modeling_utils' "we will NOT tie them"). */
+int fe_head_untied(const Checkpoint *c, const char *embed_tensor);
 int fe_weight(Module *m, const Checkpoint *c, const char *name, const char *tensor,
               int64_t rows, int64_t cols, DType band, sc_error *err);
 /* Declare weight `name` [rows, cols] from some rows of tensor `tensor`

@@ -428,6 +428,107 @@ static void refuse_tensor(const char *name, const char *label, const char *from,
   refuse_with(name, label, edit_none, dst, want1, want2);
 }
 static void edit_no_text(cJSON *j) { cJSON_DeleteItemFromObject(j, "text_config"); }
+static void edit_null_kv(cJSON *j) {
+  cJSON_ReplaceItemInObject(text_config(j), "num_key_value_heads", cJSON_CreateNull());
+}
+static void edit_rope_both(cJSON *j) { /* 5.x would drop rope_parameters for it */
+  cJSON *rs = cJSON_CreateObject();
+  cJSON_AddStringToObject(rs, "rope_type", "default");
+  cJSON_DeleteItemFromObject(text_config(j), "rope_scaling");
+  cJSON_AddItemToObject(text_config(j), "rope_scaling", rs);
+}
+static void edit_tie_true(cJSON *j) { cJSON_ReplaceItemInObject(j, "tie_word_embeddings", cJSON_CreateTrue()); }
+
+/* A copy of a fixture's safetensors with every tensor name starting with
+ * `from` starting with `to` instead (the header rewritten, the data as it
+ * was: offsets count from the header's end). */
+static void rename_prefix(const char *name, const char *dst, const char *from, const char *to) {
+  char src[256];
+  snprintf(src, sizeof src, "tests/data/gdn/%s/model.safetensors", name);
+  long size;
+  char *data = slurp(src, &size);
+  uint64_t hlen = 0;
+  if (data) memcpy(&hlen, data, 8);
+  cJSON *h = data ? cJSON_ParseWithLength(data + 8, (size_t)hlen) : NULL;
+  CHECK_MSG(h, "%s: no header", src);
+  if (!h) {
+    free(data);
+    return;
+  }
+  cJSON *out = cJSON_CreateObject();
+  for (cJSON *e = h->child; e;) {
+    cJSON *next = e->next;
+    char key[512];
+    if (!strncmp(e->string, from, strlen(from)))
+      snprintf(key, sizeof key, "%s%s", to, e->string + strlen(from));
+    else
+      snprintf(key, sizeof key, "%s", e->string);
+    cJSON_AddItemToObject(out, key, cJSON_DetachItemViaPointer(h, e));
+    e = next;
+  }
+  char *text = cJSON_PrintUnformatted(out);
+  uint64_t n = strlen(text), padded = (n + 7) / 8 * 8;
+  FILE *f = fopen(dst, "wb");
+  CHECK(f && fwrite(&padded, 8, 1, f) == 1 && fwrite(text, 1, n, f) == n);
+  for (uint64_t i = n; f && i < padded; i++) fputc(' ', f);
+  CHECK(f && fwrite(data + 8 + hlen, 1, (size_t)(size - 8 - (long)hlen), f) == (size_t)(size - 8 - (long)hlen) &&
+        fclose(f) == 0);
+  free(text);
+  cJSON_Delete(out);
+  cJSON_Delete(h);
+  free(data);
+}
+
+/* qwen3_5_text says tie_word_embeddings true but holds its own lm_head:
+ * transformers 5.x (the only one that loads it) keeps the head, so the
+ * logits are those of the same checkpoint untied, bit for bit */
+static void test_tied_distinct_head(void) {
+  const char *F = "qwen35_text_flat";
+  float *rows[2] = {NULL, NULL};
+  int vocab = 0;
+  for (int tied = 0; tied < 2; tied++) {
+    char dir[512], path[700], cmd[1200];
+    snprintf(dir, sizeof dir, "%s/head-%d", tmpdir, tied);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp tests/data/gdn/%s/model.safetensors tests/data/gdn/%s/config.json "
+             "%s/", dir, F, F, dir);
+    CHECK(system(cmd) == 0);
+    if (tied) {
+      snprintf(path, sizeof path, "%s/config.json", dir);
+      char *text = slurp(path, NULL);
+      cJSON *j = text ? cJSON_Parse(text) : NULL;
+      free(text);
+      if (j) edit_tie_true(j);
+      char *out = j ? cJSON_Print(j) : NULL;
+      FILE *f = out ? fopen(path, "w") : NULL;
+      CHECK(f && fputs(out, f) >= 0 && fclose(f) == 0);
+      free(out);
+      cJSON_Delete(j);
+    }
+    BuildOpts o = build_defaults();
+    o.model_dir = dir;
+    snprintf(path, sizeof path, "%s/m.so", dir);
+    o.out_path = path;
+    o.quiet = 1;
+    o.max_context = MAX_CTX;
+    sc_error err = {0};
+    sc_model *m = NULL;
+    sc_session *s = NULL;
+    CHECK_MSG(sc_build(&o, &err) == 0 && sc_model_open(path, NULL, &m, &err) == 0 &&
+                  sc_session_open(m, &s, &err) == 0, "tied %d: %s", tied, err.msg);
+    const int32_t ids[4] = {3, 1, 4, 1};
+    if (s && sc_prefill(s, ids, 4, &err) == 0) {
+      const float *l = sc_logits(s, &vocab);
+      rows[tied] = malloc((size_t)vocab * sizeof(float));
+      memcpy(rows[tied], l, (size_t)vocab * sizeof(float));
+    }
+    sc_session_close(s);
+    sc_model_close(m);
+  }
+  CHECK_MSG(rows[0] && rows[1] && !memcmp(rows[0], rows[1], (size_t)vocab * sizeof(float)),
+            "tie_word_embeddings true with a distinct lm_head: not the untied checkpoint's logits");
+  free(rows[0]);
+  free(rows[1]);
+}
 static void edit_interval(cJSON *j) { set_num(j, "full_attention_interval", 2); } /* flat: layer 1 full */
 
 static void test_refusals(void) {
@@ -443,6 +544,12 @@ static void test_refusals(void) {
   refuse(D, "tie", edit_tie, "tie_word_embeddings is true at the top level and false in text_config", NULL);
   refuse(D, "rotary", edit_rotary, "rope_parameters.partial_rotary_factor 0.125 gives 3 rotary dims", NULL);
   refuse(D, "no-text", edit_no_text, "text_config is missing or not an object", NULL);
+  /* null where transformers wants a number; rope_scaling beside
+   * rope_parameters (5.x would take the first whole, 4.x never reads the
+   * second) */
+  refuse(D, "null-kv", edit_null_kv, "text_config: num_key_value_heads is null: transformers fails on it", NULL);
+  refuse(D, "rope-both", edit_rope_both, "rope_scaling and rope_parameters both given", NULL);
+  test_tied_distinct_head();
   /* the mixture of experts */
   const char *M = "qwen35_moe_tiny", *X = "qwen3_next_moe_tiny";
   refuse(D, "moe-type", edit_moe_type, "tensor 'model.language_model.layers.0.mlp.gate.weight' is missing", NULL);
@@ -459,6 +566,17 @@ static void test_refusals(void) {
   refuse(X, "mlp-only", edit_mlp_only, "mlp_only_layers holds 3: expected a layer index in 0..2", NULL);
   refuse(X, "shared-neg", edit_shared_neg, "shared_expert_intermediate_size -1 in 0..", NULL);
   refuse(X, "dense-next", edit_dense_next, "tensor 'model.layers.0.mlp.gate_proj.weight' is missing", NULL);
+  /* Qwen3-Next tied with a head of its own: transformers 4.x and 5.x
+   * differ (the embedding, the head); its tensors under
+   * model.language_model.: no Qwen3-Next loader reads them */
+  refuse(X, "next-tied-head", edit_tie_true, "tie_word_embeddings is true, but the checkpoint's lm_head.weight is "
+         "not model.embed_tokens.weight", NULL);
+  {
+    char st[512];
+    snprintf(st, sizeof st, "%s/next-lm.safetensors", tmpdir);
+    rename_prefix(X, st, "model.", "model.language_model.");
+    refuse_with(X, "next-lm-names", edit_none, st, "model.language_model.* tensors: Qwen3-Next's are model.*", NULL);
+  }
   refuse_tensor(X, "expert-missing", "model.layers.2.mlp.experts.3.up_proj.weight",
                 "model.layers.2.mlp.experts.3.up_proj.weighX",
                 "tensor 'model.layers.2.mlp.experts.3.up_proj.weight' is missing", "experts 0..5 are expected");

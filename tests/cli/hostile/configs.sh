@@ -115,6 +115,22 @@ cfg rope-scaling-factor 2 's/"rope_scaling": null/"rope_scaling": {"rope_type": 
 if cfg rope-scaling-theta-same 0 's/"rope_scaling": null/"rope_scaling": {"rope_type": "default", "rope_theta": 1000000}/'; then
   same_trace rope-scaling-theta-same
 fi
+# both: 5.x takes rope_scaling whole in place of rope_parameters, 4.x never
+# reads rope_parameters; what it says would be dropped silently
+cfg rope-both 2 's/"rope_scaling": null/"rope_scaling": {"rope_type": "default"}, "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0}/' \
+  "rope_scaling and rope_parameters both given"
+# tie_word_embeddings true with a stored lm_head that is not the embedding:
+# transformers 4.x ties them (the embedding), 5.x keeps the head
+U=$DATA/qwen3_gqa4_hd16_bf16
+if mkdir -p "$W/c-tied-head" "$W/out-tied-head" && cp "$U/config.json" "$U/model.safetensors" "$W/c-tied-head/" &&
+  sed -i 's/"tie_word_embeddings": false/"tie_word_embeddings": true/' "$W/c-tied-head/config.json" &&
+  grep -q '"tie_word_embeddings": true' "$W/c-tied-head/config.json"; then
+  expect tied-head 2 "tie_word_embeddings is true, but the checkpoint's lm_head.weight is not model.embed_tokens.weight" \
+    -- "$BIN" build -q "$W/c-tied-head" -o "$W/out-tied-head/m.so"
+else
+  : >"$W/err"
+  fail_case tied-head "setup: the config edit did not apply"
+fi
 # the TTS classes' sliding layers (tts_tiny_sliding is their parity
 # fixture; lines of this one: the predictor's layer_types at 79,
 # sliding_window at 111, use_sliding_window at 125; the talker's
