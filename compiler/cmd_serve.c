@@ -57,8 +57,9 @@ const char *const usage_serve =
     "Serves a Qwen3-TTS model (speechc build of a checkpoint with speech_tokenizer/ and a\n"
     "tokenizer) over HTTP, OpenAI's speech API:\n"
     "  POST /v1/audio/speech   {\"input\": \"Hello.\", \"voice\": SPEAKER, \"response_format\": \"wav\"|\"pcm\",\n"
-    "                          \"stream\": false|true, \"language\", \"instructions\", \"seed\", \"temperature\",\n"
-    "                          \"top_k\", \"top_p\", \"repetition_penalty\", \"max_frames\", ...} (README)\n"
+    "                          \"stream\": false|true, \"stream_format\": \"audio\"|\"sse\" (server-sent\n"
+    "                          events), \"language\", \"instructions\", \"seed\", \"temperature\", \"top_k\",\n"
+    "                          \"top_p\", \"repetition_penalty\", \"max_frames\", ...} (README)\n"
     "  GET  /health, /v1/models, /metrics (Prometheus text)\n"
     "\n"
     "  --host ADDR             address to listen on (default 127.0.0.1: this machine only;\n"
@@ -170,6 +171,7 @@ typedef struct Job {
   int frames, done, cancelled, timed_out, gone, rc;
   int cut;                      /* stopped short: --timeout or the server stopping */
   int http10;                   /* asked over HTTP/1.0: sent whole even with stream: true */
+  int sse_done;                 /* stream_format sse: speech.audio.done sent */
   int context_end;              /* ended at the context's end, not at the codec EOS */
   sc_error err;
   pthread_t thread;
@@ -457,8 +459,36 @@ static void job_finish(Job *j, unsigned status, const char *how) {
   give_slot(srv, j->slot);
 }
 
+/* stream_format "sse": the bytes not yet sent (as many as fit max) as one
+ * OpenAI speech.audio.delta event, base64; 0 when max holds no event. */
+#define SSE_DELTA_HEAD "data: {\"type\":\"speech.audio.delta\",\"audio\":\""
+#define SSE_DELTA_TAIL "\"}\n\n"
+static size_t sse_delta(Job *j, char *out, size_t max) {
+  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const size_t head = sizeof SSE_DELTA_HEAD - 1, tail = sizeof SSE_DELTA_TAIL - 1;
+  if (max < head + tail + 8) return 0;
+  size_t k = j->len - j->off, room = (max - head - tail) / 4 * 3;
+  if (k > room) k = room / 6 * 6; /* whole samples, no padding inside the stream */
+  const unsigned char *in = j->buf + j->off;
+  char *o = out + head;
+  memcpy(out, SSE_DELTA_HEAD, head);
+  for (size_t i = 0; i < k; i += 3) {
+    const unsigned v = (unsigned)in[i] << 16 | (i + 1 < k ? (unsigned)in[i + 1] << 8 : 0) | (i + 2 < k ? in[i + 2] : 0);
+    *o++ = b64[v >> 18 & 63];
+    *o++ = b64[v >> 12 & 63];
+    *o++ = i + 1 < k ? b64[v >> 6 & 63] : '=';
+    *o++ = i + 2 < k ? b64[v & 63] : '=';
+  }
+  memcpy(o, SSE_DELTA_TAIL, tail);
+  j->off += k;
+  return (size_t)(o + tail - out);
+}
+
 /* The sender of a stream (the connection's thread): what is decoded, as
- * soon as it is; it waits for the generator while there is nothing. */
+ * soon as it is; it waits for the generator while there is nothing.  With
+ * stream_format "sse" each piece is a speech.audio.delta event, and a
+ * whole stream ends with speech.audio.done (its usage: the ids the model
+ * read, the frames it made). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
   Job *j = cls;
   (void)pos;
@@ -471,12 +501,20 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
     pthread_cond_timedwait(&j->cv, &j->mu, &ts);
   }
   ssize_t n;
-  if (j->len > j->off) {
+  if (j->len > j->off && j->req.sse) {
+    n = (ssize_t)sse_delta(j, out, max);
+    pthread_cond_broadcast(&j->cv);
+  } else if (j->len > j->off) {
     size_t k = j->len - j->off < max ? j->len - j->off : max;
     memcpy(out, j->buf + j->off, k);
     j->off += k;
     n = (ssize_t)k;
     pthread_cond_broadcast(&j->cv);
+  } else if (j->req.sse && !j->rc && !j->cut && !j->sse_done) {
+    const int in = j->req.params.n_text + j->req.params.n_instruct;
+    const int k = snprintf(out, max, "data: {\"type\":\"speech.audio.done\",\"usage\":{\"input_tokens\":%d,"
+                           "\"output_tokens\":%d,\"total_tokens\":%d}}\n\n", in, j->frames, in + j->frames);
+    n = k > 0 && (size_t)k < max ? (j->sse_done = 1, k) : 0;
   } else {
     /* an error, --timeout or a shutdown mid-stream ends the chunked body
      * without its last chunk: the client sees a broken transfer, not
@@ -627,7 +665,7 @@ static enum MHD_Result speech(Server *srv, struct MHD_Connection *c, Conn *conn)
   /* HTTP/1.0 has no chunked transfer: a stream cut short would end as a
    * whole one does (the connection closes), so it is sent whole, with its
    * length, which a client can check */
-  if ((j->http10 = conn->http10)) j->req.stream = 0;
+  if ((j->http10 = conn->http10) && !j->req.sse) j->req.stream = 0; /* sse: the done event tells a whole one */
   if ((j->slot = take_slot(srv, &status, &err)) < 0) {
     job_free(j);
     if (status == MHD_HTTP_SERVICE_UNAVAILABLE) metrics_rejected(&srv->metrics);
@@ -647,7 +685,7 @@ static enum MHD_Result speech(Server *srv, struct MHD_Connection *c, Conn *conn)
     j->cap = 1 << 16;
     j->len = sc_wav_header(&wo, j->req.stream ? -1 : 0, j->buf);
   }
-  const char *ctype = wav ? "audio/wav" : "audio/pcm";
+  const char *ctype = j->req.sse ? "text/event-stream" : wav ? "audio/wav" : "audio/pcm";
   return j->req.stream ? respond_stream(j, c, ctype) : respond_whole(j, c, ctype);
 }
 

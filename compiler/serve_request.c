@@ -146,10 +146,10 @@ static int read_fields(const cJSON *j, const ServeLimits *lim, ServeRequest *r, 
       (rc = get_string(f[F_response_format], "response_format", &format, err)) ||
       (rc = get_string(f[F_stream_format], "stream_format", &stream_format, err)))
     goto out;
-  if (stream_format && strcmp(stream_format, "audio")) {
-    rc = sc_fail(err, SC_EUSAGE, "stream_format: '%.40s' is not supported; speechc sends the audio itself "
-                 "(\"audio\"; with \"stream\": true as it is made)%s", stream_format,
-                 strcmp(stream_format, "sse") ? "" : ", not server-sent events");
+  r->sse = stream_format && !strcmp(stream_format, "sse");
+  if (stream_format && !r->sse && strcmp(stream_format, "audio")) {
+    rc = sc_fail(err, SC_EUSAGE, "stream_format: '%.40s' is not supported; expected \"audio\" (the audio itself; "
+                 "with \"stream\": true as it is made) or \"sse\" (server-sent events)", stream_format);
     goto out;
   }
   if (!r->input) {
@@ -194,6 +194,12 @@ static int read_fields(const cJSON *j, const ServeLimits *lim, ServeRequest *r, 
       (rc = get_int(f[F_max_frames], "max_frames", 1, lim->max_frames, &p->max_frames, err)))
     goto out;
   r->max_frames_given = f[F_max_frames] != NULL;
+  if (r->sse && f[F_stream] && !r->stream) {
+    rc = sc_fail(err, SC_EUSAGE, "stream: false with stream_format \"sse\": server-sent events are streamed "
+                 "(leave stream out, or ask for stream_format \"audio\")");
+    goto out;
+  }
+  if (r->sse) r->stream = 1;
   p->talker.seed = p->predictor.seed = (uint64_t)seed;
   if (greedy) p->talker.greedy = p->predictor.greedy = 1;
   p->speaker = r->voice;

@@ -16,8 +16,10 @@
  *                    instruction, in its chat template; not both
  *   language         string: a language of the model, or "auto"
  *   stream           boolean: audio as it is decoded (chunked transfer)
- *   stream_format    "audio" (OpenAI's default: the audio itself); "sse"
- *                    (server-sent events) is refused by name
+ *   stream_format    "audio" (OpenAI's default: the audio itself) or "sse":
+ *                    server-sent events (OpenAI's speech.audio.delta with
+ *                    the audio bytes in base64, then speech.audio.done),
+ *                    always streamed ("stream": false with it is refused)
  *   seed             integer in [0, 2^53]: same seed, same audio
  *   temperature, top_k, top_p, repetition_penalty
  *                    the talker's sampling (speechc tts's flags and ranges)
@@ -60,6 +62,7 @@ typedef struct ServeRequest {
   ServeFormat format;
   int stream;
   int max_frames_given;           /* 0: params.max_frames is limits.max_frames */
+  int sse;                        /* stream_format "sse" (stream is 1 then) */
   /* sampling, max_frames, speaker and language (pointing into the strings
    * above) for sc_tts_generate; text ids are the caller's */
   sc_tts_params params;

@@ -141,7 +141,7 @@ class ServeRequest(Structure):
     _fields_ = [
         ("model", c_char_p), ("input", c_char_p), ("voice", c_char_p), ("language", c_char_p),
         ("instruct", c_char_p), ("format", c_int), ("stream", c_int), ("max_frames_given", c_int),
-        ("params", sc_tts_params),
+        ("sse", c_int), ("params", sc_tts_params),
     ]
 
 

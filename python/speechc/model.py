@@ -40,6 +40,7 @@ class SpeechRequest:
     stream: bool
     model: Optional[str]
     options: Dict[str, Any]
+    sse: bool = False  # stream_format "sse": server-sent events (stream is True then)
 
 
 @dataclass(frozen=True)
@@ -764,7 +765,7 @@ class Model:
         """Read an OpenAI-shaped speech request (``input``, ``voice``,
         ``response_format`` wav|pcm, ``speed`` 1.0 only, and speechc's
         extras: ``language``, ``instruct``, ``seed``, sampling,
-        ``max_frames``, ``stream``) with the parser ``speechc serve`` uses
+        ``max_frames``, ``stream``, ``stream_format`` audio|sse) with the parser ``speechc serve`` uses
         (compiler/serve_request.h), against this model's speakers and
         languages, so that both servers accept and refuse the same bodies.
 
@@ -802,7 +803,8 @@ class Model:
                 sub_temperature=float(q.temperature), sub_top_k=int(q.top_k), sub_top_p=float(q.top_p),
                 max_frames=int(p.max_frames), clamp_frames=not r.max_frames_given)
             return SpeechRequest(input=_s(r.input), format="pcm" if r.format == 1 else "wav", stream=bool(r.stream),
-                                 model=None if r.model is None else _s(r.model), options=options)
+                                 model=None if r.model is None else _s(r.model), options=options,
+                                 sse=bool(r.sse))
         finally:
             self._L.serve_request_free(byref(r))
 

@@ -311,11 +311,14 @@ def test_parse_speech_request(tts_model):
                                                 seed=7, temperature=0.5, sub_top_k=9, max_frames=5,
                                                 decoder_batch=1)[0])
     d = tts_model.parse_speech_request('{"input": "x"}')
-    assert d.format == "wav" and not d.stream and d.options["speaker"] is None
+    assert d.format == "wav" and not d.stream and not d.sse and d.options["speaker"] is None
+    d = tts_model.parse_speech_request('{"input": "x", "stream_format": "sse"}')
+    assert d.stream and d.sse
     for body, msg in ((b'{"input": "x", "speed": 2}', "speed"), (b'{"input": "x", "voice": "bob"}', "tiny_speaker"),
                       (b'{"input": ""}', "input"), (b"{", "JSON"), (b'{"input": "x", "temprature": 1}', "temprature"),
                       (b'{"input": "x", "response_format": "mp3"}', "mp3"),
-                      (b'{"input": "x", "max_frames": 99}', "max_frames")):
+                      (b'{"input": "x", "max_frames": 99}', "max_frames"),
+                      (b'{"input": "x", "stream_format": "sse", "stream": false}', "server-sent events are streamed")):
         with pytest.raises(speechc.Error, match=msg) as e:
             tts_model.parse_speech_request(body, max_frames=50)
         assert e.value.code == 1

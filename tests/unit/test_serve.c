@@ -260,6 +260,42 @@ static unsigned char *slurp(const char *path, size_t *n) {
   return b;
 }
 
+/* stream_format "sse": the audio bytes of a body's speech.audio.delta
+ * events into out (their count: *deltas), the speech.audio.done event's
+ * line into done (empty: none).  -1 on an event that is not one of these
+ * or not whole. */
+static long sse_audio(const char *body, unsigned char *out, size_t cap, int *deltas, char *done, size_t done_cap) {
+  static const char head[] = "data: {\"type\":\"speech.audio.delta\",\"audio\":\"", tail[] = "\"}",
+                    done_head[] = "data: {\"type\":\"speech.audio.done\",";
+  size_t n = 0;
+  *deltas = 0;
+  done[0] = 0;
+  for (const char *e = body; *e;) {
+    const char *end = strstr(e, "\n\n");
+    if (!end || done[0]) return -1; /* not whole, or something after the done event */
+    if (!strncmp(e, head, sizeof head - 1) && !strncmp(end - 2, tail, 2)) {
+      unsigned v = 0;
+      int bits = 0;
+      for (const char *c = e + sizeof head - 1; c < end - 2 && *c != '='; c++) {
+        const char *at = strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/", *c);
+        if (!at || !*c) return -1;
+        v = v << 6 | (unsigned)(at - "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/");
+        if ((bits += 6) >= 8) {
+          if (n == cap) return -1;
+          out[n++] = (unsigned char)(v >> (bits -= 8));
+        }
+      }
+      ++*deltas;
+    } else if (!strncmp(e, done_head, sizeof done_head - 1)) {
+      snprintf(done, done_cap, "%.*s", (int)(end - e), e);
+    } else {
+      return -1;
+    }
+    e = end + 2;
+  }
+  return (long)n;
+}
+
 static char started_line[512]; /* the line the last server started printed */
 
 /* Every server started and not yet reaped.  A failed check lets the test
@@ -444,6 +480,39 @@ int main(void) {
   CHECK(post(body, &r) == 0 && r.status == 200);
   CHECK_MSG(r.len == ref_len && !memcmp(r.body, want, ref_len), "nulls and stream_format audio: not the same WAV");
   free(r.body);
+  /* stream_format "sse": OpenAI's events, their audio the same bytes,
+   * usage at the end (the frames made); over HTTP/1.0 too */
+  for (int v10 = 0; v10 < 2; v10++) {
+    snprintf(body, sizeof body, say, ",\"stream_format\":\"sse\",\"response_format\":\"pcm\"");
+    int ok = 0;
+    if (!v10) {
+      ok = post(body, &r) == 0;
+    } else {
+      int fd = connect_to();
+      char head[256];
+      snprintf(head, sizeof head, "POST /v1/audio/speech HTTP/1.0\r\nContent-Type: application/json\r\n"
+               "Content-Length: %zu\r\n\r\n", strlen(body));
+      ok = fd >= 0 && !send_all(fd, head, strlen(head)) && !send_all(fd, body, strlen(body)) &&
+           read_response(fd, &r) == 0;
+      if (fd >= 0) close(fd);
+    }
+    CHECK(ok && r.status == 200);
+    CHECK_CONTAINS(r.headers, "Content-Type: text/event-stream\r\n");
+    CHECK(v10 ? !strcasestr(r.headers, "chunked") : r.chunks >= 1);
+    static unsigned char pcm[1 << 20];
+    char done[256];
+    int deltas = 0;
+    const long got = ok ? sse_audio((char *)r.body, pcm, sizeof pcm, &deltas, done, sizeof done) : -1;
+    CHECK_MSG(got == (long)ref_len - 44 && !memcmp(pcm, want + 44, ref_len - 44) && deltas >= 1,
+              "sse%s: %ld audio bytes in %d events, want %zu: '%.300s'", v10 ? " over HTTP/1.0" : "", got, deltas,
+              ref_len - 44, ok ? (char *)r.body : "");
+    const int frames = (int)((ref_len - 44) / (2 * 1920));
+    int in = -1, outk = -1, total = -1;
+    CHECK_MSG(sscanf(done, "data: {\"type\":\"speech.audio.done\",\"usage\":{\"input_tokens\":%d,"
+                     "\"output_tokens\":%d,\"total_tokens\":%d}}", &in, &outk, &total) == 3 &&
+              in > 8 && outk == frames && total == in + outk, "sse: the done event '%s' (%d frames)", done, frames);
+    free(r.body);
+  }
   snprintf(body, sizeof body, say, ",\"stream\":true");
   CHECK(post(body, &r) == 0 && r.status == 200 && r.len == ref_len);
   static const unsigned char unknown[4] = {0xff, 0xff, 0xff, 0xff};
@@ -496,8 +565,10 @@ int main(void) {
       {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"max_frames\": 2042}", NULL, 400,
        "max_frames 2042: the prompt's 8 rows leave room for 2041 frames in the talker's context of 2048 positions"},
       {"POST", "/v1/audio/speech", "{\"input\": null}", NULL, 400, "input: missing"},
-      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"stream_format\": \"sse\"}", NULL, 400,
-       "stream_format: 'sse' is not supported"},
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"stream_format\": \"sse\", \"stream\": false}", NULL, 400,
+       "server-sent events are streamed (leave stream out"},
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"stream_format\": \"mp3\"}", NULL, 400,
+       "stream_format: 'mp3' is not supported; expected"},
       {"GET", "/v1/audio/speech", NULL, NULL, 405, "method not allowed; use POST"},
       {"POST", "/health", "{}", NULL, 405, "method not allowed; use GET"},
       {"GET", "/v1/audio/speeches", NULL, NULL, 404, "no endpoint /v1/audio/speeches"},
