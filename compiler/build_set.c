@@ -112,6 +112,7 @@ static int build_mimi(const BuildOpts *o, DType band, sc_error *err) {
   CkptAs as = {.config_text = text, .config_where = "its mimi_name, mimi_config_name", .weights_name = mn->valuestring};
   BuildOpts b = side_build(o, c.dir, out, band);
   b.ckpt_as = &as;
+  b.max_context = o->max_context; /* a step is a Mimi frame: the conversation's length for both */
   if (!o->quiet) fprintf(stderr, "speechc: %s names its Mimi (%s): building it into %s\n", o->model_dir, mn->valuestring, out);
   rc = sc_build(&b, err);
 done:

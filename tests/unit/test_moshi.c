@@ -1235,6 +1235,9 @@ static void duplex(void) {
   free(msg8);
   snprintf(path, sizeof path, "%s/reply8.wav", tmpdir);
   CHECK_MSG(access(path, F_OK) != 0, "%s", "a refused --input wrote its reply file");
+  /* --max-context is the Mimi's frames too (a step is a frame) */
+  snprintf(cmd, sizeof cmd, "%s inspect %s/duplex8.codec.so | grep -q 'max context 8$'", bin, tmpdir);
+  CHECK_MSG(system(cmd) == 0, "%s", cmd);
   free(wav), free(wav16), free(text);
   cJSON_Delete(j);
   /* three duplex conversations in one run (in.wav, its first 6 frames, its
