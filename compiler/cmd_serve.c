@@ -570,7 +570,8 @@ static enum MHD_Result respond_whole(Job *j, struct MHD_Connection *c, const cha
     if (j->timed_out)
       snprintf(msg, sizeof msg, "the request ran past --timeout %g s after %d frames (hint: a smaller max_frames, "
                "or stream: true%s)", srv->timeout, j->frames,
-               j->http10 ? " over HTTP/1.1: over HTTP/1.0 every response is sent whole" : "");
+               j->http10 ? " over HTTP/1.1 (over HTTP/1.0 a response is sent whole), or stream_format \"sse\", "
+               "which streams over HTTP/1.0 too" : "");
     else
       snprintf(msg, sizeof msg, "%s", j->rc ? j->err.msg : "the server is shutting down");
     job_finish(j, st, msg);

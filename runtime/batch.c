@@ -22,6 +22,7 @@
 
 struct sc_batch {
   sc_model *m;
+  int held;                 /* a reference on m (rt_model_ref), given back by sc_batch_free */
   const sc_entry *e;
   sc_session **s;
   int n, cap;
@@ -50,6 +51,8 @@ int sc_batch_new(sc_model *m, sc_batch **out, sc_error *err) {
   }
   b->m = m;
   b->e = e;
+  rt_model_ref(m);
+  b->held = 1;
   *out = b;
   return SC_OK;
 }
@@ -60,6 +63,7 @@ void sc_batch_free(sc_batch *b) {
   free(b->row_pos);
   free(b->row_state);
   free(b->logits);
+  if (b->held) sc_model_close(b->m);
   free(b);
 }
 

@@ -255,8 +255,10 @@ int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc
   return rc;
 }
 
-/* The caller's reference goes; the model with the last one (a session
- * still open keeps it until sc_session_close). */
+void rt_model_ref(sc_model *m) { atomic_fetch_add(&m->refs, 1); }
+
+/* The caller's reference goes; the model with the last one (a session or
+ * batch still open keeps it until it is closed). */
 void sc_model_close(sc_model *m) {
   if (!m || atomic_fetch_sub(&m->refs, 1) != 1) return;
   if (m->be) m->be->model_close(m);

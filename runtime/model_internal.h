@@ -39,6 +39,9 @@ struct sc_session {
   void *be_data;                /* a device backend's: stream, device state, scratch, io (cuda_rt.c) */
 };
 
+/* One more reference on m (a batch's): sc_model_close gives it back. */
+void rt_model_ref(sc_model *m);
+
 /* The entry point called `name`, or NULL. */
 const sc_entry *rt_entry(const sc_model *m, const char *name);
 /* Run one entry-point call through the session's backend; errors from

@@ -333,6 +333,7 @@ void sc_moshi_get_times(const sc_moshi *g, sc_moshi_times *t) { *t = g->times; }
 
 struct sc_moshi_batch {
   sc_model *m;
+  int held;                 /* a reference on m (rt_model_ref), given back by sc_moshi_batch_free */
   const sc_entry *temporal, *dep_text, *dep_audio;
   int rows;                 /* conversations per call */
   int K, Q, text_out, dim, card;
@@ -358,6 +359,7 @@ void sc_moshi_batch_free(sc_moshi_batch *b) {
   free(b->tlogits);
   free(b->h);
   free(b->alogits);
+  if (b->held) sc_model_close(b->m);
   free(b);
 }
 
@@ -407,6 +409,8 @@ int sc_moshi_batch_new(sc_model *m, sc_moshi_batch **out, sc_error *err) {
     return rows < 1 ? sc_fail(err, SC_EINPUT, "%s: the batched step entries carry no row (hint: rebuild)", m->path)
                     : sc_fail(err, SC_ERUNTIME, "out of memory");
   }
+  rt_model_ref(m);
+  b->held = 1;
   *out = b;
   return SC_OK;
 }

@@ -47,8 +47,9 @@ typedef struct sc_open_opts {
 /* Open model.so (path) and the weight file it names.  opts may be NULL. */
 int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out,
                   sc_error *err);
-/* The caller's handle goes; a session still open keeps the model until it
- * is closed too (any order works; m is not to be used after this). */
+/* The caller's handle goes; a session or batch (sc_batch, sc_tts_batch,
+ * sc_moshi_batch) still open keeps the model until it is closed too (any
+ * order works; m is not to be used after this). */
 void sc_model_close(sc_model *m);
 
 typedef struct sc_model_info {
@@ -286,8 +287,9 @@ int sc_tts_batch_add(sc_tts_batch *b, sc_session *s, const sc_tts_params *p, int
                      sc_frame_cb on_frame, void *user, sc_error *err);
 /* 0, or -1: not in the batch.  From an on_frame callback of a step (the
  * stream's own or another's) the stream stops at once (its codes and
- * n_frames are not written again) and is freed when the step returns;
- * a callback may not add streams, step or free the batch. */
+ * n_frames are not written again, its session not used again: it may be
+ * closed) and is freed when the step returns; a callback may not add
+ * streams, step or free the batch. */
 int sc_tts_batch_remove(sc_tts_batch *b, sc_session *s);
 int sc_tts_batch_size(const sc_tts_batch *b);    /* streams in the batch, ended or not */
 int sc_tts_batch_running(const sc_tts_batch *b); /* those still running */

@@ -57,6 +57,7 @@ typedef struct TtsStream {
 
 struct sc_tts_batch {
   sc_model *m;
+  int held;                 /* a reference on m (rt_model_ref), given back by sc_tts_batch_free */
   int stepping;             /* inside sc_tts_batch_step (its callbacks run) */
   TtsConfig c;
   const sc_entry *talker, *pprefill, *pdecode;
@@ -103,6 +104,7 @@ void sc_tts_batch_free(sc_tts_batch *b) {
   free(b->run);
   free(b->dec);
   free(b->pred);
+  if (b->held) sc_model_close(b->m);
   free(b);
 }
 
@@ -154,6 +156,8 @@ int sc_tts_batch_new(sc_model *m, sc_tts_batch **out, sc_error *err) {
     return sc_fail(err, SC_ERUNTIME, "out of memory");
   }
   b->n_sup = tts_suppress(c, b->suppress);
+  rt_model_ref(m);
+  b->held = 1;
   *out = b;
   return SC_OK;
 }
@@ -387,7 +391,9 @@ static int frame(sc_tts_batch *b, TtsStream **a, int n, sc_error *err) {
     int32_t *f = x->codes + (size_t)x->t * G;
     memcpy(f, b->frame + (size_t)i * G, (size_t)G * sizeof *f);
     sc_io io = {.ids = f, .n = G, .out = x->x};
-    if (rt_call(a[0]->s, c->codec_sum, &io, err)) return err->code;
+    /* on the stream's own session: a callback before may have removed an
+     * earlier stream of the call and closed its session */
+    if (rt_call(x->s, c->codec_sum, &io, err)) return err->code;
     x->hist[x->t] = f[0];
     *x->n_frames = ++x->t;
     const int stop = x->on_frame && x->on_frame(x->user, f, G, x->t - 1);

@@ -195,13 +195,20 @@ static void test_room(const char *tmpdir) {
   CHECK_CONTAINS(err.msg, "out NULL");
   CHECK(sc_prefill(s, NULL, 2, &err) == SC_EUSAGE && sc_session_pos(s) == 0);
   CHECK_CONTAINS(err.msg, "no tokens given (ids NULL)");
-  /* the model closed before its sessions: they keep it until they close
-   * (ASan: no use after free) and still generate */
+  /* the model closed before its sessions and its batch: they keep it
+   * until they close (ASan: no use after free) and still run */
+  sc_batch *lb = NULL;
+  CHECK_MSG(sc_batch_new(m, &lb, &err) == 0, "%s", err.msg);
   sc_model_close(m);
   CHECK_MSG(sc_generate(s, prompt, 4, 3, &p, -1, out, &n, NULL, NULL, &err) == 0 && n == 3, "after close: %s",
             err.msg);
   sc_session_close(s);
-  sc_session_close(s2);
+  sc_session_reset(s2);
+  CHECK_MSG(lb && sc_prefill(s2, prompt, 4, &err) == 0 && sc_batch_add(lb, s2, &err) == 0 &&
+                sc_batch_step(lb, prompt, &err) == 0 && sc_session_pos(s2) == 5, "a batch after close: %s", err.msg);
+  sc_session_close(s2); /* the batch still holds the model */
+  CHECK(lb && sc_batch_remove(lb, s2) == 0 && sc_batch_step(lb, prompt, &err) == 0);
+  sc_batch_free(lb);
 }
 
 int main(void) {
