@@ -25,7 +25,7 @@ struct sc_model {
   int threads;                  /* kernel threads per session (sc_open_opts.threads) */
   const struct sc_backend_i *be; /* the backend of the descriptor's target (backend.h) */
   void *be_data;                /* what it made: driver, module, device weights (cuda_rt.c) */
-  atomic_int refs;              /* the caller's 1 + one per open session: freed at 0 */
+  atomic_int refs;              /* the caller's 1 + one per open session or batch: freed at 0 */
 };
 
 struct sc_session {
