@@ -360,10 +360,7 @@ static int read_moe(const cJSON *tc, const char *where, const GdnType *ty, GdnDi
     for (const cJSON *e = only->child; e; e = e->next) {
       int64_t i;
       if (cfg_int_val(e, where, "mlp_only_layers[]", &i, err)) return err->code;
-      if (i < 0 || i >= L)
-        return sc_fail(err, SC_EINPUT, "%s: mlp_only_layers holds %lld: expected a layer index in 0..%lld", where,
-                       (long long)i, (long long)L - 1);
-      d->moe[i] = 0;
+      if (i >= 0 && i < L) d->moe[i] = 0; /* another index matches no layer (transformers' `not in`) */
     }
   }
   for (int64_t i = 0; i < L; i++)
