@@ -321,11 +321,13 @@ static double cosine(const float *a, const float *b, size_t n) {
 
 /* A copy of a fixture with its config edited; the build must fail with
  * every given substring in the message. */
-static void refuse_with(const char *name, const char *label, void (*edit)(cJSON *j), const char *tensors,
-                        const char *want1, const char *want2) {
-  char src[256], dir[512], path[700], cmd[1600];
+/* A copy of fixture `name` in dir (its tensors, or the file `tensors`),
+ * its config.json edited by edit, built into dir/m.so (path: so[so_cap]):
+ * sc_build's code. */
+static int build_edited(const char *name, const char *dir, const char *tensors, void (*edit)(cJSON *j), char *so,
+                        size_t so_cap, sc_error *err) {
+  char src[256], path[700], cmd[1600];
   snprintf(src, sizeof src, "tests/data/gdn/%s", name);
-  snprintf(dir, sizeof dir, "%s/bad-%s", tmpdir, label);
   if (tensors) snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s %s/model.safetensors", dir, tensors, dir);
   else snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/model.safetensors %s/", dir, src, dir);
   CHECK(system(cmd) == 0);
@@ -335,7 +337,7 @@ static void refuse_with(const char *name, const char *label, void (*edit)(cJSON 
   free(text);
   if (!j) {
     CHECK(!"config.json");
-    return;
+    return sc_fail(err, SC_EINPUT, "%s: no config.json", src);
   }
   edit(j);
   char *out = cJSON_Print(j);
@@ -346,16 +348,23 @@ static void refuse_with(const char *name, const char *label, void (*edit)(cJSON 
   cJSON_Delete(j);
   BuildOpts o = build_defaults();
   o.model_dir = dir;
-  snprintf(path, sizeof path, "%s/m.so", dir);
-  o.out_path = path;
+  snprintf(so, so_cap, "%s/m.so", dir);
+  o.out_path = so;
   o.quiet = 1;
   o.max_context = MAX_CTX;
+  return sc_build(&o, err);
+}
+
+static void refuse_with(const char *name, const char *label, void (*edit)(cJSON *j), const char *tensors,
+                        const char *want1, const char *want2) {
+  char dir[512], so[700];
+  snprintf(dir, sizeof dir, "%s/bad-%s", tmpdir, label);
   sc_error err = {0};
-  const int rc = sc_build(&o, &err);
+  const int rc = build_edited(name, dir, tensors, edit, so, sizeof so, &err);
   CHECK_MSG(rc == SC_EINPUT, "%s: build gave %d (%s), expected a refusal", label, rc, err.msg);
   CHECK_MSG(strstr(err.msg, want1) && (!want2 || strstr(err.msg, want2)), "%s: '%s' lacks '%s' / '%s'", label,
             err.msg, want1, want2 ? want2 : "");
-  CHECK_MSG(access(path, F_OK) != 0, "%s: a refused build left %s", label, path);
+  CHECK_MSG(access(so, F_OK) != 0, "%s: a refused build left %s", label, so);
 }
 
 static void refuse(const char *name, const char *label, void (*edit)(cJSON *j), const char *want1,
@@ -488,32 +497,14 @@ static void same_logits(const char *name, const char *label, void (*ea)(cJSON *j
   float *rows[2] = {NULL, NULL};
   int vocab = 0;
   for (int k = 0; k < 2; k++) {
-    char dir[512], path[700], cmd[1200];
+    char dir[512], so[700];
     snprintf(dir, sizeof dir, "%s/%s-%d", tmpdir, label, k);
-    snprintf(cmd, sizeof cmd, "mkdir -p %s && cp tests/data/gdn/%s/model.safetensors tests/data/gdn/%s/config.json "
-             "%s/", dir, name, name, dir);
-    CHECK(system(cmd) == 0);
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text = slurp(path, NULL);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    if (j) (k ? eb : ea)(j);
-    char *out = j ? cJSON_Print(j) : NULL;
-    FILE *f = out ? fopen(path, "w") : NULL;
-    CHECK(f && fputs(out, f) >= 0 && fclose(f) == 0);
-    free(out);
-    cJSON_Delete(j);
-    BuildOpts o = build_defaults();
-    o.model_dir = dir;
-    snprintf(path, sizeof path, "%s/m.so", dir);
-    o.out_path = path;
-    o.quiet = 1;
-    o.max_context = MAX_CTX;
     sc_error err = {0};
     sc_model *m = NULL;
     sc_session *s = NULL;
-    CHECK_MSG(sc_build(&o, &err) == 0 && sc_model_open(path, NULL, &m, &err) == 0 &&
-                  sc_session_open(m, &s, &err) == 0, "%s %d: %s", label, k, err.msg);
+    CHECK_MSG(build_edited(name, dir, NULL, k ? eb : ea, so, sizeof so, &err) == 0 &&
+                  sc_model_open(so, NULL, &m, &err) == 0 && sc_session_open(m, &s, &err) == 0,
+              "%s %d: %s", label, k, err.msg);
     const int32_t ids[4] = {3, 1, 4, 1};
     if (s && sc_prefill(s, ids, 4, &err) == 0) {
       const float *l = sc_logits(s, &vocab);
