@@ -105,7 +105,10 @@ if has qwen3-tts; then
 fi
 MDIR=$PEERS/qwen3tts-06b
 if has qwen3-tts || has torch; then
-  "$PY" bench/make_peer_files.py "$CKPT" "$MDIR" 2>/dev/null | tail -1
+  # its log only on failure (it needs numpy and qwen-tts 0.1.1 in $PY)
+  peer_log=$("$PY" bench/make_peer_files.py "$CKPT" "$MDIR" 2>&1) ||
+    { echo "peers_qwen3tts.sh: bench/make_peer_files.py failed (with $PY):" >&2; echo "$peer_log" | tail -5 >&2; exit 1; }
+  echo "$peer_log" | tail -1
 fi
 
 # 2. speechc artifacts, one per cc and band (not under the lock)
