@@ -422,12 +422,19 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
  * and its store-to-load forward sat in an FMA chain).  Zen 4 under
  * SPEECHC_ISA=avx2, bench/kern_micro bf16 64 2 8: 3.6 -> 2.9 ms; T = 4
  * and 8 from DRAM 5-11 % faster, T = 2 the same.  The partial sums are
- * token-major, so a call of few tokens touches few of their lines. */
+ * token-major, so a call of few tokens touches few of their lines.
+ * Segments of 1024 columns, not 256: a tile's pass over its segment is
+ * 32 steps, not 8, so the partial sums' loads and stores between passes
+ * cost a quarter as much.  On Zen 3, the CPU this table is the default
+ * for: the bf16 GEMM at Qwen3-0.6B's shapes 1.09-1.13x faster (T = 64,
+ * weights in L3) and 1.00-1.21x (T = 2-16, from DRAM), a 64-token bf16
+ * prompt 1.15x; 2048 was slower at 3072 columns, and Zen 4 had put 512
+ * and 1024 within 3 % of 256 (docs/PERFORMANCE.md). */
 #ifndef FL_NT
 #define FL_NT 2
 #endif
 #ifndef FL_SEG
-#define FL_SEG 256
+#define FL_SEG 1024
 #endif
 #define FL_MAXT 24 /* tokens whose partial sums a call keeps at once */
 #define FL_WIDE_T 4 /* bf16 calls of this many tokens widen their rows once */

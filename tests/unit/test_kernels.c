@@ -434,7 +434,7 @@ static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
 
 /* ---- blocked GEMM ------------------------------------------------------- */
 
-enum { GR = 67, GC = 544, GT = 30, GLDX = GC + 3, GLDY = 2 * GR + 1 };
+enum { GR = 67, GC = 1088, GT = 30, GLDX = GC + 3, GLDY = 2 * GR + 1 };
 
 /* A matrix of 2*GR rows x cols in band wtype, from uniform floats. */
 static void make_band(int wtype, int cols, unsigned char *w) {
@@ -523,15 +523,16 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
   static int8_t xq[GT * GC];
   static float xd[GT * GC / 32];
   static unsigned char xp[GT * GC * 2];
-  /* f32 531: past the tiles' column segments (256); q4_0 480: a group
-   * and a tail of seven blocks */
-  static const int fcols[] = {3, 37, 136, 224, 531}, qcols[] = {32, 288, 256, 544, 480};
+  /* f32 531 and 1061: past the tiles' column segments (256 NEON, 512
+   * AVX-512, 1024 AVX2), 1061 also into the 8-column and scalar tails;
+   * q4_0 480: a group and a tail of seven blocks */
+  static const int fcols[] = {3, 37, 136, 224, 531, 1061}, qcols[] = {32, 288, 256, 544, 480, 1056};
   CHECK(ops->gemm_f32 && ops->gemm_bf16 && ops->gemm_q8_0 && ops->gemm_q4_0);
   fill(x, GT * GLDX);
   for (int bi = 0; bi < 4; bi++) {
     const int wtype = gbands[bi];
     const int quant = wtype == SC_W_Q8_0 || wtype == SC_W_Q4_0;
-    for (int ci = 0; ci < 5; ci++) {
+    for (int ci = 0; ci < 6; ci++) {
       const int cols = quant ? qcols[ci] : fcols[ci], nb = cols / 32;
       const size_t rb = sc_band_row_bytes(wtype, cols);
       make_band(wtype, cols, w);
