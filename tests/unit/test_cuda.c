@@ -538,14 +538,16 @@ int main(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char args[512], cmd[1024];
     snprintf(args, sizeof args, "%s", cases[i].args);
-    char *m = strstr(args, " M");
-    if (m && !m[2]) snprintf(m, sizeof args - (size_t)(m - args), " %s/err.so", tmpdir);
-    char *c1 = strstr(args, "C1");
+    /* " C1" is replaced before the temporary directory is put in (its
+     * random name may hold "C1"), and " M" only as the last word */
+    char *c1 = strstr(args, " C1");
     if (c1) {
       char rest[256];
-      snprintf(rest, sizeof rest, "%s", c1 + 2);
-      snprintf(c1, sizeof args - (size_t)(c1 - args), "%s/c1/model.so%s", tmpdir, rest);
+      snprintf(rest, sizeof rest, "%s", c1 + 3);
+      snprintf(c1, sizeof args - (size_t)(c1 - args), " %s/c1/model.so%s", tmpdir, rest);
     }
+    char *m = strstr(args, " M");
+    if (m && !m[2]) snprintf(m, sizeof args - (size_t)(m - args), " %s/err.so", tmpdir);
     snprintf(cmd, sizeof cmd, "%s %s %s", cases[i].env, bin, args);
     int rc = sh(cmd);
     char *log = out_text();
