@@ -448,6 +448,7 @@ typedef struct LinJob {
   const int8_t *xq;      /* quantized x [T, cols] (quantized bands) */
   const float *xd;       /* its block scales [T, cols/32] */
   const unsigned char *xp; /* its q4_0 view [T, 2*cols bytes] (kernels.h) */
+  const float *xo;       /* f32 / bf16: x laid out by ops->gemm_x_order [T, cols], or NULL */
 } LinJob;
 
 /* out[0..n) = W[r0+i]·x[t] for n <= 4 rows. */
@@ -493,14 +494,22 @@ static int job_gemm(const LinJob *j, size_t r0, int n, int t0, int nt, float *ou
   const int cols = j->cols;
   switch (j->wtype) {
   case SC_W_F32:
-    if (!ops->gemm_f32) return 0;
-    ops->gemm_f32((const float *)j->w + r0 * (size_t)cols, n, j->x + (size_t)t0 * j->ldx, j->ldx,
-                  nt, cols, out, 4);
+    if (j->xo)
+      ops->gemm_f32_ordered((const float *)j->w + r0 * (size_t)cols, n, j->xo + (size_t)t0 * cols, cols, nt,
+                            cols, out, 4);
+    else if (ops->gemm_f32)
+      ops->gemm_f32((const float *)j->w + r0 * (size_t)cols, n, j->x + (size_t)t0 * j->ldx, j->ldx, nt, cols,
+                    out, 4);
+    else return 0;
     return 1;
   case SC_W_BF16:
-    if (!ops->gemm_bf16) return 0;
-    ops->gemm_bf16((const uint16_t *)j->w + r0 * (size_t)cols, n, j->x + (size_t)t0 * j->ldx,
-                   j->ldx, nt, cols, out, 4);
+    if (j->xo)
+      ops->gemm_bf16_ordered((const uint16_t *)j->w + r0 * (size_t)cols, n, j->xo + (size_t)t0 * cols, cols,
+                             nt, cols, out, 4);
+    else if (ops->gemm_bf16)
+      ops->gemm_bf16((const uint16_t *)j->w + r0 * (size_t)cols, n, j->x + (size_t)t0 * j->ldx, j->ldx, nt,
+                     cols, out, 4);
+    else return 0;
     return 1;
   default: {
     void (*g)(const uint8_t *, size_t, int, const int8_t *, const float *, const unsigned char *,
@@ -646,6 +655,15 @@ static void lin_blocks(const LinJob *j, int b0, int b1) {
 
 /* Chunk c of n of the tokens' activations, quantized into j->xq, xd, xp
  * (the linear's scratch, which the job's pointers only read after). */
+/* Chunk c of n of the tokens' activations, laid out by ops->gemm_x_order
+ * into the linear's scratch (j->xo, which the job only reads after). */
+static void order_chunk(void *arg, int c, int n) {
+  const LinJob *j = arg;
+  const int t0 = (int)((long long)j->T * c / n), t1 = (int)((long long)j->T * (c + 1) / n);
+  for (int t = t0; t < t1; t++)
+    j->ops->gemm_x_order(j->x + (size_t)t * j->ldx, j->cols, (float *)j->xo + (size_t)t * j->cols);
+}
+
 static void quant_chunk(void *arg, int c, int n) {
   const LinJob *j = arg;
   const int nb = j->cols / SC_QK;
@@ -1005,6 +1023,22 @@ static void linear_run(const char *what, LinJob *j, void *ctx) {
       sc_pool_run(pool, quant_chunk, j, chunks_for(pool, j->T));
     else
       quant_chunk(j, 0, 1);
+  } else if (j->T > 1 && j->ops->gemm_x_order &&
+             ((j->wtype == SC_W_BF16 && j->ops->gemm_bf16_ordered) ||
+              (j->wtype == SC_W_F32 && j->ops->gemm_f32_ordered))) {
+    /* a prompt's activations in the order the table's GEMM reads them,
+     * once for all the rows */
+    float *xo = get_scratch(ctx, (size_t)j->T * j->cols * sizeof(float), &owned);
+    if (!xo) {
+      kern_error(ctx, "linear: out of memory for the prompt's activations", j->T * j->cols);
+      return;
+    }
+    j->xo = xo;
+    sc_pool *pool = pool_of(ctx);
+    if (j->T >= QUANT_POOL_T && sc_pool_threads(pool) > 1)
+      sc_pool_run(pool, order_chunk, j, chunks_for(pool, j->T));
+    else
+      order_chunk(j, 0, 1);
   }
   sc_pool *pool = pool_of(ctx);
   sc_pool_run(pool, lin_chunk, j, chunks_for(pool, (j->rows + 3) / 4));

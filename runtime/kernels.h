@@ -339,6 +339,17 @@ typedef struct sc_kern_ops {
   void (*gemm_q4_0)(const uint8_t *w, size_t row_bytes, int nr, const int8_t *xq,
                     const float *xd, const unsigned char *xp, int nb, int nt, float *out,
                     int ldo);
+  /* Optional, all three or none: the order in which this table's f32 /
+   * bf16 GEMMs would rather read a token's activations.  gemm_x_order
+   * lays out one token's cols values (xo does not overlap x);
+   * gemm_f32_ordered / gemm_bf16_ordered are gemm_f32 / gemm_bf16 reading
+   * tokens so laid out (token t at x + t * ldx), with the same bits.  The
+   * driver lays out a prompt once per linear call. */
+  void (*gemm_x_order)(const float *x, int cols, float *xo);
+  void (*gemm_f32_ordered)(const float *w, int nr, const float *x, int ldx, int nt, int cols,
+                           float *out, int ldo);
+  void (*gemm_bf16_ordered)(const uint16_t *w, int nr, const float *x, int ldx, int nt, int cols,
+                            float *out, int ldo);
   /* Optional: q4_0 prompts walk runs of this many tokens (<= 24) across
    * several blocks of rows, so that a run's activations stay in L1 (0 =
    * every block takes all the tokens, 24 at a time). */

@@ -516,10 +516,11 @@ static void test_gemm_linear(const sc_kernels *K, sc_kernel_ctx *ctx) {
   CHECK(!ctx->failed);
 }
 
-/* The ops' gemm hooks directly: every element the bits of dot1. */
+/* The ops' gemm hooks directly: every element the bits of dot1; with
+ * gemm_x_order, the _ordered f32 / bf16 GEMMs on tokens it laid out too. */
 static void test_gemm_hooks(const sc_kern_ops *ops) {
   static unsigned char w[2 * GR * GC * 4];
-  static float x[GT * GLDX], out[GT * 4];
+  static float x[GT * GLDX], xo[GT * GLDX], out[GT * 4];
   static int8_t xq[GT * GC];
   static float xd[GT * GC / 32];
   static unsigned char xp[GT * GC * 2];
@@ -528,6 +529,8 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
    * q4_0 480: a group and a tail of seven blocks */
   static const int fcols[] = {3, 37, 136, 224, 531, 1061}, qcols[] = {32, 288, 256, 544, 480, 1056};
   CHECK(ops->gemm_f32 && ops->gemm_bf16 && ops->gemm_q8_0 && ops->gemm_q4_0);
+  const int ordered = ops->gemm_x_order != NULL; /* all three or none */
+  CHECK(!ops->gemm_f32_ordered == !ordered && !ops->gemm_bf16_ordered == !ordered);
   fill(x, GT * GLDX);
   for (int bi = 0; bi < 4; bi++) {
     const int wtype = gbands[bi];
@@ -539,11 +542,17 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
       if (quant)
         for (int t = 0; t < GT; t++)
           ops->quantize_q8(x + t * GLDX, nb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2);
+      if (ordered && !quant)
+        for (int t = 0; t < GT; t++) ops->gemm_x_order(x + t * GLDX, cols, xo + t * GLDX);
       /* nt 26 and 29: past the 24 tokens an AVX2 f32/bf16 call keeps at once */
+      for (int ord = 0; ord <= (ordered && !quant); ord++)
       for (int nr = 1; nr <= 4; nr++)
         for (int nt = 1; nt <= GT; nt = nt < 17 ? nt + 1 : nt == 17 ? 26 : nt + 3) {
           memset(out, 0xff, sizeof out);
-          if (wtype == SC_W_F32) ops->gemm_f32((const float *)w, nr, x, GLDX, nt, cols, out, 4);
+          if (wtype == SC_W_F32 && ord) ops->gemm_f32_ordered((const float *)w, nr, xo, GLDX, nt, cols, out, 4);
+          else if (wtype == SC_W_F32) ops->gemm_f32((const float *)w, nr, x, GLDX, nt, cols, out, 4);
+          else if (wtype == SC_W_BF16 && ord)
+            ops->gemm_bf16_ordered((const uint16_t *)w, nr, xo, GLDX, nt, cols, out, 4);
           else if (wtype == SC_W_BF16) ops->gemm_bf16((const uint16_t *)w, nr, x, GLDX, nt, cols, out, 4);
           else if (wtype == SC_W_Q8_0) ops->gemm_q8_0(w, rb, nr, xq, xd, xp, nb, nt, out, 4);
           else ops->gemm_q4_0(w, rb, nr, xq, xd, xp, nb, nt, out, 4);
@@ -555,8 +564,9 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
               else if (wtype == SC_W_Q8_0)
                 ops->dot1_q8_0(w + r * rb, rb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2, nb, &d);
               else ops->dot1_q4_0(w + r * rb, rb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2, nb, &d);
-              CHECK_MSG(same_bits(out[t * 4 + r], d), "%s gemm hook band %d cols %d nr %d nt %d t %d r %d: %.9g vs %.9g",
-                        ops->name, wtype, cols, nr, nt, t, r, out[t * 4 + r], d);
+              CHECK_MSG(same_bits(out[t * 4 + r], d),
+                        "%s gemm hook band %d%s cols %d nr %d nt %d t %d r %d: %.9g vs %.9g", ops->name, wtype,
+                        ord ? " ordered" : "", cols, nr, nt, t, r, out[t * 4 + r], d);
             }
           for (int t = nt; t < GT; t++) /* nothing past nt tokens */
             for (int r = 0; r < 4; r++) CHECK(out[t * 4 + r] != out[t * 4 + r]);
