@@ -590,14 +590,23 @@ static void store_rows(const LinJob *j, int r, int n, int t, const float *d, con
 
 /* Tokens per blocked call (a multiple of the tiles' token counts: AVX2 3,
  * AVX-512 6 and 4, NEON 4 and 2): the block of rows stays in L1 for all of
- * them. */
+ * them.  A table may ask for up to GEMM_TOKENS_MAX a call for f32 / bf16
+ * (ops->gemm_fl_tokens). */
 #define GEMM_TOKENS 24
+#define GEMM_TOKENS_MAX 64
 
-/* Tokens t..t+nt (nt <= GEMM_TOKENS) of block b through the blocked form,
+/* Tokens a blocked call of this job takes at most. */
+static int gemm_run(const LinJob *j) {
+  const int ft = j->ops->gemm_fl_tokens;
+  if ((j->wtype == SC_W_F32 || j->wtype == SC_W_BF16) && ft > 0 && ft <= GEMM_TOKENS_MAX) return ft;
+  return GEMM_TOKENS;
+}
+
+/* Tokens t..t+nt (nt <= gemm_run(j)) of block b through the blocked form,
  * or 0 when the ops have none for this band. */
 static int block_gemm(const LinJob *j, int b, int t, int nt) {
   const int r = 4 * b, n = j->rows - r < 4 ? j->rows - r : 4;
-  float d[GEMM_TOKENS * 4], u[GEMM_TOKENS * 4];
+  float d[GEMM_TOKENS_MAX * 4], u[GEMM_TOKENS_MAX * 4];
   if (!job_gemm(j, (size_t)r, n, t, nt, d)) return 0;
   if (j->swiglu) job_gemm(j, (size_t)j->rows + r, n, t, nt, u);
   if (j->swiglu && n == 4) { /* one pass over the block's gates */
@@ -616,10 +625,11 @@ static int block_gemm(const LinJob *j, int b, int t, int nt) {
  * linear() would produce for that row. */
 static void lin_block(const LinJob *j, int b) {
   const int r = 4 * b, n = j->rows - r < 4 ? j->rows - r : 4;
+  const int run = gemm_run(j);
   int t = 0;
   if (j->T > 1)
-    for (; t < j->T; t += GEMM_TOKENS)
-      if (!block_gemm(j, b, t, j->T - t < GEMM_TOKENS ? j->T - t : GEMM_TOKENS)) break;
+    for (; t < j->T; t += run)
+      if (!block_gemm(j, b, t, j->T - t < run ? j->T - t : run)) break;
   for (; t < j->T; t++) {
     float d[4], u[4];
     job_dot(j, (size_t)r, n, t, d);

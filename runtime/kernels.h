@@ -350,6 +350,11 @@ typedef struct sc_kern_ops {
                            float *out, int ldo);
   void (*gemm_bf16_ordered)(const uint16_t *w, int nr, const float *x, int ldx, int nt, int cols,
                             float *out, int ldo);
+  /* Optional: f32 / bf16 prompts hand gemm_f32 / gemm_bf16 (and their
+   * _ordered forms) up to this many tokens a call, 1..64 (0 = 24): a table
+   * whose call has a fixed cost per block of rows (widening them, say)
+   * pays it once for that many. */
+  int gemm_fl_tokens;
   /* Optional: q4_0 prompts walk runs of this many tokens (<= 24) across
    * several blocks of rows, so that a run's activations stay in L1 (0 =
    * every block takes all the tokens, 24 at a time). */

@@ -434,7 +434,7 @@ static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
 
 /* ---- blocked GEMM ------------------------------------------------------- */
 
-enum { GR = 67, GC = 1088, GT = 30, GLDX = GC + 3, GLDY = 2 * GR + 1 };
+enum { GR = 67, GC = 1088, GT = 70, GLDX = GC + 3, GLDY = 2 * GR + 1 };
 
 /* A matrix of 2*GR rows x cols in band wtype, from uniform floats. */
 static void make_band(int wtype, int cols, unsigned char *w) {
@@ -544,7 +544,7 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
           ops->quantize_q8(x + t * GLDX, nb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2);
       if (ordered && !quant)
         for (int t = 0; t < GT; t++) ops->gemm_x_order(x + t * GLDX, cols, xo + t * GLDX);
-      /* nt 26 and 29: past the 24 tokens an AVX2 f32/bf16 call keeps at once */
+      /* nt 65 and 68: past the 64 tokens an AVX2 f32/bf16 call keeps at once */
       for (int ord = 0; ord <= (ordered && !quant); ord++)
       for (int nr = 1; nr <= 4; nr++)
         for (int nt = 1; nt <= GT; nt = nt < 17 ? nt + 1 : nt == 17 ? 26 : nt + 3) {
