@@ -17,7 +17,7 @@
  *   /tmp/gemm_ab ROWS COLS T REPS [bf16|f32]
  *
  * (the flags are the runtime's for kernels_avx2.c: CMakeLists.txt.)  Each
- * rep runs A's GEMM over every block of four rows and every 24 tokens, as
+ * rep runs A's GEMM over every block of four rows and every 64 tokens, as
  * kernels.c's driver calls it on one thread, then B's; prints the best and
  * median GFLOP/s of each side, the ratio of the medians (B / A), and
  * whether the two sides gave the same bits.  Run A against an identical
@@ -41,7 +41,7 @@
 
 extern const sc_kern_ops sc_kern_avx2_A, sc_kern_avx2_B;
 
-enum { CALL_T = 24 }; /* tokens a driver call hands the GEMM (kernels.c) */
+enum { CALL_T = 64 }; /* tokens a driver call hands the AVX2 GEMM (gemm_fl_tokens) */
 
 static double now_s(void) {
   struct timespec ts;
@@ -54,15 +54,25 @@ static int cmp_d(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* every block of four rows against every call of CALL_T tokens; the last
+/* every block of four rows against every call of CALL_T tokens, as the
+ * driver makes them: with the side's gemm_x_order, its tokens laid out
+ * once into xo (timed with the rest) and its _ordered GEMMs; the last
  * call's outputs stay in out */
-static void run(const sc_kern_ops *o, int bf16, const void *w, int rows, int cols, const float *x, int T,
-                float *out) {
+static void run(const sc_kern_ops *o, int bf16, const void *w, int rows, int cols, const float *x, float *xo,
+                int T, float *out) {
+  if (o->gemm_x_order) {
+    for (int t = 0; t < T; t++) o->gemm_x_order(x + (size_t)t * cols, cols, xo + (size_t)t * cols);
+    x = xo;
+  }
   for (int r = 0; r < rows; r += 4)
     for (int t = 0; t < T; t += CALL_T) {
       const int nt = T - t < CALL_T ? T - t : CALL_T;
-      if (bf16) o->gemm_bf16((const uint16_t *)w + (size_t)r * cols, 4, x + (size_t)t * cols, cols, nt, cols, out, 4);
-      else o->gemm_f32((const float *)w + (size_t)r * cols, 4, x + (size_t)t * cols, cols, nt, cols, out, 4);
+      const uint16_t *wb = (const uint16_t *)w + (size_t)r * cols;
+      const float *wf = (const float *)w + (size_t)r * cols, *xt = x + (size_t)t * cols;
+      if (bf16 && o->gemm_x_order) o->gemm_bf16_ordered(wb, 4, xt, cols, nt, cols, out, 4);
+      else if (bf16) o->gemm_bf16(wb, 4, xt, cols, nt, cols, out, 4);
+      else if (o->gemm_x_order) o->gemm_f32_ordered(wf, 4, xt, cols, nt, cols, out, 4);
+      else o->gemm_f32(wf, 4, xt, cols, nt, cols, out, 4);
     }
 }
 
@@ -80,8 +90,9 @@ int main(int argc, char **argv) {
   const size_t n = (size_t)rows * cols;
   void *w = aligned_alloc(64, (n * (bf16 ? 2 : 4) + 63) & ~(size_t)63);
   float *x = aligned_alloc(64, ((size_t)T * cols * 4 + 63) & ~(size_t)63);
+  float *xo = aligned_alloc(64, ((size_t)T * cols * 4 + 63) & ~(size_t)63);
   double *ta = malloc((size_t)reps * sizeof *ta), *tb = malloc((size_t)reps * sizeof *tb);
-  if (!w || !x || !ta || !tb) {
+  if (!w || !x || !xo || !ta || !tb) {
     fprintf(stderr, "gemm_ab: out of memory\n");
     return 1;
   }
@@ -95,12 +106,12 @@ int main(int argc, char **argv) {
     } else ((float *)w)[i] = f;
   }
   for (size_t i = 0; i < (size_t)T * cols; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
-  float oa[CALL_T * 4], ob[CALL_T * 4];
+  float oa[CALL_T * 4] = {0}, ob[CALL_T * 4] = {0};
   for (int r = 0; r < reps; r++) {
     const double t0 = now_s();
-    run(&sc_kern_avx2_A, bf16, w, rows, cols, x, T, oa);
+    run(&sc_kern_avx2_A, bf16, w, rows, cols, x, xo, T, oa);
     const double t1 = now_s();
-    run(&sc_kern_avx2_B, bf16, w, rows, cols, x, T, ob);
+    run(&sc_kern_avx2_B, bf16, w, rows, cols, x, xo, T, ob);
     ta[r] = t1 - t0, tb[r] = now_s() - t1;
   }
   const int same = !memcmp(oa, ob, sizeof oa);
@@ -111,7 +122,7 @@ int main(int argc, char **argv) {
          "B/A %.3f  bits %s\n",
          bf16 ? "bf16" : "f32", rows, cols, T, reps, gf / ta[0], gf / ta[reps / 2], gf / tb[0], gf / tb[reps / 2],
          ta[reps / 2] / tb[reps / 2], same ? "same" : "DIFFER");
-  free(w), free(x), free(ta), free(tb);
+  free(w), free(x), free(xo), free(ta), free(tb);
   return 0;
 }
 #endif
