@@ -663,8 +663,6 @@ static void lin_blocks(const LinJob *j, int b0, int b1) {
  * token's bits do not depend on the thread). */
 #define QUANT_POOL_T 8
 
-/* Chunk c of n of the tokens' activations, quantized into j->xq, xd, xp
- * (the linear's scratch, which the job's pointers only read after). */
 /* Chunk c of n of the tokens' activations, laid out by ops->gemm_x_order
  * into the linear's scratch (j->xo, which the job only reads after). */
 static void order_chunk(void *arg, int c, int n) {
@@ -674,6 +672,8 @@ static void order_chunk(void *arg, int c, int n) {
     j->ops->gemm_x_order(j->x + (size_t)t * j->ldx, j->cols, (float *)j->xo + (size_t)t * j->cols);
 }
 
+/* Chunk c of n of the tokens' activations, quantized into j->xq, xd, xp
+ * (the linear's scratch, which the job's pointers only read after). */
 static void quant_chunk(void *arg, int c, int n) {
   const LinJob *j = arg;
   const int nb = j->cols / SC_QK;
