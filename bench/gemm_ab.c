@@ -6,8 +6,9 @@
  * after the other meet different minutes.  Not a test; x86-64 with AVX2.
  *
  * This file is compiled three times: twice as a side (VAR=A, VAR=B, each
- * with its own -D settings or its own copy of the kernels' directory
- * first on the include path), once as the driver:
+ * with its own -D settings or its own copy of kernels_avx2.c first on the
+ * include path; both sides and the driver must share runtime/kernels.h,
+ * whose sc_kern_ops they all read), once as the driver:
  *
  *   F="-O3 -fno-semantic-interposition -std=gnu11 -mavx2 -mfma -mf16c -Iruntime"
  *   gcc $F -DVAR=A -c bench/gemm_ab.c -o /tmp/gemm_ab_A.o

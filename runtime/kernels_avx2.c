@@ -436,6 +436,7 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
 #ifndef FL_SEG
 #define FL_SEG 1024
 #endif
+_Static_assert(FL_SEG > 0 && FL_SEG % 32 == 0, "FL_SEG: whole 32-column blocks (gemm_x_order's quarters)");
 /* Tokens whose partial sums a call keeps at once (32 KB of them on the
  * stack), and the tokens the driver hands a call (gemm_fl_tokens): the
  * widening and the next rows' prefetch, once per call, are paid once for

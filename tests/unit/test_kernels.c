@@ -469,7 +469,9 @@ static void test_gemm_linear(const sc_kernels *K, sc_kernel_ctx *ctx) {
   static unsigned char w[2 * GR * GC * 4];
   static float x[GT * GLDX], bias[GR], y0[GT * GLDY], y[GT * GLDY], y1[GLDY];
   /* q4_0: tail blocks only, one whole group, two groups and a tail */
-  static const int fcols[] = {37, 100, 136, 224}, qcols[] = {32, 160, 256, 544};
+  /* 1061 / 1056: past an AVX2 f32/bf16 segment of 1024 columns, through
+   * the driver's laid-out activations (gemm_x_order) */
+  static const int fcols[] = {37, 100, 136, 224, 1061}, qcols[] = {32, 160, 256, 544, 1056};
   /* 67: 17 blocks of four rows, more than one run of blocks that a short
    * run of tokens meets (kernels.c, GEMM_GROUP) */
   static const int rowss[] = {1, 2, 3, 5, 7, 8, 9, 67};
@@ -478,7 +480,7 @@ static void test_gemm_linear(const sc_kernels *K, sc_kernel_ctx *ctx) {
   fill(y0, GT * GLDY);
   for (int bi = 0; bi < 4; bi++) {
     const int wtype = gbands[bi];
-    for (int ci = 0; ci < 4; ci++) {
+    for (int ci = 0; ci < 5; ci++) {
       const int cols = wtype == SC_W_F32 || wtype == SC_W_BF16 ? fcols[ci] : qcols[ci];
       const size_t rb = sc_band_row_bytes(wtype, cols);
       make_band(wtype, cols, w);
@@ -544,10 +546,11 @@ static void test_gemm_hooks(const sc_kern_ops *ops) {
           ops->quantize_q8(x + t * GLDX, nb, xq + t * cols, xd + t * nb, xp + (size_t)t * cols * 2);
       if (ordered && !quant)
         for (int t = 0; t < GT; t++) ops->gemm_x_order(x + t * GLDX, cols, xo + t * GLDX);
-      /* nt 65 and 68: past the 64 tokens an AVX2 f32/bf16 call keeps at once */
+      /* nt 63-65 and 68: up to and past the 64 tokens an AVX2 f32/bf16 call
+       * keeps at once */
       for (int ord = 0; ord <= (ordered && !quant); ord++)
       for (int nr = 1; nr <= 4; nr++)
-        for (int nt = 1; nt <= GT; nt = nt < 17 ? nt + 1 : nt == 17 ? 26 : nt + 3) {
+        for (int nt = 1; nt <= GT; nt = nt < 17 ? nt + 1 : nt == 17 ? 26 : nt >= 62 && nt < 65 ? nt + 1 : nt + 3) {
           memset(out, 0xff, sizeof out);
           if (wtype == SC_W_F32 && ord) ops->gemm_f32_ordered((const float *)w, nr, xo, GLDX, nt, cols, out, 4);
           else if (wtype == SC_W_F32) ops->gemm_f32((const float *)w, nr, x, GLDX, nt, cols, out, 4);
