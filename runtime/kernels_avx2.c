@@ -48,6 +48,10 @@
  * (medians of 6 alternated runs); 2048 bytes did the same as 1024.  On
  * Zen 4 the q4_0 dot still gains from it end to end (0.866 against 0.843
  * of the paired probe without), the q8_0 dot loses (0.80 against 0.92). */
+/* Keeps v in a register here: gcc otherwise reassociates a tile's
+ * integer sums (exact, so it may) into one tree over all of a group's
+ * products, and spills those products to the stack. */
+#define REG_BARRIER(v) __asm__("" : "+x"(v))
 #define PREFETCH(p) _mm_prefetch((const char *)(p), _MM_HINT_T0)
 
 ALWAYS_INLINE __m256 load8_f32(const float *p) { return _mm256_loadu_ps(p); }
@@ -587,7 +591,15 @@ static void gemm_x_order(const float *x, int cols, float *xo) {
 
 /* q4_0: even groups, then odd groups and the last nb % 8 blocks, then
  * hsum(even + odd) as the dot.  The int16 sums are exact, so their order
- * does not matter; the float operations are the dot's. */
+ * does not matter; the float operations are the dot's.  REG_BARRIER after
+ * each chunk: without it gcc 12 sums a group's 48 products (2 x 3 tile) as
+ * one tree and spills 36 of them; with it, Zen 3, Qwen3-0.6B's shapes at
+ * 64 tokens: 1.30-1.43x (bench/gemm_ab.c), a 64-token q4_0 prompt 1.31x
+ * on one thread, 1.36x on two (docs/PERFORMANCE.md).  Unpacking the
+ * rows' nibbles once a call instead of per three tokens gained nothing
+ * (0.96x): the maddubs bound the tile (a loop of nothing else ran 3.0 G
+ * of them a second on a core here; the tile now runs ~2.0 G), not the
+ * unpacking beside them. */
 ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const float *xd,
                            const unsigned char *xp, int nb, float *out, int ldo, const int R,
                            const int NT) {
@@ -613,6 +625,8 @@ ALWAYS_INLINE void q4_tile(const uint8_t *w, size_t rb, const int8_t *xq, const 
           const unsigned char *xc = xp + (size_t)t * 64 * nb + (size_t)g * SC_Q4_VIEW_GROUP + 32 * c;
           for (int r = 0; r < R; r++) sum[r][t] = _mm256_add_epi16(sum[r][t], q4_chunk(lo[r], hi[r], xc));
         }
+        for (int r = 0; r < R; r++)
+          for (int t = 0; t < NT; t++) REG_BARRIER(sum[r][t]);
       }
       for (int r = 0; r < R; r++) {
         const __m256 dw =
