@@ -1198,7 +1198,8 @@ typedef struct AttnJob {
   const int *row_pos;          /* [T] or NULL (sc_kernels.attention) */
   const long long *row_state;  /* [T] or NULL */
   float scale;
-  float *spill; /* [chunks, span] when span > ATTN_STACK_KEYS */
+  float *spill; /* [chunks, span] when span > ATTN_STACK_KEYS; [chunks, SC_ATTN_ROWS, span] for rows */
+  int blocks;   /* > 0: the ops' attn_rows, on blocks of SC_ATTN_ROWS queries of a head */
 } AttnJob;
 
 /* Query t's position, and the first key it sees. */
@@ -1208,8 +1209,37 @@ static int attn_lo(int p, int window) { return window > 0 && p - window + 1 > 0 
 /* One (query, head) at a time: scores over the visible keys, float softmax
  * with the max subtracted, weighted sum of values.  Chunk c of n is an even
  * share of the T*heads pairs. */
+/* Chunk c of nc of a prompt's (head, block of SC_ATTN_ROWS queries) pairs,
+ * head by head, through ops->attn_rows: each run of queries in a block
+ * that start at the same key in one call (all of them, unless a window
+ * slides), so the head's keys and values are read once per call rather
+ * than once per query. */
+static void attn_rows_chunk(const AttnJob *j, int c, int nc) {
+  const int units = j->heads * j->blocks, hd = j->hd;
+  const int u0 = (int)((long long)units * c / nc);
+  const int u1 = (int)((long long)units * (c + 1) / nc);
+  float *s = j->spill + (size_t)c * SC_ATTN_ROWS * j->span;
+  for (int u = u0; u < u1; u++) {
+    const int h = u / j->blocks, b = u % j->blocks;
+    const int te = j->T - b * SC_ATTN_ROWS < SC_ATTN_ROWS ? j->T : (b + 1) * SC_ATTN_ROWS;
+    const float *kc = j->kc + (size_t)(h / j->group) * hd, *vc = j->vc + (size_t)(h / j->group) * hd;
+    for (int t0 = b * SC_ATTN_ROWS; t0 < te;) {
+      const int lo = attn_lo(attn_pos(j, t0), j->window);
+      int n[SC_ATTN_ROWS], t1 = t0;
+      for (; t1 < te && attn_lo(attn_pos(j, t1), j->window) == lo; t1++) n[t1 - t0] = attn_pos(j, t1) - lo + 1;
+      j->ops->attn_rows(j->q + (size_t)t0 * j->ldq + (size_t)h * hd, j->ldq, t1 - t0, kc, vc, (size_t)j->ldkv, lo,
+                        n, j->cap, hd, j->scale, s, j->span, j->y + (size_t)t0 * j->ldy + (size_t)h * hd, j->ldy);
+      t0 = t1;
+    }
+  }
+}
+
 static void attn_chunk(void *arg, int c, int nc) {
   const AttnJob *j = arg;
+  if (j->blocks) {
+    attn_rows_chunk(j, c, nc);
+    return;
+  }
   float stack[ATTN_STACK_KEYS];
   float *s = j->span > ATTN_STACK_KEYS ? j->spill + (size_t)c * j->span : stack;
   const int units = j->T * j->heads, hd = j->hd;
@@ -1299,10 +1329,13 @@ static void attention_impl(const sc_kern_ops *ops, void *ctx, const float *q,
   if ((j.span = attn_span(&j, ctx)) < 0) return;
   const int span = j.span;
   sc_pool *pool = pool_of(ctx);
-  const int chunks = chunks_for(pool, T * heads);
+  /* a prompt's queries in blocks (attn_rows) when all share one cache
+   * (not rows of several sessions, row_state) in order (not row_pos) */
+  if (ops->attn_rows && T > 1 && !row_pos && !row_state) j.blocks = (T + SC_ATTN_ROWS - 1) / SC_ATTN_ROWS;
+  const int chunks = chunks_for(pool, j.blocks ? heads * j.blocks : T * heads);
   void *owned = NULL;
-  if (span > ATTN_STACK_KEYS) {
-    size_t n = (size_t)chunks * (size_t)span * sizeof(float);
+  if (j.blocks || span > ATTN_STACK_KEYS) {
+    size_t n = (size_t)chunks * (size_t)span * sizeof(float) * (j.blocks ? SC_ATTN_ROWS : 1);
     if (!(j.spill = get_scratch(ctx, n, &owned))) {
       kern_error(ctx, "attention: out of memory for scores", span);
       return;

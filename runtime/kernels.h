@@ -221,6 +221,7 @@ void sc_kernel_ctx_free(sc_kernel_ctx *c);
  * and does its float work once per eight blocks.
  */
 #define SC_Q4_VIEW_GROUP 320   /* bytes of the activation view per group */
+#define SC_ATTN_ROWS 8         /* queries an attn_rows call takes at most */
 uint16_t sc_f32_to_f16(float f);
 float sc_f16_to_f32(uint16_t h);
 /* bf16 bits -> f32, exactly (bf16 is the top half of an f32): the one
@@ -321,6 +322,13 @@ typedef struct sc_kern_ops {
    * floats with the max subtracted and expf, as the driver's. */
   void (*attn_row)(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n,
                    int cap, int hd, float scale, float *s, float *y);
+  /* Optional: nq <= SC_ATTN_ROWS queries of one head at once (a prompt's
+   * rows; NULL = attn_row for each): query i at q + i * ldq sees the n[i]
+   * keys from the same first key lo, its scores at s + i * lds (lds >=
+   * every n[i]), its output at y + i * ldy, with the bits attn_row gives
+   * it alone. */
+  void (*attn_rows)(const float *q, int ldq, int nq, const float *kc, const float *vc, size_t ld, int lo,
+                    const int *n, int cap, int hd, float scale, float *s, int lds, float *y, int ldy);
   /* Optional blocked (GEMM) forms for T > 1; NULL = the driver calls
    * dot4/dot1 once per token.  Each computes nr <= 4 rows against nt
    * tokens into out[t * ldo + r], loading each weight block once for
@@ -512,6 +520,8 @@ void sc_attn_value_cols(const float *s, const float *vc, size_t ld, int lo, int 
  * hooks, nor across tables). */
 void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,
                       int hd, float scale, float *s, float *y);
+void sc_attn_rows_avx2(const float *q, int ldq, int nq, const float *kc, const float *vc, size_t ld, int lo,
+                       const int *n, int cap, int hd, float scale, float *s, int lds, float *y, int ldy);
 extern const sc_kern_ops sc_kern_neon;
 extern const sc_kern_ops sc_kern_neon_dotprod;
 /* The inner loops of a named ISA when this build and CPU run them, else

@@ -351,39 +351,88 @@ ALWAYS_INLINE __m128 sum4x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
  * of a short last group runs the same code with empty neighbours, so a
  * score does not depend on which keys share its group.  Columns past the
  * last multiple of 8 are added one by one (fmaf). */
+
+/* The keys of the group of nk <= 4 from ring row `row` into k[0..3] (empty
+ * neighbours repeat the last key); returns the row after the group. */
+ALWAYS_INLINE int attn_group(const float *kc, size_t ld, int row, int cap, int nk, const float *k[4]) {
+  for (int i = 0; i < 4; i++) {
+    k[i] = kc + (size_t)row * ld;
+    if (i + 1 < nk && ++row == cap) row = 0;
+  }
+  return ++row == cap ? 0 : row;
+}
+
+/* Query q's scaled scores against the group's first nk keys into s[0..nk). */
+ALWAYS_INLINE void attn_scores4(const float *q, const float *const k[4], int nk, int hd, float scale, float *s) {
+  const int h8 = hd & ~7, h16 = hd & ~15;
+  __m256 a[4][2];
+  for (int i = 0; i < 4; i++) a[i][0] = a[i][1] = _mm256_setzero_ps();
+  int c = 0;
+  for (; c < h16; c += 16) {
+    const __m256 q0 = _mm256_loadu_ps(q + c), q1 = _mm256_loadu_ps(q + c + 8);
+    for (int i = 0; i < 4; i++) {
+      a[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c), q0, a[i][0]);
+      a[i][1] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c + 8), q1, a[i][1]);
+    }
+  }
+  if (c < h8) {
+    const __m256 q0 = _mm256_loadu_ps(q + c);
+    for (int i = 0; i < 4; i++) a[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c), q0, a[i][0]);
+  }
+  float d[4];
+  _mm_storeu_ps(d, sum4x8(_mm256_add_ps(a[0][0], a[0][1]), _mm256_add_ps(a[1][0], a[1][1]),
+                          _mm256_add_ps(a[2][0], a[2][1]), _mm256_add_ps(a[3][0], a[3][1])));
+  for (int i = 0; i < nk; i++) {
+    for (int cc = h8; cc < hd; cc++) d[i] = fmaf(q[cc], k[i][cc], d[i]);
+    s[i] = d[i] * scale;
+  }
+}
+
+/* acc[0..nv) += s[j] * V_j's columns c0 + 8r.. for keys j = j0..j1 in
+ * order, key j0 at ring row `row`.  Eight columns blocks (nv == 8) in
+ * their own function: with a variable count in the same loop gcc kept
+ * all eight accumulators on the stack. */
+ALWAYS_INLINE void attn_values8(const float *s, const float *vc, size_t ld, int row, int cap, int j0, int j1,
+                                int c0, __m256 acc[8]) {
+  __m256 a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3], a4 = acc[4], a5 = acc[5], a6 = acc[6], a7 = acc[7];
+  for (int j = j0; j < j1; j++) {
+    const float *v = vc + (size_t)row * ld + c0;
+    const __m256 p = _mm256_broadcast_ss(s + j);
+    a0 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v), a0);
+    a1 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8), a1);
+    a2 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 16), a2);
+    a3 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 24), a3);
+    a4 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 32), a4);
+    a5 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 40), a5);
+    a6 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 48), a6);
+    a7 = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 56), a7);
+    if (++row == cap) row = 0;
+  }
+  acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3, acc[4] = a4, acc[5] = a5, acc[6] = a6, acc[7] = a7;
+}
+ALWAYS_INLINE void attn_values(const float *s, const float *vc, size_t ld, int row, int cap, int j0, int j1,
+                               int c0, int nv, __m256 acc[8]) {
+  if (nv == 8) {
+    attn_values8(s, vc, ld, row, cap, j0, j1, c0, acc);
+    return;
+  }
+  for (int j = j0; j < j1; j++) {
+    const float *v = vc + (size_t)row * ld + c0;
+    const __m256 p = _mm256_broadcast_ss(s + j);
+    for (int r = 0; r < nv; r++) acc[r] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * r), acc[r]);
+    if (++row == cap) row = 0;
+  }
+}
+
 void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t ld, int lo, int n, int cap,
                       int hd, float scale, float *s, float *y) {
-  const int h8 = hd & ~7, h16 = hd & ~15;
+  const int h8 = hd & ~7;
   const float *k[4];
   int row = lo % cap;
   for (int j = 0; j < n; j += 4) {
     const int nk = n - j < 4 ? n - j : 4;
-    for (int i = 0; i < 4; i++) {
-      k[i] = kc + (size_t)row * ld; /* empty neighbours repeat the last key */
-      if (i + 1 < nk && ++row == cap) row = 0;
-    }
-    if (++row == cap) row = 0;
-    __m256 a[4][2];
-    for (int i = 0; i < 4; i++) a[i][0] = a[i][1] = _mm256_setzero_ps();
-    int c = 0;
-    for (; c < h16; c += 16) {
-      const __m256 q0 = _mm256_loadu_ps(q + c), q1 = _mm256_loadu_ps(q + c + 8);
-      for (int i = 0; i < 4; i++) {
-        a[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c), q0, a[i][0]);
-        a[i][1] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c + 8), q1, a[i][1]);
-      }
-    }
-    if (c < h8) {
-      const __m256 q0 = _mm256_loadu_ps(q + c);
-      for (int i = 0; i < 4; i++) a[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c), q0, a[i][0]);
-    }
-    float d[4];
-    _mm_storeu_ps(d, sum4x8(_mm256_add_ps(a[0][0], a[0][1]), _mm256_add_ps(a[1][0], a[1][1]),
-                            _mm256_add_ps(a[2][0], a[2][1]), _mm256_add_ps(a[3][0], a[3][1])));
-    for (int i = 0; i < nk; i++) {
-      for (int cc = h8; cc < hd; cc++) d[i] = fmaf(q[cc], k[i][cc], d[i]);
-      s[j + i] = d[i] * scale;
-    }
+    row = attn_group(kc, ld, row, cap, nk, k);
+    attn_scores4(q, k, nk, hd, scale, s + j);
   }
   const float sum = sc_softmax_row(s, n);
   const __m256 inv = _mm256_set1_ps(1.0f / sum);
@@ -392,19 +441,58 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
     const int nv = (h8 - c0 < 64 ? h8 - c0 : 64) / 8;
     __m256 acc[8];
     for (int r = 0; r < 8; r++) acc[r] = _mm256_setzero_ps();
-    row = lo % cap;
-    for (int j = 0; j < n; j++) {
-      const float *v = vc + (size_t)row * ld + c0;
-      const __m256 p = _mm256_broadcast_ss(s + j);
-      if (nv == 8)
-        for (int r = 0; r < 8; r++) acc[r] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * r), acc[r]);
-      else
-        for (int r = 0; r < nv; r++) acc[r] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * r), acc[r]);
-      if (++row == cap) row = 0;
-    }
+    attn_values(s, vc, ld, lo % cap, cap, 0, n, c0, nv, acc);
     for (int r = 0; r < nv; r++) _mm256_storeu_ps(y + c0 + 8 * r, _mm256_mul_ps(acc[r], inv));
   }
   sc_attn_value_cols(s, vc, ld, lo, n, cap, h8, hd, 1.0f / sum, y);
+}
+
+/* Several queries of one head (a prompt's rows), each with
+ * sc_attn_row_avx2's operations in its order, so its bits: the loops
+ * over keys and queries are swapped, so that a group of four keys (2 KB
+ * at 128 columns) and a block of ATTN_VKEYS values' columns stay in L1
+ * while every query takes them, where one query at a time streamed all
+ * its keys and values from L2 or L3.  The queries' value accumulators
+ * wait in acc between blocks. */
+#define ATTN_VKEYS 32
+void sc_attn_rows_avx2(const float *q, int ldq, int nq, const float *kc, const float *vc, size_t ld, int lo,
+                       const int *n, int cap, int hd, float scale, float *s, int lds, float *y, int ldy) {
+  const int h8 = hd & ~7;
+  int nmax = 0;
+  for (int i = 0; i < nq; i++)
+    if (n[i] > nmax) nmax = n[i];
+  const float *k[4];
+  int row = lo % cap;
+  for (int j = 0; j < nmax; j += 4) {
+    const int nk = nmax - j < 4 ? nmax - j : 4;
+    row = attn_group(kc, ld, row, cap, nk, k);
+    for (int i = 0; i < nq; i++)
+      if (n[i] > j) attn_scores4(q + (size_t)i * ldq, k, n[i] - j < nk ? n[i] - j : nk, hd, scale, s + (size_t)i * lds + j);
+  }
+  float inv[SC_ATTN_ROWS];
+  for (int i = 0; i < nq; i++) inv[i] = 1.0f / sc_softmax_row(s + (size_t)i * lds, n[i]);
+  for (int c0 = 0; c0 < h8; c0 += 64) {
+    const int nv = (h8 - c0 < 64 ? h8 - c0 : 64) / 8;
+    __m256 acc[SC_ATTN_ROWS][8];
+    for (int i = 0; i < nq; i++)
+      for (int r = 0; r < 8; r++) acc[i][r] = _mm256_setzero_ps();
+    for (int j0 = 0; j0 < nmax; j0 += ATTN_VKEYS) {
+      const int r0 = (int)(((long long)lo + j0) % cap);
+      for (int i = 0; i < nq; i++) {
+        const int j1 = n[i] < j0 + ATTN_VKEYS ? n[i] : j0 + ATTN_VKEYS;
+        if (j1 <= j0) continue;
+        __m256 a[8]; /* all eight, so that they live in registers */
+        for (int r = 0; r < 8; r++) a[r] = acc[i][r];
+        attn_values(s + (size_t)i * lds, vc, ld, r0, cap, j0, j1, c0, nv, a);
+        for (int r = 0; r < 8; r++) acc[i][r] = a[r];
+      }
+    }
+    for (int i = 0; i < nq; i++)
+      for (int r = 0; r < nv; r++)
+        _mm256_storeu_ps(y + (size_t)i * ldy + c0 + 8 * r, _mm256_mul_ps(acc[i][r], _mm256_set1_ps(inv[i])));
+  }
+  for (int i = 0; i < nq; i++)
+    sc_attn_value_cols(s + (size_t)i * lds, vc, ld, lo, n[i], cap, h8, hd, inv[i], y + (size_t)i * ldy);
 }
 
 /* ---- GEMM: tiles of R rows x NT tokens, same bits as the dots ------- */
@@ -770,6 +858,7 @@ const sc_kern_ops sc_kern_avx2 = {
     .dot4_q4_0 = dot_q4_0_4,
     .dot1_q4_0 = dot_q4_0_1,
     .attn_row = sc_attn_row_avx2,
+    .attn_rows = sc_attn_rows_avx2,
     .gemm_f32 = gemm_f32,
     .gemm_bf16 = gemm_bf16,
     .gemm_x_order = gemm_x_order,

@@ -317,23 +317,32 @@ static void fill_ring(float *kc, float *vc, int cap, int last, KvRows kp, KvRows
   }
 }
 
+/* T <= MAXPOS queries from pos against the reference, and each, bit for
+ * bit, against the same query alone (a prompt's rows against decode). */
 static void check_attention(const sc_kernels *K, int T, int pos, int cap,
                             int window) {
   static float kc[MAXPOS * (KVH * HDMAX + 5)], vc[MAXPOS * (KVH * HDMAX + 5)];
-  float q[3 * (HEADS * HDMAX + 3)], y[3 * (HEADS * HDMAX + 1)];
-  double ref[3 * HEADS * HDMAX];
+  static float q[MAXPOS * (HEADS * HDMAX + 3)], y[MAXPOS * (HEADS * HDMAX + 1)], y1[HEADS * HDMAX + 1];
+  static double ref[MAXPOS * HEADS * HDMAX];
   float scale = 1.0f / sqrtf((float)HD);
-  fill(q, 3 * LDQ);
+  fill(q, T * LDQ);
   fill_ring(kc, vc, cap, pos + T - 1, kpos, vpos);
   K->attention(K->ctx, q, LDQ, kc, vc, LDKV, cap, y, LDA, T, pos, NULL, NULL, HEADS, KVH,
                HD, scale, window);
   ref_attention(q, T, pos, scale, window, ref);
-  for (int t = 0; t < T; t++)
+  int alone = 0;
+  for (int t = 0; t < T; t++) {
     for (int i = 0; i < HEADS * HD; i++)
       CHECK_MSG(fabs(y[t * LDA + i] - ref[t * HEADS * HD + i]) <= 1e-5,
                 "%s attention T %d pos %d cap %d window %d t %d i %d: %g vs %g",
                 sc_kernels_isa(K), T, pos, cap, window, t, i, y[t * LDA + i],
                 ref[t * HEADS * HD + i]);
+    K->attention(K->ctx, q + t * LDQ, LDQ, kc, vc, LDKV, cap, y1, LDA, 1, pos + t, NULL, NULL, HEADS, KVH, HD,
+                 scale, window);
+    alone += memcmp(y + t * LDA, y1, (size_t)HEADS * HD * sizeof *y1) != 0;
+  }
+  CHECK_MSG(!alone, "%s attention T %d pos %d cap %d window %d: %d rows differ from the same query alone",
+            sc_kernels_isa(K), T, pos, cap, window, alone);
 }
 
 /* Rows placed one by one (sc_io.row_pos, row_state): three queries of two
@@ -393,6 +402,9 @@ static void test_attention(const sc_kernels *K, sc_kernel_ctx *ctx) {
     check_attention(K, 2, 9, 5, 4);   /* ring, T=2: needs window+T-1 rows */
     check_attention(K, 3, 12, 16, 0); /* 13..15 keys: groups of four and a rest */
     check_attention(K, 1, 14, 7, 6);  /* a window across the ring's wrap */
+    check_attention(K, 14, 1, 16, 0); /* a prompt: blocks of SC_ATTN_ROWS and a rest */
+    check_attention(K, 11, 4, 16, 6); /* the window slides inside a block */
+    check_attention(K, 9, 6, 12, 4);  /* ... across the ring's wrap */
     check_attention_rows(K, 16, 0, 9, 2);
     check_attention_rows(K, 16, 3, 9, 2);
     check_attention_rows(K, 6, 5, 8, 9); /* rings of different wraps */
@@ -1118,10 +1130,51 @@ static void test_attn_row_avx512(void) {
   }
 }
 
+/* Every table's attn_rows gives each query attn_row's bits alone: head
+ * sizes with column tails, 1..SC_ATTN_ROWS queries seeing different
+ * numbers of keys (in any order, some shorter than a key group), a ring
+ * that wraps, score rows wider than the keys. */
+static void test_attn_rows(void) {
+  static const int hds[] = {8, 20, 23, 64, 72, 128, 136};
+  enum { CAP = 41, LD = 150, LDQ_R = 140, LDS = 45, LDY = 139 };
+  static float kc[CAP * LD], vc[CAP * LD], q[SC_ATTN_ROWS * LDQ_R], s[SC_ATTN_ROWS * LDS];
+  static float y[SC_ATTN_ROWS * LDY], y1[LDY], s1[LDS];
+  fill(kc, CAP * LD);
+  fill(vc, CAP * LD);
+  char all[] = SC_KERNEL_ISAS;
+  for (char *name = strtok(all, ","); name; name = strtok(NULL, ",")) {
+    const sc_kern_ops *o = sc_kern_ops_isa(name);
+    if (!o || !o->attn_rows) continue;
+    CHECK_MSG(o->attn_row != NULL, "%s: attn_rows without attn_row", name);
+    int bad = 0, runs = 0;
+    unsigned seed = 7;
+    for (size_t hi = 0; hi < sizeof hds / sizeof *hds; hi++)
+      for (int nq = 1; nq <= SC_ATTN_ROWS; nq++)
+        for (int lo = 0; lo < CAP; lo += 17) {
+          const int hd = hds[hi];
+          int n[SC_ATTN_ROWS];
+          for (int i = 0; i < nq; i++) {
+            seed = seed * 1103515245u + 12345u;
+            n[i] = 1 + (int)(seed >> 16) % CAP; /* 1..CAP keys, in no order */
+          }
+          fill(q, nq * LDQ_R);
+          o->attn_rows(q, LDQ_R, nq, kc, vc, LD, lo, n, CAP, hd, 0.09f, s, LDS, y, LDY);
+          for (int i = 0; i < nq; i++) {
+            o->attn_row(q + i * LDQ_R, kc, vc, LD, lo, n[i], CAP, hd, 0.09f, s1, y1);
+            bad += memcmp(y + i * LDY, y1, (size_t)hd * sizeof *y1) != 0;
+            runs++;
+          }
+        }
+    CHECK_MSG(!bad, "%s attn_rows: %d of %d rows differ from attn_row's bits", name, bad, runs);
+    printf("%s attn_rows: %d rows with attn_row's bits\n", name, runs);
+  }
+}
+
 int main(void) {
   unsetenv("SPEECHC_ISA");
   test_expf();
   test_attn_row_avx512();
+  test_attn_rows();
   sc_kernel_ctx cbest = {0}, cport = {0};
   sc_kernels best, port;
   CHECK(sc_kernels_init(&best, &cbest) == 0);
