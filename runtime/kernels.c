@@ -1206,9 +1206,6 @@ typedef struct AttnJob {
 static int attn_pos(const AttnJob *j, int t) { return j->row_pos ? j->row_pos[t] : j->pos + t; }
 static int attn_lo(int p, int window) { return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0; }
 
-/* One (query, head) at a time: scores over the visible keys, float softmax
- * with the max subtracted, weighted sum of values.  Chunk c of n is an even
- * share of the T*heads pairs. */
 /* Chunk c of nc of a prompt's (head, block of SC_ATTN_ROWS queries) pairs,
  * head by head, through ops->attn_rows: each run of queries in a block
  * that start at the same key in one call (all of them, unless a window
@@ -1234,6 +1231,9 @@ static void attn_rows_chunk(const AttnJob *j, int c, int nc) {
   }
 }
 
+/* One (query, head) at a time: scores over the visible keys, float softmax
+ * with the max subtracted, weighted sum of values.  Chunk c of n is an even
+ * share of the T*heads pairs (a prompt's blocks: attn_rows_chunk). */
 static void attn_chunk(void *arg, int c, int nc) {
   const AttnJob *j = arg;
   if (j->blocks) {

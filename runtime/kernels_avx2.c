@@ -389,7 +389,7 @@ ALWAYS_INLINE void attn_scores4(const float *q, const float *const k[4], int nk,
 }
 
 /* acc[0..nv) += s[j] * V_j's columns c0 + 8r.. for keys j = j0..j1 in
- * order, key j0 at ring row `row`.  Eight columns blocks (nv == 8) in
+ * order, key j0 at ring row `row`.  Eight column blocks (nv == 8) in
  * their own function: with a variable count in the same loop gcc kept
  * all eight accumulators on the stack. */
 ALWAYS_INLINE void attn_values8(const float *s, const float *vc, size_t ld, int row, int cap, int j0, int j1,
