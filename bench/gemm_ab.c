@@ -29,11 +29,12 @@
  * again* has its figures.
  */
 #ifdef VAR
-/* one side: the kernels' file with its two external names renamed */
+/* one side: the kernels' file with its external names renamed */
 #define GAB_CAT2(a, b) a##b
 #define GAB_CAT(a, b) GAB_CAT2(a, b)
 #define sc_kern_avx2 GAB_CAT(sc_kern_avx2_, VAR)
 #define sc_attn_row_avx2 GAB_CAT(sc_attn_row_avx2_, VAR)
+#define sc_attn_rows_avx2 GAB_CAT(sc_attn_rows_avx2_, VAR)
 #include "kernels_avx2.c"
 #else
 #include <stdio.h>
