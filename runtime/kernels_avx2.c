@@ -379,9 +379,14 @@ ALWAYS_INLINE void attn_scores4(const float *q, const float *const k[4], int nk,
     const __m256 q0 = _mm256_loadu_ps(q + c);
     for (int i = 0; i < 4; i++) a[i][0] = _mm256_fmadd_ps(_mm256_loadu_ps(k[i] + c), q0, a[i][0]);
   }
+  const __m128 sum = sum4x8(_mm256_add_ps(a[0][0], a[0][1]), _mm256_add_ps(a[1][0], a[1][1]),
+                            _mm256_add_ps(a[2][0], a[2][1]), _mm256_add_ps(a[3][0], a[3][1]));
+  if (nk == 4 && h8 == hd) { /* the four products at once, not through the stack */
+    _mm_storeu_ps(s, _mm_mul_ps(sum, _mm_set1_ps(scale)));
+    return;
+  }
   float d[4];
-  _mm_storeu_ps(d, sum4x8(_mm256_add_ps(a[0][0], a[0][1]), _mm256_add_ps(a[1][0], a[1][1]),
-                          _mm256_add_ps(a[2][0], a[2][1]), _mm256_add_ps(a[3][0], a[3][1])));
+  _mm_storeu_ps(d, sum);
   for (int i = 0; i < nk; i++) {
     for (int cc = h8; cc < hd; cc++) d[i] = fmaf(q[cc], k[i][cc], d[i]);
     s[i] = d[i] * scale;
@@ -447,20 +452,65 @@ void sc_attn_row_avx2(const float *q, const float *kc, const float *vc, size_t l
   sc_attn_value_cols(s, vc, ld, lo, n, cap, h8, hd, 1.0f / sum, y);
 }
 
+/* sc_softmax_row of the nq <= SC_ATTN_ROWS rows s + i * lds (n[i]
+ * scores each), 1 / sum into inv[i], with its bits: the maximum eight
+ * lanes at a time (exact in any order; a NaN skipped, as there), the same
+ * sc_expf_n, and each row's sum in its own order, the rows' additions side
+ * by side so that their chains overlap (one row's chain alone was ~750
+ * cycles of 250 keys' latency). */
+static void softmax_rows(float *s, int lds, const int *n, int nq, float *inv) {
+  float sum[SC_ATTN_ROWS];
+  int nmin = n[0];
+  for (int i = 0; i < nq; i++) {
+    float *r = s + (size_t)i * lds;
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    int j = 0;
+    for (; j + 8 <= n[i]; j += 8) mv = _mm256_max_ps(_mm256_loadu_ps(r + j), mv); /* s > m ? s : m */
+    float mx[8], m = -INFINITY;
+    _mm256_storeu_ps(mx, mv);
+    for (int l = 0; l < 8; l++)
+      if (mx[l] > m) m = mx[l];
+    for (; j < n[i]; j++)
+      if (r[j] > m) m = r[j];
+    for (j = 0; j < n[i]; j++) r[j] -= m;
+    sc_expf_n(r, r, n[i]);
+    sum[i] = 0.0f;
+    if (n[i] < nmin) nmin = n[i];
+  }
+  for (int j = 0; j < nmin; j++)
+    for (int i = 0; i < nq; i++) sum[i] += s[(size_t)i * lds + j];
+  for (int i = 0; i < nq; i++) {
+    for (int j = nmin; j < n[i]; j++) sum[i] += s[(size_t)i * lds + j];
+    inv[i] = 1.0f / sum[i];
+  }
+}
+
 /* Several queries of one head (a prompt's rows), each with
  * sc_attn_row_avx2's operations in its order, so its bits: the loops
  * over keys and queries are swapped, so that a group of four keys (2 KB
  * at 128 columns) and a block of ATTN_VKEYS values' columns stay in L1
  * while every query takes them, where one query at a time streamed all
  * its keys and values from L2 or L3.  The queries' value accumulators
- * wait in acc between blocks. */
+ * wait in acc between blocks.  The queries (up to ATTN_QPACK columns) and
+ * each block of values' columns are first copied side by side: a head's
+ * rows in the cache and in the activations lie a multiple of 4 KB apart
+ * (8 heads x 128 floats), so they all fell in the same few L1 sets and
+ * pushed one another out.  Zen 3, 500 queries of 128 columns: 1.46-1.51x
+ * with the vector score stores and softmax_rows (docs/PERFORMANCE.md). */
 #define ATTN_VKEYS 32
+#define ATTN_QPACK 256
 void sc_attn_rows_avx2(const float *q, int ldq, int nq, const float *kc, const float *vc, size_t ld, int lo,
                        const int *n, int cap, int hd, float scale, float *s, int lds, float *y, int ldy) {
+  float qp[SC_ATTN_ROWS * ATTN_QPACK] __attribute__((aligned(32)));
+  float vp[ATTN_VKEYS * 64] __attribute__((aligned(32)));
   const int h8 = hd & ~7;
   int nmax = 0;
   for (int i = 0; i < nq; i++)
     if (n[i] > nmax) nmax = n[i];
+  if (hd <= ATTN_QPACK) {
+    for (int i = 0; i < nq; i++) memcpy(qp + i * hd, q + (size_t)i * ldq, (size_t)hd * sizeof *q);
+    q = qp, ldq = hd;
+  }
   const float *k[4];
   int row = lo % cap;
   for (int j = 0; j < nmax; j += 4) {
@@ -470,26 +520,31 @@ void sc_attn_rows_avx2(const float *q, int ldq, int nq, const float *kc, const f
       if (n[i] > j) attn_scores4(q + (size_t)i * ldq, k, n[i] - j < nk ? n[i] - j : nk, hd, scale, s + (size_t)i * lds + j);
   }
   float inv[SC_ATTN_ROWS];
-  for (int i = 0; i < nq; i++) inv[i] = 1.0f / sc_softmax_row(s + (size_t)i * lds, n[i]);
+  softmax_rows(s, lds, n, nq, inv);
   for (int c0 = 0; c0 < h8; c0 += 64) {
     const int nv = (h8 - c0 < 64 ? h8 - c0 : 64) / 8;
     __m256 acc[SC_ATTN_ROWS][8];
     for (int i = 0; i < nq; i++)
       for (int r = 0; r < 8; r++) acc[i][r] = _mm256_setzero_ps();
     for (int j0 = 0; j0 < nmax; j0 += ATTN_VKEYS) {
-      const int r0 = (int)(((long long)lo + j0) % cap);
+      const int nj = nmax - j0 < ATTN_VKEYS ? nmax - j0 : ATTN_VKEYS; /* the block's keys */
+      int r = (int)(((long long)lo + j0) % cap);
+      for (int jj = 0; jj < nj; jj++) { /* their columns c0.. at vp + 64 jj */
+        for (int b = 0; b < nv; b++) _mm256_store_ps(vp + 64 * jj + 8 * b, _mm256_loadu_ps(vc + (size_t)r * ld + c0 + 8 * b));
+        if (++r == cap) r = 0;
+      }
       for (int i = 0; i < nq; i++) {
-        const int j1 = n[i] < j0 + ATTN_VKEYS ? n[i] : j0 + ATTN_VKEYS;
+        const int j1 = n[i] < j0 + nj ? n[i] : j0 + nj;
         if (j1 <= j0) continue;
         __m256 a[8]; /* all eight, so that they live in registers */
-        for (int r = 0; r < 8; r++) a[r] = acc[i][r];
-        attn_values(s + (size_t)i * lds, vc, ld, r0, cap, j0, j1, c0, nv, a);
-        for (int r = 0; r < 8; r++) acc[i][r] = a[r];
+        for (int b = 0; b < 8; b++) a[b] = acc[i][b];
+        attn_values(s + (size_t)i * lds, vp, 64, 0, ATTN_VKEYS, j0, j1, 0, nv, a);
+        for (int b = 0; b < 8; b++) acc[i][b] = a[b];
       }
     }
     for (int i = 0; i < nq; i++)
-      for (int r = 0; r < nv; r++)
-        _mm256_storeu_ps(y + (size_t)i * ldy + c0 + 8 * r, _mm256_mul_ps(acc[i][r], _mm256_set1_ps(inv[i])));
+      for (int b = 0; b < nv; b++)
+        _mm256_storeu_ps(y + (size_t)i * ldy + c0 + 8 * b, _mm256_mul_ps(acc[i][b], _mm256_set1_ps(inv[i])));
   }
   for (int i = 0; i < nq; i++)
     sc_attn_value_cols(s + (size_t)i * lds, vc, ld, lo, n[i], cap, h8, hd, inv[i], y + (size_t)i * ldy);

@@ -1135,8 +1135,10 @@ static void test_attn_row_avx512(void) {
  * numbers of keys (in any order, some shorter than a key group), a ring
  * that wraps, score rows wider than the keys. */
 static void test_attn_rows(void) {
-  static const int hds[] = {8, 20, 23, 64, 72, 128, 136};
-  enum { CAP = 41, LD = 150, LDQ_R = 140, LDS = 45, LDY = 139 };
+  /* 256 and 264: both sides of the queries' copy (ATTN_QPACK in the AVX2
+   * table); up to 75 keys: three blocks of values (32 a block) */
+  static const int hds[] = {8, 20, 23, 64, 72, 128, 136, 256, 264};
+  enum { CAP = 75, LD = 280, LDQ_R = 270, LDS = CAP, LDY = 267 }; /* score rows end to end */
   static float kc[CAP * LD], vc[CAP * LD], q[SC_ATTN_ROWS * LDQ_R], s[SC_ATTN_ROWS * LDS];
   static float y[SC_ATTN_ROWS * LDY], y1[LDY], s1[LDS];
   fill(kc, CAP * LD);
