@@ -638,17 +638,34 @@ static void lin_block(const LinJob *j, int b) {
   }
 }
 
-/* Blocks of rows that one short run of tokens meets in turn (the ops'
- * gemm_q4_0_tokens): those tokens' activations stay in L1 while the
- * blocks' rows (GEMM_GROUP x 4 of them, in L2 after the first run) pass. */
+/* Blocks of rows that one run of tokens meets in turn: those tokens'
+ * activations stay in L2 (L1 for q4_0's short runs) while the blocks'
+ * rows (GEMM_GROUP x 4 of them, in L2 after the first run) pass. */
 #define GEMM_GROUP 16
 
-/* Blocks b0..b1 of the job: each by lin_block, or, for q4_0 with a prompt
- * and ops that ask for it, GEMM_GROUP blocks at a time against runs of
- * gemm_q4_0_tokens tokens.  Every output is the same tile's either way. */
+/* The tokens of a run that a group of blocks meets in turn, or 0 when
+ * each block takes all of the job's tokens: q4_0 prompts with ops that
+ * ask for runs of gemm_q4_0_tokens; f32 / bf16 prompts longer than one
+ * call with ops whose calls take gemm_fl_tokens (the AVX2 table): there a
+ * 500-token prompt's activations (2-6 MB) came from L3 once per block of
+ * four rows, now once per GEMM_GROUP blocks (Zen 3, a 500-token bf16
+ * prompt 1.05x on one and on two threads, paired medians;
+ * docs/PERFORMANCE.md).  Every output is the same tile's either way. */
+static int group_run(const LinJob *j) {
+  const sc_kern_ops *o = j->ops;
+  if (j->T < 2) return 0;
+  if (j->wtype == SC_W_Q4_0)
+    return o->gemm_q4_0 && o->gemm_q4_0_tokens > 0 && o->gemm_q4_0_tokens <= GEMM_TOKENS ? o->gemm_q4_0_tokens : 0;
+  if ((j->wtype == SC_W_F32 && o->gemm_f32) || (j->wtype == SC_W_BF16 && o->gemm_bf16))
+    return o->gemm_fl_tokens > 0 && j->T > gemm_run(j) ? gemm_run(j) : 0;
+  return 0;
+}
+
+/* Blocks b0..b1 of the job: each by lin_block, or GEMM_GROUP blocks at a
+ * time against each run of group_run(j) tokens. */
 static void lin_blocks(const LinJob *j, int b0, int b1) {
-  const int tc = j->ops->gemm_q4_0_tokens;
-  if (j->T > 1 && j->wtype == SC_W_Q4_0 && j->ops->gemm_q4_0 && tc > 0 && tc <= GEMM_TOKENS) {
+  const int tc = group_run(j);
+  if (tc > 0) {
     for (int g = b0; g < b1; g += GEMM_GROUP) {
       const int ge = b1 - g < GEMM_GROUP ? b1 : g + GEMM_GROUP;
       for (int t = 0; t < j->T; t += tc)
