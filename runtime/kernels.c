@@ -649,7 +649,7 @@ static void lin_block(const LinJob *j, int b) {
  * call with ops whose calls take gemm_fl_tokens (the AVX2 table): there a
  * 500-token prompt's activations (2-6 MB) came from L3 once per block of
  * four rows, now once per GEMM_GROUP blocks (Zen 3, a 500-token bf16
- * prompt 1.05x on one and on two threads, paired medians;
+ * prompt 1.06x on one thread, 1.05-1.19x on two, paired medians;
  * docs/PERFORMANCE.md).  Every output is the same tile's either way. */
 static int group_run(const LinJob *j) {
   const sc_kern_ops *o = j->ops;

@@ -1133,7 +1133,7 @@ static void test_attn_row_avx512(void) {
 /* Every table's attn_rows gives each query attn_row's bits alone: head
  * sizes with column tails, 1..SC_ATTN_ROWS queries seeing different
  * numbers of keys (in any order, some shorter than a key group), a ring
- * that wraps, score rows wider than the keys. */
+ * that wraps, score rows end to end (a row as long as its ring). */
 static void test_attn_rows(void) {
   /* 256 and 264: both sides of the queries' copy (ATTN_QPACK in the AVX2
    * table); up to 75 keys: three blocks of values (32 a block) */
