@@ -646,7 +646,7 @@ static void lin_block(const LinJob *j, int b) {
 /* The tokens of a run that a group of blocks meets in turn, or 0 when
  * each block takes all of the job's tokens: q4_0 prompts with ops that
  * ask for runs of gemm_q4_0_tokens; f32 / bf16 prompts longer than one
- * call with ops whose calls take gemm_fl_tokens (the AVX2 table): there a
+ * call with ops that set gemm_fl_groups (the AVX2 table): there a
  * 500-token prompt's activations (2-6 MB) came from L3 once per block of
  * four rows, now once per GEMM_GROUP blocks (Zen 3, a 500-token bf16
  * prompt 1.06x on one thread, 1.05-1.19x on two, paired medians;
@@ -657,7 +657,7 @@ static int group_run(const LinJob *j) {
   if (j->wtype == SC_W_Q4_0)
     return o->gemm_q4_0 && o->gemm_q4_0_tokens > 0 && o->gemm_q4_0_tokens <= GEMM_TOKENS ? o->gemm_q4_0_tokens : 0;
   if ((j->wtype == SC_W_F32 && o->gemm_f32) || (j->wtype == SC_W_BF16 && o->gemm_bf16))
-    return o->gemm_fl_tokens > 0 && j->T > gemm_run(j) ? gemm_run(j) : 0;
+    return o->gemm_fl_groups && j->T > gemm_run(j) ? gemm_run(j) : 0;
   return 0;
 }
 

@@ -363,6 +363,11 @@ typedef struct sc_kern_ops {
    * whose call has a fixed cost per block of rows (widening them, say)
    * pays it once for that many. */
   int gemm_fl_tokens;
+  /* Optional: nonzero = f32 / bf16 prompts longer than one call walk
+   * groups of blocks of rows against each call's tokens, so that a long
+   * prompt's activations come from L3 once per group rather than once
+   * per block of four rows (0 = each block takes all the tokens). */
+  int gemm_fl_groups;
   /* Optional: q4_0 prompts walk runs of this many tokens (<= 24) across
    * several blocks of rows, so that a run's activations stay in L1 (0 =
    * every block takes all the tokens, 24 at a time). */

@@ -920,6 +920,7 @@ const sc_kern_ops sc_kern_avx2 = {
     .gemm_f32_ordered = gemm_f32_ordered,
     .gemm_bf16_ordered = gemm_bf16_ordered,
     .gemm_fl_tokens = FL_MAXT,
+    .gemm_fl_groups = 1,
     .gemm_q8_0 = gemm_q8_0,
     .gemm_q4_0 = gemm_q4_0,
     .snake_row = snake_row,
