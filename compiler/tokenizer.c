@@ -728,15 +728,18 @@ static void push_pair(tok_tokenizer *t, size_t *hn, int32_t pos) {
 static int bpe_word(tok_tokenizer *t, const char *w, size_t n, Ids *o) {
   if (!n) return 0;
   if (n > t->sym_cap) {
+    /* sym_cap covers both buffers, so it grows only once both have: a
+     * failed heap realloc after a grown sym would leave a heap too small
+     * for the next word that fits sym_cap */
     size_t cap = n < 64 ? 64 : n;
     Sym *s = realloc(t->sym, cap * sizeof *s);
     if (!s) return -1;
     t->sym = s;
-    t->sym_cap = cap;
     Cand *h = realloc(t->heap, 2 * cap * sizeof *h);
     if (!h) return -1;
     t->heap = h;
     t->heap_cap = 2 * cap;
+    t->sym_cap = cap;
   }
   for (size_t i = 0; i < n; i++)
     t->sym[i] = (Sym){t->byte_id[(uint8_t)w[i]], (int32_t)i - 1, i + 1 < n ? (int32_t)i + 1 : -1, 1};
