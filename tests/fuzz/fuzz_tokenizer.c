@@ -73,7 +73,15 @@ static int valid_utf8(const uint8_t *s, size_t n) {
   return 1;
 }
 
-static void check_text(tok_tokenizer *t, const uint8_t *s, size_t n) {
+/* decode(encode(x)) against x.  Always: the same text up to NFC.  Not
+ * byte for byte NFC(x) in general: added tokens are matched on the raw
+ * text and NFC runs on the pieces between them (as HF does for tokens with
+ * normalized: false), so a combining mark after an added token stays
+ * uncomposed ("<|im_end|>" U+0338 is not NFC's "<|im_end|" U+226F), and a
+ * tokenizer.json without a normalizer gives x back as it is.  Exactly
+ * NFC(x) where `exact` says neither applies: the tiny tokenizer (NFC) on a
+ * text without "<|", where none of its added tokens can match. */
+static void check_text(tok_tokenizer *t, const uint8_t *s, size_t n, int exact) {
   int32_t *ids;
   size_t k;
   sc_error err = {0};
@@ -84,13 +92,16 @@ static void check_text(tok_tokenizer *t, const uint8_t *s, size_t n) {
     return;
   }
   FUZZ_CHECK(rc == 0, "valid UTF-8 refused: %s", err.msg);
-  char *back, *nfc;
-  size_t blen, nlen;
+  char *back, *nfc, *back_nfc;
+  size_t blen, nlen, bnlen;
   FUZZ_CHECK(tok_decode(t, ids, k, &back, &blen, &err) == 0, "%s", err.msg);
   FUZZ_CHECK(tok_nfc((const char *)s, n, &nfc, &nlen, &err) == 0, "%s", err.msg);
-  FUZZ_CHECK(blen == nlen && !memcmp(back, nfc, nlen), "decode(encode(x)) != NFC(x)");
+  FUZZ_CHECK(tok_nfc(back, blen, &back_nfc, &bnlen, &err) == 0, "%s", err.msg);
+  FUZZ_CHECK(bnlen == nlen && !memcmp(back_nfc, nfc, nlen), "NFC(decode(encode(x))) != NFC(x)");
+  if (exact) FUZZ_CHECK(blen == nlen && !memcmp(back, nfc, nlen), "decode(encode(x)) != NFC(x)");
   free(back);
   free(nfc);
+  free(back_nfc);
   free(ids);
 }
 
@@ -100,7 +111,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   int mode = data[0] % 4;
   data++, size--;
   if (mode < 2) {
-    check_text(tiny, data, size);
+    check_text(tiny, data, size, !memmem(data, size, "<|", 2));
     return 0;
   }
   const uint8_t *sep = memmem(data, size, FUZZ_SEP, strlen(FUZZ_SEP));
@@ -120,7 +131,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                err.msg);
     return 0;
   }
-  check_text(t, text, tlen);
+  check_text(t, text, tlen, 0);
   tok_free(t);
   return 0;
 }
