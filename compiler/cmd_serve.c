@@ -288,31 +288,31 @@ static enum MHD_Result send_error(Server *srv, struct MHD_Connection *c, const c
 
 /* A free slot (its stream opened at start); -1 when all are busy
  * (err: 503), or when the stream cannot be opened (err: 500). */
+/* The active-streams gauge is set under mu (metrics_active takes only the
+ * metrics' own lock), so two changes cannot reach it in the other order. */
 static int take_slot(Server *srv, unsigned *status, sc_error *err) {
   pthread_mutex_lock(&srv->mu);
   int slot = -1;
-  for (int i = 0; i < srv->max_streams && slot < 0 && !srv->stopping; i++)
+  const int stopping = srv->stopping;
+  for (int i = 0; i < srv->max_streams && slot < 0 && !stopping; i++)
     if (!srv->busy[i]) slot = i;
   if (slot >= 0) {
     srv->busy[slot] = 1;
-    srv->active++;
+    metrics_active(&srv->metrics, ++srv->active);
   }
-  int active = srv->active;
   pthread_mutex_unlock(&srv->mu);
   if (slot < 0) {
     *status = MHD_HTTP_SERVICE_UNAVAILABLE;
-    sc_fail(err, SC_ERUNTIME, srv->stopping ? "the server is shutting down"
+    sc_fail(err, SC_ERUNTIME, stopping ? "the server is shutting down"
             : "all %d streams are busy (speechc serve --max-streams %d); retry later", srv->max_streams,
             srv->max_streams);
     return -1;
   }
-  metrics_active(&srv->metrics, active);
   if (!srv->streams[slot] && tts_stream_open(srv->tts, &srv->streams[slot], err)) {
     pthread_mutex_lock(&srv->mu);
     srv->busy[slot] = 0;
-    active = --srv->active;
+    metrics_active(&srv->metrics, --srv->active);
     pthread_mutex_unlock(&srv->mu);
-    metrics_active(&srv->metrics, active);
     *status = MHD_HTTP_INTERNAL_SERVER_ERROR;
     return -1;
   }
@@ -323,9 +323,8 @@ static void give_slot(Server *srv, int slot) {
   tts_stream_idle(srv->streams[slot]); /* an idle stream holds no state memory */
   pthread_mutex_lock(&srv->mu);
   srv->busy[slot] = 0;
-  int active = --srv->active;
+  metrics_active(&srv->metrics, --srv->active);
   pthread_mutex_unlock(&srv->mu);
-  metrics_active(&srv->metrics, active);
 }
 
 /* ---- a speech request ----------------------------------------------------- */
@@ -410,7 +409,8 @@ static int on_pcm(void *user, const float *pcm, int n, int frame) {
 static void generate(Job *j) {
   Server *srv = j->srv;
   TtsTextRequest tr = {.params = j->req.params, .on_pcm = on_pcm, .on_frame = on_frame, .user = j,
-                       .frames_to_context = !j->req.max_frames_given};
+                       .frames_to_context = !j->req.max_frames_given, .text_what = "input",
+                       .instruct_what = "instructions"}; /* the request's names in its errors */
   tr.params.text_ids = j->text_ids;
   tr.params.instruct_ids = j->instruct_ids;
   tr.params.audio_batch = srv->base.audio_batch;
