@@ -86,6 +86,17 @@ int json_check_text(const char *text, size_t len, const char *path, const char *
                        "which would cut it short to \"%s\"", path, key ? key_noun : "string",
                        str, line, prefix);
       }
+      const unsigned char e = s[i + 1];
+      /* named here: skipping one byte past a multi-byte character would
+       * report its next byte as bad UTF-8 */
+      if (!e || !strchr("\"\\/bfnrtu", e)) {
+        if (e > 0x20 && e < 0x7f)
+          return sc_fail(err, SC_EINPUT, "%s: an invalid escape \\%c at line %d (byte %zu); JSON's escapes "
+                         "are \\\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX", path, e, line, i);
+        return sc_fail(err, SC_EINPUT, "%s: an invalid escape, a backslash before byte 0x%02x, at line %d (byte "
+                       "%zu); JSON's escapes are \\\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX", path, e,
+                       line, i);
+      }
       i += 2; /* the escaped character: '"', '\\', 'n', 'u', ... */
       continue;
     }

@@ -26,7 +26,8 @@
 #include "speechc.h"
 
 /* text[0, len) must be UTF-8 without control characters (but for JSON's
- * whitespace outside strings) and without \u0000 escapes.  Errors
+ * whitespace outside strings), without \u0000 escapes and without escapes
+ * JSON does not have (a backslash before anything but " \ / b f n r t u).  Errors
  * (SC_EINPUT) start with path and give the line; a NUL is reported with
  * the string it is in, as written in the file (key_noun names a key:
  * "key", "tensor name"). */

@@ -193,6 +193,11 @@ static void test_bad_json(void) {
   BAD("[[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15],]", "not valid JSON");
   BAD("[[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]", "not valid JSON");
   BAD("[[0x10,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]]", "not valid JSON");
+  /* escapes JSON does not have, named (a multi-byte one was reported as
+   * bad UTF-8); every escape JSON has passes the check */
+  BAD("{\"c\\qdes\": []}", "an invalid escape \\q at line 1 (byte 3); JSON's escapes are");
+  BAD("{\"c\\\xc3\xa9\": []}", "an invalid escape, a backslash before byte 0xc3, at line 1 (byte 3)");
+  BAD("{\"frames\": \"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u00e9\"}", "an object without \"codes\"");
   BAD("\"codes\"", "the top level is a string, expected an array of frames");
   BAD("42", "the top level is a number");
   BAD("{\"frames\": 1}", "an object without \"codes\"");
