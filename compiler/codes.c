@@ -307,7 +307,7 @@ int codes_read(const char *path, CodesFormat fmt, const CodesSpec *spec, Codes *
 
 /* codes.h: the JSON object or raw int32, by the name. */
 int codes_write(const char *path, const int32_t *codes, int frames, int g, sc_error *err) {
-  int bin = strlen(path) > 4 && !strcmp(path + strlen(path) - 4, ".bin");
+  const int bin = codes_format_of(path) == CODES_RAW; /* the names codes_read takes as raw */
   FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
   if (!f) return sc_fail(err, SC_EINPUT, "%s: cannot write: %s", path, strerror(errno));
   if (bin) {

@@ -76,7 +76,8 @@ int codes_read(const char *path, CodesFormat fmt, const CodesSpec *spec, Codes *
 void codes_free(Codes *c);
 
 /* Write frames x codebooks codes to path ("-": stdout): raw little-endian
- * int32 when the name ends in .bin, else the JSON object
+ * int32 when codes_format_of(path) is CODES_RAW (.bin, .i32, .raw, any
+ * case), else the JSON object
  * {"frames": N, "codebooks": G, "codes": [[...], ...]} that codes_read
  * reads back (speechc tts -o codes.json, speechc encode -o). */
 int codes_write(const char *path, const int32_t *codes, int frames, int codebooks, sc_error *err);

@@ -310,6 +310,30 @@ static void test_files(void) {
   unlink(P("big.bin"));
 }
 
+/* What codes_write writes, codes_read reads back by the same name: raw
+ * int32 for the names read as raw (any case), JSON otherwise. */
+static void test_write_read(void) {
+  const char *names[] = {"w.bin", "w.i32", "w.raw", "w.BIN", "w.json", "w.txt"};
+  const CodesSpec wide = {G, 1 << 20, 0};
+  for (int i = 0; i < 6; i++) {
+    sc_error err = {0};
+    CHECK_MSG(codes_write(P(names[i]), ref, T, G, &err) == 0, "%s: %s", names[i], err.msg);
+    size_t len = 0;
+    char *buf = NULL;
+    CHECK(sc_read_regular(P(names[i]), "codes", 1 << 20, &buf, &len, &err) == 0);
+    const int raw = i < 4;
+    CHECK_MSG(raw ? len == sizeof ref && !memcmp(buf, ref, sizeof ref) : len > 0 && buf[0] == '{',
+              "%s: %zu bytes, expected %s", names[i], len, raw ? "the raw codes" : "a JSON object");
+    free(buf);
+    Codes c;
+    CHECK_MSG(codes_read(P(names[i]), CODES_AUTO, &wide, &c, &err) == 0, "%s: %s", names[i], err.msg);
+    CHECK_MSG(c.frames == T && c.codebooks == G && !memcmp(c.codes, ref, sizeof ref), "%s read back",
+              names[i]);
+    codes_free(&c);
+    unlink(P(names[i]));
+  }
+}
+
 int main(void) {
   strcpy(root, "/tmp/sc-codes-XXXXXX");
   if (!mkdtemp(root)) return 1;
@@ -317,6 +341,7 @@ int main(void) {
   test_bad_json();
   test_bad_raw();
   test_files();
+  test_write_read();
   const char *files[] = {"codes.json", "codes.txt", "codes.bin", "codes.dat"};
   for (int i = 0; i < 4; i++) unlink(P(files[i]));
   rmdir(root);
