@@ -174,7 +174,7 @@ enum { ROWS = 11, COLS = 608, T3 = 3, LDX = COLS + 7, LDY = 2 * ROWS + 1 };
 
 static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtype) {
   rng_seed(1);
-  static float wf[2 * ROWS * COLS], x[T3 * LDX], bias[ROWS];
+  static float wf[2 * ROWS * COLS], x[T3 * LDX], bias[ROWS], wr_all[ROWS * COLS];
   static unsigned char w[2 * ROWS * COLS * 2];
   size_t rb = sc_band_row_bytes(wtype, COLS);
   for (int i = 0; i < 2 * ROWS * COLS; i++) wf[i] = frand() * (1 + i % 7);
@@ -243,6 +243,7 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
       for (int r = 0; r < ROWS; r++) {
         float wr[COLS];
         sc_dequantize_row(wtype, w + r * rb, COLS, wr);
+        memcpy(wr_all + r * COLS, wr, sizeof wr);
         double s = 0, m = 0;
         for (int c = 0; c < COLS; c++) {
           double xv = (double)xd[c / 32] * xq[c];
@@ -252,12 +253,18 @@ static void test_kernels_band(const sc_kernels *K, const sc_kernels *P, int wtyp
         double want = 0.5 + s + bias[r];
         CHECK_MSG(fabs(y[t * LDY + r] - want) <= 1e-5 * (m + fabs(bias[r]) + 0.5), "%s band %d t %d r %d: %.9g vs %.9g",
                   sc_kernels_isa(k), wtype, t, r, y[t * LDY + r], want);
-        /* and it is the product with x itself, to quantization error */
-        double exact = 0.5 + bias[r];
-        for (int c = 0; c < COLS; c++) exact += (double)wf[r * COLS + c] * x[t * LDX + c];
-        CHECK_MSG(fabs(y[t * LDY + r] - exact) <= (wtype == SC_W_Q8_0 ? 0.02 : 0.15) * (m + 1),
-                  "%s band %d t %d r %d far from the f32 product: %g vs %g", sc_kernels_isa(k), wtype, t, r,
-                  y[t * LDY + r], exact);
+        /* and it is the product with x itself, to quantization error:
+         * each activation within half its block's step d_x of x, each
+         * weight within |w - dequantized w| (plus the rounding above) */
+        double exact = 0.5 + bias[r], qerr = 1e-5 * (m + fabs(bias[r]) + 0.5);
+        for (int c = 0; c < COLS; c++) {
+          exact += (double)wf[r * COLS + c] * x[t * LDX + c];
+          qerr += fabs((double)wr_all[r * COLS + c]) * 0.5 * xd[c / 32] +
+                  fabs((double)wr_all[r * COLS + c] - wf[r * COLS + c]) * fabs((double)x[t * LDX + c]);
+        }
+        CHECK_MSG(fabs(y[t * LDY + r] - exact) <= qerr,
+                  "%s band %d t %d r %d far from the f32 product: %g vs %g (bound %g)", sc_kernels_isa(k), wtype,
+                  t, r, y[t * LDY + r], exact, qerr);
       }
       /* T=1 gives the T=3 bits */
       for (int i = 0; i < LDY; i++) y1[i] = 0.5f;
@@ -609,8 +616,46 @@ static void test_neon_variants(void) {
   printf("neon and neon-dotprod: the same bits\n");
 }
 
+/* The activations' quantizer against its definition (kernels.h), not
+ * against itself: per block of 32, d = amax / 127 and each q within half a
+ * step of x / d, the largest |q| 127 (0 and d 0 for a zero block); every
+ * ISA's quantize_q8 is then held to the portable bits (test_kernels_band).
+ * Blocks: random, one value alone, all zero, the largest a negative, huge
+ * and tiny magnitudes (not below 127 / FLT_MAX, where 127 / amax is inf,
+ * as in GGML's quantize_row_q8_0). */
+static void test_quantize_def(void) {
+  enum { NB = 16 };
+  static float x[NB * 32];
+  rng_seed(7);
+  for (int i = 0; i < NB * 32; i++) x[i] = frand() * (i % 5 == 0 ? 9 : 1);
+  memset(x + 32, 0, 32 * sizeof *x);
+  x[40] = 3.0f;                                    /* block 1: one value */
+  memset(x + 64, 0, 32 * sizeof *x);               /* block 2: zeros */
+  x[100] = -50.0f;                                 /* block 3: the largest negative */
+  for (int j = 0; j < 32; j++) x[128 + j] *= 1e30f; /* block 4: huge */
+  for (int j = 0; j < 32; j++) x[160 + j] *= 1e-30f; /* block 5: tiny */
+  int8_t q[NB * 32];
+  float d[NB];
+  unsigned char xp[NB / 8 * SC_Q4_VIEW_GROUP];
+  sc_kern_portable.quantize_q8(x, NB, q, d, xp);
+  for (int b = 0; b < NB; b++) {
+    float amax = 0.0f;
+    int qmax = 0;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * b + j]));
+    CHECK_MSG(same_bits(d[b], amax / 127.0f), "block %d: d %g, want amax / 127 = %g", b, d[b], amax / 127.0f);
+    for (int j = 0; j < 32; j++) {
+      const int qj = q[32 * b + j];
+      qmax = abs(qj) > qmax ? abs(qj) : qmax;
+      const double want = amax > 0 ? (double)x[32 * b + j] * 127.0 / amax : 0.0;
+      CHECK_MSG(fabs(qj - want) <= 0.5 + 1e-4, "block %d value %d: q %d for x / d = %.6f", b, j, qj, want);
+    }
+    CHECK_MSG(qmax == (amax > 0 ? 127 : 0), "block %d: largest |q| %d", b, qmax);
+  }
+}
+
 int main(void) {
   unsetenv("SPEECHC_ISA");
+  test_quantize_def();
   test_f16();
   test_ggml_bytes();
   test_q4_0_groups();
