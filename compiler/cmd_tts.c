@@ -243,7 +243,7 @@ static int audio_name(const char *out) {
   size_t n = strlen(out);
   static const char *const ext[] = {".wav", ".raw", ".pcm"};
   for (int i = 0; i < 3; i++)
-    if (n > 4 && !strcasecmp(out + n - 4, ext[i])) return 1; /* OUT.WAV too, as codes_format_of reads case */
+    if (n > 4 && !strcasecmp(out + n - 4, ext[i])) return 1; /* any case (OUT.WAV), as codes_format_of */
   return 0;
 }
 

@@ -28,6 +28,13 @@ expect tts-wav 0 "time to first audio" "decoder" "whole pipeline real-time facto
 # one frame per decoder call, as tts decoded them here: the same calls, so the same bits
 expect decode-codes 0 "real-time factor" -- "$BIN" decode "$W/m.codec.so" "$W/codes.json" -o "$W/dec.wav" --chunk 1
 expect tts-equals-decode 0 -- cmp "$W/out.wav" "$W/dec.wav"
+# names in any case: OUT.WAV is audio, and codes saved as .BIN are the raw
+# int32 that decode reads from that name
+expect tts-upper-names 0 -- \
+  "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/UP.WAV" --codes "$W/codes.BIN" --decoder-batch 1 -q
+expect upper-wav-is-audio 0 -- cmp "$W/out.wav" "$W/UP.WAV"
+expect decode-upper-bin 0 -- "$BIN" decode "$W/m.codec.so" "$W/codes.BIN" -o "$W/dec_bin.wav" --chunk 1 -q
+expect upper-bin-equals 0 -- cmp "$W/out.wav" "$W/dec_bin.wav"
 # the old order, on one thread: the same bits again
 expect tts-sequential 0 "(sequential, 1.00 frames per decoder call)" -- \
   "$BIN" tts "$W/m.so" "${SAY[@]}" -o "$W/seq.wav" --sequential
