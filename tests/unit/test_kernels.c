@@ -1001,6 +1001,18 @@ static void test_choice(const sc_kernels *best) {
   else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
     CHECK_MSG(strcmp(isa, "avx2") == 0, "default %s", isa);
   CHECK(strstr(sc_kernels_reason(best), "default") != NULL);
+  /* The expectations above rest on the runtime's own detection; here the
+   * CPU's features as the compiler's runtime reads them: a table this build
+   * compiled and this CPU runs must be offered (a broken detection would
+   * otherwise make every "if (!sc_kern_ops_isa(n)) continue" skip it). */
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && sc_kern_avx2.dot4_f32)
+    CHECK_MSG(sc_kern_ops_isa("avx2") != NULL, "the CPU has AVX2 and FMA, the avx2 table is not offered");
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && sc_kern_avx512vnni.dot4_f32) {
+    CHECK_MSG(sc_kern_ops_isa("avx512-vnni") != NULL, "the CPU has AVX512-VNNI, the avx512-vnni table is not "
+              "offered");
+    CHECK_MSG(!strncmp(isa, "avx512-vnni", 11), "the CPU has AVX512-VNNI, the default is %s", isa);
+  }
 #elif defined(__aarch64__)
   CHECK(strcmp(isa, "neon") == 0 || strcmp(isa, "neon-dotprod") == 0);
 #endif
