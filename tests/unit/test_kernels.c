@@ -988,6 +988,77 @@ static void test_table(const sc_kernels *K, void *ctx) {
   CHECK(!c->failed && c->err[0] == '\0');
 }
 
+/* Score rows longer than ATTN_STACK_KEYS (2048, kernels.c) go to the
+ * context's scratch, one row per chunk of the pool (a prompt's blocks
+ * always do): contexts past 2048 tokens, which every other case here is
+ * far below.  A 2100-row ring, 8 columns, two query heads on one KV head;
+ * one query at 2099, a prompt of 64 ending there (blocks where the table
+ * has attn_rows, 16 of them over 8 chunks), placed rows at 2099, 100 and 2050, and a window of 2060
+ * (a span past the stack, not the whole ring): each against a double
+ * reference, and on a 2-thread pool the same bits as on the caller alone. */
+static void test_attention_long(const char *isa) {
+  enum { CAP = 2100, HDL = 8, H = 2, LQ = H * HDL, TMAX = 64 };
+  static float kc[CAP * HDL], vc[CAP * HDL];
+  float q[TMAX * LQ], y1[TMAX * LQ], y2[TMAX * LQ];
+  fill(kc, CAP * HDL);
+  fill(vc, CAP * HDL);
+  for (int i = 0; i < CAP * HDL; i++) kc[i] *= 2.0f; /* peakier than uniform */
+  fill(q, TMAX * LQ);
+  sc_kernel_ctx c1 = {0}, c2 = {0};
+  c2.pool = sc_pool_new(2);
+  sc_kernels K1, K2;
+  CHECK(sc_kernels_init_isa(&K1, &c1, isa) == 0 && sc_kernels_init_isa(&K2, &c2, isa) == 0);
+  const float scale = 0.35f;
+  static const int placed[3] = {2099, 100, 2050};
+  struct { int T, pos, window; const int *row_pos; } cases[] = {
+      {1, 2099, 0, NULL}, {64, 2036, 0, NULL}, {3, 0, 0, placed}, {1, 2099, 2060, NULL}};
+  for (int ci = 0; ci < 4; ci++) {
+    const int T = cases[ci].T;
+    memset(y1, 0, sizeof y1);
+    memset(y2, 0xff, sizeof y2);
+    K1.attention(K1.ctx, q, LQ, kc, vc, HDL, CAP, y1, LQ, T, cases[ci].pos, cases[ci].row_pos, NULL, H, 1, HDL,
+                 scale, cases[ci].window);
+    K2.attention(K2.ctx, q, LQ, kc, vc, HDL, CAP, y2, LQ, T, cases[ci].pos, cases[ci].row_pos, NULL, H, 1, HDL,
+                 scale, cases[ci].window);
+    CHECK_MSG(!c1.failed && !c2.failed, "%s case %d: %s %s", isa, ci, c1.err, c2.err);
+    CHECK_MSG(!memcmp(y1, y2, (size_t)T * LQ * sizeof *y1), "%s case %d: a pool of 2 gives other bits", isa, ci);
+    /* chunks that shared a score row would race: give them the chances */
+    for (int rep = 0; rep < 30 && !memcmp(y1, y2, (size_t)T * LQ * sizeof *y1); rep++)
+      K2.attention(K2.ctx, q, LQ, kc, vc, HDL, CAP, y2, LQ, T, cases[ci].pos, cases[ci].row_pos, NULL, H, 1, HDL,
+                   scale, cases[ci].window);
+    CHECK_MSG(!memcmp(y1, y2, (size_t)T * LQ * sizeof *y1), "%s case %d: a pool of 2 gives other bits on a repeat",
+              isa, ci);
+    double worst = 0;
+    for (int t = 0; t < T; t++)
+      for (int h = 0; h < H; h++) {
+        const int pt = cases[ci].row_pos ? cases[ci].row_pos[t] : cases[ci].pos + t;
+        const int lo = cases[ci].window && pt - cases[ci].window + 1 > 0 ? pt - cases[ci].window + 1 : 0;
+        const float *qh = q + t * LQ + h * HDL;
+        double mx = -1e300, sum = 0, acc[HDL] = {0};
+        for (int k = lo; k <= pt; k++) {
+          double d = 0;
+          for (int i = 0; i < HDL; i++) d += (double)qh[i] * kc[(k % CAP) * HDL + i];
+          mx = d * scale > mx ? d * scale : mx;
+        }
+        for (int k = lo; k <= pt; k++) {
+          double d = 0;
+          for (int i = 0; i < HDL; i++) d += (double)qh[i] * kc[(k % CAP) * HDL + i];
+          const double e = exp(d * scale - mx);
+          sum += e;
+          for (int i = 0; i < HDL; i++) acc[i] += e * vc[(k % CAP) * HDL + i];
+        }
+        for (int i = 0; i < HDL; i++) {
+          const double err = fabs(y1[t * LQ + h * HDL + i] - acc[i] / sum);
+          worst = err > worst ? err : worst;
+        }
+      }
+    CHECK_MSG(worst < 2e-5, "%s case %d: %g from the double reference", isa, ci, worst);
+  }
+  sc_pool_free(c2.pool);
+  sc_kernel_ctx_free(&c1);
+  sc_kernel_ctx_free(&c2);
+}
+
 /* The default choice and SPEECHC_ISA. */
 static void test_choice(const sc_kernels *best) {
   const char *isa = sc_kernels_isa(best);
@@ -1212,6 +1283,7 @@ int main(void) {
   test_linear(&port, &cport);
   test_swiglu(&port, &cport);
   test_attention(&port, &cport);
+  test_attention_long("portable");
   test_gemm_linear(&port, &cport);
   test_q8_0_groups(sc_kern_ops_isa("portable"));
   char all[] = SC_KERNEL_ISAS;
@@ -1225,6 +1297,7 @@ int main(void) {
     test_linear(&K, &c);
     test_swiglu(&K, &c);
     test_attention(&K, &c);
+    test_attention_long(n);
     test_gemm_linear(&K, &c);
     test_isa_agree(&K, &port);
     if (sc_kern_ops_isa(n)->gemm_f32) test_gemm_hooks(sc_kern_ops_isa(n)); /* else per-token fallback */
