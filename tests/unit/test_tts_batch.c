@@ -163,7 +163,8 @@ static void together(sc_model *m, Req *r, int B, const char *what) {
 }
 
 /* At most SLOTS streams; the next request joins as soon as a slot frees,
- * and one more joins every third step while there is room; request 6 is
+ * and one more joins every third step while there is room; request
+ * removed_req (6, or the first that runs 3 frames alone on this table) is
  * removed after 2 steps in the batch. */
 static void continuous(sc_model *m, Req *r, const char *what) {
   sc_tts_batch *b = NULL;
@@ -222,6 +223,15 @@ static void with_isa(sc_model *m, const char *tag, const char *isa, Req *r) {
   char what[160];
   for (int i = 0; i < NREQ; i++) make_req(&r[i], i);
   alone(m, r, n_req);
+  /* the stream removed mid-run must still be running after two frames in
+   * the batch: its own run says so, and sampled codes (so where EOS comes)
+   * follow the table's rounding, so the first that does on this table */
+  const int preferred = removed_req;
+  for (int i = 0; i < n_req && (r[removed_req].n_want < 3 || r[removed_req].stop_at >= 0 ||
+                                r[removed_req].rc_want); i++)
+    removed_req = i;
+  CHECK_MSG(r[removed_req].n_want >= 3 && r[removed_req].stop_at < 0 && !r[removed_req].rc_want,
+            "%s: no request makes 3 frames to remove mid-run", tag);
   int ended_eos = 0, ended_max = 0;
   for (int i = 0; i < n_req; i++) {
     ended_eos += r[i].n_want < r[i].p.max_frames && r[i].stop_at < 0;
@@ -235,6 +245,7 @@ static void with_isa(sc_model *m, const char *tag, const char *isa, Req *r) {
   }
   snprintf(what, sizeof what, "%s %s continuous", tag, isa ? isa : "default");
   continuous(m, r, what);
+  removed_req = preferred;
   printf("%s %s: %d requests, %d ended by EOS\n", tag, isa ? isa : "default", n_req, ended_eos);
 }
 
