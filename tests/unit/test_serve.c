@@ -573,6 +573,13 @@ int main(void) {
       {"POST", "/health", "{}", NULL, 405, "method not allowed; use GET"},
       {"GET", "/v1/audio/speeches", NULL, NULL, 404, "no endpoint /v1/audio/speeches"},
       {"POST", "/v1/audio/speech", NULL, "Content-Length: 5000\r\n", 413, "this server takes at most 4096"},
+      /* the message quotes the first 100 bytes of the voice, which cut its
+       * 'é' in two: the body stays UTF-8, the cut byte a U+FFFD */
+#define A10 "aaaaaaaaaa"
+      {"POST", "/v1/audio/speech", "{\"input\": \"hi\", \"voice\": \"" A10 A10 A10 A10 A10 A10 A10 A10 A10
+       "aaaaaaaaa\xc3\xa9\"}", NULL, 400, "voice: '" A10 A10 A10 A10 A10 A10 A10 A10 A10 "aaaaaaaaa\\ufffd' is not "
+       "one of this model's"},
+#undef A10
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     CHECK(request(bad[i].method, bad[i].path, bad[i].body, bad[i].extra, &r) == 0);
