@@ -292,11 +292,14 @@ static int cmp_desc(const void *a, const void *b) {
   return i - j;
 }
 
+enum { REF_MAX = 200000 }; /* the most logits ref_sample takes */
+
 static int ref_sample(Ref *r, sc_sample_params p, const float *logits, int n,
                       const int32_t *hist, int nh) {
-  static float sc[4096];
-  static int ids[4096];
-  static double w[4096];
+  static float sc[REF_MAX];
+  static int ids[REF_MAX];
+  static double w[REF_MAX];
+  if (n > REF_MAX) abort();
   memcpy(sc, logits, n * sizeof *sc);
   for (int i = 0; i < n; i++) {
     int dup = 0;
@@ -369,16 +372,40 @@ static void test_against_reference(void) {
 }
 
 /* top_p so close to 1 that the ids pre-selected for sorting do not reach
- * it: the sampler must fall back to ordering the whole vocabulary. */
+ * it: the sampler must fall back to ordering the whole vocabulary.  The
+ * head alone holds 0.99991; the tail's ids (each below 1e-9 of it) come
+ * at two levels, so which of them top_p keeps depends on their order.  A
+ * draw lands in the tail once in ~12,000 seeds: the test looks for such a
+ * seed (by the reference's generator) and holds that draw to the
+ * reference's, which sorts everything. */
 static void test_top_p_long_tail(void) {
-  enum { N = 200000 };
+  enum { N = REF_MAX };
   float *l = malloc(N * sizeof *l);
-  for (int i = 0; i < N; i++) l[i] = -21.5f; /* exp(-21.5) < 1e-9 each */
+  for (int i = 0; i < N; i++) l[i] = i % 3 ? -21.9f : -21.0f; /* exp(-21) < 1e-9 */
   l[N - 1] = 0;
   sc_sample_params p = sc_sample_defaults();
-  p.top_p = 0.99999f; /* the head alone holds 0.99991 */
-  p.seed = 5;
+  p.top_p = 0.99999f;
+  /* the reference's kept mass: the head, every -21.0 and the first -21.9s */
+  double tail21 = 0, tail219 = 0;
+  for (int i = 0; i < N - 1; i++) *(i % 3 ? &tail219 : &tail21) += exp((double)l[i]);
+  const double z = 1 + tail21 + tail219, need = p.top_p * z - 1 - tail21;
+  const double total = 1 + tail21 + (ceil(need / exp(-21.9)) + 1) * exp(-21.9);
+  uint64_t seed = 0;
+  for (uint64_t sd = 1; sd < 2000000 && !seed; sd++) {
+    Ref r;
+    ref_seed(&r, sd);
+    const double u = (double)(ref_next(r.s) >> 11) * 0x1.0p-53 * total;
+    if (u > 1 + 1e-6 && u < total - 1e-6) seed = sd; /* past the head, clear of the end */
+  }
+  CHECK_MSG(seed, "no seed draws from the tail");
+  p.seed = seed;
   sc_sampler *s = make(p);
+  Ref r;
+  ref_seed(&r, seed);
+  const int want = ref_sample(&r, p, l, N, NULL, 0), got = pick(s, l, N, NULL, 0, NULL, 0);
+  CHECK_MSG(want != N - 1 && got == want, "seed %llu: drew %d, the reference %d", (unsigned long long)seed, got,
+            want);
+  /* and the head, most of the time */
   int head = 0;
   for (int i = 0; i < 20; i++) head += pick(s, l, N, NULL, 0, NULL, 0) == N - 1;
   CHECK(head >= 19);
