@@ -754,9 +754,9 @@ static void test_bf16_act_engine(const sc_kernels *K0, int engine, double tol) {
   CHECK(sc_kernels_init_isa(&Kf, &c0, sc_kernels_isa(K0)) == 0);
   const int shapes[][2] = {{64, 32}, {80, 70}, {48, 16}, {17, 33}, {33, 47}, {16, 64}, {1, 40}, {5, 17}, {64, 1}, {40, 3}};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-    for (int acc = 0; acc < 2; acc++) {
-      const int R = shapes[s][0], T = shapes[s][1];
-      const float *b = acc ? NULL : bias;
+    for (int combo = 0; combo < 4; combo++) { /* bias and accumulate, each with and without the other */
+      const int R = shapes[s][0], T = shapes[s][1], acc = combo & 1;
+      const float *b = combo & 2 ? bias : NULL;
       memcpy(ya, y0, sizeof ya);
       memcpy(yb, y0, sizeof yb);
       memcpy(yc, y0, sizeof yc);
