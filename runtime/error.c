@@ -36,23 +36,28 @@ static size_t elide(char *s, size_t len, size_t cap) {
   return len;
 }
 
+/* The message is formatted aside and then copied in, so an argument may
+ * be err->msg itself ("%s: %s", what, err->msg wraps a callee's reason). */
 int sc_fail(sc_error *err, int code, const char *fmt, ...) {
   if (err) {
+    char msg[sizeof err->msg];
     va_list ap, ap2;
     va_start(ap, fmt);
     va_copy(ap2, ap);
-    int n = vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    if (n < 0) msg[0] = '\0'; /* an encoding error: no message */
     va_end(ap);
-    char *full = n >= (int)sizeof err->msg ? malloc((size_t)n + 1) : NULL;
+    char *full = n >= (int)sizeof msg ? malloc((size_t)n + 1) : NULL;
     if (full) {
       vsnprintf(full, (size_t)n + 1, fmt, ap2);
-      size_t len = elide(full, (size_t)n, sizeof err->msg);
-      if (len >= sizeof err->msg) len = sizeof err->msg - 1;
-      memcpy(err->msg, full, len);
-      err->msg[len] = '\0';
+      size_t len = elide(full, (size_t)n, sizeof msg);
+      if (len >= sizeof msg) len = sizeof msg - 1;
+      memcpy(msg, full, len);
+      msg[len] = '\0';
       free(full);
     }
     va_end(ap2);
+    memcpy(err->msg, msg, sizeof msg);
     err->code = code;
   }
   return code;

@@ -896,6 +896,10 @@ static void test_long_messages(void) {
   for (int i = 0; i < 300; i++) strcat(words, "word ");
   sc_fail(&err, SC_EINPUT, "%s", words);
   CHECK(strlen(err.msg) == sizeof err.msg - 1 && !strncmp(err.msg, words, sizeof err.msg - 1));
+  /* a callee's message wrapped in the same buffer (sc_fail formats aside) */
+  sc_fail(&err, SC_EUSAGE, "top_k must be >= 0 (got -1)");
+  sc_fail(&err, err.code, "audio sampling: %s", err.msg);
+  CHECK(!strcmp(err.msg, "audio sampling: top_k must be >= 0 (got -1)") && err.code == SC_EUSAGE);
 
   /* through the loader: a 2000-character checkpoint path */
   char dir[2100];
