@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "model_internal.h"
 
 struct sc_batch {
@@ -32,6 +33,8 @@ struct sc_batch {
 };
 
 int sc_batch_new(sc_model *m, sc_batch **out, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!out) return sc_fail(err, SC_EUSAGE, "sc_batch_new: out is NULL");
   *out = NULL;
   if (!m) return sc_fail(err, SC_EUSAGE, "sc_batch_new: no model");
   const sc_entry *e = rt_entry(m, "decode_batch");
@@ -68,6 +71,8 @@ void sc_batch_free(sc_batch *b) {
 }
 
 int sc_batch_add(sc_batch *b, sc_session *s, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!b) return sc_fail(err, SC_EUSAGE, "sc_batch_add: no batch");
   if (!s || s->m != b->m) return sc_fail(err, SC_EUSAGE, "sc_batch_add: the session is not of the batch's model");
   for (int i = 0; i < b->n; i++)
     if (b->s[i] == s) return sc_fail(err, SC_EUSAGE, "sc_batch_add: the session is in the batch already");
@@ -97,6 +102,9 @@ int sc_batch_size(const sc_batch *b) { return b->n; }
 sc_session *sc_batch_session(const sc_batch *b, int i) { return i >= 0 && i < b->n ? b->s[i] : NULL; }
 
 int sc_batch_step(sc_batch *b, const int32_t *ids, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!b) return sc_fail(err, SC_EUSAGE, "sc_batch_step: no batch");
+  if (b->n && !ids) return sc_fail(err, SC_EUSAGE, "sc_batch_step: no ids for the batch's %d sessions", b->n);
   const sc_model_desc *d = b->m->d;
   for (int i = 0; i < b->n; i++) {
     if (ids[i] < 0 || ids[i] >= d->vocab)
@@ -129,6 +137,9 @@ int sc_batch_step(sc_batch *b, const int32_t *ids, sc_error *err) {
   if (!rc)
     for (int i = 0; i < b->n; i++) {
       const float *src = keep ? keep + (size_t)i * vocab : b->logits + (size_t)i * vocab;
+      /* logits a device-sampled call of this session left behind would
+       * otherwise overwrite these at its next sc_logits: flushed first */
+      if (b->s[i]->m->be->fetch_logits) b->s[i]->m->be->fetch_logits(b->s[i]);
       memcpy(b->s[i]->logits, src, vocab * sizeof *src);
       b->s[i]->pos++;
     }
@@ -146,6 +157,7 @@ typedef struct GenState {
 } GenState;
 
 int sc_generate_batch(sc_model *m, sc_gen_request *reqs, int n, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
   if (!m || n < 0 || (n && !reqs)) return sc_fail(err, SC_EUSAGE, "sc_generate_batch: no model or requests");
   for (int i = 0; i < n; i++) {
     reqs[i].n_out = 0;
