@@ -169,6 +169,18 @@ static int read_config(const Checkpoint *c, const GdnType *ty, GdnDims *d, const
     if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(tc, numbers[i])))
       return sc_fail(err, SC_EINPUT, "%s: %s is null: transformers fails on it (it wants a value; leave the key "
                      "out for the config class's default)", where, numbers[i]);
+  /* partial_rotary_factor null: inside rope_parameters 5.x fails on it;
+   * at the top level it keeps the None (setdefault) and leaves it out of
+   * rope_parameters, so unless rope_parameters gives one it rotates whole
+   * heads (its get's 1.0), not the class's 0.25 */
+  const cJSON *rpar = cJSON_GetObjectItemCaseSensitive(tc, "rope_parameters");
+  const cJSON *rp_prf = cJSON_IsObject(rpar) ? cJSON_GetObjectItemCaseSensitive(rpar, "partial_rotary_factor") : NULL;
+  if (cJSON_IsNull(rp_prf))
+    return sc_fail(err, SC_EINPUT, "%s: rope_parameters.partial_rotary_factor is null: transformers fails on it "
+                   "(give a number, or leave the key out for 0.25)", where);
+  if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(tc, "partial_rotary_factor")) && !rp_prf)
+    return sc_fail(err, SC_EINPUT, "%s: partial_rotary_factor is null: transformers 5.x then rotates whole heads "
+                   "where the key left out means 0.25; give a number", where);
   /* a mixture of experts in a dense type: named, never half-read as dense */
   static const char *const moe[] = {"num_experts", "num_experts_per_tok", "moe_intermediate_size",
                                     "shared_expert_intermediate_size"};

@@ -395,6 +395,17 @@ static void edit_tie(cJSON *j) { cJSON_ReplaceItemInObject(text_config(j), "tie_
 static void edit_rotary(cJSON *j) {
   set_num(cJSON_GetObjectItem(text_config(j), "rope_parameters"), "partial_rotary_factor", 0.125);
 }
+static void edit_null_prf(cJSON *j) { /* and none in rope_parameters */
+  cJSON_AddItemToObject(text_config(j), "partial_rotary_factor", cJSON_CreateNull());
+  cJSON_DeleteItemFromObject(cJSON_GetObjectItem(text_config(j), "rope_parameters"), "partial_rotary_factor");
+}
+static void edit_null_prf_rp(cJSON *j) { /* beside rope_parameters' 0.25, which 5.x keeps */
+  cJSON_AddItemToObject(text_config(j), "partial_rotary_factor", cJSON_CreateNull());
+}
+static void edit_null_rp_prf(cJSON *j) {
+  cJSON_ReplaceItemInObject(cJSON_GetObjectItem(text_config(j), "rope_parameters"), "partial_rotary_factor",
+                            cJSON_CreateNull());
+}
 static void edit_moe_type(cJSON *j) { cJSON_ReplaceItemInObject(j, "model_type", cJSON_CreateString("qwen3_5_moe")); }
 static void edit_no_topk(cJSON *j) { set_num(text_config(j), "num_experts_per_tok", 0); }
 static void edit_topk_big(cJSON *j) { set_num(text_config(j), "num_experts_per_tok", 7); }
@@ -539,6 +550,11 @@ static void test_refusals(void) {
    * second) */
   refuse(D, "null-kv", edit_null_kv, "text_config: num_key_value_heads is null: transformers fails on it", NULL);
   refuse(D, "rope-both", edit_rope_both, "rope_scaling and rope_parameters both given", NULL);
+  /* partial_rotary_factor null: 5.x rotates whole heads (not 0.25), or fails inside rope_parameters */
+  refuse(D, "null-prf", edit_null_prf, "text_config: partial_rotary_factor is null: transformers 5.x then rotates "
+         "whole heads", NULL);
+  refuse(D, "null-rp-prf", edit_null_rp_prf, "text_config: rope_parameters.partial_rotary_factor is null", NULL);
+  same_logits(D, "null-prf-rp", edit_null_prf_rp, edit_none);
   /* qwen3_5_text tied but holding its own lm_head: transformers 5.x (the
    * only one that loads it) keeps the head, so it is the untied model */
   same_logits(F, "tied-head", edit_tie_true, edit_none);
