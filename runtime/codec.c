@@ -34,6 +34,8 @@ static int enc_matches(const sc_entry *e, const sc_codec_info *ci) {
 }
 
 int sc_codec_get_info(const sc_model *m, sc_codec_info *info, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!m || !info) return sc_fail(err, SC_EUSAGE, "sc_codec_get_info: no %s", !m ? "model" : "info");
   memset(info, 0, sizeof *info);
   if (strcmp(m->d->family, "codec"))
     return sc_fail(err, SC_EUSAGE, "%s is a %s model, not a codec decoder (hint: build the checkpoint's "
@@ -90,6 +92,9 @@ int sc_codec_path(const char *model_path, char *out, size_t size) {
 }
 
 int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pcm, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!s || (n_frames > 0 && (!codes || !pcm)))
+    return sc_fail(err, SC_EUSAGE, "sc_codec_decode: no %s", !s ? "session" : !codes ? "codes" : "pcm buffer");
   /* per call (a frame at a time in tts): the entry table, not the JSON */
   sc_codec_info ci;
   if (rt_codec_dims(s->m, &ci) && sc_codec_get_info(s->m, &ci, err))
@@ -116,6 +121,9 @@ int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pc
 }
 
 int sc_codec_encode(sc_session *s, const float *pcm, int n_frames, int32_t *codes, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!s || (n_frames > 0 && (!pcm || !codes)))
+    return sc_fail(err, SC_EUSAGE, "sc_codec_encode: no %s", !s ? "session" : !pcm ? "pcm" : "codes buffer");
   /* per call (a frame at a time in the duplex loop): the entry table */
   sc_codec_info ci;
   if (rt_codec_dims(s->m, &ci) && sc_codec_get_info(s->m, &ci, err)) return err->code;

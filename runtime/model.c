@@ -249,6 +249,8 @@ fail:
  * weights: then the model now at path is opened instead, a few times at
  * most.  A mismatched pair is never loaded either way. */
 int sc_model_open(const char *path, const sc_open_opts *opts, sc_model **out, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!path || !out) return sc_fail(err, SC_EUSAGE, "sc_model_open: no %s", !path ? "path" : "out");
   int rc = SC_OK, replaced = 0;
   for (int tries = 0; tries < 4; tries++)
     if (!(rc = open_once(path, opts, out, &replaced, err)) || !replaced) break;
@@ -291,6 +293,8 @@ const sc_model_desc *sc_model_desc_of(const sc_model *m) { return m->d; }
 /* The session's logits are host memory on every backend; the backend adds
  * its state and scratch, and a failure of its open is closed here. */
 int sc_session_open(sc_model *m, sc_session **out, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!out) return sc_fail(err, SC_EUSAGE, "sc_session_open: out is NULL");
   *out = NULL;
   if (!m) return sc_fail(err, SC_EUSAGE, "sc_session_open: no model (sc_model_open failed?)");
   sc_session *s = calloc(1, sizeof *s);
@@ -373,6 +377,8 @@ static int check_tokens(sc_session *s, const int32_t *ids, int n, sc_error *err)
 }
 
 int sc_prefill(sc_session *s, const int32_t *ids, int n, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!s) return sc_fail(err, SC_EUSAGE, "sc_prefill: no session (sc_session_open failed?)");
   if (!s->m->prefill)
     return sc_fail(err, SC_EUSAGE, "%s: a %s model has no prefill entry point%s", s->m->path, s->m->d->family,
                    strcmp(s->m->d->family, "qwen3_tts") ? "" : " (hint: speechc tts drives Qwen3-TTS models)");
@@ -389,6 +395,8 @@ int sc_prefill(sc_session *s, const int32_t *ids, int n, sc_error *err) {
 }
 
 int sc_decode(sc_session *s, int32_t id, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!s) return sc_fail(err, SC_EUSAGE, "sc_decode: no session (sc_session_open failed?)");
   if (!s->m->decode)
     return sc_fail(err, SC_EUSAGE, "%s: a %s model has no decode entry point%s", s->m->path, s->m->d->family,
                    strcmp(s->m->d->family, "qwen3_tts") ? "" : " (hint: speechc tts drives Qwen3-TTS models)");
@@ -415,6 +423,8 @@ int rt_generate_room(const sc_session *s, int n_prompt, int n_new, sc_error *err
 int sc_generate(sc_session *s, const int32_t *prompt, int n_prompt, int n_new,
                 const sc_sample_params *p, int32_t eos, int32_t *out, int *n_out,
                 sc_token_cb on_token, void *user, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!s || !n_out) return sc_fail(err, SC_EUSAGE, "sc_generate: no %s", !s ? "session" : "n_out");
   *n_out = 0;
   if (n_new < 0) return sc_fail(err, SC_EUSAGE, "-n must be >= 0, got %d", n_new);
   if (n_prompt < 1 || !prompt || (n_new && !out))

@@ -13,6 +13,16 @@
 #include "sc_abi.h"
 #include "speechc.h"
 
+/* The public entry points (speechc.h) take err == NULL, the message then
+ * dropped: this points err at a local so that nothing below checks. */
+#define SC_ERR_OR_LOCAL(err)      \
+  sc_error err##_dropped;         \
+  if (!(err)) {                   \
+    err##_dropped.code = 0;       \
+    err##_dropped.msg[0] = '\0'; \
+    (err) = &err##_dropped;       \
+  }
+
 struct sc_model {
   void *dl;
   const sc_model_desc *d;

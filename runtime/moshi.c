@@ -73,6 +73,8 @@ static float cfg_num(const cJSON *c, const char *key, float dflt) {
 /* LMGen.__init__'s defaults, then lm_gen_config (fe_moshi.c checked its
  * keys and types at build time). */
 int sc_moshi_defaults(const sc_model *m, sc_moshi_params *p, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!m || !p) return sc_fail(err, SC_EUSAGE, "sc_moshi_defaults: no %s", !m ? "model" : "params");
   memset(p, 0, sizeof *p);
   p->temp = 0.8f;
   p->temp_text = 0.7f;
@@ -113,6 +115,8 @@ static int new_sampler(int greedy, float temp, int top_k, uint64_t seed, sc_samp
 }
 
 int sc_moshi_open(sc_session *s, const sc_moshi_params *p, sc_moshi **out, sc_moshi_info *info, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!s || !out) return sc_fail(err, SC_EUSAGE, "sc_moshi_open: no %s", !s ? "session" : "out");
   *out = NULL;
   const sc_model *m = s->m;
   sc_moshi_params dflt;
@@ -256,6 +260,10 @@ static int step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc
 }
 
 int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!g || !user || !row || !has_row)
+    return sc_fail(err, SC_EUSAGE, "sc_moshi_step: no %s", !g ? "generator" : !user ? "user codes" : !row ? "row buffer"
+                   : "has_row");
   *has_row = 0;
   if (g->busy)
     return sc_fail(err, SC_EUSAGE, "sc_moshi_step: called from a sc_moshi_push callback of the same generator "
@@ -267,6 +275,8 @@ int sc_moshi_step(sc_moshi *g, const int32_t *user, int32_t *row, int *has_row, 
  * before the next frame is stepped. */
 int sc_moshi_push(sc_moshi *g, const int32_t *user, int n_frames, sc_moshi_row_cb on_row, void *cb_user,
                   int *n_pushed, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!g) return sc_fail(err, SC_EUSAGE, "sc_moshi_push: no generator");
   if (n_pushed) *n_pushed = 0;
   if (g->busy)
     return sc_fail(err, SC_EUSAGE, "sc_moshi_push: called from a callback of the same generator "
@@ -290,6 +300,8 @@ int sc_moshi_push(sc_moshi *g, const int32_t *user, int n_frames, sc_moshi_row_c
 
 int sc_moshi_push_pcm(sc_moshi *g, sc_session *codec, const float *pcm, int n_frames, sc_moshi_audio_cb on_audio,
                       void *cb_user, int *n_pushed, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!g) return sc_fail(err, SC_EUSAGE, "sc_moshi_push_pcm: no generator");
   if (n_pushed) *n_pushed = 0;
   if (g->busy)
     return sc_fail(err, SC_EUSAGE, "sc_moshi_push_pcm: called from a callback of the same generator "
@@ -364,6 +376,8 @@ void sc_moshi_batch_free(sc_moshi_batch *b) {
 }
 
 int sc_moshi_batch_new(sc_model *m, sc_moshi_batch **out, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!out) return sc_fail(err, SC_EUSAGE, "sc_moshi_batch_new: out is NULL");
   *out = NULL;
   if (!m) return sc_fail(err, SC_EUSAGE, "sc_moshi_batch_new: no model");
   if (strcmp(m->d->family, "moshi"))
@@ -416,6 +430,8 @@ int sc_moshi_batch_new(sc_model *m, sc_moshi_batch **out, sc_error *err) {
 }
 
 int sc_moshi_batch_add(sc_moshi_batch *b, sc_moshi *g, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!b) return sc_fail(err, SC_EUSAGE, "sc_moshi_batch_add: no batch");
   if (!g || g->s->m != b->m)
     return sc_fail(err, SC_EUSAGE, "sc_moshi_batch_add: the generator is not of the batch's model");
   for (int i = 0; i < b->n; i++)
@@ -498,6 +514,10 @@ static int batch_rows(sc_moshi_batch *b, int i0, int n, const int32_t *user, int
 }
 
 int sc_moshi_batch_step(sc_moshi_batch *b, const int32_t *user, int32_t *rows, int *has_row, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!b || (b->n && (!user || !rows || !has_row)))
+    return sc_fail(err, SC_EUSAGE, "sc_moshi_batch_step: no %s", !b ? "batch" : !user ? "user codes" : !rows ? "rows "
+                   "buffer" : "has_row");
   const int U = b->K - 1 - b->Q;
   for (int i = 0; i < b->n; i++) {
     has_row[i] = 0;

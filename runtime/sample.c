@@ -68,6 +68,7 @@ static uint64_t splitmix64(uint64_t *x) {
 /* ---- sampler lifetime --------------------------------------------------- */
 
 int sc_sampler_new(const sc_sample_params *p, sc_sampler **out, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
   sc_sample_params d = sc_sample_defaults();
   if (!out) return sc_fail(err, SC_EUSAGE, "sc_sampler_new: out is NULL");
   *out = NULL;
@@ -222,11 +223,17 @@ static int top_p_keep(const float *score, int *ids, double *w, int n,
 int sc_sample(sc_sampler *s, const float *logits, int n, const int32_t *history,
               int n_history, const int32_t *suppress, int n_suppress,
               int32_t *token, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
   if (!s || !logits || !token || n <= 0 || (n_history > 0 && !history) ||
       (n_suppress > 0 && !suppress))
     return sc_fail(err, SC_EUSAGE,
                    "sc_sample: bad arguments (n = %d; sampler, logits and "
                    "token must be non-NULL)", n);
+  /* a negative count would drop the penalty or the suppression silently */
+  if (n_history < 0 || n_suppress < 0)
+    return sc_fail(err, SC_EUSAGE, "sc_sample: negative %s count %d",
+                   n_history < 0 ? "history" : "suppress",
+                   n_history < 0 ? n_history : n_suppress);
   for (int i = 0; i < n; i++)
     if (!isfinite(logits[i]))
       return sc_fail(err, SC_ERUNTIME,

@@ -5,8 +5,10 @@
  * sessions on it (each with its own KV cache and state; sessions are
  * independent and may run in different threads), feed tokens, read logits,
  * sample.  Every function that can fail returns an SC_* code and fills an
- * sc_error with a message that names the file or argument at fault.  Library
- * code never exits the process.
+ * sc_error with a message that names the file or argument at fault (err may
+ * be NULL: the code alone); a NULL where a session, buffer or count is
+ * needed is SC_EUSAGE, never a crash.  Library code never exits the
+ * process.
  */
 #ifndef SPEECHC_H
 #define SPEECHC_H
@@ -60,7 +62,8 @@ typedef struct sc_model_info {
 } sc_model_info;
 void sc_model_get_info(const sc_model *m, sc_model_info *info);
 
-/* Sessions: max_context 0 uses the model's compiled maximum. */
+/* Sessions: each holds max_context positions, the model's compiled
+ * maximum (sc_model_info.max_context). */
 int sc_session_open(sc_model *m, sc_session **out, sc_error *err);
 void sc_session_close(sc_session *s);
 /* Position 0, state zeroed; on the CPU the state's memory goes back to

@@ -255,6 +255,9 @@ static int predictor_room(const sc_model *m, const TtsConfig *c, sc_error *err) 
 }
 
 int sc_tts_context_frames(const sc_model *m, const sc_tts_params *p, int *frames, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!m || !p || !frames)
+    return sc_fail(err, SC_EUSAGE, "sc_tts_context_frames: no %s", !m ? "model" : !p ? "params" : "frames");
   *frames = 0;
   TtsConfig c;
   if (tts_config(m, &c, err)) return err->code;
@@ -436,8 +439,12 @@ static void frame_program(TtsFrame *fr, const TtsConfig *c, int t, int pos, floa
 
 int sc_tts_generate(sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                     sc_frame_cb on_frame, void *user, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
   const double start = now();
   sc_tts_stats st = {0};
+  if (!s || !p || !codes || !n_frames)
+    return sc_fail(err, SC_EUSAGE, "sc_tts_generate: no %s", !s ? "session" : !p ? "params" : !codes ? "codes buffer"
+                   : "n_frames");
   *n_frames = 0;
   if (p->max_frames < 1) return sc_fail(err, SC_EUSAGE, "--max-frames must be >= 1, got %d", p->max_frames);
   if (p->min_frames < 0) return sc_fail(err, SC_EUSAGE, "min_frames must be >= 0, got %d", p->min_frames);

@@ -109,6 +109,8 @@ void sc_tts_batch_free(sc_tts_batch *b) {
 }
 
 int sc_tts_batch_new(sc_model *m, sc_tts_batch **out, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!out) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_new: out is NULL");
   *out = NULL;
   if (!m) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_new: no model");
   sc_tts_batch *b = calloc(1, sizeof *b);
@@ -184,6 +186,7 @@ int sc_tts_batch_running(const sc_tts_batch *b) {
 }
 
 int sc_tts_batch_status(const sc_tts_batch *b, const sc_session *s, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
   const TtsStream *x = find(b, s, NULL);
   if (!x) return -1;
   if (x->status == SC_TTS_FAILED && err) *err = x->err;
@@ -225,6 +228,8 @@ static void fail(TtsStream *x, const sc_error *e) {
 
 int sc_tts_batch_add(sc_tts_batch *b, sc_session *s, const sc_tts_params *p, int32_t *codes, int *n_frames,
                      sc_frame_cb on_frame, void *user, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!b) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_add: no batch");
   const double start = now();
   if (b->stepping) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_add: not from a callback of sc_tts_batch_step");
   if (!s || s->m != b->m) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_add: the session is not of the batch's model");
@@ -413,6 +418,8 @@ static int step(sc_tts_batch *b, sc_error *err);
 /* The callbacks may remove streams (their own or others': freed here,
  * after the step), not add them or step again. */
 int sc_tts_batch_step(sc_tts_batch *b, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!b) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_step: no batch");
   if (b->stepping) return sc_fail(err, SC_EUSAGE, "sc_tts_batch_step: not from one of its own callbacks");
   b->stepping = 1;
   const int rc = step(b, err);

@@ -132,6 +132,10 @@ static void run_one(const char *cc, int fuse, int frames, const int32_t *codes, 
   float *pcm = calloc((size_t)n, sizeof *pcm);
   const double tol = 1e-4;
 
+  /* missing buffers are refused (err may be NULL), nothing decoded */
+  CHECK(sc_codec_decode(s, NULL, T, pcm, &err) == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "sc_codec_decode: no codes");
+  CHECK(sc_codec_decode(s, codes, T, NULL, NULL) == SC_EUSAGE);
   /* whole utterance */
   CHECK_MSG(sc_codec_decode(s, codes, T, pcm, &err) == 0, "%s", err.msg);
   double e = rel_err(pcm, ref, n);

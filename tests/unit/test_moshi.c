@@ -142,6 +142,8 @@ static int run_rows(sc_session *s, const sc_moshi_params *p, const int *user, in
   sc_error err = {0};
   int n = 0, row[64], has;
   CHECK_MSG(sc_moshi_open(s, p, &g, NULL, &err) == 0, "%s", err.msg);
+  CHECK(!g || (sc_moshi_step(g, NULL, row, &has, &err) == SC_EUSAGE && strstr(err.msg, "no user codes") &&
+               sc_moshi_step(g, user, row, NULL, NULL) == SC_EUSAGE)); /* refused before a step */
   for (int st = 0; g && st < S; st++) {
     CHECK_MSG(sc_moshi_step(g, user + (size_t)st * U, row, &has, &err) == 0, "%s", err.msg);
     if (has && n < R) memcpy(rows + (size_t)n++ * (1 + Q), row, sizeof *row * (size_t)(1 + Q));

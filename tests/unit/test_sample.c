@@ -259,6 +259,13 @@ static void test_invalid(void) {
   CHECK(sc_sample(s, l, 0, NULL, 0, NULL, 0, &tok, &err) == SC_EUSAGE);
   CHECK(sc_sample(s, NULL, 2, NULL, 0, NULL, 0, &tok, &err) == SC_EUSAGE);
   CHECK(sc_sample(s, l, 2, NULL, 3, NULL, 0, &tok, &err) == SC_EUSAGE);
+  /* negative counts would drop the penalty or the suppression: refused */
+  const int32_t one = 1;
+  CHECK(sc_sample(s, l, 2, &one, -5, NULL, 0, &tok, &err) == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "negative history count -5");
+  CHECK(sc_sample(s, l, 2, NULL, 0, &one, -1, &tok, &err) == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "negative suppress count -1");
+  CHECK(sc_sample(s, l, 0, NULL, 0, NULL, 0, &tok, NULL) == SC_EUSAGE); /* err may be NULL */
   sc_sampler_free(s);
   sc_sampler_free(NULL);
 }

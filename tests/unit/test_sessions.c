@@ -195,6 +195,28 @@ static void test_room(const char *tmpdir) {
   CHECK_CONTAINS(err.msg, "out NULL");
   CHECK(sc_prefill(s, NULL, 2, &err) == SC_EUSAGE && sc_session_pos(s) == 0);
   CHECK_CONTAINS(err.msg, "no tokens given (ids NULL)");
+  /* err may be NULL: the code alone, no crash; no session is an error */
+  CHECK(sc_decode(s, -1, NULL) == SC_EUSAGE && sc_prefill(s, prompt, 0, NULL) == SC_EUSAGE &&
+        sc_generate(s, NULL, 4, 2, &p, -1, out, &n, NULL, NULL, NULL) == SC_EUSAGE && sc_session_pos(s) == 0);
+  CHECK(sc_prefill(NULL, prompt, 2, &err) == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "sc_prefill: no session");
+  CHECK(sc_decode(NULL, 1, &err) == SC_EUSAGE);
+  CHECK_CONTAINS(err.msg, "sc_decode: no session");
+  sc_model *none = NULL;
+  CHECK(sc_model_open(NULL, NULL, &none, &err) == SC_EUSAGE && !none);
+  CHECK_CONTAINS(err.msg, "sc_model_open: no path");
+  CHECK(sc_session_open(m, NULL, NULL) == SC_EUSAGE && sc_batch_new(m, NULL, NULL) == SC_EUSAGE);
+  CHECK(sc_generate(s, prompt, 4, 2, &p, -1, out, NULL, NULL, NULL, &err) == SC_EUSAGE && sc_session_pos(s) == 0);
+  CHECK_CONTAINS(err.msg, "sc_generate: no n_out");
+  /* a batch with sessions and no ids: refused, not read */
+  sc_session *s3 = NULL;
+  sc_batch *nb = NULL;
+  CHECK(sc_session_open(m, &s3, &err) == 0 && sc_batch_new(m, &nb, &err) == 0 && sc_batch_add(nb, s3, &err) == 0);
+  CHECK(sc_batch_step(nb, NULL, &err) == SC_EUSAGE && sc_session_pos(s3) == 0);
+  CHECK_CONTAINS(err.msg, "sc_batch_step: no ids for the batch's 1 sessions");
+  CHECK(sc_batch_step(NULL, prompt, NULL) == SC_EUSAGE);
+  sc_batch_free(nb);
+  sc_session_close(s3);
   /* the model closed before its sessions and its batch: they keep it
    * until they close (ASan: no use after free) and still run */
   sc_batch *lb = NULL;

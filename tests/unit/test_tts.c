@@ -173,6 +173,9 @@ static void run_model(const char *name, const char *cc) {
       q.talker.seed = q.predictor.seed = 7;
       int32_t *a = calloc((size_t)nf * G, 4), *b = calloc((size_t)nf * G, 4);
       int na = 0, nb = 0;
+      CHECK(sc_tts_generate(s, &q, NULL, &na, NULL, NULL, &err) == SC_EUSAGE); /* refused, err may be NULL */
+      CHECK_CONTAINS(err.msg, "sc_tts_generate: no codes buffer");
+      CHECK(sc_tts_generate(s, NULL, a, &na, NULL, NULL, NULL) == SC_EUSAGE);
       CHECK(sc_tts_generate(s, &q, a, &na, NULL, NULL, &err) == 0);
       CHECK(sc_tts_generate(s, &q, b, &nb, NULL, NULL, &err) == 0);
       CHECK(na == nb && !memcmp(a, b, (size_t)na * G * 4));
