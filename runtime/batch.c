@@ -88,7 +88,7 @@ int sc_batch_add(sc_batch *b, sc_session *s, sc_error *err) {
 }
 
 int sc_batch_remove(sc_batch *b, sc_session *s) {
-  for (int i = 0; i < b->n; i++)
+  for (int i = 0; b && i < b->n; i++)
     if (b->s[i] == s) {
       memmove(&b->s[i], &b->s[i + 1], (size_t)(b->n - i - 1) * sizeof *b->s);
       b->n--;
@@ -97,9 +97,9 @@ int sc_batch_remove(sc_batch *b, sc_session *s) {
   return -1;
 }
 
-int sc_batch_size(const sc_batch *b) { return b->n; }
+int sc_batch_size(const sc_batch *b) { return b ? b->n : 0; }
 
-sc_session *sc_batch_session(const sc_batch *b, int i) { return i >= 0 && i < b->n ? b->s[i] : NULL; }
+sc_session *sc_batch_session(const sc_batch *b, int i) { return b && i >= 0 && i < b->n ? b->s[i] : NULL; }
 
 int sc_batch_step(sc_batch *b, const int32_t *ids, sc_error *err) {
   SC_ERR_OR_LOCAL(err);

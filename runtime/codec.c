@@ -85,6 +85,7 @@ int rt_codec_dims(const sc_model *m, sc_codec_info *ci) {
 }
 
 int sc_codec_path(const char *model_path, char *out, size_t size) {
+  if (!model_path || !out) return 1;
   size_t n = strlen(model_path);
   if (n > 3 && !strcmp(model_path + n - 3, ".so")) n -= 3;
   const int w = snprintf(out, size, "%.*s.codec.so", (int)n, model_path);

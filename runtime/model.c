@@ -272,6 +272,11 @@ void sc_model_close(sc_model *m) {
 }
 
 void sc_model_get_info(const sc_model *m, sc_model_info *i) {
+  if (!i) return;
+  if (!m) {
+    memset(i, 0, sizeof *i);
+    return;
+  }
   const sc_model_desc *d = m->d;
   i->family = d->family;
   i->model_type = d->model_type;
@@ -321,15 +326,17 @@ void sc_session_close(sc_session *s) {
 }
 
 void sc_session_reset(sc_session *s) {
+  if (!s) return;
   s->m->be->session_reset(s);
   s->pos = 0;
   s->enc_pos = 0;
 }
 
-int sc_session_pos(const sc_session *s) { return s->pos; }
+int sc_session_pos(const sc_session *s) { return s ? s->pos : -1; }
 
 const float *sc_logits(const sc_session *s, int *n_vocab) {
-  if (n_vocab) *n_vocab = s->m->d->vocab;
+  if (n_vocab) *n_vocab = s ? s->m->d->vocab : 0;
+  if (!s) return NULL;
   if (s->m->be->fetch_logits) s->m->be->fetch_logits(s); /* a device-sampled decode left them there */
   return s->logits;
 }

@@ -339,7 +339,10 @@ int sc_moshi_push_pcm(sc_moshi *g, sc_session *codec, const float *pcm, int n_fr
   return rc;
 }
 
-void sc_moshi_get_times(const sc_moshi *g, sc_moshi_times *t) { *t = g->times; }
+void sc_moshi_get_times(const sc_moshi *g, sc_moshi_times *t) {
+  if (t && g) *t = g->times;
+  else if (t) memset(t, 0, sizeof *t);
+}
 
 /* ---- several conversations at once ---------------------------------------- */
 
@@ -451,7 +454,7 @@ int sc_moshi_batch_add(sc_moshi_batch *b, sc_moshi *g, sc_error *err) {
 }
 
 int sc_moshi_batch_remove(sc_moshi_batch *b, sc_moshi *g) {
-  for (int i = 0; i < b->n; i++)
+  for (int i = 0; b && i < b->n; i++)
     if (b->g[i] == g) {
       memmove(&b->g[i], &b->g[i + 1], (size_t)(b->n - i - 1) * sizeof *b->g);
       b->n--;
@@ -460,11 +463,14 @@ int sc_moshi_batch_remove(sc_moshi_batch *b, sc_moshi *g) {
   return -1;
 }
 
-int sc_moshi_batch_size(const sc_moshi_batch *b) { return b->n; }
+int sc_moshi_batch_size(const sc_moshi_batch *b) { return b ? b->n : 0; }
 
-sc_moshi *sc_moshi_batch_get(const sc_moshi_batch *b, int i) { return i >= 0 && i < b->n ? b->g[i] : NULL; }
+sc_moshi *sc_moshi_batch_get(const sc_moshi_batch *b, int i) { return b && i >= 0 && i < b->n ? b->g[i] : NULL; }
 
-void sc_moshi_batch_get_times(const sc_moshi_batch *b, sc_moshi_times *t) { *t = b->times; }
+void sc_moshi_batch_get_times(const sc_moshi_batch *b, sc_moshi_times *t) {
+  if (t && b) *t = b->times;
+  else if (t) memset(t, 0, sizeof *t);
+}
 
 /* Rows i0 .. i0 + n - 1 of the batch, one call per entry for all of them. */
 static int batch_rows(sc_moshi_batch *b, int i0, int n, const int32_t *user, int32_t *rows, int *has_row,

@@ -446,7 +446,7 @@ int sc_codec_decode(sc_session *s, const int32_t *codes, int n_frames, float *pc
 int sc_codec_encode(sc_session *s, const float *pcm, int n_frames, int32_t *codes, sc_error *err);
 /* Where `speechc build` puts the codec decoder of a Qwen3-TTS checkpoint
  * built into model_path: X.so -> X.codec.so (any other name: NAME.codec.so).
- * Non-zero when out (size bytes) is too small. */
+ * Non-zero when out (size bytes) is too small, or either is NULL. */
 int sc_codec_path(const char *model_path, char *out, size_t size);
 
 #ifdef __cplusplus

@@ -144,7 +144,7 @@ int tts_suppress(const TtsConfig *c, int32_t *out) {
 int sc_tts_codebooks(const sc_model *m) {
   TtsConfig c;
   sc_error err;
-  if (tts_config(m, &c, &err)) return 0;
+  if (!m || tts_config(m, &c, &err)) return 0;
   tts_config_free(&c);
   return c.groups;
 }

@@ -175,13 +175,13 @@ static TtsStream *find(const sc_tts_batch *b, const sc_session *s, int *at) {
 
 int sc_tts_batch_size(const sc_tts_batch *b) {
   int k = 0;
-  for (int i = 0; i < b->n; i++) k += !b->st[i]->removed;
+  for (int i = 0; b && i < b->n; i++) k += !b->st[i]->removed;
   return k;
 }
 
 int sc_tts_batch_running(const sc_tts_batch *b) {
   int k = 0;
-  for (int i = 0; i < b->n; i++) k += b->st[i]->status == SC_TTS_RUNNING;
+  for (int i = 0; b && i < b->n; i++) k += b->st[i]->status == SC_TTS_RUNNING;
   return k;
 }
 
@@ -195,7 +195,7 @@ int sc_tts_batch_status(const sc_tts_batch *b, const sc_session *s, sc_error *er
 
 int sc_tts_batch_remove(sc_tts_batch *b, sc_session *s) {
   int at;
-  TtsStream *x = find(b, s, &at);
+  TtsStream *x = b ? find(b, s, &at) : NULL;
   if (!x) return -1;
   if (b->stepping) { /* from a callback: out at once (its codes no longer written), freed after the step */
     x->removed = 1;

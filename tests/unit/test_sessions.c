@@ -208,6 +208,15 @@ static void test_room(const char *tmpdir) {
   CHECK(sc_session_open(m, NULL, NULL) == SC_EUSAGE && sc_batch_new(m, NULL, NULL) == SC_EUSAGE);
   CHECK(sc_generate(s, prompt, 4, 2, &p, -1, out, NULL, NULL, NULL, &err) == SC_EUSAGE && sc_session_pos(s) == 0);
   CHECK_CONTAINS(err.msg, "sc_generate: no n_out");
+  /* the accessors and the frees take NULL */
+  int nv = 7;
+  sc_model_info mi = {.vocab = 3};
+  sc_model_get_info(NULL, &mi);
+  CHECK(!sc_logits(NULL, &nv) && nv == 0 && sc_session_pos(NULL) == -1 && mi.vocab == 0);
+  CHECK(sc_batch_size(NULL) == 0 && !sc_batch_session(NULL, 0) && sc_batch_remove(NULL, s) != 0);
+  sc_session_reset(NULL);
+  sc_session_close(NULL);
+  sc_batch_free(NULL);
   /* a batch with sessions and no ids: refused, not read */
   sc_session *s3 = NULL;
   sc_batch *nb = NULL;
