@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,76 @@ static int check_band(DType band, sc_error *err) {
   return sc_fail(err, SC_EUSAGE, "--weights %s: not a weight band (accepted: %s)", ir_dtype_name(band), names);
 }
 
+/* qwen-tts takes its generation defaults from the checkpoint's
+ * generation_config.json (Qwen3TTSModel._merge_generate_kwargs: a value the
+ * caller leaves out comes from there, else from its hard defaults): the
+ * ten keys it reads, checked as its sampling would take them, go into the
+ * embedded config under "speechc_generation_defaults", where
+ * sc_tts_model_defaults reads them.  Other keys are not read by qwen-tts'
+ * generate and are left alone. */
+static int tts_generation_defaults(const Checkpoint *c, Module *m, char **minified, sc_error *err) {
+  cJSON *g = NULL;
+  if (ckpt_read_json_opt(c, "generation_config.json", &g, err)) return err->code;
+  if (!g) return SC_OK;
+  static const struct {
+    const char *key;
+    char kind; /* b: true / false; i: a whole number >= lo; n: a finite number in (lo, hi], [lo, hi] with lo_ok */
+    double lo, hi;
+    int lo_ok;
+  } keys[] = {{"do_sample", 'b', 0, 0, 0},
+              {"top_k", 'i', 0, 0, 0},
+              {"top_p", 'n', 0, 1, 0},
+              {"temperature", 'n', 0, 100, 1},
+              {"repetition_penalty", 'n', 0, 1e6, 0},
+              {"subtalker_dosample", 'b', 0, 0, 0},
+              {"subtalker_top_k", 'i', 0, 0, 0},
+              {"subtalker_top_p", 'n', 0, 1, 0},
+              {"subtalker_temperature", 'n', 0, 100, 1},
+              {"max_new_tokens", 'i', 1, 0, 0}};
+  char where[4200];
+  snprintf(where, sizeof where, "%s/generation_config.json", c->dir);
+  int rc = SC_OK;
+  cJSON *keep = NULL, *j = NULL;
+  if (!cJSON_IsObject(g)) {
+    rc = sc_fail(err, SC_EINPUT, "%s: not a JSON object", where);
+    goto done;
+  }
+  if (!(keep = cJSON_CreateObject())) goto oom;
+  for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(g, keys[k].key);
+    if (!v) continue;
+    const double x = v->valuedouble;
+    if (keys[k].kind == 'b' && !cJSON_IsBool(v))
+      rc = sc_fail(err, SC_EINPUT, "%s: %s is not true or false (qwen-tts generates with it as given)", where,
+                   keys[k].key);
+    else if (keys[k].kind == 'i' && (!cJSON_IsNumber(v) || x != floor(x) || x < keys[k].lo || x > INT_MAX))
+      rc = sc_fail(err, SC_EINPUT, "%s: %s is not a whole number of at least %g", where, keys[k].key, keys[k].lo);
+    else if (keys[k].kind == 'n' && (!cJSON_IsNumber(v) || !isfinite(x) || x > keys[k].hi ||
+                                     (keys[k].lo_ok ? x < keys[k].lo : x <= keys[k].lo)))
+      rc = sc_fail(err, SC_EINPUT, "%s: %s is not a number in %s%g, %g]", where, keys[k].key,
+                   keys[k].lo_ok ? "[" : "(", keys[k].lo, keys[k].hi);
+    if (rc) goto done;
+    if (!cJSON_AddItemToObject(keep, keys[k].key, cJSON_Duplicate(v, 1))) goto oom;
+  }
+  if (!keep->child) goto done;
+  if (!(j = cJSON_Parse(*minified)) || !cJSON_AddItemToObject(j, "speechc_generation_defaults", keep)) goto oom;
+  keep = NULL;
+  char *s = cJSON_PrintUnformatted(j);
+  if (!s) goto oom;
+  cJSON_free(*minified);
+  *minified = s;
+  m->config_json = s;
+  m->config_hash = sc_fnv1a(s, strlen(s));
+  goto done;
+oom:
+  rc = sc_fail(err, SC_ERUNTIME, "%s: out of memory", where);
+done:
+  cJSON_Delete(keep);
+  cJSON_Delete(j);
+  cJSON_Delete(g);
+  return rc;
+}
+
 int sc_build(const BuildOpts *o, sc_error *err) {
   double t0 = now();
   int rc;
@@ -128,6 +199,7 @@ int sc_build(const BuildOpts *o, sc_error *err) {
 
   /* frontend and passes */
   if ((rc = fe(&m, &c, o, err))) goto done;
+  if (!strcmp(family, "qwen3_tts") && (rc = tts_generation_defaults(&c, &m, &minified, err))) goto done;
   if ((rc = verify_all(&m, "frontend", o, err))) goto done;
   pass_specialize(&m);
   if ((rc = verify_all(&m, "specialize", o, err))) goto done;

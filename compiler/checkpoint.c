@@ -104,6 +104,24 @@ static int read_json(const char *path, const char *missing_hint, char **text,
   return json_read_file(path, SC_JSON_MAX, missing_hint, text, json, err);
 }
 
+int ckpt_read_json_opt(const Checkpoint *c, const char *name, cJSON **json, sc_error *err) {
+  *json = NULL;
+  char *path = malloc(strlen(c->dir) + strlen(name) + 2);
+  if (!path) return oom(err, name);
+  sprintf(path, "%s/%s", c->dir, name);
+  struct stat sb;
+  if (lstat(path, &sb) && errno == ENOENT) { /* none: the defaults */
+    free(path);
+    return SC_OK;
+  }
+  char *text = NULL;
+  int rc = check_inside(c, path, err);
+  if (!rc) rc = read_json(path, NULL, &text, json, err);
+  free(text);
+  free(path);
+  return rc;
+}
+
 static const char *json_type_name(const cJSON *j) {
   if (cJSON_IsObject(j)) return "object";
   if (cJSON_IsArray(j)) return "array";

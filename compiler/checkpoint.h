@@ -44,6 +44,12 @@ int ckpt_open_as(Checkpoint *c, const char *dir, const CkptAs *as, sc_error *err
  * for a repository without config.json (fe_moshi.c). */
 extern const char fe_moshi_7b_config[];
 
+/* An optional JSON file of the checkpoint's directory (name: a file name,
+ * e.g. generation_config.json): *json NULL when there is none; else read
+ * as config.json is (inside the directory or a hub cache's blobs, at most
+ * SC_JSON_MAX bytes, Python's json rules).  *json is the caller's. */
+int ckpt_read_json_opt(const Checkpoint *c, const char *name, cJSON **json, sc_error *err);
+
 /* NULL when absent. */
 const StTensor *ckpt_find(const Checkpoint *c, const char *name);
 /* Required tensor with ndim dims; shape[i] < 0 means any.  Errors:

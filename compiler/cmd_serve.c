@@ -1089,8 +1089,8 @@ int cmd_serve(int argc, char **argv) {
   }
   srv.info = tts_text_info(srv.tts);
   srv.limits = (ServeLimits){max_frames, srv.info->speakers, srv.info->n_speakers, srv.info->languages,
-                             srv.info->n_languages};
-  srv.base = sc_tts_defaults();
+                             srv.info->n_languages, &srv.info->defaults};
+  srv.base = srv.info->defaults;
   srv.base.audio_batch = decoder_batch;
   srv.streams = calloc((size_t)max_streams, sizeof *srv.streams);
   srv.busy = calloc((size_t)max_streams, sizeof *srv.busy);

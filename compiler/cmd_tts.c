@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,15 +55,21 @@ const char *const usage_tts =
     "                          dialect comes with its speaker; default auto)\n"
     "  --non-streaming         all text in the prompt (the official custom-voice and\n"
     "                          voice-design path); default: streaming text, one per frame\n"
-    "  --max-frames N          stop after N frames (12.5 frames = 1 s); default 2048, or as\n"
+    "  --max-frames N          stop after N frames (12.5 frames = 1 s); default 2048 (or the\n"
+    "                          checkpoint's generation_config.json max_new_tokens), or as\n"
     "                          many as the model's --max-context holds after the prompt\n"
     "                          (a warning says when speech stopped there); more than it\n"
     "                          holds is refused before anything runs\n"
     "  --greedy                argmax for both talker and predictor\n"
+    "  --sample                sample both, where generation_config.json says do_sample or\n"
+    "                          subtalker_dosample false (the default samples)\n"
     "  --temperature T --top-k K --top-p P --repetition-penalty R\n"
     "                          talker sampling (defaults 0.9, 50, 1.0, 1.05)\n"
     "  --sub-temperature T --sub-top-k K --sub-top-p P\n"
     "                          code predictor sampling (defaults 0.9, 50, 1.0)\n"
+    "                          (a default the checkpoint's generation_config.json sets is\n"
+    "                          its value, as in qwen-tts: do_sample, top_k, top_p,\n"
+    "                          temperature, repetition_penalty, subtalker_*)\n"
     "  --seed S                sampler seed (default 0): same seed, same frames\n"
     "  -o PATH                 .wav: audio, 16-bit PCM (--f32: float); .raw/.pcm: bare\n"
     "                          s16le; -: bare s16le on stdout (| aplay -f S16_LE -r 24000\n"
@@ -382,9 +389,14 @@ int cmd_tts(int argc, char **argv) {
   const char *text_s = NULL, *instruct_s = NULL, *tokdir = NULL;
   const char *codec_path = NULL, *codes_out = NULL;
   int f32 = 0;
+  /* the sampling left unset (NAN, -1) until the model's defaults fill what
+   * no flag gave (its generation_config.json, as qwen-tts reads it) */
   sc_tts_params p = sc_tts_defaults();
-  const int default_frames = p.max_frames;
   p.max_frames = 0; /* given or not */
+  p.talker.greedy = p.predictor.greedy = -1;
+  p.talker.temperature = p.talker.top_p = p.talker.repetition_penalty = NAN;
+  p.predictor.temperature = p.predictor.top_p = NAN;
+  p.talker.top_k = p.predictor.top_k = -1;
   Progress prog = {0};
   sc_open_opts opts = {.verify_weights = 1, .threads = 0};
   int dec_threads = 0;
@@ -436,6 +448,8 @@ int cmd_tts(int argc, char **argv) {
       p.non_streaming = 1;
     } else if (!strcmp(a, "--greedy")) {
       p.talker.greedy = p.predictor.greedy = 1;
+    } else if (!strcmp(a, "--sample")) {
+      p.talker.greedy = p.predictor.greedy = 0;
     } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
       prog.quiet = 1;
     } else if (!strcmp(a, "-o")) {
@@ -470,7 +484,6 @@ int cmd_tts(int argc, char **argv) {
   }
   if (!path) return usage_error(usage_tts, "%s", "missing model.so");
   const int frames_given = p.max_frames > 0;
-  if (!frames_given) p.max_frames = default_frames;
   if (!text && !text_s) return usage_error(usage_tts, "%s", "missing --text-ids or --text");
   if (text && text_s && n_outs <= 1)
     return usage_error(usage_tts, "%s", "give one of --text and --text-ids (several requests: one -o after each)");
@@ -525,6 +538,19 @@ int cmd_tts(int argc, char **argv) {
   TtsStream *ts = NULL;
   int frames = 0, g = 0;
   rc = tts_text_open(path, &to, &tt, &err);
+  if (!rc) { /* what no flag set: the model's defaults */
+    const sc_tts_params *d = &tts_text_info(tt)->defaults;
+    if (!frames_given) p.max_frames = d->max_frames;
+    if (p.talker.greedy < 0) p.talker.greedy = d->talker.greedy;
+    if (p.predictor.greedy < 0) p.predictor.greedy = d->predictor.greedy;
+    if (isnan(p.talker.temperature)) p.talker.temperature = d->talker.temperature;
+    if (isnan(p.talker.top_p)) p.talker.top_p = d->talker.top_p;
+    if (isnan(p.talker.repetition_penalty)) p.talker.repetition_penalty = d->talker.repetition_penalty;
+    if (isnan(p.predictor.temperature)) p.predictor.temperature = d->predictor.temperature;
+    if (isnan(p.predictor.top_p)) p.predictor.top_p = d->predictor.top_p;
+    if (p.talker.top_k < 0) p.talker.top_k = d->talker.top_k;
+    if (p.predictor.top_k < 0) p.predictor.top_k = d->predictor.top_k;
+  }
   if (!rc) rc = tts_text_language(tt, "--language", p.language, &err);
   if (!rc && n_texts > 1) {
     Many m = {.tt = tt, .p = p, .instruct_s = instruct_s, .texts = texts, .outs = outs, .is_ids = is_ids,

@@ -136,7 +136,7 @@ static int read_fields(const cJSON *j, const ServeLimits *lim, ServeRequest *r, 
   sc_tts_params *p = &r->params;
   char *format = NULL, *instructions = NULL, *stream_format = NULL;
   double speed = 1.0, seed = 0;
-  int greedy = 0, rc;
+  int greedy = -1, rc; /* -1: not given, the model's default */
   if ((rc = get_string(f[F_model], "model", &r->model, err)) ||
       (rc = get_string(f[F_input], "input", &r->input, err)) ||
       (rc = get_string(f[F_voice], "voice", &r->voice, err)) ||
@@ -201,7 +201,7 @@ static int read_fields(const cJSON *j, const ServeLimits *lim, ServeRequest *r, 
   }
   if (r->sse) r->stream = 1;
   p->talker.seed = p->predictor.seed = (uint64_t)seed;
-  if (greedy) p->talker.greedy = p->predictor.greedy = 1;
+  if (greedy >= 0) p->talker.greedy = p->predictor.greedy = greedy; /* false samples over a do_sample: false */
   p->speaker = r->voice;
   p->language = r->language;
 out:
@@ -214,7 +214,7 @@ out:
 int serve_request_parse(const char *body, size_t len, const ServeLimits *lim, ServeRequest *out,
                         sc_error *err) {
   memset(out, 0, sizeof *out);
-  out->params = sc_tts_defaults();
+  out->params = lim->defaults ? *lim->defaults : sc_tts_defaults();
   if (lim->max_frames > 0) out->params.max_frames = lim->max_frames; /* the limit is the default */
   if (!len) return sc_fail(err, SC_EUSAGE, "request body: empty; expected a JSON object with at least \"input\"");
   if (json_check_text(body, len, "request body", "key", err)) return err->code = SC_EUSAGE;

@@ -51,6 +51,8 @@ typedef struct ServeLimits {
   int n_voices;
   const char *const *languages;   /* language names ("auto" is always accepted) */
   int n_languages;
+  const sc_tts_params *defaults;  /* what a request leaves out (the model's, sc_tts_model_defaults);
+                                     NULL: sc_tts_defaults() */
 } ServeLimits;
 
 typedef struct ServeRequest {

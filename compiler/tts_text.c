@@ -96,6 +96,7 @@ int tts_text_open(const char *path, const TtsTextOpts *o, TtsText **out, sc_erro
     if (!(t->config = cJSON_Parse(mi.config_json)))
       rc = sc_fail(err, SC_EINPUT, "%s: the embedded config is not valid JSON", path);
   }
+  if (!rc) rc = sc_tts_model_defaults(t->m, &t->info.defaults, err);
   if (!rc) rc = config_names(t, "spk_id", 0, &t->info.n_speakers, err);
   if (!rc) rc = config_names(t, "codec_language_id", 1, &t->info.n_languages, err);
   if (!rc) {

@@ -60,6 +60,7 @@ typedef struct TtsTextInfo {
   const char *const *languages; /* codec_language_id names, "auto" and dialects not included */
   int drops_instruct;      /* a 0.6B CustomVoice model: requests' instructions are dropped, as
                               qwen-tts' generate_custom_voice drops them */
+  sc_tts_params defaults;  /* sc_tts_model_defaults: its generation_config.json over qwen-tts' */
 } TtsTextInfo;
 /* Valid until tts_text_close. */
 const TtsTextInfo *tts_text_info(const TtsText *t);

@@ -240,7 +240,16 @@ typedef struct sc_tts_stats {
   int decoded;              /* frames decoded and handed to on_audio */
   int overlapped;           /* 1: the decoder ran on its own thread */
 } sc_tts_stats;
+/* qwen-tts' hard defaults (its _merge_generate_kwargs): talker and
+ * predictor sampled at temperature 0.9, top-k 50, top-p 1; repetition
+ * penalty 1.05 on the talker; 2048 frames at most. */
 sc_tts_params sc_tts_defaults(void);
+/* The defaults qwen-tts uses for this checkpoint: sc_tts_defaults() with
+ * what its generation_config.json sets (do_sample, top_k, top_p,
+ * temperature, repetition_penalty, subtalker_dosample, subtalker_top_k,
+ * subtalker_top_p, subtalker_temperature, max_new_tokens), as speechc
+ * build recorded it in the artifact. */
+int sc_tts_model_defaults(const sc_model *m, sc_tts_params *p, sc_error *err);
 /* Codebooks per frame (G), or 0 when the model is not a TTS model. */
 int sc_tts_codebooks(const sc_model *m);
 /* The most frames p's prompt leaves room for in the talker's context

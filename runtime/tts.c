@@ -54,6 +54,36 @@ sc_tts_params sc_tts_defaults(void) {
   return p;
 }
 
+/* The key speechc build puts generation_config.json's values under in the
+ * embedded config (compiler/build.c, tts_generation_defaults), checked
+ * there: booleans, whole numbers and finite numbers in range. */
+#define GEN_DEFAULTS_KEY "speechc_generation_defaults"
+
+int sc_tts_model_defaults(const sc_model *m, sc_tts_params *p, sc_error *err) {
+  SC_ERR_OR_LOCAL(err);
+  if (!m || !p) return sc_fail(err, SC_EUSAGE, "sc_tts_model_defaults: no %s", !m ? "model" : "params");
+  *p = sc_tts_defaults();
+  if (strcmp(m->d->family, "qwen3_tts"))
+    return sc_fail(err, SC_EUSAGE, "%s is a %s model, not a Qwen3-TTS model", m->path, m->d->family);
+  cJSON *j = cJSON_Parse(m->d->config_json);
+  if (!j) return sc_fail(err, SC_EINPUT, "%s: the embedded config is not valid JSON", m->path);
+  const cJSON *g = cJSON_GetObjectItemCaseSensitive(j, GEN_DEFAULTS_KEY), *v;
+#define GEN(key) ((v = cJSON_GetObjectItemCaseSensitive(g, key)) != NULL)
+  if (GEN("do_sample")) p->talker.greedy = cJSON_IsFalse(v);
+  if (GEN("top_k")) p->talker.top_k = v->valueint;
+  if (GEN("top_p")) p->talker.top_p = (float)v->valuedouble;
+  if (GEN("temperature")) p->talker.temperature = (float)v->valuedouble;
+  if (GEN("repetition_penalty")) p->talker.repetition_penalty = (float)v->valuedouble;
+  if (GEN("subtalker_dosample")) p->predictor.greedy = cJSON_IsFalse(v);
+  if (GEN("subtalker_top_k")) p->predictor.top_k = v->valueint;
+  if (GEN("subtalker_top_p")) p->predictor.top_p = (float)v->valuedouble;
+  if (GEN("subtalker_temperature")) p->predictor.temperature = (float)v->valuedouble;
+  if (GEN("max_new_tokens")) p->max_frames = v->valueint;
+#undef GEN
+  cJSON_Delete(j);
+  return SC_OK;
+}
+
 static int get_int(const cJSON *obj, const char *where, const char *key, int *out, sc_error *err) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!cJSON_IsNumber(v))

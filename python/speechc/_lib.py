@@ -116,7 +116,7 @@ class TtsTextInfo(Structure):
         ("sample_rate", c_int), ("samples_per_frame", c_int),
         ("n_speakers", c_int), ("n_languages", c_int),
         ("speakers", POINTER(c_char_p)), ("languages", POINTER(c_char_p)),
-        ("drops_instruct", c_int),
+        ("drops_instruct", c_int), ("defaults", sc_tts_params),
     ]
 
 
@@ -134,6 +134,7 @@ class ServeLimits(Structure):
     _fields_ = [
         ("max_frames", c_int), ("voices", POINTER(c_char_p)), ("n_voices", c_int),
         ("languages", POINTER(c_char_p)), ("n_languages", c_int),
+        ("defaults", POINTER(sc_tts_params)),
     ]
 
 

@@ -653,7 +653,9 @@ class Model:
             raise Error(SC_EUSAGE, "text: expected a str, got None")
         r.text = cstr("text", text)
         r.instruct = cstr("instruct", instruct)
-        p = self._L.sc_tts_defaults()
+        # the model's defaults: its generation_config.json over qwen-tts' (sc_tts_model_defaults)
+        d = self._L.tts_text_info(self._tt).contents.defaults
+        p = type(d).from_buffer_copy(d)
         p.speaker = cstr("speaker", speaker)
         p.language = cstr("language", language)
         err = _lib.sc_error()
@@ -719,8 +721,10 @@ class Model:
         does with the same options: the official chat template, the
         official sampling defaults (talker top-k 50, temperature 0.9,
         repetition penalty 1.05; code predictor top-k 50, temperature 0.9;
-        ``None`` keeps a default), and the codec decoder built beside the
-        model.
+        what the checkpoint's generation_config.json sets instead, as
+        qwen-tts reads it; ``None`` keeps a default, ``greedy=False``
+        samples where the file says ``do_sample: false``), and the codec
+        decoder built beside the model.
 
         Args:
             text: what to say (UTF-8).
@@ -787,6 +791,7 @@ class Model:
         voices = [v.encode() for v in self.info.speakers]
         langs = [x.encode() for x in self.info.languages]
         lim = _lib.ServeLimits(max_frames=max_frames, n_voices=len(voices), n_languages=len(langs))
+        lim.defaults = ctypes.pointer(self._L.tts_text_info(self._tt).contents.defaults)
         lim.voices = (ctypes.c_char_p * max(1, len(voices)))(*voices)
         lim.languages = (ctypes.c_char_p * max(1, len(langs)))(*langs)
         r, err = _lib.ServeRequest(), _lib.sc_error()

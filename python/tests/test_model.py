@@ -128,6 +128,32 @@ def test_tts_options_match_cli(tts_so, tts_model, tmp_path):
     assert other.shape != pcm.shape or not np.array_equal(other, pcm)
 
 
+def test_tts_generation_config_defaults(work, tts_so, tts_model):
+    """A checkpoint's generation_config.json sets the defaults, as qwen-tts
+    reads it: do_sample false is greedy unless greedy=False says sample;
+    max_new_tokens caps the frames."""
+    import shutil
+    from conftest import TTS
+    ckpt = work / "tts-gen-ckpt"
+    shutil.copytree(TTS, ckpt)
+    (ckpt / "generation_config.json").write_text(json.dumps(
+        {"do_sample": False, "subtalker_dosample": False, "max_new_tokens": 5, "temperature": 1.5}))
+    (work / "tts-gen").mkdir()
+    so = speechc.build(ckpt, work / "tts-gen" / "m.so")
+    for f in tts_so.parent.glob("m.codec.*"):  # the decoder and its weight file
+        shutil.copy(f, work / "tts-gen" / f.name)
+    shutil.copytree(tts_so.parent / "m.tokenizer", work / "tts-gen" / "m.tokenizer")
+    kw = dict(speaker="tiny_speaker", language="english", seed=3, decoder_batch=1)
+    with speechc.Model(so, threads=1) as g:
+        pcm, _ = g.tts("Hello there", **kw)
+        assert pcm.size == 5 * 1920
+        greedy, _ = tts_model.tts("Hello there", greedy=True, max_frames=5, **kw)
+        np.testing.assert_array_equal(pcm, greedy)
+        sampled, _ = g.tts("Hello there", greedy=False, temperature=0.9, max_frames=6, **kw)
+        plain, _ = tts_model.tts("Hello there", max_frames=6, **kw)
+        np.testing.assert_array_equal(sampled, plain)
+
+
 def test_stream_concatenates_to_tts(tts_model):
     pcm, _ = tts_model.tts("Streaming", seed=4, decoder_batch=1, **SAY)
     chunks = list(tts_model.tts_stream("Streaming", seed=4, decoder_batch=1, **SAY))

@@ -165,4 +165,29 @@ expect decode-no-output 1 "missing -o" -- "$BIN" decode "$W/m.codec.so" "$W/code
 expect decode-both-stdio 1 "cannot both be -" -- "$BIN" decode "$W/m.codec.so" - -o -
 expect decode-missing-codes 2 "nope.json" -- "$BIN" decode "$W/m.codec.so" "$W/nope.json" -o "$W/x.wav"
 expect decode-unknown-flag 1 "unknown option '--bogus'" -- "$BIN" decode "$W/m.codec.so" "$W/codes.json" -o "$W/x.wav" --bogus
+
+# generation_config.json's defaults, as qwen-tts' _merge_generate_kwargs
+# takes them: greedy talker and predictor and 5 frames at most, unless a
+# flag says otherwise; a value qwen-tts could not sample with is refused
+T2=$W/tts_gen
+GEN='{"do_sample": false, "subtalker_dosample": false, "max_new_tokens": 5, "temperature": 1.5,
+  "subtalker_temperature": 1.5, "pad_token_id": 7}'
+setup copy-gen cp -r "$TTS6" "$T2" && printf '%s\n' "$GEN" >"$T2/generation_config.json"
+expect build-gen 0 -- "$BIN" build -q "$T2" -o "$W/gen.so" --no-codec
+expect tts-gen-defaults 0 " 5 frames in " -- "$BIN" tts "$W/gen.so" "${SAY0[@]}" -o "$W/gen.json"
+expect tts-plain-greedy 0 -- "$BIN" tts "$W/nc/m.so" "${SAY0[@]}" -o "$W/greedy.json" --greedy --max-frames 5
+expect gen-is-greedy 0 -- cmp "$W/gen.json" "$W/greedy.json"
+expect tts-plain-greedy6 0 -- "$BIN" tts "$W/nc/m.so" "${SAY0[@]}" -o "$W/greedy6.json" --greedy --max-frames 6
+# a flag wins over the file: sampled, as the plain model samples with this seed
+expect tts-gen-flags 0 -- "$BIN" tts "$W/gen.so" "${SAY0[@]}" -o "$W/gen_s.json" --max-frames 6 --sample \
+  --temperature 0.9 --sub-temperature 0.9
+expect tts-plain-sampled 0 -- "$BIN" tts "$W/nc/m.so" "${SAY0[@]}" -o "$W/plain_s.json" --max-frames 6
+expect gen-flags-win 0 -- cmp "$W/gen_s.json" "$W/plain_s.json"
+expect gen-sampled-differs 1 -- cmp -s "$W/gen_s.json" "$W/greedy6.json"
+printf '{"do_sample": true, "top_p": 2}\n' >"$T2/generation_config.json"
+expect build-gen-bad 2 "generation_config.json: top_p is not a number in (0, 1]" -- \
+  "$BIN" build -q "$T2" -o "$W/gen_bad.so" --no-codec
+printf '{"do_sample": "yes"}\n' >"$T2/generation_config.json"
+expect build-gen-type 2 "generation_config.json: do_sample is not true or false" -- \
+  "$BIN" build -q "$T2" -o "$W/gen_bad.so" --no-codec
 finish

@@ -21,7 +21,7 @@
 
 static const char *const voices[] = {"tiny_speaker", "Vivian"};
 static const char *const languages[] = {"english", "chinese"};
-static const ServeLimits lim = {100, voices, 2, languages, 2};
+static const ServeLimits lim = {100, voices, 2, languages, 2, NULL};
 
 static int one_of(const char *s, const char *const *names, int n) {
   for (int i = 0; i < n; i++)
