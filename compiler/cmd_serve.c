@@ -45,6 +45,7 @@
 #include <microhttpd.h>
 
 #include "cli.h"
+#include "json.h"
 #include "serve_metrics.h"
 #include "serve_request.h"
 #include "speechc.h"
@@ -186,30 +187,15 @@ static double now_s(void) {
 
 /* ---- responses ------------------------------------------------------------ */
 
-/* The length of the valid UTF-8 character at s (s NUL-terminated), or 0
- * (a stray or cut sequence, an overlong form, a surrogate, past U+10FFFF). */
-static size_t utf8_char(const unsigned char *s) {
-  const unsigned c = s[0];
-  const size_t k = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
-  if (k < 2) return k;
-  unsigned cp = c & (0x7F >> k);
-  for (size_t i = 1; i < k; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0; /* the NUL included */
-    cp = cp << 6 | (s[i] & 0x3F);
-  }
-  static const unsigned min[5] = {0, 0, 0x80, 0x800, 0x10000};
-  return cp < min[k] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) ? 0 : k;
-}
-
 /* s as the inside of a JSON string, cut to fit cap: always valid UTF-8
  * (messages quote the client's bytes, cut with %.100s and the like, which
  * can split a character): each invalid or cut byte becomes U+FFFD. */
 static void json_escape(char *out, size_t cap, const char *s) {
   size_t n = 0;
-  const unsigned char *u = (const unsigned char *)s;
+  const unsigned char *u = (const unsigned char *)s, *end = u + strlen(s);
   while (*u && n + 7 < cap) {
     const unsigned char c = *u;
-    size_t k = utf8_char(u);
+    size_t k = json_utf8_len(u, (size_t)(end - u));
     if (c == '"' || c == '\\') n += (size_t)snprintf(out + n, cap - n, "\\%c", c);
     else if (c < 0x20) n += (size_t)snprintf(out + n, cap - n, "\\u%04x", c);
     else if (k) memcpy(out + n, u, k), n += k;

@@ -11,9 +11,8 @@
 #include "file.h"
 #include "json.h"
 
-/* Length of the UTF-8 sequence at s (n bytes left), 0 when invalid:
- * overlong forms, surrogates and code points past U+10FFFF are invalid. */
-static size_t utf8_len(const unsigned char *s, size_t n) {
+/* json.h */
+size_t json_utf8_len(const unsigned char *s, size_t n) {
   if (s[0] < 0x80) return 1;
   size_t k;
   uint32_t cp;
@@ -57,7 +56,7 @@ int json_check_text(const char *text, size_t len, const char *path, const char *
   int line = 1, in_str = 0;
   size_t open = 0;
   for (size_t i = 0; i < len;) {
-    size_t k = utf8_len(s + i, len - i);
+    size_t k = json_utf8_len(s + i, len - i);
     if (!k)
       return sc_fail(err, SC_EINPUT, "%s: not valid UTF-8: byte 0x%02x at line %d (byte %zu); "
                      "JSON files are UTF-8", path, s[i], line, i);

@@ -25,6 +25,11 @@
 
 #include "speechc.h"
 
+/* The length (1-4) of the valid UTF-8 character at s[0, n), n >= 1, or 0
+ * (a stray or cut sequence, an overlong form, a surrogate, past
+ * U+10FFFF). */
+size_t json_utf8_len(const unsigned char *s, size_t n);
+
 /* text[0, len) must be UTF-8 without control characters (but for JSON's
  * whitespace outside strings), without \u0000 escapes and without escapes
  * JSON does not have (a backslash before anything but " \ / b f n r t u).  Errors
