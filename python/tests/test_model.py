@@ -152,6 +152,11 @@ def test_tts_generation_config_defaults(work, tts_so, tts_model):
         sampled, _ = g.tts("Hello there", greedy=False, temperature=0.9, max_frames=6, **kw)
         plain, _ = tts_model.tts("Hello there", max_frames=6, **kw)
         np.testing.assert_array_equal(sampled, plain)
+        # the server's parser starts from the same defaults; "greedy": false samples over them
+        o = g.parse_speech_request('{"input": "hi"}').options
+        assert o["greedy"] and o["temperature"] == 1.5 and o["sub_temperature"] == pytest.approx(0.9)
+        assert not g.parse_speech_request('{"input": "hi", "greedy": false}').options["greedy"]
+        assert not tts_model.parse_speech_request('{"input": "hi"}').options["greedy"]
 
 
 def test_stream_concatenates_to_tts(tts_model):
